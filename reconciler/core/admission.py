@@ -1,0 +1,333 @@
+"""The admission state machine: queues, quota and decisions, with no I/O.
+
+`Admission` holds the known ResourceFlavors, ClusterQueues, LocalQueues,
+Namespaces and Workloads, the quota ledger and the pending queues. Callers
+feed it changes and call `schedule()`, which returns decisions: admit a
+workload with its flavors (its quota is reserved in the ledger at once), or
+leave it pending with Kueue's reason and message. A caller that fails to
+write an admission calls `rollback()`; quota then returns and the workload
+waits again.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+
+from .clusterqueues import ClusterQueueModel, active_condition
+from .flavors import FlavorFit, PodSetFlavors, assign_flavors
+from .ledger import Charge, FlavorResource, Ledger
+from .projections import Admission as AdmissionStatus
+from .projections import ResourceFlavor
+from .queues import PendingQueue
+from .quantity import parse_quantity, to_amount
+from .selectors import label_selector_matches
+from .workloads import WorkloadInfo
+
+__all__ = [
+    "Admission",
+    "Admit",
+    "Decision",
+    "Pending",
+    "REASON_INADMISSIBLE",
+    "REASON_PENDING",
+    "charge_from_admission",
+]
+
+WorkloadKey = tuple[str, str]
+
+# Kueue's reasons with its granular-reasons feature off, as users of the
+# walkthrough see them: quota waits are "Pending", configuration problems
+# "Inadmissible".
+REASON_PENDING = "Pending"
+REASON_INADMISSIBLE = "Inadmissible"
+
+
+@dataclass(frozen=True, slots=True)
+class Admit:
+    key: WorkloadKey
+    cluster_queue: str
+    pod_sets: list[PodSetFlavors]
+
+
+@dataclass(frozen=True, slots=True)
+class Pending:
+    key: WorkloadKey
+    reason: str
+    message: str
+    # Set when the workload is not in any ClusterQueue's queue.
+    cluster_queue: str | None = None
+
+
+Decision = Admit | Pending
+
+
+@dataclass(slots=True)
+class _Placement:
+    """Where a waiting workload currently sits."""
+
+    cluster_queue: str | None = None
+    blocked_on: str | None = None  # the missing object it waits for
+
+
+def charge_from_admission(admission: AdmissionStatus) -> Charge:
+    """The ledger charge an admitted Workload's status.admission describes."""
+    usage: dict[FlavorResource, int] = {}
+    for assignment in admission.pod_set_assignments:
+        for resource, quantity in assignment.resource_usage.items():
+            flavor = assignment.flavors.get(resource)
+            if flavor is None:
+                continue
+            fr = (flavor, resource)
+            usage[fr] = usage.get(fr, 0) + to_amount(resource, parse_quantity(quantity))
+    return Charge(admission.cluster_queue, usage)
+
+
+@dataclass
+class Admission:
+    flavors: dict[str, ResourceFlavor] = field(default_factory=dict)
+    cluster_queues: dict[str, ClusterQueueModel] = field(default_factory=dict)
+    # ClusterQueues whose spec could not be used, with the reason.
+    broken_cluster_queues: dict[str, str] = field(default_factory=dict)
+    local_queues: dict[WorkloadKey, str] = field(default_factory=dict)
+    namespaces: dict[str, Mapping[str, str]] = field(default_factory=dict)
+    workloads: dict[WorkloadKey, WorkloadInfo] = field(default_factory=dict)
+    ledger: Ledger = field(default_factory=Ledger)
+    queues: dict[str, PendingQueue] = field(default_factory=dict)
+    _placement: dict[WorkloadKey, _Placement] = field(default_factory=dict)
+    _dirty: set[str] = field(default_factory=set)
+    # Waiting workloads that could not enter a queue (missing LocalQueue, ...).
+    _blocked: set[WorkloadKey] = field(default_factory=set)
+    _by_local_queue: dict[WorkloadKey, set[WorkloadKey]] = field(default_factory=dict)
+    # Decisions for workloads that cannot enter a queue, reported on the next schedule().
+    _outbox: dict[WorkloadKey, Pending] = field(default_factory=dict)
+
+    # --- queue objects ------------------------------------------------------------------
+
+    def set_flavor(self, flavor: ResourceFlavor) -> None:
+        self.flavors[flavor.metadata.name] = flavor
+        self._retry_queues()
+
+    def delete_flavor(self, name: str) -> None:
+        self.flavors.pop(name, None)
+        self._retry_queues()
+
+    def set_cluster_queue(self, model: ClusterQueueModel) -> None:
+        self.broken_cluster_queues.pop(model.name, None)
+        self.cluster_queues[model.name] = model
+        queue = self.queues.setdefault(model.name, PendingQueue())
+        queue.strict_fifo = model.strategy == "StrictFIFO"
+        self._retry_blocked()
+        self._retry_queues([model.name])
+
+    def set_broken_cluster_queue(self, name: str, reason: str) -> None:
+        self.cluster_queues.pop(name, None)
+        self.broken_cluster_queues[name] = reason
+        self._requeue_cluster_queue_members(name)
+
+    def delete_cluster_queue(self, name: str) -> None:
+        self.cluster_queues.pop(name, None)
+        self.broken_cluster_queues.pop(name, None)
+        self._requeue_cluster_queue_members(name)
+
+    def set_local_queue(self, namespace: str, name: str, cluster_queue: str) -> None:
+        self.local_queues[(namespace, name)] = cluster_queue
+        self._replace_local_queue_members((namespace, name))
+
+    def delete_local_queue(self, namespace: str, name: str) -> None:
+        self.local_queues.pop((namespace, name), None)
+        self._replace_local_queue_members((namespace, name))
+
+    def set_namespace(self, name: str, labels: Mapping[str, str]) -> None:
+        self.namespaces[name] = dict(labels)
+        self._retry_queues()
+
+    def cluster_queue_active(self, name: str) -> tuple[str, str, str]:
+        model = self.cluster_queues.get(name)
+        if model is None:
+            reason = self.broken_cluster_queues.get(name, "not found")
+            return "False", "Unknown", f"Can't admit new workloads: {reason}."
+        return active_condition(model, self.flavors)
+
+    # --- workloads ----------------------------------------------------------------------
+
+    def add_workload(self, info: WorkloadInfo, admission: AdmissionStatus | None = None) -> None:
+        """Add or replace a workload; an admitted one is charged to the ledger as-is."""
+        key = info.key
+        self._unplace(key)
+        self.ledger.release(key)
+        self.workloads[key] = info
+        if admission is not None:
+            self.ledger.reserve(key, charge_from_admission(admission))
+            return
+        self._place(info)
+
+    def remove_workload(self, key: WorkloadKey) -> None:
+        """The workload finished or was deleted: forget it and return its quota."""
+        self._unplace(key)
+        self.workloads.pop(key, None)
+        self._outbox.pop(key, None)
+        charge = self.ledger.release(key)
+        if charge is not None:
+            self._freed(charge.cluster_queue)
+
+    def release(self, key: WorkloadKey) -> None:
+        """Return a workload's quota and queue it again (eviction, failed write)."""
+        charge = self.ledger.release(key)
+        if charge is not None:
+            self._freed(charge.cluster_queue)
+        info = self.workloads.get(key)
+        if info is not None:
+            self._place(info)
+
+    rollback = release
+
+    def rebuild(self, admitted: Iterable[tuple[WorkloadKey, AdmissionStatus]]) -> None:
+        """Recompute the ledger from admitted Workloads (start, relist)."""
+        self.ledger.rebuild((key, charge_from_admission(a)) for key, a in admitted)
+        self._retry_queues()
+
+    def is_admitted(self, key: WorkloadKey) -> bool:
+        return self.ledger.holds(key)
+
+    # --- scheduling ---------------------------------------------------------------------
+
+    def schedule(self) -> list[Decision]:
+        """Admit what fits, in queue order; report what cannot be admitted and why."""
+        decisions: list[Decision] = list(self._outbox.values())
+        self._outbox.clear()
+        for name in sorted(self._dirty):
+            queue = self.queues.get(name)
+            model = self.cluster_queues.get(name)
+            if queue is None or model is None:
+                continue
+            self._schedule_queue(model, queue, decisions)
+        self._dirty.clear()
+        return decisions
+
+    def _schedule_queue(
+        self, model: ClusterQueueModel, queue: PendingQueue, out: list[Decision]
+    ) -> None:
+        inactive = active_condition(model, self.flavors)[0] != "True"
+        while True:
+            key = queue.head()
+            if key is None:
+                return
+            info = self.workloads[key]
+            if inactive:
+                # Nothing in this queue can be admitted until the ClusterQueue is fixed.
+                for waiting in queue.ordered_keys():
+                    out.append(Pending(waiting, REASON_INADMISSIBLE,
+                                       f"ClusterQueue {model.name} is inactive", model.name))
+                return
+            if not label_selector_matches(
+                model.namespace_selector, self.namespaces.get(info.namespace, {})
+            ):
+                verdict: Decision | None = Pending(
+                    key, REASON_INADMISSIBLE,
+                    "workload namespace doesn't match ClusterQueue selector", model.name)
+                quota_bound = False
+            else:
+                result = assign_flavors(info, model, self.flavors, self.ledger)
+                if isinstance(result, FlavorFit):
+                    queue.pop_head()
+                    self.ledger.reserve(key, Charge(model.name, result.usage))
+                    out.append(Admit(key, model.name, result.pod_sets))
+                    continue
+                verdict = Pending(key, REASON_PENDING, result.message, model.name)
+                quota_bound = result.waiting_for_quota
+            out.append(verdict)
+            if queue.strict_fifo and quota_bound:
+                return
+            queue.set_aside(key, info.priority, info.created, info.uid)
+
+    # --- placement of waiting workloads -------------------------------------------------
+
+    def _place(self, info: WorkloadInfo) -> None:
+        key = info.key
+        placement = _Placement()
+        self._placement[key] = placement
+        self._by_local_queue.setdefault((info.namespace, info.queue_name), set()).add(key)
+        self._blocked.add(key)
+        if info.problem is not None:
+            self._outbox[key] = Pending(key, REASON_INADMISSIBLE, info.problem.message)
+            placement.blocked_on = "problem"
+            return
+        cq_name = self.local_queues.get((info.namespace, info.queue_name))
+        if cq_name is None:
+            self._outbox[key] = Pending(
+                key, REASON_INADMISSIBLE, f"LocalQueue {info.queue_name} doesn't exist")
+            placement.blocked_on = "localqueue"
+            return
+        if cq_name not in self.cluster_queues:
+            self._outbox[key] = Pending(
+                key, REASON_INADMISSIBLE, f"ClusterQueue {cq_name} doesn't exist")
+            placement.blocked_on = "clusterqueue"
+            return
+        self._outbox.pop(key, None)
+        self._blocked.discard(key)
+        placement.cluster_queue = cq_name
+        self.queues.setdefault(cq_name, PendingQueue()).push(
+            key, info.priority, info.created, info.uid)
+        self._dirty.add(cq_name)
+
+    def _unplace(self, key: WorkloadKey) -> None:
+        placement = self._placement.pop(key, None)
+        self._blocked.discard(key)
+        info = self.workloads.get(key)
+        if info is not None:
+            members = self._by_local_queue.get((info.namespace, info.queue_name))
+            if members is not None:
+                members.discard(key)
+                if not members:
+                    del self._by_local_queue[(info.namespace, info.queue_name)]
+        if placement is not None and placement.cluster_queue is not None:
+            queue = self.queues.get(placement.cluster_queue)
+            if queue is not None:
+                queue.remove(key)
+
+    def _freed(self, cluster_queue: str) -> None:
+        queue = self.queues.get(cluster_queue)
+        if queue is not None:
+            queue.requeue_inadmissible()
+        self._dirty.add(cluster_queue)
+
+    def _retry_blocked(self) -> None:
+        for key in list(self._blocked):
+            info = self.workloads.get(key)
+            if info is not None and info.problem is None:
+                self._unplace(key)
+                self._place(info)
+
+    def _replace_local_queue_members(self, local_queue: WorkloadKey) -> None:
+        for key in list(self._by_local_queue.get(local_queue, ())):
+            info = self.workloads.get(key)
+            if info is not None and not self.ledger.holds(key):
+                self._unplace(key)
+                self._place(info)
+
+    def _requeue_cluster_queue_members(self, name: str) -> None:
+        queue = self.queues.pop(name, None)
+        if queue is not None:
+            for key in queue.ordered_keys():
+                info = self.workloads.get(key)
+                if info is not None:
+                    self._unplace(key)
+                    self._place(info)
+
+    def _retry_queues(self, names: Iterable[str] | None = None) -> None:
+        """Quota, flavors or selectors changed: set-aside workloads get another chance."""
+        for name in self.queues if names is None else names:
+            queue = self.queues.get(name)
+            if queue is not None:
+                queue.requeue_inadmissible()
+                self._dirty.add(name)
+
+    # --- reporting ----------------------------------------------------------------------
+
+    def pending_counts(self, cluster_queue: str) -> tuple[int, int]:
+        """(active, inadmissible) pending workloads of a ClusterQueue."""
+        queue = self.queues.get(cluster_queue)
+        if queue is None:
+            return (0, 0)
+        return (queue.active_count(), queue.inadmissible_count())

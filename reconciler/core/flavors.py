@@ -1,0 +1,157 @@
+"""Flavor assignment: which ResourceFlavor each requested resource is charged to.
+
+For each pod set, for each resource group its requests touch, the group's
+flavors are tried in order; the first flavor whose labels, taints and quota
+fit all the group's requested resources wins. When none fits, the reasons are
+collected in Kueue's exact words, sorted, and joined into one message, e.g.
+`couldn't assign flavors to pod set main: insufficient unused quota for
+nvidia.com/gpu in flavor p3-t4, 1 more needed`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+
+from .clusterqueues import ClusterQueueModel, ResourceGroupModel
+from .ledger import FlavorResource, Ledger
+from .podrequests import Amounts
+from .projections import ResourceFlavor
+from .quantity import format_amount
+from .selectors import first_untolerated_taint, flavor_matches_pod_spec, taint_text
+from .workloads import PodSetInfo, WorkloadInfo
+
+__all__ = ["FlavorFit", "FlavorNoFit", "PodSetFlavors", "assign_flavors"]
+
+
+@dataclass(frozen=True, slots=True)
+class PodSetFlavors:
+    name: str
+    count: int
+    flavors: dict[str, str]
+    usage: Amounts
+
+
+@dataclass(frozen=True, slots=True)
+class FlavorFit:
+    pod_sets: list[PodSetFlavors]
+    usage: dict[FlavorResource, int]
+
+
+@dataclass(frozen=True, slots=True)
+class FlavorNoFit:
+    message: str
+    # True when only used quota stands in the way: freeing quota may let it in.
+    waiting_for_quota: bool
+
+
+@dataclass(slots=True)
+class _GroupAttempt:
+    flavor: str | None = None
+    reasons: list[str] = field(default_factory=list)
+    # Some flavor would fit if quota in use were released.
+    quota_bound: bool = False
+
+
+def _try_group(
+    group: ResourceGroupModel,
+    requests: Amounts,
+    pod_set: PodSetInfo,
+    cq: ClusterQueueModel,
+    flavors: Mapping[str, ResourceFlavor],
+    ledger: Ledger,
+    assumed: Mapping[FlavorResource, int],
+) -> _GroupAttempt:
+    attempt = _GroupAttempt()
+    wanted = sorted(r for r in requests if r in group.covered)
+    for quota in group.flavors:
+        name = quota.name
+        flavor = flavors.get(name)
+        if flavor is None:
+            attempt.reasons.append(f"flavor {name} not found")
+            continue
+        spec = pod_set.spec
+        taint = first_untolerated_taint(
+            flavor.spec.node_taints, [*spec.tolerations, *flavor.spec.tolerations]
+        )
+        if taint is not None:
+            attempt.reasons.append(f"untolerated taint {taint_text(taint)} in flavor {name}")
+            continue
+        if not flavor_matches_pod_spec(spec, flavor.spec.node_labels):
+            attempt.reasons.append(f"flavor {name} doesn't match node affinity")
+            continue
+        fits = True
+        for resource in wanted:
+            fr = (name, resource)
+            previous = assumed.get(fr, 0)
+            value = previous + requests[resource]
+            nominal = quota.nominal.get(resource, 0)
+            if value > nominal:
+                attempt.reasons.append(
+                    f"insufficient quota for {resource} in flavor {name}, previously considered "
+                    f"podsets requests ({format_amount(resource, previous)}) + current podset "
+                    f"request ({format_amount(resource, requests[resource])}) > maximum capacity "
+                    f"({format_amount(resource, nominal)})"
+                )
+                fits = False
+                break
+            available = nominal - ledger.used(cq.name, fr)
+            if value > available:
+                attempt.reasons.append(
+                    f"insufficient unused quota for {resource} in flavor {name}, "
+                    f"{format_amount(resource, value - available)} more needed"
+                )
+                attempt.quota_bound = True
+                fits = False
+        if fits:
+            attempt.flavor = name
+            return attempt
+    return attempt
+
+
+def assign_flavors(
+    workload: WorkloadInfo,
+    cq: ClusterQueueModel,
+    flavors: Mapping[str, ResourceFlavor],
+    ledger: Ledger,
+) -> FlavorFit | FlavorNoFit:
+    assumed: dict[FlavorResource, int] = {}
+    results: list[PodSetFlavors] = []
+    for pod_set in workload.pod_sets:
+        requests = pod_set.total()
+        if "pods" in cq.group_of:
+            requests["pods"] = pod_set.count
+        assigned: dict[str, str] = {}
+        reasons: list[str] = []
+        failed = False
+        waiting = True
+        for resource in sorted(requests):
+            index = cq.group_of.get(resource)
+            if index is None:
+                if requests[resource] == 0:
+                    continue
+                reasons.append(f"resource {resource} unavailable in ClusterQueue")
+                failed, waiting = True, False
+                break
+            if resource in assigned:
+                continue
+            group = cq.groups[index]
+            attempt = _try_group(group, requests, pod_set, cq, flavors, ledger, assumed)
+            if attempt.flavor is None:
+                failed = True
+                reasons.extend(attempt.reasons)
+                if not attempt.quota_bound:
+                    waiting = False
+                    break
+                continue
+            for covered in group.covered:
+                if covered in requests:
+                    assigned[covered] = attempt.flavor
+        if failed:
+            message = f"couldn't assign flavors to pod set {pod_set.name}: " + ", ".join(sorted(reasons))
+            return FlavorNoFit(message, waiting_for_quota=waiting)
+        for resource, flavor in assigned.items():
+            fr = (flavor, resource)
+            assumed[fr] = assumed.get(fr, 0) + requests[resource]
+        results.append(PodSetFlavors(pod_set.name, pod_set.count, assigned, requests))
+    return FlavorFit(results, assumed)

@@ -1,0 +1,189 @@
+"""An offline admission run over plain objects: what `reconciler simulate` shows.
+
+Objects are admitted in creation order: by `metadata.creationTimestamp`
+where present, otherwise in the order given (file order). Each Job or
+Workload arrives in turn and the scheduler runs after each arrival, as the
+controller would do when they are created one by one. The result is what the
+API would show afterwards: Workloads with conditions, admission and resource
+requests, and ClusterQueues with usage and counts.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any, TypeVar
+
+import msgspec
+
+from .admission import Admission, Admit, Decision, Pending
+from .clusterqueues import InvalidClusterQueue, compile_cluster_queue
+from .projections import (
+    ClusterQueue,
+    Job,
+    LocalQueue,
+    Namespace,
+    ResourceClaimTemplate,
+    ResourceFlavor,
+    Workload,
+    WorkloadStatus,
+)
+from .quantity import QuantityError
+from .status import admitted_workload_status, cluster_queue_status, condition, pending_workload_status
+from .workloads import QUEUE_NAME_LABEL, WorkloadInfo, compile_workload, workload_for_job
+
+__all__ = ["InputObject", "SimulationError", "SimulationResult", "simulate"]
+
+WORKLOAD_API = "kueue.x-k8s.io/v1beta2"
+_KUEUE_GROUP = "kueue.x-k8s.io/"
+_AT_PATH = re.compile(r"^(?P<what>.*?)(?: - at `\$\.?(?P<path>[^`]*)`)?$")
+T = TypeVar("T")
+
+
+class SimulationError(ValueError):
+    """Input that cannot be simulated; the message names the object and field."""
+
+
+@dataclass(frozen=True, slots=True)
+class InputObject:
+    source: str  # e.g. "30-job.yaml#1", for error messages
+    body: Mapping[str, Any]
+
+
+@dataclass
+class SimulationResult:
+    workloads: list[dict[str, Any]] = field(default_factory=list)
+    cluster_queues: list[dict[str, Any]] = field(default_factory=list)
+    warnings: list[str] = field(default_factory=list)
+
+
+def _describe(obj: InputObject) -> str:
+    meta = obj.body.get("metadata") or {}
+    name = meta.get("name", "<no name>") if isinstance(meta, Mapping) else "<no name>"
+    namespace = meta.get("namespace") if isinstance(meta, Mapping) else None
+    ident = f"{namespace}/{name}" if namespace else str(name)
+    return f"{obj.source}: {obj.body.get('kind', '<no kind>')} {ident}"
+
+
+def _decode(obj: InputObject, kind: type[T]) -> T:
+    try:
+        return msgspec.json.decode(msgspec.json.encode(obj.body), type=kind)
+    except msgspec.ValidationError as err:
+        match = _AT_PATH.match(str(err))
+        assert match is not None
+        what = match["what"].replace("`", "")
+        what = what[:1].lower() + what[1:]
+        path = match["path"] or "(object)"
+        raise SimulationError(f"{_describe(obj)}: {path}: {what}") from None
+
+
+def _api_dict(struct: msgspec.Struct, api_version: str, kind: str) -> dict[str, Any]:
+    body: dict[str, Any] = msgspec.json.decode(msgspec.json.encode(struct))
+    body.pop("apiVersion", None)
+    body.pop("kind", None)
+    return {"apiVersion": api_version, "kind": kind, **body}
+
+
+def _is_admitted(workload: Workload) -> bool:
+    reserved = condition(workload.status.conditions, "QuotaReserved")
+    return (
+        workload.status.admission is not None
+        and reserved is not None
+        and reserved.status == "True"
+    )
+
+
+def simulate(
+    objects: Sequence[InputObject], mappings: Mapping[str, str], now: str
+) -> SimulationResult:
+    result = SimulationResult()
+    state = Admission()
+    templates: dict[tuple[str, str], ResourceClaimTemplate] = {}
+    cluster_queues: list[tuple[ClusterQueue, Mapping[str, Any]]] = []
+    arrivals: list[tuple[str, int, InputObject]] = []
+    for seq, obj in enumerate(objects):
+        kind = obj.body.get("kind")
+        api_version = str(obj.body.get("apiVersion", ""))
+        if kind == "ResourceFlavor" and api_version.startswith(_KUEUE_GROUP):
+            state.set_flavor(_decode(obj, ResourceFlavor))
+        elif kind == "ClusterQueue" and api_version.startswith(_KUEUE_GROUP):
+            cq = _decode(obj, ClusterQueue)
+            try:
+                state.set_cluster_queue(compile_cluster_queue(cq))
+            except (InvalidClusterQueue, QuantityError) as err:
+                raise SimulationError(f"{_describe(obj)}: {err}") from None
+            cluster_queues.append((cq, obj.body))
+        elif kind == "LocalQueue" and api_version.startswith(_KUEUE_GROUP):
+            lq = _decode(obj, LocalQueue)
+            if not lq.metadata.namespace:
+                raise SimulationError(f"{_describe(obj)}: metadata.namespace: a LocalQueue is "
+                                      "namespaced; set metadata.namespace")
+            state.set_local_queue(lq.metadata.namespace, lq.metadata.name, lq.spec.cluster_queue)
+        elif kind == "Namespace":
+            ns = _decode(obj, Namespace)
+            labels = {**ns.metadata.labels, "kubernetes.io/metadata.name": ns.metadata.name}
+            state.set_namespace(ns.metadata.name, labels)
+        elif kind == "ResourceClaimTemplate":
+            rct = _decode(obj, ResourceClaimTemplate)
+            templates[(rct.metadata.namespace, rct.metadata.name)] = rct
+        elif kind in ("Job", "Workload"):
+            meta = obj.body.get("metadata") or {}
+            stamp = str(meta.get("creationTimestamp") or "") if isinstance(meta, Mapping) else ""
+            arrivals.append((stamp, seq, obj))
+        elif kind not in ("DeviceClass", "Configuration"):
+            result.warnings.append(f"{_describe(obj)}: ignored (not used for admission)")
+
+    for ns_name in {ns for ns, _ in state.local_queues} - state.namespaces.keys():
+        state.set_namespace(ns_name, {"kubernetes.io/metadata.name": ns_name})
+
+    def lookup(namespace: str, name: str) -> ResourceClaimTemplate | None:
+        return templates.get((namespace, name))
+
+    workloads: dict[tuple[str, str], Workload] = {}
+    infos: dict[tuple[str, str], WorkloadInfo] = {}
+    last: dict[tuple[str, str], Decision] = {}
+    for _, seq, obj in sorted(arrivals, key=lambda a: (a[0], a[1])):
+        if obj.body.get("kind") == "Job":
+            job = _decode(obj, Job)
+            if QUEUE_NAME_LABEL not in job.metadata.labels:
+                result.warnings.append(f"{_describe(obj)}: no {QUEUE_NAME_LABEL} label; not managed")
+                continue
+            workload = workload_for_job(job)
+        else:
+            workload = _decode(obj, Workload)
+        if not workload.metadata.namespace:
+            raise SimulationError(f"{_describe(obj)}: metadata.namespace: set the namespace")
+        try:
+            info = compile_workload(workload, lookup_template=lookup, mappings=mappings)
+        except (QuantityError, msgspec.ValidationError) as err:
+            raise SimulationError(f"{_describe(obj)}: spec.podSets: {err}") from None
+        info.uid = info.uid or f"~{seq:08d}"
+        key = info.key
+        workloads[key] = workload
+        infos[key] = info
+        if _is_admitted(workload):
+            assert workload.status.admission is not None
+            state.add_workload(info, workload.status.admission)
+            continue
+        state.add_workload(info)
+        for decision in state.schedule():
+            last[decision.key] = decision
+
+    for key, workload in workloads.items():
+        decision = last.get(key)
+        status: WorkloadStatus = workload.status
+        if isinstance(decision, Admit):
+            status = admitted_workload_status(status, decision, now)
+        elif isinstance(decision, Pending):
+            status = pending_workload_status(status, infos[key], decision, now)
+        workload.status = status
+        result.workloads.append(_api_dict(workload, WORKLOAD_API, "Workload"))
+
+    for cq, body in cluster_queues:
+        status_obj = cluster_queue_status(state, cq.metadata.name, cq.status, now)
+        out = {k: v for k, v in body.items() if k != "status"}
+        out["apiVersion"] = WORKLOAD_API
+        out["status"] = msgspec.to_builtins(status_obj)
+        result.cluster_queues.append(out)
+    return result

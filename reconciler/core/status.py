@@ -1,0 +1,184 @@
+"""Workload and ClusterQueue status as the Kueue API shows it."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from .admission import Admission, Admit, Pending
+from .ledger import FlavorResource
+from .projections import (
+    Admission as AdmissionStatus,
+)
+from .projections import (
+    ClusterQueueStatus,
+    Condition,
+    FlavorUsage,
+    PodSetAssignment,
+    PodSetRequest,
+    ResourceUsage,
+    WorkloadStatus,
+)
+from .quantity import format_amount
+from .workloads import WorkloadInfo
+
+__all__ = [
+    "admitted_workload_status",
+    "cluster_queue_status",
+    "condition",
+    "pending_workload_status",
+    "set_condition",
+]
+
+QUOTA_RESERVED = "QuotaReserved"
+ADMITTED = "Admitted"
+REQUEUED = "Requeued"
+MAX_CONDITION_MESSAGE = 32 * 1024
+
+
+def _truncate(message: str) -> str:
+    if len(message) <= MAX_CONDITION_MESSAGE:
+        return message
+    return message[: MAX_CONDITION_MESSAGE - 4] + " ..."
+
+
+def condition(conditions: Sequence[Condition], kind: str) -> Condition | None:
+    for c in conditions:
+        if c.type == kind:
+            return c
+    return None
+
+
+def set_condition(
+    conditions: Sequence[Condition],
+    kind: str,
+    status: str,
+    reason: str,
+    message: str,
+    now: str,
+    generation: int | None = None,
+) -> list[Condition]:
+    """meta.SetStatusCondition: the transition time moves only when the status changes."""
+    out: list[Condition] = []
+    found = False
+    for c in conditions:
+        if c.type != kind:
+            out.append(c)
+            continue
+        found = True
+        moved = c.status != status
+        out.append(
+            Condition(
+                type=kind,
+                status=status,
+                reason=reason,
+                message=_truncate(message),
+                last_transition_time=now if moved else c.last_transition_time,
+                observed_generation=generation,
+            )
+        )
+    if not found:
+        out.append(Condition(kind, status, reason, _truncate(message), now, generation))
+    return out
+
+
+def _resource_requests(info: WorkloadInfo) -> list[PodSetRequest]:
+    return [
+        PodSetRequest(name, {r: format_amount(r, v) for r, v in sorted(amounts.items())})
+        for name, amounts in info.total_requests()
+    ]
+
+
+def admitted_workload_status(
+    previous: WorkloadStatus, decision: Admit, now: str, generation: int | None = None
+) -> WorkloadStatus:
+    conditions = set_condition(
+        previous.conditions, QUOTA_RESERVED, "True", "QuotaReserved",
+        f"Quota reserved in ClusterQueue {decision.cluster_queue}", now, generation)
+    conditions = set_condition(
+        conditions, ADMITTED, "True", "Admitted", "The workload is admitted", now, generation)
+    admission = AdmissionStatus(
+        cluster_queue=decision.cluster_queue,
+        pod_set_assignments=[
+            PodSetAssignment(
+                name=ps.name,
+                flavors=dict(sorted(ps.flavors.items())),
+                resource_usage={r: format_amount(r, v) for r, v in sorted(ps.usage.items())},
+                count=ps.count,
+            )
+            for ps in decision.pod_sets
+        ],
+    )
+    return WorkloadStatus(
+        conditions=conditions,
+        admission=admission,
+        requeue_state=previous.requeue_state,
+        resource_requests=[],
+    )
+
+
+def pending_workload_status(
+    previous: WorkloadStatus,
+    info: WorkloadInfo,
+    decision: Pending,
+    now: str,
+    generation: int | None = None,
+) -> WorkloadStatus:
+    conditions = set_condition(
+        previous.conditions, QUOTA_RESERVED, "False", decision.reason, decision.message,
+        now, generation)
+    admitted = condition(conditions, ADMITTED)
+    if admitted is not None and admitted.status == "True":
+        conditions = set_condition(
+            conditions, ADMITTED, "False", "NoReservation", "The workload has no reservation",
+            now, generation)
+    if info.problem is not None:
+        conditions = set_condition(
+            conditions, REQUEUED, "False", "Inadmissible",
+            info.problem.requeue_message or decision.message, now, generation)
+    return WorkloadStatus(
+        conditions=conditions,
+        admission=None,
+        requeue_state=previous.requeue_state,
+        resource_requests=_resource_requests(info),
+    )
+
+
+def _flavor_usage(
+    state: Admission, name: str, usage: dict[FlavorResource, int]
+) -> list[FlavorUsage]:
+    model = state.cluster_queues.get(name)
+    if model is None:
+        return []
+    out: list[FlavorUsage] = []
+    for group in model.groups:
+        for quota in group.flavors:
+            out.append(
+                FlavorUsage(
+                    name=quota.name,
+                    resources=[
+                        ResourceUsage(r, format_amount(r, usage.get((quota.name, r), 0)), "0")
+                        for r in sorted(group.covered)
+                    ],
+                )
+            )
+    return out
+
+
+def cluster_queue_status(
+    state: Admission, name: str, previous: ClusterQueueStatus, now: str,
+    generation: int | None = None,
+) -> ClusterQueueStatus:
+    usage = state.ledger.usage(name)
+    admitted = state.ledger.holder_count(name)
+    active, inadmissible = state.pending_counts(name)
+    status, reason, message = state.cluster_queue_active(name)
+    flavors = _flavor_usage(state, name, usage)
+    return ClusterQueueStatus(
+        conditions=set_condition(previous.conditions, "Active", status, reason, message, now,
+                                 generation),
+        flavors_reservation=flavors,
+        flavors_usage=flavors,
+        pending_workloads=active + inadmissible,
+        reserving_workloads=admitted,
+        admitted_workloads=admitted,
+    )

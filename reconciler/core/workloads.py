@@ -1,0 +1,190 @@
+"""Jobs become Workloads, and Workloads become what admission reasons about.
+
+`workload_for_job` builds the Workload object Kueue would create for a
+batch/v1 Job. `compile_workload` turns a Workload into a `WorkloadInfo`: its
+pod sets with per-pod requests (containers plus DRA claims charged through
+`deviceClassMappings`), or the problem that keeps it from being charged.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+
+import msgspec
+
+from .dra import ClaimCharge, DraProblem, claim_charges
+from .podrequests import Amounts, add_amounts, pod_requests, scale_amounts
+from .projections import (
+    Job,
+    ObjectMeta,
+    OwnerReference,
+    PodSet,
+    PodSpecView,
+    ResourceClaimTemplate,
+    Workload,
+    WorkloadSpec,
+    pod_template_view,
+)
+
+__all__ = [
+    "JOB_UID_LABEL",
+    "QUEUE_NAME_LABEL",
+    "RESOURCE_IN_USE_FINALIZER",
+    "PodSetInfo",
+    "WorkloadInfo",
+    "compile_workload",
+    "job_pod_count",
+    "workload_for_job",
+    "workload_name_for_job",
+]
+
+QUEUE_NAME_LABEL = "kueue.x-k8s.io/queue-name"
+JOB_UID_LABEL = "kueue.x-k8s.io/job-uid"
+RESOURCE_IN_USE_FINALIZER = "kueue.x-k8s.io/resource-in-use"
+PRIORITY_CLASS_LABEL = "kueue.x-k8s.io/priority-class"
+
+_MAX_NAME = 253
+_HASH_LEN = 5
+# Labels the Job controller adds to a template; a Workload's template omits them.
+_JOB_CONTROLLER_LABELS = ("controller-uid", "batch.kubernetes.io/controller-uid", "job-name")
+
+
+def workload_name_for_job(job_name: str, job_uid: str, kind: str = "Job", group: str = "batch") -> str:
+    """`job-<name>-<5 hex>`: the prefix truncated to fit 253, hash of kind, group, name, uid."""
+    prefix = f"{kind.lower()}-{job_name}"[: _MAX_NAME - 1 - _HASH_LEN]
+    digest = hashlib.sha1(f"{kind}\n{group}\n{job_name}\n{job_uid}".encode()).hexdigest()
+    return f"{prefix}-{digest[:_HASH_LEN]}"
+
+
+def job_pod_count(job: Job) -> int:
+    parallelism = 1 if job.spec.parallelism is None else job.spec.parallelism
+    if job.spec.completions is not None:
+        return min(parallelism, job.spec.completions)
+    return parallelism
+
+
+def _workload_template(raw: msgspec.Raw) -> msgspec.Raw:
+    template = msgspec.json.decode(raw)
+    if not isinstance(template, dict):
+        return raw
+    labels = template.get("metadata", {}).get("labels")
+    if isinstance(labels, dict) and any(k in labels for k in _JOB_CONTROLLER_LABELS):
+        for key in _JOB_CONTROLLER_LABELS:
+            labels.pop(key, None)
+        return msgspec.Raw(msgspec.json.encode(template))
+    return raw
+
+
+def workload_for_job(job: Job) -> Workload:
+    """The Workload Kueue creates for a queue-labelled batch/v1 Job."""
+    meta = job.metadata
+    return Workload(
+        metadata=ObjectMeta(
+            name=workload_name_for_job(meta.name, meta.uid),
+            namespace=meta.namespace,
+            labels={JOB_UID_LABEL: meta.uid} if meta.uid else {},
+            finalizers=[RESOURCE_IN_USE_FINALIZER],
+            owner_references=[
+                OwnerReference(
+                    api_version="batch/v1",
+                    kind="Job",
+                    name=meta.name,
+                    uid=meta.uid,
+                    controller=True,
+                    block_owner_deletion=True,
+                )
+            ],
+            creation_timestamp=meta.creation_timestamp,
+        ),
+        spec=WorkloadSpec(
+            pod_sets=[
+                PodSet(
+                    name="main",
+                    template=_workload_template(job.spec.template),
+                    count=job_pod_count(job),
+                )
+            ],
+            queue_name=meta.labels.get(QUEUE_NAME_LABEL, ""),
+        ),
+    )
+
+
+@dataclass(slots=True)
+class PodSetInfo:
+    name: str
+    count: int
+    spec: PodSpecView
+    per_pod: Amounts
+
+    def total(self) -> Amounts:
+        return scale_amounts(self.per_pod, self.count)
+
+
+@dataclass(slots=True)
+class WorkloadInfo:
+    """What admission needs to know about one Workload."""
+
+    namespace: str
+    name: str
+    uid: str
+    queue_name: str
+    priority: int
+    created: str
+    pod_sets: list[PodSetInfo] = field(default_factory=list)
+    problem: DraProblem | None = None
+
+    @property
+    def key(self) -> tuple[str, str]:
+        return (self.namespace, self.name)
+
+    def total_requests(self) -> list[tuple[str, Amounts]]:
+        return [(ps.name, ps.total()) for ps in self.pod_sets]
+
+
+TemplateLookup = Callable[[str, str], ResourceClaimTemplate | None]
+
+
+def compile_workload(
+    workload: Workload,
+    *,
+    lookup_template: TemplateLookup,
+    mappings: Mapping[str, str],
+    created: str = "",
+) -> WorkloadInfo:
+    """Compute requests (including DRA charges) for every pod set of a Workload."""
+    meta = workload.metadata
+    info = WorkloadInfo(
+        namespace=meta.namespace,
+        name=meta.name,
+        uid=meta.uid,
+        queue_name=workload.spec.queue_name,
+        priority=workload.spec.priority or 0,
+        created=meta.creation_timestamp or created,
+    )
+    for index, pod_set in enumerate(workload.spec.pod_sets):
+        spec = pod_template_view(pod_set.template).spec
+        per_pod = pod_requests(spec)
+        if spec.resource_claims:
+            charge = claim_charges(
+                pod_set_index=index,
+                pod_set_name=pod_set.name,
+                spec=spec,
+                namespace=meta.namespace,
+                lookup_template=lookup_template,
+                mappings=mappings,
+            )
+            if isinstance(charge, DraProblem):
+                info.problem = charge
+            else:
+                _add_charge(per_pod, charge)
+        count = 1 if pod_set.count is None else pod_set.count
+        info.pod_sets.append(PodSetInfo(pod_set.name, count, spec, per_pod))
+        if info.problem is not None:
+            break
+    return info
+
+
+def _add_charge(per_pod: Amounts, charge: ClaimCharge) -> None:
+    add_amounts(per_pod, charge.per_pod)

@@ -1,0 +1,126 @@
+"""`reconciler simulate`: read manifests, admit offline, print what the API would show."""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+from collections.abc import Iterable, Sequence
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from .config import ConfigError, load_config
+from .core.simulation import InputObject, SimulationError, SimulationResult, simulate
+
+__all__ = ["InputError", "collect_objects", "render", "run_simulation"]
+
+MANIFEST_SUFFIXES = (".yaml", ".yml", ".json")
+
+
+class InputError(ValueError):
+    """A manifest path or document that cannot be read."""
+
+
+def _manifest_files(paths: Iterable[str]) -> list[Path]:
+    files: list[Path] = []
+    for raw in paths:
+        path = Path(raw)
+        if path.is_dir():
+            files.extend(sorted(p for p in path.iterdir() if p.suffix in MANIFEST_SUFFIXES))
+        elif path.is_file():
+            files.append(path)
+        else:
+            raise InputError(f"{raw}: no such file or directory")
+    return files
+
+
+def collect_objects(paths: Iterable[str]) -> list[InputObject]:
+    """Every document of every file, in order; `List` objects are flattened."""
+    objects: list[InputObject] = []
+    for file in _manifest_files(paths):
+        try:
+            docs = list(yaml.safe_load_all(file.read_text()))
+        except yaml.YAMLError as err:
+            raise InputError(f"{file}: not valid YAML: {err}") from None
+        except OSError as err:
+            raise InputError(f"{file}: cannot read: {err.strerror}") from None
+        for index, doc in enumerate(docs):
+            if doc is None:
+                continue
+            where = f"{file.name}#{index}"
+            if not isinstance(doc, dict) or "kind" not in doc:
+                raise InputError(f"{where}: not a Kubernetes object (missing kind)")
+            if doc["kind"].endswith("List") and isinstance(doc.get("items"), list):
+                objects.extend(
+                    InputObject(f"{where}.items[{i}]", item) for i, item in enumerate(doc["items"])
+                )
+            else:
+                objects.append(InputObject(where, doc))
+    return objects
+
+
+def _now() -> str:
+    return dt.datetime.now(dt.UTC).replace(microsecond=0).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def run_simulation(config_path: str, manifest_paths: Sequence[str]) -> SimulationResult:
+    config = load_config(config_path)
+    objects = collect_objects(manifest_paths)
+    return simulate(objects, config.class_to_resource, _now())
+
+
+def _column(rows: list[list[str]]) -> str:
+    widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
+    return "\n".join(
+        "   ".join(cell.ljust(w) for cell, w in zip(row, widths, strict=True)).rstrip()
+        for row in rows
+    )
+
+
+def _condition_status(obj: dict[str, Any], kind: str) -> str:
+    for c in obj.get("status", {}).get("conditions", []):
+        if c.get("type") == kind:
+            return str(c.get("status", ""))
+    return ""
+
+
+def _table(result: SimulationResult) -> str:
+    namespaces = {w["metadata"].get("namespace", "") for w in result.workloads}
+    with_ns = len(namespaces) > 1
+    rows = [(["NAMESPACE"] if with_ns else []) + ["NAME", "QUEUE", "RESERVED IN", "ADMITTED",
+                                                   "FINISHED"]]
+    for w in result.workloads:
+        admission = w.get("status", {}).get("admission") or {}
+        rows.append((([w["metadata"].get("namespace", "")] if with_ns else [])) + [
+            f"workload.kueue.x-k8s.io/{w['metadata']['name']}",
+            w.get("spec", {}).get("queueName", ""),
+            admission.get("clusterQueue", ""),
+            _condition_status(w, "Admitted"),
+            _condition_status(w, "Finished"),
+        ])
+    parts = [_column(rows)]
+    cq_rows = [["NAME", "COHORT", "PENDING WORKLOADS", "ADMITTED WORKLOADS"]]
+    for cq in result.cluster_queues:
+        status = cq.get("status", {})
+        cq_rows.append([
+            f"clusterqueue.kueue.x-k8s.io/{cq['metadata']['name']}",
+            str(cq.get("spec", {}).get("cohortName", "") or ""),
+            str(status.get("pendingWorkloads", 0)),
+            str(status.get("admittedWorkloads", 0)),
+        ])
+    if len(cq_rows) > 1:
+        parts.append(_column(cq_rows))
+    return "\n\n".join(parts) + "\n"
+
+
+def render(result: SimulationResult, output: str) -> str:
+    objects = [*result.workloads, *result.cluster_queues]
+    if output == "json":
+        return json.dumps({"apiVersion": "v1", "kind": "List", "items": objects}, indent=2) + "\n"
+    if output == "table":
+        return _table(result)
+    return yaml.safe_dump_all(objects, sort_keys=False, explicit_start=True, width=1 << 16)
+
+
+__all__ += ["ConfigError", "SimulationError"]
