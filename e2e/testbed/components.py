@@ -1,0 +1,190 @@
+"""Command lines and health endpoints of the test-bed's components.
+
+Start order: etcd, kube-apiserver, then kube-controller-manager,
+kube-scheduler and the Python agents (node simulator + fake DRA driver)
+together. Stop order is the reverse.
+"""
+
+from __future__ import annotations
+
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+
+from e2e.testbed.paths import E2E_DIR, BinaryPaths
+from e2e.testbed.pki import Pki
+
+ETCD = "etcd"
+APISERVER = "kube-apiserver"
+CONTROLLER_MANAGER = "kube-controller-manager"
+SCHEDULER = "kube-scheduler"
+AGENTS = "agents"
+START_ORDER = (ETCD, APISERVER, CONTROLLER_MANAGER, SCHEDULER, AGENTS)
+SERVICE_CLUSTER_IP_RANGE = "10.0.0.0/24"
+REPO_ROOT = E2E_DIR.parent
+
+# Port keys in the run state.
+PORT_NAMES = ("etcd-client", "etcd-peer", APISERVER, CONTROLLER_MANAGER, SCHEDULER, AGENTS)
+
+
+@dataclass(frozen=True)
+class ComponentPlan:
+    """Everything needed to (re)start one component and to tell when it is healthy."""
+
+    name: str
+    argv: tuple[str, ...]
+    health_url: str
+    uses_tls: bool
+    start_timeout: float
+    env: tuple[tuple[str, str], ...] = ()
+
+
+@dataclass(frozen=True)
+class RunLayout:
+    run_dir: Path
+
+    @property
+    def pki_dir(self) -> Path:
+        return self.run_dir / "pki"
+
+    @property
+    def kubeconfig(self) -> Path:
+        return self.run_dir / "admin.kubeconfig"
+
+    @property
+    def etcd_data(self) -> Path:
+        return self.run_dir / "etcd-data"
+
+    @property
+    def spec_file(self) -> Path:
+        return self.run_dir / "spec.yaml"
+
+    @property
+    def state_file(self) -> Path:
+        return self.run_dir / "state.json"
+
+    @property
+    def owner_pid_file(self) -> Path:
+        return self.run_dir / "up.pid"
+
+    def log(self, name: str) -> Path:
+        return self.run_dir / "logs" / f"{name}.log"
+
+    def pid(self, name: str) -> Path:
+        return self.run_dir / f"{name}.pid"
+
+
+def plan_components(binaries: BinaryPaths, pki: Pki, layout: RunLayout,
+                    ports: dict[str, int], pod_run_seconds: float | None,
+                    ) -> dict[str, ComponentPlan]:
+    etcd_client = f"http://127.0.0.1:{ports['etcd-client']}"
+    etcd_peer = f"http://127.0.0.1:{ports['etcd-peer']}"
+    kubeconfig = str(layout.kubeconfig)
+    serving = (f"--tls-cert-file={pki.serving_cert}", f"--tls-private-key-file={pki.serving_key}")
+    delegated = (f"--authentication-kubeconfig={kubeconfig}",
+                 f"--authorization-kubeconfig={kubeconfig}")
+    plans = [
+        ComponentPlan(
+            name=ETCD,
+            argv=(
+                str(binaries.etcd),
+                "--name=testbed",
+                f"--data-dir={layout.etcd_data}",
+                f"--listen-client-urls={etcd_client}",
+                f"--advertise-client-urls={etcd_client}",
+                f"--listen-peer-urls={etcd_peer}",
+                f"--initial-advertise-peer-urls={etcd_peer}",
+                f"--initial-cluster=testbed={etcd_peer}",
+                "--unsafe-no-fsync=true",
+                "--quota-backend-bytes=4294967296",
+                "--log-level=warn",
+            ),
+            health_url=f"{etcd_client}/health",
+            uses_tls=False,
+            start_timeout=30,
+        ),
+        ComponentPlan(
+            name=APISERVER,
+            argv=(
+                str(binaries.kube_apiserver),
+                f"--etcd-servers={etcd_client}",
+                "--bind-address=127.0.0.1",
+                "--advertise-address=127.0.0.1",
+                "--endpoint-reconciler-type=none",
+                f"--secure-port={ports[APISERVER]}",
+                f"--cert-dir={layout.run_dir / 'apiserver-certs'}",
+                *serving,
+                f"--client-ca-file={pki.ca_cert}",
+                "--authorization-mode=RBAC",
+                "--service-account-issuer=https://kubernetes.default.svc",
+                f"--service-account-key-file={pki.sa_public_key}",
+                f"--service-account-signing-key-file={pki.sa_private_key}",
+                f"--service-cluster-ip-range={SERVICE_CLUSTER_IP_RANGE}",
+                "--allow-privileged=true",
+                "--profiling=false",
+                "--v=1",
+            ),
+            health_url=f"https://127.0.0.1:{ports[APISERVER]}/readyz",
+            uses_tls=True,
+            start_timeout=120,
+        ),
+        ComponentPlan(
+            name=CONTROLLER_MANAGER,
+            argv=(
+                str(binaries.kube_controller_manager),
+                f"--kubeconfig={kubeconfig}",
+                *delegated,
+                "--leader-elect=false",
+                "--bind-address=127.0.0.1",
+                f"--secure-port={ports[CONTROLLER_MANAGER]}",
+                *serving,
+                f"--root-ca-file={pki.ca_cert}",
+                f"--service-account-private-key-file={pki.sa_private_key}",
+                # No kubelet heartbeats from a real kubelet: the node simulator
+                # keeps nodes Ready itself, so node-lifecycle stays out.
+                "--controllers=*,-node-lifecycle-controller",
+                f"--service-cluster-ip-range={SERVICE_CLUSTER_IP_RANGE}",
+                "--kube-api-qps=100",
+                "--kube-api-burst=200",
+                "--profiling=false",
+                "--v=1",
+            ),
+            health_url=f"https://127.0.0.1:{ports[CONTROLLER_MANAGER]}/healthz",
+            uses_tls=True,
+            start_timeout=60,
+        ),
+        ComponentPlan(
+            name=SCHEDULER,
+            argv=(
+                str(binaries.kube_scheduler),
+                f"--kubeconfig={kubeconfig}",
+                *delegated,
+                "--leader-elect=false",
+                "--bind-address=127.0.0.1",
+                f"--secure-port={ports[SCHEDULER]}",
+                *serving,
+                "--profiling=false",
+                "--v=1",
+            ),
+            health_url=f"https://127.0.0.1:{ports[SCHEDULER]}/healthz",
+            uses_tls=True,
+            start_timeout=60,
+        ),
+    ]
+    agents_argv = [
+        sys.executable, "-m", "e2e.testbed", "agents",
+        f"--kubeconfig={kubeconfig}",
+        f"--spec={layout.spec_file}",
+        f"--health-port={ports[AGENTS]}",
+    ]
+    if pod_run_seconds is not None:
+        agents_argv.append(f"--pod-run-seconds={pod_run_seconds}")
+    plans.append(ComponentPlan(
+        name=AGENTS,
+        argv=tuple(agents_argv),
+        health_url=f"http://127.0.0.1:{ports[AGENTS]}/readyz",
+        uses_tls=False,
+        start_timeout=60,
+        env=(("PYTHONPATH", str(REPO_ROOT)), ("PYTHONUNBUFFERED", "1")),
+    ))
+    return {p.name: p for p in plans}

@@ -1,0 +1,76 @@
+"""Where the test-bed finds its versions, its binary cache and its run folder.
+
+Versions live in ``e2e/versions.env`` only; the cache-dir rule is the same as in
+``e2e/build-binaries.sh``: ``$TESTBED_CACHE``, else ``$XDG_CACHE_HOME`` or
+``~/.cache``, followed by ``/dra-quota-testbed``.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from pathlib import Path
+
+E2E_DIR = Path(__file__).resolve().parent.parent
+VERSIONS_FILE = E2E_DIR / "versions.env"
+BUILD_SCRIPT = E2E_DIR / "build-binaries.sh"
+
+
+@dataclass(frozen=True)
+class Versions:
+    kubernetes: str
+    etcd: str
+
+
+def read_versions(path: Path = VERSIONS_FILE) -> Versions:
+    """Parse the ``KEY=VALUE`` lines of versions.env (comments and blanks ignored)."""
+    values: dict[str, str] = {}
+    for raw in path.read_text().splitlines():
+        line = raw.strip()
+        if not line or line.startswith("#") or "=" not in line:
+            continue
+        key, _, value = line.partition("=")
+        values[key.strip()] = value.strip().strip("\"'")
+    try:
+        return Versions(kubernetes=values["KUBERNETES_VERSION"], etcd=values["ETCD_VERSION"])
+    except KeyError as missing:
+        raise RuntimeError(f"{path} does not define {missing.args[0]}") from None
+
+
+def cache_dir() -> Path:
+    explicit = os.environ.get("TESTBED_CACHE")
+    if explicit:
+        return Path(explicit)
+    base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
+    return Path(base) / "dra-quota-testbed"
+
+
+def default_run_dir() -> Path:
+    explicit = os.environ.get("TESTBED_RUN_DIR")
+    return Path(explicit) if explicit else cache_dir() / "run"
+
+
+@dataclass(frozen=True)
+class BinaryPaths:
+    etcd: Path
+    kube_apiserver: Path
+    kube_controller_manager: Path
+    kube_scheduler: Path
+
+    def all(self) -> tuple[Path, ...]:
+        return (self.etcd, self.kube_apiserver, self.kube_controller_manager, self.kube_scheduler)
+
+    def missing(self) -> list[Path]:
+        return [p for p in self.all() if not os.access(p, os.X_OK)]
+
+
+def binary_paths(cache: Path | None = None, versions: Versions | None = None) -> BinaryPaths:
+    root = cache if cache is not None else cache_dir()
+    v = versions if versions is not None else read_versions()
+    k8s_bin = root / f"kubernetes-{v.kubernetes}" / "bin"
+    return BinaryPaths(
+        etcd=root / f"etcd-{v.etcd}" / "bin" / "etcd",
+        kube_apiserver=k8s_bin / "kube-apiserver",
+        kube_controller_manager=k8s_bin / "kube-controller-manager",
+        kube_scheduler=k8s_bin / "kube-scheduler",
+    )

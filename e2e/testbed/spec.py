@@ -1,0 +1,110 @@
+"""What the simulated cluster looks like: nodes, their labels, capacity and GPUs.
+
+The YAML form uses camelCase keys, for example::
+
+    podRunSeconds: 30
+    nodes:
+    - name: gpu-node-1
+      labels: {nvidia.com/gpu.product: Tesla-T4}
+      cpu: "8"
+      memory: 32Gi
+      pods: 110
+      gpus: {count: 1, model: Tesla-T4}
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import msgspec
+import yaml
+
+
+class GpuModel(msgspec.Struct, frozen=True, kw_only=True, rename="camel"):
+    """The attributes NVIDIA's DRA driver publishes for one whole GPU."""
+
+    product_name: str
+    brand: str = "Nvidia"
+    architecture: str
+    cuda_compute_capability: str  # semver, e.g. 7.5.0
+    memory: str  # quantity, e.g. 16Gi
+    driver_version: str = "550.54.15"
+    cuda_driver_version: str = "12.4.0"
+
+
+GPU_MODELS: dict[str, GpuModel] = {
+    "Tesla-T4": GpuModel(product_name="Tesla T4", architecture="Turing",
+                         cuda_compute_capability="7.5.0", memory="16Gi"),
+    "A100-SXM4-40GB": GpuModel(product_name="NVIDIA A100-SXM4-40GB", architecture="Ampere",
+                               cuda_compute_capability="8.0.0", memory="40Gi"),
+    "H100-80GB-HBM3": GpuModel(product_name="NVIDIA H100 80GB HBM3", architecture="Hopper",
+                               cuda_compute_capability="9.0.0", memory="80Gi"),
+}
+
+
+class GpuSpec(msgspec.Struct, frozen=True, kw_only=True, rename="camel", omit_defaults=True,
+              forbid_unknown_fields=True):
+    """``count`` identical GPUs of a preset ``model`` (see GPU_MODELS) or a custom one."""
+
+    count: int = 1
+    model: str = "Tesla-T4"
+    custom: GpuModel | None = None  # used instead of the preset when given
+
+    def resolved_model(self) -> GpuModel:
+        if self.custom is not None:
+            return self.custom
+        try:
+            return GPU_MODELS[self.model]
+        except KeyError:
+            known = ", ".join(sorted(GPU_MODELS))
+            raise ValueError(f"unknown GPU model {self.model!r}; known: {known}") from None
+
+
+class NodeSpec(msgspec.Struct, frozen=True, kw_only=True, rename="camel",
+               forbid_unknown_fields=True):
+    name: str
+    labels: dict[str, str] = msgspec.field(default_factory=dict)
+    cpu: str = "8"
+    memory: str = "32Gi"
+    pods: int = 110
+    gpus: GpuSpec | None = None
+
+
+class TestbedSpec(msgspec.Struct, frozen=True, kw_only=True, rename="camel",
+                  forbid_unknown_fields=True):
+    __test__ = False  # not a pytest test class
+
+    nodes: list[NodeSpec]
+    pod_run_seconds: float = 30.0
+
+    def __post_init__(self) -> None:
+        names = [n.name for n in self.nodes]
+        if len(set(names)) != len(names):
+            raise ValueError(f"node names must be unique: {names}")
+        for node in self.nodes:
+            if node.gpus is not None:
+                if node.gpus.count < 0:
+                    raise ValueError(f"{node.name}: gpus.count must be >= 0")
+                node.gpus.resolved_model()
+        if self.pod_run_seconds < 0:
+            raise ValueError("podRunSeconds must be >= 0")
+
+
+def default_spec() -> TestbedSpec:
+    """One node ``gpu-node-1`` labelled as a Tesla T4 node, with one Tesla T4."""
+    return TestbedSpec(nodes=[
+        NodeSpec(name="gpu-node-1", labels={"nvidia.com/gpu.product": "Tesla-T4"},
+                 gpus=GpuSpec(count=1, model="Tesla-T4")),
+    ])
+
+
+def load_spec(path: Path) -> TestbedSpec:
+    data = yaml.safe_load(path.read_text())
+    try:
+        return msgspec.convert(data, TestbedSpec)
+    except msgspec.ValidationError as err:
+        raise ValueError(f"{path}: {err}") from None
+
+
+def dump_spec(spec: TestbedSpec) -> str:
+    return yaml.safe_dump(msgspec.to_builtins(spec), sort_keys=False)
