@@ -1,0 +1,59 @@
+"""Fixtures for test-bed tests.
+
+``testbed`` (session scope) yields a started :class:`e2e.testbed.Testbed`:
+etcd, kube-apiserver, kube-controller-manager, kube-scheduler and the agents
+process (node simulator + fake DRA driver) with the default spec (node
+``gpu-node-1`` with one Tesla T4). ``testbed.kubeconfig`` is the admin
+kubeconfig. It is stopped at the end of the session.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import AsyncIterator, Iterator
+
+import pytest
+import pytest_asyncio
+
+from e2e.scenario import wait_for
+from e2e.testbed import KubeClient, Testbed, api_path
+from e2e.testbed.kubeclient import ApiError
+
+
+@pytest.fixture(scope="session")
+def testbed(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Testbed]:
+    bed = Testbed(run_dir=tmp_path_factory.mktemp("testbed"))
+    bed.start()
+    try:
+        yield bed
+    finally:
+        bed.stop()
+
+
+@pytest_asyncio.fixture
+async def kube(testbed: Testbed) -> AsyncIterator[KubeClient]:
+    """An admin API client for the session test-bed (one per test, on the test's loop)."""
+    async with KubeClient.from_kubeconfig(testbed.kubeconfig) as client:
+        yield client
+
+
+@pytest_asyncio.fixture
+async def namespace(kube: KubeClient) -> AsyncIterator[str]:
+    """A fresh namespace; deleted after the test, waiting until it is gone so the
+    next test finds the GPUs free."""
+    name = f"t-{uuid.uuid4().hex[:8]}"
+    await kube.create(api_path("v1", "namespaces"),
+                      {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name}})
+    yield name
+    path = api_path("v1", "namespaces", name=name)
+    try:
+        await kube.delete(path)
+    except ApiError as err:
+        if err.status != 404:
+            raise
+    await wait_for(f"namespace {name} to be deleted",
+                   lambda: _gone(kube, path), within=90, interval=0.5)
+
+
+async def _gone(kube: KubeClient, path: str) -> bool:
+    return await kube.get_or_none(path) is None

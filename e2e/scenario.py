@@ -1,0 +1,117 @@
+"""Helpers for test-bed tests: manifests, Job builders, waiting on the API."""
+
+from __future__ import annotations
+
+import asyncio
+import copy
+import time
+from collections.abc import Awaitable, Callable
+from pathlib import Path
+from typing import Any, TypeVar
+
+import yaml
+
+from e2e.testbed.kubeclient import ApiError, KubeClient, Obj, api_path
+from e2e.testbed.names import RUN_SECONDS_ANNOTATION
+
+MANIFESTS = Path(__file__).resolve().parent / "manifests"
+T = TypeVar("T")
+
+
+def load_manifest(name: str, namespace: str | None = None) -> Obj:
+    obj: Obj = yaml.safe_load((MANIFESTS / name).read_text())
+    if namespace is not None:
+        obj["metadata"]["namespace"] = namespace
+    return obj
+
+
+def claim_template(namespace: str) -> Obj:
+    """The walkthrough's ResourceClaimTemplate ``single-gpu`` (one gpu.nvidia.com device)."""
+    return load_manifest("single-gpu-claim-template.yaml", namespace)
+
+
+def gpu_job(name: str, namespace: str, *, run_seconds: float | str | None = None,
+            annotations: dict[str, str] | None = None, suspend: bool = False) -> Obj:
+    """A plain Job shaped like the walkthrough's, using claim template ``single-gpu``."""
+    pod_annotations = dict(annotations or {})
+    if run_seconds is not None:
+        pod_annotations[RUN_SECONDS_ANNOTATION] = str(run_seconds)
+    return {
+        "apiVersion": "batch/v1",
+        "kind": "Job",
+        "metadata": {"name": name, "namespace": namespace},
+        "spec": {
+            "parallelism": 1,
+            "completions": 1,
+            "suspend": suspend,
+            "backoffLimit": 0,
+            "template": {
+                "metadata": {"annotations": pod_annotations},
+                "spec": {
+                    "resourceClaims": [{"name": "gpu-claim",
+                                        "resourceClaimTemplateName": "single-gpu"}],
+                    "restartPolicy": "Never",
+                    "containers": [{
+                        "name": "cuda-test",
+                        "image": "nvcr.io/nvidia/cuda:12.6.0-base-ubuntu24.04",
+                        "command": ["bash", "-c", "nvidia-smi -L && sleep 3600"],
+                        "resources": {"claims": [{"name": "gpu-claim"}]},
+                    }],
+                },
+            },
+        },
+    }
+
+
+async def wait_for(what: str, probe: Callable[[], Awaitable[T | None]],
+                   within: float = 60.0, interval: float = 0.2) -> T:
+    """Poll ``probe`` until it returns something other than None/False."""
+    deadline = time.monotonic() + within
+    last_error: Exception | None = None
+    while True:
+        try:
+            result = await probe()
+            if result is not None and result is not False:
+                return result
+        except (ApiError, OSError, TimeoutError) as err:
+            last_error = err
+        if time.monotonic() > deadline:
+            suffix = f" (last error: {last_error})" if last_error else ""
+            raise AssertionError(f"timed out after {within:.0f}s waiting for {what}{suffix}")
+        await asyncio.sleep(interval)
+
+
+async def job_pods(kube: KubeClient, namespace: str, job: str) -> list[Obj]:
+    pods, _ = await kube.list_all(api_path("v1", "pods", namespace),
+                                  {"labelSelector": f"job-name={job}"})
+    return pods
+
+
+async def single_job_pod(kube: KubeClient, namespace: str, job: str) -> Obj | None:
+    pods = await job_pods(kube, namespace, job)
+    return pods[0] if len(pods) == 1 else None
+
+
+def pod_phase(pod: Obj) -> str:
+    return str(pod.get("status", {}).get("phase", ""))
+
+
+def pod_condition(pod: Obj, kind: str) -> dict[str, Any] | None:
+    for cond in pod.get("status", {}).get("conditions") or []:
+        if cond.get("type") == kind:
+            found: dict[str, Any] = copy.deepcopy(cond)
+            return found
+    return None
+
+
+def claim_name_of(pod: Obj, claim: str = "gpu-claim") -> str | None:
+    for status in pod.get("status", {}).get("resourceClaimStatuses") or []:
+        if status.get("name") == claim:
+            name = status.get("resourceClaimName")
+            return str(name) if name else None
+    return None
+
+
+def job_condition_true(job: Obj, kind: str) -> bool:
+    return any(c.get("type") == kind and c.get("status") == "True"
+               for c in job.get("status", {}).get("conditions") or [])
