@@ -122,6 +122,7 @@ def assign_flavors(
         if "pods" in cq.group_of:
             requests["pods"] = pod_set.count
         assigned: dict[str, str] = {}
+        tried_groups: set[int] = set()
         reasons: list[str] = []
         failed = False
         waiting = True
@@ -133,8 +134,9 @@ def assign_flavors(
                 reasons.append(f"resource {resource} unavailable in ClusterQueue")
                 failed, waiting = True, False
                 break
-            if resource in assigned:
+            if index in tried_groups:
                 continue
+            tried_groups.add(index)
             group = cq.groups[index]
             attempt = _try_group(group, requests, pod_set, cq, flavors, ledger, assumed)
             if attempt.flavor is None:

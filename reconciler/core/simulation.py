@@ -142,7 +142,7 @@ def simulate(
 
     workloads: dict[tuple[str, str], Workload] = {}
     infos: dict[tuple[str, str], WorkloadInfo] = {}
-    last: dict[tuple[str, str], Decision] = {}
+    waiting: list[WorkloadInfo] = []
     for _, seq, obj in sorted(arrivals, key=lambda a: (a[0], a[1])):
         if obj.body.get("kind") == "Job":
             job = _decode(obj, Job)
@@ -159,13 +159,17 @@ def simulate(
         except (QuantityError, msgspec.ValidationError) as err:
             raise SimulationError(f"{_describe(obj)}: spec.podSets: {err}") from None
         info.uid = info.uid or f"~{seq:08d}"
-        key = info.key
-        workloads[key] = workload
-        infos[key] = info
+        workloads[info.key] = workload
+        infos[info.key] = info
         if _is_admitted(workload):
+            # Already admitted: it holds its quota before anything new is considered.
             assert workload.status.admission is not None
             state.add_workload(info, workload.status.admission)
-            continue
+        else:
+            waiting.append(info)
+
+    last: dict[tuple[str, str], Decision] = {}
+    for info in waiting:
         state.add_workload(info)
         for decision in state.schedule():
             last[decision.key] = decision

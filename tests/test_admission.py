@@ -1,0 +1,231 @@
+"""Admission decisions: flavors in order, Kueue's messages, queue strategies, release."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from reconciler.core.admission import Admission, Admit, Pending
+from reconciler.core.clusterqueues import active_condition
+from reconciler.core.queues import PendingQueue, backoff_seconds
+from reconciler.core.workloads import WorkloadInfo, compile_workload, workload_for_job
+
+from .builders import cluster_queue, flavor, job
+
+GPU = "nvidia.com/gpu"
+
+
+def info(name: str, created: str = "", priority: int = 0, namespace: str = "ns",
+         queue: str = "lq", **job_kwargs: Any) -> WorkloadInfo:
+    wl = workload_for_job(job(name, namespace=namespace, queue=queue, uid=f"uid-{name}",
+                              **job_kwargs))
+    result = compile_workload(wl, lookup_template=lambda ns, n: None, mappings={})
+    result.name = name  # keyed by the job name to keep the tests short
+    result.created = created or f"2026-01-01T00:00:{len(name):02d}Z"
+    result.priority = priority
+    return result
+
+
+def state_with(*flavors_quota: tuple[str, dict[str, str | int]], strategy: str | None = None,
+               labels: dict[str, dict[str, str]] | None = None,
+               namespace_selector: dict[str, Any] | None = None) -> Admission:
+    state = Admission()
+    for name, _ in flavors_quota:
+        state.set_flavor(flavor(name, (labels or {}).get(name, {})))
+    state.set_cluster_queue(cluster_queue("cq", list(flavors_quota), strategy=strategy,
+                                          namespace_selector=namespace_selector))
+    state.set_local_queue("ns", "lq", "cq")
+    state.set_namespace("ns", {"kubernetes.io/metadata.name": "ns", "team": "a"})
+    return state
+
+
+def decisions_by_name(decisions: list[Admit | Pending]) -> dict[str, Admit | Pending]:
+    return {d.key[1]: d for d in decisions}
+
+
+def test_walkthrough_quota_message() -> None:
+    state = state_with(("p3-t4", {"cpu": "8", "memory": "16Gi", GPU: 1}))
+    a = info("a", requests={GPU: "1"})
+    b = info("b", requests={GPU: "1"})
+    state.add_workload(a)
+    state.add_workload(b)
+    got = decisions_by_name(state.schedule())
+    assert isinstance(got[a.name], Admit)
+    admitted = got[a.name]
+    assert isinstance(admitted, Admit)
+    assert admitted.pod_sets[0].flavors == {GPU: "p3-t4"}
+    pending = got[b.name]
+    assert isinstance(pending, Pending)
+    assert pending.reason == "Pending"
+    assert pending.message == (
+        "couldn't assign flavors to pod set main: insufficient unused quota for nvidia.com/gpu "
+        "in flavor p3-t4, 1 more needed"
+    )
+
+
+def test_first_fitting_flavor_wins_and_reasons_are_sorted() -> None:
+    state = state_with(("small", {"cpu": "1", GPU: 1}), ("big", {"cpu": "8", GPU: 4}))
+    w = info("w", requests={"cpu": "2", GPU: "2"})
+    state.add_workload(w)
+    (decision,) = state.schedule()
+    assert isinstance(decision, Admit)
+    assert decision.pod_sets[0].flavors == {"cpu": "big", GPU: "big"}
+
+    x = info("x", requests={"cpu": "7", GPU: "3"})
+    state.add_workload(x)
+    (decision,) = state.schedule()
+    assert isinstance(decision, Pending)
+    assert decision.message == (
+        "couldn't assign flavors to pod set main: "
+        "insufficient quota for cpu in flavor small, previously considered podsets requests (0) "
+        "+ current podset request (7) > maximum capacity (1), "
+        "insufficient unused quota for cpu in flavor big, 1 more needed, "
+        "insufficient unused quota for nvidia.com/gpu in flavor big, 1 more needed"
+    )
+
+
+def test_uncovered_resource_message() -> None:
+    state = state_with(("f", {"cpu": "8"}))
+    state.add_workload(info("w", requests={"cpu": "1", GPU: "1"}))
+    (decision,) = state.schedule()
+    assert isinstance(decision, Pending)
+    assert decision.message == (
+        "couldn't assign flavors to pod set main: resource nvidia.com/gpu unavailable in ClusterQueue"
+    )
+
+
+def test_node_selector_must_match_flavor_labels() -> None:
+    state = state_with(("t4", {GPU: 4}), ("a100", {GPU: 4}),
+                       labels={"t4": {"gpu": "t4"}, "a100": {"gpu": "a100"}})
+    state.add_workload(info("w", requests={GPU: "1"}, node_selector={"gpu": "a100", "zone": "x"}))
+    (decision,) = state.schedule()
+    assert isinstance(decision, Admit)
+    assert decision.pod_sets[0].flavors == {GPU: "a100"}
+    state.add_workload(info("v", requests={GPU: "1"}, node_selector={"gpu": "h100"}))
+    (decision,) = state.schedule()
+    assert isinstance(decision, Pending)
+    assert decision.message == (
+        "couldn't assign flavors to pod set main: flavor a100 doesn't match node affinity, "
+        "flavor t4 doesn't match node affinity"
+    )
+
+
+def test_best_effort_fifo_lets_smaller_workloads_pass() -> None:
+    state = state_with(("f", {GPU: 2}))
+    state.add_workload(info("first", created="2026-01-01T00:00:01Z", requests={GPU: "1"}))
+    state.add_workload(info("big", created="2026-01-01T00:00:02Z", requests={GPU: "2"}))
+    state.add_workload(info("small", created="2026-01-01T00:00:03Z", requests={GPU: "1"}))
+    got = decisions_by_name(state.schedule())
+    assert isinstance(got["first"], Admit)
+    assert isinstance(got["big"], Pending)
+    assert isinstance(got["small"], Admit)
+
+
+def test_strict_fifo_blocks_behind_the_head() -> None:
+    state = state_with(("f", {GPU: 2}), strategy="StrictFIFO")
+    state.add_workload(info("first", created="2026-01-01T00:00:01Z", requests={GPU: "1"}))
+    state.add_workload(info("big", created="2026-01-01T00:00:02Z", requests={GPU: "2"}))
+    state.add_workload(info("small", created="2026-01-01T00:00:03Z", requests={GPU: "1"}))
+    got = decisions_by_name(state.schedule())
+    assert isinstance(got["first"], Admit)
+    assert isinstance(got["big"], Pending)
+    assert "small" not in got
+    # Releasing the first lets the head in, then the small one waits again.
+    state.remove_workload(("ns", "first"))
+    got = decisions_by_name(state.schedule())
+    assert isinstance(got["big"], Admit)
+    assert isinstance(got["small"], Pending)
+
+
+def test_priority_then_creation_order() -> None:
+    state = state_with(("f", {GPU: 1}))
+    state.add_workload(info("old", created="2026-01-01T00:00:01Z", requests={GPU: "1"}))
+    state.add_workload(info("urgent", created="2026-01-01T00:00:09Z", priority=10,
+                            requests={GPU: "1"}))
+    got = decisions_by_name(state.schedule())
+    assert isinstance(got["urgent"], Admit)
+    assert isinstance(got["old"], Pending)
+
+
+def test_release_admits_the_next_without_any_other_change() -> None:
+    state = state_with(("f", {GPU: 1}))
+    state.add_workload(info("a", requests={GPU: "1"}))
+    state.add_workload(info("bb", requests={GPU: "1"}))
+    state.schedule()
+    state.remove_workload(("ns", "a"))
+    got = decisions_by_name(state.schedule())
+    assert isinstance(got["bb"], Admit)
+    assert state.ledger.used("cq", ("f", GPU)) == 1
+
+
+def test_rollback_returns_quota_and_requeues() -> None:
+    state = state_with(("f", {GPU: 1}))
+    state.add_workload(info("a", requests={GPU: "1"}))
+    (decision,) = state.schedule()
+    assert isinstance(decision, Admit)
+    state.rollback(("ns", "a"))
+    assert state.ledger.used("cq", ("f", GPU)) == 0
+    (again,) = state.schedule()
+    assert isinstance(again, Admit)
+
+
+def test_missing_local_queue_then_created() -> None:
+    state = state_with(("f", {GPU: 1}))
+    state.add_workload(info("w", queue="other", requests={GPU: "1"}))
+    (decision,) = state.schedule()
+    assert isinstance(decision, Pending)
+    assert (decision.reason, decision.message) == ("Inadmissible", "LocalQueue other doesn't exist")
+    state.set_local_queue("ns", "other", "cq")
+    (decision,) = state.schedule()
+    assert isinstance(decision, Admit)
+
+
+def test_namespace_selector() -> None:
+    state = state_with(("f", {GPU: 1}), namespace_selector={"matchLabels": {"team": "b"}})
+    state.add_workload(info("w", requests={GPU: "1"}))
+    (decision,) = state.schedule()
+    assert isinstance(decision, Pending)
+    assert decision.message == "workload namespace doesn't match ClusterQueue selector"
+    state.set_namespace("ns", {"team": "b"})
+    (decision,) = state.schedule()
+    assert isinstance(decision, Admit)
+
+
+def test_missing_flavor_makes_cluster_queue_inactive() -> None:
+    model = cluster_queue("cq", [("p3-t4", {GPU: 1}), ("x", {GPU: 1})])
+    assert active_condition(model, {"p3-t4"}) == (
+        "False", "FlavorNotFound",
+        "Can't admit new workloads: references missing ResourceFlavor(s): x.")
+    assert active_condition(model, {"p3-t4", "x"}) == ("True", "Ready", "Can admit new workloads")
+    state = Admission()
+    state.set_cluster_queue(model)
+    state.set_local_queue("ns", "lq", "cq")
+    state.set_namespace("ns", {})
+    state.add_workload(info("w", requests={GPU: "1"}))
+    (decision,) = state.schedule()
+    assert isinstance(decision, Pending)
+    assert decision.message == "ClusterQueue cq is inactive"
+
+
+def test_pending_queue_lazy_removal() -> None:
+    queue = PendingQueue()
+    queue.push(("ns", "a"), 0, "t1", "u1")
+    queue.push(("ns", "b"), 0, "t2", "u2")
+    queue.push(("ns", "a"), 0, "t3", "u1")  # re-push moves it back
+    assert queue.head() == ("ns", "b")
+    assert queue.remove(("ns", "b"))
+    assert queue.pop_head() == ("ns", "a")
+    assert queue.pop_head() is None
+    assert len(queue) == 0
+
+
+@pytest.mark.parametrize(
+    ("count", "base", "cap", "expected"),
+    [(1, 60, 3600, 60), (2, 60, 3600, 120), (6, 60, 3600, 1920), (7, 60, 3600, 3600),
+     (40, 60, 3600, 3600), (0, 60, 3600, 0), (3, 10, 0, 40), (2, 0, 3600, 0)],
+)
+def test_backoff_arithmetic(count: int, base: int, cap: int, expected: float) -> None:
+    assert backoff_seconds(count, base, cap, jitter=0) == expected
+    jittered = backoff_seconds(count, base, cap)
+    assert expected <= jittered <= expected * 1.0001

@@ -1,0 +1,112 @@
+"""Configuration: both API versions, their defaults, Kueue's validation, clear errors."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from reconciler.cli import main
+from reconciler.config import ConfigError, load_config, parse_config, parse_duration
+
+
+def doc(version: str = "v1beta2", **fields: Any) -> dict[str, Any]:
+    return {"apiVersion": f"config.kueue.x-k8s.io/{version}", "kind": "Configuration", **fields}
+
+
+def mapping(name: str, *classes: str) -> dict[str, Any]:
+    return {"name": name, "deviceClassNames": list(classes)}
+
+
+def test_walkthrough_configuration() -> None:
+    config = load_config(Path(__file__).parent.parent / "examples/walkthrough/00-configuration.yaml")
+    assert config.class_to_resource == {"gpu.nvidia.com": "nvidia.com/gpu"}
+    assert config.frameworks == ("batch/job",)
+
+
+def test_v1beta2_enables_wait_for_pods_ready_by_default() -> None:
+    wfpr = parse_config(doc()).wait_for_pods_ready
+    assert wfpr is not None
+    assert (wfpr.timeout_seconds, wfpr.block_admission, wfpr.recovery_timeout_seconds) == (
+        1800, False, 1800)
+    assert (wfpr.requeuing_timestamp, wfpr.backoff_base_seconds, wfpr.backoff_max_seconds,
+            wfpr.backoff_limit_count) == ("Eviction", 60, 3600, None)
+
+
+def test_v1beta1_needs_enable_and_has_its_own_defaults() -> None:
+    assert parse_config(doc("v1beta1")).wait_for_pods_ready is None
+    wfpr = parse_config(doc("v1beta1", waitForPodsReady={"enable": True})).wait_for_pods_ready
+    assert wfpr is not None
+    assert (wfpr.timeout_seconds, wfpr.block_admission) == (300, True)
+
+
+def test_wait_for_pods_ready_fields() -> None:
+    wfpr = parse_config(doc(waitForPodsReady={
+        "timeout": "2m30s", "recoveryTimeout": "0s", "blockAdmission": True,
+        "requeuingStrategy": {"timestamp": "Creation", "backoffLimitCount": 0,
+                              "backoffBaseSeconds": 5, "backoffMaxSeconds": 20}})).wait_for_pods_ready
+    assert wfpr is not None
+    assert wfpr.timeout_seconds == 150
+    assert wfpr.recovery_timeout_seconds is None
+    assert (wfpr.backoff_limit_count, wfpr.backoff_base_seconds, wfpr.backoff_max_seconds) == (0, 5, 20)
+
+
+@pytest.mark.parametrize(
+    ("text", "seconds"),
+    [("30m", 1800), ("1h30m", 5400), ("90s", 90), ("500ms", 0.5), ("0", 0), ("1.5h", 5400)],
+)
+def test_durations(text: str, seconds: float) -> None:
+    assert parse_duration(text, "x") == seconds
+
+
+@pytest.mark.parametrize(
+    ("fields", "error"),
+    [
+        ({"resources": {"deviceClassMappings": [mapping(f"r{i}", f"c{i}") for i in range(17)]}},
+         r"resources\.deviceClassMappings: Too many: 17: must have at most 16 items"),
+        ({"resources": {"deviceClassMappings": [{"name": "gpu"}]}},
+         r"resources\.deviceClassMappings\[0\]\.deviceClassNames: Required value: at least one "
+         r"device class name is required"),
+        ({"resources": {"deviceClassMappings": [mapping("gpu", *[f"c{i}" for i in range(9)])]}},
+         r"deviceClassNames: Too many: 9: must have at most 8 items"),
+        ({"resources": {"deviceClassMappings": [mapping("a", "gpu.nvidia.com"),
+                                                mapping("b", "gpu.nvidia.com")]}},
+         r"deviceClassMappings\[1\]\.deviceClassNames\[0\]: Invalid value: 'gpu\.nvidia\.com': "
+         r"device class already mapped to resource a"),
+        ({"resources": {"deviceClassMappings": [mapping("a", "x"), mapping("a", "y")]}},
+         r"deviceClassMappings\[1\]\.name: Duplicate value"),
+        ({"resources": {"deviceClassMappings": [mapping("a", "Bad_Class")]}},
+         r"deviceClassNames\[0\]: Invalid value: 'Bad_Class'"),
+        ({"waitForPodsReady": {"timeout": "soon"}},
+         r"waitForPodsReady\.timeout: 'soon' is not a duration"),
+        ({"waitForPodsReady": {"requeuingStrategy": {"timestamp": "Later"}}},
+         r"requeuingStrategy\.timestamp: Unsupported value: 'Later'"),
+        ({"waitForPodsReady": {"requeuingStrategy": {"backoffBaseSeconds": -1}}},
+         r"backoffBaseSeconds: must not be negative"),
+        ({"integrations": {"frameworks": ["batch/jobs"]}},
+         r"integrations\.frameworks\[0\]: Unsupported value: 'batch/jobs'"),
+        ({"resource": {}}, r"^resource: unknown field"),
+        ({"manageJobsWithoutQueueName": "yes"},
+         r"manageJobsWithoutQueueName: expected true or false"),
+    ],
+)
+def test_validation_errors_name_the_field(fields: dict[str, Any], error: str) -> None:
+    with pytest.raises(ConfigError, match=error):
+        parse_config(doc(**fields))
+
+
+def test_wrong_api_version() -> None:
+    with pytest.raises(ConfigError, match="apiVersion: 'kueue.x-k8s.io/v1beta2' is not supported"):
+        parse_config({"apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "Configuration"})
+
+
+def test_cli_exits_2_on_a_bad_configuration(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    bad = tmp_path / "config.yaml"
+    bad.write_text(yaml.safe_dump(doc(resources={"deviceClassMappings": [{"name": "gpu"}]})))
+    code = main(["simulate", "--config", str(bad), "-f", str(tmp_path)])
+    assert code == 2
+    err = capsys.readouterr().err
+    assert str(bad) in err
+    assert "resources.deviceClassMappings[0].deviceClassNames: Required value" in err

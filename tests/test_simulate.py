@@ -1,0 +1,170 @@
+"""`reconciler simulate` against the walkthrough, verbatim from ../shared and from examples/."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from reconciler.cli import main
+
+ROOT = Path(__file__).resolve().parent.parent
+SEED = ROOT.parent / "shared" / "seed-walkthrough"
+EXAMPLES = ROOT / "examples" / "walkthrough"
+PENDING_MESSAGE = (
+    "couldn't assign flavors to pod set main: insufficient unused quota for nvidia.com/gpu "
+    "in flavor p3-t4, 1 more needed"
+)
+
+
+def run(capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, str, str]:
+    code = main(list(args))
+    captured = capsys.readouterr()
+    return code, captured.out, captured.err
+
+
+def objects(out: str) -> dict[str, dict[str, Any]]:
+    return {o["metadata"]["name"]: o for o in yaml.safe_load_all(out)}
+
+
+def conditions(obj: dict[str, Any]) -> dict[str, dict[str, Any]]:
+    return {c["type"]: c for c in obj["status"]["conditions"]}
+
+
+@pytest.fixture(params=[SEED, EXAMPLES], ids=["shared-seed", "examples"])
+def walkthrough(request: pytest.FixtureRequest) -> Path:
+    path: Path = request.param
+    assert (path / "00-configuration.yaml").is_file(), f"{path} is missing"
+    return path
+
+
+def test_examples_are_the_seed_verbatim() -> None:
+    for seed_file in sorted(SEED.glob("*.yaml")):
+        assert (EXAMPLES / seed_file.name).read_text() == seed_file.read_text()
+
+
+def test_walkthrough_items_2_3_4(walkthrough: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, _ = run(capsys, "simulate", "--config", str(walkthrough / "00-configuration.yaml"),
+                       "-f", str(walkthrough))
+    assert code == 0
+    found = objects(out)
+    running = next(o for n, o in found.items() if n.startswith("job-kueue-dra-running-a-"))
+    pending = next(o for n, o in found.items() if n.startswith("job-kueue-dra-pending-b-"))
+    assert len(running["metadata"]["name"]) == len("job-kueue-dra-running-a-") + 5
+
+    # Item 2: admitted to p3-dra-cq with the GPU charged to p3-t4.
+    admission = running["status"]["admission"]
+    assert admission["clusterQueue"] == "p3-dra-cq"
+    (assignment,) = admission["podSetAssignments"]
+    assert assignment["count"] == 1
+    assert assignment["flavors"]["nvidia.com/gpu"] == "p3-t4"
+    assert assignment["resourceUsage"]["nvidia.com/gpu"] == "1"
+    conds = conditions(running)
+    assert conds["QuotaReserved"]["status"] == "True"
+    assert conds["Admitted"]["status"] == "True"
+
+    # Item 3: the ClusterQueue counts it and shows the GPU in use.
+    cq = found["p3-dra-cq"]["status"]
+    assert cq["admittedWorkloads"] == 1
+    (usage,) = cq["flavorsUsage"]
+    assert usage["name"] == "p3-t4"
+    assert {r["name"]: r["total"] for r in usage["resources"]}["nvidia.com/gpu"] == "1"
+
+    # Item 4: job B waits with Kueue's exact message and its requests.
+    quota = conditions(pending)["QuotaReserved"]
+    assert (quota["status"], quota["reason"], quota["message"]) == ("False", "Pending", PENDING_MESSAGE)
+    assert "admission" not in pending["status"]
+    assert pending["status"]["resourceRequests"] == [
+        {"name": "main", "resources": {"nvidia.com/gpu": "1"}}]
+    assert cq["pendingWorkloads"] == 1
+
+
+def test_walkthrough_table(walkthrough: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, _ = run(capsys, "simulate", "--config", str(walkthrough / "00-configuration.yaml"),
+                       "-f", str(walkthrough), "-o", "table")
+    assert code == 0
+    lines = out.splitlines()
+    assert lines[0].split() == ["NAME", "QUEUE", "RESERVED", "IN", "ADMITTED", "FINISHED"]
+    assert lines[1].split()[1:] == ["p3-dra-queue", "p3-dra-cq", "True"]
+    assert lines[2].split()[1:] == ["p3-dra-queue"]
+
+
+def test_item_7_unmapped_device_class(walkthrough: Path, tmp_path: Path,
+                                      capsys: pytest.CaptureFixture[str]) -> None:
+    config = yaml.safe_load((walkthrough / "00-configuration.yaml").read_text())
+    del config["resources"]["deviceClassMappings"]
+    unmapped = tmp_path / "config.yaml"
+    unmapped.write_text(yaml.safe_dump(config))
+    code, out, _ = run(capsys, "simulate", "--config", str(unmapped), "-f", str(walkthrough),
+                       "-o", "json")
+    assert code == 0
+    items = yaml.safe_load(out)["items"]
+    workloads = [o for o in items if o["kind"] == "Workload"]
+    assert len(workloads) == 2
+    for wl in workloads:
+        quota = conditions(wl)["QuotaReserved"]
+        assert quota["status"] == "False"
+        assert quota["reason"] == "Inadmissible"
+        assert quota["message"] == (
+            "spec.podSets[0].template.spec.resourceClaims[0].resourceClaimTemplateName: Not found: "
+            '"DeviceClass gpu.nvidia.com is not mapped in DRA configuration for podset main"'
+        )
+        assert "DeviceClass gpu.nvidia.com is not mapped in DRA configuration for podset main" in (
+            conditions(wl)["Requeued"]["message"])
+    # Nothing else is disturbed: the ClusterQueue stays active with nothing charged.
+    cq = next(o for o in items if o["kind"] == "ClusterQueue")
+    assert conditions(cq)["Active"]["status"] == "True"
+    assert cq["status"]["admittedWorkloads"] == 0
+
+
+def test_bad_input_names_object_and_field(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    (tmp_path / "job.yaml").write_text(yaml.safe_dump({
+        "apiVersion": "batch/v1", "kind": "Job",
+        "metadata": {"name": "broken", "namespace": "ns",
+                     "labels": {"kueue.x-k8s.io/queue-name": "q"}},
+        "spec": {"parallelism": "two", "template": {"spec": {"containers": []}}},
+    }))
+    code, _, err = run(capsys, "simulate", "--config",
+                       str(EXAMPLES / "00-configuration.yaml"), "-f", str(tmp_path))
+    assert code == 2
+    assert "job.yaml#0: Job ns/broken: spec.parallelism: expected int | null, got str" in err
+
+
+def test_bad_quota_names_the_field(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    (tmp_path / "cq.yaml").write_text(yaml.safe_dump({
+        "apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "ClusterQueue", "metadata": {"name": "cq"},
+        "spec": {"resourceGroups": [{"coveredResources": ["cpu"], "flavors": [
+            {"name": "f", "resources": [{"name": "cpu", "nominalQuota": "lots"}]}]}]},
+    }))
+    code, _, err = run(capsys, "simulate", "--config",
+                       str(EXAMPLES / "00-configuration.yaml"), "-f", str(tmp_path))
+    assert code == 2
+    assert ("ClusterQueue cq: spec.resourceGroups[0].flavors[0].resources[0].nominalQuota: "
+            "'lots' is not a quantity") in err
+
+
+def test_missing_path(capsys: pytest.CaptureFixture[str]) -> None:
+    code, _, err = run(capsys, "simulate", "--config", str(EXAMPLES / "00-configuration.yaml"),
+                       "-f", "/nonexistent/dir")
+    assert code == 2
+    assert "/nonexistent/dir: no such file or directory" in err
+
+
+def test_admitted_workloads_in_input_hold_their_quota(tmp_path: Path,
+                                                      capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, _ = run(capsys, "simulate", "--config", str(EXAMPLES / "00-configuration.yaml"),
+                       "-f", str(EXAMPLES))
+    assert code == 0
+    admitted = next(o for o in yaml.safe_load_all(out)
+                    if o["kind"] == "Workload" and "admission" in o["status"])
+    (tmp_path / "admitted.yaml").write_text(yaml.safe_dump(admitted))
+    for name in ("10-queues.yaml", "20-resourceclaimtemplate.yaml", "31-job-pending-b.yaml"):
+        (tmp_path / name).write_text((EXAMPLES / name).read_text())
+    code, out, _ = run(capsys, "simulate", "--config", str(EXAMPLES / "00-configuration.yaml"),
+                       "-f", str(tmp_path))
+    assert code == 0
+    found = objects(out)
+    pending = next(o for n, o in found.items() if n.startswith("job-kueue-dra-pending-b-"))
+    assert conditions(pending)["QuotaReserved"]["message"] == PENDING_MESSAGE
