@@ -37,8 +37,11 @@ class Ledger:
             raise LedgerError(f"workload {key[0]}/{key[1]} already holds quota")
         self._charges[key] = charge
         self._holders.setdefault(charge.cluster_queue, set()).add(key)
+        nonzero = {fr: amount for fr, amount in charge.usage.items() if amount}
+        if not nonzero:
+            return
         usage = self._usage.setdefault(charge.cluster_queue, {})
-        for fr, amount in charge.usage.items():
+        for fr, amount in nonzero.items():
             usage[fr] = usage.get(fr, 0) + amount
 
     def release(self, key: WorkloadKey) -> Charge | None:
@@ -49,8 +52,12 @@ class Ledger:
         holders.discard(key)
         if not holders:
             del self._holders[charge.cluster_queue]
-        usage = self._usage.setdefault(charge.cluster_queue, {})
+        usage = self._usage.get(charge.cluster_queue)
+        if usage is None:
+            return charge
         for fr, amount in charge.usage.items():
+            if not amount:
+                continue
             left = usage[fr] - amount
             if left:
                 usage[fr] = left
