@@ -36,8 +36,14 @@ def _parser() -> argparse.ArgumentParser:
         ),
     )
     sim.add_argument("--config", required=True, help="Kueue Configuration file")
-    sim.add_argument("-f", "--filename", dest="paths", action="append", required=True,
-                     help="manifest file or directory (repeatable)")
+    sim.add_argument(
+        "-f",
+        "--filename",
+        dest="paths",
+        action="append",
+        required=True,
+        help="manifest file or directory (repeatable)",
+    )
     sim.add_argument("-o", "--output", choices=("yaml", "json", "table"), default="yaml")
     sub.add_parser("version", help="print the version")
     return parser

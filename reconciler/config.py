@@ -31,23 +31,53 @@ VERSIONS = ("v1beta1", "v1beta2")
 MAX_MAPPINGS = 16
 MAX_CLASSES_PER_MAPPING = 8
 
-KNOWN_FRAMEWORKS = frozenset({
-    "batch/job", "kubeflow.org/mpijob", "ray.io/rayjob", "ray.io/rayservice",
-    "ray.io/raycluster", "jobset.x-k8s.io/jobset", "kubeflow.org/paddlejob",
-    "kubeflow.org/pytorchjob", "kubeflow.org/tfjob", "kubeflow.org/xgboostjob",
-    "kubeflow.org/jaxjob", "trainer.kubeflow.org/trainjob", "workload.codeflare.dev/appwrapper",
-    "sparkoperator.k8s.io/sparkapplication", "pod", "deployment", "statefulset",
-    "leaderworkerset.x-k8s.io/leaderworkerset",
-})
+KNOWN_FRAMEWORKS = frozenset(
+    {
+        "batch/job",
+        "kubeflow.org/mpijob",
+        "ray.io/rayjob",
+        "ray.io/rayservice",
+        "ray.io/raycluster",
+        "jobset.x-k8s.io/jobset",
+        "kubeflow.org/paddlejob",
+        "kubeflow.org/pytorchjob",
+        "kubeflow.org/tfjob",
+        "kubeflow.org/xgboostjob",
+        "kubeflow.org/jaxjob",
+        "trainer.kubeflow.org/trainjob",
+        "workload.codeflare.dev/appwrapper",
+        "sparkoperator.k8s.io/sparkapplication",
+        "pod",
+        "deployment",
+        "statefulset",
+        "leaderworkerset.x-k8s.io/leaderworkerset",
+    }
+)
 SUPPORTED_FRAMEWORKS = frozenset({"batch/job"})
 
 # Top-level Kueue fields this controller accepts but does not act on.
-_ACCEPTED_IGNORED = frozenset({
-    "namespace", "managedJobsNamespaceSelector", "internalCertManagement", "clientConnection",
-    "multiKueue", "fairSharing", "admissionFairSharing", "featureGates",
-    "objectRetentionPolicies", "health", "metrics", "webhook", "leaderElection", "controller",
-    "pprofBindAddress", "queueVisibility", "kind", "apiVersion",
-})
+_ACCEPTED_IGNORED = frozenset(
+    {
+        "namespace",
+        "managedJobsNamespaceSelector",
+        "internalCertManagement",
+        "clientConnection",
+        "multiKueue",
+        "fairSharing",
+        "admissionFairSharing",
+        "featureGates",
+        "objectRetentionPolicies",
+        "health",
+        "metrics",
+        "webhook",
+        "leaderElection",
+        "controller",
+        "pprofBindAddress",
+        "queueVisibility",
+        "kind",
+        "apiVersion",
+    }
+)
 _HANDLED = frozenset({"resources", "waitForPodsReady", "integrations", "manageJobsWithoutQueueName"})
 
 _QUALIFIED_NAME = re.compile(
@@ -104,7 +134,7 @@ class Configuration:
 def parse_duration(value: object, path: str) -> float:
     """A Go duration such as "30m", "1h30m", "90s", "500ms", in seconds."""
     if not isinstance(value, str) or not value:
-        raise ConfigError(f"{path}: expected a duration such as \"5m\" or \"90s\", got {value!r}")
+        raise ConfigError(f'{path}: expected a duration such as "5m" or "90s", got {value!r}')
     text = value.strip()
     sign = -1.0 if text.startswith("-") else 1.0
     text = text.lstrip("+-")
@@ -119,7 +149,7 @@ def parse_duration(value: object, path: str) -> float:
     if pos != len(text) or pos == 0:
         raise ConfigError(
             f"{path}: {value!r} is not a duration; use a number with a unit: ns, us, ms, s, m, h "
-            "(e.g. \"5m\", \"1h30m\")"
+            '(e.g. "5m", "1h30m")'
         )
     return sign * total
 
@@ -161,22 +191,24 @@ def _parse_mappings(raw: object, version: str) -> tuple[DeviceClassMapping, ...]
             )
         name = entry.get("name")
         if not isinstance(name, str) or not name:
-            raise ConfigError(f"{ipath}.name: Required value: name the logical quota resource, "
-                              "e.g. nvidia.com/gpu")
+            raise ConfigError(
+                f"{ipath}.name: Required value: name the logical quota resource, e.g. nvidia.com/gpu"
+            )
         if not _QUALIFIED_NAME.match(name):
             raise ConfigError(
                 f"{ipath}.name: Invalid value: {name!r}: must be a qualified name such as "
                 "nvidia.com/gpu (optional DNS prefix, '/', then alphanumerics, '-', '_', '.')"
             )
         if name in seen_names:
-            raise ConfigError(f"{ipath}.name: Duplicate value: {name!r}: each mapping needs its "
-                              "own name; merge the two entries")
+            raise ConfigError(
+                f"{ipath}.name: Duplicate value: {name!r}: each mapping needs its "
+                "own name; merge the two entries"
+            )
         seen_names.add(name)
         classes = entry.get("deviceClassNames")
         if not classes:
             raise ConfigError(
-                f"{ipath}.deviceClassNames: Required value: at least one device class name is "
-                "required"
+                f"{ipath}.deviceClassNames: Required value: at least one device class name is required"
             )
         classes = _expect(classes, list, f"{ipath}.deviceClassNames", "a list of DeviceClass names")
         if len(classes) > MAX_CLASSES_PER_MAPPING:
@@ -226,35 +258,39 @@ def _parse_wait_for_pods_ready(raw: object, version: str) -> WaitForPodsReady | 
             timeout = 30 * 60.0
         block_default = False
     if timeout <= 0:
-        raise ConfigError(f"{path}.timeout: must be specified and greater than 0, e.g. \"5m\"")
-    block = _expect(obj.get("blockAdmission", block_default), bool, f"{path}.blockAdmission",
-                    "true or false")
+        raise ConfigError(f'{path}.timeout: must be specified and greater than 0, e.g. "5m"')
+    block = _expect(obj.get("blockAdmission", block_default), bool, f"{path}.blockAdmission", "true or false")
     recovery: float | None = timeout
     if "recoveryTimeout" in obj:
         recovery = parse_duration(obj["recoveryTimeout"], f"{path}.recoveryTimeout")
         if recovery < 0:
-            raise ConfigError(f"{path}.recoveryTimeout: must not be negative; use \"0s\" to "
-                              "disable recovery checking")
-    strategy = _expect(obj.get("requeuingStrategy") or {}, dict, f"{path}.requeuingStrategy",
-                       "an object")
+            raise ConfigError(
+                f'{path}.recoveryTimeout: must not be negative; use "0s" to disable recovery checking'
+            )
+    strategy = _expect(obj.get("requeuingStrategy") or {}, dict, f"{path}.requeuingStrategy", "an object")
     spath = f"{path}.requeuingStrategy"
-    _check_unknown(strategy, {"timestamp", "backoffLimitCount", "backoffBaseSeconds",
-                              "backoffMaxSeconds"}, spath)
+    _check_unknown(
+        strategy, {"timestamp", "backoffLimitCount", "backoffBaseSeconds", "backoffMaxSeconds"}, spath
+    )
     timestamp = strategy.get("timestamp", "Eviction")
     if timestamp not in ("Eviction", "Creation"):
-        raise ConfigError(f"{spath}.timestamp: Unsupported value: {timestamp!r}: supported "
-                          "values: \"Creation\", \"Eviction\"")
+        raise ConfigError(
+            f'{spath}.timestamp: Unsupported value: {timestamp!r}: supported values: "Creation", "Eviction"'
+        )
     numbers: dict[str, int | None] = {}
-    for key, default in (("backoffLimitCount", None), ("backoffBaseSeconds", 60),
-                         ("backoffMaxSeconds", 3600)):
+    for key, default in (
+        ("backoffLimitCount", None),
+        ("backoffBaseSeconds", 60),
+        ("backoffMaxSeconds", 3600),
+    ):
         value = strategy.get(key, default)
         if value is not None:
             _expect(value, int, f"{spath}.{key}", "a whole number")
             if value < 0:
                 raise ConfigError(f"{spath}.{key}: must not be negative, got {value}")
         numbers[key] = value
-    base, top = numbers["backoffBaseSeconds"], numbers["backoffMaxSeconds"]
-    assert base is not None and top is not None
+    base = numbers["backoffBaseSeconds"] or 0
+    top = numbers["backoffMaxSeconds"] or 0
     return WaitForPodsReady(
         timeout_seconds=timeout,
         block_admission=block,
@@ -269,8 +305,7 @@ def _parse_wait_for_pods_ready(raw: object, version: str) -> WaitForPodsReady | 
 def _parse_frameworks(raw: object) -> tuple[str, ...]:
     path = "integrations"
     obj = _expect(raw or {}, dict, path, "an object")
-    _check_unknown(obj, {"frameworks", "externalFrameworks", "labelKeysToCopy", "podOptions"},
-                   path)
+    _check_unknown(obj, {"frameworks", "externalFrameworks", "labelKeysToCopy", "podOptions"}, path)
     frameworks = obj.get("frameworks") or ["batch/job"]
     _expect(frameworks, list, f"{path}.frameworks", "a list of framework names")
     for i, name in enumerate(frameworks):
@@ -289,8 +324,7 @@ def parse_config(data: object) -> Configuration:
     group, _, version = str(api_version).partition("/")
     if group != GROUP or version not in VERSIONS:
         raise ConfigError(
-            f"apiVersion: {api_version!r} is not supported; use {GROUP}/v1beta2 "
-            f"(or {GROUP}/v1beta1)"
+            f"apiVersion: {api_version!r} is not supported; use {GROUP}/v1beta2 (or {GROUP}/v1beta1)"
         )
     if doc.get("kind") != "Configuration":
         raise ConfigError(f"kind: {doc.get('kind')!r}: must be Configuration")
@@ -301,8 +335,9 @@ def parse_config(data: object) -> Configuration:
         res_allowed |= {"quotaCheckStrategy"}
     _check_unknown(resources, res_allowed, "resources")
     mappings = _parse_mappings(resources.get("deviceClassMappings") or [], version)
-    manage = _expect(doc.get("manageJobsWithoutQueueName", False), bool,
-                     "manageJobsWithoutQueueName", "true or false")
+    manage = _expect(
+        doc.get("manageJobsWithoutQueueName", False), bool, "manageJobsWithoutQueueName", "true or false"
+    )
     ignored = sorted(k for k in doc if k in _ACCEPTED_IGNORED - {"kind", "apiVersion"})
     ignored += sorted(f"resources.{k}" for k in resources if k != "deviceClassMappings")
     return Configuration(

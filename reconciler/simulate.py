@@ -73,8 +73,7 @@ def run_simulation(config_path: str, manifest_paths: Sequence[str]) -> Simulatio
 def _column(rows: list[list[str]]) -> str:
     widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
     return "\n".join(
-        "   ".join(cell.ljust(w) for cell, w in zip(row, widths, strict=True)).rstrip()
-        for row in rows
+        "   ".join(cell.ljust(w) for cell, w in zip(row, widths, strict=True)).rstrip() for row in rows
     )
 
 
@@ -88,27 +87,31 @@ def _condition_status(obj: dict[str, Any], kind: str) -> str:
 def _table(result: SimulationResult) -> str:
     namespaces = {w["metadata"].get("namespace", "") for w in result.workloads}
     with_ns = len(namespaces) > 1
-    rows = [(["NAMESPACE"] if with_ns else []) + ["NAME", "QUEUE", "RESERVED IN", "ADMITTED",
-                                                   "FINISHED"]]
+    rows = [(["NAMESPACE"] if with_ns else []) + ["NAME", "QUEUE", "RESERVED IN", "ADMITTED", "FINISHED"]]
     for w in result.workloads:
         admission = w.get("status", {}).get("admission") or {}
-        rows.append((([w["metadata"].get("namespace", "")] if with_ns else [])) + [
-            f"workload.kueue.x-k8s.io/{w['metadata']['name']}",
-            w.get("spec", {}).get("queueName", ""),
-            admission.get("clusterQueue", ""),
-            _condition_status(w, "Admitted"),
-            _condition_status(w, "Finished"),
-        ])
+        rows.append(
+            ([w["metadata"].get("namespace", "")] if with_ns else [])
+            + [
+                f"workload.kueue.x-k8s.io/{w['metadata']['name']}",
+                w.get("spec", {}).get("queueName", ""),
+                admission.get("clusterQueue", ""),
+                _condition_status(w, "Admitted"),
+                _condition_status(w, "Finished"),
+            ]
+        )
     parts = [_column(rows)]
     cq_rows = [["NAME", "COHORT", "PENDING WORKLOADS", "ADMITTED WORKLOADS"]]
     for cq in result.cluster_queues:
         status = cq.get("status", {})
-        cq_rows.append([
-            f"clusterqueue.kueue.x-k8s.io/{cq['metadata']['name']}",
-            str(cq.get("spec", {}).get("cohortName", "") or ""),
-            str(status.get("pendingWorkloads", 0)),
-            str(status.get("admittedWorkloads", 0)),
-        ])
+        cq_rows.append(
+            [
+                f"clusterqueue.kueue.x-k8s.io/{cq['metadata']['name']}",
+                str(cq.get("spec", {}).get("cohortName", "") or ""),
+                str(status.get("pendingWorkloads", 0)),
+                str(status.get("admittedWorkloads", 0)),
+            ]
+        )
     if len(cq_rows) > 1:
         parts.append(_column(cq_rows))
     return "\n\n".join(parts) + "\n"

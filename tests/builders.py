@@ -67,14 +67,19 @@ def job(name: str, **kwargs: Any) -> Job:
     return result
 
 
-def flavor(name: str, labels: Mapping[str, str] | None = None,
-           taints: Sequence[Mapping[str, str]] = ()) -> ResourceFlavor:
+def flavor(
+    name: str, labels: Mapping[str, str] | None = None, taints: Sequence[Mapping[str, str]] = ()
+) -> ResourceFlavor:
     spec: dict[str, Any] = {"nodeLabels": dict(labels or {})}
     if taints:
         spec["nodeTaints"] = [dict(t) for t in taints]
     result: ResourceFlavor = decode(
-        {"apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "ResourceFlavor",
-         "metadata": {"name": name}, "spec": spec},
+        {
+            "apiVersion": "kueue.x-k8s.io/v1beta2",
+            "kind": "ResourceFlavor",
+            "metadata": {"name": name},
+            "spec": spec,
+        },
         ResourceFlavor,
     )
     return result
@@ -91,39 +96,53 @@ def cluster_queue_body(
     resources = list(covered or (flavors[0][1].keys() if flavors else []))
     spec: dict[str, Any] = {
         "namespaceSelector": dict(namespace_selector) if namespace_selector is not None else {},
-        "resourceGroups": [{
-            "coveredResources": resources,
-            "flavors": [
-                {"name": f, "resources": [{"name": r, "nominalQuota": q} for r, q in quotas.items()]}
-                for f, quotas in flavors
-            ],
-        }],
+        "resourceGroups": [
+            {
+                "coveredResources": resources,
+                "flavors": [
+                    {"name": f, "resources": [{"name": r, "nominalQuota": q} for r, q in quotas.items()]}
+                    for f, quotas in flavors
+                ],
+            }
+        ],
     }
     if strategy:
         spec["queueingStrategy"] = strategy
-    return {"apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "ClusterQueue",
-            "metadata": {"name": name}, "spec": spec}
+    return {
+        "apiVersion": "kueue.x-k8s.io/v1beta2",
+        "kind": "ClusterQueue",
+        "metadata": {"name": name},
+        "spec": spec,
+    }
 
 
-def cluster_queue(name: str, flavors: Sequence[tuple[str, Mapping[str, str | int]]],
-                  **kwargs: Any) -> ClusterQueueModel:
+def cluster_queue(
+    name: str, flavors: Sequence[tuple[str, Mapping[str, str | int]]], **kwargs: Any
+) -> ClusterQueueModel:
     return compile_cluster_queue(decode(cluster_queue_body(name, flavors, **kwargs), ClusterQueue))
 
 
-def claim_template(name: str, requests: Sequence[Mapping[str, Any]],
-                   namespace: str = "ns") -> ResourceClaimTemplate:
+def claim_template(
+    name: str, requests: Sequence[Mapping[str, Any]], namespace: str = "ns"
+) -> ResourceClaimTemplate:
     result: ResourceClaimTemplate = decode(
-        {"apiVersion": "resource.k8s.io/v1", "kind": "ResourceClaimTemplate",
-         "metadata": {"name": name, "namespace": namespace},
-         "spec": {"spec": {"devices": {"requests": [dict(r) for r in requests]}}}},
+        {
+            "apiVersion": "resource.k8s.io/v1",
+            "kind": "ResourceClaimTemplate",
+            "metadata": {"name": name, "namespace": namespace},
+            "spec": {"spec": {"devices": {"requests": [dict(r) for r in requests]}}},
+        },
         ResourceClaimTemplate,
     )
     return result
 
 
 def gpu_request(count: int = 1, device_class: str = "gpu.nvidia.com", **extra: Any) -> dict[str, Any]:
-    exactly: dict[str, Any] = {"deviceClassName": device_class, "allocationMode": "ExactCount",
-                               "count": count}
+    exactly: dict[str, Any] = {
+        "deviceClassName": device_class,
+        "allocationMode": "ExactCount",
+        "count": count,
+    }
     exactly.update(extra)
     return {"name": "gpu", "exactly": exactly}
 

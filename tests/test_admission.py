@@ -16,10 +16,15 @@ from .builders import cluster_queue, flavor, job
 GPU = "nvidia.com/gpu"
 
 
-def info(name: str, created: str = "", priority: int = 0, namespace: str = "ns",
-         queue: str = "lq", **job_kwargs: Any) -> WorkloadInfo:
-    wl = workload_for_job(job(name, namespace=namespace, queue=queue, uid=f"uid-{name}",
-                              **job_kwargs))
+def info(
+    name: str,
+    created: str = "",
+    priority: int = 0,
+    namespace: str = "ns",
+    queue: str = "lq",
+    **job_kwargs: Any,
+) -> WorkloadInfo:
+    wl = workload_for_job(job(name, namespace=namespace, queue=queue, uid=f"uid-{name}", **job_kwargs))
     result = compile_workload(wl, lookup_template=lambda ns, n: None, mappings={})
     result.name = name  # keyed by the job name to keep the tests short
     result.created = created or f"2026-01-01T00:00:{len(name):02d}Z"
@@ -27,14 +32,18 @@ def info(name: str, created: str = "", priority: int = 0, namespace: str = "ns",
     return result
 
 
-def state_with(*flavors_quota: tuple[str, dict[str, str | int]], strategy: str | None = None,
-               labels: dict[str, dict[str, str]] | None = None,
-               namespace_selector: dict[str, Any] | None = None) -> Admission:
+def state_with(
+    *flavors_quota: tuple[str, dict[str, str | int]],
+    strategy: str | None = None,
+    labels: dict[str, dict[str, str]] | None = None,
+    namespace_selector: dict[str, Any] | None = None,
+) -> Admission:
     state = Admission()
     for name, _ in flavors_quota:
         state.set_flavor(flavor(name, (labels or {}).get(name, {})))
-    state.set_cluster_queue(cluster_queue("cq", list(flavors_quota), strategy=strategy,
-                                          namespace_selector=namespace_selector))
+    state.set_cluster_queue(
+        cluster_queue("cq", list(flavors_quota), strategy=strategy, namespace_selector=namespace_selector)
+    )
     state.set_local_queue("ns", "lq", "cq")
     state.set_namespace("ns", {"kubernetes.io/metadata.name": "ns", "team": "a"})
     return state
@@ -96,8 +105,9 @@ def test_uncovered_resource_message() -> None:
 
 
 def test_node_selector_must_match_flavor_labels() -> None:
-    state = state_with(("t4", {GPU: 4}), ("a100", {GPU: 4}),
-                       labels={"t4": {"gpu": "t4"}, "a100": {"gpu": "a100"}})
+    state = state_with(
+        ("t4", {GPU: 4}), ("a100", {GPU: 4}), labels={"t4": {"gpu": "t4"}, "a100": {"gpu": "a100"}}
+    )
     state.add_workload(info("w", requests={GPU: "1"}, node_selector={"gpu": "a100", "zone": "x"}))
     (decision,) = state.schedule()
     assert isinstance(decision, Admit)
@@ -141,8 +151,7 @@ def test_strict_fifo_blocks_behind_the_head() -> None:
 def test_priority_then_creation_order() -> None:
     state = state_with(("f", {GPU: 1}))
     state.add_workload(info("old", created="2026-01-01T00:00:01Z", requests={GPU: "1"}))
-    state.add_workload(info("urgent", created="2026-01-01T00:00:09Z", priority=10,
-                            requests={GPU: "1"}))
+    state.add_workload(info("urgent", created="2026-01-01T00:00:09Z", priority=10, requests={GPU: "1"}))
     got = decisions_by_name(state.schedule())
     assert isinstance(got["urgent"], Admit)
     assert isinstance(got["old"], Pending)
@@ -195,8 +204,10 @@ def test_namespace_selector() -> None:
 def test_missing_flavor_makes_cluster_queue_inactive() -> None:
     model = cluster_queue("cq", [("p3-t4", {GPU: 1}), ("x", {GPU: 1})])
     assert active_condition(model, {"p3-t4"}) == (
-        "False", "FlavorNotFound",
-        "Can't admit new workloads: references missing ResourceFlavor(s): x.")
+        "False",
+        "FlavorNotFound",
+        "Can't admit new workloads: references missing ResourceFlavor(s): x.",
+    )
     assert active_condition(model, {"p3-t4", "x"}) == ("True", "Ready", "Can admit new workloads")
     state = Admission()
     state.set_cluster_queue(model)
@@ -222,8 +233,16 @@ def test_pending_queue_lazy_removal() -> None:
 
 @pytest.mark.parametrize(
     ("count", "base", "cap", "expected"),
-    [(1, 60, 3600, 60), (2, 60, 3600, 120), (6, 60, 3600, 1920), (7, 60, 3600, 3600),
-     (40, 60, 3600, 3600), (0, 60, 3600, 0), (3, 10, 0, 40), (2, 0, 3600, 0)],
+    [
+        (1, 60, 3600, 60),
+        (2, 60, 3600, 120),
+        (6, 60, 3600, 1920),
+        (7, 60, 3600, 3600),
+        (40, 60, 3600, 3600),
+        (0, 60, 3600, 0),
+        (3, 10, 0, 40),
+        (2, 0, 3600, 0),
+    ],
 )
 def test_backoff_arithmetic(count: int, base: int, cap: int, expected: float) -> None:
     assert backoff_seconds(count, base, cap, jitter=0) == expected

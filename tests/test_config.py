@@ -29,10 +29,13 @@ def test_walkthrough_configuration() -> None:
 def test_v1beta2_enables_wait_for_pods_ready_by_default() -> None:
     wfpr = parse_config(doc()).wait_for_pods_ready
     assert wfpr is not None
-    assert (wfpr.timeout_seconds, wfpr.block_admission, wfpr.recovery_timeout_seconds) == (
-        1800, False, 1800)
-    assert (wfpr.requeuing_timestamp, wfpr.backoff_base_seconds, wfpr.backoff_max_seconds,
-            wfpr.backoff_limit_count) == ("Eviction", 60, 3600, None)
+    assert (wfpr.timeout_seconds, wfpr.block_admission, wfpr.recovery_timeout_seconds) == (1800, False, 1800)
+    assert (
+        wfpr.requeuing_timestamp,
+        wfpr.backoff_base_seconds,
+        wfpr.backoff_max_seconds,
+        wfpr.backoff_limit_count,
+    ) == ("Eviction", 60, 3600, None)
 
 
 def test_v1beta1_needs_enable_and_has_its_own_defaults() -> None:
@@ -43,10 +46,21 @@ def test_v1beta1_needs_enable_and_has_its_own_defaults() -> None:
 
 
 def test_wait_for_pods_ready_fields() -> None:
-    wfpr = parse_config(doc(waitForPodsReady={
-        "timeout": "2m30s", "recoveryTimeout": "0s", "blockAdmission": True,
-        "requeuingStrategy": {"timestamp": "Creation", "backoffLimitCount": 0,
-                              "backoffBaseSeconds": 5, "backoffMaxSeconds": 20}})).wait_for_pods_ready
+    wfpr = parse_config(
+        doc(
+            waitForPodsReady={
+                "timeout": "2m30s",
+                "recoveryTimeout": "0s",
+                "blockAdmission": True,
+                "requeuingStrategy": {
+                    "timestamp": "Creation",
+                    "backoffLimitCount": 0,
+                    "backoffBaseSeconds": 5,
+                    "backoffMaxSeconds": 20,
+                },
+            }
+        )
+    ).wait_for_pods_ready
     assert wfpr is not None
     assert wfpr.timeout_seconds == 150
     assert wfpr.recovery_timeout_seconds is None
@@ -64,32 +78,51 @@ def test_durations(text: str, seconds: float) -> None:
 @pytest.mark.parametrize(
     ("fields", "error"),
     [
-        ({"resources": {"deviceClassMappings": [mapping(f"r{i}", f"c{i}") for i in range(17)]}},
-         r"resources\.deviceClassMappings: Too many: 17: must have at most 16 items"),
-        ({"resources": {"deviceClassMappings": [{"name": "gpu"}]}},
-         r"resources\.deviceClassMappings\[0\]\.deviceClassNames: Required value: at least one "
-         r"device class name is required"),
-        ({"resources": {"deviceClassMappings": [mapping("gpu", *[f"c{i}" for i in range(9)])]}},
-         r"deviceClassNames: Too many: 9: must have at most 8 items"),
-        ({"resources": {"deviceClassMappings": [mapping("a", "gpu.nvidia.com"),
-                                                mapping("b", "gpu.nvidia.com")]}},
-         r"deviceClassMappings\[1\]\.deviceClassNames\[0\]: Invalid value: 'gpu\.nvidia\.com': "
-         r"device class already mapped to resource a"),
-        ({"resources": {"deviceClassMappings": [mapping("a", "x"), mapping("a", "y")]}},
-         r"deviceClassMappings\[1\]\.name: Duplicate value"),
-        ({"resources": {"deviceClassMappings": [mapping("a", "Bad_Class")]}},
-         r"deviceClassNames\[0\]: Invalid value: 'Bad_Class'"),
-        ({"waitForPodsReady": {"timeout": "soon"}},
-         r"waitForPodsReady\.timeout: 'soon' is not a duration"),
-        ({"waitForPodsReady": {"requeuingStrategy": {"timestamp": "Later"}}},
-         r"requeuingStrategy\.timestamp: Unsupported value: 'Later'"),
-        ({"waitForPodsReady": {"requeuingStrategy": {"backoffBaseSeconds": -1}}},
-         r"backoffBaseSeconds: must not be negative"),
-        ({"integrations": {"frameworks": ["batch/jobs"]}},
-         r"integrations\.frameworks\[0\]: Unsupported value: 'batch/jobs'"),
+        (
+            {"resources": {"deviceClassMappings": [mapping(f"r{i}", f"c{i}") for i in range(17)]}},
+            r"resources\.deviceClassMappings: Too many: 17: must have at most 16 items",
+        ),
+        (
+            {"resources": {"deviceClassMappings": [{"name": "gpu"}]}},
+            r"resources\.deviceClassMappings\[0\]\.deviceClassNames: Required value: at least one "
+            r"device class name is required",
+        ),
+        (
+            {"resources": {"deviceClassMappings": [mapping("gpu", *[f"c{i}" for i in range(9)])]}},
+            r"deviceClassNames: Too many: 9: must have at most 8 items",
+        ),
+        (
+            {
+                "resources": {
+                    "deviceClassMappings": [mapping("a", "gpu.nvidia.com"), mapping("b", "gpu.nvidia.com")]
+                }
+            },
+            r"deviceClassMappings\[1\]\.deviceClassNames\[0\]: Invalid value: 'gpu\.nvidia\.com': "
+            r"device class already mapped to resource a",
+        ),
+        (
+            {"resources": {"deviceClassMappings": [mapping("a", "x"), mapping("a", "y")]}},
+            r"deviceClassMappings\[1\]\.name: Duplicate value",
+        ),
+        (
+            {"resources": {"deviceClassMappings": [mapping("a", "Bad_Class")]}},
+            r"deviceClassNames\[0\]: Invalid value: 'Bad_Class'",
+        ),
+        ({"waitForPodsReady": {"timeout": "soon"}}, r"waitForPodsReady\.timeout: 'soon' is not a duration"),
+        (
+            {"waitForPodsReady": {"requeuingStrategy": {"timestamp": "Later"}}},
+            r"requeuingStrategy\.timestamp: Unsupported value: 'Later'",
+        ),
+        (
+            {"waitForPodsReady": {"requeuingStrategy": {"backoffBaseSeconds": -1}}},
+            r"backoffBaseSeconds: must not be negative",
+        ),
+        (
+            {"integrations": {"frameworks": ["batch/jobs"]}},
+            r"integrations\.frameworks\[0\]: Unsupported value: 'batch/jobs'",
+        ),
         ({"resource": {}}, r"^resource: unknown field"),
-        ({"manageJobsWithoutQueueName": "yes"},
-         r"manageJobsWithoutQueueName: expected true or false"),
+        ({"manageJobsWithoutQueueName": "yes"}, r"manageJobsWithoutQueueName: expected true or false"),
     ],
 )
 def test_validation_errors_name_the_field(fields: dict[str, Any], error: str) -> None:
@@ -98,7 +131,7 @@ def test_validation_errors_name_the_field(fields: dict[str, Any], error: str) ->
 
 
 def test_wrong_api_version() -> None:
-    with pytest.raises(ConfigError, match="apiVersion: 'kueue.x-k8s.io/v1beta2' is not supported"):
+    with pytest.raises(ConfigError, match=r"apiVersion: 'kueue\.x-k8s\.io/v1beta2' is not supported"):
         parse_config({"apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "Configuration"})
 
 

@@ -11,9 +11,26 @@ PACKAGE = Path(__file__).resolve().parent.parent / "reconciler"
 
 # Modules the pure core must never import: I/O, concurrency, the client layers.
 CORE_FORBIDDEN = {
-    "asyncio", "aiohttp", "kubernetes_asyncio", "socket", "ssl", "subprocess", "threading",
-    "os", "pathlib", "io", "shutil", "tempfile", "urllib", "http", "requests", "yaml",
-    "structlog", "logging", "prometheus_client", "time",
+    "asyncio",
+    "aiohttp",
+    "kubernetes_asyncio",
+    "socket",
+    "ssl",
+    "subprocess",
+    "threading",
+    "os",
+    "pathlib",
+    "io",
+    "shutil",
+    "tempfile",
+    "urllib",
+    "http",
+    "requests",
+    "yaml",
+    "structlog",
+    "logging",
+    "prometheus_client",
+    "time",
 }
 # Package layers each layer may not import.
 LAYER_FORBIDDEN = {
@@ -31,7 +48,7 @@ def _imports(path: Path) -> list[tuple[str, int]]:
     """(absolute module name, line) for every import in a module of the package."""
     tree = ast.parse(path.read_text(), filename=str(path))
     rel_parts = path.relative_to(PACKAGE.parent).with_suffix("").parts
-    package_parts = rel_parts[:-1] if rel_parts[-1] != "__init__" else rel_parts[:-1]
+    package_parts = rel_parts[:-1]
     found: list[tuple[str, int]] = []
     for node in ast.walk(tree):
         if isinstance(node, ast.Import):
@@ -66,8 +83,7 @@ def test_layers_import_one_way(layer: str) -> None:
         for module, line in _imports(path):
             target = _layer_of(module)
             assert target not in LAYER_FORBIDDEN[layer], (
-                f"{path.relative_to(PACKAGE)}:{line} imports {module}: "
-                f"{layer} must not depend on {target}"
+                f"{path.relative_to(PACKAGE)}:{line} imports {module}: {layer} must not depend on {target}"
             )
 
 

@@ -30,21 +30,20 @@ def setups(draw: st.DrawFn) -> Setup:
     flavors = [f"f{i}" for i in range(draw(st.integers(1, 3)))]
     queues: dict[str, list[tuple[str, dict[str, str]]]] = {}
     for c in range(draw(st.integers(1, 3))):
-        chosen = draw(st.lists(st.sampled_from(flavors), min_size=1, max_size=len(flavors),
-                               unique=True))
+        chosen = draw(st.lists(st.sampled_from(flavors), min_size=1, max_size=len(flavors), unique=True))
         queues[f"cq{c}"] = [
-            (f, {r: QUANTITY[r].format(draw(st.integers(0, 6))) for r in RESOURCES})
-            for f in chosen
+            (f, {r: QUANTITY[r].format(draw(st.integers(0, 6))) for r in RESOURCES}) for f in chosen
         ]
     return Setup(flavors, queues)
 
 
-job_specs = st.fixed_dictionaries({
-    "queue": st.integers(0, 2),
-    "parallelism": st.integers(1, 2),
-    "requests": st.dictionaries(st.sampled_from(RESOURCES), st.integers(1, 3), min_size=1,
-                                max_size=2),
-})
+job_specs = st.fixed_dictionaries(
+    {
+        "queue": st.integers(0, 2),
+        "parallelism": st.integers(1, 2),
+        "requests": st.dictionaries(st.sampled_from(RESOURCES), st.integers(1, 3), min_size=1, max_size=2),
+    }
+)
 # Mostly arrivals, so queues fill up and quota runs out; some departures and rollbacks.
 ops = st.lists(
     st.one_of(
@@ -94,11 +93,15 @@ def test_ledger_invariants(setup: Setup, operations: list[tuple[str, object]]) -
     for n, (op, arg) in enumerate(operations):
         if op == "add":
             assert isinstance(arg, dict)
-            spec = job(f"j{n}", queue=f"lq-{queues[arg['queue'] % len(queues)]}", uid=f"u{n}",
-                       parallelism=arg["parallelism"], completions=arg["parallelism"],
-                       requests={r: QUANTITY[r].format(v) for r, v in arg["requests"].items()})
-            info = compile_workload(workload_for_job(spec), lookup_template=lambda ns, n: None,
-                                    mappings={})
+            spec = job(
+                f"j{n}",
+                queue=f"lq-{queues[arg['queue'] % len(queues)]}",
+                uid=f"u{n}",
+                parallelism=arg["parallelism"],
+                completions=arg["parallelism"],
+                requests={r: QUANTITY[r].format(v) for r, v in arg["requests"].items()},
+            )
+            info = compile_workload(workload_for_job(spec), lookup_template=lambda ns, n: None, mappings={})
             info.created = f"2026-01-01T00:{n // 60:02d}:{n % 60:02d}Z"
             state.add_workload(info)
             added.append(info.key)
@@ -115,7 +118,8 @@ def test_ledger_invariants(setup: Setup, operations: list[tuple[str, object]]) -
         for decision in state.schedule():
             if isinstance(decision, Admit):
                 statuses[decision.key] = admitted_workload_status(
-                    WorkloadStatus(), decision, "2026-01-01T00:00:00Z")
+                    WorkloadStatus(), decision, "2026-01-01T00:00:00Z"
+                )
         # Invariant 1: never over quota, at every step.
         assert_within_quota(setup, state.ledger)
         assert set(statuses) == set(state.ledger.holders())

@@ -36,7 +36,8 @@ def test_workload_name_matches_kueue() -> None:
 def test_workload_name_truncates_long_job_names() -> None:
     name = workload_name_for_job("x" * 300, "uid")
     assert len(name) == 253
-    assert name.startswith("job-xxx") and name[-6] == "-"
+    assert name.startswith("job-xxx")
+    assert name[-6] == "-"
 
 
 @pytest.mark.parametrize(
@@ -61,69 +62,103 @@ def test_workload_for_job_carries_kueue_metadata() -> None:
 def test_job_controller_labels_are_dropped_from_the_template() -> None:
     j = job("j")
     template = msgspec.json.decode(j.spec.template)
-    template["metadata"] = {"labels": {"controller-uid": "x", "batch.kubernetes.io/controller-uid": "x",
-                                       "job-name": "j", "batch.kubernetes.io/job-name": "j",
-                                       "team": "a"}}
+    template["metadata"] = {
+        "labels": {
+            "controller-uid": "x",
+            "batch.kubernetes.io/controller-uid": "x",
+            "job-name": "j",
+            "batch.kubernetes.io/job-name": "j",
+            "team": "a",
+        }
+    }
     j.spec.template = msgspec.Raw(msgspec.json.encode(template))
     labels = msgspec.json.decode(workload_for_job(j).spec.pod_sets[0].template)["metadata"]["labels"]
     assert labels == {"batch.kubernetes.io/job-name": "j", "team": "a"}
 
 
 def test_containers_sum_and_limits_fill_missing_requests() -> None:
-    s = spec({"containers": [
-        {"name": "a", "resources": {"requests": {"cpu": "500m", "memory": "1Gi"}}},
-        {"name": "b", "resources": {"limits": {"cpu": "1", "nvidia.com/gpu": "1"}}},
-    ]})
+    s = spec(
+        {
+            "containers": [
+                {"name": "a", "resources": {"requests": {"cpu": "500m", "memory": "1Gi"}}},
+                {"name": "b", "resources": {"limits": {"cpu": "1", "nvidia.com/gpu": "1"}}},
+            ]
+        }
+    )
     assert pod_requests(s) == {"cpu": 1500, "memory": 1024**3, "nvidia.com/gpu": 1}
 
 
 def test_init_containers_take_the_max_and_sidecars_add() -> None:
-    s = spec({
-        "containers": [{"name": "main", "resources": {"requests": {"cpu": "1"}}}],
-        "initContainers": [
-            {"name": "sidecar", "restartPolicy": "Always", "resources": {"requests": {"cpu": "200m"}}},
-            {"name": "setup", "resources": {"requests": {"cpu": "2", "memory": "64Mi"}}},
-        ],
-        "overhead": {"cpu": "100m"},
-    })
+    s = spec(
+        {
+            "containers": [{"name": "main", "resources": {"requests": {"cpu": "1"}}}],
+            "initContainers": [
+                {"name": "sidecar", "restartPolicy": "Always", "resources": {"requests": {"cpu": "200m"}}},
+                {"name": "setup", "resources": {"requests": {"cpu": "2", "memory": "64Mi"}}},
+            ],
+            "overhead": {"cpu": "100m"},
+        }
+    )
     # main + sidecar = 1.2; setup runs with the sidecar: 2.2; max 2.2 + overhead 0.1.
     assert pod_requests(s) == {"cpu": 2300, "memory": 64 * 1024**2}
 
 
 def test_pod_level_resources_win() -> None:
-    s = spec({
-        "containers": [{"name": "a", "resources": {"requests": {"cpu": "1", "memory": "1Gi"}}}],
-        "resources": {"requests": {"cpu": "4"}},
-    })
+    s = spec(
+        {
+            "containers": [{"name": "a", "resources": {"requests": {"cpu": "1", "memory": "1Gi"}}}],
+            "resources": {"requests": {"cpu": "4"}},
+        }
+    )
     assert pod_requests(s) == {"cpu": 4000, "memory": 1024**3}
 
 
-def _compile(body_claims: list[dict[str, str]], templates: list[ResourceClaimTemplate],
-             mappings: dict[str, str] | None = None, parallelism: int = 1) -> Any:
-    wl = workload_for_job(job("j", claims=body_claims, parallelism=parallelism,
-                              completions=parallelism, requests={"cpu": "1"}))
+def _compile(
+    body_claims: list[dict[str, str]],
+    templates: list[ResourceClaimTemplate],
+    mappings: dict[str, str] | None = None,
+    parallelism: int = 1,
+) -> Any:
+    wl = workload_for_job(
+        job("j", claims=body_claims, parallelism=parallelism, completions=parallelism, requests={"cpu": "1"})
+    )
     by_name = {(t.metadata.namespace, t.metadata.name): t for t in templates}
-    return compile_workload(wl, lookup_template=lambda ns, n: by_name.get((ns, n)),
-                            mappings=MAPPINGS if mappings is None else mappings)
+    return compile_workload(
+        wl,
+        lookup_template=lambda ns, n: by_name.get((ns, n)),
+        mappings=MAPPINGS if mappings is None else mappings,
+    )
 
 
 def test_dra_charges_count_per_pod() -> None:
-    info = _compile([{"name": "g", "resourceClaimTemplateName": "two"}],
-                    [claim_template("two", [gpu_request(2)])], parallelism=3)
+    info = _compile(
+        [{"name": "g", "resourceClaimTemplateName": "two"}],
+        [claim_template("two", [gpu_request(2)])],
+        parallelism=3,
+    )
     assert info.problem is None
     assert info.pod_sets[0].per_pod == {"cpu": 1000, "nvidia.com/gpu": 2}
     assert info.total_requests() == [("main", {"cpu": 3000, "nvidia.com/gpu": 6})]
 
 
 def test_dra_sums_requests_and_skips_admin_access() -> None:
-    t = claim_template("mix", [gpu_request(1), {"name": "x", "exactly": {
-        "deviceClassName": "gpu.nvidia.com"}}, gpu_request(5, adminAccess=True)])
+    t = claim_template(
+        "mix",
+        [
+            gpu_request(1),
+            {"name": "x", "exactly": {"deviceClassName": "gpu.nvidia.com"}},
+            gpu_request(5, adminAccess=True),
+        ],
+    )
     info = _compile([{"name": "g", "resourceClaimTemplateName": "mix"}], [t])
     assert info.pod_sets[0].per_pod["nvidia.com/gpu"] == 2
 
 
-def _problem(claims: list[dict[str, str]], templates: list[ResourceClaimTemplate],
-             mappings: dict[str, str] | None = None) -> DraProblem:
+def _problem(
+    claims: list[dict[str, str]],
+    templates: list[ResourceClaimTemplate],
+    mappings: dict[str, str] | None = None,
+) -> DraProblem:
     problem = _compile(claims, templates, mappings).problem
     assert problem is not None
     assert isinstance(problem, DraProblem)
@@ -131,28 +166,34 @@ def _problem(claims: list[dict[str, str]], templates: list[ResourceClaimTemplate
 
 
 def test_unmapped_device_class_message_is_kueues() -> None:
-    problem = _problem([{"name": "g", "resourceClaimTemplateName": "single-gpu"}],
-                       [claim_template("single-gpu", [gpu_request()])], mappings={})
+    problem = _problem(
+        [{"name": "g", "resourceClaimTemplateName": "single-gpu"}],
+        [claim_template("single-gpu", [gpu_request()])],
+        mappings={},
+    )
     assert problem.message == (
-        'spec.podSets[0].template.spec.resourceClaims[0].resourceClaimTemplateName: Not found: '
+        "spec.podSets[0].template.spec.resourceClaims[0].resourceClaimTemplateName: Not found: "
         '"DeviceClass gpu.nvidia.com is not mapped in DRA configuration for podset main"'
     )
     assert not problem.retryable
 
 
 def test_allocation_mode_all_is_rejected() -> None:
-    t = claim_template("gpu-template", [{"name": "gpu", "exactly": {
-        "deviceClassName": "gpu.nvidia.com", "allocationMode": "All"}}])
+    t = claim_template(
+        "gpu-template",
+        [{"name": "gpu", "exactly": {"deviceClassName": "gpu.nvidia.com", "allocationMode": "All"}}],
+    )
     problem = _problem([{"name": "g", "resourceClaimTemplateName": "gpu-template"}], [t])
     assert problem.message == (
         "spec.podSets[0].template.spec.resourceClaims[0].devices.requests[0].exactly.allocationMode: "
-        'Invalid value: "All": ResourceClaimTemplate gpu-template: AllocationMode \'All\' is not supported'
+        "Invalid value: \"All\": ResourceClaimTemplate gpu-template: AllocationMode 'All' is not supported"
     )
 
 
 def test_first_available_is_rejected() -> None:
-    t = claim_template("alt", [{"name": "gpu", "firstAvailable": [
-        {"name": "a", "deviceClassName": "gpu.nvidia.com"}]}])
+    t = claim_template(
+        "alt", [{"name": "gpu", "firstAvailable": [{"name": "a", "deviceClassName": "gpu.nvidia.com"}]}]
+    )
     problem = _problem([{"name": "g", "resourceClaimTemplateName": "alt"}], [t])
     assert problem.message == (
         "spec.podSets[0].template.spec.resourceClaims[0].devices.requests[0]: Invalid value: null: "
@@ -171,4 +212,5 @@ def test_missing_template_is_retryable() -> None:
     assert problem.retryable
     assert problem.message.startswith(
         "spec.podSets[0].template.spec.resourceClaims[0]: Internal error: failed to get claim spec "
-        "for ResourceClaimTemplate later in podset main: ")
+        "for ResourceClaimTemplate later in podset main: "
+    )

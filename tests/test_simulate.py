@@ -46,8 +46,9 @@ def test_examples_are_the_seed_verbatim() -> None:
 
 
 def test_walkthrough_items_2_3_4(walkthrough: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    code, out, _ = run(capsys, "simulate", "--config", str(walkthrough / "00-configuration.yaml"),
-                       "-f", str(walkthrough))
+    code, out, _ = run(
+        capsys, "simulate", "--config", str(walkthrough / "00-configuration.yaml"), "-f", str(walkthrough)
+    )
     assert code == 0
     found = objects(out)
     running = next(o for n, o in found.items() if n.startswith("job-kueue-dra-running-a-"))
@@ -76,14 +77,21 @@ def test_walkthrough_items_2_3_4(walkthrough: Path, capsys: pytest.CaptureFixtur
     quota = conditions(pending)["QuotaReserved"]
     assert (quota["status"], quota["reason"], quota["message"]) == ("False", "Pending", PENDING_MESSAGE)
     assert "admission" not in pending["status"]
-    assert pending["status"]["resourceRequests"] == [
-        {"name": "main", "resources": {"nvidia.com/gpu": "1"}}]
+    assert pending["status"]["resourceRequests"] == [{"name": "main", "resources": {"nvidia.com/gpu": "1"}}]
     assert cq["pendingWorkloads"] == 1
 
 
 def test_walkthrough_table(walkthrough: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    code, out, _ = run(capsys, "simulate", "--config", str(walkthrough / "00-configuration.yaml"),
-                       "-f", str(walkthrough), "-o", "table")
+    code, out, _ = run(
+        capsys,
+        "simulate",
+        "--config",
+        str(walkthrough / "00-configuration.yaml"),
+        "-f",
+        str(walkthrough),
+        "-o",
+        "table",
+    )
     assert code == 0
     lines = out.splitlines()
     assert lines[0].split() == ["NAME", "QUEUE", "RESERVED", "IN", "ADMITTED", "FINISHED"]
@@ -91,14 +99,14 @@ def test_walkthrough_table(walkthrough: Path, capsys: pytest.CaptureFixture[str]
     assert lines[2].split()[1:] == ["p3-dra-queue"]
 
 
-def test_item_7_unmapped_device_class(walkthrough: Path, tmp_path: Path,
-                                      capsys: pytest.CaptureFixture[str]) -> None:
+def test_item_7_unmapped_device_class(
+    walkthrough: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     config = yaml.safe_load((walkthrough / "00-configuration.yaml").read_text())
     del config["resources"]["deviceClassMappings"]
     unmapped = tmp_path / "config.yaml"
     unmapped.write_text(yaml.safe_dump(config))
-    code, out, _ = run(capsys, "simulate", "--config", str(unmapped), "-f", str(walkthrough),
-                       "-o", "json")
+    code, out, _ = run(capsys, "simulate", "--config", str(unmapped), "-f", str(walkthrough), "-o", "json")
     assert code == 0
     items = yaml.safe_load(out)["items"]
     workloads = [o for o in items if o["kind"] == "Workload"]
@@ -111,8 +119,10 @@ def test_item_7_unmapped_device_class(walkthrough: Path, tmp_path: Path,
             "spec.podSets[0].template.spec.resourceClaims[0].resourceClaimTemplateName: Not found: "
             '"DeviceClass gpu.nvidia.com is not mapped in DRA configuration for podset main"'
         )
-        assert "DeviceClass gpu.nvidia.com is not mapped in DRA configuration for podset main" in (
-            conditions(wl)["Requeued"]["message"])
+        assert (
+            "DeviceClass gpu.nvidia.com is not mapped in DRA configuration for podset main"
+            in (conditions(wl)["Requeued"]["message"])
+        )
     # Nothing else is disturbed: the ClusterQueue stays active with nothing charged.
     cq = next(o for o in items if o["kind"] == "ClusterQueue")
     assert conditions(cq)["Active"]["status"] == "True"
@@ -120,50 +130,81 @@ def test_item_7_unmapped_device_class(walkthrough: Path, tmp_path: Path,
 
 
 def test_bad_input_names_object_and_field(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    (tmp_path / "job.yaml").write_text(yaml.safe_dump({
-        "apiVersion": "batch/v1", "kind": "Job",
-        "metadata": {"name": "broken", "namespace": "ns",
-                     "labels": {"kueue.x-k8s.io/queue-name": "q"}},
-        "spec": {"parallelism": "two", "template": {"spec": {"containers": []}}},
-    }))
-    code, _, err = run(capsys, "simulate", "--config",
-                       str(EXAMPLES / "00-configuration.yaml"), "-f", str(tmp_path))
+    (tmp_path / "job.yaml").write_text(
+        yaml.safe_dump(
+            {
+                "apiVersion": "batch/v1",
+                "kind": "Job",
+                "metadata": {
+                    "name": "broken",
+                    "namespace": "ns",
+                    "labels": {"kueue.x-k8s.io/queue-name": "q"},
+                },
+                "spec": {"parallelism": "two", "template": {"spec": {"containers": []}}},
+            }
+        )
+    )
+    code, _, err = run(
+        capsys, "simulate", "--config", str(EXAMPLES / "00-configuration.yaml"), "-f", str(tmp_path)
+    )
     assert code == 2
     assert "job.yaml#0: Job ns/broken: spec.parallelism: expected int | null, got str" in err
 
 
 def test_bad_quota_names_the_field(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    (tmp_path / "cq.yaml").write_text(yaml.safe_dump({
-        "apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "ClusterQueue", "metadata": {"name": "cq"},
-        "spec": {"resourceGroups": [{"coveredResources": ["cpu"], "flavors": [
-            {"name": "f", "resources": [{"name": "cpu", "nominalQuota": "lots"}]}]}]},
-    }))
-    code, _, err = run(capsys, "simulate", "--config",
-                       str(EXAMPLES / "00-configuration.yaml"), "-f", str(tmp_path))
+    (tmp_path / "cq.yaml").write_text(
+        yaml.safe_dump(
+            {
+                "apiVersion": "kueue.x-k8s.io/v1beta2",
+                "kind": "ClusterQueue",
+                "metadata": {"name": "cq"},
+                "spec": {
+                    "resourceGroups": [
+                        {
+                            "coveredResources": ["cpu"],
+                            "flavors": [
+                                {"name": "f", "resources": [{"name": "cpu", "nominalQuota": "lots"}]}
+                            ],
+                        }
+                    ]
+                },
+            }
+        )
+    )
+    code, _, err = run(
+        capsys, "simulate", "--config", str(EXAMPLES / "00-configuration.yaml"), "-f", str(tmp_path)
+    )
     assert code == 2
-    assert ("ClusterQueue cq: spec.resourceGroups[0].flavors[0].resources[0].nominalQuota: "
-            "'lots' is not a quantity") in err
+    assert (
+        "ClusterQueue cq: spec.resourceGroups[0].flavors[0].resources[0].nominalQuota: "
+        "'lots' is not a quantity"
+    ) in err
 
 
 def test_missing_path(capsys: pytest.CaptureFixture[str]) -> None:
-    code, _, err = run(capsys, "simulate", "--config", str(EXAMPLES / "00-configuration.yaml"),
-                       "-f", "/nonexistent/dir")
+    code, _, err = run(
+        capsys, "simulate", "--config", str(EXAMPLES / "00-configuration.yaml"), "-f", "/nonexistent/dir"
+    )
     assert code == 2
     assert "/nonexistent/dir: no such file or directory" in err
 
 
-def test_admitted_workloads_in_input_hold_their_quota(tmp_path: Path,
-                                                      capsys: pytest.CaptureFixture[str]) -> None:
-    code, out, _ = run(capsys, "simulate", "--config", str(EXAMPLES / "00-configuration.yaml"),
-                       "-f", str(EXAMPLES))
+def test_admitted_workloads_in_input_hold_their_quota(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    code, out, _ = run(
+        capsys, "simulate", "--config", str(EXAMPLES / "00-configuration.yaml"), "-f", str(EXAMPLES)
+    )
     assert code == 0
-    admitted = next(o for o in yaml.safe_load_all(out)
-                    if o["kind"] == "Workload" and "admission" in o["status"])
+    admitted = next(
+        o for o in yaml.safe_load_all(out) if o["kind"] == "Workload" and "admission" in o["status"]
+    )
     (tmp_path / "admitted.yaml").write_text(yaml.safe_dump(admitted))
     for name in ("10-queues.yaml", "20-resourceclaimtemplate.yaml", "31-job-pending-b.yaml"):
         (tmp_path / name).write_text((EXAMPLES / name).read_text())
-    code, out, _ = run(capsys, "simulate", "--config", str(EXAMPLES / "00-configuration.yaml"),
-                       "-f", str(tmp_path))
+    code, out, _ = run(
+        capsys, "simulate", "--config", str(EXAMPLES / "00-configuration.yaml"), "-f", str(tmp_path)
+    )
     assert code == 0
     found = objects(out)
     pending = next(o for n, o in found.items() if n.startswith("job-kueue-dra-pending-b-"))

@@ -19,18 +19,18 @@ from .flavors import FlavorFit, PodSetFlavors, assign_flavors
 from .ledger import Charge, FlavorResource, Ledger
 from .projections import Admission as AdmissionStatus
 from .projections import ResourceFlavor
-from .queues import PendingQueue
 from .quantity import parse_quantity, to_amount
+from .queues import PendingQueue
 from .selectors import label_selector_matches
 from .workloads import WorkloadInfo
 
 __all__ = [
+    "REASON_INADMISSIBLE",
+    "REASON_PENDING",
     "Admission",
     "Admit",
     "Decision",
     "Pending",
-    "REASON_INADMISSIBLE",
-    "REASON_PENDING",
     "charge_from_admission",
 ]
 
@@ -205,9 +205,7 @@ class Admission:
         self._dirty.clear()
         return decisions
 
-    def _schedule_queue(
-        self, model: ClusterQueueModel, queue: PendingQueue, out: list[Decision]
-    ) -> None:
+    def _schedule_queue(self, model: ClusterQueueModel, queue: PendingQueue, out: list[Decision]) -> None:
         inactive = active_condition(model, self.flavors)[0] != "True"
         while True:
             key = queue.head()
@@ -217,15 +215,19 @@ class Admission:
             if inactive:
                 # Nothing in this queue can be admitted until the ClusterQueue is fixed.
                 for waiting in queue.ordered_keys():
-                    out.append(Pending(waiting, REASON_INADMISSIBLE,
-                                       f"ClusterQueue {model.name} is inactive", model.name))
+                    out.append(
+                        Pending(
+                            waiting, REASON_INADMISSIBLE, f"ClusterQueue {model.name} is inactive", model.name
+                        )
+                    )
                 return
-            if not label_selector_matches(
-                model.namespace_selector, self.namespaces.get(info.namespace, {})
-            ):
-                verdict: Decision | None = Pending(
-                    key, REASON_INADMISSIBLE,
-                    "workload namespace doesn't match ClusterQueue selector", model.name)
+            if not label_selector_matches(model.namespace_selector, self.namespaces.get(info.namespace, {})):
+                verdict: Decision = Pending(
+                    key,
+                    REASON_INADMISSIBLE,
+                    "workload namespace doesn't match ClusterQueue selector",
+                    model.name,
+                )
                 quota_bound = False
             else:
                 result = assign_flavors(info, model, self.flavors, self.ledger)
@@ -256,19 +258,18 @@ class Admission:
         cq_name = self.local_queues.get((info.namespace, info.queue_name))
         if cq_name is None:
             self._outbox[key] = Pending(
-                key, REASON_INADMISSIBLE, f"LocalQueue {info.queue_name} doesn't exist")
+                key, REASON_INADMISSIBLE, f"LocalQueue {info.queue_name} doesn't exist"
+            )
             placement.blocked_on = "localqueue"
             return
         if cq_name not in self.cluster_queues:
-            self._outbox[key] = Pending(
-                key, REASON_INADMISSIBLE, f"ClusterQueue {cq_name} doesn't exist")
+            self._outbox[key] = Pending(key, REASON_INADMISSIBLE, f"ClusterQueue {cq_name} doesn't exist")
             placement.blocked_on = "clusterqueue"
             return
         self._outbox.pop(key, None)
         self._blocked.discard(key)
         placement.cluster_queue = cq_name
-        self.queues.setdefault(cq_name, PendingQueue()).push(
-            key, info.priority, info.created, info.uid)
+        self.queues.setdefault(cq_name, PendingQueue()).push(key, info.priority, info.created, info.uid)
         self._dirty.add(cq_name)
 
     def _unplace(self, key: WorkloadKey) -> None:

@@ -11,14 +11,14 @@ from .quantity import QuantityError, parse_quantity, to_amount
 __all__ = [
     "ClusterQueueModel",
     "FlavorQuota",
-    "InvalidClusterQueue",
+    "InvalidClusterQueueError",
     "ResourceGroupModel",
     "active_condition",
     "compile_cluster_queue",
 ]
 
 
-class InvalidClusterQueue(ValueError):
+class InvalidClusterQueueError(ValueError):
     """A ClusterQueue spec that cannot be used; the message names the field."""
 
 
@@ -66,7 +66,7 @@ def compile_cluster_queue(cq: ClusterQueue) -> ClusterQueueModel:
         path = f"spec.resourceGroups[{gi}]"
         for resource in group.covered_resources:
             if resource in seen_resources:
-                raise InvalidClusterQueue(
+                raise InvalidClusterQueueError(
                     f"{path}.coveredResources: resource {resource} is covered by more than one "
                     "resource group; list each resource in one group only"
                 )
@@ -77,14 +77,14 @@ def compile_cluster_queue(cq: ClusterQueue) -> ClusterQueueModel:
             for ri, quota in enumerate(flavor.resources):
                 where = f"{path}.flavors[{fi}].resources[{ri}].nominalQuota"
                 if quota.name not in group.covered_resources:
-                    raise InvalidClusterQueue(
+                    raise InvalidClusterQueueError(
                         f"{path}.flavors[{fi}].resources[{ri}].name: {quota.name} is not in "
                         f"coveredResources; add it there or remove it from flavor {flavor.name}"
                     )
                 try:
                     nominal[quota.name] = to_amount(quota.name, parse_quantity(quota.nominal_quota))
                 except QuantityError as err:
-                    raise InvalidClusterQueue(f"{where}: {err}") from None
+                    raise InvalidClusterQueueError(f"{where}: {err}") from None
             flavors.append(FlavorQuota(flavor.name, nominal))
         groups.append(ResourceGroupModel(tuple(group.covered_resources), tuple(flavors)))
     return ClusterQueueModel(

@@ -52,10 +52,7 @@ def uses_dra(spec: PodSpecView) -> bool:
 
 def _field_error(path: str, kind: str, value: object, detail: str) -> str:
     """Format like apimachinery's field.Error: `<path>: <Type>: <value>: <detail>`."""
-    if kind in ("Internal error", "Required value"):
-        body = kind
-    else:
-        body = f"{kind}: {json.dumps(value)}"
+    body = kind if kind in ("Internal error", "Required value") else f"{kind}: {json.dumps(value)}"
     return f"{path}: {body}: {detail}" if detail else f"{path}: {body}"
 
 
@@ -89,7 +86,7 @@ def claim_charges(
                     "Internal error",
                     None,
                     f"failed to get claim spec for ResourceClaimTemplate {template_name} in podset "
-                    f"{pod_set_name}: resourceclaimtemplates.resource.k8s.io \"{template_name}\" not found",
+                    f'{pod_set_name}: resourceclaimtemplates.resource.k8s.io "{template_name}" not found',
                 ),
                 retryable=True,
             )
@@ -98,27 +95,43 @@ def claim_charges(
             prefix = f"ResourceClaimTemplate {template_name}: "
             if request.first_available is not None:
                 return DraProblem(
-                    _field_error(req_path, "Invalid value", None,
-                                 prefix + "FirstAvailable device selection is not supported")
+                    _field_error(
+                        req_path,
+                        "Invalid value",
+                        None,
+                        prefix + "FirstAvailable device selection is not supported",
+                    )
                 )
             exact = request.exactly
             if exact is None:
                 return DraProblem(
-                    _field_error(req_path, "Invalid value", None,
-                                 prefix + "Exactly must be set if FirstAvailable is nil")
+                    _field_error(
+                        req_path,
+                        "Invalid value",
+                        None,
+                        prefix + "Exactly must be set if FirstAvailable is nil",
+                    )
                 )
             if exact.admin_access:
                 continue
             mode = exact.allocation_mode or "ExactCount"
             if mode == "All":
                 return DraProblem(
-                    _field_error(f"{req_path}.exactly.allocationMode", "Invalid value", "All",
-                                 prefix + "AllocationMode 'All' is not supported")
+                    _field_error(
+                        f"{req_path}.exactly.allocationMode",
+                        "Invalid value",
+                        "All",
+                        prefix + "AllocationMode 'All' is not supported",
+                    )
                 )
             if mode != "ExactCount":
                 return DraProblem(
-                    _field_error(f"{req_path}.exactly.allocationMode", "Invalid value", mode,
-                                 prefix + f"unsupported allocation mode: {mode}")
+                    _field_error(
+                        f"{req_path}.exactly.allocationMode",
+                        "Invalid value",
+                        mode,
+                        prefix + f"unsupported allocation mode: {mode}",
+                    )
                 )
             if not exact.device_class_name:
                 continue

@@ -67,7 +67,5 @@ def pod_requests(spec: PodSpecView) -> Amounts:
     if spec.resources is not None:
         total.update(_requirement_amounts(spec.resources))
     if spec.overhead:
-        add_amounts(
-            total, {n: to_amount(n, parse_quantity(v)) for n, v in spec.overhead.items()}
-        )
+        add_amounts(total, {n: to_amount(n, parse_quantity(v)) for n, v in spec.overhead.items()})
     return {name: value for name, value in total.items() if value != 0}

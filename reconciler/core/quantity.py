@@ -47,9 +47,7 @@ def parse_quantity(value: str | int) -> Fraction:
     text = str(value).strip()
     match = _QUANTITY.match(text)
     if match is None:
-        raise QuantityError(
-            f"{value!r} is not a quantity (expected e.g. \"1\", \"500m\", \"16Gi\")"
-        )
+        raise QuantityError(f'{value!r} is not a quantity (expected e.g. "1", "500m", "16Gi")')
     number = Fraction(match["num"])
     if match["exp"]:
         number *= Fraction(10) ** int(match["exp"][1:])

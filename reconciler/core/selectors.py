@@ -20,9 +20,7 @@ __all__ = [
 ]
 
 
-def _requirement_matches(
-    key: str, operator: str, values: Sequence[str], labels: Mapping[str, str]
-) -> bool:
+def _requirement_matches(key: str, operator: str, values: Sequence[str], labels: Mapping[str, str]) -> bool:
     present = key in labels
     if operator == "In":
         return present and labels[key] in values
@@ -48,9 +46,7 @@ def label_selector_matches(selector: LabelSelector | None, labels: Mapping[str, 
     for key, value in selector.match_labels.items():
         if labels.get(key) != value:
             return False
-    return all(
-        _requirement_matches(e.key, e.operator, e.values, labels) for e in selector.match_expressions
-    )
+    return all(_requirement_matches(e.key, e.operator, e.values, labels) for e in selector.match_expressions)
 
 
 def _term_matches(terms: Sequence[NodeSelectorRequirement], labels: Mapping[str, str]) -> bool:
@@ -104,9 +100,7 @@ def taint_text(taint: Taint) -> str:
     return f"{taint.key}:{taint.effect}"
 
 
-def first_untolerated_taint(
-    taints: Sequence[Taint], tolerations: Sequence[Toleration]
-) -> Taint | None:
+def first_untolerated_taint(taints: Sequence[Taint], tolerations: Sequence[Toleration]) -> Taint | None:
     for taint in taints:
         if taint.effect not in ("NoSchedule", "NoExecute"):
             continue

@@ -18,7 +18,7 @@ from typing import Any, TypeVar
 import msgspec
 
 from .admission import Admission, Admit, Decision, Pending
-from .clusterqueues import InvalidClusterQueue, compile_cluster_queue
+from .clusterqueues import InvalidClusterQueueError, compile_cluster_queue
 from .projections import (
     ClusterQueue,
     Job,
@@ -87,16 +87,10 @@ def _api_dict(struct: msgspec.Struct, api_version: str, kind: str) -> dict[str, 
 
 def _is_admitted(workload: Workload) -> bool:
     reserved = condition(workload.status.conditions, "QuotaReserved")
-    return (
-        workload.status.admission is not None
-        and reserved is not None
-        and reserved.status == "True"
-    )
+    return workload.status.admission is not None and reserved is not None and reserved.status == "True"
 
 
-def simulate(
-    objects: Sequence[InputObject], mappings: Mapping[str, str], now: str
-) -> SimulationResult:
+def simulate(objects: Sequence[InputObject], mappings: Mapping[str, str], now: str) -> SimulationResult:
     result = SimulationResult()
     state = Admission()
     templates: dict[tuple[str, str], ResourceClaimTemplate] = {}
@@ -111,14 +105,16 @@ def simulate(
             cq = _decode(obj, ClusterQueue)
             try:
                 state.set_cluster_queue(compile_cluster_queue(cq))
-            except (InvalidClusterQueue, QuantityError) as err:
+            except (InvalidClusterQueueError, QuantityError) as err:
                 raise SimulationError(f"{_describe(obj)}: {err}") from None
             cluster_queues.append((cq, obj.body))
         elif kind == "LocalQueue" and api_version.startswith(_KUEUE_GROUP):
             lq = _decode(obj, LocalQueue)
             if not lq.metadata.namespace:
-                raise SimulationError(f"{_describe(obj)}: metadata.namespace: a LocalQueue is "
-                                      "namespaced; set metadata.namespace")
+                raise SimulationError(
+                    f"{_describe(obj)}: metadata.namespace: a LocalQueue is "
+                    "namespaced; set metadata.namespace"
+                )
             state.set_local_queue(lq.metadata.namespace, lq.metadata.name, lq.spec.cluster_queue)
         elif kind == "Namespace":
             ns = _decode(obj, Namespace)
@@ -175,12 +171,12 @@ def simulate(
             last[decision.key] = decision
 
     for key, workload in workloads.items():
-        decision = last.get(key)
+        outcome = last.get(key)
         status: WorkloadStatus = workload.status
-        if isinstance(decision, Admit):
-            status = admitted_workload_status(status, decision, now)
-        elif isinstance(decision, Pending):
-            status = pending_workload_status(status, infos[key], decision, now)
+        if isinstance(outcome, Admit):
+            status = admitted_workload_status(status, outcome, now)
+        elif isinstance(outcome, Pending):
+            status = pending_workload_status(status, infos[key], outcome, now)
         workload.status = status
         result.workloads.append(_api_dict(workload, WORKLOAD_API, "Workload"))
 

@@ -92,10 +92,17 @@ def admitted_workload_status(
     previous: WorkloadStatus, decision: Admit, now: str, generation: int | None = None
 ) -> WorkloadStatus:
     conditions = set_condition(
-        previous.conditions, QUOTA_RESERVED, "True", "QuotaReserved",
-        f"Quota reserved in ClusterQueue {decision.cluster_queue}", now, generation)
+        previous.conditions,
+        QUOTA_RESERVED,
+        "True",
+        "QuotaReserved",
+        f"Quota reserved in ClusterQueue {decision.cluster_queue}",
+        now,
+        generation,
+    )
     conditions = set_condition(
-        conditions, ADMITTED, "True", "Admitted", "The workload is admitted", now, generation)
+        conditions, ADMITTED, "True", "Admitted", "The workload is admitted", now, generation
+    )
     admission = AdmissionStatus(
         cluster_queue=decision.cluster_queue,
         pod_set_assignments=[
@@ -124,17 +131,23 @@ def pending_workload_status(
     generation: int | None = None,
 ) -> WorkloadStatus:
     conditions = set_condition(
-        previous.conditions, QUOTA_RESERVED, "False", decision.reason, decision.message,
-        now, generation)
+        previous.conditions, QUOTA_RESERVED, "False", decision.reason, decision.message, now, generation
+    )
     admitted = condition(conditions, ADMITTED)
     if admitted is not None and admitted.status == "True":
         conditions = set_condition(
-            conditions, ADMITTED, "False", "NoReservation", "The workload has no reservation",
-            now, generation)
+            conditions, ADMITTED, "False", "NoReservation", "The workload has no reservation", now, generation
+        )
     if info.problem is not None:
         conditions = set_condition(
-            conditions, REQUEUED, "False", "Inadmissible",
-            info.problem.requeue_message or decision.message, now, generation)
+            conditions,
+            REQUEUED,
+            "False",
+            "Inadmissible",
+            info.problem.requeue_message or decision.message,
+            now,
+            generation,
+        )
     return WorkloadStatus(
         conditions=conditions,
         admission=None,
@@ -143,9 +156,7 @@ def pending_workload_status(
     )
 
 
-def _flavor_usage(
-    state: Admission, name: str, usage: dict[FlavorResource, int]
-) -> list[FlavorUsage]:
+def _flavor_usage(state: Admission, name: str, usage: dict[FlavorResource, int]) -> list[FlavorUsage]:
     model = state.cluster_queues.get(name)
     if model is None:
         return []
@@ -165,7 +176,10 @@ def _flavor_usage(
 
 
 def cluster_queue_status(
-    state: Admission, name: str, previous: ClusterQueueStatus, now: str,
+    state: Admission,
+    name: str,
+    previous: ClusterQueueStatus,
+    now: str,
     generation: int | None = None,
 ) -> ClusterQueueStatus:
     usage = state.ledger.usage(name)
@@ -174,8 +188,7 @@ def cluster_queue_status(
     status, reason, message = state.cluster_queue_active(name)
     flavors = _flavor_usage(state, name, usage)
     return ClusterQueueStatus(
-        conditions=set_condition(previous.conditions, "Active", status, reason, message, now,
-                                 generation),
+        conditions=set_condition(previous.conditions, "Active", status, reason, message, now, generation),
         flavors_reservation=flavors,
         flavors_usage=flavors,
         pending_workloads=active + inadmissible,
