@@ -17,7 +17,9 @@ import pytest_asyncio
 
 from e2e.scenario import wait_for
 from e2e.testbed import KubeClient, Testbed, api_path
+from e2e.testbed.binaries import ensure_binaries
 from e2e.testbed.kubeclient import ApiError
+from e2e.testbed.paths import binary_paths
 
 
 @pytest.fixture(scope="session")
@@ -57,3 +59,22 @@ async def namespace(kube: KubeClient) -> AsyncIterator[str]:
 
 async def _gone(kube: KubeClient, path: str) -> bool:
     return await kube.get_or_none(path) is None
+
+
+def pytest_collection_finish(session: pytest.Session) -> None:
+    """Build the control-plane binaries before any test runs (outside test timeouts).
+
+    Only when a selected test uses the test-bed; the build is a no-op when the
+    cache already holds them.
+    """
+    if not any(item.get_closest_marker("testbed") for item in session.items):
+        return
+    if not binary_paths().missing():
+        return
+    capture = session.config.pluginmanager.getplugin("capturemanager")
+    print("\n[testbed] building etcd and Kubernetes binaries (first run only)", flush=True)
+    if capture is not None:
+        with capture.global_and_fixture_disabled():
+            ensure_binaries()
+    else:
+        ensure_binaries()

@@ -147,7 +147,7 @@ class Testbed:
             if proc is None:
                 continue
             try:
-                proc.stop()
+                proc.stop(self._plans[name].stop_grace)
             except TestbedError as err:
                 errors.append(str(err))
         if self._plans:
@@ -159,7 +159,7 @@ class Testbed:
         self._plan(name)
         proc = self._processes.pop(name, None)
         if proc is not None:
-            proc.stop()
+            proc.stop(self._plans[name].stop_grace)
             self._echo(f"{name} stopped")
         self._save_state()
 
