@@ -75,26 +75,26 @@ def _unix_target(path: Path) -> str:
     return f"unix://{path.absolute()}"
 
 
-async def get_plugin_info(socket: Path, timeout: float = 10.0) -> PluginInfo:
+async def get_plugin_info(socket: Path, rpc_timeout: float = 10.0) -> PluginInfo:
     """Call Registration/GetInfo on a registration socket."""
     async with grpc.aio.insecure_channel(_unix_target(socket)) as channel:
         call = channel.unary_unary(f"/{REGISTRATION_SERVICE}/GetInfo",
                                    request_serializer=reg_v1.InfoRequest.SerializeToString,
                                    response_deserializer=reg_v1.PluginInfo.FromString)
-        info = await call(reg_v1.InfoRequest(), timeout=timeout)
+        info = await call(reg_v1.InfoRequest(), timeout=rpc_timeout)
     return PluginInfo(type=info.type, name=info.name, endpoint=info.endpoint,
                       supported_versions=tuple(info.supported_versions))
 
 
 async def notify_registration_status(socket: Path, registered: bool, error: str = "",
-                                     timeout: float = 10.0) -> None:
+                                     rpc_timeout: float = 10.0) -> None:
     async with grpc.aio.insecure_channel(_unix_target(socket)) as channel:
         call = channel.unary_unary(
             f"/{REGISTRATION_SERVICE}/NotifyRegistrationStatus",
             request_serializer=reg_v1.RegistrationStatus.SerializeToString,
             response_deserializer=reg_v1.RegistrationStatusResponse.FromString)
         await call(reg_v1.RegistrationStatus(plugin_registered=registered, error=error),
-                   timeout=timeout)
+                   timeout=rpc_timeout)
 
 
 def choose_version(offered: Sequence[str], supported: Sequence[str]) -> str | None:
@@ -102,11 +102,11 @@ def choose_version(offered: Sequence[str], supported: Sequence[str]) -> str | No
     return next((v for v in offered if v in supported), None)
 
 
-async def register_plugin(socket: Path, *, timeout: float = 10.0,
+async def register_plugin(socket: Path, *, rpc_timeout: float = 10.0,
                           supported: Sequence[str] = KUBELET_DRA_VERSIONS) -> RegisteredPlugin:
     """The kubelet's registration handshake with one socket in the registry directory."""
     try:
-        info = await get_plugin_info(socket, timeout)
+        info = await get_plugin_info(socket, rpc_timeout)
     except grpc.aio.AioRpcError as err:
         raise RegistrationError(f"GetInfo on {socket}: {err.code().name}: {err.details()}") from err
     problem = ""
@@ -122,7 +122,7 @@ async def register_plugin(socket: Path, *, timeout: float = 10.0,
     if not problem and not endpoint.is_absolute():
         problem = f"endpoint {info.endpoint!r} is not an absolute path"
     try:
-        await notify_registration_status(socket, not problem, problem, timeout)
+        await notify_registration_status(socket, not problem, problem, rpc_timeout)
     except grpc.aio.AioRpcError as err:
         problem = problem or f"NotifyRegistrationStatus: {err.code().name}: {err.details()}"
     if problem or version is None:
@@ -281,7 +281,7 @@ class FakeKubelet:
         self.failures = {s: why for s, why in self.failures.items() if s in sockets}
         for socket in sorted(sockets - known):
             try:
-                plugin = await register_plugin(socket, timeout=self.registration_timeout,
+                plugin = await register_plugin(socket, rpc_timeout=self.registration_timeout,
                                                supported=self.supported_versions)
             except RegistrationError as err:
                 if self.failures.get(socket) != str(err):
