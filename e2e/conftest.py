@@ -20,10 +20,15 @@ from e2e.testbed import KubeClient, Testbed, api_path
 from e2e.testbed.binaries import ensure_binaries
 from e2e.testbed.kubeclient import ApiError
 from e2e.testbed.paths import binary_paths
+from e2e.testbed.runcontrol import reap_orphaned
 
 
 @pytest.fixture(scope="session")
 def testbed(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Testbed]:
+    # Test-beds left running by an earlier, killed pytest run (owner gone).
+    earlier_runs = tmp_path_factory.getbasetemp().parent.glob("*/testbed*")
+    for run_dir in reap_orphaned(earlier_runs):
+        print(f"[testbed] stopped an orphaned test-bed in {run_dir}")
     bed = Testbed(run_dir=tmp_path_factory.mktemp("testbed"))
     bed.start()
     try:

@@ -6,6 +6,7 @@ import contextlib
 import os
 import signal
 import time
+from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -71,6 +72,33 @@ def recorded_status(layout: RunLayout) -> list[ComponentStatus]:
         port = state.ports.get("etcd-client" if name == "etcd" else name)
         result.append(ComponentStatus(name, rec.pid, running, port, healthy, detail))
     return result
+
+
+def _alive(pid: int) -> bool:
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except (FileNotFoundError, ProcessLookupError, PermissionError):
+        return False
+    return stat.rsplit(")", 1)[1].split()[0] not in ("Z", "X")
+
+
+def reap_orphaned(run_dirs: Iterable[Path]) -> list[Path]:
+    """Stop test-beds whose owning process died without stopping them (e.g. a killed
+    pytest). Run folders whose owner still lives are left alone. Returns those reaped."""
+    from e2e.testbed.components import RunLayout  # runtime import: avoids a cycle
+
+    reaped = []
+    for run_dir in run_dirs:
+        layout = RunLayout(run_dir)
+        state = load_state(layout.state_file)
+        if state is None or not state.owner_pid or _alive(state.owner_pid):
+            continue
+        if _owner_pid(layout) is not None:
+            continue
+        if any(pid_matches(r.pid, r.executable) for r in state.components.values()):
+            stop_recorded(layout)
+            reaped.append(run_dir)
+    return reaped
 
 
 def stop_recorded(layout: RunLayout, grace: float = 10.0, owner_wait: float = 90.0) -> list[str]:

@@ -21,6 +21,7 @@ class RunState(msgspec.Struct, kw_only=True):
     kubeconfig: str
     ports: dict[str, int]
     components: dict[str, ComponentRecord] = msgspec.field(default_factory=dict)
+    owner_pid: int = 0  # the process holding the Testbed object (0: unknown)
 
 
 def save_state(path: Path, state: RunState) -> None:

@@ -13,6 +13,7 @@ through ``asyncio.to_thread``.
 from __future__ import annotations
 
 import atexit
+import os
 import shutil
 import sys
 import time
@@ -250,5 +251,5 @@ class Testbed:
         }
         save_state(self.layout.state_file, RunState(
             server=self.server, kubeconfig=str(self.kubeconfig), ports=self._ports,
-            components=records,
+            components=records, owner_pid=os.getpid(),
         ))
