@@ -219,16 +219,39 @@ def test_missing_flavor_makes_cluster_queue_inactive() -> None:
     assert decision.message == "ClusterQueue cq is inactive"
 
 
-def test_pending_queue_lazy_removal() -> None:
+def test_pending_queue_order_and_groups() -> None:
     queue = PendingQueue()
     queue.push(("ns", "a"), 0, "t1", "u1")
     queue.push(("ns", "b"), 0, "t2", "u2")
+    queue.push(("ns", "c"), 5, "t9", "u3")  # higher priority goes first
     queue.push(("ns", "a"), 0, "t3", "u1")  # re-push moves it back
-    assert queue.head() == ("ns", "b")
+    first = queue.next_candidate()
+    assert first is not None
+    assert first.key == ("ns", "c")
+    queue.take(first)
+    second = queue.next_candidate()
+    assert second is not None
+    assert second.key == ("ns", "b")
+    queue.park(("ns", "b"), "shape-1")
+    queue.settle("shape-1")
+    third = queue.next_candidate()
+    assert third is not None
+    assert third.key == ("ns", "a")
+    queue.park(("ns", "a"), "shape-1")
+    queue.settle("shape-1")
+    assert queue.next_candidate() is None
+    assert (queue.active_count(), queue.inadmissible_count()) == (0, 2)
+    # Quota moved: the group's first member in queue order stands for the group.
+    queue.wake_parked()
+    head = queue.next_candidate()
+    assert head is not None
+    assert (head.key, head.group) == (("ns", "b"), "shape-1")
+    assert set(queue.group_members("shape-1")) == {("ns", "b"), ("ns", "a")}
     assert queue.remove(("ns", "b"))
-    assert queue.pop_head() == ("ns", "a")
-    assert queue.pop_head() is None
-    assert len(queue) == 0
+    head = queue.next_candidate()
+    assert head is not None
+    assert head.key == ("ns", "a")
+    assert len(queue) == 1
 
 
 @pytest.mark.parametrize(
@@ -248,3 +271,37 @@ def test_backoff_arithmetic(count: int, base: int, cap: int, expected: float) ->
     assert backoff_seconds(count, base, cap, jitter=0) == expected
     jittered = backoff_seconds(count, base, cap)
     assert expected <= jittered <= expected * 1.0001
+
+
+def test_parked_group_messages_follow_usage() -> None:
+    state = state_with(("f", {GPU: 4}))
+    state.add_workload(info("r1", created="2026-01-01T00:00:01Z", requests={GPU: "2"}))
+    state.add_workload(info("r2", created="2026-01-01T00:00:02Z", requests={GPU: "2"}))
+    waiting = [f"w{i}" for i in range(5)]
+    for i, name in enumerate(waiting):
+        state.add_workload(info(name, created=f"2026-01-01T00:01:0{i}Z", requests={GPU: "3"}))
+    got = decisions_by_name(state.schedule())
+    for name in waiting:
+        decision = got[name]
+        assert isinstance(decision, Pending)
+        assert decision.message.endswith("nvidia.com/gpu in flavor f, 3 more needed")
+    # One runner finishes: every waiting workload's message changes.
+    state.remove_workload(("ns", "r1"))
+    got = decisions_by_name(state.schedule())
+    assert set(got) == set(waiting)
+    for name in waiting:
+        decision = got[name]
+        assert isinstance(decision, Pending)
+        assert decision.message.endswith("nvidia.com/gpu in flavor f, 1 more needed")
+    # Nothing changed: nothing is reported again.
+    state.remove_workload(("ns", "nonexistent"))
+    assert state.schedule() == []
+    # The other finishes: the first in queue order fits, the rest wait for 2 more.
+    state.remove_workload(("ns", "r2"))
+    got = decisions_by_name(state.schedule())
+    assert isinstance(got["w0"], Admit)
+    assert set(got) == set(waiting)
+    for name in waiting[1:]:
+        decision = got[name]
+        assert isinstance(decision, Pending)
+        assert decision.message.endswith("nvidia.com/gpu in flavor f, 2 more needed")

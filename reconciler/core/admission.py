@@ -11,16 +11,16 @@ waits again.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, field
+from collections.abc import Hashable, Iterable, Mapping
+from dataclasses import dataclass, field, replace
 
 from .clusterqueues import ClusterQueueModel, active_condition
-from .flavors import FlavorFit, PodSetFlavors, assign_flavors
+from .flavors import FlavorFit, FlavorNoFit, PodSetFlavors, assign_flavors
 from .ledger import Charge, FlavorResource, Ledger
 from .projections import Admission as AdmissionStatus
 from .projections import ResourceFlavor
 from .quantity import parse_quantity, to_amount
-from .queues import PendingQueue
+from .queues import Candidate, PendingQueue
 from .selectors import label_selector_matches
 from .workloads import WorkloadInfo
 
@@ -41,6 +41,7 @@ WorkloadKey = tuple[str, str]
 # "Inadmissible".
 REASON_PENDING = "Pending"
 REASON_INADMISSIBLE = "Inadmissible"
+NAMESPACE_MISMATCH = "workload namespace doesn't match ClusterQueue selector"
 
 
 @dataclass(frozen=True, slots=True)
@@ -101,6 +102,9 @@ class Admission:
     _by_local_queue: dict[WorkloadKey, set[WorkloadKey]] = field(default_factory=dict)
     # Decisions for workloads that cannot enter a queue, reported on the next schedule().
     _outbox: dict[WorkloadKey, Pending] = field(default_factory=dict)
+    # The last pending verdict reported per workload, and per parked group.
+    _last: dict[WorkloadKey, tuple[str, str]] = field(default_factory=dict)
+    _group_verdicts: dict[tuple[str | None, Hashable], tuple[str, str] | None] = field(default_factory=dict)
 
     # --- queue objects ------------------------------------------------------------------
 
@@ -156,6 +160,7 @@ class Admission:
         key = info.key
         self._unplace(key)
         self.ledger.release(key)
+        self._last.pop(key, None)
         self.workloads[key] = info
         if admission is not None:
             self.ledger.reserve(key, charge_from_admission(admission))
@@ -167,6 +172,7 @@ class Admission:
         self._unplace(key)
         self.workloads.pop(key, None)
         self._outbox.pop(key, None)
+        self._last.pop(key, None)
         charge = self.ledger.release(key)
         if charge is not None:
             self._freed(charge.cluster_queue)
@@ -194,7 +200,9 @@ class Admission:
 
     def schedule(self) -> list[Decision]:
         """Admit what fits, in queue order; report what cannot be admitted and why."""
-        decisions: list[Decision] = list(self._outbox.values())
+        decisions: list[Decision] = []
+        for pending in self._outbox.values():
+            self._report(decisions, pending)
         self._outbox.clear()
         for name in sorted(self._dirty):
             queue = self.queues.get(name)
@@ -205,43 +213,74 @@ class Admission:
         self._dirty.clear()
         return decisions
 
+    def _report(self, out: list[Decision], pending: Pending) -> None:
+        """Emit a pending verdict only when it differs from the last one for that workload."""
+        verdict = (pending.reason, pending.message)
+        if self._last.get(pending.key) != verdict:
+            self._last[pending.key] = verdict
+            out.append(pending)
+
     def _schedule_queue(self, model: ClusterQueueModel, queue: PendingQueue, out: list[Decision]) -> None:
-        inactive = active_condition(model, self.flavors)[0] != "True"
-        while True:
-            key = queue.head()
-            if key is None:
-                return
+        if active_condition(model, self.flavors)[0] != "True":
+            # Nothing in this queue can be admitted until the ClusterQueue is fixed.
+            message = f"ClusterQueue {model.name} is inactive"
+            for key in queue.ordered_keys():
+                self._report(out, Pending(key, REASON_INADMISSIBLE, message, model.name))
+            return
+        # Verdicts by shape hold until this ClusterQueue's usage changes (an admission).
+        verdicts: dict[bytes, FlavorNoFit] = {}
+        selector_ok: dict[str, bool] = {}
+        while (candidate := queue.next_candidate()) is not None:
+            key = candidate.key
             info = self.workloads[key]
-            if inactive:
-                # Nothing in this queue can be admitted until the ClusterQueue is fixed.
-                for waiting in queue.ordered_keys():
-                    out.append(
-                        Pending(
-                            waiting, REASON_INADMISSIBLE, f"ClusterQueue {model.name} is inactive", model.name
-                        )
-                    )
-                return
-            if not label_selector_matches(model.namespace_selector, self.namespaces.get(info.namespace, {})):
-                verdict: Decision = Pending(
-                    key,
-                    REASON_INADMISSIBLE,
-                    "workload namespace doesn't match ClusterQueue selector",
-                    model.name,
-                )
-                quota_bound = False
-            else:
-                result = assign_flavors(info, model, self.flavors, self.ledger)
-                if isinstance(result, FlavorFit):
-                    queue.pop_head()
-                    self.ledger.reserve(key, Charge(model.name, result.usage))
-                    out.append(Admit(key, model.name, result.pod_sets))
+            ok = selector_ok.get(info.namespace)
+            if ok is None:
+                ok = label_selector_matches(model.namespace_selector, self.namespaces.get(info.namespace, {}))
+                selector_ok[info.namespace] = ok
+            if not ok:
+                group: Hashable = ("namespace", info.namespace)
+                pending = Pending(key, REASON_INADMISSIBLE, NAMESPACE_MISMATCH, model.name)
+                self._settle(out, queue, candidate, group, pending)
+                continue
+            result = verdicts.get(info.shape)
+            if result is None:
+                fit = assign_flavors(info, model, self.flavors, self.ledger)
+                if isinstance(fit, FlavorFit):
+                    queue.take(candidate)
+                    self.ledger.reserve(key, Charge(model.name, fit.usage))
+                    self._last.pop(key, None)
+                    out.append(Admit(key, model.name, fit.pod_sets))
+                    verdicts.clear()
                     continue
-                verdict = Pending(key, REASON_PENDING, result.message, model.name)
-                quota_bound = result.waiting_for_quota
-            out.append(verdict)
-            if queue.strict_fifo and quota_bound:
+                result = verdicts[info.shape] = fit
+            pending = Pending(key, REASON_PENDING, result.message, model.name)
+            if candidate.group is None and queue.strict_fifo and result.waiting_for_quota:
+                self._report(out, pending)
                 return
-            queue.set_aside(key, info.priority, info.created, info.uid)
+            self._settle(out, queue, candidate, info.shape, pending)
+
+    def _settle(
+        self,
+        out: list[Decision],
+        queue: PendingQueue,
+        candidate: Candidate,
+        group: Hashable,
+        pending: Pending,
+    ) -> None:
+        """Park a workload that does not fit; a parked group shares its first member's verdict."""
+        verdict = (pending.reason, pending.message)
+        group_id = (pending.cluster_queue, group)
+        if candidate.group is not None:
+            if self._group_verdicts.get(group_id) != verdict:
+                for member in list(queue.group_members(candidate.group)):
+                    self._report(out, replace(pending, key=member))
+                self._group_verdicts[group_id] = verdict
+        else:
+            self._report(out, pending)
+            queue.park(candidate.key, group)
+            if self._group_verdicts.setdefault(group_id, verdict) != verdict:
+                self._group_verdicts[group_id] = None
+        queue.settle(candidate.group if candidate.group is not None else group)
 
     # --- placement of waiting workloads -------------------------------------------------
 
@@ -290,7 +329,7 @@ class Admission:
     def _freed(self, cluster_queue: str) -> None:
         queue = self.queues.get(cluster_queue)
         if queue is not None:
-            queue.requeue_inadmissible()
+            queue.wake_parked()
         self._dirty.add(cluster_queue)
 
     def _retry_blocked(self) -> None:
@@ -321,7 +360,7 @@ class Admission:
         for name in self.queues if names is None else names:
             queue = self.queues.get(name)
             if queue is not None:
-                queue.requeue_inadmissible()
+                queue.wake_parked()
                 self._dirty.add(name)
 
     # --- reporting ----------------------------------------------------------------------

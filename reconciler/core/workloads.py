@@ -134,6 +134,8 @@ class WorkloadInfo:
     created: str
     pod_sets: list[PodSetInfo] = field(default_factory=list)
     problem: DraProblem | None = None
+    # Everything flavor assignment depends on: equal shapes get equal verdicts.
+    shape: bytes = b""
 
     @property
     def key(self) -> tuple[str, str]:
@@ -183,7 +185,24 @@ def compile_workload(
         info.pod_sets.append(PodSetInfo(pod_set.name, count, spec, per_pod))
         if info.problem is not None:
             break
+    info.shape = _shape(info.pod_sets)
     return info
+
+
+def _shape(pod_sets: list[PodSetInfo]) -> bytes:
+    return msgspec.json.encode(
+        [
+            [
+                ps.name,
+                ps.count,
+                sorted(ps.per_pod.items()),
+                ps.spec.node_selector,
+                ps.spec.affinity,
+                ps.spec.tolerations,
+            ]
+            for ps in pod_sets
+        ]
+    )
 
 
 def _add_charge(per_pod: Amounts, charge: ClaimCharge) -> None:

@@ -1,0 +1,210 @@
+"""Benchmark: admission decisions per second and memory per pending workload.
+
+100,000 pending workloads (Jobs with a DRA ResourceClaimTemplate and CPU
+requests) across 100 ClusterQueues, each with room for a tenth of its queue.
+Prints figures; asserts nothing. Run: .venv/bin/python bench/admission.py
+"""
+
+from __future__ import annotations
+
+import argparse
+import gc
+import random
+import time
+import tracemalloc
+from typing import TypeVar
+
+import msgspec
+
+from reconciler.core.admission import Admission, Admit
+from reconciler.core.clusterqueues import compile_cluster_queue
+from reconciler.core.projections import ClusterQueue, Job, ResourceClaimTemplate, ResourceFlavor
+from reconciler.core.workloads import WorkloadInfo, compile_workload, workload_for_job
+
+MAPPINGS = {"gpu.nvidia.com": "nvidia.com/gpu"}
+
+
+T = TypeVar("T")
+
+
+def _decode(body: object, kind: type[T]) -> T:
+    return msgspec.json.decode(msgspec.json.encode(body), type=kind)
+
+
+def job_json(i: int, namespace: str) -> bytes:
+    return msgspec.json.encode(
+        {
+            "apiVersion": "batch/v1",
+            "kind": "Job",
+            "metadata": {
+                "name": f"job-{i}",
+                "namespace": namespace,
+                "uid": f"uid-{i:08d}",
+                "creationTimestamp": f"2026-01-01T{i // 3600 % 24:02d}:{i // 60 % 60:02d}:{i % 60:02d}Z",
+                "labels": {"kueue.x-k8s.io/queue-name": "lq"},
+            },
+            "spec": {
+                "parallelism": 1,
+                "completions": 1,
+                "suspend": True,
+                "template": {
+                    "spec": {
+                        "restartPolicy": "Never",
+                        "resourceClaims": [{"name": "gpu", "resourceClaimTemplateName": "single-gpu"}],
+                        "containers": [
+                            {
+                                "name": "main",
+                                "image": "busybox",
+                                "resources": {
+                                    "requests": {"cpu": "500m", "memory": "1Gi"},
+                                    "claims": [{"name": "gpu"}],
+                                },
+                            }
+                        ],
+                    }
+                },
+            },
+        }
+    )
+
+
+def build_state(queues: int, per_queue_gpus: int) -> tuple[Admission, ResourceClaimTemplate]:
+    state = Admission()
+    state.set_flavor(
+        _decode(
+            {"metadata": {"name": "t4"}, "spec": {"nodeLabels": {"nvidia.com/gpu.product": "Tesla-T4"}}},
+            ResourceFlavor,
+        )
+    )
+    for q in range(queues):
+        cq = _decode(
+            {
+                "metadata": {"name": f"cq-{q}"},
+                "spec": {
+                    "namespaceSelector": {},
+                    "resourceGroups": [
+                        {
+                            "coveredResources": ["cpu", "memory", "nvidia.com/gpu"],
+                            "flavors": [
+                                {
+                                    "name": "t4",
+                                    "resources": [
+                                        {"name": "cpu", "nominalQuota": str(per_queue_gpus)},
+                                        {"name": "memory", "nominalQuota": f"{per_queue_gpus * 2}Gi"},
+                                        {"name": "nvidia.com/gpu", "nominalQuota": per_queue_gpus},
+                                    ],
+                                }
+                            ],
+                        }
+                    ],
+                },
+            },
+            ClusterQueue,
+        )
+        assert isinstance(cq, ClusterQueue)
+        state.set_cluster_queue(compile_cluster_queue(cq))
+        state.set_namespace(f"ns-{q}", {"kubernetes.io/metadata.name": f"ns-{q}"})
+        state.set_local_queue(f"ns-{q}", "lq", f"cq-{q}")
+    template = _decode(
+        {
+            "metadata": {"name": "single-gpu"},
+            "spec": {
+                "spec": {
+                    "devices": {
+                        "requests": [
+                            {
+                                "name": "gpu",
+                                "exactly": {
+                                    "deviceClassName": "gpu.nvidia.com",
+                                    "allocationMode": "ExactCount",
+                                    "count": 1,
+                                },
+                            }
+                        ]
+                    }
+                }
+            },
+        },
+        ResourceClaimTemplate,
+    )
+    assert isinstance(template, ResourceClaimTemplate)
+    return state, template
+
+
+def compile_all(n: int, queues: int, template: ResourceClaimTemplate) -> list[WorkloadInfo]:
+    infos = []
+    for i in range(n):
+        job = msgspec.json.decode(job_json(i, f"ns-{i % queues}"), type=Job)
+        infos.append(
+            compile_workload(workload_for_job(job), lookup_template=lambda ns, n: template, mappings=MAPPINGS)
+        )
+    return infos
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--workloads", type=int, default=100_000)
+    parser.add_argument("--queues", type=int, default=100)
+    parser.add_argument("--churn", type=int, default=2_000, help="finish/admit cycles to time")
+    args = parser.parse_args()
+    n, queues = args.workloads, args.queues
+    per_queue = n // queues
+    gpus = max(1, per_queue // 10)
+
+    # Memory: what the controller holds per pending workload (compiled info + queue entry).
+    gc.collect()
+    tracemalloc.start()
+    state, template = build_state(queues, gpus)
+    base_current, _ = tracemalloc.get_traced_memory()
+    tracemalloc.reset_peak()
+    infos = compile_all(n, queues, template)
+    for info in infos:
+        state.add_workload(info)
+    current, peak = tracemalloc.get_traced_memory()
+    tracemalloc.stop()
+    held = (current - base_current) / n
+    peak_per = (peak - base_current) / n
+    del state, infos
+    gc.collect()
+
+    # Time: decode + compile of Jobs, then decisions.
+    state, template = build_state(queues, gpus)
+    started = time.perf_counter()
+    infos = compile_all(n, queues, template)
+    compile_s = time.perf_counter() - started
+    for info in infos:
+        state.add_workload(info)
+    started = time.perf_counter()
+    decisions = state.schedule()
+    first_s = time.perf_counter() - started
+    admitted = [d.key for d in decisions if isinstance(d, Admit)]
+
+    # Churn: a running workload finishes, the scheduler admits the next one in its queue
+    # (BestEffortFIFO re-evaluates the queue's set-aside workloads).
+    rng = random.Random(7)
+    churn_decisions = 0
+    started = time.perf_counter()
+    for _ in range(args.churn):
+        key = admitted.pop(rng.randrange(len(admitted)))
+        state.remove_workload(key)
+        for d in state.schedule():
+            churn_decisions += 1
+            if isinstance(d, Admit):
+                admitted.append(d.key)
+    churn_s = time.perf_counter() - started
+
+    print(f"workloads: {n:,} pending across {queues} ClusterQueues ({gpus} GPUs of quota each)")
+    print(f"decode+compile Jobs (incl. DRA charge): {n / compile_s:,.0f} workloads/s")
+    print(
+        f"first pass: {len(decisions):,} decisions ({len(admitted):,} admit) in {first_s:.2f} s "
+        f"= {len(decisions) / first_s:,.0f} decisions/s"
+    )
+    print(
+        f"churn: {args.churn:,} finish+admit cycles, {churn_decisions:,} decisions in {churn_s:.2f} s "
+        f"= {churn_decisions / churn_s:,.0f} decisions/s, {args.churn / churn_s:,.0f} admissions/s"
+    )
+    print(f"memory per pending workload: {held:,.0f} B held, {peak_per:,.0f} B at peak (tracemalloc)")
+
+
+if __name__ == "__main__":
+    main()
