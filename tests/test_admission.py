@@ -6,7 +6,7 @@ from typing import Any
 
 import pytest
 
-from reconciler.core.admission import Admission, Admit, Pending
+from reconciler.core.admission import Admission, Admit, Pending, node_labels_for
 from reconciler.core.clusterqueues import active_condition
 from reconciler.core.queues import PendingQueue, backoff_seconds
 from reconciler.core.workloads import WorkloadInfo, compile_workload, workload_for_job
@@ -305,3 +305,11 @@ def test_parked_group_messages_follow_usage() -> None:
         decision = got[name]
         assert isinstance(decision, Pending)
         assert decision.message.endswith("nvidia.com/gpu in flavor f, 2 more needed")
+
+
+def test_flavor_node_labels_are_recorded_for_the_job() -> None:
+    state = state_with(("p3-t4", {GPU: 1}), labels={"p3-t4": {"nvidia.com/gpu.product": "Tesla-T4"}})
+    state.add_workload(info("a", requests={GPU: "1"}))
+    (decision,) = state.schedule()
+    assert isinstance(decision, Admit)
+    assert node_labels_for(decision, state.flavors) == {"main": {"nvidia.com/gpu.product": "Tesla-T4"}}

@@ -32,6 +32,7 @@ __all__ = [
     "Decision",
     "Pending",
     "charge_from_admission",
+    "node_labels_for",
 ]
 
 WorkloadKey = tuple[str, str]
@@ -371,3 +372,19 @@ class Admission:
         if queue is None:
             return (0, 0)
         return (queue.active_count(), queue.inadmissible_count())
+
+
+def node_labels_for(decision: Admit, flavors: Mapping[str, ResourceFlavor]) -> dict[str, dict[str, str]]:
+    """Per pod set, the nodeLabels of its assigned flavors, to merge into the Job's nodeSelector.
+
+    As Kueue does, each distinct flavor assigned to a pod set contributes its labels.
+    """
+    out: dict[str, dict[str, str]] = {}
+    for pod_set in decision.pod_sets:
+        labels: dict[str, str] = {}
+        for name in dict.fromkeys(pod_set.flavors.values()):
+            flavor = flavors.get(name)
+            if flavor is not None:
+                labels.update(flavor.spec.node_labels)
+        out[pod_set.name] = labels
+    return out
