@@ -535,6 +535,20 @@ async def test_fake_kubelet_prepares_and_unprepares_claims(
 
 
 @pytest.mark.asyncio
+async def test_fake_kubelet_unprepares_claims_it_did_not_prepare(
+        plugin: KubeletPlugin, kubelet: FakeKubelet) -> None:
+    """E.g. after the simulator restarted: the UID goes to every registered plugin."""
+    async with DraPluginClient(plugin.config.dra_socket) as dra:
+        await dra.prepare([ref(allocated_claim())])
+    assert cdi_files(plugin.config) != []
+    await kubelet.scan()
+    assert await kubelet.unprepare_claims([CLAIM_UID, "unknown-uid"]) == {
+        CLAIM_UID: "", "unknown-uid": ""}
+    assert cdi_files(plugin.config) == []
+    assert plugin.service.prepared == {}
+
+
+@pytest.mark.asyncio
 async def test_fake_kubelet_reports_unregistered_and_unreachable_drivers(
         config: PluginConfig, claims: InMemoryClaimSource, kubelet: FakeKubelet) -> None:
     claim = allocated_claim()

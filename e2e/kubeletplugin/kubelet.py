@@ -363,7 +363,11 @@ class FakeKubelet:
     async def unprepare_claims(self, uids: Iterable[str]) -> dict[str, str]:
         """NodeUnprepareResources for claims prepared through ``prepare_claims``.
 
-        Claim UID -> error ("" when done); a claim unprepared without error is forgotten.
+        Claim UID -> error ("" when done); a claim unprepared without error is
+        forgotten. A UID this object did not prepare (e.g. prepared before a
+        restart of the simulator) is sent to every registered plugin, with
+        empty namespace and name: unprepare is idempotent, and plugins that
+        never prepared it answer with no error.
         """
         by_driver: dict[str, list[ClaimRef]] = {}
         errors: dict[str, str] = {}
@@ -371,7 +375,8 @@ class FakeKubelet:
             errors[uid] = ""
             known = self._prepared.get(uid)
             if known is None:
-                continue
+                known = _Prepared(ClaimRef(namespace="", uid=uid, name=""),
+                                  tuple(self.plugins))
             for driver in known.drivers:
                 by_driver.setdefault(driver, []).append(known.ref)
         for driver, refs in by_driver.items():
