@@ -313,3 +313,18 @@ def test_flavor_node_labels_are_recorded_for_the_job() -> None:
     (decision,) = state.schedule()
     assert isinstance(decision, Admit)
     assert node_labels_for(decision, state.flavors) == {"main": {"nvidia.com/gpu.product": "Tesla-T4"}}
+
+
+def test_replacing_an_admitted_workload_returns_its_quota_to_the_queue() -> None:
+    state = state_with(("f", {GPU: 1}))
+    a = info("a", created="2026-01-01T00:00:01Z", requests={GPU: "1"})
+    state.add_workload(a)
+    state.add_workload(info("b", created="2026-01-01T00:00:02Z", requests={GPU: "1"}))
+    state.schedule()
+    assert state.is_admitted(("ns", "a"))
+    # The workload comes back as pending (e.g. its admission was cleared elsewhere).
+    state.add_workload(a)
+    got = decisions_by_name(state.schedule())
+    assert isinstance(got["a"], Admit)
+    assert "b" not in got or isinstance(got["b"], Pending)
+    assert state.ledger.used("cq", ("f", GPU)) == 1

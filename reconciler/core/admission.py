@@ -64,14 +64,6 @@ class Pending:
 Decision = Admit | Pending
 
 
-@dataclass(slots=True)
-class _Placement:
-    """Where a waiting workload currently sits."""
-
-    cluster_queue: str | None = None
-    blocked_on: str | None = None  # the missing object it waits for
-
-
 def charge_from_admission(admission: AdmissionStatus) -> Charge:
     """The ledger charge an admitted Workload's status.admission describes."""
     usage: dict[FlavorResource, int] = {}
@@ -96,7 +88,8 @@ class Admission:
     workloads: dict[WorkloadKey, WorkloadInfo] = field(default_factory=dict)
     ledger: Ledger = field(default_factory=Ledger)
     queues: dict[str, PendingQueue] = field(default_factory=dict)
-    _placement: dict[WorkloadKey, _Placement] = field(default_factory=dict)
+    # Waiting workloads: the ClusterQueue whose queue holds each, or None when blocked.
+    _placement: dict[WorkloadKey, str | None] = field(default_factory=dict)
     _dirty: set[str] = field(default_factory=set)
     # Waiting workloads that could not enter a queue (missing LocalQueue, ...).
     _blocked: set[WorkloadKey] = field(default_factory=set)
@@ -160,7 +153,9 @@ class Admission:
         """Add or replace a workload; an admitted one is charged to the ledger as-is."""
         key = info.key
         self._unplace(key)
-        self.ledger.release(key)
+        charge = self.ledger.release(key)
+        if charge is not None:
+            self._freed(charge.cluster_queue)
         self._last.pop(key, None)
         self.workloads[key] = info
         if admission is not None:
@@ -185,6 +180,7 @@ class Admission:
             self._freed(charge.cluster_queue)
         info = self.workloads.get(key)
         if info is not None:
+            self._unplace(key)
             self._place(info)
 
     rollback = release
@@ -287,33 +283,31 @@ class Admission:
 
     def _place(self, info: WorkloadInfo) -> None:
         key = info.key
-        placement = _Placement()
-        self._placement[key] = placement
+        self._placement[key] = None
         self._by_local_queue.setdefault((info.namespace, info.queue_name), set()).add(key)
         self._blocked.add(key)
         if info.problem is not None:
             self._outbox[key] = Pending(key, REASON_INADMISSIBLE, info.problem.message)
-            placement.blocked_on = "problem"
             return
         cq_name = self.local_queues.get((info.namespace, info.queue_name))
         if cq_name is None:
             self._outbox[key] = Pending(
                 key, REASON_INADMISSIBLE, f"LocalQueue {info.queue_name} doesn't exist"
             )
-            placement.blocked_on = "localqueue"
             return
         if cq_name not in self.cluster_queues:
             self._outbox[key] = Pending(key, REASON_INADMISSIBLE, f"ClusterQueue {cq_name} doesn't exist")
-            placement.blocked_on = "clusterqueue"
             return
         self._outbox.pop(key, None)
         self._blocked.discard(key)
-        placement.cluster_queue = cq_name
+        self._placement[key] = cq_name
         self.queues.setdefault(cq_name, PendingQueue()).push(key, info.priority, info.created, info.uid)
         self._dirty.add(cq_name)
 
     def _unplace(self, key: WorkloadKey) -> None:
-        placement = self._placement.pop(key, None)
+        if key not in self._placement:
+            return
+        cq_name = self._placement.pop(key)
         self._blocked.discard(key)
         info = self.workloads.get(key)
         if info is not None:
@@ -322,8 +316,8 @@ class Admission:
                 members.discard(key)
                 if not members:
                     del self._by_local_queue[(info.namespace, info.queue_name)]
-        if placement is not None and placement.cluster_queue is not None:
-            queue = self.queues.get(placement.cluster_queue)
+        if cq_name is not None:
+            queue = self.queues.get(cq_name)
             if queue is not None:
                 queue.remove(key)
 
