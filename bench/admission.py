@@ -10,6 +10,7 @@ from __future__ import annotations
 import argparse
 import gc
 import random
+import resource
 import time
 import tracemalloc
 from typing import TypeVar
@@ -151,33 +152,20 @@ def main() -> None:
     per_queue = n // queues
     gpus = max(1, per_queue // 10)
 
-    # Memory: what the controller holds per pending workload (compiled info + queue entry).
-    gc.collect()
-    tracemalloc.start()
-    state, template = build_state(queues, gpus)
-    base_current, _ = tracemalloc.get_traced_memory()
-    tracemalloc.reset_peak()
-    infos = compile_all(n, queues, template)
-    for info in infos:
-        state.add_workload(info)
-    current, peak = tracemalloc.get_traced_memory()
-    tracemalloc.stop()
-    held = (current - base_current) / n
-    peak_per = (peak - base_current) / n
-    del state, infos
-    gc.collect()
-
     # Time: decode + compile of Jobs, then decisions.
     state, template = build_state(queues, gpus)
+    rss_before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
     started = time.perf_counter()
     infos = compile_all(n, queues, template)
     compile_s = time.perf_counter() - started
     for info in infos:
         state.add_workload(info)
+    rss_per = (resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - rss_before) * 1024 / n
     started = time.perf_counter()
     decisions = state.schedule()
     first_s = time.perf_counter() - started
     admitted = [d.key for d in decisions if isinstance(d, Admit)]
+    first_decisions, first_admits = len(decisions), len(admitted)
 
     # Churn: a running workload finishes, the scheduler admits the next one in its queue
     # (BestEffortFIFO re-evaluates the queue's set-aside workloads).
@@ -192,18 +180,36 @@ def main() -> None:
             if isinstance(d, Admit):
                 admitted.append(d.key)
     churn_s = time.perf_counter() - started
+    del state, infos, decisions, admitted
+    gc.collect()
+
+    # Memory: what the controller holds per pending workload (compiled info + queue entry).
+    tracemalloc.start()
+    state, template = build_state(queues, gpus)
+    base_current, _ = tracemalloc.get_traced_memory()
+    tracemalloc.reset_peak()
+    infos = compile_all(n, queues, template)
+    for info in infos:
+        state.add_workload(info)
+    current, peak = tracemalloc.get_traced_memory()
+    tracemalloc.stop()
+    held = (current - base_current) / n
+    peak_per = (peak - base_current) / n
 
     print(f"workloads: {n:,} pending across {queues} ClusterQueues ({gpus} GPUs of quota each)")
     print(f"decode+compile Jobs (incl. DRA charge): {n / compile_s:,.0f} workloads/s")
     print(
-        f"first pass: {len(decisions):,} decisions ({len(admitted):,} admit) in {first_s:.2f} s "
-        f"= {len(decisions) / first_s:,.0f} decisions/s"
+        f"first pass: {first_decisions:,} decisions ({first_admits:,} admit) in {first_s:.2f} s "
+        f"= {first_decisions / first_s:,.0f} decisions/s"
     )
     print(
         f"churn: {args.churn:,} finish+admit cycles, {churn_decisions:,} decisions in {churn_s:.2f} s "
         f"= {churn_decisions / churn_s:,.0f} decisions/s, {args.churn / churn_s:,.0f} admissions/s"
     )
-    print(f"memory per pending workload: {held:,.0f} B held, {peak_per:,.0f} B at peak (tracemalloc)")
+    print(
+        f"memory per pending workload: {held:,.0f} B held, {peak_per:,.0f} B at peak (tracemalloc); "
+        f"{rss_per:,.0f} B of peak RSS growth"
+    )
 
 
 if __name__ == "__main__":

@@ -70,7 +70,7 @@ def _try_group(
         if flavor is None:
             attempt.reasons.append(f"flavor {name} not found")
             continue
-        spec = pod_set.spec
+        spec = pod_set.placement
         taint = first_untolerated_taint(
             flavor.spec.node_taints, [*spec.tolerations, *flavor.spec.tolerations]
         )

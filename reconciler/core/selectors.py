@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 
 from .projections import (
+    Affinity,
     LabelSelector,
     NodeSelectorRequirement,
     PodSpecView,
@@ -13,6 +15,7 @@ from .projections import (
 )
 
 __all__ = [
+    "PodPlacement",
     "first_untolerated_taint",
     "flavor_matches_pod_spec",
     "label_selector_matches",
@@ -53,14 +56,32 @@ def _term_matches(terms: Sequence[NodeSelectorRequirement], labels: Mapping[str,
     return all(_requirement_matches(e.key, e.operator, e.values, labels) for e in terms)
 
 
-def flavor_matches_pod_spec(spec: PodSpecView, flavor_labels: Mapping[str, str]) -> bool:
+@dataclass(frozen=True, slots=True)
+class PodPlacement:
+    """The node constraints of a pod template: all flavor matching looks at."""
+
+    node_selector: tuple[tuple[str, str], ...] = ()
+    affinity: Affinity | None = None
+    tolerations: tuple[Toleration, ...] = ()
+
+    @classmethod
+    def of(cls, spec: PodSpecView) -> PodPlacement:
+        if not spec.node_selector and spec.affinity is None and not spec.tolerations:
+            return _UNCONSTRAINED
+        return cls(tuple(sorted(spec.node_selector.items())), spec.affinity, tuple(spec.tolerations))
+
+
+_UNCONSTRAINED = PodPlacement()
+
+
+def flavor_matches_pod_spec(spec: PodPlacement, flavor_labels: Mapping[str, str]) -> bool:
     """Whether a node carrying only the flavor's labels satisfies the pod's node constraints.
 
     Only constraints on keys the flavor defines are considered, as Kueue does:
     the flavor says nothing about other keys.
     """
     keys = flavor_labels.keys()
-    for key, value in spec.node_selector.items():
+    for key, value in spec.node_selector:
         if key in keys and flavor_labels[key] != value:
             return False
     affinity = spec.affinity

@@ -21,12 +21,12 @@ from .projections import (
     ObjectMeta,
     OwnerReference,
     PodSet,
-    PodSpecView,
     ResourceClaimTemplate,
     Workload,
     WorkloadSpec,
     pod_template_view,
 )
+from .selectors import PodPlacement
 
 __all__ = [
     "JOB_UID_LABEL",
@@ -115,7 +115,7 @@ def workload_for_job(job: Job) -> Workload:
 class PodSetInfo:
     name: str
     count: int
-    spec: PodSpecView
+    placement: PodPlacement
     per_pod: Amounts
 
     def total(self) -> Amounts:
@@ -182,7 +182,7 @@ def compile_workload(
             else:
                 _add_charge(per_pod, charge)
         count = 1 if pod_set.count is None else pod_set.count
-        info.pod_sets.append(PodSetInfo(pod_set.name, count, spec, per_pod))
+        info.pod_sets.append(PodSetInfo(pod_set.name, count, PodPlacement.of(spec), per_pod))
         if info.problem is not None:
             break
     info.shape = _shape(info.pod_sets)
@@ -196,9 +196,9 @@ def _shape(pod_sets: list[PodSetInfo]) -> bytes:
                 ps.name,
                 ps.count,
                 sorted(ps.per_pod.items()),
-                ps.spec.node_selector,
-                ps.spec.affinity,
-                ps.spec.tolerations,
+                ps.placement.node_selector,
+                ps.placement.affinity,
+                ps.placement.tolerations,
             ]
             for ps in pod_sets
         ]
