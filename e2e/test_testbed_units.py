@@ -3,18 +3,24 @@
 from __future__ import annotations
 
 import math
+import signal
+import time
 from pathlib import Path
 
 import pytest
 from cryptography import x509
 from cryptography.x509.oid import NameOID
 
+from e2e.testbed.errors import TestbedError
 from e2e.testbed.fakedriver import device_class, gpu_devices, gpu_uuid, resource_slice
+from e2e.testbed.health import Probe, wait_until_healthy
 from e2e.testbed.kubeclient import Obj, api_path
 from e2e.testbed.names import DEVICE_CLASS_SELECTOR, RUN_SECONDS_ANNOTATION
 from e2e.testbed.paths import binary_paths, read_versions
 from e2e.testbed.pki import generate_pki
 from e2e.testbed.podstatus import claims_blocking, finished_patch, run_seconds, running_patch
+from e2e.testbed.ports import free_ports
+from e2e.testbed.processes import ManagedProcess
 from e2e.testbed.spec import GpuSpec, NodeSpec, TestbedSpec, default_spec, dump_spec, load_spec
 
 
@@ -143,3 +149,31 @@ def test_versions_and_cache_layout(monkeypatch: pytest.MonkeyPatch, tmp_path: Pa
 def test_api_paths() -> None:
     assert api_path("v1", "pods", "ns", "p", "status") == "/api/v1/namespaces/ns/pods/p/status"
     assert api_path("resource.k8s.io/v1", "resourceslices") == "/apis/resource.k8s.io/v1/resourceslices"
+
+
+def test_failed_start_quotes_the_log(tmp_path: Path) -> None:
+    proc = ManagedProcess(name="broken", argv=["/bin/sh", "-c", "echo boom: bad flag; exit 3"],
+                          log_path=tmp_path / "broken.log", pid_path=tmp_path / "broken.pid",
+                          cwd=tmp_path)
+    proc.start()
+    with pytest.raises(TestbedError, match="boom: bad flag"):
+        wait_until_healthy("broken", Probe(f"http://127.0.0.1:{free_ports(1)[0]}/healthz"), 10,
+                           proc.running, proc.tail)
+    proc.stop()
+    assert not (tmp_path / "broken.pid").exists()
+
+
+def test_stop_escalates_to_sigkill(tmp_path: Path) -> None:
+    proc = ManagedProcess(name="stubborn",
+                          argv=["/bin/sh", "-c", "trap '' TERM; echo ready; exec sleep 60"],
+                          log_path=tmp_path / "s.log", pid_path=tmp_path / "s.pid", cwd=tmp_path)
+    proc.start()
+    deadline = time.monotonic() + 5
+    while "ready" not in proc.tail() and time.monotonic() < deadline:
+        time.sleep(0.05)
+    popen = proc.popen
+    assert popen is not None
+    began = time.monotonic()
+    proc.stop(grace=0.5)
+    assert popen.returncode == -signal.SIGKILL
+    assert time.monotonic() - began < 5

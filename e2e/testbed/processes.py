@@ -68,14 +68,23 @@ def _wait_gone(pid: int, executable: str, timeout: float,
     return False
 
 
+def _signal(pid: int, sig: int) -> None:
+    """Signal the process, and its whole group when it leads one (components are
+    started in their own session, so helpers they spawn go too)."""
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        if os.getpgid(pid) == pid:
+            os.killpg(pid, sig)
+        else:
+            os.kill(pid, sig)
+
+
 def terminate_pid(pid: int, executable: str, grace: float = DEFAULT_GRACE_SECONDS,
                   child: subprocess.Popen[bytes] | None = None) -> None:
     """SIGTERM, wait up to ``grace`` seconds, then SIGKILL and wait again."""
     for sig, wait in ((signal.SIGTERM, grace), (signal.SIGKILL, 10.0)):
         if not pid_matches(pid, executable) and (child is None or child.poll() is not None):
             return
-        with contextlib.suppress(ProcessLookupError):
-            os.kill(pid, sig)
+        _signal(pid, sig)
         if _wait_gone(pid, executable, wait, child):
             return
     raise TestbedError(f"process {pid} ({executable}) survived SIGKILL")
