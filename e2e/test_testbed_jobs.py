@@ -86,7 +86,7 @@ async def test_job_with_claim_template_runs_to_completion(kube: KubeClient,
 async def test_second_job_waits_for_the_only_gpu(kube: KubeClient, namespace: str) -> None:
     await kube.create(api_path(RESOURCE, "resourceclaimtemplates", namespace),
                       claim_template(namespace))
-    await _create_job(kube, namespace, gpu_job("first", namespace, run_seconds=12))
+    await _create_job(kube, namespace, gpu_job("first", namespace, run_seconds=20))
     await wait_for("the first pod to run",
                    lambda: _pod_in_phase(kube, namespace, "first", "Running"))
 
