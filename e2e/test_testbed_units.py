@@ -22,6 +22,7 @@ from e2e.testbed.podstatus import claims_blocking, finished_patch, run_seconds, 
 from e2e.testbed.ports import free_ports
 from e2e.testbed.processes import ManagedProcess
 from e2e.testbed.spec import GpuSpec, NodeSpec, TestbedSpec, default_spec, dump_spec, load_spec
+from e2e.testbed.testbed import Testbed
 
 
 def _pod(claims: list[Obj] | None = None, statuses: list[Obj] | None = None,
@@ -177,3 +178,10 @@ def test_stop_escalates_to_sigkill(tmp_path: Path) -> None:
     proc.stop(grace=0.5)
     assert popen.returncode == -signal.SIGKILL
     assert time.monotonic() - began < 5
+
+
+def test_start_refuses_to_clear_a_foreign_folder(tmp_path: Path) -> None:
+    (tmp_path / "precious.txt").write_text("keep me")
+    with pytest.raises(TestbedError, match="refusing"):
+        Testbed(run_dir=tmp_path, build=False, echo=None).start()
+    assert (tmp_path / "precious.txt").read_text() == "keep me"

@@ -116,6 +116,7 @@ class Testbed:
                 f"a test-bed already runs in {self.run_dir}; stop it first"
                 " (python -m e2e.testbed down)"
             )
+        self._check_run_dir()
         began = time.monotonic()
         binaries = ensure_binaries() if self._build else binary_paths()
         if binaries.missing():
@@ -205,6 +206,7 @@ class Testbed:
 
     def _prepare_run_dir(self) -> None:
         run_dir = self.run_dir
+        self._check_run_dir()
         run_dir.mkdir(parents=True, exist_ok=True)
         for child in run_dir.iterdir():
             if child.name == "up.pid":
@@ -214,6 +216,16 @@ class Testbed:
             else:
                 child.unlink()
         (run_dir / "logs").mkdir()
+
+    def _check_run_dir(self) -> None:
+        """Never clear a folder that is not a test-bed run folder (a typo must not wipe $HOME)."""
+        if not self.run_dir.is_dir():
+            return
+        names = {child.name for child in self.run_dir.iterdir()}
+        ours = {"state.json", "pki", "logs", "admin.kubeconfig", "up.pid"}
+        if names and not names & ours:
+            raise TestbedError(f"{self.run_dir} is not empty and does not look like a test-bed"
+                               " run folder; refusing to clear it")
 
     def _probe(self, plan: ComponentPlan) -> Probe:
         ctx = client_ssl_context(self.pki) if plan.uses_tls else None
