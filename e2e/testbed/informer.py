@@ -60,7 +60,7 @@ class Informer:
             except _GoneError:
                 log.info("%s: resourceVersion too old, relisting", self.name)
                 resource_version = None
-            except (aiohttp.ClientError, TimeoutError, ApiError, ValueError) as err:
+            except (aiohttp.ClientError, OSError, TimeoutError, ApiError, ValueError) as err:
                 failures += 1
                 delay = min(5.0, 0.2 * 2 ** min(failures, 5)) * random.uniform(0.8, 1.2)
                 log.warning("%s: %s; retrying in %.1fs", self.name, err, delay)

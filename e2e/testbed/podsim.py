@@ -151,6 +151,10 @@ class PodSimulator:
                 except (aiohttp.ClientError, OSError, TimeoutError) as err:
                     log.warning("pod %s: %s", _name(state.pod), err)
                     sleep_for = 1.0
+                except Exception:
+                    # A bug or an unexpected object must not end this pod's task quietly.
+                    log.exception("pod %s: unexpected error", _name(state.pod))
+                    sleep_for = 5.0
                 if sleep_for is None:
                     return
                 if sleep_for > 0:
