@@ -49,8 +49,9 @@ async def namespace(kube: KubeClient) -> AsyncIterator[str]:
     """A fresh namespace; deleted after the test, waiting until it is gone so the
     next test finds the GPUs free."""
     name = f"t-{uuid.uuid4().hex[:8]}"
-    await kube.create(api_path("v1", "namespaces"),
-                      {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name}})
+    await kube.create(
+        api_path("v1", "namespaces"), {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name}}
+    )
     yield name
     path = api_path("v1", "namespaces", name=name)
     try:
@@ -58,8 +59,7 @@ async def namespace(kube: KubeClient) -> AsyncIterator[str]:
     except ApiError as err:
         if err.status != 404:
             raise
-    await wait_for(f"namespace {name} to be deleted",
-                   lambda: _gone(kube, path), within=90, interval=0.5)
+    await wait_for(f"namespace {name} to be deleted", lambda: _gone(kube, path), within=90, interval=0.5)
 
 
 async def _gone(kube: KubeClient, path: str) -> bool:

@@ -30,8 +30,14 @@ def claim_template(namespace: str) -> Obj:
     return load_manifest("single-gpu-claim-template.yaml", namespace)
 
 
-def gpu_job(name: str, namespace: str, *, run_seconds: float | str | None = None,
-            annotations: dict[str, str] | None = None, suspend: bool = False) -> Obj:
+def gpu_job(
+    name: str,
+    namespace: str,
+    *,
+    run_seconds: float | str | None = None,
+    annotations: dict[str, str] | None = None,
+    suspend: bool = False,
+) -> Obj:
     """A plain Job shaped like the walkthrough's, using claim template ``single-gpu``."""
     pod_annotations = dict(annotations or {})
     if run_seconds is not None:
@@ -48,23 +54,25 @@ def gpu_job(name: str, namespace: str, *, run_seconds: float | str | None = None
             "template": {
                 "metadata": {"annotations": pod_annotations},
                 "spec": {
-                    "resourceClaims": [{"name": "gpu-claim",
-                                        "resourceClaimTemplateName": "single-gpu"}],
+                    "resourceClaims": [{"name": "gpu-claim", "resourceClaimTemplateName": "single-gpu"}],
                     "restartPolicy": "Never",
-                    "containers": [{
-                        "name": "cuda-test",
-                        "image": "nvcr.io/nvidia/cuda:12.6.0-base-ubuntu24.04",
-                        "command": ["bash", "-c", "nvidia-smi -L && sleep 3600"],
-                        "resources": {"claims": [{"name": "gpu-claim"}]},
-                    }],
+                    "containers": [
+                        {
+                            "name": "cuda-test",
+                            "image": "nvcr.io/nvidia/cuda:12.6.0-base-ubuntu24.04",
+                            "command": ["bash", "-c", "nvidia-smi -L && sleep 3600"],
+                            "resources": {"claims": [{"name": "gpu-claim"}]},
+                        }
+                    ],
                 },
             },
         },
     }
 
 
-async def wait_for(what: str, probe: Callable[[], Awaitable[T | None]],
-                   within: float = 60.0, interval: float = 0.2) -> T:
+async def wait_for(
+    what: str, probe: Callable[[], Awaitable[T | None]], within: float = 60.0, interval: float = 0.2
+) -> T:
     """Poll ``probe`` until it returns something other than None/False."""
     deadline = time.monotonic() + within
     last_error: Exception | None = None
@@ -82,8 +90,7 @@ async def wait_for(what: str, probe: Callable[[], Awaitable[T | None]],
 
 
 async def job_pods(kube: KubeClient, namespace: str, job: str) -> list[Obj]:
-    pods, _ = await kube.list_all(api_path("v1", "pods", namespace),
-                                  {"labelSelector": f"job-name={job}"})
+    pods, _ = await kube.list_all(api_path("v1", "pods", namespace), {"labelSelector": f"job-name={job}"})
     return pods
 
 
@@ -113,5 +120,7 @@ def claim_name_of(pod: Obj, claim: str = "gpu-claim") -> str | None:
 
 
 def job_condition_true(job: Obj, kind: str) -> bool:
-    return any(c.get("type") == kind and c.get("status") == "True"
-               for c in job.get("status", {}).get("conditions") or [])
+    return any(
+        c.get("type") == kind and c.get("status") == "True"
+        for c in job.get("status", {}).get("conditions") or []
+    )

@@ -50,14 +50,13 @@ def _allocated_devices(claim: Obj) -> list[tuple[str, str, str]]:
 
 
 @pytest.mark.asyncio
-async def test_job_with_claim_template_runs_to_completion(kube: KubeClient,
-                                                          namespace: str) -> None:
-    await kube.create(api_path(RESOURCE, "resourceclaimtemplates", namespace),
-                      claim_template(namespace))
+async def test_job_with_claim_template_runs_to_completion(kube: KubeClient, namespace: str) -> None:
+    await kube.create(api_path(RESOURCE, "resourceclaimtemplates", namespace), claim_template(namespace))
     await _create_job(kube, namespace, gpu_job("gpu-job", namespace, run_seconds=4))
 
-    running = await wait_for("the Job's pod to run",
-                             lambda: _pod_in_phase(kube, namespace, "gpu-job", "Running"))
+    running = await wait_for(
+        "the Job's pod to run", lambda: _pod_in_phase(kube, namespace, "gpu-job", "Running")
+    )
     owner = running["metadata"]["ownerReferences"][0]
     assert (owner["kind"], owner["name"]) == ("Job", "gpu-job")  # made by the Job controller
     assert running["spec"]["nodeName"] == "gpu-node-1"
@@ -70,25 +69,23 @@ async def test_job_with_claim_template_runs_to_completion(kube: KubeClient,
     assert ready is not None
     assert ready["status"] == "True"
 
-    await wait_for("the pod to succeed",
-                   lambda: _pod_in_phase(kube, namespace, "gpu-job", "Succeeded"))
+    await wait_for("the pod to succeed", lambda: _pod_in_phase(kube, namespace, "gpu-job", "Succeeded"))
 
     async def job_complete() -> bool:
         job = await kube.get(api_path("batch/v1", "jobs", namespace, "gpu-job"))
         return job_condition_true(job, "Complete")
 
     await wait_for("the Job to complete", job_complete)
-    await wait_for("the claim to be released",
-                   lambda: _claim_released(kube, namespace, claim["metadata"]["name"]))
+    await wait_for(
+        "the claim to be released", lambda: _claim_released(kube, namespace, claim["metadata"]["name"])
+    )
 
 
 @pytest.mark.asyncio
 async def test_second_job_waits_for_the_only_gpu(kube: KubeClient, namespace: str) -> None:
-    await kube.create(api_path(RESOURCE, "resourceclaimtemplates", namespace),
-                      claim_template(namespace))
+    await kube.create(api_path(RESOURCE, "resourceclaimtemplates", namespace), claim_template(namespace))
     await _create_job(kube, namespace, gpu_job("first", namespace, run_seconds=20))
-    await wait_for("the first pod to run",
-                   lambda: _pod_in_phase(kube, namespace, "first", "Running"))
+    await wait_for("the first pod to run", lambda: _pod_in_phase(kube, namespace, "first", "Running"))
 
     await _create_job(kube, namespace, gpu_job("second", namespace, run_seconds=2))
 
@@ -106,12 +103,14 @@ async def test_second_job_waits_for_the_only_gpu(kube: KubeClient, namespace: st
     assert first is not None
     assert pod_phase(first) == "Running"  # the GPU is still taken
 
-    await wait_for("the first pod to succeed",
-                   lambda: _pod_in_phase(kube, namespace, "first", "Succeeded"), within=60)
-    second = await wait_for("the second pod to run",
-                            lambda: _pod_in_phase(kube, namespace, "second", "Running"),
-                            within=60)
+    await wait_for(
+        "the first pod to succeed", lambda: _pod_in_phase(kube, namespace, "first", "Succeeded"), within=60
+    )
+    second = await wait_for(
+        "the second pod to run", lambda: _pod_in_phase(kube, namespace, "second", "Running"), within=60
+    )
     claim = await wait_for("the second pod's claim", lambda: _claim_of(kube, namespace, second))
     assert _allocated_devices(claim) == [(DRIVER_NAME, "gpu-node-1", "gpu-0")]
-    await wait_for("the second pod to succeed",
-                   lambda: _pod_in_phase(kube, namespace, "second", "Succeeded"), within=60)
+    await wait_for(
+        "the second pod to succeed", lambda: _pod_in_phase(kube, namespace, "second", "Succeeded"), within=60
+    )

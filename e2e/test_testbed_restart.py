@@ -40,10 +40,13 @@ async def _raw_watch(kube: KubeClient, path: str, log: RawWatchLog, until_pod: s
     after_break = False
     while not log.done.is_set():
         try:
-            params = {"watch": "true", "resourceVersion": version,
-                      "allowWatchBookmarks": "true", "timeoutSeconds": "60"}
-            async with kube.session.get(kube.server + path, params=params,
-                                        timeout=timeout) as resp:
+            params = {
+                "watch": "true",
+                "resourceVersion": version,
+                "allowWatchBookmarks": "true",
+                "timeoutSeconds": "60",
+            }
+            async with kube.session.get(kube.server + path, params=params, timeout=timeout) as resp:
                 gone = resp.status == 410
                 if resp.status >= 400 and not gone:
                     raise aiohttp.ClientResponseError(resp.request_info, (), status=resp.status)
@@ -95,8 +98,12 @@ async def _write_load(kube: KubeClient, namespace: str, load: WriteLoad) -> None
     n = 0
     while True:
         n += 1
-        body = {"apiVersion": "v1", "kind": "ConfigMap",
-                "metadata": {"name": f"load-{n}"}, "data": {"n": str(n)}}
+        body = {
+            "apiVersion": "v1",
+            "kind": "ConfigMap",
+            "metadata": {"name": f"load-{n}"},
+            "data": {"n": str(n)},
+        }
         try:
             await kube.request("POST", path, body=body, timeout_seconds=3)
         except (ApiError, aiohttp.ClientError, TimeoutError, OSError):
@@ -111,23 +118,22 @@ async def _write_load(kube: KubeClient, namespace: str, load: WriteLoad) -> None
 
 
 @pytest.mark.asyncio
-async def test_apiserver_restart_mid_run(testbed: Testbed, kube: KubeClient,
-                                         namespace: str) -> None:
-    await kube.create(api_path("resource.k8s.io/v1", "resourceclaimtemplates", namespace),
-                      claim_template(namespace))
-    await kube.create(api_path("batch/v1", "jobs", namespace),
-                      gpu_job("survivor", namespace, run_seconds=20))
+async def test_apiserver_restart_mid_run(testbed: Testbed, kube: KubeClient, namespace: str) -> None:
+    await kube.create(
+        api_path("resource.k8s.io/v1", "resourceclaimtemplates", namespace), claim_template(namespace)
+    )
+    await kube.create(api_path("batch/v1", "jobs", namespace), gpu_job("survivor", namespace, run_seconds=20))
 
     async def running_pod() -> str | None:
-        pods, _ = await kube.list_all(api_path("v1", "pods", namespace),
-                                      {"labelSelector": "job-name=survivor"})
+        pods, _ = await kube.list_all(
+            api_path("v1", "pods", namespace), {"labelSelector": "job-name=survivor"}
+        )
         return pods[0]["metadata"]["name"] if pods and pod_phase(pods[0]) == "Running" else None
 
     pod_name = await wait_for("the pod to run", running_pod)
     log = RawWatchLog()
     load = WriteLoad()
-    watcher = asyncio.create_task(_raw_watch(kube, api_path("v1", "pods", namespace), log,
-                                             pod_name))
+    watcher = asyncio.create_task(_raw_watch(kube, api_path("v1", "pods", namespace), log, pod_name))
     writer = asyncio.create_task(_write_load(kube, namespace, load))
     try:
         await asyncio.sleep(1.0)
@@ -146,9 +152,11 @@ async def test_apiserver_restart_mid_run(testbed: Testbed, kube: KubeClient,
         with contextlib.suppress(asyncio.CancelledError):
             await asyncio.gather(watcher, writer)
 
-    print(f"restart took {restart_seconds:.1f}s; raw watch: {log.stream_breaks} break(s),"
-          f" {log.resumed_with_events} resume(s) with events, {log.relists} relist(s);"
-          f" writes ok before/after: {load.ok_before}/{load.ok_after}, failed {load.failed}")
+    print(
+        f"restart took {restart_seconds:.1f}s; raw watch: {log.stream_breaks} break(s),"
+        f" {log.resumed_with_events} resume(s) with events, {log.relists} relist(s);"
+        f" writes ok before/after: {load.ok_before}/{load.ok_after}, failed {load.failed}"
+    )
     assert log.stream_breaks >= 1, "the restart should have broken the watch stream"
     assert log.resumed_with_events + log.relists >= 1
     assert log.phases[pod_name] == "Succeeded"

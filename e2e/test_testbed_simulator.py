@@ -26,8 +26,7 @@ RESOURCE = "resource.k8s.io/v1"
 
 
 async def _setup(kube: KubeClient, namespace: str, job: Obj) -> None:
-    await kube.create(api_path(RESOURCE, "resourceclaimtemplates", namespace),
-                      claim_template(namespace))
+    await kube.create(api_path(RESOURCE, "resourceclaimtemplates", namespace), claim_template(namespace))
     await kube.create(api_path("batch/v1", "jobs", namespace), job)
 
 
@@ -38,9 +37,9 @@ async def _job_pod(kube: KubeClient, namespace: str, job: str, phase: str) -> Ob
 
 @pytest.mark.asyncio
 async def test_stalled_pod_never_gets_ready_and_is_deleted_on_suspend(
-        kube: KubeClient, namespace: str) -> None:
-    await _setup(kube, namespace, gpu_job("stuck", namespace,
-                                          annotations={STALL_ANNOTATION: "true"}))
+    kube: KubeClient, namespace: str
+) -> None:
+    await _setup(kube, namespace, gpu_job("stuck", namespace, annotations={STALL_ANNOTATION: "true"}))
 
     async def stalled() -> Obj | None:
         pod = await single_job_pod(kube, namespace, "stuck")
@@ -60,8 +59,9 @@ async def test_stalled_pod_never_gets_ready_and_is_deleted_on_suspend(
 
     # Suspending the Job (what Kueue does on eviction) deletes the pod; the
     # simulator must terminate it and remove it, releasing the GPU.
-    await kube.patch(api_path("batch/v1", "jobs", namespace, "stuck"),
-                     {"spec": {"suspend": True}}, MERGE_PATCH)
+    await kube.patch(
+        api_path("batch/v1", "jobs", namespace, "stuck"), {"spec": {"suspend": True}}, MERGE_PATCH
+    )
 
     async def no_pods() -> bool:
         pods, _ = await kube.list_all(api_path("v1", "pods", namespace))
@@ -77,10 +77,10 @@ async def test_stalled_pod_never_gets_ready_and_is_deleted_on_suspend(
 
 
 @pytest.mark.asyncio
-async def test_fail_annotation_fails_the_pod_with_exit_code_1(kube: KubeClient,
-                                                              namespace: str) -> None:
-    await _setup(kube, namespace, gpu_job("doomed", namespace, run_seconds=1,
-                                          annotations={FAIL_ANNOTATION: "true"}))
+async def test_fail_annotation_fails_the_pod_with_exit_code_1(kube: KubeClient, namespace: str) -> None:
+    await _setup(
+        kube, namespace, gpu_job("doomed", namespace, run_seconds=1, annotations={FAIL_ANNOTATION: "true"})
+    )
     pod = await wait_for("the pod to fail", lambda: _job_pod(kube, namespace, "doomed", "Failed"))
     terminated = pod["status"]["containerStatuses"][0]["state"]["terminated"]
     assert terminated["exitCode"] == 1
@@ -93,27 +93,42 @@ async def test_fail_annotation_fails_the_pod_with_exit_code_1(kube: KubeClient,
 
 
 @pytest.mark.asyncio
-async def test_pod_waits_until_its_claim_is_allocated_and_reserved(
-        kube: KubeClient, namespace: str) -> None:
+async def test_pod_waits_until_its_claim_is_allocated_and_reserved(kube: KubeClient, namespace: str) -> None:
     claim = {
-        "apiVersion": RESOURCE, "kind": "ResourceClaim",
+        "apiVersion": RESOURCE,
+        "kind": "ResourceClaim",
         "metadata": {"name": "manual", "namespace": namespace},
-        "spec": {"devices": {"requests": [{"name": "gpu", "exactly": {
-            "deviceClassName": "gpu.nvidia.com", "allocationMode": "ExactCount", "count": 1}}]}},
+        "spec": {
+            "devices": {
+                "requests": [
+                    {
+                        "name": "gpu",
+                        "exactly": {
+                            "deviceClassName": "gpu.nvidia.com",
+                            "allocationMode": "ExactCount",
+                            "count": 1,
+                        },
+                    }
+                ]
+            }
+        },
     }
     await kube.create(api_path(RESOURCE, "resourceclaims", namespace), claim)
     # Bound by hand (no scheduler): nothing allocates the claim.
-    pod = await kube.create(api_path("v1", "pods", namespace), {
-        "apiVersion": "v1", "kind": "Pod",
-        "metadata": {"name": "bound", "annotations": {"testbed.dra-quota.dev/run-seconds": "4"}},
-        "spec": {
-            "nodeName": "gpu-node-1",
-            "resourceClaims": [{"name": "gpu", "resourceClaimName": "manual"}],
-            "containers": [{"name": "c", "image": "busybox",
-                            "resources": {"claims": [{"name": "gpu"}]}}],
-            "restartPolicy": "Never",
+    pod = await kube.create(
+        api_path("v1", "pods", namespace),
+        {
+            "apiVersion": "v1",
+            "kind": "Pod",
+            "metadata": {"name": "bound", "annotations": {"testbed.dra-quota.dev/run-seconds": "4"}},
+            "spec": {
+                "nodeName": "gpu-node-1",
+                "resourceClaims": [{"name": "gpu", "resourceClaimName": "manual"}],
+                "containers": [{"name": "c", "image": "busybox", "resources": {"claims": [{"name": "gpu"}]}}],
+                "restartPolicy": "Never",
+            },
         },
-    })
+    )
     pod_path = api_path("v1", "pods", namespace, "bound")
     await asyncio.sleep(3)
     waiting = await kube.get(pod_path)
@@ -123,39 +138,52 @@ async def test_pod_waits_until_its_claim_is_allocated_and_reserved(
     # Allocate by hand. kube-controller-manager's resourceclaim controller then
     # reserves the claim for the already bound pod, and only then may it start.
     status_path = api_path(RESOURCE, "resourceclaims", namespace, "manual", "status")
-    allocation = {"devices": {"results": [{"request": "gpu", "driver": DRIVER_NAME,
-                                            "pool": "gpu-node-1", "device": "gpu-0"}]}}
+    allocation = {
+        "devices": {
+            "results": [{"request": "gpu", "driver": DRIVER_NAME, "pool": "gpu-node-1", "device": "gpu-0"}]
+        }
+    }
     await kube.patch(status_path, {"status": {"allocation": allocation}}, MERGE_PATCH)
 
     async def phase_is(phase: str) -> bool:
         return pod_phase(await kube.get(pod_path)) == phase
 
-    await wait_for("the pod to start once its claim is allocated and reserved",
-                   lambda: phase_is("Running"), within=20)
-    reserved = (await kube.get(api_path(RESOURCE, "resourceclaims", namespace, "manual"))
-                )["status"]["reservedFor"]
+    await wait_for(
+        "the pod to start once its claim is allocated and reserved", lambda: phase_is("Running"), within=20
+    )
+    reserved = (await kube.get(api_path(RESOURCE, "resourceclaims", namespace, "manual")))["status"][
+        "reservedFor"
+    ]
     assert [r["uid"] for r in reserved] == [pod["metadata"]["uid"]]
     await wait_for("the pod to succeed", lambda: phase_is("Succeeded"), within=15)
 
 
 @pytest.mark.asyncio
-async def test_agents_restart_mid_run_still_finish_the_pod(testbed: Testbed, kube: KubeClient,
-                                                           namespace: str) -> None:
+async def test_agents_restart_mid_run_still_finish_the_pod(
+    testbed: Testbed, kube: KubeClient, namespace: str
+) -> None:
     await _setup(kube, namespace, gpu_job("steady", namespace, run_seconds=6))
     await wait_for("the pod to run", lambda: _job_pod(kube, namespace, "steady", "Running"))
     await asyncio.to_thread(testbed.restart, "agents")
-    await wait_for("the pod to succeed after the agents restart",
-                   lambda: _job_pod(kube, namespace, "steady", "Succeeded"), within=30)
+    await wait_for(
+        "the pod to succeed after the agents restart",
+        lambda: _job_pod(kube, namespace, "steady", "Succeeded"),
+        within=30,
+    )
 
 
 @pytest.mark.asyncio
-async def test_reconfigure_publishes_more_nodes_and_gpus(testbed: Testbed,
-                                                         kube: KubeClient) -> None:
-    bigger = TestbedSpec(nodes=[
-        *default_spec().nodes,
-        NodeSpec(name="a100-node", labels={"nvidia.com/gpu.product": "NVIDIA-A100-SXM4-40GB"},
-                 gpus=GpuSpec(count=2, model="A100-SXM4-40GB")),
-    ])
+async def test_reconfigure_publishes_more_nodes_and_gpus(testbed: Testbed, kube: KubeClient) -> None:
+    bigger = TestbedSpec(
+        nodes=[
+            *default_spec().nodes,
+            NodeSpec(
+                name="a100-node",
+                labels={"nvidia.com/gpu.product": "NVIDIA-A100-SXM4-40GB"},
+                gpus=GpuSpec(count=2, model="A100-SXM4-40GB"),
+            ),
+        ]
+    )
     slices_path = api_path(RESOURCE, "resourceslices")
     try:
         await asyncio.to_thread(testbed.reconfigure, bigger)

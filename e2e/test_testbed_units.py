@@ -25,13 +25,18 @@ from e2e.testbed.spec import GpuSpec, NodeSpec, TestbedSpec, default_spec, dump_
 from e2e.testbed.testbed import Testbed
 
 
-def _pod(claims: list[Obj] | None = None, statuses: list[Obj] | None = None,
-         annotations: dict[str, str] | None = None) -> Obj:
+def _pod(
+    claims: list[Obj] | None = None,
+    statuses: list[Obj] | None = None,
+    annotations: dict[str, str] | None = None,
+) -> Obj:
     return {
-        "metadata": {"name": "p", "namespace": "ns", "uid": "u1",
-                     "annotations": annotations or {}},
-        "spec": {"resourceClaims": claims or [], "nodeName": "gpu-node-1",
-                 "containers": [{"name": "c", "image": "repo/img:1.0"}]},
+        "metadata": {"name": "p", "namespace": "ns", "uid": "u1", "annotations": annotations or {}},
+        "spec": {
+            "resourceClaims": claims or [],
+            "nodeName": "gpu-node-1",
+            "containers": [{"name": "c", "image": "repo/img:1.0"}],
+        },
         "status": {"resourceClaimStatuses": statuses or []},
     }
 
@@ -79,10 +84,13 @@ def test_status_patches_replace_container_state() -> None:
 
 
 def test_spec_yaml_round_trip_and_validation(tmp_path: Path) -> None:
-    spec = TestbedSpec(pod_run_seconds=5, nodes=[
-        NodeSpec(name="n1", labels={"a": "b"}, gpus=GpuSpec(count=3, model="H100-80GB-HBM3")),
-        NodeSpec(name="n2"),
-    ])
+    spec = TestbedSpec(
+        pod_run_seconds=5,
+        nodes=[
+            NodeSpec(name="n1", labels={"a": "b"}, gpus=GpuSpec(count=3, model="H100-80GB-HBM3")),
+            NodeSpec(name="n2"),
+        ],
+    )
     path = tmp_path / "spec.yaml"
     path.write_text(dump_spec(spec))
     assert load_spec(path) == spec
@@ -115,8 +123,7 @@ def test_default_spec_is_one_t4_node() -> None:
 def test_slice_and_class_shape() -> None:
     node = default_spec().nodes[0]
     body = resource_slice(node.name, "uid-1", gpu_devices(node), 3)
-    assert body["spec"]["pool"] == {"name": "gpu-node-1", "generation": 3,
-                                    "resourceSliceCount": 1}
+    assert body["spec"]["pool"] == {"name": "gpu-node-1", "generation": 3, "resourceSliceCount": 1}
     assert body["spec"]["driver"] == "gpu.nvidia.com"
     assert body["metadata"]["ownerReferences"][0]["uid"] == "uid-1"
     cls = device_class()
@@ -153,21 +160,30 @@ def test_api_paths() -> None:
 
 
 def test_failed_start_quotes_the_log(tmp_path: Path) -> None:
-    proc = ManagedProcess(name="broken", argv=["/bin/sh", "-c", "echo boom: bad flag; exit 3"],
-                          log_path=tmp_path / "broken.log", pid_path=tmp_path / "broken.pid",
-                          cwd=tmp_path)
+    proc = ManagedProcess(
+        name="broken",
+        argv=["/bin/sh", "-c", "echo boom: bad flag; exit 3"],
+        log_path=tmp_path / "broken.log",
+        pid_path=tmp_path / "broken.pid",
+        cwd=tmp_path,
+    )
     proc.start()
     with pytest.raises(TestbedError, match="boom: bad flag"):
-        wait_until_healthy("broken", Probe(f"http://127.0.0.1:{free_ports(1)[0]}/healthz"), 10,
-                           proc.running, proc.tail)
+        wait_until_healthy(
+            "broken", Probe(f"http://127.0.0.1:{free_ports(1)[0]}/healthz"), 10, proc.running, proc.tail
+        )
     proc.stop()
     assert not (tmp_path / "broken.pid").exists()
 
 
 def test_stop_escalates_to_sigkill(tmp_path: Path) -> None:
-    proc = ManagedProcess(name="stubborn",
-                          argv=["/bin/sh", "-c", "trap '' TERM; echo ready; exec sleep 60"],
-                          log_path=tmp_path / "s.log", pid_path=tmp_path / "s.pid", cwd=tmp_path)
+    proc = ManagedProcess(
+        name="stubborn",
+        argv=["/bin/sh", "-c", "trap '' TERM; echo ready; exec sleep 60"],
+        log_path=tmp_path / "s.log",
+        pid_path=tmp_path / "s.pid",
+        cwd=tmp_path,
+    )
     proc.start()
     deadline = time.monotonic() + 5
     while "ready" not in proc.tail() and time.monotonic() < deadline:

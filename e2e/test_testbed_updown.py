@@ -57,14 +57,16 @@ def _up_then_down(run_dir: Path, round_no: int) -> float:
     env = dict(os.environ, TESTBED_RUN_DIR=str(run_dir))
     began = time.monotonic()
     with out.open("wb") as stdout, err.open("wb") as stderr:
-        up = subprocess.Popen(_cli("up"), stdout=stdout, stderr=stderr, cwd=REPO_ROOT,
-                              env=env, start_new_session=True)
+        up = subprocess.Popen(
+            _cli("up"), stdout=stdout, stderr=stderr, cwd=REPO_ROOT, env=env, start_new_session=True
+        )
     try:
         kubeconfig = _wait_for_export(out, up, err)
         started = time.monotonic() - began
         assert Path(kubeconfig) == run_dir.resolve() / "admin.kubeconfig"
-        status = subprocess.run(_cli("status"), cwd=REPO_ROOT, env=env, capture_output=True,
-                                text=True, timeout=60, check=False)
+        status = subprocess.run(
+            _cli("status"), cwd=REPO_ROOT, env=env, capture_output=True, text=True, timeout=60, check=False
+        )
         assert status.returncode == 0, status.stdout + status.stderr
         state = load_state(run_dir / "state.json")
         assert state is not None
@@ -76,8 +78,9 @@ def _up_then_down(run_dir: Path, round_no: int) -> float:
         assert ok, detail
         assert '"gitVersion": "v1.36.3"' in detail or "v1.36" in detail
 
-        down = subprocess.run(_cli("down"), cwd=REPO_ROOT, env=env, capture_output=True,
-                              text=True, timeout=120, check=False)
+        down = subprocess.run(
+            _cli("down"), cwd=REPO_ROOT, env=env, capture_output=True, text=True, timeout=120, check=False
+        )
         assert down.returncode == 0, down.stdout + down.stderr
         assert up.wait(timeout=60) == 0, err.read_text()
     finally:
@@ -88,8 +91,9 @@ def _up_then_down(run_dir: Path, round_no: int) -> float:
     assert [p for p in ports if is_listening(p)] == []
     for pid in (rec.pid for rec in state.components.values()):
         assert not Path(f"/proc/{pid}").exists() or pid == os.getpid()
-    after = subprocess.run(_cli("status"), cwd=REPO_ROOT, env=env, capture_output=True,
-                           text=True, timeout=60, check=False)
+    after = subprocess.run(
+        _cli("status"), cwd=REPO_ROOT, env=env, capture_output=True, text=True, timeout=60, check=False
+    )
     assert after.returncode == 1, after.stdout
     return started
 

@@ -48,8 +48,7 @@ class _Health:
         return web.Response(text="ok")
 
     async def readyz(self, _request: web.Request) -> web.Response:
-        return web.Response(text="ok" if self.ready else "starting",
-                            status=200 if self.ready else 503)
+        return web.Response(text="ok" if self.ready else "starting", status=200 if self.ready else 503)
 
 
 async def run_agents(kubeconfig: Path, spec: TestbedSpec, health_port: int) -> None:
@@ -78,8 +77,7 @@ async def run_agents(kubeconfig: Path, spec: TestbedSpec, health_port: int) -> N
             ]
             await pods.wait_synced()
             health.ready = True
-            log.info("agents ready: %d node(s), kube-apiserver %s", len(spec.nodes),
-                     kubelet_version)
+            log.info("agents ready: %d node(s), kube-apiserver %s", len(spec.nodes), kubelet_version)
             done, _ = await asyncio.wait(tasks, return_when=asyncio.FIRST_COMPLETED)
             for task in done:
                 task.result()
@@ -92,8 +90,7 @@ async def run_agents(kubeconfig: Path, spec: TestbedSpec, health_port: int) -> N
 
 
 def main(kubeconfig: Path, spec: TestbedSpec, health_port: int) -> None:
-    logging.basicConfig(level=logging.INFO,
-                        format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
 
     async def entry() -> None:
         work = asyncio.create_task(run_agents(kubeconfig, spec, health_port), name="agents")

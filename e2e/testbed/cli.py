@@ -58,8 +58,7 @@ def cmd_up(args: argparse.Namespace) -> int:
     try:
         testbed.start()
         print(f"export KUBECONFIG={testbed.kubeconfig}", flush=True)
-        _err(f"running; logs in {layout.run_dir / 'logs'}; stop with Ctrl-C or"
-             " `python -m e2e.testbed down`")
+        _err(f"running; logs in {layout.run_dir / 'logs'}; stop with Ctrl-C or `python -m e2e.testbed down`")
         reported: set[str] = set()
         while True:
             time.sleep(1.0)
@@ -107,8 +106,7 @@ def cmd_status(args: argparse.Namespace) -> int:
     statuses = recorded_status(layout)
     state = load_state(layout.state_file)
     if state is not None:
-        print(f"run dir:    {layout.run_dir}\nkubeconfig: {state.kubeconfig}\n"
-              f"server:     {state.server}")
+        print(f"run dir:    {layout.run_dir}\nkubeconfig: {state.kubeconfig}\nserver:     {state.server}")
     by_name = {s.name: s for s in statuses}
     all_ok = True
     for name in START_ORDER:
@@ -132,19 +130,22 @@ def cmd_agents(args: argparse.Namespace) -> int:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="python -m e2e.testbed",
-                                     description="Local Kubernetes control plane with a"
-                                     " node simulator and a fake NVIDIA DRA driver.")
+    parser = argparse.ArgumentParser(
+        prog="python -m e2e.testbed",
+        description="Local Kubernetes control plane with a node simulator and a fake NVIDIA DRA driver.",
+    )
     sub = parser.add_subparsers(dest="command", required=True)
 
     def run_dir_arg(p: argparse.ArgumentParser) -> None:
-        p.add_argument("--run-dir", type=Path, default=None,
-                       help="run folder (default: $TESTBED_RUN_DIR or <cache>/run)")
+        p.add_argument(
+            "--run-dir", type=Path, default=None, help="run folder (default: $TESTBED_RUN_DIR or <cache>/run)"
+        )
 
     def spec_args(p: argparse.ArgumentParser) -> None:
         p.add_argument("--spec", type=Path, default=None, help="node/GPU spec (YAML)")
-        p.add_argument("--pod-run-seconds", type=float, default=None,
-                       help="default pod run time (overrides the spec)")
+        p.add_argument(
+            "--pod-run-seconds", type=float, default=None, help="default pod run time (overrides the spec)"
+        )
 
     up = sub.add_parser("up", help="start everything and stay in the foreground")
     run_dir_arg(up)

@@ -75,15 +75,18 @@ class RunLayout:
         return self.run_dir / f"{name}.pid"
 
 
-def plan_components(binaries: BinaryPaths, pki: Pki, layout: RunLayout,
-                    ports: dict[str, int], pod_run_seconds: float | None,
-                    ) -> dict[str, ComponentPlan]:
+def plan_components(
+    binaries: BinaryPaths,
+    pki: Pki,
+    layout: RunLayout,
+    ports: dict[str, int],
+    pod_run_seconds: float | None,
+) -> dict[str, ComponentPlan]:
     etcd_client = f"http://127.0.0.1:{ports['etcd-client']}"
     etcd_peer = f"http://127.0.0.1:{ports['etcd-peer']}"
     kubeconfig = str(layout.kubeconfig)
     serving = (f"--tls-cert-file={pki.serving_cert}", f"--tls-private-key-file={pki.serving_key}")
-    delegated = (f"--authentication-kubeconfig={kubeconfig}",
-                 f"--authorization-kubeconfig={kubeconfig}")
+    delegated = (f"--authentication-kubeconfig={kubeconfig}", f"--authorization-kubeconfig={kubeconfig}")
     plans = [
         ComponentPlan(
             name=ETCD,
@@ -176,19 +179,24 @@ def plan_components(binaries: BinaryPaths, pki: Pki, layout: RunLayout,
         ),
     ]
     agents_argv = [
-        sys.executable, "-m", "e2e.testbed", "agents",
+        sys.executable,
+        "-m",
+        "e2e.testbed",
+        "agents",
         f"--kubeconfig={kubeconfig}",
         f"--spec={layout.spec_file}",
         f"--health-port={ports[AGENTS]}",
     ]
     if pod_run_seconds is not None:
         agents_argv.append(f"--pod-run-seconds={pod_run_seconds}")
-    plans.append(ComponentPlan(
-        name=AGENTS,
-        argv=tuple(agents_argv),
-        health_url=f"http://127.0.0.1:{ports[AGENTS]}/readyz",
-        uses_tls=False,
-        start_timeout=60,
-        env=(("PYTHONPATH", str(REPO_ROOT)), ("PYTHONUNBUFFERED", "1")),
-    ))
+    plans.append(
+        ComponentPlan(
+            name=AGENTS,
+            argv=tuple(agents_argv),
+            health_url=f"http://127.0.0.1:{ports[AGENTS]}/readyz",
+            uses_tls=False,
+            start_timeout=60,
+            env=(("PYTHONPATH", str(REPO_ROOT)), ("PYTHONUNBUFFERED", "1")),
+        )
+    )
     return {p.name: p for p in plans}

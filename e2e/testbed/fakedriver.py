@@ -79,8 +79,9 @@ def resource_slice(node_name: str, node_uid: str, devices: list[Obj], generation
         "metadata": {
             "name": slice_name(node_name),
             "labels": {MANAGED_BY_LABEL: _DRIVER_LABEL_VALUE},
-            "ownerReferences": [{"apiVersion": "v1", "kind": "Node", "name": node_name,
-                                 "uid": node_uid, "controller": True}],
+            "ownerReferences": [
+                {"apiVersion": "v1", "kind": "Node", "name": node_name, "uid": node_uid, "controller": True}
+            ],
         },
         "spec": {
             "driver": DRIVER_NAME,
@@ -103,8 +104,11 @@ class FakeDraDriver:
 
     async def publish(self) -> None:
         """Apply the DeviceClass and every node's slice; delete slices of nodes gone."""
-        await self._kube.apply(api_path(RESOURCE_V1, "deviceclasses", name=DEVICE_CLASS_NAME),
-                               device_class(), DRIVER_FIELD_MANAGER)
+        await self._kube.apply(
+            api_path(RESOURCE_V1, "deviceclasses", name=DEVICE_CLASS_NAME),
+            device_class(),
+            DRIVER_FIELD_MANAGER,
+        )
         wanted: set[str] = set()
         for node in self._spec.nodes:
             devices = gpu_devices(node)

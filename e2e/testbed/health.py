@@ -28,8 +28,7 @@ class Probe:
     def check(self, timeout: float = 2.0) -> tuple[bool, str]:
         """(healthy, short detail). Never raises for network errors."""
         try:
-            with urllib.request.urlopen(self.url, timeout=timeout,
-                                        context=self.ssl_context) as resp:
+            with urllib.request.urlopen(self.url, timeout=timeout, context=self.ssl_context) as resp:
                 body = resp.read(2048).decode(errors="replace").strip()
                 return resp.status == 200, f"HTTP {resp.status} {body[:200]}"
         except urllib.error.HTTPError as err:

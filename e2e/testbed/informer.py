@@ -35,9 +35,16 @@ def object_key(obj: Obj) -> str:
 
 
 class Informer:
-    def __init__(self, kube: KubeClient, path: str, handler: Handler, *,
-                 params: dict[str, str] | None = None, name: str = "",
-                 watch_timeout: int = 240) -> None:
+    def __init__(
+        self,
+        kube: KubeClient,
+        path: str,
+        handler: Handler,
+        *,
+        params: dict[str, str] | None = None,
+        name: str = "",
+        watch_timeout: int = 240,
+    ) -> None:
         self._kube = kube
         self._path = path
         self._handler = handler

@@ -37,8 +37,13 @@ class ApiError(Exception):
         super().__init__(f"{method} {path}: HTTP {status} {self.reason}: {message}")
 
 
-def api_path(group_version: str, plural: str, namespace: str | None = None,
-             name: str | None = None, subresource: str | None = None) -> str:
+def api_path(
+    group_version: str,
+    plural: str,
+    namespace: str | None = None,
+    name: str | None = None,
+    subresource: str | None = None,
+) -> str:
     """``api_path("v1", "pods", "ns", "p", "status")`` -> /api/v1/namespaces/ns/pods/p/status."""
     parts = ["/api/v1" if group_version == "v1" else f"/apis/{group_version}"]
     if namespace is not None:
@@ -85,8 +90,14 @@ def load_kubeconfig(path: Path) -> tuple[str, ssl.SSLContext]:
 class KubeClient:
     """Use as ``async with KubeClient.from_kubeconfig(path) as kube: ...``."""
 
-    def __init__(self, server: str, ssl_context: ssl.SSLContext, *,
-                 request_timeout: float = 30.0, user_agent: str = "dra-quota-testbed") -> None:
+    def __init__(
+        self,
+        server: str,
+        ssl_context: ssl.SSLContext,
+        *,
+        request_timeout: float = 30.0,
+        user_agent: str = "dra-quota-testbed",
+    ) -> None:
         self.server = server
         self._ssl = ssl_context
         self.request_timeout = request_timeout
@@ -105,8 +116,9 @@ class KubeClient:
         )
         return self
 
-    async def __aexit__(self, exc_type: type[BaseException] | None,
-                        exc: BaseException | None, tb: TracebackType | None) -> None:
+    async def __aexit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
         await self.close()
 
     async def close(self) -> None:
@@ -120,16 +132,27 @@ class KubeClient:
             raise RuntimeError("KubeClient used outside 'async with'")
         return self._session
 
-    async def request(self, method: str, path: str, *, params: dict[str, str] | None = None,
-                      body: Obj | list[Obj] | None = None, content_type: str | None = None,
-                      timeout_seconds: float | None = None) -> Obj:
+    async def request(
+        self,
+        method: str,
+        path: str,
+        *,
+        params: dict[str, str] | None = None,
+        body: Obj | list[Obj] | None = None,
+        content_type: str | None = None,
+        timeout_seconds: float | None = None,
+    ) -> Obj:
         headers = {}
         data = None
         if body is not None:
             data = json.dumps(body)
             headers["Content-Type"] = content_type or "application/json"
         async with self.session.request(
-            method, self.server + path, params=params, data=data, headers=headers,
+            method,
+            self.server + path,
+            params=params,
+            data=data,
+            headers=headers,
             timeout=aiohttp.ClientTimeout(total=timeout_seconds or self.request_timeout),
         ) as resp:
             text = await resp.text()
@@ -153,8 +176,9 @@ class KubeClient:
                 return None
             raise
 
-    async def list_all(self, path: str, params: dict[str, str] | None = None,
-                   page_size: int = 500) -> tuple[list[Obj], str]:
+    async def list_all(
+        self, path: str, params: dict[str, str] | None = None, page_size: int = 500
+    ) -> tuple[list[Obj], str]:
         """All items (paged) and the list's resourceVersion."""
         items: list[Obj] = []
         query = dict(params or {})
@@ -170,32 +194,28 @@ class KubeClient:
     async def create(self, path: str, body: Obj) -> Obj:
         return await self.request("POST", path, body=body)
 
-    async def patch(self, path: str, body: Obj | list[Obj],
-                    content_type: str = MERGE_PATCH) -> Obj:
+    async def patch(self, path: str, body: Obj | list[Obj], content_type: str = MERGE_PATCH) -> Obj:
         return await self.request("PATCH", path, body=body, content_type=content_type)
 
     async def apply(self, path: str, body: Obj, field_manager: str, force: bool = True) -> Obj:
         """Server-side apply (the body is JSON, which is valid YAML)."""
         params = {"fieldManager": field_manager, "force": "true" if force else "false"}
-        return await self.request("PATCH", path, params=params, body=body,
-                                  content_type=APPLY_PATCH)
+        return await self.request("PATCH", path, params=params, body=body, content_type=APPLY_PATCH)
 
-    async def delete(self, path: str, body: Obj | None = None,
-                     params: dict[str, str] | None = None) -> Obj:
+    async def delete(self, path: str, body: Obj | None = None, params: dict[str, str] | None = None) -> Obj:
         return await self.request("DELETE", path, body=body, params=params)
 
-    async def watch(self, path: str, params: dict[str, str],
-                    timeout_seconds: int = 300) -> AsyncGenerator[Obj, None]:
+    async def watch(
+        self, path: str, params: dict[str, str], timeout_seconds: int = 300
+    ) -> AsyncGenerator[Obj, None]:
         """Yield the events of one watch request until the server ends it.
 
         Raises ApiError for an HTTP error status (410 included) and the usual
         aiohttp/timeout errors when the connection breaks.
         """
         query = dict(params)
-        query.update(watch="true", allowWatchBookmarks="true",
-                     timeoutSeconds=str(timeout_seconds))
-        timeout = aiohttp.ClientTimeout(total=None, sock_connect=10,
-                                        sock_read=timeout_seconds + 30)
+        query.update(watch="true", allowWatchBookmarks="true", timeoutSeconds=str(timeout_seconds))
+        timeout = aiohttp.ClientTimeout(total=None, sock_connect=10, sock_read=timeout_seconds + 30)
         async with self.session.get(self.server + path, params=query, timeout=timeout) as resp:
             if resp.status >= 400:
                 text = await resp.text()

@@ -40,12 +40,17 @@ def _node_object(node: NodeSpec) -> Obj:
 
 def _node_status(node: NodeSpec, ip: str, kubelet_version: str, since: str) -> Obj:
     stamp = rfc3339()
-    resources = {"cpu": node.cpu, "memory": node.memory, "pods": str(node.pods),
-                 "ephemeral-storage": "100Gi"}
+    resources = {"cpu": node.cpu, "memory": node.memory, "pods": str(node.pods), "ephemeral-storage": "100Gi"}
 
     def condition(kind: str, status: str, reason: str, message: str) -> Obj:
-        return {"type": kind, "status": status, "reason": reason, "message": message,
-                "lastHeartbeatTime": stamp, "lastTransitionTime": since}
+        return {
+            "type": kind,
+            "status": status,
+            "reason": reason,
+            "message": message,
+            "lastHeartbeatTime": stamp,
+            "lastTransitionTime": since,
+        }
 
     ident = hashlib.sha256(node.name.encode()).hexdigest()
     return {
@@ -56,22 +61,33 @@ def _node_status(node: NodeSpec, ip: str, kubelet_version: str, since: str) -> O
             "capacity": resources,
             "allocatable": resources,
             "conditions": [
-                condition("MemoryPressure", "False", "KubeletHasSufficientMemory",
-                          "kubelet has sufficient memory available"),
-                condition("DiskPressure", "False", "KubeletHasNoDiskPressure",
-                          "kubelet has no disk pressure"),
-                condition("PIDPressure", "False", "KubeletHasSufficientPID",
-                          "kubelet has sufficient PID available"),
+                condition(
+                    "MemoryPressure",
+                    "False",
+                    "KubeletHasSufficientMemory",
+                    "kubelet has sufficient memory available",
+                ),
+                condition(
+                    "DiskPressure", "False", "KubeletHasNoDiskPressure", "kubelet has no disk pressure"
+                ),
+                condition(
+                    "PIDPressure", "False", "KubeletHasSufficientPID", "kubelet has sufficient PID available"
+                ),
                 condition("Ready", "True", "KubeletReady", "simulated kubelet is posting ready"),
             ],
-            "addresses": [{"type": "InternalIP", "address": ip},
-                          {"type": "Hostname", "address": node.name}],
+            "addresses": [{"type": "InternalIP", "address": ip}, {"type": "Hostname", "address": node.name}],
             "daemonEndpoints": {"kubeletEndpoint": {"Port": 10250}},
             "nodeInfo": {
-                "machineID": ident[:32], "systemUUID": ident[32:64], "bootID": ident[:32],
-                "kernelVersion": "6.1.0-testbed", "osImage": "dra-quota-testbed simulated node",
-                "containerRuntimeVersion": "containerd://2.0.0", "kubeletVersion": kubelet_version,
-                "kubeProxyVersion": "", "operatingSystem": "linux", "architecture": "amd64",
+                "machineID": ident[:32],
+                "systemUUID": ident[32:64],
+                "bootID": ident[:32],
+                "kernelVersion": "6.1.0-testbed",
+                "osImage": "dra-quota-testbed simulated node",
+                "containerRuntimeVersion": "containerd://2.0.0",
+                "kubeletVersion": kubelet_version,
+                "kubeProxyVersion": "",
+                "operatingSystem": "linux",
+                "architecture": "amd64",
             },
         },
     }
@@ -84,11 +100,13 @@ def _lease(node_name: str, node_uid: str) -> Obj:
         "metadata": {
             "name": node_name,
             "namespace": "kube-node-lease",
-            "ownerReferences": [{"apiVersion": "v1", "kind": "Node", "name": node_name,
-                                 "uid": node_uid}],
+            "ownerReferences": [{"apiVersion": "v1", "kind": "Node", "name": node_name, "uid": node_uid}],
         },
-        "spec": {"holderIdentity": node_name, "leaseDurationSeconds": LEASE_SECONDS,
-                 "renewTime": micro_time()},
+        "spec": {
+            "holderIdentity": node_name,
+            "leaseDurationSeconds": LEASE_SECONDS,
+            "renewTime": micro_time(),
+        },
     }
 
 
@@ -104,14 +122,16 @@ class NodeSimulator:
     async def ensure_nodes(self) -> None:
         """Create or update every node, make it Ready, and delete simulated nodes not in spec."""
         for node in self._spec.nodes:
-            created = await self._kube.apply(api_path("v1", "nodes", name=node.name),
-                                             _node_object(node), NODE_FIELD_MANAGER)
+            created = await self._kube.apply(
+                api_path("v1", "nodes", name=node.name), _node_object(node), NODE_FIELD_MANAGER
+            )
             self._uids[node.name] = created["metadata"]["uid"]
             await self._report_status(node)
             await self._renew_lease(node.name)
         wanted = {n.name for n in self._spec.nodes}
-        existing, _ = await self._kube.list_all(api_path("v1", "nodes"),
-                                            {"labelSelector": f"{SIMULATED_NODE_LABEL}=true"})
+        existing, _ = await self._kube.list_all(
+            api_path("v1", "nodes"), {"labelSelector": f"{SIMULATED_NODE_LABEL}=true"}
+        )
         for item in existing:
             name = item["metadata"]["name"]
             if name not in wanted:
@@ -125,25 +145,27 @@ class NodeSimulator:
     async def _report_status(self, node: NodeSpec) -> None:
         path = api_path("v1", "nodes", name=node.name, subresource="status")
         updated = await self._kube.apply(
-            path, _node_status(node, self.node_ips[node.name], self._kubelet_version, self._since),
-            NODE_FIELD_MANAGER)
+            path,
+            _node_status(node, self.node_ips[node.name], self._kubelet_version, self._since),
+            NODE_FIELD_MANAGER,
+        )
         taints = updated.get("spec", {}).get("taints") or []
         kept = [t for t in taints if t.get("key") not in _STARTUP_TAINTS]
         if len(kept) != len(taints):
             await self._kube.patch(
                 api_path("v1", "nodes", name=node.name),
-                {"metadata": {"resourceVersion": updated["metadata"]["resourceVersion"]},
-                 "spec": {"taints": kept or None}},
+                {
+                    "metadata": {"resourceVersion": updated["metadata"]["resourceVersion"]},
+                    "spec": {"taints": kept or None},
+                },
                 MERGE_PATCH,
             )
 
     async def _renew_lease(self, node_name: str) -> None:
         path = api_path("coordination.k8s.io/v1", "leases", "kube-node-lease", node_name)
-        await self._kube.apply(path, _lease(node_name, self._uids[node_name]),
-                               NODE_FIELD_MANAGER)
+        await self._kube.apply(path, _lease(node_name, self._uids[node_name]), NODE_FIELD_MANAGER)
 
-    async def heartbeat_forever(self, lease_interval: float = 10.0,
-                                status_every: int = 3) -> None:
+    async def heartbeat_forever(self, lease_interval: float = 10.0, status_every: int = 3) -> None:
         """Renew leases every ``lease_interval`` s and node status every few beats.
 
         A node that disappeared (deleted by hand) is created again.

@@ -93,8 +93,11 @@ def _name(common_name: str, organization: str | None = None) -> x509.Name:
     return x509.Name(parts)
 
 
-def _builder(subject: x509.Name, issuer: x509.Name, public_key: ec.EllipticCurvePublicKey,
-             ) -> x509.CertificateBuilder:
+def _builder(
+    subject: x509.Name,
+    issuer: x509.Name,
+    public_key: ec.EllipticCurvePublicKey,
+) -> x509.CertificateBuilder:
     now = dt.datetime.now(dt.UTC)
     return (
         x509.CertificateBuilder()
@@ -119,9 +122,15 @@ def generate_pki(directory: Path) -> Pki:
         .add_extension(x509.BasicConstraints(ca=True, path_length=None), critical=True)
         .add_extension(
             x509.KeyUsage(
-                digital_signature=True, content_commitment=False, key_encipherment=False,
-                data_encipherment=False, key_agreement=False, key_cert_sign=True,
-                crl_sign=True, encipher_only=False, decipher_only=False,
+                digital_signature=True,
+                content_commitment=False,
+                key_encipherment=False,
+                data_encipherment=False,
+                key_agreement=False,
+                key_cert_sign=True,
+                crl_sign=True,
+                encipher_only=False,
+                decipher_only=False,
             ),
             critical=True,
         )
@@ -131,17 +140,15 @@ def generate_pki(directory: Path) -> Pki:
     _write_key(pki.ca_key, ca_key)
     _write_cert(pki.ca_cert, ca_cert)
 
-    def leaf(subject: x509.Name, usage: x509.ObjectIdentifier,
-             sans: list[x509.GeneralName] | None) -> tuple[ec.EllipticCurvePrivateKey,
-                                                          x509.Certificate]:
+    def leaf(
+        subject: x509.Name, usage: x509.ObjectIdentifier, sans: list[x509.GeneralName] | None
+    ) -> tuple[ec.EllipticCurvePrivateKey, x509.Certificate]:
         key = _new_key()
         builder = (
             _builder(subject, ca_name, key.public_key())
             .add_extension(x509.BasicConstraints(ca=False, path_length=None), critical=True)
             .add_extension(x509.ExtendedKeyUsage([usage]), critical=False)
-            .add_extension(
-                x509.AuthorityKeyIdentifier.from_issuer_public_key(ca_key.public_key()), False
-            )
+            .add_extension(x509.AuthorityKeyIdentifier.from_issuer_public_key(ca_key.public_key()), False)
         )
         if sans:
             builder = builder.add_extension(x509.SubjectAlternativeName(sans), critical=False)
@@ -149,13 +156,13 @@ def generate_pki(directory: Path) -> Pki:
 
     sans: list[x509.GeneralName] = [x509.DNSName(n) for n in SERVING_DNS_NAMES]
     sans += [x509.IPAddress(ipaddress.ip_address(ip)) for ip in SERVING_IPS]
-    serving_key, serving_cert = leaf(_name("kube-apiserver"), ExtendedKeyUsageOID.SERVER_AUTH,
-                                     sans)
+    serving_key, serving_cert = leaf(_name("kube-apiserver"), ExtendedKeyUsageOID.SERVER_AUTH, sans)
     _write_key(pki.serving_key, serving_key)
     _write_cert(pki.serving_cert, serving_cert)
 
-    admin_key, admin_cert = leaf(_name("testbed-admin", "system:masters"),
-                                 ExtendedKeyUsageOID.CLIENT_AUTH, None)
+    admin_key, admin_cert = leaf(
+        _name("testbed-admin", "system:masters"), ExtendedKeyUsageOID.CLIENT_AUTH, None
+    )
     _write_key(pki.admin_key, admin_key)
     _write_cert(pki.admin_cert, admin_cert)
 
@@ -174,19 +181,22 @@ def write_kubeconfig(path: Path, server: str, pki: Pki) -> None:
     config = {
         "apiVersion": "v1",
         "kind": "Config",
-        "clusters": [{
-            "name": "testbed",
-            "cluster": {"server": server, "certificate-authority": str(pki.ca_cert.resolve())},
-        }],
-        "users": [{
-            "name": "testbed-admin",
-            "user": {
-                "client-certificate": str(pki.admin_cert.resolve()),
-                "client-key": str(pki.admin_key.resolve()),
-            },
-        }],
-        "contexts": [{"name": "testbed",
-                      "context": {"cluster": "testbed", "user": "testbed-admin"}}],
+        "clusters": [
+            {
+                "name": "testbed",
+                "cluster": {"server": server, "certificate-authority": str(pki.ca_cert.resolve())},
+            }
+        ],
+        "users": [
+            {
+                "name": "testbed-admin",
+                "user": {
+                    "client-certificate": str(pki.admin_cert.resolve()),
+                    "client-key": str(pki.admin_key.resolve()),
+                },
+            }
+        ],
+        "contexts": [{"name": "testbed", "context": {"cluster": "testbed", "user": "testbed-admin"}}],
         "current-context": "testbed",
     }
     path.write_text(yaml.safe_dump(config, sort_keys=False))

@@ -59,8 +59,7 @@ class _PodState:
 
 
 class PodSimulator:
-    def __init__(self, kube: KubeClient, node_ips: dict[str, str],
-                 default_run_seconds: float) -> None:
+    def __init__(self, kube: KubeClient, node_ips: dict[str, str], default_run_seconds: float) -> None:
         self._kube = kube
         self._node_ips = node_ips
         self._default_run_seconds = default_run_seconds
@@ -69,11 +68,16 @@ class PodSimulator:
         self._ip_counters: dict[str, int] = {}
         self._deleted: set[str] = set()  # uids we already deleted (waiting for finalizers)
         self._pod_informer = Informer(
-            kube, api_path("v1", "pods"), self._on_pod, name="pods",
+            kube,
+            api_path("v1", "pods"),
+            self._on_pod,
+            name="pods",
             params={"fieldSelector": "spec.nodeName!="},
         )
         self._claim_informer = Informer(
-            kube, api_path("resource.k8s.io/v1", "resourceclaims"), self._on_claim,
+            kube,
+            api_path("resource.k8s.io/v1", "resourceclaims"),
+            self._on_claim,
             name="resourceclaims",
         )
 
@@ -122,8 +126,7 @@ class PodSimulator:
             return
         state = _PodState(pod)
         self._pods[uid] = state
-        self._tasks[uid] = asyncio.create_task(self._drive(uid, state),
-                                               name=f"pod-{pod['metadata']['name']}")
+        self._tasks[uid] = asyncio.create_task(self._drive(uid, state), name=f"pod-{pod['metadata']['name']}")
 
     def _wake_waiting(self) -> None:
         for state in self._pods.values():
@@ -159,8 +162,9 @@ class PodSimulator:
                     return
                 if sleep_for > 0:
                     with contextlib.suppress(TimeoutError):
-                        await asyncio.wait_for(state.wake.wait(),
-                                               None if math.isinf(sleep_for) else sleep_for)
+                        await asyncio.wait_for(
+                            state.wake.wait(), None if math.isinf(sleep_for) else sleep_for
+                        )
         finally:
             self._pods.pop(uid, None)
             self._tasks.pop(uid, None)
@@ -185,13 +189,11 @@ class PodSimulator:
                 return CLAIM_RECHECK_SECONDS
             node = pod["spec"]["nodeName"]
             if wants_stall(pod):
-                await self._patch_status(state, stalled_patch(pod, self._node_ips[node],
-                                                              self._pod_ip(node)))
+                await self._patch_status(state, stalled_patch(pod, self._node_ips[node], self._pod_ip(node)))
                 state.stalled = True
                 log.info("pod %s stalled on purpose", _name(pod))
                 return math.inf
-            await self._patch_status(state, running_patch(pod, self._node_ips[node],
-                                                          self._pod_ip(node)))
+            await self._patch_status(state, running_patch(pod, self._node_ips[node], self._pod_ip(node)))
             log.info("pod %s running on %s", _name(pod), node)
             return 0
         # Running: finish when the run time is over.
@@ -213,10 +215,15 @@ class PodSimulator:
         if pod.get("status", {}).get("phase") not in TERMINAL_PHASES:
             await self._patch_status(state, finished_patch(state.pod, 137, "Error"))
         path = api_path("v1", "pods", meta["namespace"], meta["name"])
-        await self._kube.delete(path, body={
-            "kind": "DeleteOptions", "apiVersion": "v1", "gracePeriodSeconds": 0,
-            "preconditions": {"uid": meta["uid"]},
-        })
+        await self._kube.delete(
+            path,
+            body={
+                "kind": "DeleteOptions",
+                "apiVersion": "v1",
+                "gracePeriodSeconds": 0,
+                "preconditions": {"uid": meta["uid"]},
+            },
+        )
         self._deleted.add(meta["uid"])
         log.info("pod %s deleted", _name(pod))
 
@@ -228,8 +235,7 @@ class PodSimulator:
     async def _refresh(self, state: _PodState) -> None:
         meta = state.pod["metadata"]
         with contextlib.suppress(ApiError, aiohttp.ClientError, OSError, TimeoutError):
-            fresh = await self._kube.get_or_none(
-                api_path("v1", "pods", meta["namespace"], meta["name"]))
+            fresh = await self._kube.get_or_none(api_path("v1", "pods", meta["namespace"], meta["name"]))
             if fresh is None or fresh["metadata"]["uid"] != meta["uid"]:
                 state.gone = True
             else:

@@ -80,8 +80,7 @@ def claims_blocking(pod: Obj, claims: dict[str, Obj]) -> str | None:
         if not status.get("allocation"):
             return f"ResourceClaim {name} not allocated"
         reserved = status.get("reservedFor") or []
-        if not any(r.get("resource") == "pods" and r.get("uid") == meta["uid"]
-                   for r in reserved):
+        if not any(r.get("resource") == "pods" and r.get("uid") == meta["uid"] for r in reserved):
             return f"ResourceClaim {name} not reserved for the pod"
     return None
 
@@ -100,22 +99,30 @@ def _image_id(image: str) -> str:
 
 
 def _condition(kind: str, status: bool, at: str, reason: str | None = None) -> Obj:
-    cond: Obj = {"type": kind, "status": "True" if status else "False",
-                 "lastProbeTime": None, "lastTransitionTime": at}
+    cond: Obj = {
+        "type": kind,
+        "status": "True" if status else "False",
+        "lastProbeTime": None,
+        "lastTransitionTime": at,
+    }
     if reason:
         cond["reason"] = reason
     return cond
 
 
-def _container_status(pod: Obj, container: Obj, state: Obj, ready: bool, started: bool,
-                      ) -> Obj:
+def _container_status(
+    pod: Obj,
+    container: Obj,
+    state: Obj,
+    ready: bool,
+    started: bool,
+) -> Obj:
     # Explicit nulls remove the previous state keys under a strategic merge patch.
     full_state: Obj = {"waiting": None, "running": None, "terminated": None, **state}
     return {
         "name": container["name"],
         "image": container.get("image", ""),
-        "imageID": _image_id(container.get("image", "")) if started or "terminated" in state
-        else "",
+        "imageID": _image_id(container.get("image", "")) if started or "terminated" in state else "",
         "containerID": _container_id(pod, container["name"]) if "waiting" not in state else None,
         "ready": ready,
         "started": started,
@@ -131,52 +138,58 @@ def _init_statuses(pod: Obj, at: str) -> list[Obj]:
             state: Obj = {"running": {"startedAt": at}}
             result.append(_container_status(pod, container, state, True, True))
         else:
-            state = {"terminated": {"exitCode": 0, "reason": "Completed",
-                                    "startedAt": at, "finishedAt": at}}
+            state = {"terminated": {"exitCode": 0, "reason": "Completed", "startedAt": at, "finishedAt": at}}
             result.append(_container_status(pod, container, state, False, False))
     return result
 
 
 def _addresses(host_ip: str, pod_ip: str) -> Obj:
-    return {"hostIP": host_ip, "hostIPs": [{"ip": host_ip}],
-            "podIP": pod_ip, "podIPs": [{"ip": pod_ip}]}
+    return {"hostIP": host_ip, "hostIPs": [{"ip": host_ip}], "podIP": pod_ip, "podIPs": [{"ip": pod_ip}]}
 
 
 def running_patch(pod: Obj, host_ip: str, pod_ip: str) -> Obj:
     """Status patch: containers started and Ready."""
     at = rfc3339()
     containers = pod["spec"]["containers"]
-    return {"status": {
-        "phase": "Running",
-        "startTime": at,
-        **_addresses(host_ip, pod_ip),
-        "conditions": [_condition("PodReadyToStartContainers", True, at),
-                       _condition("Initialized", True, at),
-                       _condition("ContainersReady", True, at),
-                       _condition("Ready", True, at)],
-        "initContainerStatuses": _init_statuses(pod, at) or None,
-        "containerStatuses": [
-            _container_status(pod, c, {"running": {"startedAt": at}}, True, True)
-            for c in containers
-        ],
-    }}
+    return {
+        "status": {
+            "phase": "Running",
+            "startTime": at,
+            **_addresses(host_ip, pod_ip),
+            "conditions": [
+                _condition("PodReadyToStartContainers", True, at),
+                _condition("Initialized", True, at),
+                _condition("ContainersReady", True, at),
+                _condition("Ready", True, at),
+            ],
+            "initContainerStatuses": _init_statuses(pod, at) or None,
+            "containerStatuses": [
+                _container_status(pod, c, {"running": {"startedAt": at}}, True, True) for c in containers
+            ],
+        }
+    }
 
 
 def stalled_patch(pod: Obj, host_ip: str, pod_ip: str) -> Obj:
     """Status patch for a pod that never gets going: Pending, containers still being created."""
     at = rfc3339()
     waiting = {"waiting": {"reason": "ContainerCreating"}}
-    return {"status": {
-        "phase": "Pending",
-        "startTime": at,
-        **_addresses(host_ip, pod_ip),
-        "conditions": [_condition("PodReadyToStartContainers", True, at),
-                       _condition("Initialized", True, at),
-                       _condition("ContainersReady", False, at, "ContainersNotReady"),
-                       _condition("Ready", False, at, "ContainersNotReady")],
-        "containerStatuses": [_container_status(pod, c, waiting, False, False)
-                              for c in pod["spec"]["containers"]],
-    }}
+    return {
+        "status": {
+            "phase": "Pending",
+            "startTime": at,
+            **_addresses(host_ip, pod_ip),
+            "conditions": [
+                _condition("PodReadyToStartContainers", True, at),
+                _condition("Initialized", True, at),
+                _condition("ContainersReady", False, at, "ContainersNotReady"),
+                _condition("Ready", False, at, "ContainersNotReady"),
+            ],
+            "containerStatuses": [
+                _container_status(pod, c, waiting, False, False) for c in pod["spec"]["containers"]
+            ],
+        }
+    }
 
 
 def finished_patch(pod: Obj, exit_code: int, reason: str | None = None) -> Obj:
@@ -186,18 +199,28 @@ def finished_patch(pod: Obj, exit_code: int, reason: str | None = None) -> Obj:
     started_at = pod.get("status", {}).get("startTime") or at
     term_reason = reason or ("Completed" if succeeded else "Error")
     pod_reason = "PodCompleted" if succeeded else "PodFailed"
-    terminated = {"terminated": {"exitCode": exit_code, "reason": term_reason,
-                                 "startedAt": started_at, "finishedAt": at,
-                                 "containerID": None}}
+    terminated = {
+        "terminated": {
+            "exitCode": exit_code,
+            "reason": term_reason,
+            "startedAt": started_at,
+            "finishedAt": at,
+            "containerID": None,
+        }
+    }
     statuses = []
     for c in pod["spec"]["containers"]:
         status = _container_status(pod, c, terminated, False, False)
         status["state"]["terminated"]["containerID"] = status["containerID"]
         statuses.append(status)
-    return {"status": {
-        "phase": "Succeeded" if succeeded else "Failed",
-        "conditions": [_condition("PodReadyToStartContainers", False, at),
-                       _condition("ContainersReady", False, at, pod_reason),
-                       _condition("Ready", False, at, pod_reason)],
-        "containerStatuses": statuses,
-    }}
+    return {
+        "status": {
+            "phase": "Succeeded" if succeeded else "Failed",
+            "conditions": [
+                _condition("PodReadyToStartContainers", False, at),
+                _condition("ContainersReady", False, at, pod_reason),
+                _condition("Ready", False, at, pod_reason),
+            ],
+            "containerStatuses": statuses,
+        }
+    }

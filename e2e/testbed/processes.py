@@ -55,8 +55,7 @@ def pid_matches(pid: int, executable: str) -> bool:
     return argv0 == executable
 
 
-def _wait_gone(pid: int, executable: str, timeout: float,
-               child: subprocess.Popen[bytes] | None) -> bool:
+def _wait_gone(pid: int, executable: str, timeout: float, child: subprocess.Popen[bytes] | None) -> bool:
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         if child is not None:
@@ -78,8 +77,12 @@ def _signal(pid: int, sig: int) -> None:
             os.kill(pid, sig)
 
 
-def terminate_pid(pid: int, executable: str, grace: float = DEFAULT_GRACE_SECONDS,
-                  child: subprocess.Popen[bytes] | None = None) -> None:
+def terminate_pid(
+    pid: int,
+    executable: str,
+    grace: float = DEFAULT_GRACE_SECONDS,
+    child: subprocess.Popen[bytes] | None = None,
+) -> None:
     """SIGTERM, wait up to ``grace`` seconds, then SIGKILL and wait again."""
     for sig, wait in ((signal.SIGTERM, grace), (signal.SIGKILL, 10.0)):
         if not pid_matches(pid, executable) and (child is None or child.poll() is not None):

@@ -33,17 +33,27 @@ class GpuModel(msgspec.Struct, frozen=True, kw_only=True, rename="camel"):
 
 
 GPU_MODELS: dict[str, GpuModel] = {
-    "Tesla-T4": GpuModel(product_name="Tesla T4", architecture="Turing",
-                         cuda_compute_capability="7.5.0", memory="16Gi"),
-    "A100-SXM4-40GB": GpuModel(product_name="NVIDIA A100-SXM4-40GB", architecture="Ampere",
-                               cuda_compute_capability="8.0.0", memory="40Gi"),
-    "H100-80GB-HBM3": GpuModel(product_name="NVIDIA H100 80GB HBM3", architecture="Hopper",
-                               cuda_compute_capability="9.0.0", memory="80Gi"),
+    "Tesla-T4": GpuModel(
+        product_name="Tesla T4", architecture="Turing", cuda_compute_capability="7.5.0", memory="16Gi"
+    ),
+    "A100-SXM4-40GB": GpuModel(
+        product_name="NVIDIA A100-SXM4-40GB",
+        architecture="Ampere",
+        cuda_compute_capability="8.0.0",
+        memory="40Gi",
+    ),
+    "H100-80GB-HBM3": GpuModel(
+        product_name="NVIDIA H100 80GB HBM3",
+        architecture="Hopper",
+        cuda_compute_capability="9.0.0",
+        memory="80Gi",
+    ),
 }
 
 
-class GpuSpec(msgspec.Struct, frozen=True, kw_only=True, rename="camel", omit_defaults=True,
-              forbid_unknown_fields=True):
+class GpuSpec(
+    msgspec.Struct, frozen=True, kw_only=True, rename="camel", omit_defaults=True, forbid_unknown_fields=True
+):
     """``count`` identical GPUs of a preset ``model`` (see GPU_MODELS) or a custom one."""
 
     count: int = 1
@@ -60,8 +70,7 @@ class GpuSpec(msgspec.Struct, frozen=True, kw_only=True, rename="camel", omit_de
             raise ValueError(f"unknown GPU model {self.model!r}; known: {known}") from None
 
 
-class NodeSpec(msgspec.Struct, frozen=True, kw_only=True, rename="camel",
-               forbid_unknown_fields=True):
+class NodeSpec(msgspec.Struct, frozen=True, kw_only=True, rename="camel", forbid_unknown_fields=True):
     name: str
     labels: dict[str, str] = msgspec.field(default_factory=dict)
     cpu: str = "8"
@@ -70,8 +79,7 @@ class NodeSpec(msgspec.Struct, frozen=True, kw_only=True, rename="camel",
     gpus: GpuSpec | None = None
 
 
-class TestbedSpec(msgspec.Struct, frozen=True, kw_only=True, rename="camel",
-                  forbid_unknown_fields=True):
+class TestbedSpec(msgspec.Struct, frozen=True, kw_only=True, rename="camel", forbid_unknown_fields=True):
     __test__ = False  # not a pytest test class
 
     nodes: list[NodeSpec]
@@ -92,10 +100,15 @@ class TestbedSpec(msgspec.Struct, frozen=True, kw_only=True, rename="camel",
 
 def default_spec() -> TestbedSpec:
     """One node ``gpu-node-1`` labelled as a Tesla T4 node, with one Tesla T4."""
-    return TestbedSpec(nodes=[
-        NodeSpec(name="gpu-node-1", labels={"nvidia.com/gpu.product": "Tesla-T4"},
-                 gpus=GpuSpec(count=1, model="Tesla-T4")),
-    ])
+    return TestbedSpec(
+        nodes=[
+            NodeSpec(
+                name="gpu-node-1",
+                labels={"nvidia.com/gpu.product": "Tesla-T4"},
+                gpus=GpuSpec(count=1, model="Tesla-T4"),
+            ),
+        ]
+    )
 
 
 def load_spec(path: Path) -> TestbedSpec:

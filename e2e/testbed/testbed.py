@@ -113,8 +113,7 @@ class Testbed:
             raise TestbedError("this Testbed is already started")
         if any_recorded_running(self.layout):
             raise TestbedError(
-                f"a test-bed already runs in {self.run_dir}; stop it first"
-                " (python -m e2e.testbed down)"
+                f"a test-bed already runs in {self.run_dir}; stop it first (python -m e2e.testbed down)"
             )
         self._check_run_dir()
         began = time.monotonic()
@@ -126,8 +125,7 @@ class Testbed:
         self._ports = dict(zip(PORT_NAMES, free_ports(len(PORT_NAMES)), strict=True))
         write_kubeconfig(self.kubeconfig, self.server, self._pki)
         self.layout.spec_file.write_text(dump_spec(self.spec))
-        self._plans = plan_components(binaries, self._pki, self.layout, self._ports,
-                                      self._pod_run_seconds)
+        self._plans = plan_components(binaries, self._pki, self.layout, self._ports, self._pod_run_seconds)
         atexit.register(self.stop)
         try:
             self._launch([ETCD])
@@ -137,8 +135,7 @@ class Testbed:
             self.stop()
             raise
         self.start_seconds = time.monotonic() - began
-        self._echo(f"all components healthy in {self.start_seconds:.1f}s;"
-                   f" KUBECONFIG={self.kubeconfig}")
+        self._echo(f"all components healthy in {self.start_seconds:.1f}s; KUBECONFIG={self.kubeconfig}")
 
     def stop(self) -> None:
         """Stop every component (reverse order). Safe to call twice."""
@@ -224,8 +221,10 @@ class Testbed:
         names = {child.name for child in self.run_dir.iterdir()}
         ours = {"state.json", "pki", "logs", "admin.kubeconfig", "up.pid"}
         if names and not names & ours:
-            raise TestbedError(f"{self.run_dir} is not empty and does not look like a test-bed"
-                               " run folder; refusing to clear it")
+            raise TestbedError(
+                f"{self.run_dir} is not empty and does not look like a test-bed"
+                " run folder; refusing to clear it"
+            )
 
     def _probe(self, plan: ComponentPlan) -> Probe:
         ctx = client_ssl_context(self.pki) if plan.uses_tls else None
@@ -237,18 +236,23 @@ class Testbed:
         for name in names:
             plan = self._plan(name)
             proc = ManagedProcess(
-                name=name, argv=plan.argv, log_path=self.layout.log(name),
-                pid_path=self.layout.pid(name), cwd=REPO_ROOT, env=dict(plan.env),
+                name=name,
+                argv=plan.argv,
+                log_path=self.layout.log(name),
+                pid_path=self.layout.pid(name),
+                cwd=REPO_ROOT,
+                env=dict(plan.env),
             )
             proc.start()
             self._processes[name] = proc
             started.append((proc, plan))
         self._save_state()
         for proc, plan in started:
-            wait_until_healthy(plan.name, self._probe(plan), plan.start_timeout,
-                               proc.running, proc.tail)
-            self._echo(f"{plan.name} healthy (pid {proc.pid}, port"
-                       f" {self._port_of(plan.name)}, {time.monotonic() - began:.1f}s)")
+            wait_until_healthy(plan.name, self._probe(plan), plan.start_timeout, proc.running, proc.tail)
+            self._echo(
+                f"{plan.name} healthy (pid {proc.pid}, port"
+                f" {self._port_of(plan.name)}, {time.monotonic() - began:.1f}s)"
+            )
 
     def _port_of(self, name: str) -> int:
         return self._ports["etcd-client" if name == ETCD else name]
@@ -256,12 +260,22 @@ class Testbed:
     def _save_state(self) -> None:
         records = {
             name: ComponentRecord(
-                pid=proc.pid or 0, executable=proc.executable, log=str(proc.log_path),
-                health_url=self._plans[name].health_url, uses_tls=self._plans[name].uses_tls,
+                pid=proc.pid or 0,
+                executable=proc.executable,
+                log=str(proc.log_path),
+                health_url=self._plans[name].health_url,
+                uses_tls=self._plans[name].uses_tls,
             )
-            for name, proc in self._processes.items() if proc.pid is not None
+            for name, proc in self._processes.items()
+            if proc.pid is not None
         }
-        save_state(self.layout.state_file, RunState(
-            server=self.server, kubeconfig=str(self.kubeconfig), ports=self._ports,
-            components=records, owner_pid=os.getpid(),
-        ))
+        save_state(
+            self.layout.state_file,
+            RunState(
+                server=self.server,
+                kubeconfig=str(self.kubeconfig),
+                ports=self._ports,
+                components=records,
+                owner_pid=os.getpid(),
+            ),
+        )
