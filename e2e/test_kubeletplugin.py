@@ -58,8 +58,13 @@ T4_UUID = gpu_uuid(NODE, 0)
 pytestmark = pytest.mark.timeout(60)
 
 
-def allocated_claim(*, uid: str = CLAIM_UID, name: str = "job-a-0-gpu-x7k2p",
-                    results: list[Obj] | None = None, allocated: bool = True) -> Obj:
+def allocated_claim(
+    *,
+    uid: str = CLAIM_UID,
+    name: str = "job-a-0-gpu-x7k2p",
+    results: list[Obj] | None = None,
+    allocated: bool = True,
+) -> Obj:
     """A ResourceClaim as the API server returns it after the scheduler allocated it."""
     if results is None:
         results = [{"request": "gpu", "driver": DRIVER, "pool": NODE, "device": "gpu-0"}]
@@ -73,21 +78,43 @@ def allocated_claim(*, uid: str = CLAIM_UID, name: str = "job-a-0-gpu-x7k2p",
             "resourceVersion": "4711",
             "generateName": "job-a-0-gpu-",
             "annotations": {"resource.kubernetes.io/pod-claim-name": "gpu"},
-            "ownerReferences": [{"apiVersion": "v1", "kind": "Pod", "name": "job-a-0",
-                                 "uid": POD_UID, "controller": True,
-                                 "blockOwnerDeletion": True}],
+            "ownerReferences": [
+                {
+                    "apiVersion": "v1",
+                    "kind": "Pod",
+                    "name": "job-a-0",
+                    "uid": POD_UID,
+                    "controller": True,
+                    "blockOwnerDeletion": True,
+                }
+            ],
             "finalizers": ["resource.kubernetes.io/delete-protection"],
         },
-        "spec": {"devices": {"requests": [{"name": "gpu", "exactly": {
-            "deviceClassName": "gpu.nvidia.com", "allocationMode": "ExactCount", "count": 1}}]}},
+        "spec": {
+            "devices": {
+                "requests": [
+                    {
+                        "name": "gpu",
+                        "exactly": {
+                            "deviceClassName": "gpu.nvidia.com",
+                            "allocationMode": "ExactCount",
+                            "count": 1,
+                        },
+                    }
+                ]
+            }
+        },
         "status": {},
     }
     if allocated:
         claim["status"] = {
             "allocation": {
                 "devices": {"results": results},
-                "nodeSelector": {"nodeSelectorTerms": [{"matchFields": [
-                    {"key": "metadata.name", "operator": "In", "values": [NODE]}]}]},
+                "nodeSelector": {
+                    "nodeSelectorTerms": [
+                        {"matchFields": [{"key": "metadata.name", "operator": "In", "values": [NODE]}]}
+                    ]
+                },
                 "allocationTimestamp": "2026-11-29T18:00:00Z",
             },
             "reservedFor": [{"resource": "pods", "name": "job-a-0", "uid": POD_UID}],
@@ -104,11 +131,16 @@ def cdi_id(claim_uid: str, device: str) -> str:
     return f"k8s.gpu.nvidia.com/gpu={claim_uid}-{device}"
 
 
-def expected_device(claim_uid: str = CLAIM_UID, device: str = "gpu-0",
-                    request: str = "gpu") -> PreparedDevice:
+def expected_device(
+    claim_uid: str = CLAIM_UID, device: str = "gpu-0", request: str = "gpu"
+) -> PreparedDevice:
     """A device as the kubelet sees it in the response (no uuid on the wire)."""
-    return PreparedDevice(request_names=(request,), pool_name=NODE, device_name=device,
-                          cdi_device_ids=(cdi_id(claim_uid, device),))
+    return PreparedDevice(
+        request_names=(request,),
+        pool_name=NODE,
+        device_name=device,
+        cdi_device_ids=(cdi_id(claim_uid, device),),
+    )
 
 
 @pytest.fixture
@@ -123,8 +155,12 @@ def short_dir() -> Iterator[Path]:
 
 @pytest.fixture
 def config(short_dir: Path) -> PluginConfig:
-    return PluginConfig(node_name=NODE, registry_dir=short_dir / "registry",
-                        plugins_dir=short_dir / "plugins", cdi_dir=short_dir / "cdi")
+    return PluginConfig(
+        node_name=NODE,
+        registry_dir=short_dir / "registry",
+        plugins_dir=short_dir / "plugins",
+        cdi_dir=short_dir / "cdi",
+    )
 
 
 @pytest.fixture
@@ -133,8 +169,7 @@ def claims() -> InMemoryClaimSource:
 
 
 @pytest_asyncio.fixture
-async def plugin(config: PluginConfig,
-                 claims: InMemoryClaimSource) -> AsyncIterator[KubeletPlugin]:
+async def plugin(config: PluginConfig, claims: InMemoryClaimSource) -> AsyncIterator[KubeletPlugin]:
     async with KubeletPlugin(config, claims, stop_grace=1.0) as running:
         yield running
 
@@ -149,8 +184,7 @@ async def kubelet(config: PluginConfig) -> AsyncIterator[FakeKubelet]:
 
 
 @pytest_asyncio.fixture(params=["v1.DRAPlugin", "v1beta1.DRAPlugin"])
-async def dra(request: pytest.FixtureRequest, plugin: KubeletPlugin) -> AsyncIterator[
-        DraPluginClient]:
+async def dra(request: pytest.FixtureRequest, plugin: KubeletPlugin) -> AsyncIterator[DraPluginClient]:
     """A client of the plugin's DRA socket, once per service version."""
     async with DraPluginClient(plugin.config.dra_socket, request.param, timeout=10.0) as client:
         yield client
@@ -164,8 +198,7 @@ def cdi_files(config: PluginConfig) -> list[str]:
 
 
 @pytest.mark.asyncio
-async def test_sockets_are_where_the_kubelet_looks(plugin: KubeletPlugin,
-                                                   short_dir: Path) -> None:
+async def test_sockets_are_where_the_kubelet_looks(plugin: KubeletPlugin, short_dir: Path) -> None:
     reg = short_dir / "registry" / "gpu.nvidia.com-reg.sock"
     dra_sock = short_dir / "plugins" / "gpu.nvidia.com" / "dra.sock"
     assert plugin.config.registration_socket == reg
@@ -200,8 +233,7 @@ async def test_registration_handshake(plugin: KubeletPlugin) -> None:
 
 @pytest.mark.asyncio
 async def test_older_kubelet_chooses_v1beta1(plugin: KubeletPlugin) -> None:
-    registered = await register_plugin(plugin.config.registration_socket,
-                                       supported=("v1beta1.DRAPlugin",))
+    registered = await register_plugin(plugin.config.registration_socket, supported=("v1beta1.DRAPlugin",))
     assert registered.version == "v1beta1.DRAPlugin"
 
 
@@ -214,9 +246,9 @@ async def test_refused_registration_is_recorded(plugin: KubeletPlugin) -> None:
 
 
 @pytest.mark.asyncio
-async def test_fake_kubelet_discovers_and_forgets_plugins(config: PluginConfig,
-                                                          claims: InMemoryClaimSource,
-                                                          kubelet: FakeKubelet) -> None:
+async def test_fake_kubelet_discovers_and_forgets_plugins(
+    config: PluginConfig, claims: InMemoryClaimSource, kubelet: FakeKubelet
+) -> None:
     config.registry_dir.mkdir(parents=True)
     (config.registry_dir / "not-a-socket.txt").write_text("ignored")
     await kubelet.scan()
@@ -235,8 +267,7 @@ async def test_fake_kubelet_discovers_and_forgets_plugins(config: PluginConfig,
 
 
 @pytest.mark.asyncio
-async def test_stale_socket_files_are_replaced(config: PluginConfig,
-                                               claims: InMemoryClaimSource) -> None:
+async def test_stale_socket_files_are_replaced(config: PluginConfig, claims: InMemoryClaimSource) -> None:
     config.registry_dir.mkdir(parents=True)
     config.plugin_dir.mkdir(parents=True)
     stale = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
@@ -274,20 +305,26 @@ async def test_cdi_spec_content(plugin: KubeletPlugin) -> None:
     assert json.loads(spec_file.read_text()) == {
         "cdiVersion": "0.6.0",
         "kind": "k8s.gpu.nvidia.com/gpu",
-        "containerEdits": {"env": [
-            f"NVIDIA_VISIBLE_DEVICES={T4_UUID}",
-            "DRA_RESOURCE_DRIVER_NAME=gpu.nvidia.com",
-            "KUBERNETES_NODE_NAME=gpu-node-1",
-        ]},
-        "devices": [{
-            "name": f"{CLAIM_UID}-gpu-0",
-            "containerEdits": {"env": [
-                "GPU_DEVICE_0=gpu-0",
-                f"GPU_DEVICE_0_UUID={T4_UUID}",
-                f"GPU_DEVICE_0_RESOURCE_CLAIM={CLAIM_UID}",
-                "GPU_DEVICE_0_REQUEST=gpu",
-            ]},
-        }],
+        "containerEdits": {
+            "env": [
+                f"NVIDIA_VISIBLE_DEVICES={T4_UUID}",
+                "DRA_RESOURCE_DRIVER_NAME=gpu.nvidia.com",
+                "KUBERNETES_NODE_NAME=gpu-node-1",
+            ]
+        },
+        "devices": [
+            {
+                "name": f"{CLAIM_UID}-gpu-0",
+                "containerEdits": {
+                    "env": [
+                        "GPU_DEVICE_0=gpu-0",
+                        f"GPU_DEVICE_0_UUID={T4_UUID}",
+                        f"GPU_DEVICE_0_RESOURCE_CLAIM={CLAIM_UID}",
+                        "GPU_DEVICE_0_REQUEST=gpu",
+                    ]
+                },
+            }
+        ],
     }
     assert spec_file.read_text().endswith("}\n")
     # No temp files left behind for the runtime's CDI cache to trip over.
@@ -302,27 +339,37 @@ def test_uuid_in_cdi_matches_the_published_slice() -> None:
 
 
 @pytest.mark.asyncio
-async def test_prepare_several_devices_and_requests(plugin: KubeletPlugin,
-                                                    claims: InMemoryClaimSource) -> None:
+async def test_prepare_several_devices_and_requests(
+    plugin: KubeletPlugin, claims: InMemoryClaimSource
+) -> None:
     uid = "11111111-2222-3333-4444-555555555555"
-    claims.put(allocated_claim(uid=uid, name="two-gpus", results=[
-        {"request": "train", "driver": DRIVER, "pool": NODE, "device": "gpu-0"},
-        {"request": "infer", "driver": DRIVER, "pool": NODE, "device": "gpu-3"},
-    ]))
+    claims.put(
+        allocated_claim(
+            uid=uid,
+            name="two-gpus",
+            results=[
+                {"request": "train", "driver": DRIVER, "pool": NODE, "device": "gpu-0"},
+                {"request": "infer", "driver": DRIVER, "pool": NODE, "device": "gpu-3"},
+            ],
+        )
+    )
     async with DraPluginClient(plugin.config.dra_socket) as dra:
         result = await dra.prepare([ClaimRef(namespace=NS, uid=uid, name="two-gpus")])
-    assert result[uid] == PrepareResult(devices=(
-        expected_device(uid, "gpu-0", "train"), expected_device(uid, "gpu-3", "infer")))
+    assert result[uid] == PrepareResult(
+        devices=(expected_device(uid, "gpu-0", "train"), expected_device(uid, "gpu-3", "infer"))
+    )
     spec = json.loads((plugin.config.cdi_dir / f"k8s.gpu.nvidia.com-gpu_{uid}.json").read_text())
     assert spec["containerEdits"]["env"][0] == (
-        f"NVIDIA_VISIBLE_DEVICES={gpu_uuid(NODE, 0)},{gpu_uuid(NODE, 3)}")
+        f"NVIDIA_VISIBLE_DEVICES={gpu_uuid(NODE, 0)},{gpu_uuid(NODE, 3)}"
+    )
     assert [d["name"] for d in spec["devices"]] == [f"{uid}-gpu-0", f"{uid}-gpu-3"]
     assert f"GPU_DEVICE_3_UUID={gpu_uuid(NODE, 3)}" in spec["devices"][1]["containerEdits"]["env"]
 
 
 @pytest.mark.asyncio
-async def test_prepare_is_idempotent(dra: DraPluginClient, plugin: KubeletPlugin,
-                                     claims: InMemoryClaimSource) -> None:
+async def test_prepare_is_idempotent(
+    dra: DraPluginClient, plugin: KubeletPlugin, claims: InMemoryClaimSource
+) -> None:
     first = await dra.prepare([ref(allocated_claim())])
     spec_file = plugin.config.cdi_dir / f"k8s.gpu.nvidia.com-gpu_{CLAIM_UID}.json"
     content = spec_file.read_bytes()
@@ -348,11 +395,17 @@ async def test_unprepare_is_idempotent(dra: DraPluginClient, plugin: KubeletPlug
 
 
 @pytest.mark.asyncio
-async def test_claim_of_another_driver(dra: DraPluginClient, plugin: KubeletPlugin,
-                                       claims: InMemoryClaimSource) -> None:
+async def test_claim_of_another_driver(
+    dra: DraPluginClient, plugin: KubeletPlugin, claims: InMemoryClaimSource
+) -> None:
     uid = "22222222-0000-0000-0000-000000000000"
-    claims.put(allocated_claim(uid=uid, name="nic", results=[
-        {"request": "nic", "driver": "net.example.com", "pool": NODE, "device": "eth-1"}]))
+    claims.put(
+        allocated_claim(
+            uid=uid,
+            name="nic",
+            results=[{"request": "nic", "driver": "net.example.com", "pool": NODE, "device": "eth-1"}],
+        )
+    )
     result = await dra.prepare([ClaimRef(namespace=NS, uid=uid, name="nic")])
     assert result == {uid: PrepareResult()}
     assert cdi_files(plugin.config) == []
@@ -360,35 +413,48 @@ async def test_claim_of_another_driver(dra: DraPluginClient, plugin: KubeletPlug
 
 
 @pytest.mark.asyncio
-async def test_only_this_drivers_devices_on_this_node(plugin: KubeletPlugin,
-                                                      claims: InMemoryClaimSource) -> None:
+async def test_only_this_drivers_devices_on_this_node(
+    plugin: KubeletPlugin, claims: InMemoryClaimSource
+) -> None:
     uid = "33333333-0000-0000-0000-000000000000"
-    claims.put(allocated_claim(uid=uid, name="mixed", results=[
-        {"request": "nic", "driver": "net.example.com", "pool": NODE, "device": "eth-1"},
-        {"request": "gpu", "driver": DRIVER, "pool": "gpu-node-2", "device": "gpu-0"},
-        {"request": "gpu", "driver": DRIVER, "pool": NODE, "device": "gpu-1"},
-    ]))
+    claims.put(
+        allocated_claim(
+            uid=uid,
+            name="mixed",
+            results=[
+                {"request": "nic", "driver": "net.example.com", "pool": NODE, "device": "eth-1"},
+                {"request": "gpu", "driver": DRIVER, "pool": "gpu-node-2", "device": "gpu-0"},
+                {"request": "gpu", "driver": DRIVER, "pool": NODE, "device": "gpu-1"},
+            ],
+        )
+    )
     async with DraPluginClient(plugin.config.dra_socket) as dra:
         result = await dra.prepare([ClaimRef(namespace=NS, uid=uid, name="mixed")])
     assert result == {uid: PrepareResult(devices=(expected_device(uid, "gpu-1"),))}
 
 
 @pytest.mark.asyncio
-@pytest.mark.parametrize(("stored", "asked_uid", "message"), [
-    (allocated_claim(allocated=False), CLAIM_UID, "is not allocated"),
-    (None, CLAIM_UID, "not found"),
-    (allocated_claim(), "99999999-0000-0000-0000-000000000000", "has UID " + CLAIM_UID),
-    (allocated_claim(results=[{"request": "gpu", "driver": DRIVER, "pool": NODE,
-                               "device": "mystery"}]), CLAIM_UID, "not a device of this driver"),
-])
-async def test_refused_claims(config: PluginConfig, stored: Obj | None, asked_uid: str,
-                              message: str) -> None:
+@pytest.mark.parametrize(
+    ("stored", "asked_uid", "message"),
+    [
+        (allocated_claim(allocated=False), CLAIM_UID, "is not allocated"),
+        (None, CLAIM_UID, "not found"),
+        (allocated_claim(), "99999999-0000-0000-0000-000000000000", "has UID " + CLAIM_UID),
+        (
+            allocated_claim(
+                results=[{"request": "gpu", "driver": DRIVER, "pool": NODE, "device": "mystery"}]
+            ),
+            CLAIM_UID,
+            "not a device of this driver",
+        ),
+    ],
+)
+async def test_refused_claims(config: PluginConfig, stored: Obj | None, asked_uid: str, message: str) -> None:
     source = InMemoryClaimSource([stored] if stored is not None else [])
     async with KubeletPlugin(config, source, stop_grace=1.0) as running:
         for version in ("v1.DRAPlugin", "v1beta1.DRAPlugin"):
             async with DraPluginClient(config.dra_socket, version) as dra:
-                result = await dra.prepare([ClaimRef(namespace=NS, uid=asked_uid,
-                                                     name="job-a-0-gpu-x7k2p")])
+                result = await dra.prepare([ClaimRef(namespace=NS, uid=asked_uid, name="job-a-0-gpu-x7k2p")])
             assert set(result) == {asked_uid}
             assert message in result[asked_uid].error
             assert result[asked_uid].devices == ()
@@ -397,11 +463,9 @@ async def test_refused_claims(config: PluginConfig, stored: Obj | None, asked_ui
 
 
 @pytest.mark.asyncio
-async def test_every_claim_gets_an_entry(plugin: KubeletPlugin,
-                                         claims: InMemoryClaimSource) -> None:
+async def test_every_claim_gets_an_entry(plugin: KubeletPlugin, claims: InMemoryClaimSource) -> None:
     good = allocated_claim()
-    pending = allocated_claim(uid="44444444-0000-0000-0000-000000000000", name="pending",
-                              allocated=False)
+    pending = allocated_claim(uid="44444444-0000-0000-0000-000000000000", name="pending", allocated=False)
     claims.put(pending)
     unknown = ClaimRef(namespace=NS, uid="55555555-0000-0000-0000-000000000000", name="gone")
     async with DraPluginClient(plugin.config.dra_socket) as dra:
@@ -413,8 +477,7 @@ async def test_every_claim_gets_an_entry(plugin: KubeletPlugin,
         # The refused claim is allocated later: the kubelet retries and it works.
         claims.put(allocated_claim(uid=ref(pending).uid, name="pending"))
         retry = await dra.prepare([ref(pending)])
-        assert retry[ref(pending).uid] == PrepareResult(
-            devices=(expected_device(ref(pending).uid),))
+        assert retry[ref(pending).uid] == PrepareResult(devices=(expected_device(ref(pending).uid),))
 
 
 @pytest.mark.asyncio
@@ -426,60 +489,77 @@ async def test_raw_calls_by_full_method_name(plugin: KubeletPlugin, service: str
         prepare = channel.unary_unary(
             f"/{service}/NodePrepareResources",
             request_serializer=pb.NodePrepareResourcesRequest.SerializeToString,
-            response_deserializer=pb.NodePrepareResourcesResponse.FromString)
-        response = await prepare(pb.NodePrepareResourcesRequest(
-            claims=[pb.Claim(namespace=NS, uid=CLAIM_UID, name="job-a-0-gpu-x7k2p")]),
-            timeout=10)
+            response_deserializer=pb.NodePrepareResourcesResponse.FromString,
+        )
+        response = await prepare(
+            pb.NodePrepareResourcesRequest(
+                claims=[pb.Claim(namespace=NS, uid=CLAIM_UID, name="job-a-0-gpu-x7k2p")]
+            ),
+            timeout=10,
+        )
         entry = response.claims[CLAIM_UID]
         assert entry.error == ""
-        assert [(list(d.request_names), d.pool_name, d.device_name, list(d.cdi_device_ids))
-                for d in entry.devices] == [
-            (["gpu"], NODE, "gpu-0", [cdi_id(CLAIM_UID, "gpu-0")])]
+        assert [
+            (list(d.request_names), d.pool_name, d.device_name, list(d.cdi_device_ids)) for d in entry.devices
+        ] == [(["gpu"], NODE, "gpu-0", [cdi_id(CLAIM_UID, "gpu-0")])]
         if pb is dra_v1:
             assert not entry.devices[0].HasField("share_id")
         unprepare = channel.unary_unary(
             f"/{service}/NodeUnprepareResources",
             request_serializer=pb.NodeUnprepareResourcesRequest.SerializeToString,
-            response_deserializer=pb.NodeUnprepareResourcesResponse.FromString)
-        done = await unprepare(pb.NodeUnprepareResourcesRequest(
-            claims=[pb.Claim(namespace=NS, uid=CLAIM_UID, name="job-a-0-gpu-x7k2p")]),
-            timeout=10)
+            response_deserializer=pb.NodeUnprepareResourcesResponse.FromString,
+        )
+        done = await unprepare(
+            pb.NodeUnprepareResourcesRequest(
+                claims=[pb.Claim(namespace=NS, uid=CLAIM_UID, name="job-a-0-gpu-x7k2p")]
+            ),
+            timeout=10,
+        )
         assert dict(done.claims) == {CLAIM_UID: pb.NodeUnprepareResourceResponse()}
         missing = channel.unary_unary(
             f"/{service}/NoSuchMethod",
             request_serializer=pb.NodeUnprepareResourcesRequest.SerializeToString,
-            response_deserializer=pb.NodeUnprepareResourcesResponse.FromString)
+            response_deserializer=pb.NodeUnprepareResourcesResponse.FromString,
+        )
         with pytest.raises(grpc.aio.AioRpcError) as err:
             await missing(pb.NodeUnprepareResourcesRequest(), timeout=10)
         assert err.value.code() == grpc.StatusCode.UNIMPLEMENTED
 
 
 @pytest.mark.asyncio
-async def test_share_id_is_passed_on_in_v1(plugin: KubeletPlugin,
-                                           claims: InMemoryClaimSource) -> None:
+async def test_share_id_is_passed_on_in_v1(plugin: KubeletPlugin, claims: InMemoryClaimSource) -> None:
     uid = "66666666-0000-0000-0000-000000000000"
-    claims.put(allocated_claim(uid=uid, name="shared", results=[
-        {"request": "gpu", "driver": DRIVER, "pool": NODE, "device": "gpu-0",
-         "shareID": "a1b2c3d4-0000-0000-0000-000000000000"}]))
+    claims.put(
+        allocated_claim(
+            uid=uid,
+            name="shared",
+            results=[
+                {
+                    "request": "gpu",
+                    "driver": DRIVER,
+                    "pool": NODE,
+                    "device": "gpu-0",
+                    "shareID": "a1b2c3d4-0000-0000-0000-000000000000",
+                }
+            ],
+        )
+    )
     async with DraPluginClient(plugin.config.dra_socket, "v1.DRAPlugin") as dra:
         result = await dra.prepare([ClaimRef(namespace=NS, uid=uid, name="shared")])
     assert result[uid].devices[0].share_id == "a1b2c3d4-0000-0000-0000-000000000000"
 
 
 @pytest.mark.asyncio
-async def test_checkpoint_survives_a_restart(config: PluginConfig,
-                                             claims: InMemoryClaimSource) -> None:
+async def test_checkpoint_survives_a_restart(config: PluginConfig, claims: InMemoryClaimSource) -> None:
     claim_ref = ref(allocated_claim())
-    async with KubeletPlugin(config, claims, stop_grace=1.0), DraPluginClient(
-            config.dra_socket) as dra:
+    async with KubeletPlugin(config, claims, stop_grace=1.0), DraPluginClient(config.dra_socket) as dra:
         first = await dra.prepare([claim_ref])
     checkpoint = json.loads(config.checkpoint_file.read_text())
     assert checkpoint["driverName"] == DRIVER
     assert checkpoint["nodeName"] == NODE
     assert set(checkpoint["claims"]) == {CLAIM_UID}
     empty = InMemoryClaimSource()  # the claim is no longer readable, e.g. the API is down
-    async with KubeletPlugin(config, empty, stop_grace=1.0), DraPluginClient(
-            config.dra_socket) as dra:
+    async with KubeletPlugin(config, empty, stop_grace=1.0), DraPluginClient(config.dra_socket) as dra:
         assert await dra.prepare([claim_ref]) == first
         assert empty.reads == 0
         assert await dra.unprepare([claim_ref]) == {CLAIM_UID: ""}
@@ -488,8 +568,7 @@ async def test_checkpoint_survives_a_restart(config: PluginConfig,
 
 
 @pytest.mark.asyncio
-async def test_corrupt_checkpoint_is_set_aside(config: PluginConfig,
-                                               claims: InMemoryClaimSource) -> None:
+async def test_corrupt_checkpoint_is_set_aside(config: PluginConfig, claims: InMemoryClaimSource) -> None:
     config.plugin_dir.mkdir(parents=True)
     config.checkpoint_file.write_text("{not json")
     async with KubeletPlugin(config, claims, stop_grace=1.0) as running:
@@ -499,19 +578,27 @@ async def test_corrupt_checkpoint_is_set_aside(config: PluginConfig,
 
 @pytest.mark.asyncio
 async def test_other_driver_name_and_dirs(short_dir: Path) -> None:
-    config = PluginConfig(node_name=NODE, driver_name="gpu.example.com",
-                          registry_dir=short_dir / "r", plugins_dir=short_dir / "p",
-                          cdi_dir=short_dir / "c")
-    source = InMemoryClaimSource([allocated_claim(results=[
-        {"request": "gpu", "driver": "gpu.example.com", "pool": NODE, "device": "gpu-0"}])])
+    config = PluginConfig(
+        node_name=NODE,
+        driver_name="gpu.example.com",
+        registry_dir=short_dir / "r",
+        plugins_dir=short_dir / "p",
+        cdi_dir=short_dir / "c",
+    )
+    source = InMemoryClaimSource(
+        [
+            allocated_claim(
+                results=[{"request": "gpu", "driver": "gpu.example.com", "pool": NODE, "device": "gpu-0"}]
+            )
+        ]
+    )
     async with KubeletPlugin(config, source, stop_grace=1.0):
         registered = await register_plugin(short_dir / "r" / "gpu.example.com-reg.sock")
         assert registered.driver_name == "gpu.example.com"
         assert registered.endpoint == short_dir / "p" / "gpu.example.com" / "dra.sock"
         async with DraPluginClient(registered.endpoint) as dra:
             result = await dra.prepare([ref(allocated_claim())])
-    assert result[CLAIM_UID].devices[0].cdi_device_ids == (
-        f"k8s.gpu.example.com/gpu={CLAIM_UID}-gpu-0",)
+    assert result[CLAIM_UID].devices[0].cdi_device_ids == (f"k8s.gpu.example.com/gpu={CLAIM_UID}-gpu-0",)
     assert (short_dir / "c" / f"k8s.gpu.example.com-gpu_{CLAIM_UID}.json").is_file()
 
 
@@ -525,7 +612,8 @@ def test_socket_path_length_is_checked() -> None:
 
 @pytest.mark.asyncio
 async def test_fake_kubelet_prepares_and_unprepares_claims(
-        plugin: KubeletPlugin, kubelet: FakeKubelet, claims: InMemoryClaimSource) -> None:
+    plugin: KubeletPlugin, kubelet: FakeKubelet, claims: InMemoryClaimSource
+) -> None:
     await kubelet.scan()
     claim = allocated_claim()
     result = await kubelet.prepare_claims([claim])
@@ -536,21 +624,22 @@ async def test_fake_kubelet_prepares_and_unprepares_claims(
 
 @pytest.mark.asyncio
 async def test_fake_kubelet_unprepares_claims_it_did_not_prepare(
-        plugin: KubeletPlugin, kubelet: FakeKubelet) -> None:
+    plugin: KubeletPlugin, kubelet: FakeKubelet
+) -> None:
     """E.g. after the simulator restarted: the UID goes to every registered plugin."""
     async with DraPluginClient(plugin.config.dra_socket) as dra:
         await dra.prepare([ref(allocated_claim())])
     assert cdi_files(plugin.config) != []
     await kubelet.scan()
-    assert await kubelet.unprepare_claims([CLAIM_UID, "unknown-uid"]) == {
-        CLAIM_UID: "", "unknown-uid": ""}
+    assert await kubelet.unprepare_claims([CLAIM_UID, "unknown-uid"]) == {CLAIM_UID: "", "unknown-uid": ""}
     assert cdi_files(plugin.config) == []
     assert plugin.service.prepared == {}
 
 
 @pytest.mark.asyncio
 async def test_fake_kubelet_reports_unregistered_and_unreachable_drivers(
-        config: PluginConfig, claims: InMemoryClaimSource, kubelet: FakeKubelet) -> None:
+    config: PluginConfig, claims: InMemoryClaimSource, kubelet: FakeKubelet
+) -> None:
     claim = allocated_claim()
     result = await kubelet.prepare_claims([claim])
     assert result[CLAIM_UID].error == "DRA driver gpu.nvidia.com is not registered"
@@ -559,7 +648,8 @@ async def test_fake_kubelet_reports_unregistered_and_unreachable_drivers(
     # Stopped, but the kubelet has not noticed yet: the call itself fails.
     result = await kubelet.prepare_claims([claim])
     assert "NodePrepareResources with DRA driver gpu.nvidia.com failed: UNAVAILABLE" in (
-        result[CLAIM_UID].error)
+        result[CLAIM_UID].error
+    )
     await kubelet.scan()
     assert kubelet.plugins == {}
 
@@ -572,21 +662,28 @@ async def test_fake_kubelet_claim_without_drivers(kubelet: FakeKubelet) -> None:
 
 
 def test_claim_drivers() -> None:
-    claim = allocated_claim(results=[
-        {"request": "a", "driver": DRIVER, "pool": NODE, "device": "gpu-0"},
-        {"request": "b", "driver": "net.example.com", "pool": NODE, "device": "eth-0"},
-        {"request": "c", "driver": DRIVER, "pool": NODE, "device": "gpu-1"},
-    ])
+    claim = allocated_claim(
+        results=[
+            {"request": "a", "driver": DRIVER, "pool": NODE, "device": "gpu-0"},
+            {"request": "b", "driver": "net.example.com", "pool": NODE, "device": "eth-0"},
+            {"request": "c", "driver": DRIVER, "pool": NODE, "device": "gpu-1"},
+        ]
+    )
     assert claim_drivers(claim) == [DRIVER, "net.example.com"]
     assert claim_drivers(allocated_claim(allocated=False)) == []
 
 
 def test_pod_claim_names() -> None:
-    pod: Obj = {"spec": {"resourceClaims": [
-        {"name": "gpu", "resourceClaimTemplateName": "single-gpu"},
-        {"name": "shared", "resourceClaimName": "team-gpu"},
-        {"name": "optional", "resourceClaimTemplateName": "maybe"},
-    ]}, "status": {}}
+    pod: Obj = {
+        "spec": {
+            "resourceClaims": [
+                {"name": "gpu", "resourceClaimTemplateName": "single-gpu"},
+                {"name": "shared", "resourceClaimName": "team-gpu"},
+                {"name": "optional", "resourceClaimTemplateName": "maybe"},
+            ]
+        },
+        "status": {},
+    }
     waiting = pod_claim_names(pod)
     assert waiting.waiting_for
     pod["status"]["resourceClaimStatuses"] = [
@@ -611,12 +708,10 @@ async def test_kube_claim_source_reads_resource_v1_claims() -> None:
         seen.append(request.path)
         if request.match_info["name"] == claim["metadata"]["name"]:
             return web.json_response(claim)
-        return web.json_response({"kind": "Status", "reason": "NotFound", "code": 404},
-                                 status=404)
+        return web.json_response({"kind": "Status", "reason": "NotFound", "code": 404}, status=404)
 
     app = web.Application()
-    app.router.add_get("/apis/resource.k8s.io/v1/namespaces/{ns}/resourceclaims/{name}",
-                       handler)
+    app.router.add_get("/apis/resource.k8s.io/v1/namespaces/{ns}/resourceclaims/{name}", handler)
     runner = web.AppRunner(app)
     await runner.setup()
     site = web.TCPSite(runner, "127.0.0.1", 0)
@@ -629,8 +724,10 @@ async def test_kube_claim_source_reads_resource_v1_claims() -> None:
             assert await source.get_claim(NS, "missing") is None
     finally:
         await runner.cleanup()
-    assert seen == [f"/apis/resource.k8s.io/v1/namespaces/{NS}/resourceclaims/job-a-0-gpu-x7k2p",
-                    f"/apis/resource.k8s.io/v1/namespaces/{NS}/resourceclaims/missing"]
+    assert seen == [
+        f"/apis/resource.k8s.io/v1/namespaces/{NS}/resourceclaims/job-a-0-gpu-x7k2p",
+        f"/apis/resource.k8s.io/v1/namespaces/{NS}/resourceclaims/missing",
+    ]
 
 
 # --- command line ---------------------------------------------------------------------------
@@ -650,11 +747,9 @@ def test_cli_defaults_are_the_kubelets_paths() -> None:
 
 def test_cli_takes_gpus_from_a_testbed_spec(tmp_path: Path) -> None:
     spec = tmp_path / "spec.yaml"
-    spec.write_text("nodes:\n- name: a\n  gpus: {count: 2, model: A100-SXM4-40GB}\n"
-                    "- name: b\n")
+    spec.write_text("nodes:\n- name: a\n  gpus: {count: 2, model: A100-SXM4-40GB}\n- name: b\n")
     node = node_spec(parser().parse_args(["--node-name", "a", "--testbed-spec", str(spec)]))
     assert node.gpus is not None
     assert (node.gpus.count, node.gpus.model) == (2, "A100-SXM4-40GB")
     with pytest.raises(ValueError, match="not in"):
         node_spec(parser().parse_args(["--node-name", "c", "--testbed-spec", str(spec)]))
-

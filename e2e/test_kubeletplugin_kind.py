@@ -62,8 +62,7 @@ def test_daemonset_mounts_the_kubelets_paths_at_the_same_place() -> None:
     mounts = {m["name"]: m["mountPath"] for m in container["volumeMounts"]}
     host = {v["name"]: v["hostPath"]["path"] for v in pod["volumes"]}
     assert mounts == host  # same path inside and on the node
-    assert set(mounts.values()) == {str(DEFAULT_REGISTRY_DIR), str(DEFAULT_PLUGINS_DIR),
-                                    str(DEFAULT_CDI_DIR)}
+    assert set(mounts.values()) == {str(DEFAULT_REGISTRY_DIR), str(DEFAULT_PLUGINS_DIR), str(DEFAULT_CDI_DIR)}
     env = {e["name"]: e for e in container["env"]}
     assert env["NODE_NAME"]["valueFrom"]["fieldRef"]["fieldPath"] == "spec.nodeName"
     probe = container["livenessProbe"]["exec"]["command"]
@@ -76,16 +75,18 @@ def test_rbac_covers_what_the_plugin_calls() -> None:
     rules = by_kind("ClusterRole")["rules"]
 
     def verbs(group: str, resource: str) -> set[str]:
-        return {v for r in rules if group in r["apiGroups"] and resource in r["resources"]
-                for v in r["verbs"]}
+        return {
+            v for r in rules if group in r["apiGroups"] and resource in r["resources"] for v in r["verbs"]
+        }
 
     assert {"get"} <= verbs("resource.k8s.io", "resourceclaims")
     assert {"get", "create", "patch", "delete"} <= verbs("resource.k8s.io", "resourceslices")
     assert {"get"} <= verbs("", "nodes")
     binding = by_kind("ClusterRoleBinding")
     sa = by_kind("ServiceAccount")["metadata"]
-    assert binding["subjects"] == [{"kind": "ServiceAccount", "name": sa["name"],
-                                    "namespace": sa["namespace"]}]
+    assert binding["subjects"] == [
+        {"kind": "ServiceAccount", "name": sa["name"], "namespace": sa["namespace"]}
+    ]
     assert by_kind("DaemonSet")["spec"]["template"]["spec"]["serviceAccountName"] == sa["name"]
 
 
@@ -131,12 +132,17 @@ async def test_manifests_pass_server_side_dry_run(kube: KubeClient) -> None:
         namespace = obj["metadata"].get("namespace") if namespaced else None
         path = api_path(group_version, plural, namespace, obj["metadata"]["name"])
         answer = await kube.request(
-            "PATCH", path, params={"dryRun": "All", "fieldManager": "kind-dry-run",
-                                   "force": "true"},
-            body=obj, content_type="application/apply-patch+yaml")
+            "PATCH",
+            path,
+            params={"dryRun": "All", "fieldManager": "kind-dry-run", "force": "true"},
+            body=obj,
+            content_type="application/apply-patch+yaml",
+        )
         assert answer["kind"] == obj["kind"]
         assert answer["metadata"]["name"] == obj["metadata"]["name"]
     # Nothing was created.
     assert await kube.get_or_none(api_path("v1", "namespaces", name="fake-dra-driver")) is None
-    assert await kube.get_or_none(api_path("apps/v1", "daemonsets", "default",
-                                           "fake-dra-driver-kubelet-plugin")) is None
+    assert (
+        await kube.get_or_none(api_path("apps/v1", "daemonsets", "default", "fake-dra-driver-kubelet-plugin"))
+        is None
+    )

@@ -33,8 +33,7 @@ REPO = Path(__file__).resolve().parent.parent
 
 
 class RunningPlugin:
-    def __init__(self, process: asyncio.subprocess.Process, config: PluginConfig,
-                 log: Path) -> None:
+    def __init__(self, process: asyncio.subprocess.Process, config: PluginConfig, log: Path) -> None:
         self.process = process
         self.config = config
         self.log = log
@@ -54,29 +53,47 @@ async def plugin_dirs() -> AsyncIterator[Path]:
 
 
 @pytest_asyncio.fixture
-async def plugin(testbed: Testbed, kube: KubeClient,
-                 plugin_dirs: Path) -> AsyncIterator[RunningPlugin]:
+async def plugin(testbed: Testbed, kube: KubeClient, plugin_dirs: Path) -> AsyncIterator[RunningPlugin]:
     """The plugin process for gpu-node-1; its slice is deleted first to see it republished."""
     slice_path = api_path(RESOURCE, "resourceslices", name=slice_name(NODE))
     await kube.delete(slice_path)
-    config = PluginConfig(node_name=NODE, registry_dir=plugin_dirs / "registry",
-                          plugins_dir=plugin_dirs / "plugins", cdi_dir=plugin_dirs / "cdi")
+    config = PluginConfig(
+        node_name=NODE,
+        registry_dir=plugin_dirs / "registry",
+        plugins_dir=plugin_dirs / "plugins",
+        cdi_dir=plugin_dirs / "cdi",
+    )
     log = plugin_dirs / "plugin.log"
     out = await asyncio.to_thread(log.open, "wb")
     try:
         process = await asyncio.create_subprocess_exec(
-            sys.executable, "-m", "e2e.kubeletplugin", "--node-name", NODE,
-            "--kubeconfig", str(testbed.kubeconfig),
-            "--registry-dir", str(config.registry_dir), "--plugins-dir", str(config.plugins_dir),
-            "--cdi-dir", str(config.cdi_dir), "--republish-interval", "0",
-            cwd=REPO, stdout=out, stderr=asyncio.subprocess.STDOUT,
-            env={**os.environ, "PYTHONPATH": str(REPO)})
+            sys.executable,
+            "-m",
+            "e2e.kubeletplugin",
+            "--node-name",
+            NODE,
+            "--kubeconfig",
+            str(testbed.kubeconfig),
+            "--registry-dir",
+            str(config.registry_dir),
+            "--plugins-dir",
+            str(config.plugins_dir),
+            "--cdi-dir",
+            str(config.cdi_dir),
+            "--republish-interval",
+            "0",
+            cwd=REPO,
+            stdout=out,
+            stderr=asyncio.subprocess.STDOUT,
+            env={**os.environ, "PYTHONPATH": str(REPO)},
+        )
     finally:
         out.close()
     running = RunningPlugin(process, config, log)
     try:
-        await wait_for("the plugin's registration socket",
-                       lambda: _exists(config.registration_socket), within=30)
+        await wait_for(
+            "the plugin's registration socket", lambda: _exists(config.registration_socket), within=30
+        )
         yield running
     finally:
         await running.terminate()
@@ -98,13 +115,15 @@ async def _allocated_claim(kube: KubeClient, namespace: str) -> Obj | None:
 
 
 @pytest.mark.asyncio
-async def test_plugin_prepares_a_scheduled_claim(kube: KubeClient, namespace: str,
-                                                 plugin: RunningPlugin) -> None:
+async def test_plugin_prepares_a_scheduled_claim(
+    kube: KubeClient, namespace: str, plugin: RunningPlugin
+) -> None:
     config = plugin.config
     published = await wait_for(
         "the plugin to republish the node's ResourceSlice",
         lambda: kube.get_or_none(api_path(RESOURCE, "resourceslices", name=slice_name(NODE))),
-        within=15)
+        within=15,
+    )
     uuid = published["spec"]["devices"][0]["attributes"]["uuid"]["string"]
 
     kubelet = FakeKubelet(config.registry_dir, call_timeout=30)
@@ -112,18 +131,20 @@ async def test_plugin_prepares_a_scheduled_claim(kube: KubeClient, namespace: st
         await kubelet.scan()
         assert kubelet.plugins["gpu.nvidia.com"].endpoint == config.dra_socket
 
-        await kube.create(api_path(RESOURCE, "resourceclaimtemplates", namespace),
-                          claim_template(namespace))
-        await kube.create(api_path("batch/v1", "jobs", namespace),
-                          gpu_job("job-a", namespace, run_seconds=60))
-        claim = await wait_for("the Job pod's claim to be allocated",
-                               lambda: _allocated_claim(kube, namespace))
+        await kube.create(api_path(RESOURCE, "resourceclaimtemplates", namespace), claim_template(namespace))
+        await kube.create(
+            api_path("batch/v1", "jobs", namespace), gpu_job("job-a", namespace, run_seconds=60)
+        )
+        claim = await wait_for(
+            "the Job pod's claim to be allocated", lambda: _allocated_claim(kube, namespace)
+        )
         uid = claim["metadata"]["uid"]
 
         result = await kubelet.prepare_claims([claim])
         assert result[uid].error == ""
         assert [(d.pool_name, d.device_name, d.request_names) for d in result[uid].devices] == [
-            (NODE, "gpu-0", ("gpu",))]
+            (NODE, "gpu-0", ("gpu",))
+        ]
         spec_file = config.cdi_dir / f"k8s.gpu.nvidia.com-gpu_{uid}.json"
         spec = json.loads(await asyncio.to_thread(spec_file.read_text))
         assert f"NVIDIA_VISIBLE_DEVICES={uuid}" in spec["containerEdits"]["env"]

@@ -63,8 +63,9 @@ def build_spec(config: PluginConfig, claim_uid: str, devices: tuple[PreparedDevi
             f"{prefix}_RESOURCE_CLAIM={claim_uid}",
             f"{prefix}_REQUEST={','.join(device.request_names)}",
         ]
-        cdi_devices.append({"name": cdi_device_name(claim_uid, device.device_name),
-                            "containerEdits": {"env": env}})
+        cdi_devices.append(
+            {"name": cdi_device_name(claim_uid, device.device_name), "containerEdits": {"env": env}}
+        )
     return {
         "cdiVersion": CDI_VERSION,
         "kind": config.cdi_kind,

@@ -48,20 +48,23 @@ class RegistrationState:
             await self.changed.wait()
 
 
-def registration_handler(config: PluginConfig,
-                         state: RegistrationState) -> grpc.GenericRpcHandler:
-    async def get_info(request: reg_v1.InfoRequest,
-                       context: grpc.aio.ServicerContext[reg_v1.InfoRequest, reg_v1.PluginInfo],
-                       ) -> reg_v1.PluginInfo:
+def registration_handler(config: PluginConfig, state: RegistrationState) -> grpc.GenericRpcHandler:
+    async def get_info(
+        request: reg_v1.InfoRequest,
+        context: grpc.aio.ServicerContext[reg_v1.InfoRequest, reg_v1.PluginInfo],
+    ) -> reg_v1.PluginInfo:
         state.info_calls += 1
-        return reg_v1.PluginInfo(type=PLUGIN_TYPE_DRA, name=config.driver_name,
-                                 endpoint=config.endpoint,
-                                 supported_versions=list(SUPPORTED_VERSIONS))
+        return reg_v1.PluginInfo(
+            type=PLUGIN_TYPE_DRA,
+            name=config.driver_name,
+            endpoint=config.endpoint,
+            supported_versions=list(SUPPORTED_VERSIONS),
+        )
 
-    async def notify(request: reg_v1.RegistrationStatus,
-                     context: grpc.aio.ServicerContext[reg_v1.RegistrationStatus,
-                                                       reg_v1.RegistrationStatusResponse],
-                     ) -> reg_v1.RegistrationStatusResponse:
+    async def notify(
+        request: reg_v1.RegistrationStatus,
+        context: grpc.aio.ServicerContext[reg_v1.RegistrationStatus, reg_v1.RegistrationStatusResponse],
+    ) -> reg_v1.RegistrationStatusResponse:
         state.registered = request.plugin_registered
         state.error = request.error
         state.notifications.append((request.plugin_registered, request.error))
@@ -72,14 +75,21 @@ def registration_handler(config: PluginConfig,
             log.error("kubelet refused plugin %s: %s", config.driver_name, request.error)
         return reg_v1.RegistrationStatusResponse()
 
-    return grpc.method_handlers_generic_handler(REGISTRATION_SERVICE, {
-        "GetInfo": grpc.unary_unary_rpc_method_handler(
-            get_info, request_deserializer=reg_v1.InfoRequest.FromString,
-            response_serializer=reg_v1.PluginInfo.SerializeToString),
-        "NotifyRegistrationStatus": grpc.unary_unary_rpc_method_handler(
-            notify, request_deserializer=reg_v1.RegistrationStatus.FromString,
-            response_serializer=reg_v1.RegistrationStatusResponse.SerializeToString),
-    })
+    return grpc.method_handlers_generic_handler(
+        REGISTRATION_SERVICE,
+        {
+            "GetInfo": grpc.unary_unary_rpc_method_handler(
+                get_info,
+                request_deserializer=reg_v1.InfoRequest.FromString,
+                response_serializer=reg_v1.PluginInfo.SerializeToString,
+            ),
+            "NotifyRegistrationStatus": grpc.unary_unary_rpc_method_handler(
+                notify,
+                request_deserializer=reg_v1.RegistrationStatus.FromString,
+                response_serializer=reg_v1.RegistrationStatusResponse.SerializeToString,
+            ),
+        },
+    )
 
 
 class _ClaimMessage(Protocol):
@@ -98,16 +108,24 @@ def _refs(claims: Iterable[_ClaimMessage]) -> list[ClaimRef]:
 
 
 def _v1_device(d: PreparedDevice) -> dra_v1.Device:
-    device = dra_v1.Device(request_names=list(d.request_names), pool_name=d.pool_name,
-                           device_name=d.device_name, cdi_device_ids=list(d.cdi_device_ids))
+    device = dra_v1.Device(
+        request_names=list(d.request_names),
+        pool_name=d.pool_name,
+        device_name=d.device_name,
+        cdi_device_ids=list(d.cdi_device_ids),
+    )
     if d.share_id is not None:
         device.share_id = d.share_id
     return device
 
 
 def _v1beta1_device(d: PreparedDevice) -> dra_v1beta1.Device:
-    return dra_v1beta1.Device(request_names=list(d.request_names), pool_name=d.pool_name,
-                              device_name=d.device_name, cdi_device_ids=list(d.cdi_device_ids))
+    return dra_v1beta1.Device(
+        request_names=list(d.request_names),
+        pool_name=d.pool_name,
+        device_name=d.device_name,
+        cdi_device_ids=list(d.cdi_device_ids),
+    )
 
 
 def _v1_prepare_response(results: dict[str, PrepareResult]) -> dra_v1.NodePrepareResourcesResponse:
@@ -121,8 +139,7 @@ def _v1_prepare_response(results: dict[str, PrepareResult]) -> dra_v1.NodePrepar
     return response
 
 
-def _v1beta1_prepare_response(
-        results: dict[str, PrepareResult]) -> dra_v1beta1.NodePrepareResourcesResponse:
+def _v1beta1_prepare_response(results: dict[str, PrepareResult]) -> dra_v1beta1.NodePrepareResourcesResponse:
     response = dra_v1beta1.NodePrepareResourcesResponse()
     for uid, result in results.items():
         entry = response.claims[uid]
@@ -134,53 +151,74 @@ def _v1beta1_prepare_response(
 
 
 def dra_v1_handler(service: DraNodeService) -> grpc.GenericRpcHandler:
-    async def prepare(request: dra_v1.NodePrepareResourcesRequest,
-                      context: grpc.aio.ServicerContext[dra_v1.NodePrepareResourcesRequest,
-                                                        dra_v1.NodePrepareResourcesResponse],
-                      ) -> dra_v1.NodePrepareResourcesResponse:
+    async def prepare(
+        request: dra_v1.NodePrepareResourcesRequest,
+        context: grpc.aio.ServicerContext[
+            dra_v1.NodePrepareResourcesRequest, dra_v1.NodePrepareResourcesResponse
+        ],
+    ) -> dra_v1.NodePrepareResourcesResponse:
         return _v1_prepare_response(await service.prepare(_refs(request.claims)))
 
-    async def unprepare(request: dra_v1.NodeUnprepareResourcesRequest,
-                        context: grpc.aio.ServicerContext[dra_v1.NodeUnprepareResourcesRequest,
-                                                          dra_v1.NodeUnprepareResourcesResponse],
-                        ) -> dra_v1.NodeUnprepareResourcesResponse:
+    async def unprepare(
+        request: dra_v1.NodeUnprepareResourcesRequest,
+        context: grpc.aio.ServicerContext[
+            dra_v1.NodeUnprepareResourcesRequest, dra_v1.NodeUnprepareResourcesResponse
+        ],
+    ) -> dra_v1.NodeUnprepareResourcesResponse:
         errors = await service.unprepare(_refs(request.claims))
         return dra_v1.NodeUnprepareResourcesResponse(
-            claims={uid: dra_v1.NodeUnprepareResourceResponse(error=e)
-                    for uid, e in errors.items()})
+            claims={uid: dra_v1.NodeUnprepareResourceResponse(error=e) for uid, e in errors.items()}
+        )
 
-    return grpc.method_handlers_generic_handler(DRA_V1_SERVICE, {
-        PREPARE: grpc.unary_unary_rpc_method_handler(
-            prepare, request_deserializer=dra_v1.NodePrepareResourcesRequest.FromString,
-            response_serializer=dra_v1.NodePrepareResourcesResponse.SerializeToString),
-        UNPREPARE: grpc.unary_unary_rpc_method_handler(
-            unprepare, request_deserializer=dra_v1.NodeUnprepareResourcesRequest.FromString,
-            response_serializer=dra_v1.NodeUnprepareResourcesResponse.SerializeToString),
-    })
+    return grpc.method_handlers_generic_handler(
+        DRA_V1_SERVICE,
+        {
+            PREPARE: grpc.unary_unary_rpc_method_handler(
+                prepare,
+                request_deserializer=dra_v1.NodePrepareResourcesRequest.FromString,
+                response_serializer=dra_v1.NodePrepareResourcesResponse.SerializeToString,
+            ),
+            UNPREPARE: grpc.unary_unary_rpc_method_handler(
+                unprepare,
+                request_deserializer=dra_v1.NodeUnprepareResourcesRequest.FromString,
+                response_serializer=dra_v1.NodeUnprepareResourcesResponse.SerializeToString,
+            ),
+        },
+    )
 
 
 def dra_v1beta1_handler(service: DraNodeService) -> grpc.GenericRpcHandler:
-    async def prepare(request: dra_v1beta1.NodePrepareResourcesRequest,
-                      context: grpc.aio.ServicerContext[dra_v1beta1.NodePrepareResourcesRequest,
-                                                        dra_v1beta1.NodePrepareResourcesResponse],
-                      ) -> dra_v1beta1.NodePrepareResourcesResponse:
+    async def prepare(
+        request: dra_v1beta1.NodePrepareResourcesRequest,
+        context: grpc.aio.ServicerContext[
+            dra_v1beta1.NodePrepareResourcesRequest, dra_v1beta1.NodePrepareResourcesResponse
+        ],
+    ) -> dra_v1beta1.NodePrepareResourcesResponse:
         return _v1beta1_prepare_response(await service.prepare(_refs(request.claims)))
 
     async def unprepare(
-            request: dra_v1beta1.NodeUnprepareResourcesRequest,
-            context: grpc.aio.ServicerContext[dra_v1beta1.NodeUnprepareResourcesRequest,
-                                              dra_v1beta1.NodeUnprepareResourcesResponse],
+        request: dra_v1beta1.NodeUnprepareResourcesRequest,
+        context: grpc.aio.ServicerContext[
+            dra_v1beta1.NodeUnprepareResourcesRequest, dra_v1beta1.NodeUnprepareResourcesResponse
+        ],
     ) -> dra_v1beta1.NodeUnprepareResourcesResponse:
         errors = await service.unprepare(_refs(request.claims))
         return dra_v1beta1.NodeUnprepareResourcesResponse(
-            claims={uid: dra_v1beta1.NodeUnprepareResourceResponse(error=e)
-                    for uid, e in errors.items()})
+            claims={uid: dra_v1beta1.NodeUnprepareResourceResponse(error=e) for uid, e in errors.items()}
+        )
 
-    return grpc.method_handlers_generic_handler(DRA_V1BETA1_SERVICE, {
-        PREPARE: grpc.unary_unary_rpc_method_handler(
-            prepare, request_deserializer=dra_v1beta1.NodePrepareResourcesRequest.FromString,
-            response_serializer=dra_v1beta1.NodePrepareResourcesResponse.SerializeToString),
-        UNPREPARE: grpc.unary_unary_rpc_method_handler(
-            unprepare, request_deserializer=dra_v1beta1.NodeUnprepareResourcesRequest.FromString,
-            response_serializer=dra_v1beta1.NodeUnprepareResourcesResponse.SerializeToString),
-    })
+    return grpc.method_handlers_generic_handler(
+        DRA_V1BETA1_SERVICE,
+        {
+            PREPARE: grpc.unary_unary_rpc_method_handler(
+                prepare,
+                request_deserializer=dra_v1beta1.NodePrepareResourcesRequest.FromString,
+                response_serializer=dra_v1beta1.NodePrepareResourcesResponse.SerializeToString,
+            ),
+            UNPREPARE: grpc.unary_unary_rpc_method_handler(
+                unprepare,
+                request_deserializer=dra_v1beta1.NodeUnprepareResourcesRequest.FromString,
+                response_serializer=dra_v1beta1.NodeUnprepareResourcesResponse.SerializeToString,
+            ),
+        },
+    )

@@ -21,8 +21,7 @@ class ServiceAccountKubeClient(KubeClient):
     (Projected service-account tokens are rotated by the kubelet.)
     """
 
-    def __init__(self, server: str, ssl_context: ssl.SSLContext, token_file: Path,
-                 **kwargs: Any) -> None:
+    def __init__(self, server: str, ssl_context: ssl.SSLContext, token_file: Path, **kwargs: Any) -> None:
         super().__init__(server, ssl_context, **kwargs)
         self._token_file = token_file
         self._token_read_at = float("-inf")
@@ -34,18 +33,24 @@ class ServiceAccountKubeClient(KubeClient):
         self.session.headers["Authorization"] = f"Bearer {token}"
         self._token_read_at = time.monotonic()
 
-    async def request(self, method: str, path: str, *, params: dict[str, str] | None = None,
-                      body: Obj | list[Obj] | None = None, content_type: str | None = None,
-                      timeout_seconds: float | None = None) -> Obj:
+    async def request(
+        self,
+        method: str,
+        path: str,
+        *,
+        params: dict[str, str] | None = None,
+        body: Obj | list[Obj] | None = None,
+        content_type: str | None = None,
+        timeout_seconds: float | None = None,
+    ) -> Obj:
         await self._refresh_token()
-        return await super().request(method, path, params=params, body=body,
-                                     content_type=content_type,
-                                     timeout_seconds=timeout_seconds)
+        return await super().request(
+            method, path, params=params, body=body, content_type=content_type, timeout_seconds=timeout_seconds
+        )
 
 
 def in_cluster_available() -> bool:
-    return bool(os.environ.get("KUBERNETES_SERVICE_HOST")) and (
-        SERVICE_ACCOUNT_DIR / "token").is_file()
+    return bool(os.environ.get("KUBERNETES_SERVICE_HOST")) and (SERVICE_ACCOUNT_DIR / "token").is_file()
 
 
 def in_cluster_client(**kwargs: Any) -> ServiceAccountKubeClient:
@@ -55,5 +60,4 @@ def in_cluster_client(**kwargs: Any) -> ServiceAccountKubeClient:
     if ":" in host:
         host = f"[{host}]"
     ctx = ssl.create_default_context(cafile=str(SERVICE_ACCOUNT_DIR / "ca.crt"))
-    return ServiceAccountKubeClient(f"https://{host}:{port}", ctx,
-                                    SERVICE_ACCOUNT_DIR / "token", **kwargs)
+    return ServiceAccountKubeClient(f"https://{host}:{port}", ctx, SERVICE_ACCOUNT_DIR / "token", **kwargs)

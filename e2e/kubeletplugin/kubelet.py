@@ -78,23 +78,30 @@ def _unix_target(path: Path) -> str:
 async def get_plugin_info(socket: Path, rpc_timeout: float = 10.0) -> PluginInfo:
     """Call Registration/GetInfo on a registration socket."""
     async with grpc.aio.insecure_channel(_unix_target(socket)) as channel:
-        call = channel.unary_unary(f"/{REGISTRATION_SERVICE}/GetInfo",
-                                   request_serializer=reg_v1.InfoRequest.SerializeToString,
-                                   response_deserializer=reg_v1.PluginInfo.FromString)
+        call = channel.unary_unary(
+            f"/{REGISTRATION_SERVICE}/GetInfo",
+            request_serializer=reg_v1.InfoRequest.SerializeToString,
+            response_deserializer=reg_v1.PluginInfo.FromString,
+        )
         info = await call(reg_v1.InfoRequest(), timeout=rpc_timeout)
-    return PluginInfo(type=info.type, name=info.name, endpoint=info.endpoint,
-                      supported_versions=tuple(info.supported_versions))
+    return PluginInfo(
+        type=info.type,
+        name=info.name,
+        endpoint=info.endpoint,
+        supported_versions=tuple(info.supported_versions),
+    )
 
 
-async def notify_registration_status(socket: Path, registered: bool, error: str = "",
-                                     rpc_timeout: float = 10.0) -> None:
+async def notify_registration_status(
+    socket: Path, registered: bool, error: str = "", rpc_timeout: float = 10.0
+) -> None:
     async with grpc.aio.insecure_channel(_unix_target(socket)) as channel:
         call = channel.unary_unary(
             f"/{REGISTRATION_SERVICE}/NotifyRegistrationStatus",
             request_serializer=reg_v1.RegistrationStatus.SerializeToString,
-            response_deserializer=reg_v1.RegistrationStatusResponse.FromString)
-        await call(reg_v1.RegistrationStatus(plugin_registered=registered, error=error),
-                   timeout=rpc_timeout)
+            response_deserializer=reg_v1.RegistrationStatusResponse.FromString,
+        )
+        await call(reg_v1.RegistrationStatus(plugin_registered=registered, error=error), timeout=rpc_timeout)
 
 
 def choose_version(offered: Sequence[str], supported: Sequence[str]) -> str | None:
@@ -102,8 +109,9 @@ def choose_version(offered: Sequence[str], supported: Sequence[str]) -> str | No
     return next((v for v in offered if v in supported), None)
 
 
-async def register_plugin(socket: Path, *, rpc_timeout: float = 10.0,
-                          supported: Sequence[str] = KUBELET_DRA_VERSIONS) -> RegisteredPlugin:
+async def register_plugin(
+    socket: Path, *, rpc_timeout: float = 10.0, supported: Sequence[str] = KUBELET_DRA_VERSIONS
+) -> RegisteredPlugin:
     """The kubelet's registration handshake with one socket in the registry directory."""
     try:
         info = await get_plugin_info(socket, rpc_timeout)
@@ -116,8 +124,10 @@ async def register_plugin(socket: Path, *, rpc_timeout: float = 10.0,
     elif not info.name:
         problem = "plugin has no name"
     elif version is None:
-        problem = (f"none of the versions {list(info.supported_versions)} of plugin "
-                   f"{info.name} is supported (kubelet supports {list(supported)})")
+        problem = (
+            f"none of the versions {list(info.supported_versions)} of plugin "
+            f"{info.name} is supported (kubelet supports {list(supported)})"
+        )
     endpoint = Path(info.endpoint) if info.endpoint else socket
     if not problem and not endpoint.is_absolute():
         problem = f"endpoint {info.endpoint!r} is not an absolute path"
@@ -127,22 +137,28 @@ async def register_plugin(socket: Path, *, rpc_timeout: float = 10.0,
         problem = problem or f"NotifyRegistrationStatus: {err.code().name}: {err.details()}"
     if problem or version is None:
         raise RegistrationError(f"{socket}: {problem}")
-    return RegisteredPlugin(driver_name=info.name, registration_socket=socket,
-                            endpoint=endpoint, version=version)
+    return RegisteredPlugin(
+        driver_name=info.name, registration_socket=socket, endpoint=endpoint, version=version
+    )
 
 
 def _device_of(d: dra_v1.Device | dra_v1beta1.Device) -> PreparedDevice:
     share_id = d.share_id if isinstance(d, dra_v1.Device) and d.HasField("share_id") else None
-    return PreparedDevice(request_names=tuple(d.request_names), pool_name=d.pool_name,
-                          device_name=d.device_name, cdi_device_ids=tuple(d.cdi_device_ids),
-                          share_id=share_id)
+    return PreparedDevice(
+        request_names=tuple(d.request_names),
+        pool_name=d.pool_name,
+        device_name=d.device_name,
+        cdi_device_ids=tuple(d.cdi_device_ids),
+        share_id=share_id,
+    )
 
 
 class DraPluginClient:
     """NodePrepareResources/NodeUnprepareResources on one plugin's DRA socket."""
 
-    def __init__(self, endpoint: Path, version: str = "v1.DRAPlugin",
-                 timeout: float = DEFAULT_CALL_TIMEOUT) -> None:
+    def __init__(
+        self, endpoint: Path, version: str = "v1.DRAPlugin", timeout: float = DEFAULT_CALL_TIMEOUT
+    ) -> None:
         if version not in _SERVICE_OF_VERSION:
             raise ValueError(f"unknown DRA service version {version!r}")
         self.endpoint = endpoint
@@ -153,8 +169,9 @@ class DraPluginClient:
     async def __aenter__(self) -> DraPluginClient:
         return self
 
-    async def __aexit__(self, exc_type: type[BaseException] | None,
-                        exc: BaseException | None, tb: TracebackType | None) -> None:
+    async def __aexit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
         await self.close()
 
     async def close(self) -> None:
@@ -169,23 +186,33 @@ class DraPluginClient:
             call = self._channel.unary_unary(
                 self._method(PREPARE),
                 request_serializer=dra_v1.NodePrepareResourcesRequest.SerializeToString,
-                response_deserializer=dra_v1.NodePrepareResourcesResponse.FromString)
-            response = await call(dra_v1.NodePrepareResourcesRequest(
-                claims=[dra_v1.Claim(namespace=c.namespace, uid=c.uid, name=c.name)
-                        for c in claims]), timeout=self.timeout)
-            return {uid: PrepareResult(devices=tuple(_device_of(d) for d in r.devices),
-                                       error=r.error)
-                    for uid, r in response.claims.items()}
+                response_deserializer=dra_v1.NodePrepareResourcesResponse.FromString,
+            )
+            response = await call(
+                dra_v1.NodePrepareResourcesRequest(
+                    claims=[dra_v1.Claim(namespace=c.namespace, uid=c.uid, name=c.name) for c in claims]
+                ),
+                timeout=self.timeout,
+            )
+            return {
+                uid: PrepareResult(devices=tuple(_device_of(d) for d in r.devices), error=r.error)
+                for uid, r in response.claims.items()
+            }
         beta_call = self._channel.unary_unary(
             self._method(PREPARE),
             request_serializer=dra_v1beta1.NodePrepareResourcesRequest.SerializeToString,
-            response_deserializer=dra_v1beta1.NodePrepareResourcesResponse.FromString)
-        beta = await beta_call(dra_v1beta1.NodePrepareResourcesRequest(
-            claims=[dra_v1beta1.Claim(namespace=c.namespace, uid=c.uid, name=c.name)
-                    for c in claims]), timeout=self.timeout)
-        return {uid: PrepareResult(devices=tuple(_device_of(d) for d in r.devices),
-                                   error=r.error)
-                for uid, r in beta.claims.items()}
+            response_deserializer=dra_v1beta1.NodePrepareResourcesResponse.FromString,
+        )
+        beta = await beta_call(
+            dra_v1beta1.NodePrepareResourcesRequest(
+                claims=[dra_v1beta1.Claim(namespace=c.namespace, uid=c.uid, name=c.name) for c in claims]
+            ),
+            timeout=self.timeout,
+        )
+        return {
+            uid: PrepareResult(devices=tuple(_device_of(d) for d in r.devices), error=r.error)
+            for uid, r in beta.claims.items()
+        }
 
     async def unprepare(self, claims: Sequence[ClaimRef]) -> dict[str, str]:
         """Claim UID -> error ("" for success) (raises grpc.aio.AioRpcError)."""
@@ -193,18 +220,26 @@ class DraPluginClient:
             call = self._channel.unary_unary(
                 self._method(UNPREPARE),
                 request_serializer=dra_v1.NodeUnprepareResourcesRequest.SerializeToString,
-                response_deserializer=dra_v1.NodeUnprepareResourcesResponse.FromString)
-            response = await call(dra_v1.NodeUnprepareResourcesRequest(
-                claims=[dra_v1.Claim(namespace=c.namespace, uid=c.uid, name=c.name)
-                        for c in claims]), timeout=self.timeout)
+                response_deserializer=dra_v1.NodeUnprepareResourcesResponse.FromString,
+            )
+            response = await call(
+                dra_v1.NodeUnprepareResourcesRequest(
+                    claims=[dra_v1.Claim(namespace=c.namespace, uid=c.uid, name=c.name) for c in claims]
+                ),
+                timeout=self.timeout,
+            )
             return {uid: r.error for uid, r in response.claims.items()}
         beta_call = self._channel.unary_unary(
             self._method(UNPREPARE),
             request_serializer=dra_v1beta1.NodeUnprepareResourcesRequest.SerializeToString,
-            response_deserializer=dra_v1beta1.NodeUnprepareResourcesResponse.FromString)
-        beta = await beta_call(dra_v1beta1.NodeUnprepareResourcesRequest(
-            claims=[dra_v1beta1.Claim(namespace=c.namespace, uid=c.uid, name=c.name)
-                    for c in claims]), timeout=self.timeout)
+            response_deserializer=dra_v1beta1.NodeUnprepareResourcesResponse.FromString,
+        )
+        beta = await beta_call(
+            dra_v1beta1.NodeUnprepareResourcesRequest(
+                claims=[dra_v1beta1.Claim(namespace=c.namespace, uid=c.uid, name=c.name) for c in claims]
+            ),
+            timeout=self.timeout,
+        )
         return {uid: r.error for uid, r in beta.claims.items()}
 
 
@@ -235,15 +270,18 @@ def pod_claim_names(pod: Obj) -> PodClaims:
     A template entry with a null name in the status needs no claim (skipped);
     one that has no status entry yet means the claim is not created yet.
     """
-    statuses = {s["name"]: s.get("resourceClaimName")
-                for s in (pod.get("status") or {}).get("resourceClaimStatuses") or []}
+    statuses = {
+        s["name"]: s.get("resourceClaimName")
+        for s in (pod.get("status") or {}).get("resourceClaimStatuses") or []
+    }
     names: list[str] = []
     for entry in (pod.get("spec") or {}).get("resourceClaims") or []:
         if entry.get("resourceClaimName"):
             names.append(entry["resourceClaimName"])
         elif entry["name"] not in statuses:
-            return PodClaims(names=tuple(names),
-                             waiting_for=f"claim for pod entry {entry['name']!r} not created yet")
+            return PodClaims(
+                names=tuple(names), waiting_for=f"claim for pod entry {entry['name']!r} not created yet"
+            )
         elif statuses[entry["name"]]:
             names.append(str(statuses[entry["name"]]))
     return PodClaims(names=tuple(dict.fromkeys(names)))
@@ -274,15 +312,15 @@ class FakeKubelet:
         sockets = await asyncio.to_thread(self._list_sockets)
         for name, plugin in list(self.plugins.items()):
             if plugin.registration_socket not in sockets:
-                log.info("plugin %s deregistered (socket %s gone)", name,
-                         plugin.registration_socket)
+                log.info("plugin %s deregistered (socket %s gone)", name, plugin.registration_socket)
                 await self._forget(name)
         known = {p.registration_socket for p in self.plugins.values()}
         self.failures = {s: why for s, why in self.failures.items() if s in sockets}
         for socket in sorted(sockets - known):
             try:
-                plugin = await register_plugin(socket, rpc_timeout=self.registration_timeout,
-                                               supported=self.supported_versions)
+                plugin = await register_plugin(
+                    socket, rpc_timeout=self.registration_timeout, supported=self.supported_versions
+                )
             except RegistrationError as err:
                 if self.failures.get(socket) != str(err):
                     log.warning("plugin registration failed: %s", err)
@@ -292,14 +330,16 @@ class FakeKubelet:
             if plugin.driver_name in self.plugins:
                 await self._forget(plugin.driver_name)  # re-registered on a new socket
             self.plugins[plugin.driver_name] = plugin
-            log.info("registered DRA plugin %s (%s at %s)", plugin.driver_name, plugin.version,
-                     plugin.endpoint)
+            log.info(
+                "registered DRA plugin %s (%s at %s)", plugin.driver_name, plugin.version, plugin.endpoint
+            )
 
     def _list_sockets(self) -> set[Path]:
         if not self.registry_dir.is_dir():
             return set()
-        return {p.absolute() for p in self.registry_dir.iterdir()
-                if not p.name.startswith(".") and p.is_socket()}
+        return {
+            p.absolute() for p in self.registry_dir.iterdir() if not p.name.startswith(".") and p.is_socket()
+        }
 
     async def run(self, interval: float = 1.0) -> None:
         """Rescan forever (cancel to stop)."""
@@ -353,7 +393,8 @@ class FakeKubelet:
                     results[ref.uid] = PrepareResult(error=answer)
                 elif answer is None:
                     results[ref.uid] = PrepareResult(
-                        error=f"driver {driver} returned no result for claim {ref.uid}")
+                        error=f"driver {driver} returned no result for claim {ref.uid}"
+                    )
                 elif answer.error:
                     results[ref.uid] = PrepareResult(error=answer.error)
                 else:
@@ -375,8 +416,7 @@ class FakeKubelet:
             errors[uid] = ""
             known = self._prepared.get(uid)
             if known is None:
-                known = _Prepared(ClaimRef(namespace="", uid=uid, name=""),
-                                  tuple(self.plugins))
+                known = _Prepared(ClaimRef(namespace="", uid=uid, name=""), tuple(self.plugins))
             for driver in known.drivers:
                 by_driver.setdefault(driver, []).append(known.ref)
         for driver, refs in by_driver.items():
@@ -393,8 +433,7 @@ class FakeKubelet:
                 self._prepared.pop(uid, None)
         return errors
 
-    async def _call(self, driver: str, refs: list[ClaimRef],
-                    prepare: bool) -> dict[str, PrepareResult | str]:
+    async def _call(self, driver: str, refs: list[ClaimRef], prepare: bool) -> dict[str, PrepareResult | str]:
         op = PREPARE if prepare else UNPREPARE
         client = self.client(driver)
         if client is None:

@@ -13,8 +13,7 @@ class ClaimRef(msgspec.Struct, frozen=True, kw_only=True):
     name: str
 
 
-class PreparedDevice(msgspec.Struct, frozen=True, kw_only=True, rename="camel",
-                     omit_defaults=True):
+class PreparedDevice(msgspec.Struct, frozen=True, kw_only=True, rename="camel", omit_defaults=True):
     """One device of a claim as returned to the kubelet (and kept in the checkpoint)."""
 
     request_names: tuple[str, ...]

@@ -52,8 +52,7 @@ def remove_stale_socket(path: Path) -> None:
 
 
 class KubeletPlugin:
-    def __init__(self, config: PluginConfig, claims: ClaimSource, *,
-                 stop_grace: float = 5.0) -> None:
+    def __init__(self, config: PluginConfig, claims: ClaimSource, *, stop_grace: float = 5.0) -> None:
         self.config = config
         self.service = DraNodeService(config, claims)
         self.registration = RegistrationState()
@@ -65,8 +64,9 @@ class KubeletPlugin:
         await self.start()
         return self
 
-    async def __aexit__(self, exc_type: type[BaseException] | None,
-                        exc: BaseException | None, tb: TracebackType | None) -> None:
+    async def __aexit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
         await self.stop()
 
     async def start(self) -> None:
@@ -82,18 +82,23 @@ class KubeletPlugin:
         await asyncio.to_thread(_prepare_dirs)
         try:
             self._dra_server = await self._serve(
-                cfg.dra_socket,
-                [dra_v1_handler(self.service), dra_v1beta1_handler(self.service)])
+                cfg.dra_socket, [dra_v1_handler(self.service), dra_v1beta1_handler(self.service)]
+            )
             self._reg_server = await self._serve(
-                cfg.registration_socket, [registration_handler(cfg, self.registration)])
+                cfg.registration_socket, [registration_handler(cfg, self.registration)]
+            )
         except BaseException:
             await self.stop()
             raise
-        log.info("plugin %s for node %s: registration %s, DRA service %s", cfg.driver_name,
-                 cfg.node_name, cfg.registration_socket, cfg.dra_socket)
+        log.info(
+            "plugin %s for node %s: registration %s, DRA service %s",
+            cfg.driver_name,
+            cfg.node_name,
+            cfg.registration_socket,
+            cfg.dra_socket,
+        )
 
-    async def _serve(self, socket: Path,
-                     handlers: list[grpc.GenericRpcHandler]) -> grpc.aio.Server:
+    async def _serve(self, socket: Path, handlers: list[grpc.GenericRpcHandler]) -> grpc.aio.Server:
         server = grpc.aio.server()
         server.add_generic_rpc_handlers(handlers)
         try:

@@ -59,8 +59,7 @@ class DraNodeService:
         async with self._lock:
             self._checkpoint = await asyncio.to_thread(_load)
             self._loaded = True
-        log.info("checkpoint %s: %d prepared claim(s)", cfg.checkpoint_file,
-                 len(self._checkpoint.claims))
+        log.info("checkpoint %s: %d prepared claim(s)", cfg.checkpoint_file, len(self._checkpoint.claims))
 
     @property
     def prepared(self) -> dict[str, PreparedClaim]:
@@ -78,13 +77,12 @@ class DraNodeService:
                     devices, new = await self._prepare_one(ref)
                 except ClaimError as err:
                     results[ref.uid] = PrepareResult(error=str(err))
-                    log.info("prepare %s/%s (%s) refused: %s", ref.namespace, ref.name,
-                             ref.uid, err)
+                    log.info("prepare %s/%s (%s) refused: %s", ref.namespace, ref.name, ref.uid, err)
                 except Exception as err:
                     log.exception("prepare %s/%s (%s) failed", ref.namespace, ref.name, ref.uid)
                     results[ref.uid] = PrepareResult(
-                        error=f"preparing claim {ref.namespace}/{ref.name}: "
-                              f"{type(err).__name__}: {err}")
+                        error=f"preparing claim {ref.namespace}/{ref.name}: {type(err).__name__}: {err}"
+                    )
                 else:
                     results[ref.uid] = PrepareResult(devices=devices)
                     if new:
@@ -135,18 +133,26 @@ class DraNodeService:
             raise ClaimError(f"ResourceClaim {ref.namespace}/{ref.name} not found")
         devices = self._devices_of(ref, claim)
         await self._write_cdi(ref.uid, devices)
-        self._checkpoint.claims[ref.uid] = PreparedClaim(namespace=ref.namespace, name=ref.name,
-                                                         devices=devices)
-        log.info("prepared claim %s/%s (%s): %s", ref.namespace, ref.name, ref.uid,
-                 ", ".join(d.device_name for d in devices) or "no devices of this driver")
+        self._checkpoint.claims[ref.uid] = PreparedClaim(
+            namespace=ref.namespace, name=ref.name, devices=devices
+        )
+        log.info(
+            "prepared claim %s/%s (%s): %s",
+            ref.namespace,
+            ref.name,
+            ref.uid,
+            ", ".join(d.device_name for d in devices) or "no devices of this driver",
+        )
         return devices, True
 
     def _devices_of(self, ref: ClaimRef, claim: Obj) -> tuple[PreparedDevice, ...]:
         cfg = self.config
         uid = (claim.get("metadata") or {}).get("uid")
         if uid != ref.uid:
-            raise ClaimError(f"ResourceClaim {ref.namespace}/{ref.name} has UID {uid}, "
-                             f"not the expected {ref.uid} (deleted and recreated?)")
+            raise ClaimError(
+                f"ResourceClaim {ref.namespace}/{ref.name} has UID {uid}, "
+                f"not the expected {ref.uid} (deleted and recreated?)"
+            )
         allocation = (claim.get("status") or {}).get("allocation")
         if not allocation:
             raise ClaimError(f"ResourceClaim {ref.namespace}/{ref.name} is not allocated")
@@ -157,8 +163,13 @@ class DraNodeService:
                 continue
             pool, name = result.get("pool", ""), result.get("device", "")
             if pool != cfg.node_name:
-                log.warning("claim %s/%s: device %s/%s is in another node's pool; ignored",
-                            ref.namespace, ref.name, pool, name)
+                log.warning(
+                    "claim %s/%s: device %s/%s is in another node's pool; ignored",
+                    ref.namespace,
+                    ref.name,
+                    pool,
+                    name,
+                )
                 continue
             try:
                 gpu_uuid = device_uuid(cfg.node_name, name)
@@ -166,14 +177,16 @@ class DraNodeService:
                 raise ClaimError(f"ResourceClaim {ref.namespace}/{ref.name}: {err}") from None
             request = result.get("request", "")
             share_id = result.get("shareID")
-            devices.append(PreparedDevice(
-                request_names=(request,) if request else (),
-                pool_name=pool,
-                device_name=name,
-                cdi_device_ids=(cdi.cdi_device_id(cfg, ref.uid, name),),
-                share_id=str(share_id) if share_id else None,
-                uuid=gpu_uuid,
-            ))
+            devices.append(
+                PreparedDevice(
+                    request_names=(request,) if request else (),
+                    pool_name=pool,
+                    device_name=name,
+                    cdi_device_ids=(cdi.cdi_device_id(cfg, ref.uid, name),),
+                    share_id=str(share_id) if share_id else None,
+                    uuid=gpu_uuid,
+                )
+            )
         return tuple(devices)
 
     async def _write_cdi(self, claim_uid: str, devices: tuple[PreparedDevice, ...]) -> None:

@@ -39,8 +39,7 @@ async def publish_node_slice(kube: KubeClient, node: NodeSpec) -> int:
     return len(devices)
 
 
-async def republish_forever(kube: KubeClient, node: NodeSpec, interval: float,
-                            retry: float = 5.0) -> None:
+async def republish_forever(kube: KubeClient, node: NodeSpec, interval: float, retry: float = 5.0) -> None:
     """Publish now, then every ``interval`` s (a kubelet may wipe slices); retry failures.
 
     ``interval`` <= 0: publish once (retrying until it works) and return.
