@@ -34,8 +34,7 @@ async def publish_node_slice(kube: KubeClient, node: NodeSpec) -> int:
         log.info("node %s has no GPUs; no ResourceSlice to publish", node.name)
         return 0
     driver = FakeDraDriver(kube, TestbedSpec(nodes=[node]))
-    # FakeDraDriver has no public per-node call yet; _publish_node is exactly that.
-    await driver._publish_node(node.name, devices)
+    await driver.publish_node(node.name, devices)
     return len(devices)
 
 

@@ -113,7 +113,7 @@ class FakeDraDriver:
         for node in self._spec.nodes:
             devices = gpu_devices(node)
             if devices:
-                await self._publish_node(node.name, devices)
+                await self.publish_node(node.name, devices)
                 wanted.add(slice_name(node.name))
         slices, _ = await self._kube.list_all(
             api_path(RESOURCE_V1, "resourceslices"),
@@ -129,7 +129,9 @@ class FakeDraDriver:
                     if err.status != 404:
                         raise
 
-    async def _publish_node(self, node_name: str, devices: list[Obj]) -> None:
+    async def publish_node(self, node_name: str, devices: list[Obj]) -> None:
+        """Create or update one node's ResourceSlice (server-side apply); other slices
+        are left alone. The pool generation moves only when the devices change."""
         node = await self._kube.get(api_path("v1", "nodes", name=node_name))
         path = api_path(RESOURCE_V1, "resourceslices", name=slice_name(node_name))
         existing = await self._kube.get_or_none(path)
