@@ -1,7 +1,11 @@
-"""The test-bed's Python half in one process: node simulator, pod simulator, fake DRA driver.
+"""The test-bed's Python half in one process: node simulator, pod simulator (with the
+nodes' kubelets' DRA side), fake DRA driver (API half).
 
-Serves ``/healthz`` (alive) and ``/readyz`` (nodes, DeviceClass and slices
-published, informers synced) on a loopback port.
+Serves ``/healthz`` (alive), ``/readyz`` (nodes, DeviceClass and slices
+published, informers synced) and ``/plugins`` (JSON: driver plugins registered
+per node) on a loopback port. With ``nodes_dir``, each node's kubelet watches
+``<nodes_dir>/<node>/plugins_registry`` and pods with claims start only after
+the driver's plugin prepared them.
 """
 
 from __future__ import annotations
@@ -20,6 +24,8 @@ from aiohttp import web
 
 from e2e.testbed.fakedriver import FakeDraDriver
 from e2e.testbed.kubeclient import ApiError, KubeClient
+from e2e.testbed.kubeletsim import KubeletSimulator
+from e2e.testbed.nodedirs import node_dirs
 from e2e.testbed.nodesim import NodeSimulator
 from e2e.testbed.podsim import PodSimulator
 from e2e.testbed.spec import TestbedSpec
@@ -43,6 +49,12 @@ async def _retry(what: str, action: Callable[[], Awaitable[T]]) -> T:
 class _Health:
     def __init__(self) -> None:
         self.ready = False
+        self.kubelets: KubeletSimulator | None = None
+
+    async def plugins(self, _request: web.Request) -> web.Response:
+        kubelets = self.kubelets
+        nodes = {n: kubelets.registered(n) for n in kubelets.nodes()} if kubelets is not None else {}
+        return web.json_response(nodes)
 
     async def healthz(self, _request: web.Request) -> web.Response:
         return web.Response(text="ok")
@@ -51,12 +63,15 @@ class _Health:
         return web.Response(text="ok" if self.ready else "starting", status=200 if self.ready else 503)
 
 
-async def run_agents(kubeconfig: Path, spec: TestbedSpec, health_port: int) -> None:
+async def run_agents(
+    kubeconfig: Path, spec: TestbedSpec, health_port: int, nodes_dir: Path | None = None
+) -> None:
     """Run until cancelled."""
     health = _Health()
     app = web.Application()
     app.router.add_get("/healthz", health.healthz)
     app.router.add_get("/readyz", health.readyz)
+    app.router.add_get("/plugins", health.plugins)
     runner = web.AppRunner(app, access_log=None)
     await runner.setup()
     await web.TCPSite(runner, "127.0.0.1", health_port).start()
@@ -69,7 +84,19 @@ async def run_agents(kubeconfig: Path, spec: TestbedSpec, health_port: int) -> N
             await _retry("creating nodes", nodes.ensure_nodes)
             driver = FakeDraDriver(kube, spec)
             await _retry("publishing DeviceClass and ResourceSlices", driver.publish)
-            pods = PodSimulator(kube, nodes.node_ips, spec.pod_run_seconds)
+            kubelets: KubeletSimulator | None = None
+            pods: PodSimulator | None = None
+
+            def plugins_changed(node: str) -> None:
+                if pods is not None:
+                    pods.plugins_changed(node)
+
+            if nodes_dir is not None:
+                kubelets = KubeletSimulator(
+                    {n.name: node_dirs(nodes_dir, n.name).registry_dir for n in spec.nodes}, plugins_changed
+                )
+                health.kubelets = kubelets
+            pods = PodSimulator(kube, nodes.node_ips, spec.pod_run_seconds, kubelets)
             tasks = [
                 asyncio.create_task(nodes.heartbeat_forever(), name="node-heartbeat"),
                 asyncio.create_task(driver.refresh_forever(), name="driver-refresh"),
@@ -89,11 +116,11 @@ async def run_agents(kubeconfig: Path, spec: TestbedSpec, health_port: int) -> N
         await runner.cleanup()
 
 
-def main(kubeconfig: Path, spec: TestbedSpec, health_port: int) -> None:
+def main(kubeconfig: Path, spec: TestbedSpec, health_port: int, nodes_dir: Path | None = None) -> None:
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
 
     async def entry() -> None:
-        work = asyncio.create_task(run_agents(kubeconfig, spec, health_port), name="agents")
+        work = asyncio.create_task(run_agents(kubeconfig, spec, health_port, nodes_dir), name="agents")
         loop = asyncio.get_running_loop()
         for sig in (signal.SIGTERM, signal.SIGINT):
             loop.add_signal_handler(sig, work.cancel)

@@ -125,7 +125,7 @@ def cmd_status(args: argparse.Namespace) -> int:
 def cmd_agents(args: argparse.Namespace) -> int:
     from e2e.testbed.agents import main as agents_main  # imported late: keeps `up` light
 
-    agents_main(args.kubeconfig, _spec(args), args.health_port)
+    agents_main(args.kubeconfig, _spec(args), args.health_port, args.nodes_dir)
     return 0
 
 
@@ -164,6 +164,12 @@ def build_parser() -> argparse.ArgumentParser:
     agents = sub.add_parser("agents", help="(internal) node simulator + fake DRA driver")
     agents.add_argument("--kubeconfig", type=Path, required=True)
     agents.add_argument("--health-port", type=int, required=True)
+    agents.add_argument(
+        "--nodes-dir",
+        type=Path,
+        default=None,
+        help="<run>/nodes: the nodes' plugin registry dirs (DRA prepare)",
+    )
     spec_args(agents)
     agents.set_defaults(func=cmd_agents)
     return parser

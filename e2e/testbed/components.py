@@ -1,8 +1,9 @@
 """Command lines and health endpoints of the test-bed's components.
 
 Start order: etcd, kube-apiserver, then kube-controller-manager,
-kube-scheduler and the Python agents (node simulator + fake DRA driver)
-together. Stop order is the reverse.
+kube-scheduler, the Python agents (node simulator + fake DRA driver's API half)
+and one ``driver-<node>`` process per node (the fake DRA driver's kubelet
+plugin, ``python -m e2e.kubeletplugin``) together. Stop order is the reverse.
 """
 
 from __future__ import annotations
@@ -11,8 +12,11 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
+from e2e.testbed.names import DRIVER_NAME
+from e2e.testbed.nodedirs import NodeDirs, node_dirs
 from e2e.testbed.paths import E2E_DIR, BinaryPaths
 from e2e.testbed.pki import Pki
+from e2e.testbed.spec import TestbedSpec
 
 ETCD = "etcd"
 APISERVER = "kube-apiserver"
@@ -20,6 +24,7 @@ CONTROLLER_MANAGER = "kube-controller-manager"
 SCHEDULER = "kube-scheduler"
 AGENTS = "agents"
 START_ORDER = (ETCD, APISERVER, CONTROLLER_MANAGER, SCHEDULER, AGENTS)
+DRIVER_PREFIX = "driver-"  # + node name: that node's kubelet-plugin process
 SERVICE_CLUSTER_IP_RANGE = "10.0.0.0/24"
 REPO_ROOT = E2E_DIR.parent
 
@@ -55,6 +60,13 @@ class RunLayout:
     @property
     def etcd_data(self) -> Path:
         return self.run_dir / "etcd-data"
+
+    @property
+    def nodes_dir(self) -> Path:
+        return self.run_dir / "nodes"
+
+    def node(self, node_name: str) -> NodeDirs:
+        return node_dirs(self.nodes_dir, node_name)
 
     @property
     def spec_file(self) -> Path:
@@ -186,6 +198,7 @@ def plan_components(
         f"--kubeconfig={kubeconfig}",
         f"--spec={layout.spec_file}",
         f"--health-port={ports[AGENTS]}",
+        f"--nodes-dir={layout.nodes_dir}",
     ]
     if pod_run_seconds is not None:
         agents_argv.append(f"--pod-run-seconds={pod_run_seconds}")
@@ -200,3 +213,50 @@ def plan_components(
         )
     )
     return {p.name: p for p in plans}
+
+
+def driver_component(node_name: str) -> str:
+    return DRIVER_PREFIX + node_name
+
+
+def is_driver_component(name: str) -> bool:
+    return name.startswith(DRIVER_PREFIX)
+
+
+def ordered_components(names: list[str] | tuple[str, ...]) -> list[str]:
+    """Start order: the fixed components first, then the drivers in the order given."""
+    fixed = [n for n in START_ORDER if n in names]
+    return fixed + [n for n in names if n not in START_ORDER]
+
+
+def plan_drivers(layout: RunLayout, spec: TestbedSpec) -> dict[str, ComponentPlan]:
+    """One kubelet-plugin process per node, with the node's directories in the run folder.
+
+    ``--no-publish``: the agents publish every node's ResourceSlice (and delete
+    those of nodes gone), so there is a single writer per slice.
+    """
+    plans = {}
+    for node in spec.nodes:
+        dirs = layout.node(node.name)
+        registration, _ = dirs.socket_paths(DRIVER_NAME)
+        name = driver_component(node.name)
+        plans[name] = ComponentPlan(
+            name=name,
+            argv=(
+                sys.executable,
+                "-m",
+                "e2e.kubeletplugin",
+                f"--node-name={node.name}",
+                f"--kubeconfig={layout.kubeconfig}",
+                f"--driver-name={DRIVER_NAME}",
+                f"--registry-dir={dirs.registry_dir}",
+                f"--plugins-dir={dirs.plugins_dir}",
+                f"--cdi-dir={dirs.cdi_dir}",
+                "--no-publish",
+            ),
+            health_url=f"unix:{registration}",
+            uses_tls=False,
+            start_timeout=60,
+            env=(("PYTHONPATH", str(REPO_ROOT)), ("PYTHONUNBUFFERED", "1")),
+        )
+    return plans

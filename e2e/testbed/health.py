@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import socket
 import ssl
 import time
 import urllib.error
@@ -26,7 +27,12 @@ class Probe:
     ssl_context: ssl.SSLContext | None = None
 
     def check(self, timeout: float = 2.0) -> tuple[bool, str]:
-        """(healthy, short detail). Never raises for network errors."""
+        """(healthy, short detail). Never raises for network errors.
+
+        ``unix:<path>``: healthy when something accepts connections on that socket.
+        """
+        if self.url.startswith("unix:"):
+            return _check_unix_socket(self.url.removeprefix("unix:"), timeout)
         try:
             with urllib.request.urlopen(self.url, timeout=timeout, context=self.ssl_context) as resp:
                 body = resp.read(2048).decode(errors="replace").strip()
@@ -36,6 +42,16 @@ class Probe:
             return False, f"HTTP {err.code} {body[-500:]}"
         except (urllib.error.URLError, OSError, TimeoutError) as err:
             return False, f"{type(err).__name__}: {err}"
+
+
+def _check_unix_socket(path: str, timeout: float) -> tuple[bool, str]:
+    with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as sock:
+        sock.settimeout(timeout)
+        try:
+            sock.connect(path)
+        except (OSError, TimeoutError) as err:
+            return False, f"{path}: {type(err).__name__}: {err.strerror or err}"
+    return True, f"listening on {path}"
 
 
 def wait_until_healthy(

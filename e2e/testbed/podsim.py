@@ -1,10 +1,19 @@
 """Moves pods bound to simulated nodes through their lifecycle, like a kubelet would.
 
 One asyncio task per live pod drives it: wait until its ResourceClaims are
-allocated and reserved for it, then Running with containers Ready, then
-Succeeded (or Failed) after its run time. Annotations (see names.py) make a pod
-stall, fail, or run for a given time. A pod being deleted is terminated and
-then deleted with grace period 0.
+allocated and reserved for it, have the node's DRA drivers prepare them
+(NodePrepareResources through each driver's kubelet-plugin socket, when a
+:class:`KubeletSimulator` is given), then Running with containers Ready, then
+Succeeded (or Failed) after its run time, then NodeUnprepareResources.
+Annotations (see names.py) make a pod stall, fail, or run for a given time. A
+pod being deleted is terminated and then deleted with grace period 0.
+
+A failed prepare leaves the pod as a kubelet does: Pending, containers waiting
+in ContainerCreating, a Warning Event ``FailedPrepareDynamicResources`` (its
+count bumped on each retry); the error is also in the pod's
+PodReadyToStartContainers condition and the containers' waiting message.
+Prepare is retried with exponential backoff (0.5 s .. 8 s) and at once when a
+plugin (re)registers on the node.
 """
 
 from __future__ import annotations
@@ -15,15 +24,20 @@ import logging
 import math
 import time
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 import aiohttp
 
+from e2e.testbed.events import EventRecorder
 from e2e.testbed.informer import Informer
 from e2e.testbed.kubeclient import STRATEGIC_MERGE_PATCH, ApiError, KubeClient, Obj, api_path
 from e2e.testbed.podstatus import (
+    PREPARE_FAILED_REASON,
     TERMINAL_PHASES,
     claims_blocking,
     finished_patch,
+    pod_claims,
+    prepare_failed_patch,
     run_seconds,
     running_patch,
     stalled_patch,
@@ -32,8 +46,14 @@ from e2e.testbed.podstatus import (
 )
 from e2e.testbed.timeutil import parse_time
 
+if TYPE_CHECKING:
+    from e2e.testbed.kubeletsim import KubeletSimulator
+
 log = logging.getLogger(__name__)
 CLAIM_RECHECK_SECONDS = 5.0
+PREPARE_BACKOFF_FIRST = 0.5
+PREPARE_BACKOFF_MAX = 8.0
+UNPREPARE_BACKOFF_MAX = 10.0
 
 
 def _resource_version(obj: Obj) -> int:
@@ -50,6 +70,12 @@ class _PodState:
     gone: bool = False
     waiting_reason: str | None = None
     stalled: bool = False
+    # DRA: claims prepared on the node; failed attempts; no new attempt before retry_at
+    # (monotonic); the prepare error last written to the pod's status.
+    prepared: bool = False
+    prepare_failures: int = 0
+    retry_at: float = 0.0
+    prepare_error: str | None = None
 
     def update(self, pod: Obj) -> None:
         """Keep the newest version (a watch event may be older than a patch answer)."""
@@ -59,8 +85,18 @@ class _PodState:
 
 
 class PodSimulator:
-    def __init__(self, kube: KubeClient, node_ips: dict[str, str], default_run_seconds: float) -> None:
+    def __init__(
+        self,
+        kube: KubeClient,
+        node_ips: dict[str, str],
+        default_run_seconds: float,
+        kubelets: KubeletSimulator | None = None,
+    ) -> None:
+        """``kubelets``: prepare/unprepare claims through the drivers' plugins; None: claims
+        need only be allocated and reserved."""
         self._kube = kube
+        self._kubelets = kubelets
+        self._events = EventRecorder(kube)
         self._node_ips = node_ips
         self._default_run_seconds = default_run_seconds
         self._pods: dict[str, _PodState] = {}
@@ -87,11 +123,15 @@ class PodSimulator:
 
     async def run(self) -> None:
         """Run until cancelled; cancels every pod task on the way out."""
+        if self._kubelets is not None:
+            await self._kubelets.scan_all()  # plugins already there count from the first pod on
         loops = [
             asyncio.create_task(self._claim_informer.run(), name="claim-informer"),
             asyncio.create_task(self._pod_informer.run(), name="pod-informer"),
             asyncio.create_task(self._recheck_waiting(), name="claim-recheck"),
         ]
+        if self._kubelets is not None:
+            loops.append(asyncio.create_task(self._kubelets.run(), name="kubelet-plugin-watcher"))
         try:
             done, _ = await asyncio.wait(loops, return_when=asyncio.FIRST_EXCEPTION)
             for task in done:
@@ -133,6 +173,13 @@ class PodSimulator:
             if state.waiting_reason is not None:
                 state.wake.set()
 
+    def plugins_changed(self, node: str) -> None:
+        """A driver plugin (de)registered on ``node``: retry failed prepares there now."""
+        for state in self._pods.values():
+            if not state.prepared and state.prepare_failures and state.pod["spec"].get("nodeName") == node:
+                state.retry_at = 0.0
+                state.wake.set()
+
     async def _recheck_waiting(self) -> None:
         while True:
             await asyncio.sleep(CLAIM_RECHECK_SECONDS)
@@ -141,33 +188,57 @@ class PodSimulator:
     # ---- one pod ---------------------------------------------------------------
     async def _drive(self, uid: str, state: _PodState) -> None:
         try:
-            while not state.gone:
-                state.wake.clear()
-                try:
-                    sleep_for = await self._step(state)
-                except ApiError as err:
-                    if err.status == 404:
-                        return
-                    log.warning("pod %s: %s", _name(state.pod), err)
-                    sleep_for = 0.5 if err.status == 409 else 1.0
-                    await self._refresh(state)
-                except (aiohttp.ClientError, OSError, TimeoutError) as err:
-                    log.warning("pod %s: %s", _name(state.pod), err)
-                    sleep_for = 1.0
-                except Exception:
-                    # A bug or an unexpected object must not end this pod's task quietly.
-                    log.exception("pod %s: unexpected error", _name(state.pod))
-                    sleep_for = 5.0
-                if sleep_for is None:
-                    return
-                if sleep_for > 0:
-                    with contextlib.suppress(TimeoutError):
-                        await asyncio.wait_for(
-                            state.wake.wait(), None if math.isinf(sleep_for) else sleep_for
-                        )
+            await self._drive_until_done(state)
+            await self._release(state)
         finally:
             self._pods.pop(uid, None)
             self._tasks.pop(uid, None)
+            self._events.forget(uid)
+
+    async def _drive_until_done(self, state: _PodState) -> None:
+        while not state.gone:
+            state.wake.clear()
+            try:
+                sleep_for = await self._step(state)
+            except ApiError as err:
+                if err.status == 404:
+                    return
+                log.warning("pod %s: %s", _name(state.pod), err)
+                sleep_for = 0.5 if err.status == 409 else 1.0
+                await self._refresh(state)
+            except (aiohttp.ClientError, OSError, TimeoutError) as err:
+                log.warning("pod %s: %s", _name(state.pod), err)
+                sleep_for = 1.0
+            except Exception:
+                # A bug or an unexpected object must not end this pod's task quietly.
+                log.exception("pod %s: unexpected error", _name(state.pod))
+                sleep_for = 5.0
+            if sleep_for is None:
+                return
+            if sleep_for > 0:
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(state.wake.wait(), None if math.isinf(sleep_for) else sleep_for)
+
+    async def _release(self, state: _PodState) -> None:
+        """NodeUnprepareResources once the pod is over; retried until the driver answers."""
+        if self._kubelets is None or not state.prepared:
+            return
+        node = state.pod["spec"]["nodeName"]
+        uid = state.pod["metadata"]["uid"]
+        delay = PREPARE_BACKOFF_FIRST
+        while True:
+            try:
+                error = await self._kubelets.release(node, uid)
+            except Exception as err:  # a bug must not leave the claim prepared for ever quietly
+                log.exception("pod %s: unprepare failed unexpectedly", _name(state.pod))
+                error = str(err)
+            if error is None:
+                state.prepared = False
+                log.info("pod %s: claims unprepared on %s", _name(state.pod), node)
+                return
+            log.warning("pod %s: %s; retrying in %.1fs", _name(state.pod), error, delay)
+            await asyncio.sleep(delay)
+            delay = min(delay * 2, UNPREPARE_BACKOFF_MAX)
 
     async def _step(self, state: _PodState) -> float | None:
         """Do the next thing for this pod; return how long to wait (None: done)."""
@@ -188,6 +259,10 @@ class PodSimulator:
                 log.debug("pod %s waits: %s", _name(pod), blocker)
                 return CLAIM_RECHECK_SECONDS
             node = pod["spec"]["nodeName"]
+            if not state.prepared:
+                wait = await self._prepare(state, node)
+                if wait is not None:
+                    return wait
             if wants_stall(pod):
                 await self._patch_status(state, stalled_patch(pod, self._node_ips[node], self._pod_ip(node)))
                 state.stalled = True
@@ -197,6 +272,12 @@ class PodSimulator:
             log.info("pod %s running on %s", _name(pod), node)
             return 0
         # Running: finish when the run time is over.
+        if not state.prepared and self._kubelets is not None:
+            # Found running (the simulator restarted): its claims were prepared before.
+            node = pod["spec"]["nodeName"]
+            uids = [c["metadata"]["uid"] for c in pod_claims(pod, self._claim_informer.cache)]
+            self._kubelets.adopt(node, meta["uid"], uids)
+            state.prepared = True
         duration = run_seconds(pod, self._default_run_seconds)
         if math.isinf(duration):
             return math.inf
@@ -208,6 +289,33 @@ class PodSimulator:
         await self._patch_status(state, finished_patch(pod, exit_code))
         log.info("pod %s finished with exit code %d", _name(pod), exit_code)
         return None
+
+    async def _prepare(self, state: _PodState, node: str) -> float | None:
+        """NodePrepareResources for the pod's claims: None when done, else seconds to wait."""
+        pod = state.pod
+        claims = pod_claims(pod, self._claim_informer.cache)
+        if self._kubelets is None or not claims:
+            state.prepared = True
+            return None
+        now = time.monotonic()
+        if now < state.retry_at:
+            return state.retry_at - now
+        error = await self._kubelets.prepare(node, pod["metadata"]["uid"], claims)
+        if error is None:
+            state.prepared = True
+            state.prepare_failures = 0
+            log.info("pod %s: %d claim(s) prepared on %s", _name(pod), len(claims), node)
+            return None
+        state.prepare_failures += 1
+        delay: float = min(PREPARE_BACKOFF_FIRST * 2.0 ** (state.prepare_failures - 1), PREPARE_BACKOFF_MAX)
+        state.retry_at = time.monotonic() + delay
+        message = f"Failed to prepare dynamic resources: {error}"
+        log.warning("pod %s: %s; retry in %.1fs", _name(pod), message, delay)
+        await self._events.record(pod, node, "Warning", PREPARE_FAILED_REASON, message)
+        if state.prepare_error != message:
+            await self._patch_status(state, prepare_failed_patch(pod, self._node_ips[node], message))
+            state.prepare_error = message
+        return delay
 
     async def _terminate(self, state: _PodState) -> None:
         pod = state.pod

@@ -11,6 +11,8 @@ from e2e.testbed.names import FAIL_ANNOTATION, RUN_SECONDS_ANNOTATION, STALL_ANN
 from e2e.testbed.timeutil import rfc3339
 
 TERMINAL_PHASES = ("Succeeded", "Failed")
+# The kubelet's Event reason when NodePrepareResources fails (and our condition reason).
+PREPARE_FAILED_REASON = "FailedPrepareDynamicResources"
 
 
 def pod_annotations(pod: Obj) -> dict[str, str]:
@@ -85,6 +87,13 @@ def claims_blocking(pod: Obj, claims: dict[str, Obj]) -> str | None:
     return None
 
 
+def pod_claims(pod: Obj, claims: dict[str, Obj]) -> list[Obj]:
+    """The ResourceClaim objects the pod uses that are in ``claims`` ("namespace/name" keys)."""
+    names, _ = claim_names(pod)
+    namespace = pod["metadata"]["namespace"]
+    return [claims[f"{namespace}/{n}"] for n in names if f"{namespace}/{n}" in claims]
+
+
 def _container_id(pod: Obj, name: str) -> str:
     digest = hashlib.sha256(f"{pod['metadata']['uid']}/{name}".encode()).hexdigest()
     return f"containerd://{digest}"
@@ -98,16 +107,19 @@ def _image_id(image: str) -> str:
     return f"{repo}@sha256:{hashlib.sha256(image.encode()).hexdigest()}"
 
 
-def _condition(kind: str, status: bool, at: str, reason: str | None = None) -> Obj:
-    cond: Obj = {
+def _condition(
+    kind: str, status: bool, at: str, reason: str | None = None, message: str | None = None
+) -> Obj:
+    # Explicit nulls clear a reason/message left by an earlier patch (strategic
+    # merge merges conditions by type).
+    return {
         "type": kind,
         "status": "True" if status else "False",
         "lastProbeTime": None,
         "lastTransitionTime": at,
+        "reason": reason or None,
+        "message": message or None,
     }
-    if reason:
-        cond["reason"] = reason
-    return cond
 
 
 def _container_status(
@@ -190,6 +202,34 @@ def stalled_patch(pod: Obj, host_ip: str, pod_ip: str) -> Obj:
             ],
         }
     }
+
+
+def prepare_failed_patch(pod: Obj, host_ip: str, message: str) -> Obj:
+    """Status patch for a pod whose NodePrepareResources failed: what a kubelet leaves
+    (Pending, no sandbox so no pod IP, containers waiting in ContainerCreating), plus
+    the error in the PodReadyToStartContainers condition and the waiting message, so
+    ``kubectl get pod -o yaml`` / ``kubectl describe pod`` show why."""
+    at = rfc3339()
+    names = [c["name"] for c in pod["spec"]["containers"]]
+    unready = f"containers with unready status: [{' '.join(names)}]"
+    waiting = {"waiting": {"reason": "ContainerCreating", "message": message}}
+    status: Obj = {
+        "phase": "Pending",
+        "hostIP": host_ip,
+        "hostIPs": [{"ip": host_ip}],
+        "conditions": [
+            _condition("PodReadyToStartContainers", False, at, PREPARE_FAILED_REASON, message),
+            _condition("Initialized", True, at),
+            _condition("ContainersReady", False, at, "ContainersNotReady", unready),
+            _condition("Ready", False, at, "ContainersNotReady", unready),
+        ],
+        "containerStatuses": [
+            _container_status(pod, c, waiting, False, False) for c in pod["spec"]["containers"]
+        ],
+    }
+    if not pod.get("status", {}).get("startTime"):
+        status["startTime"] = at
+    return {"status": status}
 
 
 def finished_patch(pod: Obj, exit_code: int, reason: str | None = None) -> Obj:
