@@ -13,7 +13,7 @@ from types import FrameType
 
 import msgspec
 
-from e2e.testbed.components import START_ORDER, RunLayout
+from e2e.testbed.components import START_ORDER, RunLayout, ordered_components
 from e2e.testbed.errors import TestbedError
 from e2e.testbed.paths import default_run_dir
 from e2e.testbed.ports import is_listening
@@ -62,7 +62,7 @@ def cmd_up(args: argparse.Namespace) -> int:
         reported: set[str] = set()
         while True:
             time.sleep(1.0)
-            for name in START_ORDER:
+            for name in testbed.components:
                 if testbed.pid(name) is None and name not in reported:
                     reported.add(name)
                     _err(f"{name} is not running any more; see {testbed.log_path(name)}")
@@ -109,7 +109,8 @@ def cmd_status(args: argparse.Namespace) -> int:
         print(f"run dir:    {layout.run_dir}\nkubeconfig: {state.kubeconfig}\nserver:     {state.server}")
     by_name = {s.name: s for s in statuses}
     all_ok = True
-    for name in START_ORDER:
+    names = ordered_components([*(state.planned if state is not None else START_ORDER), *by_name])
+    for name in names:
         st = by_name.get(name)
         if st is None:
             print(f"{name:25} stopped")
@@ -118,7 +119,8 @@ def cmd_status(args: argparse.Namespace) -> int:
         state_word = "healthy" if st.healthy else ("unhealthy" if st.running else "stopped")
         all_ok = all_ok and st.healthy
         detail = "" if st.healthy else f"  ({st.detail})"
-        print(f"{name:25} {state_word:9} pid {st.pid:<8} port {st.port}{detail}")
+        where = f"port {st.port}" if st.port is not None else "socket"
+        print(f"{name:25} {state_word:9} pid {st.pid:<8} {where}{detail}")
     return 0 if all_ok else 1
 
 

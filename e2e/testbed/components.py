@@ -225,8 +225,8 @@ def is_driver_component(name: str) -> bool:
 
 def ordered_components(names: list[str] | tuple[str, ...]) -> list[str]:
     """Start order: the fixed components first, then the drivers in the order given."""
-    fixed = [n for n in START_ORDER if n in names]
-    return fixed + [n for n in names if n not in START_ORDER]
+    unique = list(dict.fromkeys(names))
+    return [n for n in START_ORDER if n in unique] + [n for n in unique if n not in START_ORDER]
 
 
 def plan_drivers(layout: RunLayout, spec: TestbedSpec) -> dict[str, ComponentPlan]:

@@ -23,6 +23,12 @@ if TYPE_CHECKING:
 _STOP_ORDER = ("agents", "kube-scheduler", "kube-controller-manager", "kube-apiserver", "etcd")
 
 
+def _stop_order(names: Iterable[str]) -> list[str]:
+    """The per-node driver plugins (any name not in the fixed list) first, then the fixed order."""
+    names = list(dict.fromkeys(names))
+    return [n for n in names if n not in _STOP_ORDER] + [n for n in _STOP_ORDER if n in names]
+
+
 @dataclass(frozen=True)
 class ComponentStatus:
     name: str
@@ -61,7 +67,7 @@ def recorded_status(layout: RunLayout) -> list[ComponentStatus]:
     pki = Pki(layout.pki_dir)
     ctx = client_ssl_context(pki) if pki.ca_cert.exists() else None
     result = []
-    for name in reversed(_STOP_ORDER):
+    for name in reversed(_stop_order([*state.planned, *state.components])):
         rec = state.components.get(name)
         if rec is None:
             continue
@@ -69,7 +75,7 @@ def recorded_status(layout: RunLayout) -> list[ComponentStatus]:
         healthy, detail = (False, "not running")
         if running:
             healthy, detail = Probe(rec.health_url, ctx if rec.uses_tls else None).check()
-        port = state.ports.get("etcd-client" if name == "etcd" else name)
+        port = state.ports.get("etcd-client" if name == "etcd" else name)  # drivers: None
         result.append(ComponentStatus(name, rec.pid, running, port, healthy, detail))
     return result
 
@@ -117,7 +123,7 @@ def stop_recorded(layout: RunLayout, grace: float = 10.0, owner_wait: float = 90
     stopped: list[str] = []
     errors: list[str] = []
     if state is not None:
-        for name in _STOP_ORDER:
+        for name in _stop_order(state.components):
             rec = state.components.get(name)
             if rec is None or not pid_matches(rec.pid, rec.executable):
                 continue
@@ -126,7 +132,8 @@ def stop_recorded(layout: RunLayout, grace: float = 10.0, owner_wait: float = 90
                 stopped.append(name)
             except TestbedError as err:
                 errors.append(str(err))
-    for name in _STOP_ORDER:
+    recorded = [*state.planned, *state.components] if state is not None else []
+    for name in _stop_order([*_STOP_ORDER, *recorded]):
         with contextlib.suppress(FileNotFoundError):
             layout.pid(name).unlink()
     if errors:

@@ -22,6 +22,8 @@ class RunState(msgspec.Struct, kw_only=True):
     ports: dict[str, int]
     components: dict[str, ComponentRecord] = msgspec.field(default_factory=dict)
     owner_pid: int = 0  # the process holding the Testbed object (0: unknown)
+    # Every component the test-bed has, in start order, running or not.
+    planned: list[str] = msgspec.field(default_factory=list)
 
 
 def save_state(path: Path, state: RunState) -> None:

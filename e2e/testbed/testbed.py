@@ -4,6 +4,7 @@
     tb.start()                                  # builds if needed; blocks until healthy
     tb.kubeconfig                               # admin kubeconfig path
     tb.restart("kube-apiserver")                # same port, same data
+    tb.stop_component("driver-gpu-node-1")      # the node's DRA kubelet plugin
     tb.stop()                                   # no process, no listening port left
 
 The methods block (they poll health endpoints); from async code call them
@@ -32,7 +33,11 @@ from e2e.testbed.components import (
     START_ORDER,
     ComponentPlan,
     RunLayout,
+    driver_component,
+    is_driver_component,
+    ordered_components,
     plan_components,
+    plan_drivers,
 )
 from e2e.testbed.errors import TestbedError
 from e2e.testbed.health import Probe, client_ssl_context, wait_until_healthy
@@ -44,7 +49,7 @@ from e2e.testbed.runcontrol import any_recorded_running
 from e2e.testbed.runstate import ComponentRecord, RunState, save_state
 from e2e.testbed.spec import TestbedSpec, default_spec, dump_spec
 
-COMPONENTS = START_ORDER
+COMPONENTS = START_ORDER  # the fixed ones; plus one "driver-<node>" per node
 
 
 def _stderr_echo(message: str) -> None:
@@ -99,6 +104,15 @@ class Testbed:
             raise TestbedError("the test-bed has not been started")
         return self._pki
 
+    @property
+    def components(self) -> list[str]:
+        """Every component in start order: the fixed ones, then ``driver-<node>`` per node."""
+        return ordered_components(list(self._plans))
+
+    def driver_component(self, node_name: str) -> str:
+        """The component name of ``node_name``'s DRA kubelet plugin."""
+        return driver_component(node_name)
+
     def log_path(self, component: str) -> Path:
         return self.layout.log(component)
 
@@ -126,11 +140,13 @@ class Testbed:
         write_kubeconfig(self.kubeconfig, self.server, self._pki)
         self.layout.spec_file.write_text(dump_spec(self.spec))
         self._plans = plan_components(binaries, self._pki, self.layout, self._ports, self._pod_run_seconds)
+        drivers = self._plan_drivers(self.spec)
+        self._plans.update(drivers)
         atexit.register(self.stop)
         try:
             self._launch([ETCD])
             self._launch([APISERVER])
-            self._launch([CONTROLLER_MANAGER, SCHEDULER, AGENTS])
+            self._launch([CONTROLLER_MANAGER, SCHEDULER, AGENTS, *drivers])
         except BaseException:
             self.stop()
             raise
@@ -141,7 +157,7 @@ class Testbed:
         """Stop every component (reverse order). Safe to call twice."""
         atexit.unregister(self.stop)
         errors: list[str] = []
-        for name in reversed(COMPONENTS):
+        for name in reversed(ordered_components(list(self._processes))):
             proc = self._processes.pop(name, None)
             if proc is None:
                 continue
@@ -174,10 +190,18 @@ class Testbed:
         self.start_component(name)
 
     def reconfigure(self, spec: TestbedSpec) -> None:
-        """Apply another node/GPU spec: rewrite the spec file and restart the agents."""
+        """Apply another node/GPU spec: rewrite the spec file, restart the agents, stop the
+        driver plugins of nodes gone and start those of new nodes."""
+        drivers = self._plan_drivers(spec)
         self.spec = spec
         self.layout.spec_file.write_text(dump_spec(spec))
+        for name in [n for n in self._plans if is_driver_component(n) and n not in drivers]:
+            self.stop_component(name)
+            del self._plans[name]
         self.restart(AGENTS)
+        new = [n for n in drivers if n not in self._processes]
+        self._plans.update(drivers)
+        self._launch(new)
 
     def probe(self, name: str) -> tuple[bool, str]:
         return self._probe(self._plan(name)).check()
@@ -199,7 +223,18 @@ class Testbed:
         except KeyError:
             if not self._plans:
                 raise TestbedError("the test-bed has not been started") from None
-            raise TestbedError(f"unknown component {name!r}; known: {COMPONENTS}") from None
+            raise TestbedError(f"unknown component {name!r}; known: {self.components}") from None
+
+    def _plan_drivers(self, spec: TestbedSpec) -> dict[str, ComponentPlan]:
+        plans = plan_drivers(self.layout, spec)
+        for node in spec.nodes:
+            dirs = self.layout.node(node.name)
+            if not dirs.fits():
+                raise TestbedError(
+                    f"the run folder {self.run_dir} is too deep for unix sockets of node"
+                    f" {node.name} (at most 107 bytes: {dirs.socket_paths()[0]}); use a shorter --run-dir"
+                )
+        return plans
 
     def _prepare_run_dir(self) -> None:
         run_dir = self.run_dir
@@ -250,12 +285,14 @@ class Testbed:
         for proc, plan in started:
             wait_until_healthy(plan.name, self._probe(plan), plan.start_timeout, proc.running, proc.tail)
             self._echo(
-                f"{plan.name} healthy (pid {proc.pid}, port"
-                f" {self._port_of(plan.name)}, {time.monotonic() - began:.1f}s)"
+                f"{plan.name} healthy (pid {proc.pid}, {self._where(plan.name)},"
+                f" {time.monotonic() - began:.1f}s)"
             )
 
-    def _port_of(self, name: str) -> int:
-        return self._ports["etcd-client" if name == ETCD else name]
+    def _where(self, name: str) -> str:
+        if is_driver_component(name):
+            return f"socket {self._plans[name].health_url.removeprefix('unix:')}"
+        return f"port {self._ports['etcd-client' if name == ETCD else name]}"
 
     def _save_state(self) -> None:
         records = {
@@ -277,5 +314,6 @@ class Testbed:
                 ports=self._ports,
                 components=records,
                 owner_pid=os.getpid(),
+                planned=self.components,
             ),
         )
