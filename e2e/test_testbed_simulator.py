@@ -17,6 +17,7 @@ from e2e.scenario import (
     wait_for,
 )
 from e2e.testbed import GpuSpec, KubeClient, NodeSpec, Testbed, TestbedSpec, api_path
+from e2e.testbed.health import Probe
 from e2e.testbed.kubeclient import MERGE_PATCH, Obj
 from e2e.testbed.names import DRIVER_NAME, FAIL_ANNOTATION, STALL_ANNOTATION
 from e2e.testbed.spec import default_spec
@@ -200,6 +201,16 @@ async def test_reconfigure_publishes_more_nodes_and_gpus(testbed: Testbed, kube:
         ready = [c for c in node["status"]["conditions"] if c["type"] == "Ready"]
         assert ready[0]["status"] == "True"
         assert not node["spec"].get("taints")
+        # The new node got its driver plugin, registered with its simulated kubelet.
+        assert testbed.components[-2:] == ["driver-gpu-node-1", "driver-a100-node"]
+        assert testbed.pid("driver-a100-node") is not None
+        plugins_url = f"http://127.0.0.1:{testbed.ports['agents']}/plugins"
+
+        async def registered() -> bool:
+            ok, body = await asyncio.to_thread(Probe(plugins_url).check)
+            return ok and '"a100-node": ["gpu.nvidia.com"]' in body
+
+        await wait_for("the a100-node plugin to register", registered, within=15)
     finally:
         await asyncio.to_thread(testbed.reconfigure, default_spec())
 
@@ -209,3 +220,4 @@ async def test_reconfigure_publishes_more_nodes_and_gpus(testbed: Testbed, kube:
         return node is None and [s["spec"]["nodeName"] for s in slices] == ["gpu-node-1"]
 
     await wait_for("the extra node and slice to go away", back_to_default, within=30)
+    assert "driver-a100-node" not in testbed.components

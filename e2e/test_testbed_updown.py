@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from e2e.testbed.components import REPO_ROOT, START_ORDER
+from e2e.testbed.components import REPO_ROOT, START_ORDER, RunLayout
 from e2e.testbed.health import Probe, client_ssl_context
 from e2e.testbed.pki import Pki
 from e2e.testbed.ports import is_listening
@@ -70,7 +70,10 @@ def _up_then_down(run_dir: Path, round_no: int) -> float:
         assert status.returncode == 0, status.stdout + status.stderr
         state = load_state(run_dir / "state.json")
         assert state is not None
-        assert sorted(state.components) == sorted(START_ORDER)
+        assert sorted(state.components) == sorted([*START_ORDER, "driver-gpu-node-1"])
+        assert "driver-gpu-node-1" in status.stdout, status.stdout
+        registration, _ = RunLayout(run_dir.resolve()).node("gpu-node-1").socket_paths()
+        assert registration.is_socket()
         ports = list(state.ports.values())
         assert all(is_listening(p) for p in ports), state.ports
         pki = Pki(run_dir / "pki")
@@ -87,7 +90,9 @@ def _up_then_down(run_dir: Path, round_no: int) -> float:
         if up.poll() is None:
             up.kill()
             up.wait()
+    # Every process (the driver plugins too) had the run dir in its argv.
     assert _processes_mentioning(str(run_dir.resolve())) == []
+    assert not registration.exists()
     assert [p for p in ports if is_listening(p)] == []
     for pid in (rec.pid for rec in state.components.values()):
         assert not Path(f"/proc/{pid}").exists() or pid == os.getpid()

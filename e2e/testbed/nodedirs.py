@@ -4,8 +4,10 @@
 the kubelet's plugin watcher scans), ``plugins/`` (each driver's own directory
 with its DRA socket and checkpoint) and ``cdi/`` (CDI spec files). The driver's
 kubelet-plugin process and the node simulator (as kubelet) both use these
-paths. A unix socket path is limited to 107 bytes: a node name that would make
-one too long gets a shortened, hashed directory name.
+paths. A unix socket path is limited to 107 bytes: when a deep run folder or a
+long node name would make one too long, the node uses ``<run>/n/<node>/`` with
+``r/`` (registry), ``p/`` (plugins) and ``cdi/``, and, if that is still too
+long, ``<run>/n/<hash of the node name>/``.
 """
 
 from __future__ import annotations
@@ -22,14 +24,15 @@ MAX_SOCKET_PATH = 107  # sockaddr_un.sun_path, without the NUL
 @dataclass(frozen=True)
 class NodeDirs:
     root: Path
+    compact: bool = False  # "r" and "p" instead of "plugins_registry" and "plugins"
 
     @property
     def registry_dir(self) -> Path:
-        return self.root / "plugins_registry"
+        return self.root / ("r" if self.compact else "plugins_registry")
 
     @property
     def plugins_dir(self) -> Path:
-        return self.root / "plugins"
+        return self.root / ("p" if self.compact else "plugins")
 
     @property
     def cdi_dir(self) -> Path:
@@ -44,9 +47,13 @@ class NodeDirs:
 
 
 def node_dirs(nodes_dir: Path, node_name: str) -> NodeDirs:
-    """The directories of ``node_name`` under ``nodes_dir`` (``<run>/nodes``)."""
-    plain = NodeDirs(nodes_dir.absolute() / node_name)
-    if plain.fits():
-        return plain
-    digest = hashlib.sha256(node_name.encode()).hexdigest()[:10]
-    return NodeDirs(nodes_dir.absolute() / f"{node_name[:8]}-{digest}")
+    """The directories of ``node_name`` under ``nodes_dir`` (``<run>/nodes``): the first
+    layout whose socket paths fit (the last one otherwise; see :meth:`NodeDirs.fits`)."""
+    run_dir = nodes_dir.absolute().parent
+    digest = hashlib.sha256(node_name.encode()).hexdigest()[:8]
+    candidates = (
+        NodeDirs(nodes_dir.absolute() / node_name),
+        NodeDirs(run_dir / "n" / node_name, compact=True),
+        NodeDirs(run_dir / "n" / digest, compact=True),
+    )
+    return next((c for c in candidates if c.fits()), candidates[-1])
