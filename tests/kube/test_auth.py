@@ -1,0 +1,103 @@
+"""Configuration: kubeconfig through kubernetes_asyncio's loader, in-cluster service account."""
+
+from __future__ import annotations
+
+import datetime
+from pathlib import Path
+
+import pytest
+from cryptography import x509
+from cryptography.hazmat.primitives import hashes, serialization
+from cryptography.hazmat.primitives.asymmetric import ec
+from cryptography.x509.oid import NameOID
+
+from reconciler.kube import ConfigError, KubeClient
+from reconciler.kube.auth import FileTokenSource, load_in_cluster
+from tests.kube.fake_apiserver import FakeApiServer, json_reply
+
+
+def _write_ca(path: Path) -> None:
+    key = ec.generate_private_key(ec.SECP256R1())
+    name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "test-ca")])
+    now = datetime.datetime.now(datetime.UTC)
+    cert = (
+        x509.CertificateBuilder()
+        .subject_name(name)
+        .issuer_name(name)
+        .public_key(key.public_key())
+        .serial_number(1)
+        .not_valid_before(now)
+        .not_valid_after(now + datetime.timedelta(days=1))
+        .add_extension(x509.BasicConstraints(ca=True, path_length=None), critical=True)
+        .sign(key, hashes.SHA256())
+    )
+    path.write_bytes(cert.public_bytes(serialization.Encoding.PEM))
+
+
+@pytest.mark.asyncio
+async def test_from_kubeconfig_token(fake: FakeApiServer, tmp_path: Path) -> None:
+    config = tmp_path / "kubeconfig"
+    config.write_text(
+        f"""
+apiVersion: v1
+kind: Config
+clusters:
+- name: c
+  cluster: {{server: "{fake.url}"}}
+users:
+- name: u
+  user: {{token: s3cret}}
+contexts:
+- name: other
+  context: {{cluster: c, user: nobody}}
+- name: ctx
+  context: {{cluster: c, user: u}}
+current-context: other
+"""
+    )
+    fake.script(("LIST", "/api"), json_reply(200, {"kind": "APIVersions"}))
+    kube = await KubeClient.from_kubeconfig(str(config), context="ctx")
+    try:
+        await kube.get("/api")
+    finally:
+        await kube.close()
+    assert fake.requests[0].headers["Authorization"] == "Bearer s3cret"
+
+
+@pytest.mark.asyncio
+async def test_from_kubeconfig_missing_file(tmp_path: Path) -> None:
+    with pytest.raises(ConfigError):
+        await KubeClient.from_kubeconfig(str(tmp_path / "absent"))
+
+
+@pytest.mark.asyncio
+async def test_in_cluster(tmp_path: Path) -> None:
+    (tmp_path / "token").write_text("sa-token\n")
+    _write_ca(tmp_path / "ca.crt")
+    env = {"KUBERNETES_SERVICE_HOST": "fd00::1", "KUBERNETES_SERVICE_PORT": "443"}
+    config = await load_in_cluster(environ=env, account_dir=str(tmp_path))
+    assert config.server == "https://[fd00::1]:443"
+    assert await config.token_source.authorization() == "Bearer sa-token"
+
+
+@pytest.mark.asyncio
+async def test_in_cluster_needs_environment(tmp_path: Path) -> None:
+    with pytest.raises(ConfigError, match="not in a cluster"):
+        await load_in_cluster(environ={}, account_dir=str(tmp_path))
+    with pytest.raises(ConfigError, match="token"):
+        await load_in_cluster(
+            environ={"KUBERNETES_SERVICE_HOST": "h", "KUBERNETES_SERVICE_PORT": "1"},
+            account_dir=str(tmp_path),
+        )
+
+
+@pytest.mark.asyncio
+async def test_service_account_token_is_reread(tmp_path: Path) -> None:
+    token = tmp_path / "token"
+    token.write_text("one")
+    source = FileTokenSource(str(token), refresh=0.0)
+    assert await source.authorization() == "Bearer one"
+    token.write_text("two")
+    assert await source.authorization() == "Bearer two"
+    token.unlink()  # a rotation in progress: keep the previous token
+    assert await source.authorization() == "Bearer two"
