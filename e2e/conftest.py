@@ -1,20 +1,29 @@
-"""Fixtures for test-bed tests.
+"""Fixtures for test-bed and kind tests.
 
 ``testbed`` (session scope) yields a started :class:`e2e.testbed.Testbed`:
-etcd, kube-apiserver, kube-controller-manager, kube-scheduler and the agents
-process (node simulator + fake DRA driver) with the default spec (node
-``gpu-node-1`` with one Tesla T4). ``testbed.kubeconfig`` is the admin
-kubeconfig. It is stopped at the end of the session.
+etcd, kube-apiserver, kube-controller-manager, kube-scheduler, the agents
+process (node simulator + fake DRA driver) and the driver's kubelet plugin
+(``driver-gpu-node-1``) with the default spec (node ``gpu-node-1`` with one
+Tesla T4). ``testbed.kubeconfig`` is the admin kubeconfig. It is stopped at the
+end of the session.
+
+``cluster`` is the cluster a test talks to. With ``E2E_TARGET=kind`` (set by
+``e2e/kind/run.sh``) it is the existing cluster of ``$E2E_KUBECONFIG`` and no
+test-bed is started; otherwise it is the session test-bed. ``kube`` and
+``namespace`` use ``cluster``. A ``@pytest.mark.kind`` test fails (never
+skips) when ``E2E_TARGET=kind`` and ``E2E_KUBECONFIG`` are not both set.
 """
 
 from __future__ import annotations
 
+import os
 import uuid
 from collections.abc import AsyncIterator, Iterator
 
 import pytest
 import pytest_asyncio
 
+from e2e.clusters import KIND_TARGET, Cluster, kind_cluster_from_env
 from e2e.scenario import wait_for
 from e2e.testbed import KubeClient, Testbed, api_path
 from e2e.testbed.binaries import ensure_binaries
@@ -37,10 +46,22 @@ def testbed(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Testbed]:
         bed.stop()
 
 
+@pytest.fixture
+def cluster(request: pytest.FixtureRequest) -> Cluster:
+    """kind (E2E_TARGET=kind, E2E_KUBECONFIG) or the session test-bed (started on first use).
+
+    A test marked ``kind`` never falls back to the test-bed."""
+    wants_kind = request.node.get_closest_marker("kind") is not None
+    if wants_kind or os.environ.get("E2E_TARGET") == KIND_TARGET:
+        return kind_cluster_from_env()
+    bed: Testbed = request.getfixturevalue("testbed")
+    return Cluster(kubeconfig=bed.kubeconfig, target="testbed", testbed=bed)
+
+
 @pytest_asyncio.fixture
-async def kube(testbed: Testbed) -> AsyncIterator[KubeClient]:
-    """An admin API client for the session test-bed (one per test, on the test's loop)."""
-    async with KubeClient.from_kubeconfig(testbed.kubeconfig) as client:
+async def kube(cluster: Cluster) -> AsyncIterator[KubeClient]:
+    """An admin API client for the cluster (one per test, on the test's loop)."""
+    async with KubeClient.from_kubeconfig(cluster.kubeconfig) as client:
         yield client
 
 

@@ -37,8 +37,13 @@ def gpu_job(
     run_seconds: float | str | None = None,
     annotations: dict[str, str] | None = None,
     suspend: bool = False,
+    image: str = "nvcr.io/nvidia/cuda:12.6.0-base-ubuntu24.04",
+    command: list[str] | None = None,
 ) -> Obj:
-    """A plain Job shaped like the walkthrough's, using claim template ``single-gpu``."""
+    """A plain Job shaped like the walkthrough's, using claim template ``single-gpu``.
+
+    ``image``/``command``: what a real kubelet runs (kind); the simulator ignores them.
+    """
     pod_annotations = dict(annotations or {})
     if run_seconds is not None:
         pod_annotations[RUN_SECONDS_ANNOTATION] = str(run_seconds)
@@ -59,8 +64,8 @@ def gpu_job(
                     "containers": [
                         {
                             "name": "cuda-test",
-                            "image": "nvcr.io/nvidia/cuda:12.6.0-base-ubuntu24.04",
-                            "command": ["bash", "-c", "nvidia-smi -L && sleep 3600"],
+                            "image": image,
+                            "command": command or ["bash", "-c", "nvidia-smi -L && sleep 3600"],
                             "resources": {"claims": [{"name": "gpu-claim"}]},
                         }
                     ],
