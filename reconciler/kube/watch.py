@@ -251,7 +251,7 @@ class Informer(Generic[T]):
                 await self._pause(0.0, started, reason="empty stream" if lines == 0 else "inactive")
             else:
                 # Streams normally last minutes; this floor only bites on a misbehaving server.
-                await asyncio.sleep(max(0.0, self._backoff.floor - (time.monotonic() - started)))
+                await asyncio.sleep(max(0.0, self._backoff.initial - (time.monotonic() - started)))
 
     async def _pause(self, at_least: float, started: float, *, reason: str) -> None:
         delay = max(next(self._delays), min(at_least, 60.0))
@@ -356,14 +356,14 @@ class Informer(Generic[T]):
     def _on_line(self, line: bytes) -> _Outcome | None:
         try:
             event = msgspec.json.decode(line, type=self._event_type)
+        except msgspec.ValidationError:  # (a subclass of DecodeError) JSON, but not an object event
+            return self._on_other_line(line)
         except msgspec.DecodeError:
             # Not JSON: whatever object it carried is lost; a relist after this stream recovers it.
             self.stats.decode_errors += 1
             self._relist_requested = True
             self._log.warning("undecodable watch line; will relist", line=line[:200])
             return None
-        except msgspec.ValidationError:
-            return self._on_other_line(line)
         kind = event.type
         if kind not in ("ADDED", "MODIFIED", "DELETED"):
             return self._on_other_line(line)
@@ -418,7 +418,7 @@ class Informer(Generic[T]):
                 self._rv = meta.resource_version
             self._log.warning(
                 "watch object does not decode; skipped",
-                event=head.type,
+                event_type=head.type,
                 name=meta and meta.name,
                 namespace=meta and meta.namespace,
             )

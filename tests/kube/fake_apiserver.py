@@ -126,6 +126,14 @@ def stream(*parts: bytes | Pause, end: str = "close", chunk: int | None = None) 
     """
 
     async def respond(request: web.Request) -> web.StreamResponse:
+        server = request.app[FAKE_KEY]
+        server.open_streams += 1
+        try:
+            return await _stream_body(request, server)
+        finally:
+            server.open_streams -= 1
+
+    async def _stream_body(request: web.Request, server: FakeApiServer) -> web.StreamResponse:
         resp = web.StreamResponse(status=200, headers={"Content-Type": "application/json"})
         await resp.prepare(request)
         for part in parts:
@@ -140,7 +148,6 @@ def stream(*parts: bytes | Pause, end: str = "close", chunk: int | None = None) 
             request.transport.close()
             raise ConnectionResetError("dropped by the test server")
         if end == "hang":
-            server = request.app[FAKE_KEY]
             while (  # noqa: ASYNC110 (polls the client's socket too)
                 not server.stopping and request.transport is not None and not request.transport.is_closing()
             ):
@@ -159,6 +166,7 @@ class FakeApiServer:
     def __init__(self) -> None:
         self.requests: list[Recorded] = []
         self.stopping = False
+        self.open_streams = 0  # stream() responses still being served
         self._queues: dict[Route, deque[Responder]] = {}
         self._fallbacks: dict[Route, Responder] = {}
         app = web.Application()
