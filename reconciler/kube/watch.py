@@ -265,6 +265,7 @@ class Informer(Generic[T]):
         if self.stats.lists:
             self.stats.relists += 1
             self._log.info("relisting", cached=len(self._cache))
+        self._relist_requested = False  # this list is the recovery
         seen: set[Key] = set()
         params = dict(self._selectors)
         params["limit"] = str(self._page_size)
@@ -296,6 +297,7 @@ class Informer(Generic[T]):
             _, last = self._cache.pop(key)
             self._emit("DELETED", key, last)
         self._rv = rv
+        self.last_event_monotonic = time.monotonic()
         self.stats.lists += 1
         self.synced = True
         self._sink(WatchEvent("SYNCED", self.resource, ("", ""), None))

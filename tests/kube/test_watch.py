@@ -280,6 +280,19 @@ async def test_garbage_line_skipped_then_relist(fake: FakeApiServer, client: Kub
 
 
 @pytest.mark.asyncio
+async def test_garbage_then_410_relists_once(fake: FakeApiServer, client: KubeClient) -> None:
+    fake.script(LIST, page([], rv=10), page([], rv=20), page([], rv=30))
+    fake.script(WATCH, stream(b"garbage\n", error_event(410)))
+    fake.fallback(WATCH, HANG)
+    informer = make(client, Recorder(), Pod)
+    async with running(informer):
+        await until(lambda: len(watches(fake)) == 2)
+        await asyncio.sleep(0.1)
+    assert len(lists(fake)) == 2
+    assert watches(fake)[1]["resourceVersion"] == "20"
+
+
+@pytest.mark.asyncio
 async def test_object_not_fitting_projection_is_skipped(fake: FakeApiServer, client: KubeClient) -> None:
     bad = event("MODIFIED", {"metadata": {"name": "x", "namespace": "default", "resourceVersion": "12"}})
     fake.script(LIST, page([obj("j", 1, spec={"template": {}}), obj("nospec", 2)], rv=10))
