@@ -14,10 +14,12 @@ through ``asyncio.to_thread``.
 from __future__ import annotations
 
 import atexit
+import json
 import os
 import shutil
 import sys
 import time
+import urllib.request
 from collections.abc import Callable
 from pathlib import Path
 
@@ -26,6 +28,7 @@ from e2e.testbed.components import (
     AGENTS,
     APISERVER,
     CONTROLLER_MANAGER,
+    DRIVER_PREFIX,
     ETCD,
     PORT_NAMES,
     REPO_ROOT,
@@ -41,6 +44,7 @@ from e2e.testbed.components import (
 )
 from e2e.testbed.errors import TestbedError
 from e2e.testbed.health import Probe, client_ssl_context, wait_until_healthy
+from e2e.testbed.names import DRIVER_NAME
 from e2e.testbed.paths import binary_paths, default_run_dir
 from e2e.testbed.pki import Pki, generate_pki, write_kubeconfig
 from e2e.testbed.ports import free_ports, is_listening
@@ -147,6 +151,7 @@ class Testbed:
             self._launch([ETCD])
             self._launch([APISERVER])
             self._launch([CONTROLLER_MANAGER, SCHEDULER, AGENTS, *drivers])
+            self._wait_registered(list(drivers))
         except BaseException:
             self.stop()
             raise
@@ -183,6 +188,10 @@ class Testbed:
         if name in self._processes and self._processes[name].running():
             raise TestbedError(f"{name} is already running")
         self._launch([name])
+        if name == AGENTS:
+            self._wait_registered([n for n in self._processes if is_driver_component(n)])
+        elif is_driver_component(name):
+            self._wait_registered([name])
 
     def restart(self, name: str) -> None:
         """Stop and start one component; it keeps its port, data and certificates."""
@@ -202,6 +211,7 @@ class Testbed:
         new = [n for n in drivers if n not in self._processes]
         self._plans.update(drivers)
         self._launch(new)
+        self._wait_registered(new)
 
     def probe(self, name: str) -> tuple[bool, str]:
         return self._probe(self._plan(name)).check()
@@ -288,6 +298,35 @@ class Testbed:
                 f"{plan.name} healthy (pid {proc.pid}, {self._where(plan.name)},"
                 f" {time.monotonic() - began:.1f}s)"
             )
+
+    def _wait_registered(self, drivers: list[str], timeout: float = 30.0) -> None:
+        """Wait until the agents' simulated kubelets have registered these driver plugins
+        (agents ``/plugins``), so a pod created next finds its driver. No-op while the
+        agents are stopped."""
+        agents = self._processes.get(AGENTS)
+        if not drivers or agents is None or not agents.running():
+            return
+        wanted = {n: n.removeprefix(DRIVER_PREFIX) for n in drivers}
+        url = f"http://127.0.0.1:{self._ports[AGENTS]}/plugins"
+        deadline = time.monotonic() + timeout
+        body = ""
+        while True:
+            registered: dict[str, list[str]] = {}
+            try:
+                with urllib.request.urlopen(url, timeout=2.0) as resp:
+                    body = resp.read().decode(errors="replace")
+                registered = json.loads(body)
+            except (OSError, ValueError) as err:
+                body = f"{type(err).__name__}: {err}"
+            missing = [c for c, node in wanted.items() if DRIVER_NAME not in registered.get(node, [])]
+            if not missing:
+                return
+            if time.monotonic() > deadline:
+                raise TestbedError(
+                    f"{missing} not registered with the simulated kubelet after {timeout:.0f}s"
+                    f" (agents /plugins: {body[:300]}); agents log tail:\n{agents.tail()}"
+                )
+            time.sleep(0.1)
 
     def _where(self, name: str) -> str:
         if is_driver_component(name):
