@@ -42,6 +42,9 @@ class KubeletSimulator:
         self._scan_interval = scan_interval
         # node -> claim UID -> UIDs of the pods on that node using the prepared claim
         self._users: dict[str, dict[str, set[str]]] = {node: {} for node in registry_dirs}
+        # One prepare/unprepare at a time per node: a release must not unprepare a
+        # shared claim while another pod is preparing it.
+        self._locks = {node: asyncio.Lock() for node in registry_dirs}
 
     def nodes(self) -> list[str]:
         return list(self._kubelets)
@@ -75,6 +78,10 @@ class KubeletSimulator:
     async def prepare(self, node: str, pod_uid: str, claims: list[Obj]) -> str | None:
         """NodePrepareResources for the pod's claims; None when all are prepared, else the
         error as the kubelet words it (naming the claim)."""
+        async with self._locks[node]:
+            return await self._prepare(node, pod_uid, claims)
+
+    async def _prepare(self, node: str, pod_uid: str, claims: list[Obj]) -> str | None:
         results = await self._kubelets[node].prepare_claims(claims)
         errors = []
         users = self._users[node]
@@ -101,6 +108,10 @@ class KubeletSimulator:
         """The pod ended: NodeUnprepareResources for the claims no other pod here uses.
 
         None when done; else the error (the pod stays a user, so a retry works)."""
+        async with self._locks[node]:
+            return await self._release(node, pod_uid)
+
+    async def _release(self, node: str, pod_uid: str) -> str | None:
         users = self._users[node]
         mine = [uid for uid, pods in users.items() if pod_uid in pods]
         last = [uid for uid in mine if users[uid] == {pod_uid}]
