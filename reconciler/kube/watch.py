@@ -247,7 +247,10 @@ class Informer(Generic[T]):
                     timeout=self._inactivity_timeout,
                     resource_version=self._rv,
                 )
-            if lines == 0 or outcome is _Outcome.INACTIVE:
+            # An empty stream that ended early is a misbehaving server (or a proxy): back off.
+            # One that lasted (a quiet collection, a server without bookmarks) is not.
+            early = time.monotonic() - started < self._watch_timeout[0] / 2
+            if outcome is _Outcome.INACTIVE or (lines == 0 and early):
                 await self._pause(0.0, started, reason="empty stream" if lines == 0 else "inactive")
             else:
                 # Streams normally last minutes; this floor only bites on a misbehaving server.

@@ -398,6 +398,18 @@ async def test_normal_stream_end_has_a_floor(fake: FakeApiServer, client: KubeCl
 
 
 @pytest.mark.asyncio
+async def test_quiet_stream_that_lasted_is_not_a_failure(fake: FakeApiServer, client: KubeClient) -> None:
+    fake.script(LIST, page([], rv=10))
+    fake.fallback(WATCH, stream(Pause(0.1)))  # no line, but it lasted its (scaled-down) timeout
+    backoff = Backoff(initial=0.05, maximum=1.0, jitter=0.5)
+    informer = make(client, Recorder(), Pod, backoff=backoff, watch_timeout=(0.1, 0.2))
+    async with running(informer):
+        await until(lambda: len(watches(fake)) == 5)
+    times = [r.at for r in fake.recorded("GET", watch=True)]
+    assert max(b - a for a, b in itertools.pairwise(times)) < 0.25  # no growing backoff
+
+
+@pytest.mark.asyncio
 async def test_cancel_closes_the_stream(fake: FakeApiServer, client: KubeClient) -> None:
     fake.script(LIST, page([obj("a", 1)], rv=10))
     fake.fallback(WATCH, stream(Pause(0.01), bookmark(11), end="hang"))
