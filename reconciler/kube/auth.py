@@ -40,6 +40,10 @@ class TokenSource(Protocol):
         """The ``Authorization`` header value to send now, or None."""
         ...
 
+    def invalidate(self) -> None:
+        """The server answered 401: load the credentials afresh next time."""
+        ...
+
 
 @dataclass(frozen=True, slots=True)
 class StaticToken:
@@ -47,6 +51,9 @@ class StaticToken:
 
     async def authorization(self) -> str | None:
         return self.header
+
+    def invalidate(self) -> None:
+        pass
 
 
 class FileTokenSource:
@@ -60,6 +67,9 @@ class FileTokenSource:
         self._path = path
         self._refresh = refresh
         self._header: str | None = None
+        self._read_at = -float("inf")
+
+    def invalidate(self) -> None:
         self._read_at = -float("inf")
 
     def _read(self) -> str:
@@ -92,6 +102,11 @@ class _KubeconfigTokenSource:
         self._refresh = refresh
         self._checked_at = time.monotonic()
         self._lock = asyncio.Lock()
+
+    def invalidate(self) -> None:
+        self._checked_at = -float("inf")
+        if hasattr(self._loader, "exec_plugin_expiry"):
+            del self._loader.exec_plugin_expiry  # the loader trusts it; the server just did not
 
     def _current(self) -> str | None:
         value = self._configuration.api_key.get("BearerToken")

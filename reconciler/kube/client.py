@@ -16,7 +16,7 @@ import structlog
 
 from reconciler.kube.auth import ClusterConfig, StaticToken, TokenSource, load_in_cluster, load_kubeconfig
 from reconciler.kube.backoff import Backoff
-from reconciler.kube.errors import ServerError, TooManyRequests, TransportError, api_error
+from reconciler.kube.errors import ServerError, TooManyRequests, TransportError, Unauthorized, api_error
 from reconciler.kube.resources import Resource
 
 __all__ = ["KubeClient"]
@@ -35,7 +35,9 @@ class KubeClient:
     ``request`` returns the body of a 2xx answer and raises the error tree of
     ``reconciler.kube.errors`` otherwise. GETs are retried (transport errors,
     5xx, 429 honouring Retry-After) with jittered backoff, at most
-    ``retry_attempts`` tries; writes never are: the caller decides.
+    ``retry_attempts`` tries; writes never are: the caller decides. A 401
+    makes the credentials reload (service-account token file, exec plugin)
+    and the request is sent once more, whatever its verb.
     """
 
     def __init__(
@@ -141,9 +143,17 @@ class KubeClient:
         attempts = self._retry_attempts if method in _IDEMPOTENT else 1
         delays: Iterator[float] = self._retry_backoff.delays()
         attempt = 1
+        reauthenticated = False
         while True:
             try:
                 return await self._request_once(method, path, params, body, content_type, timeout)
+            except Unauthorized:
+                # Rejected before any processing: safe to repeat for any verb, once, with new credentials.
+                if reauthenticated:
+                    raise
+                reauthenticated = True
+                self._tokens.invalidate()
+                log.info("401 Unauthorized; retrying with fresh credentials", method=method, path=path)
             except (TransportError, ServerError, TooManyRequests) as exc:
                 if attempt >= attempts:
                     raise
@@ -270,6 +280,8 @@ class KubeClient:
                     **self._extra(),
                 )
                 if not 200 <= resp.status < 300:
+                    if resp.status == 401:
+                        self._tokens.invalidate()
                     data = await resp.read()
                     raise api_error(resp.status, data, retry_after_header=resp.headers.get("Retry-After"))
             except (aiohttp.ClientError, TimeoutError) as exc:

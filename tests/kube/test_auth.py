@@ -11,9 +11,9 @@ from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.x509.oid import NameOID
 
-from reconciler.kube import ConfigError, KubeClient
+from reconciler.kube import WORKLOADS, ConfigError, KubeClient, Unauthorized
 from reconciler.kube.auth import FileTokenSource, load_in_cluster
-from tests.kube.fake_apiserver import FakeApiServer, json_reply
+from tests.kube.fake_apiserver import FakeApiServer, json_reply, status_reply
 
 
 def _write_ca(path: Path) -> None:
@@ -101,3 +101,34 @@ async def test_service_account_token_is_reread(tmp_path: Path) -> None:
     assert await source.authorization() == "Bearer two"
     token.unlink()  # a rotation in progress: keep the previous token
     assert await source.authorization() == "Bearer two"
+
+
+class _Rotating:
+    def __init__(self) -> None:
+        self.tokens = ["Bearer old", "Bearer new"]
+        self.invalidated = 0
+
+    async def authorization(self) -> str | None:
+        return self.tokens[0]
+
+    def invalidate(self) -> None:
+        self.invalidated += 1
+        if len(self.tokens) > 1:
+            self.tokens.pop(0)
+
+
+@pytest.mark.asyncio
+async def test_401_reloads_credentials_and_retries_once(fake: FakeApiServer) -> None:
+    path = WORKLOADS.list_path("ns")
+    fake.script(("POST", path), status_reply(401, "Unauthorized", "expired"), json_reply(201, {}))
+    source = _Rotating()
+    kube = KubeClient(fake.url, token_source=source)
+    try:
+        await kube.create(WORKLOADS, "ns", b"{}")
+        assert [r.headers["Authorization"] for r in fake.requests] == ["Bearer old", "Bearer new"]
+        fake.fallback(("POST", path), status_reply(401, "Unauthorized", "still no"))
+        with pytest.raises(Unauthorized):
+            await kube.create(WORKLOADS, "ns", b"{}")
+        assert len(fake.requests) == 4  # one retry, no more
+    finally:
+        await kube.close()
