@@ -148,13 +148,16 @@ def _ssl_context(
 
 
 async def load_kubeconfig(path: str | None = None, context: str | None = None) -> ClusterConfig:
-    """The cluster of a kubeconfig file (``$KUBECONFIG`` or ~/.kube/config when ``path`` is None)."""
+    """The cluster of a kubeconfig file (``$KUBECONFIG`` or ~/.kube/config when ``path`` is None).
+
+    Reading the file is a little blocking I/O on the loop, done once at start-up.
+    """
     from kubernetes_asyncio.client import Configuration
     from kubernetes_asyncio.config import ConfigException, load_kube_config
 
     if path is None:
-        home = os.environ.get("HOME", "")
-        path = os.environ.get("KUBECONFIG", "").split(os.pathsep)[0] or os.path.join(home, ".kube", "config")
+        # The loader merges a KUBECONFIG list ("a:b") as kubectl does.
+        path = os.environ.get("KUBECONFIG") or os.path.join(os.environ.get("HOME", ""), ".kube", "config")
     configuration = Configuration()
     try:
         loader = await load_kube_config(

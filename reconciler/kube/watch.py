@@ -227,12 +227,12 @@ class Informer(Generic[T]):
                 outcome, lines = _Outcome.GONE, 0
             except TooManyRequests as exc:
                 self.stats.errors += 1
-                await self._pause(exc.retry_after or 0.0, started, reason=str(exc))
+                await self._pause(exc.retry_after or 0.0, reason=str(exc))
                 continue
             except KubeError as exc:
                 # Transport errors, 5xx, a truncated connection: resume from the last rv.
                 self.stats.errors += 1
-                await self._pause(0.0, started, reason=f"{type(exc).__name__}: {exc}")
+                await self._pause(0.0, reason=f"{type(exc).__name__}: {exc}")
                 continue
             if outcome is _Outcome.GONE:
                 self.stats.gone += 1
@@ -251,12 +251,12 @@ class Informer(Generic[T]):
             # One that lasted (a quiet collection, a server without bookmarks) is not.
             early = time.monotonic() - started < self._watch_timeout[0] / 2
             if outcome is _Outcome.INACTIVE or (lines == 0 and early):
-                await self._pause(0.0, started, reason="empty stream" if lines == 0 else "inactive")
+                await self._pause(0.0, reason="empty stream" if lines == 0 else "inactive")
             else:
                 # Streams normally last minutes; this floor only bites on a misbehaving server.
                 await asyncio.sleep(max(0.0, self._backoff.initial - (time.monotonic() - started)))
 
-    async def _pause(self, at_least: float, started: float, *, reason: str) -> None:
+    async def _pause(self, at_least: float, *, reason: str) -> None:
         delay = max(next(self._delays), min(at_least, 60.0))
         self._log.info(
             "re-watching after a pause", delay=round(delay, 3), reason=reason, resource_version=self._rv

@@ -132,3 +132,21 @@ async def test_401_reloads_credentials_and_retries_once(fake: FakeApiServer) -> 
         assert len(fake.requests) == 4  # one retry, no more
     finally:
         await kube.close()
+
+
+@pytest.mark.asyncio
+async def test_kubeconfig_env_list_is_merged(
+    fake: FakeApiServer, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    first, second = tmp_path / "a", tmp_path / "b"
+    clusters = f'clusters: [{{name: c, cluster: {{server: "{fake.url}"}}}}]\n'
+    first.write_text(clusters + "users: [{name: u, user: {token: merged}}]\n")
+    second.write_text("contexts: [{name: x, context: {cluster: c, user: u}}]\ncurrent-context: x\n")
+    monkeypatch.setenv("KUBECONFIG", f"{first}:{second}")
+    fake.script(("LIST", "/api"), json_reply(200, {}))
+    kube = await KubeClient.from_kubeconfig()
+    try:
+        await kube.get("/api")
+    finally:
+        await kube.close()
+    assert fake.requests[0].headers["Authorization"] == "Bearer merged"
