@@ -65,7 +65,7 @@ async def install_crds(kube: KubeClient, within: float = 30.0) -> None:
         path = object_path(crd)
         while True:
             current = await kube.get(path)
-            conditions = current.get("status", {}).get("conditions", [])
+            conditions = (current.get("status") or {}).get("conditions") or []
             if any(c.get("type") == "Established" and c.get("status") == "True" for c in conditions):
                 break
             if loop.time() > deadline:

@@ -145,7 +145,7 @@ async def walkthrough(bed: Testbed, controller: ControllerProcess) -> None:
         print("== installing the CRDs and starting the controller")
         await install_crds(kube)
         controller.start()
-        print(f"== applying {', '.join(p.name for p in sorted(EXAMPLES.glob('[1-3]*.yaml')))}")
+        print("== applying 10-queues.yaml, 20-resourceclaimtemplate.yaml, 30-job-running-a.yaml")
         await apply_manifests(
             kube,
             EXAMPLES / "10-queues.yaml",
@@ -158,6 +158,7 @@ async def walkthrough(bed: Testbed, controller: ControllerProcess) -> None:
             return bool(job and job.get("status", {}).get("ready", 0))
 
         await _wait(kube, "job A to run", a_running)
+        print("== job A runs; applying 31-job-pending-b.yaml")
         await apply_manifests(kube, EXAMPLES / "31-job-pending-b.yaml")
 
         async def b_pending() -> bool:

@@ -31,6 +31,7 @@ __all__ = [
     "Admit",
     "Decision",
     "Pending",
+    "admission_node_labels",
     "charge_from_admission",
     "node_labels_for",
 ]
@@ -368,17 +369,25 @@ class Admission:
         return (queue.active_count(), queue.inadmissible_count())
 
 
+def _flavor_labels(flavor_names: Iterable[str], flavors: Mapping[str, ResourceFlavor]) -> dict[str, str]:
+    labels: dict[str, str] = {}
+    for name in dict.fromkeys(flavor_names):
+        flavor = flavors.get(name)
+        if flavor is not None:
+            labels.update(flavor.spec.node_labels)
+    return labels
+
+
 def node_labels_for(decision: Admit, flavors: Mapping[str, ResourceFlavor]) -> dict[str, dict[str, str]]:
     """Per pod set, the nodeLabels of its assigned flavors, to merge into the Job's nodeSelector.
 
     As Kueue does, each distinct flavor assigned to a pod set contributes its labels.
     """
-    out: dict[str, dict[str, str]] = {}
-    for pod_set in decision.pod_sets:
-        labels: dict[str, str] = {}
-        for name in dict.fromkeys(pod_set.flavors.values()):
-            flavor = flavors.get(name)
-            if flavor is not None:
-                labels.update(flavor.spec.node_labels)
-        out[pod_set.name] = labels
-    return out
+    return {ps.name: _flavor_labels(ps.flavors.values(), flavors) for ps in decision.pod_sets}
+
+
+def admission_node_labels(
+    admission: AdmissionStatus, flavors: Mapping[str, ResourceFlavor]
+) -> dict[str, dict[str, str]]:
+    """The same, read back from a Workload's status.admission."""
+    return {a.name: _flavor_labels(a.flavors.values(), flavors) for a in admission.pod_set_assignments}

@@ -59,7 +59,9 @@ class ObjectMeta(_Struct):
     finalizers: list[str] = []
 
 
-class Condition(_Struct):
+class Condition(msgspec.Struct, rename="camel"):
+    """Reason and message are always written: the API requires them on Workloads."""
+
     type: str
     status: str
     reason: str = ""

@@ -1,0 +1,106 @@
+"""The writer: a bounded pool of concurrent API calls whose results come back as inbox items.
+
+The reconciler never waits for a write: it submits an action and goes on
+deciding; the outcome arrives later as a `WriteDone`. One write per slot is in
+flight at a time, and a newer action for a busy slot supersedes the queued one
+(its `WriteDone` says so), which keeps writes to one object in order.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import structlog
+
+from reconciler.kube import KubeClient, KubeError
+
+from .actions import Action, Slot
+
+__all__ = ["WriteDone", "Writer"]
+
+log = structlog.get_logger(__name__)
+
+
+@dataclass(frozen=True, slots=True)
+class WriteDone:
+    action: Action
+    body: bytes | None = None
+    error: KubeError | None = None
+    superseded: bool = False
+    seconds: float = 0.0
+
+    @property
+    def ok(self) -> bool:
+        return self.error is None and not self.superseded
+
+
+class Writer:
+    def __init__(
+        self, client: KubeClient, deliver: Callable[[WriteDone], None], *, concurrency: int = 32
+    ) -> None:
+        self._client = client
+        self._deliver = deliver
+        self._limit = asyncio.Semaphore(concurrency)
+        self._busy: set[Slot] = set()
+        self._waiting: dict[Slot, Action] = {}
+        self._tasks: set[asyncio.Task[None]] = set()
+        self.closed = False
+
+    def submit(self, action: Action) -> None:
+        if self.closed:
+            self._deliver(WriteDone(action, superseded=True))
+            return
+        slot = action.slot
+        if slot is not None and slot in self._busy:
+            replaced = self._waiting.get(slot)
+            self._waiting[slot] = action
+            if replaced is not None:
+                self._deliver(WriteDone(replaced, superseded=True))
+            return
+        self._start(action)
+
+    def in_flight(self) -> int:
+        return len(self._tasks)
+
+    def _start(self, action: Action) -> None:
+        if action.slot is not None:
+            self._busy.add(action.slot)
+        task = asyncio.get_running_loop().create_task(self._run(action))
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+
+    async def _run(self, action: Action) -> None:
+        started = time.monotonic()
+        try:
+            async with self._limit:
+                body = await action.perform(self._client)
+            self._deliver(WriteDone(action, body=body, seconds=time.monotonic() - started))
+        except KubeError as err:
+            self._deliver(WriteDone(action, error=err, seconds=time.monotonic() - started))
+        finally:
+            slot = action.slot
+            if slot is not None:
+                self._busy.discard(slot)
+                following = self._waiting.pop(slot, None)
+                if following is not None and not self.closed:
+                    self._start(following)
+
+    async def drain(self, grace: float) -> bool:
+        """Stop taking actions, let in-flight writes finish; cancel what is left after `grace` seconds."""
+        self.closed = True
+        for slot, action in list(self._waiting.items()):
+            del self._waiting[slot]
+            self._deliver(WriteDone(action, superseded=True))
+        pending = set(self._tasks)
+        if not pending:
+            return True
+        _done, still = await asyncio.wait(pending, timeout=grace)
+        for task in still:
+            task.cancel()
+        if still:
+            await asyncio.gather(*still, return_exceptions=True)
+            log.warning("writes abandoned at shutdown", count=len(still))
+        return not still
