@@ -241,8 +241,10 @@ class Informer(Generic[T]):
             if outcome is _Outcome.ERROR:
                 return
             if outcome is _Outcome.INACTIVE:
+                # Quiet collections go silent too (bookmarks are not guaranteed): reconnect at
+                # once from the last rv. A dead server shows up as a connect error and backs off.
                 self.stats.inactivity_timeouts += 1
-                self._log.warning(
+                self._log.debug(
                     "watch inactive; reconnecting",
                     timeout=self._inactivity_timeout,
                     resource_version=self._rv,
@@ -250,8 +252,8 @@ class Informer(Generic[T]):
             # An empty stream that ended early is a misbehaving server (or a proxy): back off.
             # One that lasted (a quiet collection, a server without bookmarks) is not.
             early = time.monotonic() - started < self._watch_timeout[0] / 2
-            if outcome is _Outcome.INACTIVE or (lines == 0 and early):
-                await self._pause(0.0, reason="empty stream" if lines == 0 else "inactive")
+            if outcome is not _Outcome.INACTIVE and lines == 0 and early:
+                await self._pause(0.0, reason="empty stream")
             else:
                 # Streams normally last minutes; this floor only bites on a misbehaving server.
                 await asyncio.sleep(max(0.0, self._backoff.initial - (time.monotonic() - started)))
