@@ -1,0 +1,582 @@
+"""Floods of queue-labelled GPU Jobs on the test-bed, and a monitor that watches the quota invariants.
+
+Used by e2e/test_controller_faults.py and bench/e2e_admission.py.
+
+- :func:`pool_nodes`, :class:`QueueSetup`, :func:`create_queues`: simulated GPU nodes per pool and,
+  per ClusterQueue, its namespace, ResourceFlavor (nodeLabels selecting the pool), LocalQueue and the
+  ResourceClaimTemplate ``single-gpu``.
+- :func:`flood_job`, :func:`create_jobs`: suspended, queue-labelled Jobs with one GPU claim and a cpu
+  request, created with bounded concurrency (retrying connection failures).
+- :class:`InvariantMonitor`: a poller (lists Jobs then Workloads every ``interval``) and a Workload
+  watcher (every revision it delivers). Both check that for every ClusterQueue, flavor and resource
+  the ``resourceUsage`` of Workloads with QuotaReserved=True, an admission and not Finished stays
+  within the nominal quota; both feed a per-UID history (ordered by resourceVersion) that counts
+  admissions. The poller also checks that a Job seen unsuspended has an admitted Workload.
+- :func:`verify_final`: every Job is admitted-and-finished (one pod, Succeeded) or pending with a
+  reason (suspended, QuotaReserved=False with a message, no pod).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import calendar
+import contextlib
+import json
+import time
+from collections import defaultdict
+from collections.abc import AsyncIterator, Iterable
+from dataclasses import dataclass, field
+from fractions import Fraction
+from pathlib import Path
+from typing import Any
+
+import aiohttp
+
+from e2e.deploy import ROOT, object_path
+from e2e.scenario import claim_template, gpu_job
+from e2e.testbed import ApiError, GpuSpec, KubeClient, NodeSpec, api_path
+from e2e.testbed.kubeclient import Obj
+
+__all__ = [
+    "CONTROLLER_CONFIG",
+    "KUEUE",
+    "POOL_LABEL",
+    "QUEUE_LABEL",
+    "InvariantMonitor",
+    "QueueSetup",
+    "create_jobs",
+    "create_queues",
+    "flood_job",
+    "parse_quantity",
+    "pool_nodes",
+    "verify_final",
+]
+
+KUEUE = "kueue.x-k8s.io/v1beta2"
+QUEUE_LABEL = "kueue.x-k8s.io/queue-name"
+POOL_LABEL = "testbed.dra-quota.dev/pool"
+CONTROLLER_CONFIG: Path = ROOT / "examples" / "walkthrough" / "00-configuration.yaml"
+TRANSIENT = (aiohttp.ClientError, OSError, asyncio.TimeoutError)
+
+FlavorResource = tuple[str, str, str]  # (cluster queue, flavor, resource)
+
+_SUFFIXES: dict[str, Fraction] = {
+    "m": Fraction(1, 1000),
+    "k": Fraction(10**3),
+    "M": Fraction(10**6),
+    "G": Fraction(10**9),
+    "T": Fraction(10**12),
+    "Ki": Fraction(2**10),
+    "Mi": Fraction(2**20),
+    "Gi": Fraction(2**30),
+    "Ti": Fraction(2**40),
+}
+
+
+def parse_quantity(text: str | int | float) -> Fraction:
+    """A Kubernetes quantity (``500m``, ``2``, ``16Gi``, ``1.5``) as an exact number."""
+    value = str(text).strip()
+    for suffix in sorted(_SUFFIXES, key=len, reverse=True):
+        if value.endswith(suffix):
+            return Fraction(value[: -len(suffix)]) * _SUFFIXES[suffix]
+    return Fraction(value)
+
+
+def pool_nodes(pool: str, nodes: int, gpus: int, *, pods: int = 110, cpu: str = "16") -> list[NodeSpec]:
+    """``nodes`` simulated nodes labelled with ``POOL_LABEL=pool``, each with ``gpus`` Tesla T4s."""
+    return [
+        NodeSpec(
+            name=f"{pool}-{i}",
+            labels={POOL_LABEL: pool, "nvidia.com/gpu.product": "Tesla-T4"},
+            cpu=cpu,
+            memory="64Gi",
+            pods=pods,
+            gpus=GpuSpec(count=gpus, model="Tesla-T4"),
+        )
+        for i in range(1, nodes + 1)
+    ]
+
+
+@dataclass(frozen=True)
+class QueueSetup:
+    """One ClusterQueue with one flavor (nodeLabels: the pool), its namespace and LocalQueue."""
+
+    cluster_queue: str
+    namespace: str
+    flavor: str
+    pool: str
+    quota: dict[str, str]  # resource -> nominalQuota
+    local_queue: str = "lq"
+
+    def quota_limits(self) -> dict[FlavorResource, Fraction]:
+        return {(self.cluster_queue, self.flavor, r): parse_quantity(q) for r, q in self.quota.items()}
+
+
+async def create_queues(kube: KubeClient, queues: Iterable[QueueSetup]) -> None:
+    """Namespace, ResourceFlavor, ClusterQueue, LocalQueue and ResourceClaimTemplate per queue."""
+    for q in queues:
+        objects: list[Obj] = [
+            {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": q.namespace}},
+            {
+                "apiVersion": KUEUE,
+                "kind": "ResourceFlavor",
+                "metadata": {"name": q.flavor},
+                "spec": {"nodeLabels": {POOL_LABEL: q.pool}},
+            },
+            {
+                "apiVersion": KUEUE,
+                "kind": "ClusterQueue",
+                "metadata": {"name": q.cluster_queue},
+                "spec": {
+                    "namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": q.namespace}},
+                    "resourceGroups": [
+                        {
+                            "coveredResources": list(q.quota),
+                            "flavors": [
+                                {
+                                    "name": q.flavor,
+                                    "resources": [{"name": r, "nominalQuota": v} for r, v in q.quota.items()],
+                                }
+                            ],
+                        }
+                    ],
+                },
+            },
+            {
+                "apiVersion": KUEUE,
+                "kind": "LocalQueue",
+                "metadata": {"name": q.local_queue, "namespace": q.namespace},
+                "spec": {"clusterQueue": q.cluster_queue},
+            },
+            claim_template(q.namespace),
+        ]
+        for obj in objects:
+            await kube.apply(object_path(obj), obj, "dra-quota-e2e-flood")
+
+
+def flood_job(
+    name: str, namespace: str, queue: str, *, run_seconds: float | str, cpu: str, labelled: bool = True
+) -> Obj:
+    """A suspended Job (one pod, one GPU through the claim template ``single-gpu``, ``cpu`` requested)."""
+    job = gpu_job(name, namespace, run_seconds=run_seconds, suspend=True)
+    if labelled:
+        job["metadata"]["labels"] = {QUEUE_LABEL: queue}
+    container = job["spec"]["template"]["spec"]["containers"][0]
+    container["resources"]["requests"] = {"cpu": cpu}
+    return job
+
+
+async def create_jobs(
+    kube: KubeClient, jobs: list[Obj], *, concurrency: int = 16, within: float = 120.0
+) -> dict[tuple[str, str], float]:
+    """Create the Jobs (``concurrency`` at a time); the ``time.time()`` each POST was sent, by key.
+
+    Connection failures and 5xx/429 are retried until ``within`` seconds have passed; a 409 on a
+    retry means the earlier attempt got through.
+    """
+    sent: dict[tuple[str, str], float] = {}
+    limit = asyncio.Semaphore(concurrency)
+    deadline = time.monotonic() + within
+
+    async def one(job: Obj) -> None:
+        meta = job["metadata"]
+        key = (meta["namespace"], meta["name"])
+        path = api_path("batch/v1", "jobs", meta["namespace"])
+        attempt = 0
+        async with limit:
+            while True:
+                attempt += 1
+                sent.setdefault(key, time.time())
+                try:
+                    await kube.create(path, job)
+                    return
+                except ApiError as err:
+                    if err.status == 409 and attempt > 1:
+                        return
+                    if err.status < 500 and err.status != 429:
+                        raise
+                except TRANSIENT:
+                    pass
+                if time.monotonic() > deadline:
+                    raise TimeoutError(f"could not create Job {key[0]}/{key[1]} within {within:.0f}s")
+                await asyncio.sleep(0.5)
+
+    await asyncio.gather(*(one(job) for job in jobs))
+    return sent
+
+
+# --- reading Workloads and Jobs ---------------------------------------------------------------------
+
+
+def condition(obj: Obj, kind: str) -> Obj | None:
+    for c in (obj.get("status") or {}).get("conditions") or []:
+        if c.get("type") == kind:
+            found: Obj = c
+            return found
+    return None
+
+
+def is_true(obj: Obj, kind: str) -> bool:
+    c = condition(obj, kind)
+    return c is not None and c.get("status") == "True"
+
+
+def reserved(workload: Obj) -> bool:
+    """QuotaReserved=True with an admission."""
+    return bool((workload.get("status") or {}).get("admission")) and is_true(workload, "QuotaReserved")
+
+
+def holds_quota(workload: Obj) -> bool:
+    return reserved(workload) and not is_true(workload, "Finished")
+
+
+def usage_of(workload: Obj) -> dict[FlavorResource, Fraction]:
+    """What an admitted Workload charges, by (cluster queue, flavor, resource)."""
+    admission = workload["status"]["admission"]
+    cq = admission["clusterQueue"]
+    charged: dict[FlavorResource, Fraction] = defaultdict(Fraction)
+    for psa in admission.get("podSetAssignments") or []:
+        flavors = psa.get("flavors") or {}
+        for resource, amount in (psa.get("resourceUsage") or {}).items():
+            charged[(cq, flavors.get(resource, "?"), resource)] += parse_quantity(amount)
+    return dict(charged)
+
+
+def owner_uid(obj: Obj) -> str | None:
+    for ref in obj["metadata"].get("ownerReferences") or []:
+        if ref.get("kind") == "Job" and ref.get("controller"):
+            return str(ref["uid"])
+    return None
+
+
+def _rv(obj: Obj) -> int:
+    try:
+        return int(obj["metadata"]["resourceVersion"])
+    except (KeyError, ValueError):
+        return 0
+
+
+def _name(obj: Obj) -> str:
+    return f"{obj['metadata'].get('namespace', '')}/{obj['metadata']['name']}"
+
+
+@dataclass
+class _History:
+    """One Workload's states in resourceVersion order, as far as the monitor saw them."""
+
+    name: str
+    last_rv: int = 0
+    reserved: bool = False
+    marker: tuple[str, str] | None = None  # (clusterQueue, QuotaReserved lastTransitionTime)
+    admissions: list[str] = field(default_factory=list)
+
+
+@dataclass
+class InvariantMonitor:
+    """Samples the API for over-commit and double admission while a scenario runs.
+
+    ``async with monitor.running(kube): ...`` starts the poller and the watcher and cancels them on
+    exit. Violations are collected, not raised: :meth:`assert_clean` reports them all at once.
+    """
+
+    quotas: dict[FlavorResource, Fraction]
+    interval: float = 0.2
+    violations: list[str] = field(default_factory=list)
+    peaks: dict[FlavorResource, Fraction] = field(default_factory=lambda: defaultdict(Fraction))
+    polls: int = 0
+    poll_errors: int = 0
+    watch_events: int = 0
+    watch_breaks: int = 0
+    relists: int = 0
+    jobs: dict[str, Obj] = field(default_factory=dict)  # latest poll, by uid
+    workloads: dict[str, Obj] = field(default_factory=dict)  # latest poll, by uid
+    history: dict[str, _History] = field(default_factory=dict)
+    _watched: dict[str, Obj] = field(default_factory=dict)
+    _started: dict[str, int] = field(default_factory=lambda: defaultdict(int))  # Job uid -> unsuspends
+    _job_suspended: dict[str, bool] = field(default_factory=dict)
+    _overcommits: list[tuple[float, list[Obj]]] = field(default_factory=list)
+
+    # --- what the scenario asks ------------------------------------------------------------------
+
+    def admitted_count(self) -> int:
+        return sum(1 for h in self.history.values() if h.admissions)
+
+    def complete_jobs(self) -> int:
+        return sum(1 for j in self.jobs.values() if is_true(j, "Complete"))
+
+    def double_admissions(self) -> dict[str, list[str]]:
+        return {h.name: h.admissions for h in self.history.values() if len(h.admissions) > 1}
+
+    def assert_clean(self) -> None:
+        polled = [v for v in self.violations if v.startswith("poll")]
+        watched = [v for v in self.violations if not v.startswith("poll")]
+        problems = [*polled[:10], *watched[:10]]
+        if len(self.violations) > len(problems):
+            problems.append(
+                f"... {len(self.violations)} in all ({len(polled)} from polls, {len(watched)} from the watch)"
+            )
+        for name, admissions in self.double_admissions().items():
+            problems.append(f"Workload {name} admitted {len(admissions)} times: {admissions}")
+        for uid, count in self._started.items():
+            if count > 1:
+                job = self.jobs.get(uid)
+                problems.append(f"Job {_name(job) if job else uid} unsuspended {count} times")
+        problems.extend(self.overcommit_evidence())
+        if self.polls == 0 or self.watch_events == 0:
+            problems.append(f"the monitor saw nothing (polls {self.polls}, watch events {self.watch_events})")
+        assert not problems, "invariants broken:\n" + "\n".join(problems)
+
+    def summary(self) -> str:
+        peaks = ", ".join(
+            f"{cq}/{fl}/{res}={_fmt(self.peaks.get((cq, fl, res), Fraction(0)))}/{_fmt(q)}"
+            for (cq, fl, res), q in sorted(self.quotas.items())
+        )
+        return (
+            f"polls={self.polls} poll_errors={self.poll_errors} watch_events={self.watch_events} "
+            f"watch_breaks={self.watch_breaks} relists={self.relists} admitted={self.admitted_count()} "
+            f"peak/quota: {peaks}"
+        )
+
+    # --- running ---------------------------------------------------------------------------------
+
+    @contextlib.asynccontextmanager
+    async def running(self, kube: KubeClient) -> AsyncIterator[InvariantMonitor]:
+        loop = asyncio.get_running_loop()
+        tasks = [
+            loop.create_task(self._poll_loop(kube), name="monitor-poll"),
+            loop.create_task(self._watch_loop(kube), name="monitor-watch"),
+        ]
+        try:
+            yield self
+            # One last look at the final state.
+            await asyncio.wait_for(self._poll_once(kube), timeout=30)
+        finally:
+            for task in tasks:
+                task.cancel()
+            results = await asyncio.gather(*tasks, return_exceptions=True)
+        for result in results:
+            if isinstance(result, BaseException) and not isinstance(result, asyncio.CancelledError):
+                raise result
+
+    async def _poll_loop(self, kube: KubeClient) -> None:
+        while True:
+            began = time.monotonic()
+            try:
+                await asyncio.wait_for(self._poll_once(kube), timeout=15)
+            except (TimeoutError, ApiError, *TRANSIENT):
+                self.poll_errors += 1
+            await asyncio.sleep(max(0.0, self.interval - (time.monotonic() - began)))
+
+    async def _poll_once(self, kube: KubeClient) -> None:
+        # Jobs first: a Job seen unsuspended here was unsuspended before the Workload list below,
+        # so its admission (written before the unsuspend) must show in that list.
+        jobs = (await kube.get(api_path("batch/v1", "jobs")))["items"]
+        workloads = (await kube.get(api_path(KUEUE, "workloads")))["items"]
+        self.polls += 1
+        self.jobs = {j["metadata"]["uid"]: j for j in jobs}
+        self.workloads = {w["metadata"]["uid"]: w for w in workloads}
+        self._check_usage(workloads, f"poll {self.polls}")
+        for workload in workloads:
+            self._observe(workload)
+        by_owner = {owner_uid(w): w for w in workloads}
+        for uid, job in self.jobs.items():
+            suspended = bool(job["spec"].get("suspend"))
+            if self._job_suspended.get(uid, True) and not suspended:
+                self._started[uid] += 1
+            self._job_suspended[uid] = suspended
+            if QUEUE_LABEL not in job["metadata"].get("labels", {}) or suspended:
+                continue
+            workload = by_owner.get(uid)
+            if workload is None or not reserved(workload):
+                self.violations.append(
+                    f"poll {self.polls}: Job {_name(job)} is unsuspended but its Workload "
+                    f"{_name(workload) if workload else '(none)'} has no quota reserved"
+                )
+
+    async def _watch_loop(self, kube: KubeClient) -> None:
+        path = api_path(KUEUE, "workloads")
+        version: str | None = None
+        while True:
+            try:
+                if version is None:
+                    listing = await asyncio.wait_for(kube.get(path), timeout=15)
+                    self._watched = {w["metadata"]["uid"]: w for w in listing["items"]}
+                    for workload in listing["items"]:
+                        self._observe(workload)
+                    self._check_usage(list(self._watched.values()), "relist")
+                    version = str(listing["metadata"]["resourceVersion"])
+                async for event in kube.watch(path, {"resourceVersion": version}, timeout_seconds=60):
+                    obj: Obj = event["object"]
+                    if event["type"] == "ERROR":
+                        if obj.get("code") == 410:
+                            self.relists += 1
+                            version = None
+                        break
+                    version = str(obj["metadata"]["resourceVersion"])
+                    if event["type"] == "BOOKMARK":
+                        continue
+                    self.watch_events += 1
+                    uid = obj["metadata"]["uid"]
+                    if event["type"] == "DELETED":
+                        self._watched.pop(uid, None)
+                        continue
+                    self._watched[uid] = obj
+                    self._observe(obj)
+                    if holds_quota(obj):
+                        # The cache after this event is the collection at this revision.
+                        self._check_usage(list(self._watched.values()), f"revision {version}")
+            except ApiError as err:
+                if err.status == 410:
+                    self.relists += 1
+                    version = None
+                else:
+                    self.watch_breaks += 1
+                    await asyncio.sleep(0.5)
+            except (TimeoutError, ValueError, *TRANSIENT):
+                self.watch_breaks += 1
+                await asyncio.sleep(0.5)
+
+    def _check_usage(self, workloads: list[Obj], when: str) -> None:
+        totals: dict[FlavorResource, Fraction] = defaultdict(Fraction)
+        holders: dict[str, list[str]] = defaultdict(list)
+        for workload in workloads:
+            if not holds_quota(workload):
+                continue
+            for key, amount in usage_of(workload).items():
+                totals[key] += amount
+            holders[workload["status"]["admission"]["clusterQueue"]].append(self._holder(workload))
+        for key, total in totals.items():
+            self.peaks[key] = max(self.peaks[key], total)
+            quota = self.quotas.get(key)
+            if quota is None:
+                if key[0] in {k[0] for k in self.quotas}:
+                    self.violations.append(f"{when}: usage of {key} which has no quota: {_fmt(total)}")
+                continue
+            if total > quota:
+                self.violations.append(
+                    f"{when}: {key[0]} flavor {key[1]} {key[2]} usage {_fmt(total)} > quota {_fmt(quota)} "
+                    f"(holding: {sorted(holders[key[0]])})"
+                )
+                self._overcommits.append((time.time(), [w for w in workloads if holds_quota(w)]))
+
+    def _holder(self, workload: Obj) -> str:
+        """The Workload's name, with its Job's state as the latest poll saw it when the Job has ended."""
+        name = str(workload["metadata"]["name"])
+        job = self.jobs.get(owner_uid(workload) or "")
+        if job is not None and (is_true(job, "Complete") or is_true(job, "Failed")):
+            return f"{name} (Job Complete)"
+        return name
+
+    def overcommit_evidence(self) -> list[str]:
+        """For each over-commit seen (first 10): the holders whose Job had completed by then (the Job's
+        ``status.completionTime`` is in whole seconds, so "by then" means at most 1 s later): quota still
+        charged in the API by a Workload whose Job is over, while another was admitted in its place."""
+        lines: list[str] = []
+        for seen_at, holding in self._overcommits[:10]:
+            done = []
+            for workload in holding:
+                job = self.jobs.get(owner_uid(workload) or "")
+                completed = (job or {}).get("status", {}).get("completionTime")
+                if completed and _epoch(completed) <= seen_at:
+                    done.append(f"{workload['metadata']['name']} (Job completionTime {completed})")
+            stamp = time.strftime("%H:%M:%S", time.gmtime(seen_at))
+            lines.append(f"over-commit seen at {stamp}Z: {len(holding)} holding; Jobs already over: {done}")
+        return lines
+
+    def _observe(self, workload: Obj) -> None:
+        uid = workload["metadata"]["uid"]
+        rv = _rv(workload)
+        history = self.history.setdefault(uid, _History(_name(workload)))
+        if rv <= history.last_rv:
+            return  # older than what we have seen (the poller and the watcher race)
+        history.last_rv = rv
+        now_reserved = reserved(workload)
+        marker: tuple[str, str] | None = None
+        if now_reserved:
+            qr = condition(workload, "QuotaReserved") or {}
+            marker = (workload["status"]["admission"]["clusterQueue"], str(qr.get("lastTransitionTime")))
+            if not history.reserved or marker != history.marker:
+                history.admissions.append(f"rv {rv}: {marker[0]} at {marker[1]}")
+        history.reserved = now_reserved
+        history.marker = marker
+
+
+def _epoch(stamp: str) -> float:
+    return calendar.timegm(time.strptime(stamp, "%Y-%m-%dT%H:%M:%SZ"))
+
+
+def _fmt(amount: Fraction) -> str:
+    return str(amount.numerator) if amount.denominator == 1 else f"{float(amount):g}"
+
+
+# --- the end state ----------------------------------------------------------------------------------
+
+
+@dataclass
+class FinalState:
+    finished: list[str] = field(default_factory=list)
+    pending: dict[str, str] = field(default_factory=dict)  # job -> the Workload's message
+    problems: list[str] = field(default_factory=list)
+
+
+async def verify_final(kube: KubeClient, namespaces: Iterable[str]) -> FinalState:
+    """Every queue-labelled Job is admitted-and-finished or pending with a reason."""
+    state = FinalState()
+    for ns in namespaces:
+        jobs = (await kube.get(api_path("batch/v1", "jobs", ns)))["items"]
+        workloads = (await kube.get(api_path(KUEUE, "workloads", ns)))["items"]
+        pods = (await kube.get(api_path("v1", "pods", ns)))["items"]
+        by_owner: dict[str, list[Obj]] = defaultdict(list)
+        for w in workloads:
+            by_owner[owner_uid(w) or ""].append(w)
+        pods_of: dict[str, list[Obj]] = defaultdict(list)
+        for p in pods:
+            pods_of[p["metadata"].get("labels", {}).get("job-name", "")].append(p)
+        for job in jobs:
+            name = _name(job)
+            owned = by_owner.get(job["metadata"]["uid"], [])
+            if len(owned) != 1:
+                state.problems.append(f"{name}: {len(owned)} Workloads {[_name(w) for w in owned]}")
+                continue
+            wl = owned[0]
+            job_pods = pods_of.get(job["metadata"]["name"], [])
+            phases = [(p.get("status") or {}).get("phase") for p in job_pods]
+            if is_true(job, "Complete"):
+                status = job.get("status") or {}
+                ok = (
+                    is_true(wl, "Finished")
+                    and reserved(wl)
+                    and status.get("succeeded") == 1
+                    and not status.get("failed")
+                    and phases == ["Succeeded"]
+                )
+                if ok:
+                    state.finished.append(name)
+                else:
+                    state.problems.append(
+                        f"{name}: Complete but Workload Finished={is_true(wl, 'Finished')} "
+                        f"reserved={reserved(wl)}, succeeded={status.get('succeeded')} "
+                        f"failed={status.get('failed')}, pods {phases}"
+                    )
+                continue
+            qr = condition(wl, "QuotaReserved") or {}
+            if (
+                job["spec"].get("suspend")
+                and qr.get("status") == "False"
+                and qr.get("message")
+                and not phases
+                and not is_true(wl, "Finished")
+            ):
+                state.pending[name] = str(qr["message"])
+            else:
+                state.problems.append(
+                    f"{name}: neither finished nor pending with a reason: "
+                    f"suspend={job['spec'].get('suspend')} "
+                    f"conditions={json.dumps((job.get('status') or {}).get('conditions'))} "
+                    f"QuotaReserved={json.dumps(qr)} Finished={is_true(wl, 'Finished')} pods {phases}"
+                )
+    return state
+
+
+def describe(obj: Any) -> str:
+    return json.dumps(obj, sort_keys=True)[:2000]

@@ -1,0 +1,219 @@
+"""The controller under faults, on a test-bed of its own with one GPU node pool per ClusterQueue.
+
+- SIGKILL in the middle of a 300-job flood over four ClusterQueues, then a restart.
+- kube-apiserver restarted under load; the controller is left alone and recovers by itself.
+
+Throughout, :class:`e2e.flood.InvariantMonitor` polls Jobs and Workloads every 0.2 s and watches
+Workloads: no ClusterQueue/flavor/resource ever shows more admitted usage than its nominal quota, no
+Workload is admitted twice, no Job runs unsuspended without an admitted Workload. At the end every
+Job is admitted-and-finished (one pod, Succeeded; Workload Finished) or pending with a reason.
+
+Each test starts its own test-bed (a few seconds) so the session test-bed keeps its default spec
+and no flood is left behind for other tests.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import time
+from collections.abc import AsyncIterator, Callable
+from pathlib import Path
+
+import pytest
+
+from e2e.deploy import ControllerProcess, install_crds
+from e2e.flood import (
+    CONTROLLER_CONFIG,
+    InvariantMonitor,
+    QueueSetup,
+    create_jobs,
+    create_queues,
+    flood_job,
+    parse_quantity,
+    pool_nodes,
+    verify_final,
+)
+from e2e.testbed import KubeClient, Testbed, TestbedSpec
+from e2e.testbed.kubeclient import Obj
+
+pytestmark = [pytest.mark.testbed]
+
+GPU = "nvidia.com/gpu"
+
+
+@contextlib.asynccontextmanager
+async def own_testbed(run_dir: Path, spec: TestbedSpec) -> AsyncIterator[Testbed]:
+    bed = Testbed(run_dir=run_dir, spec=spec)
+    await asyncio.to_thread(bed.start)
+    try:
+        yield bed
+    finally:
+        await asyncio.to_thread(bed.stop)
+
+
+@contextlib.asynccontextmanager
+async def controller_process(bed: Testbed) -> AsyncIterator[ControllerProcess]:
+    controller = ControllerProcess(CONTROLLER_CONFIG, bed.kubeconfig, bed.run_dir / "logs" / "controller.log")
+    await asyncio.to_thread(controller.start)
+    try:
+        yield controller
+    finally:
+        await asyncio.to_thread(controller.stop)
+
+
+async def until(what: str, check: Callable[[], bool], within: float, context: Callable[[], str]) -> float:
+    """Wait (polling every 0.2 s) until ``check()``; the seconds it took. Fails with ``context()``."""
+    began = time.monotonic()
+    while not check():
+        if time.monotonic() - began > within:
+            raise AssertionError(f"timed out after {within:.0f}s waiting for {what}\n{context()}")
+        await asyncio.sleep(0.2)
+    return time.monotonic() - began
+
+
+def flood(queues: list[QueueSetup], per_queue: int, too_big_at: tuple[int, ...] = ()) -> list[Obj]:
+    """``per_queue`` Jobs per queue, interleaved across queues; the ones at ``too_big_at`` ask for more
+    cpu than the queue's quota (they must stay pending with a reason without blocking the others)."""
+    cpus = ["500m", "250m", "1"]
+    jobs: list[Obj] = []
+    for i in range(per_queue):
+        for q in queues:
+            cpu = str(parse_cpu(q.quota["cpu"]) + 1) if i in too_big_at else cpus[i % len(cpus)]
+            jobs.append(flood_job(f"job-{i:03d}", q.namespace, q.local_queue, run_seconds=2 + i % 3, cpu=cpu))
+    return jobs
+
+
+def parse_cpu(text: str) -> int:
+    return int(parse_quantity(text))
+
+
+async def settle_final(
+    kube: KubeClient, namespaces: list[str], within: float, context: Callable[[], str]
+) -> tuple[int, int]:
+    """Wait until every Job is finished or pending with a reason; (finished, pending)."""
+    began = time.monotonic()
+    while True:
+        state = await asyncio.wait_for(verify_final(kube, namespaces), timeout=30)
+        if not state.problems:
+            return len(state.finished), len(state.pending)
+        if time.monotonic() - began > within:
+            shown = "\n".join(state.problems[:15])
+            raise AssertionError(
+                f"{len(state.problems)} Jobs neither admitted-and-finished nor pending with a reason:\n"
+                f"{shown}\n{context()}"
+            )
+        await asyncio.sleep(1.0)
+
+
+def four_queues() -> list[QueueSetup]:
+    # Small quotas: on a and d the GPUs bind, on b the cpu, on c both in turn.
+    quotas = {
+        "a": {"cpu": "3", GPU: "4"},
+        "b": {"cpu": "1500m", GPU: "4"},
+        "c": {"cpu": "2", GPU: "3"},
+        "d": {"cpu": "4", GPU: "3"},
+    }
+    return [
+        QueueSetup(f"flood-cq-{p}", f"flood-{p}", f"flood-t4-{p}", f"pool-{p}", quota)
+        for p, quota in quotas.items()
+    ]
+
+
+@pytest.mark.timeout(420)
+@pytest.mark.asyncio
+async def test_sigkill_mid_flood_never_overcommits_nor_admits_twice(
+    tmp_path_factory: pytest.TempPathFactory,
+) -> None:
+    queues = four_queues()
+    # One node per pool with a GPU more than the quota: an over-admitted pod could run.
+    spec = TestbedSpec(nodes=[n for q in queues for n in pool_nodes(q.pool, 1, int(q.quota[GPU]) + 1)])
+    jobs = flood(queues, per_queue=75, too_big_at=(10, 40))
+    too_big = 2 * len(queues)
+    assert len(jobs) == 300
+    quotas = {k: v for q in queues for k, v in q.quota_limits().items()}
+    monitor = InvariantMonitor(quotas)
+    began = time.monotonic()
+    async with (
+        own_testbed(tmp_path_factory.mktemp("testbed-flood"), spec) as bed,
+        KubeClient.from_kubeconfig(bed.kubeconfig) as kube,
+    ):
+        await install_crds(kube)
+        await create_queues(kube, queues)
+        async with controller_process(bed) as controller, monitor.running(kube):
+
+            def context() -> str:
+                return f"monitor: {monitor.summary()}\ncontroller log tail:\n{controller.log_tail(40)}"
+
+            await create_jobs(kube, jobs, concurrency=16)
+            await until("60 admissions", lambda: monitor.admitted_count() >= 60, 120, context)
+            admitted_at_kill = monitor.admitted_count()
+            await asyncio.to_thread(controller.kill)
+            killed_at = time.monotonic()
+            assert admitted_at_kill < len(jobs) - too_big, "the flood was over before the kill"
+            await asyncio.sleep(1.0)  # the API as the dead controller left it
+            await asyncio.to_thread(controller.start)
+            await until(
+                "every admissible Job to complete",
+                lambda: monitor.complete_jobs() >= len(jobs) - too_big,
+                240,
+                context,
+            )
+            finished, pending = await settle_final(kube, [q.namespace for q in queues], 30, context)
+            await asyncio.sleep(1.0)  # a few more samples of the final state
+        monitor.assert_clean()
+        print(
+            f"\nSIGKILL after {admitted_at_kill} admissions, {killed_at - began:.0f}s in; "
+            f"{finished} finished, {pending} pending; {time.monotonic() - began:.0f}s; {monitor.summary()}"
+        )
+        assert (finished, pending) == (len(jobs) - too_big, too_big)
+        assert all(monitor.peaks[k] <= v for k, v in quotas.items())
+        # The quotas were reached (the flood did load the queues) and never passed.
+        assert any(monitor.peaks[k] == v for k, v in quotas.items() if k[2] == GPU), monitor.summary()
+
+
+@pytest.mark.timeout(300)
+@pytest.mark.asyncio
+async def test_apiserver_restart_under_load_controller_recovers_by_itself(
+    tmp_path_factory: pytest.TempPathFactory,
+) -> None:
+    queues = four_queues()[:2]
+    spec = TestbedSpec(nodes=[n for q in queues for n in pool_nodes(q.pool, 1, int(q.quota[GPU]) + 1)])
+    jobs = flood(queues, per_queue=30)
+    before, after = jobs[:50], jobs[50:]  # the last 10 are created once the API server is back
+    quotas = {k: v for q in queues for k, v in q.quota_limits().items()}
+    monitor = InvariantMonitor(quotas)
+    began = time.monotonic()
+    async with (
+        own_testbed(tmp_path_factory.mktemp("testbed-apirestart"), spec) as bed,
+        KubeClient.from_kubeconfig(bed.kubeconfig) as kube,
+    ):
+        await install_crds(kube)
+        await create_queues(kube, queues)
+        async with controller_process(bed) as controller, monitor.running(kube):
+
+            def context() -> str:
+                return f"monitor: {monitor.summary()}\ncontroller log tail:\n{controller.log_tail(40)}"
+
+            await create_jobs(kube, before, concurrency=16)
+            await until("10 admissions", lambda: monitor.admitted_count() >= 10, 90, context)
+            admitted_at_restart = monitor.admitted_count()
+            await asyncio.to_thread(bed.restart, "kube-apiserver")
+            assert controller.process is not None
+            assert controller.process.poll() is None, context()
+            await create_jobs(kube, after, concurrency=16, within=60)
+            await until(
+                "every Job to complete after the API server restart",
+                lambda: monitor.complete_jobs() >= len(jobs),
+                180,
+                context,
+            )
+            finished, pending = await settle_final(kube, [q.namespace for q in queues], 30, context)
+            await asyncio.sleep(1.0)
+            assert controller.process.poll() is None, "the controller exited:\n" + context()
+        monitor.assert_clean()
+        print(
+            f"\nkube-apiserver restarted after {admitted_at_restart} admissions; {finished} finished, "
+            f"{pending} pending; {time.monotonic() - began:.0f}s; {monitor.summary()}"
+        )
+        assert (finished, pending) == (len(jobs), 0)
