@@ -178,6 +178,14 @@ async def _walkthrough(kube: KubeClient, controller: ControllerProcess) -> None:
     assert {r["name"]: r["total"] for r in usage["resources"]}["nvidia.com/gpu"] == "1"
     assert condition({"status": cq_status}, "Active")["status"] == "True"
 
+    async def lq_settled() -> Obj | None:
+        lq = await kube.get(api_path(KUEUE, "localqueues", NS, "p3-dra-queue"))
+        status = lq.get("status", {})
+        return status if (status.get("admittedWorkloads"), status.get("pendingWorkloads")) == (1, 1) else None
+
+    lq_status = await eventually("the LocalQueue status", lq_settled)
+    assert condition({"status": lq_status}, "Active")["status"] == "True"
+
     # 5. `kubectl get workload` columns: NAME QUEUE RESERVED IN ADMITTED (FINISHED, AGE).
     table = await _as_table(kube, api_path(KUEUE, "workloads", NS))
     columns = [c["name"] for c in table["columnDefinitions"]]

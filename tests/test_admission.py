@@ -328,3 +328,22 @@ def test_replacing_an_admitted_workload_returns_its_quota_to_the_queue() -> None
     assert isinstance(got["a"], Admit)
     assert "b" not in got or isinstance(got["b"], Pending)
     assert state.ledger.used("cq", ("f", GPU)) == 1
+
+
+def test_local_queue_status_counts_and_usage() -> None:
+    from reconciler.core.projections import LocalQueueStatus
+    from reconciler.core.status import local_queue_status
+
+    state = state_with(("p3-t4", {GPU: 1}))
+    state.add_workload(info("a", created="2026-01-01T00:00:01Z", requests={GPU: "1"}))
+    state.add_workload(info("b", created="2026-01-01T00:00:02Z", requests={GPU: "1"}))
+    state.schedule()
+    status = local_queue_status(state, "ns", "lq", LocalQueueStatus(), "2026-01-01T00:00:03Z")
+    assert (status.pending_workloads, status.reserving_workloads, status.admitted_workloads) == (1, 1, 1)
+    assert [(r.name, r.total) for r in status.flavors_usage[0].resources] == [(GPU, "1")]
+    assert [(c.type, c.status, c.reason) for c in status.conditions] == [("Active", "True", "Ready")]
+    state.delete_cluster_queue("cq")
+    status = local_queue_status(state, "ns", "lq", status, "2026-01-01T00:00:04Z")
+    assert [(c.status, c.reason, c.message) for c in status.conditions] == [
+        ("False", "ClusterQueueDoesNotExist", "Can't submit new workloads to clusterQueue")
+    ]

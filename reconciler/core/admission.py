@@ -361,6 +361,20 @@ class Admission:
 
     # --- reporting ----------------------------------------------------------------------
 
+    def local_queue_members(self, namespace: str, name: str) -> tuple[int, list[WorkloadKey]]:
+        """(waiting workloads, admitted workloads) submitted through one LocalQueue."""
+        waiting = sum(
+            1 for key in self._by_local_queue.get((namespace, name), ()) if not self.ledger.holds(key)
+        )
+        cluster_queue = self.local_queues.get((namespace, name))
+        admitted: list[WorkloadKey] = []
+        if cluster_queue is not None:
+            for key in self.ledger.holders(cluster_queue):
+                info = self.workloads.get(key)
+                if info is not None and info.namespace == namespace and info.queue_name == name:
+                    admitted.append(key)
+        return waiting, admitted
+
     def pending_counts(self, cluster_queue: str) -> tuple[int, int]:
         """(active, inadmissible) pending workloads of a ClusterQueue."""
         queue = self.queues.get(cluster_queue)

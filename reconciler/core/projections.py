@@ -299,11 +299,33 @@ class LocalQueueSpec(_Struct):
     stop_policy: str | None = None
 
 
+class LocalQueueResourceUsage(msgspec.Struct, rename="camel"):
+    name: str
+    total: str = "0"
+
+
+class LocalQueueFlavorUsage(msgspec.Struct, rename="camel"):
+    name: str
+    resources: list[LocalQueueResourceUsage] = []
+
+
+class LocalQueueStatus(msgspec.Struct, rename="camel"):
+    """Counts are always shown, as in Kueue's API (no omitempty)."""
+
+    conditions: list[Condition] = []
+    flavors_reservation: list[LocalQueueFlavorUsage] = []
+    flavors_usage: list[LocalQueueFlavorUsage] = []
+    pending_workloads: int = 0
+    reserving_workloads: int = 0
+    admitted_workloads: int = 0
+
+
 class LocalQueue(_Struct, kw_only=True):
     api_version: str = "kueue.x-k8s.io/v1beta2"
     kind: str = "LocalQueue"
     metadata: ObjectMeta
     spec: LocalQueueSpec = msgspec.field(default_factory=LocalQueueSpec)
+    status: LocalQueueStatus = msgspec.field(default_factory=LocalQueueStatus)
 
 
 class PodSet(_Struct):

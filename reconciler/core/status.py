@@ -13,6 +13,9 @@ from .projections import (
     ClusterQueueStatus,
     Condition,
     FlavorUsage,
+    LocalQueueFlavorUsage,
+    LocalQueueResourceUsage,
+    LocalQueueStatus,
     PodSetAssignment,
     PodSetRequest,
     ResourceUsage,
@@ -25,6 +28,7 @@ __all__ = [
     "admitted_workload_status",
     "cluster_queue_status",
     "condition",
+    "local_queue_status",
     "pending_workload_status",
     "set_condition",
 ]
@@ -194,4 +198,44 @@ def cluster_queue_status(
         pending_workloads=active + inadmissible,
         reserving_workloads=admitted,
         admitted_workloads=admitted,
+    )
+
+
+def local_queue_status(
+    state: Admission,
+    namespace: str,
+    name: str,
+    previous: LocalQueueStatus,
+    now: str,
+    generation: int | None = None,
+) -> LocalQueueStatus:
+    """Kueue's LocalQueue status: counts, usage of its admitted workloads, Active."""
+    waiting, admitted = state.local_queue_members(namespace, name)
+    cluster_queue = state.local_queues.get((namespace, name), "")
+    usage: dict[FlavorResource, int] = {}
+    for key in admitted:
+        charge = state.ledger.charge_of(key)
+        if charge is not None:
+            for fr, amount in charge.usage.items():
+                usage[fr] = usage.get(fr, 0) + amount
+    if cluster_queue not in state.cluster_queues:
+        active = ("False", "ClusterQueueDoesNotExist", "Can't submit new workloads to clusterQueue")
+    elif state.cluster_queue_active(cluster_queue)[0] != "True":
+        active = ("False", "ClusterQueueIsInactive", "Can't submit new workloads to clusterQueue")
+    else:
+        active = ("True", "Ready", "Can submit new workloads to localQueue")
+    flavors = [
+        LocalQueueFlavorUsage(
+            name=f.name,
+            resources=[LocalQueueResourceUsage(r.name, r.total) for r in f.resources],
+        )
+        for f in _flavor_usage(state, cluster_queue, usage)
+    ]
+    return LocalQueueStatus(
+        conditions=set_condition(previous.conditions, "Active", *active, now, generation),
+        flavors_reservation=flavors,
+        flavors_usage=flavors,
+        pending_workloads=waiting,
+        reserving_workloads=len(admitted),
+        admitted_workloads=len(admitted),
     )

@@ -13,6 +13,7 @@ decided on, and a failed write (409 included) rolls the reservation back.
 from __future__ import annotations
 
 import datetime as dt
+import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Literal
@@ -30,6 +31,7 @@ from reconciler.core.projections import (
     Condition,
     Job,
     LocalQueue,
+    LocalQueueStatus,
     Namespace,
     ResourceClaimTemplate,
     Workload,
@@ -40,6 +42,7 @@ from reconciler.core.status import (
     admitted_workload_status,
     cluster_queue_status,
     condition,
+    local_queue_status,
     pending_workload_status,
     set_condition,
 )
@@ -69,6 +72,8 @@ log = structlog.get_logger(__name__)
 
 Key = tuple[str, str]
 WORKLOAD_API = "kueue.x-k8s.io/v1beta2"
+# How long events older than our own write are ignored; past it, the watch is the truth.
+AWAIT_OWN_WRITE_SECONDS = 5.0
 # Every kind the reconciler needs synced before it decides anything.
 WATCHED: tuple[Resource, ...] = (
     JOBS,
@@ -136,6 +141,15 @@ def _api_body(obj: msgspec.Struct, api_version: str, kind: str) -> bytes:
     return msgspec.json.encode(body)
 
 
+def _same_lq_status(a: LocalQueueStatus, b: LocalQueueStatus) -> bool:
+    return (
+        _same_conditions(a.conditions, b.conditions)
+        and a.flavors_usage == b.flavors_usage
+        and (a.pending_workloads, a.reserving_workloads, a.admitted_workloads)
+        == (b.pending_workloads, b.reserving_workloads, b.admitted_workloads)
+    )
+
+
 def _status_patch(status: msgspec.Struct, resource_version: str | None = None) -> bytes:
     rendered: dict[str, Any] = msgspec.to_builtins(status)
     if isinstance(status, WorkloadStatus):
@@ -161,18 +175,20 @@ class Reconciler:
     submit: Callable[[Action], None]
     instance: str = "reconciler"
     clock: Callable[[], str] = now_rfc3339
+    monotonic: Callable[[], float] = time.monotonic
     core: Admission = field(default_factory=Admission)
     jobs: dict[Key, Job] = field(default_factory=dict)
     workloads: dict[Key, Workload] = field(default_factory=dict)
     templates: dict[Key, ResourceClaimTemplate] = field(default_factory=dict)
     cluster_queues: dict[str, ClusterQueue] = field(default_factory=dict)
+    local_queues: dict[Key, LocalQueue] = field(default_factory=dict)
     synced: set[str] = field(default_factory=set)
     ready: bool = False
     stats: ReconcilerStats = field(default_factory=ReconcilerStats)
     # Workloads whose admission write is in flight: events about them wait.
     _admitting: set[Key] = field(default_factory=set)
     # After our own write: the resourceVersion it produced; older events are stale.
-    _awaiting: dict[Key, str] = field(default_factory=dict)
+    _awaiting: dict[Key, tuple[str, float]] = field(default_factory=dict)
     # The generation of each workload as last given to the core.
     _fed: dict[Key, int] = field(default_factory=dict)
     _creating: set[Key] = field(default_factory=set)
@@ -199,8 +215,12 @@ class Reconciler:
         self._cq_dirty = True
 
     def flush_status(self) -> None:
-        """Write ClusterQueue status where it differs from what the API shows."""
-        if not self.ready or not self._cq_dirty:
+        """Write queue status where it differs from what the API shows (called on a timer)."""
+        if not self.ready:
+            return
+        for key in [k for k in self._awaiting if not self._is_awaiting(k)]:
+            self._sync_workload(key)  # our write's own event never came: decide on what we have
+        if not self._cq_dirty:
             return
         self._cq_dirty = False
         now = self.clock()
@@ -211,6 +231,22 @@ class Reconciler:
             self.submit(
                 MergePatch(
                     "cq-status", CLUSTER_QUEUES, None, name, _status_patch(desired), subresource="status"
+                )
+            )
+        for (namespace, name), lq in self.local_queues.items():
+            lq_desired = local_queue_status(
+                self.core, namespace, name, lq.status, now, lq.metadata.generation or None
+            )
+            if _same_lq_status(lq_desired, lq.status):
+                continue
+            self.submit(
+                MergePatch(
+                    "lq-status",
+                    LOCAL_QUEUES,
+                    namespace,
+                    name,
+                    _status_patch(lq_desired),
+                    subresource="status",
                 )
             )
 
@@ -288,8 +324,10 @@ class Reconciler:
             return
         awaited = self._awaiting.get(key)
         if awaited is not None:
-            if workload.metadata.resource_version != awaited:
+            rv, deadline = awaited
+            if workload.metadata.resource_version != rv and self.monotonic() < deadline:
                 return  # older than our own write, which we already applied
+            # Our write's own event, or it never came (a relist skipped it): events rule again.
             del self._awaiting[key]
         self.workloads[key] = workload
         if self.ready:
@@ -325,8 +363,10 @@ class Reconciler:
 
     def _on_local_queue(self, key: Key, lq: LocalQueue | None) -> None:
         if lq is None:
+            self.local_queues.pop(key, None)
             self.core.delete_local_queue(*key)
         else:
+            self.local_queues[key] = lq
             self.core.set_local_queue(key[0], key[1], lq.spec.cluster_queue)
 
     # --- workloads ------------------------------------------------------------------------
@@ -341,9 +381,18 @@ class Reconciler:
     def _sync_workload(self, key: Key) -> None:
         """Bring the core in line with the Workload the API shows."""
         workload = self.workloads.get(key)
-        if workload is None or key in self._admitting or key in self._awaiting:
+        if workload is None or key in self._admitting or self._is_awaiting(key):
             return
-        if _is_true(workload.status.conditions, "Finished") or workload.metadata.deletion_timestamp:
+        owner = self._owner_job(workload)
+        orphaned = owner is not None and owner not in self.jobs
+        if orphaned or workload.metadata.deletion_timestamp:
+            # Its Job is gone (or it is being deleted): quota back, and let it go. The
+            # finalizer patch carries the resourceVersion; a conflict retries on the next event.
+            self.core.remove_workload(key)
+            self._fed.pop(key, None)
+            self._release_finalizer(workload)
+            return
+        if _is_true(workload.status.conditions, "Finished"):
             self.core.remove_workload(key)
             self._fed.pop(key, None)
             return
@@ -511,9 +560,7 @@ class Reconciler:
     def _job_deleted(self, job: Job) -> None:
         wl_key = self._workload_key_for(job)
         self.core.remove_workload(wl_key)
-        workload = self.workloads.get(wl_key)
-        if workload is not None:
-            self._release_finalizer(workload)
+        self._sync_workload(wl_key)
 
     def _release_finalizer(self, workload: Workload) -> None:
         meta = workload.metadata
@@ -590,6 +637,14 @@ class Reconciler:
                 self._event(
                     "batch/v1", "Job", started, "Normal", "Started", f"Admitted by clusterQueue {cq_name}"
                 )
+        elif purpose == "lq-status":
+            if done.ok and done.body is not None:
+                lq_written = msgspec.json.decode(done.body, type=LocalQueue)
+                self.local_queues[(lq_written.metadata.namespace, lq_written.metadata.name)] = lq_written
+            elif done.error is not None:
+                self._cq_dirty = True
+                if not isinstance(done.error, (NotFound, Conflict)):
+                    self._write_failed(done)
         elif purpose == "cq-status":
             if done.ok and done.body is not None:
                 written = msgspec.json.decode(done.body, type=ClusterQueue)
@@ -611,11 +666,24 @@ class Reconciler:
             error=str(done.error),
         )
 
+    def _is_awaiting(self, key: Key) -> bool:
+        awaited = self._awaiting.get(key)
+        if awaited is None:
+            return False
+        if self.monotonic() < awaited[1]:
+            return True
+        del self._awaiting[key]
+        return False
+
     def _apply_own_write(self, key: Key, body: bytes) -> None:
         """Our write's response is the newest state: apply it now, skip the older events."""
         workload = msgspec.json.decode(body, type=Workload)
+        previous = self.workloads.get(key)
         self.workloads[key] = workload
-        self._awaiting[key] = workload.metadata.resource_version
+        rv = workload.metadata.resource_version
+        if previous is not None and previous.metadata.resource_version == rv:
+            return  # a write that changed nothing makes no event to wait for
+        self._awaiting[key] = (rv, self.monotonic() + AWAIT_OWN_WRITE_SECONDS)
 
     def _admission_written(self, key: Key, done: WriteDone) -> None:
         self._admitting.discard(key)
