@@ -1,0 +1,282 @@
+"""The reconciler as logic over plain data: watch events in, actions out."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import msgspec
+import pytest
+
+from reconciler.config import parse_config
+from reconciler.core.projections import (
+    ClusterQueue,
+    Job,
+    LocalQueue,
+    Namespace,
+    ResourceClaimTemplate,
+    ResourceFlavor,
+    Workload,
+)
+from reconciler.core.workloads import workload_name_for_job
+from reconciler.kube import (
+    CLUSTER_QUEUES,
+    JOBS,
+    LOCAL_QUEUES,
+    NAMESPACES,
+    RESOURCE_CLAIM_TEMPLATES,
+    RESOURCE_FLAVORS,
+    WORKLOADS,
+    Conflict,
+    Resource,
+    WatchEvent,
+)
+from reconciler.runtime.actions import Action, Create, MergePatch, PostEvent
+from reconciler.runtime.reconciler import WATCHED, Reconciler
+from reconciler.runtime.writer import WriteDone
+from tests.builders import cluster_queue_body, job_body
+
+CONFIG = parse_config(
+    {
+        "apiVersion": "config.kueue.x-k8s.io/v1beta2",
+        "kind": "Configuration",
+        "resources": {
+            "deviceClassMappings": [{"name": "nvidia.com/gpu", "deviceClassNames": ["gpu.nvidia.com"]}]
+        },
+    }
+)
+GPU = "nvidia.com/gpu"
+
+
+def decode(body: dict[str, Any], kind: type[Any]) -> Any:
+    return msgspec.json.decode(msgspec.json.encode(body), type=kind)
+
+
+class Harness:
+    def __init__(self) -> None:
+        self.actions: list[Action] = []
+        self.rv = 100
+        self.reconciler = Reconciler(CONFIG, self.actions.append, clock=lambda: "2026-01-01T00:00:00Z")
+
+    def event(self, kind: str, resource: Resource, obj: Any) -> None:
+        meta = obj.metadata
+        self.reconciler.handle(WatchEvent(kind, resource, (meta.namespace, meta.name), obj))  # type: ignore[arg-type]
+
+    def sync_all(self) -> None:
+        for resource in WATCHED:
+            self.reconciler.handle(WatchEvent("SYNCED", resource, ("", ""), None))
+
+    def take(self) -> list[Action]:
+        self.reconciler.after_batch()
+        out, self.actions[:] = list(self.actions), []
+        return out
+
+    def next_rv(self) -> str:
+        self.rv += 1
+        return str(self.rv)
+
+
+def queues(h: Harness, gpus: int = 1) -> None:
+    h.event("ADDED", NAMESPACES, decode({"metadata": {"name": "ns"}}, Namespace))
+    h.event(
+        "ADDED",
+        RESOURCE_FLAVORS,
+        decode({"metadata": {"name": "t4"}, "spec": {"nodeLabels": {"gpu": "t4"}}}, ResourceFlavor),
+    )
+    h.event("ADDED", CLUSTER_QUEUES, decode(cluster_queue_body("cq", [("t4", {GPU: gpus})]), ClusterQueue))
+    h.event(
+        "ADDED",
+        LOCAL_QUEUES,
+        decode({"metadata": {"name": "lq", "namespace": "ns"}, "spec": {"clusterQueue": "cq"}}, LocalQueue),
+    )
+    h.event(
+        "ADDED",
+        RESOURCE_CLAIM_TEMPLATES,
+        decode(
+            {
+                "metadata": {"name": "gpu", "namespace": "ns"},
+                "spec": {
+                    "spec": {
+                        "devices": {
+                            "requests": [
+                                {"name": "g", "exactly": {"deviceClassName": "gpu.nvidia.com", "count": 1}}
+                            ]
+                        }
+                    }
+                },
+            },
+            ResourceClaimTemplate,
+        ),
+    )
+
+
+def gpu_job(h: Harness, name: str, *, suspend: bool = True) -> Job:
+    body = job_body(name, uid=f"uid-{name}", claims=[{"name": "g", "resourceClaimTemplateName": "gpu"}])
+    body["spec"]["suspend"] = suspend
+    body["metadata"]["resourceVersion"] = h.next_rv()
+    job: Job = decode(body, Job)
+    return job
+
+
+def created_workload(h: Harness, action: Create) -> Workload:
+    """What the API returns (and the watch then shows) for a Create."""
+    body = msgspec.json.decode(action.body)
+    body["metadata"]["resourceVersion"] = h.next_rv()
+    body["metadata"]["uid"] = f"wl-{action.name}"
+    body["metadata"]["generation"] = 1
+    workload: Workload = decode(body, Workload)
+    return workload
+
+
+def apply_patch(h: Harness, workload: Workload, action: MergePatch) -> Workload:
+    body = msgspec.json.decode(msgspec.json.encode(workload))
+    patch = msgspec.json.decode(action.patch)
+    body["status"] = {k: v for k, v in patch["status"].items() if v is not None}
+    body["metadata"]["resourceVersion"] = h.next_rv()
+    patched: Workload = decode(body, Workload)
+    return patched
+
+
+def of(actions: list[Action], purpose: str) -> list[Any]:
+    return [a for a in actions if a.purpose == purpose]
+
+
+def test_nothing_is_decided_before_every_watch_has_synced() -> None:
+    h = Harness()
+    queues(h)
+    h.event("ADDED", JOBS, gpu_job(h, "a"))
+    assert h.take() == []
+    h.sync_all()
+    actions = h.take()
+    (create,) = of(actions, "create-workload")
+    assert isinstance(create, Create)
+    assert create.name == workload_name_for_job("a", "uid-a")
+    body = msgspec.json.decode(create.body)
+    assert (body["apiVersion"], body["kind"]) == ("kueue.x-k8s.io/v1beta2", "Workload")
+
+
+def test_admission_flow_from_job_to_start() -> None:
+    h = Harness()
+    queues(h)
+    h.sync_all()
+    job = gpu_job(h, "a")
+    h.event("ADDED", JOBS, job)
+    (create,) = of(h.take(), "create-workload")
+    workload = created_workload(h, create)
+    h.reconciler.handle(WriteDone(create, body=msgspec.json.encode(workload)))
+    h.event("ADDED", WORKLOADS, workload)
+    actions = h.take()
+    (admit,) = of(actions, "admit")
+    patch = msgspec.json.decode(admit.patch)
+    # Optimistic concurrency: the admission is conditional on the version it was decided on.
+    assert patch["metadata"]["resourceVersion"] == workload.metadata.resource_version
+    assert patch["status"]["admission"]["clusterQueue"] == "cq"
+    assert h.reconciler.core.ledger.used("cq", ("t4", GPU)) == 1
+    admitted = apply_patch(h, workload, admit)
+    h.reconciler.handle(WriteDone(admit, body=msgspec.json.encode(admitted)))
+    actions = h.take()
+    (start,) = of(actions, "job-start")
+    assert msgspec.json.decode(start.patch)["spec"] == {
+        "suspend": False,
+        "template": {
+            "spec": {"nodeSelector": {"gpu": "t4"}},
+            "metadata": {"labels": {"kueue.x-k8s.io/podset": "main"}},
+        },
+    }
+    reasons = {msgspec.json.decode(e.body)["reason"] for e in actions if isinstance(e, PostEvent)}
+    assert {"QuotaReserved", "Admitted"} <= reasons
+
+
+def test_a_conflict_rolls_the_reservation_back() -> None:
+    h = Harness()
+    queues(h)
+    h.sync_all()
+    h.event("ADDED", JOBS, gpu_job(h, "a"))
+    (create,) = of(h.take(), "create-workload")
+    workload = created_workload(h, create)
+    h.event("ADDED", WORKLOADS, workload)
+    (admit,) = of(h.take(), "admit")
+    assert h.reconciler.core.ledger.used("cq", ("t4", GPU)) == 1
+    h.reconciler.handle(WriteDone(admit, error=Conflict(409, "Conflict", "the object has been modified")))
+    assert h.reconciler.core.ledger.used("cq", ("t4", GPU)) == 0
+    # The fresh version arrives through the watch: decided again, on that version.
+    fresher = decode(
+        {
+            **msgspec.json.decode(msgspec.json.encode(workload)),
+            "metadata": {
+                **msgspec.json.decode(msgspec.json.encode(workload.metadata)),
+                "resourceVersion": h.next_rv(),
+                "generation": 2,
+            },
+        },
+        Workload,
+    )
+    h.event("MODIFIED", WORKLOADS, fresher)
+    (again,) = of(h.take(), "admit")
+    assert (
+        msgspec.json.decode(again.patch)["metadata"]["resourceVersion"] == fresher.metadata.resource_version
+    )
+
+
+def test_an_unsuspended_queue_job_is_suspended_at_once_with_an_event() -> None:
+    h = Harness()
+    queues(h)
+    h.sync_all()
+    h.event("ADDED", JOBS, gpu_job(h, "eager", suspend=False))
+    actions = h.take()
+    (suspend,) = of(actions, "job-suspend")
+    assert msgspec.json.decode(suspend.patch) == {"spec": {"suspend": True}}
+    events = [msgspec.json.decode(e.body) for e in actions if isinstance(e, PostEvent)]
+    assert any(e["reason"] == "Suspended" and "queue lq" in e["message"] for e in events)
+
+
+def test_second_job_waits_with_kueues_message_and_its_status_is_written_once() -> None:
+    h = Harness()
+    queues(h)
+    h.sync_all()
+    workloads = []
+    for name in ("a", "b"):
+        h.event("ADDED", JOBS, gpu_job(h, name))
+        (create,) = of(h.take(), "create-workload")
+        workloads.append(created_workload(h, create))
+    for workload in workloads:
+        h.event("ADDED", WORKLOADS, workload)
+    actions = h.take()
+    assert len(of(actions, "admit")) == 1
+    (pending,) = of(actions, "workload-status")
+    status = msgspec.json.decode(pending.patch)["status"]
+    (quota,) = status["conditions"]
+    assert quota["reason"] == "Pending"
+    assert quota["message"].endswith(
+        "insufficient unused quota for nvidia.com/gpu in flavor t4, 1 more needed"
+    )
+    # The same verdict is not written again on the next batch.
+    assert of(h.take(), "workload-status") == []
+
+
+@pytest.mark.parametrize("finished", ["Complete", "Failed"])
+def test_a_finished_job_finishes_its_workload_and_frees_quota(finished: str) -> None:
+    h = Harness()
+    queues(h)
+    h.sync_all()
+    job = gpu_job(h, "a")
+    h.event("ADDED", JOBS, job)
+    (create,) = of(h.take(), "create-workload")
+    workload = created_workload(h, create)
+    h.event("ADDED", WORKLOADS, workload)
+    (admit,) = of(h.take(), "admit")
+    admitted = apply_patch(h, workload, admit)
+    h.reconciler.handle(WriteDone(admit, body=msgspec.json.encode(admitted)))
+    h.event("MODIFIED", WORKLOADS, admitted)
+    h.take()
+    done_body = msgspec.json.decode(msgspec.json.encode(job))
+    done_body["spec"]["suspend"] = False
+    done_body["status"] = {"conditions": [{"type": finished, "status": "True", "message": "done"}]}
+    done_body["metadata"]["resourceVersion"] = h.next_rv()
+    h.event("MODIFIED", JOBS, decode(done_body, Job))
+    actions = h.take()
+    (finish,) = of(actions, "finish")
+    (cond,) = [
+        c for c in msgspec.json.decode(finish.patch)["status"]["conditions"] if c["type"] == "Finished"
+    ]
+    assert cond["reason"] == ("Succeeded" if finished == "Complete" else "Failed")
+    assert h.reconciler.core.ledger.used("cq", ("t4", GPU)) == 0

@@ -1,0 +1,95 @@
+"""The writer: bounded concurrency, one write per slot, newest wins, clean drain."""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any, cast
+
+import pytest
+
+from reconciler.kube import WORKLOADS, KubeClient, ServerError
+from reconciler.runtime.actions import MergePatch
+from reconciler.runtime.writer import WriteDone, Writer
+
+
+class FakeClient:
+    def __init__(self) -> None:
+        self.calls: list[bytes] = []
+        self.release = asyncio.Event()
+        self.concurrent = 0
+        self.peak = 0
+        self.fail: set[bytes] = set()
+
+    async def merge_patch(self, resource: Any, namespace: Any, name: str, patch: bytes, **_: Any) -> bytes:
+        self.calls.append(patch)
+        self.concurrent += 1
+        self.peak = max(self.peak, self.concurrent)
+        try:
+            await self.release.wait()
+        finally:
+            self.concurrent -= 1
+        if patch in self.fail:
+            raise ServerError(500, "InternalError", "boom")
+        return patch
+
+
+def patch(name: str, body: bytes) -> MergePatch:
+    return MergePatch("workload-status", WORKLOADS, "ns", name, body, subresource="status")
+
+
+@pytest.mark.asyncio
+async def test_one_write_per_slot_and_the_newest_waiting_one_wins() -> None:
+    client = FakeClient()
+    results: list[WriteDone] = []
+    writer = Writer(cast(KubeClient, client), results.append, concurrency=8)
+    writer.submit(patch("a", b"1"))
+    writer.submit(patch("a", b"2"))
+    writer.submit(patch("a", b"3"))  # replaces 2, which never runs
+    writer.submit(patch("b", b"x"))
+    await asyncio.sleep(0.01)
+    assert client.calls == [b"1", b"x"]
+    client.release.set()
+    for _ in range(50):
+        if len([r for r in results if not r.superseded]) == 3:
+            break
+        await asyncio.sleep(0.01)
+    assert client.calls == [b"1", b"x", b"3"]
+    superseded = [r.action for r in results if r.superseded]
+    assert [cast(MergePatch, a).patch for a in superseded] == [b"2"]
+    assert all(r.ok for r in results if not r.superseded)
+
+
+@pytest.mark.asyncio
+async def test_concurrency_is_bounded_and_errors_come_back() -> None:
+    client = FakeClient()
+    client.fail.add(b"bad")
+    results: list[WriteDone] = []
+    writer = Writer(cast(KubeClient, client), results.append, concurrency=3)
+    for i in range(10):
+        writer.submit(patch(f"w{i}", b"bad" if i == 0 else b"ok"))
+    await asyncio.sleep(0.02)
+    assert client.peak == 3
+    client.release.set()
+    for _ in range(100):
+        if len(results) == 10:
+            break
+        await asyncio.sleep(0.01)
+    errors = [r for r in results if r.error is not None]
+    assert len(errors) == 1
+    assert isinstance(errors[0].error, ServerError)
+    assert await writer.drain(1.0)
+
+
+@pytest.mark.asyncio
+async def test_drain_abandons_hung_writes_after_the_grace() -> None:
+    client = FakeClient()  # never released: every write hangs
+    results: list[WriteDone] = []
+    writer = Writer(cast(KubeClient, client), results.append, concurrency=2)
+    writer.submit(patch("a", b"1"))
+    writer.submit(patch("a", b"2"))
+    await asyncio.sleep(0.01)
+    assert not await writer.drain(0.05)
+    assert writer.in_flight() == 0
+    assert [r.superseded for r in results] == [True]  # the queued one is reported, not lost
+    writer.submit(patch("b", b"late"))
+    assert results[-1].superseded
