@@ -16,6 +16,7 @@ skips) when ``E2E_TARGET=kind`` and ``E2E_KUBECONFIG`` are not both set.
 
 from __future__ import annotations
 
+import asyncio
 import os
 import uuid
 from collections.abc import AsyncIterator, Iterator
@@ -24,6 +25,7 @@ import pytest
 import pytest_asyncio
 
 from e2e.clusters import KIND_TARGET, Cluster, kind_cluster_from_env
+from e2e.deploy import ROOT, ControllerProcess, install_crds
 from e2e.scenario import wait_for
 from e2e.testbed import KubeClient, Testbed, api_path
 from e2e.testbed.binaries import ensure_binaries
@@ -85,6 +87,25 @@ async def namespace(kube: KubeClient) -> AsyncIterator[str]:
 
 async def _gone(kube: KubeClient, path: str) -> bool:
     return await kube.get_or_none(path) is None
+
+
+@pytest.fixture(scope="module")
+def controller(testbed: Testbed, tmp_path_factory: pytest.TempPathFactory) -> Iterator[ControllerProcess]:
+    """`reconciler run` with the walkthrough's configuration on the session test-bed, CRDs installed.
+
+    One per test module; stopped with SIGTERM at the end, which must exit cleanly."""
+
+    async def install() -> None:
+        async with KubeClient.from_kubeconfig(testbed.kubeconfig) as kube:
+            await install_crds(kube)
+
+    asyncio.run(install())
+    log = tmp_path_factory.mktemp("controller") / "controller.log"
+    process = ControllerProcess(ROOT / "examples/walkthrough/00-configuration.yaml", testbed.kubeconfig, log)
+    process.start()
+    yield process
+    code = process.stop()
+    assert code == 0, f"the controller did not stop cleanly on SIGTERM (exit {code}):\n{process.log_tail(30)}"
 
 
 def pytest_collection_finish(session: pytest.Session) -> None:

@@ -8,14 +8,12 @@ from __future__ import annotations
 
 import asyncio
 import re
-from collections.abc import AsyncIterator, Awaitable, Callable
-from pathlib import Path
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 import pytest
-import pytest_asyncio
 
-from e2e.deploy import ROOT, ControllerProcess, apply_manifests, install_crds
+from e2e.deploy import ROOT, ControllerProcess, apply_manifests
 from e2e.testbed import KubeClient, Testbed, api_path
 from e2e.testbed.kubeclient import ApiError
 from reconciler.core.workloads import workload_name_for_job
@@ -52,21 +50,6 @@ def condition(obj: Obj, kind: str) -> Obj:
     return {}
 
 
-@pytest_asyncio.fixture(scope="module", loop_scope="module")
-async def controller(
-    testbed: Testbed, tmp_path_factory: pytest.TempPathFactory
-) -> AsyncIterator[ControllerProcess]:
-    async with KubeClient.from_kubeconfig(testbed.kubeconfig) as kube:
-        await install_crds(kube)
-    log = Path(tmp_path_factory.mktemp("controller")) / "controller.log"
-    process = ControllerProcess(EXAMPLES / "00-configuration.yaml", testbed.kubeconfig, log)
-    process.start()
-    yield process
-    code = process.stop()
-    print(process.log_tail(20))
-    assert code == 0, f"the controller did not stop cleanly on SIGTERM (exit {code})"
-
-
 async def _cleanup(kube: KubeClient) -> None:
     for path in (
         api_path("v1", "namespaces", name=NS),
@@ -85,7 +68,7 @@ async def _cleanup(kube: KubeClient) -> None:
     await eventually("the walkthrough namespace to be deleted", gone, within=90)
 
 
-@pytest.mark.asyncio(loop_scope="module")
+@pytest.mark.asyncio
 async def test_walkthrough_items_1_to_6(controller: ControllerProcess, testbed: Testbed) -> None:
     async with KubeClient.from_kubeconfig(testbed.kubeconfig) as kube:
         try:

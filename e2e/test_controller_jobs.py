@@ -1,0 +1,256 @@
+"""Job integration on the test-bed: suspension, completion, and Workloads without a Job."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+import pytest
+
+from e2e.deploy import ControllerProcess
+from e2e.testbed import KubeClient, api_path
+from reconciler.core.workloads import workload_name_for_job
+
+pytestmark = [pytest.mark.testbed, pytest.mark.timeout(240)]
+
+KUEUE = "kueue.x-k8s.io/v1beta2"
+Obj = dict[str, Any]
+
+
+async def eventually(what: str, probe: Callable[[], Awaitable[Any]], within: float = 60.0) -> Any:
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + within
+    last: Any = None
+    while loop.time() < deadline:
+        last = await probe()
+        if last:
+            return last
+        await asyncio.sleep(0.25)
+    raise AssertionError(f"timed out after {within:.0f}s: {what} (last: {last!r})")
+
+
+def condition(obj: Obj, kind: str) -> Obj:
+    for c in obj.get("status", {}).get("conditions", []) or []:
+        if c["type"] == kind:
+            return dict(c)
+    return {}
+
+
+async def make_queues(kube: KubeClient, namespace: str, gpus: int = 1) -> str:
+    """A flavor, a ClusterQueue for this namespace only, and LocalQueue `lq`; returns the CQ name."""
+    cq = f"cq-{namespace}"
+    await kube.create(
+        api_path(KUEUE, "resourceflavors"),
+        {
+            "apiVersion": KUEUE,
+            "kind": "ResourceFlavor",
+            "metadata": {"name": f"t4-{namespace}"},
+            "spec": {"nodeLabels": {"nvidia.com/gpu.product": "Tesla-T4"}},
+        },
+    )
+    await kube.create(
+        api_path(KUEUE, "clusterqueues"),
+        {
+            "apiVersion": KUEUE,
+            "kind": "ClusterQueue",
+            "metadata": {"name": cq},
+            "spec": {
+                "namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": namespace}},
+                "resourceGroups": [
+                    {
+                        "coveredResources": ["cpu", "nvidia.com/gpu"],
+                        "flavors": [
+                            {
+                                "name": f"t4-{namespace}",
+                                "resources": [
+                                    {"name": "cpu", "nominalQuota": "4"},
+                                    {"name": "nvidia.com/gpu", "nominalQuota": gpus},
+                                ],
+                            }
+                        ],
+                    }
+                ],
+            },
+        },
+    )
+    await kube.create(
+        api_path(KUEUE, "localqueues", namespace),
+        {
+            "apiVersion": KUEUE,
+            "kind": "LocalQueue",
+            "metadata": {"name": "lq", "namespace": namespace},
+            "spec": {"clusterQueue": cq},
+        },
+    )
+    await kube.create(
+        api_path("resource.k8s.io/v1", "resourceclaimtemplates", namespace),
+        {
+            "apiVersion": "resource.k8s.io/v1",
+            "kind": "ResourceClaimTemplate",
+            "metadata": {"name": "single-gpu", "namespace": namespace},
+            "spec": {
+                "spec": {
+                    "devices": {
+                        "requests": [
+                            {
+                                "name": "gpu",
+                                "exactly": {
+                                    "deviceClassName": "gpu.nvidia.com",
+                                    "allocationMode": "ExactCount",
+                                    "count": 1,
+                                },
+                            }
+                        ]
+                    }
+                }
+            },
+        },
+    )
+    return cq
+
+
+async def drop_queues(kube: KubeClient, namespace: str) -> None:
+    for path in (
+        api_path(KUEUE, "clusterqueues", name=f"cq-{namespace}"),
+        api_path(KUEUE, "resourceflavors", name=f"t4-{namespace}"),
+    ):
+        await kube.delete(path)
+
+
+def gpu_job(name: str, namespace: str, *, suspend: bool, run_seconds: int) -> Obj:
+    return {
+        "apiVersion": "batch/v1",
+        "kind": "Job",
+        "metadata": {"name": name, "namespace": namespace, "labels": {"kueue.x-k8s.io/queue-name": "lq"}},
+        "spec": {
+            "parallelism": 1,
+            "completions": 1,
+            "suspend": suspend,
+            "template": {
+                "metadata": {"annotations": {"testbed.dra-quota.dev/run-seconds": str(run_seconds)}},
+                "spec": {
+                    "restartPolicy": "Never",
+                    "resourceClaims": [{"name": "gpu", "resourceClaimTemplateName": "single-gpu"}],
+                    "containers": [
+                        {
+                            "name": "main",
+                            "image": "busybox",
+                            "command": ["true"],
+                            "resources": {"requests": {"cpu": "1"}, "claims": [{"name": "gpu"}]},
+                        }
+                    ],
+                },
+            },
+        },
+    }
+
+
+@pytest.mark.asyncio
+async def test_unsuspended_job_is_suspended_then_admitted_and_finishes(
+    controller: ControllerProcess, kube: KubeClient, namespace: str
+) -> None:
+    cq = await make_queues(kube, namespace)
+    try:
+        # Created without suspend: true. The controller suspends it at once and says why.
+        job = await kube.create(
+            api_path("batch/v1", "jobs", namespace), gpu_job("eager", namespace, suspend=False, run_seconds=2)
+        )
+        wl_name = workload_name_for_job("eager", job["metadata"]["uid"])
+
+        async def suspended_event() -> bool:
+            events = (await kube.get(api_path("v1", "events", namespace)))["items"]
+            return any(
+                e["involvedObject"]["name"] == "eager"
+                and e["reason"] == "Suspended"
+                and "queue lq" in e["message"]
+                for e in events
+            )
+
+        await eventually("an Event saying the Job was suspended", suspended_event)
+
+        async def finished() -> Obj | None:
+            wl = await kube.get_or_none(api_path(KUEUE, "workloads", namespace, wl_name))
+            return wl if wl and condition(wl, "Finished").get("status") == "True" else None
+
+        wl = await eventually("the Workload to finish", finished, within=90)
+        assert condition(wl, "Finished")["reason"] == "Succeeded"
+        assert wl["status"]["admission"]["clusterQueue"] == cq
+        done = await kube.get(api_path("batch/v1", "jobs", namespace, "eager"))
+        assert any(c["type"] == "Complete" and c["status"] == "True" for c in done["status"]["conditions"])
+
+        async def released() -> Obj | None:
+            status = (await kube.get(api_path(KUEUE, "clusterqueues", name=cq))).get("status", {})
+            return status if status.get("admittedWorkloads") == 0 else None
+
+        status = await eventually("the finished Workload's quota to be released", released)
+        usage = {r["name"]: r["total"] for r in status["flavorsUsage"][0]["resources"]}
+        assert usage == {"cpu": "0", "nvidia.com/gpu": "0"}
+        events = (await kube.get(api_path("v1", "events", namespace)))["items"]
+        assert any(
+            e["involvedObject"]["name"] == wl_name and e["reason"] == "FinishedWorkload" for e in events
+        )
+    finally:
+        await drop_queues(kube, namespace)
+
+
+@pytest.mark.asyncio
+async def test_a_workload_created_directly_is_admitted(
+    controller: ControllerProcess, kube: KubeClient, namespace: str
+) -> None:
+    cq = await make_queues(kube, namespace, gpus=2)
+    try:
+        await kube.create(
+            api_path(KUEUE, "workloads", namespace),
+            {
+                "apiVersion": KUEUE,
+                "kind": "Workload",
+                "metadata": {"name": "direct", "namespace": namespace},
+                "spec": {
+                    "queueName": "lq",
+                    "podSets": [
+                        {
+                            "name": "main",
+                            "count": 2,
+                            "template": {
+                                "spec": {
+                                    "resourceClaims": [
+                                        {"name": "gpu", "resourceClaimTemplateName": "single-gpu"}
+                                    ],
+                                    "containers": [
+                                        {
+                                            "name": "c",
+                                            "image": "busybox",
+                                            "resources": {
+                                                "requests": {"cpu": "500m"},
+                                                "claims": [{"name": "gpu"}],
+                                            },
+                                        }
+                                    ],
+                                }
+                            },
+                        }
+                    ],
+                },
+            },
+        )
+
+        async def admitted() -> Obj | None:
+            wl = await kube.get(api_path(KUEUE, "workloads", namespace, "direct"))
+            return wl if condition(wl, "Admitted").get("status") == "True" else None
+
+        wl = await eventually("the Workload to be admitted", admitted)
+        (assignment,) = wl["status"]["admission"]["podSetAssignments"]
+        assert wl["status"]["admission"]["clusterQueue"] == cq
+        assert assignment["count"] == 2
+        assert assignment["resourceUsage"] == {"cpu": "1", "nvidia.com/gpu": "2"}
+        assert assignment["flavors"] == {"cpu": f"t4-{namespace}", "nvidia.com/gpu": f"t4-{namespace}"}
+        await kube.delete(api_path(KUEUE, "workloads", namespace, "direct"))
+
+        async def released() -> bool:
+            status = (await kube.get(api_path(KUEUE, "clusterqueues", name=cq))).get("status", {})
+            return bool(status.get("admittedWorkloads") == 0)
+
+        await eventually("the deleted Workload's quota to be released", released)
+    finally:
+        await drop_queues(kube, namespace)
