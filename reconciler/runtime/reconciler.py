@@ -386,10 +386,12 @@ class Reconciler:
         owner = self._owner_job(workload)
         orphaned = owner is not None and owner not in self.jobs
         if orphaned or workload.metadata.deletion_timestamp:
-            # Its Job is gone (or it is being deleted): quota back, and let it go. The
-            # finalizer patch carries the resourceVersion; a conflict retries on the next event.
-            self.core.remove_workload(key)
-            self._fed.pop(key, None)
+            # Its Job is gone (or it is being deleted): let it go. It keeps its quota until the
+            # API no longer shows it, so usage in the API never exceeds quota. The finalizer
+            # patch carries the resourceVersion; a conflict retries on the next event.
+            if not holds_quota(workload):
+                self.core.remove_workload(key)
+                self._fed.pop(key, None)
             self._release_finalizer(workload)
             return
         if _is_true(workload.status.conditions, "Finished"):
@@ -547,7 +549,8 @@ class Reconciler:
                 slot_name="workload-status",
             )
         )
-        self.core.remove_workload((meta.namespace, meta.name))
+        # The quota is released when the write lands (or the watch shows it finished), never
+        # before: until then the API still counts this workload against the quota.
         self._event(
             WORKLOAD_API,
             "Workload",
@@ -559,8 +562,10 @@ class Reconciler:
 
     def _job_deleted(self, job: Job) -> None:
         wl_key = self._workload_key_for(job)
-        self.core.remove_workload(wl_key)
-        self._sync_workload(wl_key)
+        if wl_key in self.workloads:
+            self._sync_workload(wl_key)
+        else:
+            self.core.remove_workload(wl_key)
 
     def _release_finalizer(self, workload: Workload) -> None:
         meta = workload.metadata
@@ -604,6 +609,9 @@ class Reconciler:
         elif purpose in ("workload-status", "finish"):
             if done.ok and done.body is not None:
                 self._apply_own_write(key, done.body)
+                if purpose == "finish":
+                    self.core.remove_workload(key)
+                    self._fed.pop(key, None)
             elif done.error is not None and not isinstance(done.error, NotFound):
                 self._write_failed(done)
         elif purpose == "create-workload":

@@ -130,7 +130,8 @@ def created_workload(h: Harness, action: Create) -> Workload:
 def apply_patch(h: Harness, workload: Workload, action: MergePatch) -> Workload:
     body = msgspec.json.decode(msgspec.json.encode(workload))
     patch = msgspec.json.decode(action.patch)
-    body["status"] = {k: v for k, v in patch["status"].items() if v is not None}
+    status = {**body.get("status", {}), **patch["status"]}
+    body["status"] = {k: v for k, v in status.items() if v is not None}
     body["metadata"]["resourceVersion"] = h.next_rv()
     patched: Workload = decode(body, Workload)
     return patched
@@ -279,4 +280,9 @@ def test_a_finished_job_finishes_its_workload_and_frees_quota(finished: str) -> 
         c for c in msgspec.json.decode(finish.patch)["status"]["conditions"] if c["type"] == "Finished"
     ]
     assert cond["reason"] == ("Succeeded" if finished == "Complete" else "Failed")
+    # Until the API shows the Workload finished, it still counts against the quota.
+    assert h.reconciler.core.ledger.used("cq", ("t4", GPU)) == 1
+    current = h.reconciler.workloads[(admitted.metadata.namespace, admitted.metadata.name)]
+    written = apply_patch(h, current, finish)
+    h.reconciler.handle(WriteDone(finish, body=msgspec.json.encode(written)))
     assert h.reconciler.core.ledger.used("cq", ("t4", GPU)) == 0
