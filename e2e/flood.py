@@ -21,6 +21,7 @@ from __future__ import annotations
 import asyncio
 import calendar
 import contextlib
+import functools
 import json
 import time
 from collections import defaultdict
@@ -71,15 +72,20 @@ _SUFFIXES: dict[str, Fraction] = {
     "Gi": Fraction(2**30),
     "Ti": Fraction(2**40),
 }
+_SUFFIX_ORDER = sorted(_SUFFIXES, key=len, reverse=True)
+
+
+@functools.lru_cache(maxsize=1024)
+def _parse(value: str) -> Fraction:
+    for suffix in _SUFFIX_ORDER:
+        if value.endswith(suffix):
+            return Fraction(value[: -len(suffix)]) * _SUFFIXES[suffix]
+    return Fraction(value)
 
 
 def parse_quantity(text: str | int | float) -> Fraction:
     """A Kubernetes quantity (``500m``, ``2``, ``16Gi``, ``1.5``) as an exact number."""
-    value = str(text).strip()
-    for suffix in sorted(_SUFFIXES, key=len, reverse=True):
-        if value.endswith(suffix):
-            return Fraction(value[: -len(suffix)]) * _SUFFIXES[suffix]
-    return Fraction(value)
+    return _parse(str(text).strip())
 
 
 def pool_nodes(pool: str, nodes: int, gpus: int, *, pods: int = 110, cpu: str = "16") -> list[NodeSpec]:
@@ -281,6 +287,7 @@ class InvariantMonitor:
 
     quotas: dict[FlavorResource, Fraction]
     interval: float = 0.2
+    jobs_every: int = 5  # Jobs are listed (before the Workloads) on every 5th poll
     violations: list[str] = field(default_factory=list)
     peaks: dict[FlavorResource, Fraction] = field(default_factory=lambda: defaultdict(Fraction))
     polls: int = 0
@@ -292,6 +299,7 @@ class InvariantMonitor:
     workloads: dict[str, Obj] = field(default_factory=dict)  # latest poll, by uid
     history: dict[str, _History] = field(default_factory=dict)
     _watched: dict[str, Obj] = field(default_factory=dict)
+    _totals: dict[FlavorResource, Fraction] = field(default_factory=lambda: defaultdict(Fraction))
     _started: dict[str, int] = field(default_factory=lambda: defaultdict(int))  # Job uid -> unsuspends
     _job_suspended: dict[str, bool] = field(default_factory=dict)
     _overcommits: list[tuple[float, list[Obj]]] = field(default_factory=list)
@@ -370,14 +378,17 @@ class InvariantMonitor:
     async def _poll_once(self, kube: KubeClient) -> None:
         # Jobs first: a Job seen unsuspended here was unsuspended before the Workload list below,
         # so its admission (written before the unsuspend) must show in that list.
-        jobs = (await kube.get(api_path("batch/v1", "jobs")))["items"]
+        with_jobs = self.polls % self.jobs_every == 0
+        jobs = (await kube.get(api_path("batch/v1", "jobs")))["items"] if with_jobs else []
         workloads = (await kube.get(api_path(KUEUE, "workloads")))["items"]
         self.polls += 1
-        self.jobs = {j["metadata"]["uid"]: j for j in jobs}
         self.workloads = {w["metadata"]["uid"]: w for w in workloads}
         self._check_usage(workloads, f"poll {self.polls}")
         for workload in workloads:
             self._observe(workload)
+        if not with_jobs:
+            return
+        self.jobs = {j["metadata"]["uid"]: j for j in jobs}
         by_owner = {owner_uid(w): w for w in workloads}
         for uid, job in self.jobs.items():
             suspended = bool(job["spec"].get("suspend"))
@@ -400,9 +411,11 @@ class InvariantMonitor:
             try:
                 if version is None:
                     listing = await asyncio.wait_for(kube.get(path), timeout=15)
-                    self._watched = {w["metadata"]["uid"]: w for w in listing["items"]}
+                    self._watched = {}
+                    self._totals = defaultdict(Fraction)
                     for workload in listing["items"]:
                         self._observe(workload)
+                        self._charge(workload["metadata"]["uid"], workload)
                     self._check_usage(list(self._watched.values()), "relist")
                     version = str(listing["metadata"]["resourceVersion"])
                 async for event in kube.watch(path, {"resourceVersion": version}, timeout_seconds=60):
@@ -418,12 +431,12 @@ class InvariantMonitor:
                     self.watch_events += 1
                     uid = obj["metadata"]["uid"]
                     if event["type"] == "DELETED":
-                        self._watched.pop(uid, None)
+                        self._charge(uid, None)
                         continue
-                    self._watched[uid] = obj
                     self._observe(obj)
-                    if holds_quota(obj):
-                        # The cache after this event is the collection at this revision.
+                    # After this event the totals are those of the collection at this revision.
+                    charged = self._charge(uid, obj)
+                    if any(self._totals[k] > self.quotas.get(k, self._totals[k]) for k in charged):
                         self._check_usage(list(self._watched.values()), f"revision {version}")
             except ApiError as err:
                 if err.status == 410:
@@ -435,6 +448,23 @@ class InvariantMonitor:
             except (TimeoutError, ValueError, *TRANSIENT):
                 self.watch_breaks += 1
                 await asyncio.sleep(0.5)
+
+    def _charge(self, uid: str, workload: Obj | None) -> dict[FlavorResource, Fraction]:
+        """Keep the watcher's per-resource totals of Workloads holding quota; what ``uid`` charges now."""
+        previous = self._watched.pop(uid, None)
+        if previous is not None and holds_quota(previous):
+            for key, amount in usage_of(previous).items():
+                self._totals[key] -= amount
+        if workload is None:
+            return {}
+        self._watched[uid] = workload
+        if not holds_quota(workload):
+            return {}
+        charged = usage_of(workload)
+        for key, amount in charged.items():
+            self._totals[key] += amount
+            self.peaks[key] = max(self.peaks[key], self._totals[key])
+        return charged
 
     def _check_usage(self, workloads: list[Obj], when: str) -> None:
         totals: dict[FlavorResource, Fraction] = defaultdict(Fraction)
