@@ -242,14 +242,24 @@ def vm_hwm_kib(pid: int) -> int:
     return 0
 
 
-async def count_events(kube: KubeClient, namespaces: list[str]) -> Counter[str]:
+def cpu_seconds(pid: int) -> float:
+    """User + system CPU time of a process so far (/proc/<pid>/stat)."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+async def count_events(kube: KubeClient, namespaces: list[str]) -> tuple[Counter[str], int]:
+    """The controller's Events by reason, and how many Jobs got more than one ``Started``."""
     reasons: Counter[str] = Counter()
+    started: Counter[str] = Counter()
     for ns in namespaces:
         events, _ = await kube.list_all(api_path("v1", "events", ns))
         for event in events:
             if (event.get("source") or {}).get("component") == CONTROLLER_AGENT:
                 reasons[event.get("reason", "")] += 1
-    return reasons
+                if event.get("reason") == "Started":
+                    started[f"{ns}/{event['involvedObject']['name']}"] += 1
+    return reasons, sum(1 for n in started.values() if n > 1)
 
 
 async def wait_complete(kube: KubeClient, namespaces: list[str], total: int, within: float) -> float:
@@ -286,16 +296,21 @@ async def benchmark(bed: Testbed, args: argparse.Namespace) -> None:
             print(
                 f"== controller ready (pid {controller.pid}); flooding {total} Jobs over {args.queues} queues"
             )
+            cpu_before = cpu_seconds(controller.pid)
             async with observing(kube) as observer:
                 sent, created_in = await flood(
                     kube, jobs_for(controller_queues, total, args.run_seconds), observer, 600
                 )
+            cpu_used = cpu_seconds(controller.pid) - cpu_before
             hwm_at_admission = vm_hwm_kib(controller.pid)
             server = await server_latencies(kube, ctl_ns, CONTROLLER_AGENT)
             ctl = measure("controller", sent, created_in, observer, server)
             for line in ctl.lines():
                 print(line, flush=True)
-            print(f"  controller peak RSS (VmHWM) once all were admitted: {hwm_at_admission / 1024:.0f} MiB")
+            print(
+                f"  controller peak RSS (VmHWM) once all were admitted: {hwm_at_admission / 1024:.0f} MiB; "
+                f"its CPU time from the first POST to the last unsuspend: {cpu_used:.1f}s"
+            )
             completed_in = await wait_complete(kube, ctl_ns, total, args.complete_within)
             hwm = vm_hwm_kib(controller.pid)
             print(
@@ -304,8 +319,11 @@ async def benchmark(bed: Testbed, args: argparse.Namespace) -> None:
             )
         finally:
             code = await asyncio.to_thread(controller.stop)
-        events = await count_events(kube, ctl_ns)
-        print(f"  controller exit code on SIGTERM: {code}; Events it wrote: {dict(events)}")
+        events, started_twice = await count_events(kube, ctl_ns)
+        print(
+            f"  controller exit code on SIGTERM: {code}; Events it wrote: {dict(events)}; "
+            f"Jobs with more than one Started Event: {started_twice}"
+        )
 
         # 2. the ceiling: a bare client doing the same writes with the same concurrency
         print(f"== ceiling: bare client, {WRITE_CONCURRENCY} writes in flight, {total} fresh Jobs")
