@@ -135,7 +135,7 @@ async def test_sigkill_mid_flood_never_overcommits_nor_admits_twice(
     monitor = InvariantMonitor(quotas)
     began = time.monotonic()
     async with (
-        own_testbed(tmp_path_factory.mktemp("testbed-flood"), spec) as bed,
+        own_testbed(tmp_path_factory.mktemp("testbed-k"), spec) as bed,
         KubeClient.from_kubeconfig(bed.kubeconfig) as kube,
     ):
         await install_crds(kube)
@@ -185,7 +185,7 @@ async def test_apiserver_restart_under_load_controller_recovers_by_itself(
     monitor = InvariantMonitor(quotas)
     began = time.monotonic()
     async with (
-        own_testbed(tmp_path_factory.mktemp("testbed-apirestart"), spec) as bed,
+        own_testbed(tmp_path_factory.mktemp("testbed-a"), spec) as bed,
         KubeClient.from_kubeconfig(bed.kubeconfig) as kube,
     ):
         await install_crds(kube)
