@@ -29,7 +29,6 @@ from collections.abc import AsyncIterator, Iterable
 from dataclasses import dataclass, field
 from fractions import Fraction
 from pathlib import Path
-from typing import Any
 
 import aiohttp
 
@@ -40,6 +39,7 @@ from e2e.testbed.kubeclient import Obj
 
 __all__ = [
     "CONTROLLER_CONFIG",
+    "FinalState",
     "KUEUE",
     "POOL_LABEL",
     "QUEUE_LABEL",
@@ -606,7 +606,3 @@ async def verify_final(kube: KubeClient, namespaces: Iterable[str]) -> FinalStat
                     f"QuotaReserved={json.dumps(qr)} Finished={is_true(wl, 'Finished')} pods {phases}"
                 )
     return state
-
-
-def describe(obj: Any) -> str:
-    return json.dumps(obj, sort_keys=True)[:2000]
