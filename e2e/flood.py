@@ -39,10 +39,10 @@ from e2e.testbed.kubeclient import Obj
 
 __all__ = [
     "CONTROLLER_CONFIG",
-    "FinalState",
     "KUEUE",
     "POOL_LABEL",
     "QUEUE_LABEL",
+    "FinalState",
     "InvariantMonitor",
     "QueueSetup",
     "create_jobs",
