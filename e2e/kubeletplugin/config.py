@@ -16,7 +16,7 @@ PLUGIN_TYPE_DRA = "DRAPlugin"
 SUPPORTED_VERSIONS: tuple[str, ...] = ("v1.DRAPlugin", "v1beta1.DRAPlugin")
 
 # sockaddr_un.sun_path is 108 bytes including the terminating NUL.
-MAX_SOCKET_PATH = 107
+MAX_SOCKET_PATH = 105  # gRPC refuses unix socket paths of 106 bytes or more
 
 
 @dataclass(frozen=True, kw_only=True)

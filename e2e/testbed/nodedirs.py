@@ -4,7 +4,7 @@
 the kubelet's plugin watcher scans), ``plugins/`` (each driver's own directory
 with its DRA socket and checkpoint) and ``cdi/`` (CDI spec files). The driver's
 kubelet-plugin process and the node simulator (as kubelet) both use these
-paths. A unix socket path is limited to 107 bytes: when a deep run folder or a
+paths. A unix socket path is limited to 105 bytes (gRPC): when a deep run folder or a
 long node name would make one too long, the node uses ``<run>/n/<node>/`` with
 ``r/`` (registry), ``p/`` (plugins) and ``cdi/``, and, if that is still too
 long, ``<run>/n/<hash of the node name>/``.
@@ -18,7 +18,7 @@ from pathlib import Path
 
 from e2e.testbed.names import DRIVER_NAME
 
-MAX_SOCKET_PATH = 107  # sockaddr_un.sun_path, without the NUL
+MAX_SOCKET_PATH = 105  # gRPC refuses unix socket paths of 106 bytes or more
 
 
 @dataclass(frozen=True)

@@ -242,7 +242,7 @@ class Testbed:
             if not dirs.fits():
                 raise TestbedError(
                     f"the run folder {self.run_dir} is too deep for unix sockets of node"
-                    f" {node.name} (at most 107 bytes: {dirs.socket_paths()[0]}); use a shorter --run-dir"
+                    f" {node.name} (at most 105 bytes: {dirs.socket_paths()[0]}); use a shorter --run-dir"
                 )
         return plans
 

@@ -192,7 +192,10 @@ class Reconciler:
     # The generation of each workload as last given to the core.
     _fed: dict[Key, int] = field(default_factory=dict)
     _creating: set[Key] = field(default_factory=set)
-    _job_writes: dict[Key, str] = field(default_factory=dict)
+    # A start or suspend we asked for and the watch has not shown yet: not asked twice.
+    _job_intent: dict[Key, str] = field(default_factory=dict)
+    # Workloads whose Finished write is in flight.
+    _finishing: set[Key] = field(default_factory=set)
     _cq_dirty: bool = True
 
     # --- inbox ----------------------------------------------------------------------------
@@ -308,6 +311,7 @@ class Reconciler:
     def _on_job(self, key: Key, job: Job | None) -> None:
         if job is None:
             gone = self.jobs.pop(key, None)
+            self._job_intent.pop(key, None)
             if gone is not None and self.ready:
                 self._job_deleted(gone)
             return
@@ -481,14 +485,16 @@ class Reconciler:
             job, manage_without_queue_name=self.config.manage_jobs_without_queue_name
         ):
             return
+        observed = "job-suspend" if job.spec.suspend else "job-start"
+        if self._job_intent.get(key) == observed:
+            del self._job_intent[key]  # the watch shows what we asked for
         wl_key = self._workload_key_for(job)
         workload = self.workloads.get(wl_key)
         outcome = job_outcome(job)
         if workload is None:
             if outcome is not None:
                 return
-            if not job.spec.suspend:
-                self._write_job(job, "job-suspend", suspend_patch())
+            if not job.spec.suspend and self._write_job(job, "job-suspend", suspend_patch()):
                 self._event(
                     "batch/v1",
                     "Job",
@@ -504,7 +510,8 @@ class Reconciler:
                 self.submit(Create("create-workload", WORKLOADS, wl_key[0], wl_key[1], body))
             return
         if outcome is not None:
-            if not _is_true(workload.status.conditions, "Finished"):
+            if not _is_true(workload.status.conditions, "Finished") and wl_key not in self._finishing:
+                self._finishing.add(wl_key)
                 self._finish(workload, outcome.succeeded, outcome.message)
             return
         admitted = self.core.is_admitted(wl_key) and wl_key not in self._admitting
@@ -517,13 +524,14 @@ class Reconciler:
         elif not admitted and not job.spec.suspend and wl_key not in self._admitting:
             self._write_job(job, "job-suspend", suspend_patch())
 
-    def _write_job(self, job: Job, purpose: Literal["job-start", "job-suspend"], patch: bytes) -> None:
+    def _write_job(self, job: Job, purpose: Literal["job-start", "job-suspend"], patch: bytes) -> bool:
+        """Ask for a start or a suspend once; False when it is already asked for."""
         key = (job.metadata.namespace, job.metadata.name)
-        marker = f"{purpose}@{job.metadata.resource_version}"
-        if self._job_writes.get(key) == marker:
-            return  # already asked for this change of this version of the Job
-        self._job_writes[key] = marker
+        if self._job_intent.get(key) == purpose:
+            return False
+        self._job_intent[key] = purpose
         self.submit(MergePatch(purpose, JOBS, key[0], key[1], patch, slot_name="job"))
+        return True
 
     def _finish(self, workload: Workload, succeeded: bool, message: str) -> None:
         now = self.clock()
@@ -607,6 +615,13 @@ class Reconciler:
         if purpose == "admit":
             self._admission_written(key, done)
         elif purpose in ("workload-status", "finish"):
+            if purpose == "finish":
+                self._finishing.discard(key)
+                if done.superseded and key in self.workloads:
+                    owner = self._owner_job(self.workloads[key])
+                    if owner is not None:
+                        self._reconcile_job(owner)  # write it again
+                    return
             if done.ok and done.body is not None:
                 self._apply_own_write(key, done.body)
                 if purpose == "finish":
@@ -634,7 +649,7 @@ class Reconciler:
                 self._write_failed(done)
         elif purpose in ("job-start", "job-suspend"):
             if done.error is not None:
-                self._job_writes.pop(key, None)  # let the next Job event retry it
+                self._job_intent.pop(key, None)  # let the next Job event retry it
                 if not isinstance(done.error, NotFound):
                     self._write_failed(done)
             elif purpose == "job-start" and done.body is not None:

@@ -185,6 +185,16 @@ def test_admission_flow_from_job_to_start() -> None:
     }
     reasons = {msgspec.json.decode(e.body)["reason"] for e in actions if isinstance(e, PostEvent)}
     assert {"QuotaReserved", "Admitted"} <= reasons
+    # The Job controller touches the Job before our unsuspend is seen: no second start.
+    touched = msgspec.json.decode(msgspec.json.encode(job))
+    touched["metadata"]["resourceVersion"] = h.next_rv()
+    touched["status"] = {"active": 0}
+    h.event("MODIFIED", JOBS, decode(touched, Job))
+    assert of(h.take(), "job-start") == []
+    touched["spec"]["suspend"] = False
+    h.reconciler.handle(WriteDone(start, body=msgspec.json.encode(touched)))
+    started = [msgspec.json.decode(e.body)["reason"] for e in h.take() if isinstance(e, PostEvent)]
+    assert started == ["Started"]
 
 
 def test_a_conflict_rolls_the_reservation_back() -> None:
