@@ -74,6 +74,8 @@ Key = tuple[str, str]
 WORKLOAD_API = "kueue.x-k8s.io/v1beta2"
 # How long events older than our own write are ignored; past it, the watch is the truth.
 AWAIT_OWN_WRITE_SECONDS = 5.0
+# Every so often every Workload and Job is reconciled again, whatever the events said.
+RESYNC_SECONDS = 30.0
 # Every kind the reconciler needs synced before it decides anything.
 WATCHED: tuple[Resource, ...] = (
     JOBS,
@@ -193,9 +195,10 @@ class Reconciler:
     _fed: dict[Key, int] = field(default_factory=dict)
     _creating: set[Key] = field(default_factory=set)
     # A start or suspend we asked for and the watch has not shown yet: not asked twice.
-    _job_intent: dict[Key, str] = field(default_factory=dict)
+    _job_intent: dict[Key, tuple[str, float]] = field(default_factory=dict)
     # Workloads whose Finished write is in flight.
     _finishing: set[Key] = field(default_factory=set)
+    _next_resync: float = 0.0
     _cq_dirty: bool = True
 
     # --- inbox ----------------------------------------------------------------------------
@@ -223,6 +226,10 @@ class Reconciler:
             return
         for key in [k for k in self._awaiting if not self._is_awaiting(k)]:
             self._sync_workload(key)  # our write's own event never came: decide on what we have
+        if self.monotonic() >= self._next_resync:
+            # Level-triggered safety net: anything a lost trigger left undone is redone.
+            self._next_resync = self.monotonic() + RESYNC_SECONDS
+            self._resync(WORKLOADS.plural)
         if not self._cq_dirty:
             return
         self._cq_dirty = False
@@ -486,7 +493,7 @@ class Reconciler:
         ):
             return
         observed = "job-suspend" if job.spec.suspend else "job-start"
-        if self._job_intent.get(key) == observed:
+        if self._job_intent.get(key, ("", 0.0))[0] == observed:
             del self._job_intent[key]  # the watch shows what we asked for
         wl_key = self._workload_key_for(job)
         workload = self.workloads.get(wl_key)
@@ -527,9 +534,11 @@ class Reconciler:
     def _write_job(self, job: Job, purpose: Literal["job-start", "job-suspend"], patch: bytes) -> bool:
         """Ask for a start or a suspend once; False when it is already asked for."""
         key = (job.metadata.namespace, job.metadata.name)
-        if self._job_intent.get(key) == purpose:
+        asked, until = self._job_intent.get(key, ("", 0.0))
+        if asked == purpose and self.monotonic() < until:
             return False
-        self._job_intent[key] = purpose
+        # Asked again only if the watch has not shown it within the time an own write is awaited.
+        self._job_intent[key] = (purpose, self.monotonic() + AWAIT_OWN_WRITE_SECONDS)
         self.submit(MergePatch(purpose, JOBS, key[0], key[1], patch, slot_name="job"))
         return True
 
@@ -648,9 +657,9 @@ class Reconciler:
             elif done.error is not None and not isinstance(done.error, Conflict):
                 self._write_failed(done)
         elif purpose in ("job-start", "job-suspend"):
-            if done.error is not None:
+            if done.error is not None or done.superseded:
                 self._job_intent.pop(key, None)  # let the next Job event retry it
-                if not isinstance(done.error, NotFound):
+                if done.error is not None and not isinstance(done.error, NotFound):
                     self._write_failed(done)
             elif purpose == "job-start" and done.body is not None:
                 started = msgspec.json.decode(done.body, type=Job)
