@@ -120,7 +120,7 @@ def four_queues() -> list[QueueSetup]:
     ]
 
 
-@pytest.mark.timeout(420)
+@pytest.mark.timeout(600)  # above the inner deadlines, so they fail first with context
 @pytest.mark.asyncio
 async def test_sigkill_mid_flood_never_overcommits_nor_admits_twice(
     tmp_path_factory: pytest.TempPathFactory,
