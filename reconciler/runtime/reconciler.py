@@ -195,7 +195,9 @@ class Reconciler:
     _fed: dict[Key, int] = field(default_factory=dict)
     _creating: set[Key] = field(default_factory=set)
     # A start or suspend we asked for and the watch has not shown yet: not asked twice.
-    _job_intent: dict[Key, tuple[str, float]] = field(default_factory=dict)
+    _job_intent: dict[Key, str] = field(default_factory=dict)
+    # After our own Job write: its resourceVersion; older Job events are stale until it is seen.
+    _job_awaiting: dict[Key, str] = field(default_factory=dict)
     # Workloads whose Finished write is in flight.
     _finishing: set[Key] = field(default_factory=set)
     _next_resync: float = 0.0
@@ -269,6 +271,8 @@ class Reconciler:
             if kind == WORKLOADS.plural:
                 # A relist is the truth: stop waiting for events it may have skipped.
                 self._awaiting.clear()
+            if kind == JOBS.plural:
+                self._job_awaiting.clear()
             if not self.ready and all(r.plural in self.synced for r in WATCHED):
                 self._become_ready()
             elif self.ready:
@@ -319,9 +323,15 @@ class Reconciler:
         if job is None:
             gone = self.jobs.pop(key, None)
             self._job_intent.pop(key, None)
+            self._job_awaiting.pop(key, None)
             if gone is not None and self.ready:
                 self._job_deleted(gone)
             return
+        awaited = self._job_awaiting.get(key)
+        if awaited is not None:
+            if job.metadata.resource_version != awaited:
+                return  # older than our own write, already applied
+            del self._job_awaiting[key]
         self.jobs[key] = job
         if self.ready:
             self._reconcile_job(key)
@@ -492,9 +502,6 @@ class Reconciler:
             job, manage_without_queue_name=self.config.manage_jobs_without_queue_name
         ):
             return
-        observed = "job-suspend" if job.spec.suspend else "job-start"
-        if self._job_intent.get(key, ("", 0.0))[0] == observed:
-            del self._job_intent[key]  # the watch shows what we asked for
         wl_key = self._workload_key_for(job)
         workload = self.workloads.get(wl_key)
         outcome = job_outcome(job)
@@ -534,11 +541,9 @@ class Reconciler:
     def _write_job(self, job: Job, purpose: Literal["job-start", "job-suspend"], patch: bytes) -> bool:
         """Ask for a start or a suspend once; False when it is already asked for."""
         key = (job.metadata.namespace, job.metadata.name)
-        asked, until = self._job_intent.get(key, ("", 0.0))
-        if asked == purpose and self.monotonic() < until:
-            return False
-        # Asked again only if the watch has not shown it within the time an own write is awaited.
-        self._job_intent[key] = (purpose, self.monotonic() + AWAIT_OWN_WRITE_SECONDS)
+        if self._job_intent.get(key) == purpose:
+            return False  # in flight; its response updates the cached Job
+        self._job_intent[key] = purpose
         self.submit(MergePatch(purpose, JOBS, key[0], key[1], patch, slot_name="job"))
         return True
 
@@ -657,8 +662,10 @@ class Reconciler:
             elif done.error is not None and not isinstance(done.error, Conflict):
                 self._write_failed(done)
         elif purpose in ("job-start", "job-suspend"):
+            self._job_intent.pop(key, None)
+            if done.ok and done.body is not None:
+                self._apply_own_job_write(key, done.body)
             if done.error is not None or done.superseded:
-                self._job_intent.pop(key, None)  # let the next Job event retry it
                 if done.error is not None and not isinstance(done.error, NotFound):
                     self._write_failed(done)
             elif purpose == "job-start" and done.body is not None:
@@ -707,7 +714,15 @@ class Reconciler:
         del self._awaiting[key]
         return False
 
-    def _apply_own_write(self, key: Key, body: bytes) -> None:
+    def _apply_own_job_write(self, key: Key, body: bytes) -> None:
+        job = msgspec.json.decode(body, type=Job)
+        previous = self.jobs.get(key)
+        self.jobs[key] = job
+        rv = job.metadata.resource_version
+        if previous is None or previous.metadata.resource_version != rv:
+            self._job_awaiting[key] = rv
+
+    def _apply_own_write(self, key: Key, body: bytes, *, until_seen: bool = False) -> None:
         """Our write's response is the newest state: apply it now, skip the older events."""
         workload = msgspec.json.decode(body, type=Workload)
         previous = self.workloads.get(key)
@@ -715,13 +730,16 @@ class Reconciler:
         rv = workload.metadata.resource_version
         if previous is not None and previous.metadata.resource_version == rv:
             return  # a write that changed nothing makes no event to wait for
-        self._awaiting[key] = (rv, self.monotonic() + AWAIT_OWN_WRITE_SECONDS)
+        # An admission is awaited until its own event: an older event must never look like
+        # the admission was cleared (that would hand its quota out twice).
+        deadline = float("inf") if until_seen else self.monotonic() + AWAIT_OWN_WRITE_SECONDS
+        self._awaiting[key] = (rv, deadline)
 
     def _admission_written(self, key: Key, done: WriteDone) -> None:
         self._admitting.discard(key)
         if done.ok and done.body is not None:
             self.stats.admitted += 1
-            self._apply_own_write(key, done.body)
+            self._apply_own_write(key, done.body, until_seen=True)
             workload = self.workloads[key]
             cq = workload.status.admission.cluster_queue if workload.status.admission else ""
             self._event(
