@@ -108,6 +108,11 @@ def pod_phase(pod: Obj) -> str:
     return str(pod.get("status", {}).get("phase", ""))
 
 
+def status_condition(obj: Obj, kind: str) -> Obj:
+    """The condition of that type in ``status.conditions`` (an empty dict when absent)."""
+    return pod_condition(obj, kind) or {}
+
+
 def pod_condition(pod: Obj, kind: str) -> dict[str, Any] | None:
     for cond in pod.get("status", {}).get("conditions") or []:
         if cond.get("type") == kind:

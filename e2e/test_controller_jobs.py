@@ -2,13 +2,12 @@
 
 from __future__ import annotations
 
-import asyncio
-from collections.abc import Awaitable, Callable
 from typing import Any
 
 import pytest
 
 from e2e.deploy import ControllerProcess
+from e2e.scenario import status_condition, wait_for
 from e2e.testbed import KubeClient, api_path
 from reconciler.core.workloads import workload_name_for_job
 
@@ -16,25 +15,6 @@ pytestmark = [pytest.mark.testbed, pytest.mark.timeout(240)]
 
 KUEUE = "kueue.x-k8s.io/v1beta2"
 Obj = dict[str, Any]
-
-
-async def eventually(what: str, probe: Callable[[], Awaitable[Any]], within: float = 60.0) -> Any:
-    loop = asyncio.get_running_loop()
-    deadline = loop.time() + within
-    last: Any = None
-    while loop.time() < deadline:
-        last = await probe()
-        if last:
-            return last
-        await asyncio.sleep(0.25)
-    raise AssertionError(f"timed out after {within:.0f}s: {what} (last: {last!r})")
-
-
-def condition(obj: Obj, kind: str) -> Obj:
-    for c in obj.get("status", {}).get("conditions", []) or []:
-        if c["type"] == kind:
-            return dict(c)
-    return {}
 
 
 async def make_queues(kube: KubeClient, namespace: str, gpus: int = 1) -> str:
@@ -167,14 +147,14 @@ async def test_unsuspended_job_is_suspended_then_admitted_and_finishes(
                 for e in events
             )
 
-        await eventually("an Event saying the Job was suspended", suspended_event)
+        await wait_for("an Event saying the Job was suspended", suspended_event)
 
         async def finished() -> Obj | None:
             wl = await kube.get_or_none(api_path(KUEUE, "workloads", namespace, wl_name))
-            return wl if wl and condition(wl, "Finished").get("status") == "True" else None
+            return wl if wl and status_condition(wl, "Finished").get("status") == "True" else None
 
-        wl = await eventually("the Workload to finish", finished, within=90)
-        assert condition(wl, "Finished")["reason"] == "Succeeded"
+        wl = await wait_for("the Workload to finish", finished, within=90)
+        assert status_condition(wl, "Finished")["reason"] == "Succeeded"
         assert wl["status"]["admission"]["clusterQueue"] == cq
         done = await kube.get(api_path("batch/v1", "jobs", namespace, "eager"))
         assert any(c["type"] == "Complete" and c["status"] == "True" for c in done["status"]["conditions"])
@@ -183,7 +163,7 @@ async def test_unsuspended_job_is_suspended_then_admitted_and_finishes(
             status = (await kube.get(api_path(KUEUE, "clusterqueues", name=cq))).get("status", {})
             return status if status.get("admittedWorkloads") == 0 else None
 
-        status = await eventually("the finished Workload's quota to be released", released)
+        status = await wait_for("the finished Workload's quota to be released", released)
         usage = {r["name"]: r["total"] for r in status["flavorsUsage"][0]["resources"]}
         assert usage == {"cpu": "0", "nvidia.com/gpu": "0"}
         events = (await kube.get(api_path("v1", "events", namespace)))["items"]
@@ -237,9 +217,9 @@ async def test_a_workload_created_directly_is_admitted(
 
         async def admitted() -> Obj | None:
             wl = await kube.get(api_path(KUEUE, "workloads", namespace, "direct"))
-            return wl if condition(wl, "Admitted").get("status") == "True" else None
+            return wl if status_condition(wl, "Admitted").get("status") == "True" else None
 
-        wl = await eventually("the Workload to be admitted", admitted)
+        wl = await wait_for("the Workload to be admitted", admitted)
         (assignment,) = wl["status"]["admission"]["podSetAssignments"]
         assert wl["status"]["admission"]["clusterQueue"] == cq
         assert assignment["count"] == 2
@@ -251,6 +231,6 @@ async def test_a_workload_created_directly_is_admitted(
             status = (await kube.get(api_path(KUEUE, "clusterqueues", name=cq))).get("status", {})
             return bool(status.get("admittedWorkloads") == 0)
 
-        await eventually("the deleted Workload's quota to be released", released)
+        await wait_for("the deleted Workload's quota to be released", released)
     finally:
         await drop_queues(kube, namespace)

@@ -6,7 +6,6 @@ copies); the controller runs as `reconciler run` in a child process.
 
 from __future__ import annotations
 
-import asyncio
 import re
 from collections.abc import Awaitable, Callable
 from typing import Any
@@ -14,6 +13,7 @@ from typing import Any
 import pytest
 
 from e2e.deploy import ROOT, ControllerProcess, apply_manifests
+from e2e.scenario import status_condition, wait_for
 from e2e.testbed import KubeClient, Testbed, api_path
 from e2e.testbed.kubeclient import ApiError
 from reconciler.core.workloads import workload_name_for_job
@@ -28,26 +28,6 @@ PENDING_MESSAGE = (
     "in flavor p3-t4, 1 more needed"
 )
 Obj = dict[str, Any]
-
-
-async def eventually(what: str, probe: Callable[[], Awaitable[Any]], within: float = 60.0) -> Any:
-    """Poll until `probe` returns something truthy; fail with `what` after `within` seconds."""
-    loop = asyncio.get_running_loop()
-    deadline = loop.time() + within
-    last: Any = None
-    while loop.time() < deadline:
-        last = await probe()
-        if last:
-            return last
-        await asyncio.sleep(0.25)
-    raise AssertionError(f"timed out after {within:.0f}s: {what} (last: {last!r})")
-
-
-def condition(obj: Obj, kind: str) -> Obj:
-    for c in obj.get("status", {}).get("conditions", []) or []:
-        if c["type"] == kind:
-            return dict(c)
-    return {}
 
 
 async def _cleanup(kube: KubeClient) -> None:
@@ -65,7 +45,7 @@ async def _cleanup(kube: KubeClient) -> None:
     async def gone() -> bool:
         return await kube.get_or_none(api_path("v1", "namespaces", name=NS)) is None
 
-    await eventually("the walkthrough namespace to be deleted", gone, within=90)
+    await wait_for("the walkthrough namespace to be deleted", gone, within=90)
 
 
 @pytest.mark.asyncio
@@ -103,7 +83,7 @@ async def _walkthrough(kube: KubeClient, controller: ControllerProcess) -> None:
         job = await kube.get_or_none(f"{jobs}/kueue-dra-running-a")
         return job if job and job.get("status", {}).get("ready", 0) >= 1 else None
 
-    job_a = await eventually("job A to run", a_running)
+    job_a = await wait_for("job A to run", a_running)
     assert job_a["spec"]["suspend"] is False
     assert job_a["spec"]["template"]["spec"]["nodeSelector"] == {"nvidia.com/gpu.product": "Tesla-T4"}
     pods = (await kube.get(api_path("v1", "pods", NS), {"labelSelector": "job-name=kueue-dra-running-a"}))[
@@ -127,9 +107,9 @@ async def _walkthrough(kube: KubeClient, controller: ControllerProcess) -> None:
     assert assignment["count"] == 1
     assert assignment["flavors"]["nvidia.com/gpu"] == "p3-t4"
     assert assignment["resourceUsage"]["nvidia.com/gpu"] == "1"
-    assert condition(wl_a, "QuotaReserved")["status"] == "True"
-    assert condition(wl_a, "QuotaReserved")["message"] == "Quota reserved in ClusterQueue p3-dra-cq"
-    assert condition(wl_a, "Admitted")["status"] == "True"
+    assert status_condition(wl_a, "QuotaReserved")["status"] == "True"
+    assert status_condition(wl_a, "QuotaReserved")["message"] == "Quota reserved in ClusterQueue p3-dra-cq"
+    assert status_condition(wl_a, "Admitted")["status"] == "True"
     assert wl_a["metadata"]["ownerReferences"][0]["uid"] == job_a["metadata"]["uid"]
     assert "kueue.x-k8s.io/resource-in-use" in wl_a["metadata"]["finalizers"]
 
@@ -138,10 +118,10 @@ async def _walkthrough(kube: KubeClient, controller: ControllerProcess) -> None:
 
     async def b_waiting() -> Obj | None:
         wl = await _workload_of(kube, "kueue-dra-pending-b")
-        return wl if wl and condition(wl, "QuotaReserved").get("reason") == "Pending" else None
+        return wl if wl and status_condition(wl, "QuotaReserved").get("reason") == "Pending" else None
 
-    wl_b = await eventually("job B's Workload to wait for quota", b_waiting)
-    quota = condition(wl_b, "QuotaReserved")
+    wl_b = await wait_for("job B's Workload to wait for quota", b_waiting)
+    quota = status_condition(wl_b, "QuotaReserved")
     assert (quota["status"], quota["reason"], quota["message"]) == ("False", "Pending", PENDING_MESSAGE)
     assert wl_b["status"]["resourceRequests"] == [{"name": "main", "resources": {"nvidia.com/gpu": "1"}}]
     assert "admission" not in wl_b["status"]
@@ -155,19 +135,19 @@ async def _walkthrough(kube: KubeClient, controller: ControllerProcess) -> None:
         ok = status.get("admittedWorkloads") == 1 and status.get("pendingWorkloads") == 1
         return status if ok else None
 
-    cq_status = await eventually("the ClusterQueue status", cq_settled)
+    cq_status = await wait_for("the ClusterQueue status", cq_settled)
     (usage,) = cq_status["flavorsUsage"]
     assert usage["name"] == "p3-t4"
     assert {r["name"]: r["total"] for r in usage["resources"]}["nvidia.com/gpu"] == "1"
-    assert condition({"status": cq_status}, "Active")["status"] == "True"
+    assert status_condition({"status": cq_status}, "Active")["status"] == "True"
 
     async def lq_settled() -> Obj | None:
         lq = await kube.get(api_path(KUEUE, "localqueues", NS, "p3-dra-queue"))
         status = lq.get("status", {})
         return status if (status.get("admittedWorkloads"), status.get("pendingWorkloads")) == (1, 1) else None
 
-    lq_status = await eventually("the LocalQueue status", lq_settled)
-    assert condition({"status": lq_status}, "Active")["status"] == "True"
+    lq_status = await wait_for("the LocalQueue status", lq_settled)
+    assert status_condition({"status": lq_status}, "Active")["status"] == "True"
 
     # 5. `kubectl get workload` columns: NAME QUEUE RESERVED IN ADMITTED (FINISHED, AGE).
     table = await _as_table(kube, api_path(KUEUE, "workloads", NS))
@@ -193,18 +173,18 @@ async def _walkthrough(kube: KubeClient, controller: ControllerProcess) -> None:
         job = await kube.get(f"{jobs}/kueue-dra-pending-b")
         return job if not job["spec"]["suspend"] and job.get("status", {}).get("ready", 0) >= 1 else None
 
-    await eventually("job B to be admitted and run", b_running, within=90)
-    wl_b = await _workload_of(kube, "kueue-dra-pending-b")
-    assert wl_b is not None
-    assert wl_b["status"]["admission"]["clusterQueue"] == "p3-dra-cq"
-    assert "resourceRequests" not in wl_b["status"]
+    await wait_for("job B to be admitted and run", b_running, within=90)
+    admitted_b = await _workload_of(kube, "kueue-dra-pending-b")
+    assert admitted_b is not None
+    assert admitted_b["status"]["admission"]["clusterQueue"] == "p3-dra-cq"
+    assert "resourceRequests" not in admitted_b["status"]
 
     async def a_workload_gone() -> bool:
         name = wl_a["metadata"]["name"]
         return await kube.get_or_none(api_path(KUEUE, "workloads", NS, name)) is None
 
-    await eventually("job A's Workload to be garbage-collected (finalizer released)", a_workload_gone)
-    cq_status = await eventually("the ClusterQueue to count only job B", cq_settled_only_b(kube))
+    await wait_for("job A's Workload to be garbage-collected (finalizer released)", a_workload_gone)
+    cq_status = await wait_for("the ClusterQueue to count only job B", cq_settled_only_b(kube))
     assert cq_status["admittedWorkloads"] == 1
 
 
