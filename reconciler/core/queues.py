@@ -87,9 +87,6 @@ class PendingQueue:
         group = self._groups.setdefault(group_key, _Group())
         heapq.heappush(group.heap, entry)
 
-    def __contains__(self, key: object) -> bool:
-        return key in self._live or key in self._parked
-
     def __len__(self) -> int:
         return len(self._live) + len(self._parked)
 

@@ -92,10 +92,6 @@ def now_rfc3339() -> str:
     return dt.datetime.now(dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
-def _key(namespace: str, name: str) -> Key:
-    return (namespace, name)
-
-
 def _is_true(conditions: list[Condition], kind: str) -> bool:
     found = condition(conditions, kind)
     return found is not None and found.status == "True"
@@ -306,10 +302,7 @@ class Reconciler:
         self.core.rebuild((k, a) for k, a in admitted if a is not None)
         log.info("caches synced; ledger rebuilt", admitted=len(admitted), workloads=len(self.workloads))
         self.ready = True
-        for key in list(self.workloads):
-            self._sync_workload(key)
-        for key in list(self.jobs):
-            self._reconcile_job(key)
+        self._resync(WORKLOADS.plural)
 
     def _resync(self, kind: str) -> None:
         if kind == WORKLOADS.plural:
