@@ -381,10 +381,11 @@ async def test_backoff_resets_after_an_event(fake: FakeApiServer, client: KubeCl
         await until(lambda: len(watches(fake)) == 6)
     times = [r.at for r in fake.recorded("GET", watch=True)]
     gaps = [b - a for a, b in itertools.pairwise(times)]
-    # 0.04-0.05, 0.08-0.1, 0.16-0.2, then after the bookmark the series starts over.
+    # 0.04-0.05, 0.08-0.1, 0.16-0.2, then after the bookmark the series starts over (without
+    # the reset the next gaps would be 0.32 s and more; the bound leaves room for a busy machine).
     assert gaps[2] > 0.15
-    assert gaps[3] < 0.1
-    assert gaps[4] < 0.1
+    assert gaps[3] < 0.25
+    assert gaps[4] < 0.25
 
 
 @pytest.mark.asyncio
