@@ -303,6 +303,7 @@ class InvariantMonitor:
     _started: dict[str, int] = field(default_factory=lambda: defaultdict(int))  # Job uid -> unsuspends
     _job_suspended: dict[str, bool] = field(default_factory=dict)
     _overcommits: list[tuple[float, list[Obj]]] = field(default_factory=list)
+    _stopping: bool = False
 
     # --- what the scenario asks ------------------------------------------------------------------
 
@@ -359,15 +360,19 @@ class InvariantMonitor:
             # One last look at the final state.
             await asyncio.wait_for(self._poll_once(kube), timeout=30)
         finally:
+            # Python 3.11's wait_for can swallow a cancellation that races its inner task, so the
+            # loops also stop on this flag, and the wait for them is bounded.
+            self._stopping = True
             for task in tasks:
                 task.cancel()
-            results = await asyncio.gather(*tasks, return_exceptions=True)
+            await asyncio.wait(tasks, timeout=30)
+            results = [t.exception() if t.done() and not t.cancelled() else None for t in tasks]
         for result in results:
             if isinstance(result, BaseException) and not isinstance(result, asyncio.CancelledError):
                 raise result
 
     async def _poll_loop(self, kube: KubeClient) -> None:
-        while True:
+        while not self._stopping:
             began = time.monotonic()
             try:
                 await asyncio.wait_for(self._poll_once(kube), timeout=15)
@@ -407,7 +412,7 @@ class InvariantMonitor:
     async def _watch_loop(self, kube: KubeClient) -> None:
         path = api_path(KUEUE, "workloads")
         version: str | None = None
-        while True:
+        while not self._stopping:
             try:
                 if version is None:
                     listing = await asyncio.wait_for(kube.get(path), timeout=15)
