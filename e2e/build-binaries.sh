@@ -1,8 +1,11 @@
 #!/usr/bin/env bash
-# Builds etcd, kube-apiserver, kube-controller-manager and kube-scheduler from
-# Go modules with the machine's Go, into a cache outside the repository keyed
-# by version. A binary already in the cache is reused. Unattended; prints what
-# it does. Prints the bin directory on the last line of stdout.
+# Builds etcd, kube-apiserver, kube-controller-manager, kube-scheduler and
+# kustomize from Go modules with the machine's Go, unpacks prometheus and
+# promtool from Debian's package (apt-get download, never installed, no service
+# started) and copies the prometheus-operator CRDs out of their Go module, into
+# a cache outside the repository keyed by version. Anything already in the
+# cache is reused. Unattended; prints what it does. Prints the cache directory
+# on the last line of stdout.
 set -euo pipefail
 
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
@@ -12,6 +15,10 @@ source "$here/versions.env"
 cache=${TESTBED_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/dra-quota-testbed}
 k8s_dir="$cache/kubernetes-$KUBERNETES_VERSION"
 etcd_dir="$cache/etcd-$ETCD_VERSION"
+kustomize_dir="$cache/kustomize-$KUSTOMIZE_VERSION"
+prometheus_dir="$cache/prometheus-$PROMETHEUS_VERSION"
+monitoring_crds_dir="$cache/prometheus-operator-crds-$PROMETHEUS_OPERATOR_VERSION"
+monitoring_crds=(monitoring.coreos.com_servicemonitors.yaml monitoring.coreos.com_prometheusrules.yaml)
 export CGO_ENABLED=0 GOFLAGS=-mod=mod GOTOOLCHAIN=local
 
 log() { printf '[build-binaries] %s\n' "$*" >&2; }
@@ -102,8 +109,80 @@ build_kubernetes() {
   log "kubernetes: done ($("$k8s_dir/bin/kube-apiserver" --version))"
 }
 
+build_kustomize() {
+  if [[ -x "$kustomize_dir/bin/kustomize" ]]; then
+    log "kustomize $KUSTOMIZE_VERSION: cached at $kustomize_dir/bin/kustomize"
+    return
+  fi
+  log "kustomize $KUSTOMIZE_VERSION: building (go install)"
+  mkdir -p "$kustomize_dir/bin"
+  # `go install pkg@version` builds outside any module and refuses -mod flags.
+  (cd "$kustomize_dir" && GOFLAGS= GOBIN="$kustomize_dir/bin" \
+    go install -trimpath -ldflags "-s -w" "sigs.k8s.io/kustomize/kustomize/v5@$KUSTOMIZE_VERSION")
+  log "kustomize: done ($("$kustomize_dir/bin/kustomize" version))"
+}
+
+fetch_prometheus() {
+  if [[ -x "$prometheus_dir/bin/prometheus" && -x "$prometheus_dir/bin/promtool" ]]; then
+    log "prometheus $PROMETHEUS_VERSION: cached in $prometheus_dir/bin"
+    return
+  fi
+  command -v apt-get >/dev/null || { log "apt-get not found: prometheus comes from Debian's package"; exit 1; }
+  local candidate
+  candidate=$(apt-cache policy prometheus 2>/dev/null | sed -n 's/^[[:space:]]*Candidate:[[:space:]]*//p')
+  if [[ -z "$candidate" || "$candidate" == "(none)" ]]; then
+    log "prometheus: no package candidate; running apt-get update"
+    apt-get update -qq
+    candidate=$(apt-cache policy prometheus | sed -n 's/^[[:space:]]*Candidate:[[:space:]]*//p')
+  fi
+  case "$candidate" in
+    "$PROMETHEUS_VERSION"+*) ;;
+    *) log "prometheus: Debian offers '$candidate', not $PROMETHEUS_VERSION (a Debian bookworm machine is needed)"; exit 1 ;;
+  esac
+  log "prometheus $candidate: downloading Debian's package (not installed; only its binaries are kept)"
+  local work
+  work=$(mktemp -d)
+  # apt-get download writes into the current directory; _apt cannot write to a
+  # mktemp directory, so apt warns and downloads as root, which is fine here.
+  (cd "$work" && apt-get download -q "prometheus=$candidate" 2>&1 | grep -v '^W: Download is performed unsandboxed' >&2 || true)
+  local deb
+  deb=$(find "$work" -maxdepth 1 -name 'prometheus_*.deb' | head -n1)
+  [[ -f "$deb" ]] || { log "prometheus: apt-get download produced no package"; exit 1; }
+  dpkg-deb -x "$deb" "$work/root"
+  mkdir -p "$prometheus_dir/bin"
+  cp "$work/root/usr/bin/promtool" "$prometheus_dir/bin/promtool"
+  cp "$work/root/usr/bin/prometheus" "$prometheus_dir/bin/prometheus.tmp"
+  mv "$prometheus_dir/bin/prometheus.tmp" "$prometheus_dir/bin/prometheus"
+  rm -rf "$work"
+  log "prometheus: done ($("$prometheus_dir/bin/prometheus" --version 2>&1 | head -n1))"
+}
+
+fetch_monitoring_crds() {
+  local f missing=0
+  for f in "${monitoring_crds[@]}"; do [[ -f "$monitoring_crds_dir/$f" ]] || missing=1; done
+  if [[ $missing == 0 ]]; then
+    log "prometheus-operator CRDs $PROMETHEUS_OPERATOR_VERSION: cached in $monitoring_crds_dir"
+    return
+  fi
+  log "prometheus-operator CRDs $PROMETHEUS_OPERATOR_VERSION: downloading the Go module"
+  local dir scratch
+  scratch=$(mktemp -d)  # outside any module, so go.mod files around do not matter
+  dir=$(cd "$scratch" && GOFLAGS= go mod download -json \
+    "github.com/prometheus-operator/prometheus-operator@$PROMETHEUS_OPERATOR_VERSION" \
+    | sed -n 's/^[[:space:]]*"Dir": "\(.*\)",$/\1/p')
+  rmdir "$scratch"
+  [[ -d "$dir/example/prometheus-operator-crd" ]] || { log "no example/prometheus-operator-crd in the module ($dir)"; exit 1; }
+  mkdir -p "$monitoring_crds_dir"
+  for f in "${monitoring_crds[@]}"; do cp "$dir/example/prometheus-operator-crd/$f" "$monitoring_crds_dir/$f"; done
+  chmod u+w "$monitoring_crds_dir"/*.yaml
+  log "prometheus-operator CRDs: done"
+}
+
 start=$(date +%s)
 build_etcd
 build_kubernetes
+build_kustomize
+fetch_prometheus
+fetch_monitoring_crds
 log "finished in $(( $(date +%s) - start ))s; cache $(du -sh "$cache" | cut -f1), Go module cache $(du -sh "$(go env GOMODCACHE)" 2>/dev/null | cut -f1), Go build cache $(du -sh "$(go env GOCACHE)" 2>/dev/null | cut -f1)"
 echo "$cache"

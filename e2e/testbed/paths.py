@@ -1,6 +1,7 @@
 """Where the test-bed finds its versions, its binary cache and its run folder.
 
-Versions live in ``e2e/versions.env`` only; the cache-dir rule is the same as in
+Versions (control plane, kustomize, Prometheus, prometheus-operator CRDs) live in
+``e2e/versions.env`` only; the cache-dir rule is the same as in
 ``e2e/build-binaries.sh``: ``$TESTBED_CACHE``, else ``$XDG_CACHE_HOME`` or
 ``~/.cache``, followed by ``/dra-quota-testbed``.
 """
@@ -20,6 +21,9 @@ BUILD_SCRIPT = E2E_DIR / "build-binaries.sh"
 class Versions:
     kubernetes: str
     etcd: str
+    kustomize: str
+    prometheus: str
+    prometheus_operator: str
 
 
 def read_versions(path: Path = VERSIONS_FILE) -> Versions:
@@ -32,7 +36,13 @@ def read_versions(path: Path = VERSIONS_FILE) -> Versions:
         key, _, value = line.partition("=")
         values[key.strip()] = value.strip().strip("\"'")
     try:
-        return Versions(kubernetes=values["KUBERNETES_VERSION"], etcd=values["ETCD_VERSION"])
+        return Versions(
+            kubernetes=values["KUBERNETES_VERSION"],
+            etcd=values["ETCD_VERSION"],
+            kustomize=values["KUSTOMIZE_VERSION"],
+            prometheus=values["PROMETHEUS_VERSION"],
+            prometheus_operator=values["PROMETHEUS_OPERATOR_VERSION"],
+        )
     except KeyError as missing:
         raise RuntimeError(f"{path} does not define {missing.args[0]}") from None
 
@@ -50,18 +60,41 @@ def default_run_dir() -> Path:
     return Path(explicit) if explicit else cache_dir() / "run"
 
 
+# The prometheus-operator CRDs that manifests/prometheus/ needs.
+MONITORING_CRD_FILES = (
+    "monitoring.coreos.com_servicemonitors.yaml",
+    "monitoring.coreos.com_prometheusrules.yaml",
+)
+
+
 @dataclass(frozen=True)
 class BinaryPaths:
     etcd: Path
     kube_apiserver: Path
     kube_controller_manager: Path
     kube_scheduler: Path
+    kustomize: Path
+    prometheus: Path
+    promtool: Path
+    monitoring_crds: Path  # a directory holding MONITORING_CRD_FILES
 
     def all(self) -> tuple[Path, ...]:
-        return (self.etcd, self.kube_apiserver, self.kube_controller_manager, self.kube_scheduler)
+        return (
+            self.etcd,
+            self.kube_apiserver,
+            self.kube_controller_manager,
+            self.kube_scheduler,
+            self.kustomize,
+            self.prometheus,
+            self.promtool,
+        )
 
     def missing(self) -> list[Path]:
-        return [p for p in self.all() if not os.access(p, os.X_OK)]
+        absent = [p for p in self.all() if not os.access(p, os.X_OK)]
+        return absent + [p for p in self.monitoring_crd_files() if not p.is_file()]
+
+    def monitoring_crd_files(self) -> list[Path]:
+        return [self.monitoring_crds / name for name in MONITORING_CRD_FILES]
 
 
 def binary_paths(cache: Path | None = None, versions: Versions | None = None) -> BinaryPaths:
@@ -73,4 +106,8 @@ def binary_paths(cache: Path | None = None, versions: Versions | None = None) ->
         kube_apiserver=k8s_bin / "kube-apiserver",
         kube_controller_manager=k8s_bin / "kube-controller-manager",
         kube_scheduler=k8s_bin / "kube-scheduler",
+        kustomize=root / f"kustomize-{v.kustomize}" / "bin" / "kustomize",
+        prometheus=root / f"prometheus-{v.prometheus}" / "bin" / "prometheus",
+        promtool=root / f"prometheus-{v.prometheus}" / "bin" / "promtool",
+        monitoring_crds=root / f"prometheus-operator-crds-{v.prometheus_operator}",
     )
