@@ -1,0 +1,41 @@
+# syntax=docker/dockerfile:1
+# The controller image: `docker build -t REGISTRY/dra-quota-reconciler:0.1.0 .`
+#
+# Stage 1 builds the project's wheel; stage 2 installs it with its
+# dependencies into a virtual environment; the final stage copies only that
+# environment onto a slim Python. It runs as a numeric non-root user and never
+# writes to its root filesystem (bytecode is compiled at build time), so it
+# works with readOnlyRootFilesystem: true.
+
+ARG PYTHON_IMAGE=python:3.11.11-slim-bookworm
+
+FROM ${PYTHON_IMAGE} AS builder
+ENV PIP_NO_CACHE_DIR=1 PIP_DISABLE_PIP_VERSION_CHECK=1
+WORKDIR /src
+COPY pyproject.toml README.md ./
+COPY reconciler ./reconciler
+RUN python -m pip wheel . --no-deps --wheel-dir /wheels
+
+FROM ${PYTHON_IMAGE} AS venv
+ENV PIP_NO_CACHE_DIR=1 PIP_DISABLE_PIP_VERSION_CHECK=1
+COPY --from=builder /wheels /wheels
+RUN python -m venv /opt/venv \
+ && /opt/venv/bin/pip install --no-compile /wheels/*.whl \
+ && /opt/venv/bin/pip uninstall --yes pip setuptools \
+ && python -m compileall -q -j 0 --invalidation-mode unchecked-hash /opt/venv
+
+FROM ${PYTHON_IMAGE}
+LABEL org.opencontainers.image.title="dra-quota-reconciler" \
+      org.opencontainers.image.description="Kueue-compatible quota reconciler for GPUs requested through DRA" \
+      org.opencontainers.image.licenses="Apache-2.0"
+ENV PATH=/opt/venv/bin:$PATH \
+    PYTHONDONTWRITEBYTECODE=1 \
+    PYTHONUNBUFFERED=1
+# The base image ships the standard library without bytecode; compile it once
+# here so nothing is compiled (or written) at start.
+RUN python -m compileall -q -j 0 "$(python -c 'import sysconfig; print(sysconfig.get_path("stdlib"))')"
+COPY --from=venv /opt/venv /opt/venv
+USER 65532:65532
+EXPOSE 8080 8081
+ENTRYPOINT ["reconciler"]
+CMD ["run", "--config", "/etc/dra-quota/config.yaml", "--metrics-bind-address", ":8080", "--health-probe-bind-address", ":8081", "--log-format", "json"]
