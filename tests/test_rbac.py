@@ -1,0 +1,286 @@
+"""manifests/rbac.yaml grants exactly the API access the code uses: nothing missing, nothing extra.
+
+The access is derived from the code, not listed by hand:
+- every informer's resource (`Informer(client, RESOURCE, ...)`, also through a
+  tuple such as `WATCHED`) needs list and watch;
+- every writer action (`Create`, `MergePatch`, `PostEvent` with a resource
+  constant and maybe a `subresource`) needs create or patch;
+- every direct client call on a resource constant (`client.create(RES, ...)`,
+  `client.merge_patch(...)`, `client.delete(...)`, `client.get(RES.item_path(...))`,
+  `client.request("PUT", RES.item_path(...))`, ...) needs its verb;
+- a Workload created with `blockOwnerDeletion` on its Job needs update on
+  `jobs/finalizers` (OwnerReferencesPermissionEnforcement).
+A resource constant the code mentions without any derivable verb fails the
+test, so new kinds of calls cannot slip past the scan.
+"""
+
+from __future__ import annotations
+
+import ast
+import importlib
+from collections.abc import Iterable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from reconciler.kube import resources
+from reconciler.kube.resources import Resource
+
+ROOT = Path(__file__).resolve().parent.parent
+PACKAGE = ROOT / "reconciler"
+RBAC = ROOT / "manifests" / "rbac.yaml"
+
+Access = tuple[str, str, str]  # (apiGroup, resource[/subresource], verb)
+
+CONSTANTS: dict[str, Resource] = {
+    name: value for name, value in vars(resources).items() if isinstance(value, Resource)
+}
+ACTION_VERBS = {"Create": "create", "PostEvent": "create", "MergePatch": "patch"}
+CLIENT_VERBS = {"create": "create", "merge_patch": "patch", "json_patch": "patch", "delete": "delete"}
+HTTP_VERBS = {"POST": "create", "PUT": "update", "PATCH": "patch", "DELETE": "delete"}
+
+# Access the runtime branch (metrics, health, leader election) adds, agreed in
+# advance: counted only while the code does not touch that resource at all.
+# Once it does, only what the scan derives counts.
+AGREED_RUNTIME_ACCESS: set[Access] = {
+    ("", "pods", "list"),
+    ("", "pods", "watch"),
+    ("resource.k8s.io", "resourceclaims", "list"),
+    ("resource.k8s.io", "resourceclaims", "watch"),
+    ("coordination.k8s.io", "leases", "get"),
+    ("coordination.k8s.io", "leases", "create"),
+    ("coordination.k8s.io", "leases", "update"),
+}
+# Resources granted only in the controller's own namespace (a Role, not the ClusterRole).
+NAMESPACED_ONLY = {("coordination.k8s.io", "leases")}
+
+
+def _module_name(path: Path) -> str:
+    return ".".join(path.relative_to(ROOT).with_suffix("").parts)
+
+
+def _sources() -> Iterator[tuple[str, ast.Module]]:
+    for path in sorted(PACKAGE.rglob("*.py")):
+        if path == Path(resources.__file__):
+            continue
+        yield _module_name(path), ast.parse(path.read_text(), str(path))
+
+
+def _resource_of(node: ast.expr, module: str, loop_sources: dict[str, ast.expr]) -> list[Resource]:
+    """The resource constant(s) an expression stands for; [] when it cannot be told statically."""
+    if isinstance(node, ast.Name):
+        if node.id in CONSTANTS:
+            return [CONSTANTS[node.id]]
+        source = loop_sources.get(node.id)
+        if isinstance(source, ast.Name):
+            value = getattr(importlib.import_module(module), source.id, None)
+            if isinstance(value, tuple) and all(isinstance(v, Resource) for v in value):
+                return list(value)
+    return []
+
+
+def _path_call(node: ast.expr) -> tuple[ast.expr, str, ast.expr | None] | None:
+    """`RES.item_path(ns, name[, sub])` or `RES.list_path(...)`: (RES, kind of path, subresource)."""
+    if (
+        isinstance(node, ast.Call)
+        and isinstance(node.func, ast.Attribute)
+        and node.func.attr in ("item_path", "list_path")
+    ):
+        sub = node.args[2] if len(node.args) > 2 else _keyword(node, "subresource")
+        return node.func.value, node.func.attr, sub
+    return None
+
+
+def _keyword(call: ast.Call, name: str) -> ast.expr | None:
+    return next((k.value for k in call.keywords if k.arg == name), None)
+
+
+def _named(resource: Resource, sub: ast.expr | None) -> str:
+    if sub is None or (isinstance(sub, ast.Constant) and sub.value is None):
+        return resource.plural
+    assert isinstance(sub, ast.Constant), f"subresource not a literal: {ast.unparse(sub)}"
+    assert isinstance(sub.value, str), f"subresource not a string: {ast.unparse(sub)}"
+    return f"{resource.plural}/{sub.value}"
+
+
+def derive_access() -> tuple[set[Access], set[str]]:
+    """(access the code needs, names of resource constants the code mentions)."""
+    found: set[Access] = set()
+    mentioned: set[str] = set()
+    for module, tree in _sources():
+        loop_sources = {
+            gen.target.id: gen.iter
+            for node in ast.walk(tree)
+            if isinstance(node, ast.ListComp | ast.SetComp | ast.GeneratorExp | ast.DictComp)
+            for gen in node.generators
+            if isinstance(gen.target, ast.Name)
+        }
+        loop_sources |= {
+            node.target.id: node.iter
+            for node in ast.walk(tree)
+            if isinstance(node, ast.For | ast.AsyncFor) and isinstance(node.target, ast.Name)
+        }
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Name) and node.id in CONSTANTS:
+                mentioned.add(node.id)
+            if not isinstance(node, ast.Call):
+                continue
+            found |= set(_call_access(node, module, loop_sources))
+    return found, mentioned
+
+
+def _call_access(call: ast.Call, module: str, loop_sources: dict[str, ast.expr]) -> Iterator[Access]:
+    func = call.func
+    name = func.id if isinstance(func, ast.Name) else func.attr if isinstance(func, ast.Attribute) else ""
+    if name == "Informer" and len(call.args) > 1:
+        for res in _resource_of(call.args[1], module, loop_sources):
+            yield (res.group, res.plural, "list")
+            yield (res.group, res.plural, "watch")
+    elif name in ACTION_VERBS and len(call.args) > 1:
+        sub = call.args[5] if name == "MergePatch" and len(call.args) > 5 else _keyword(call, "subresource")
+        for res in _resource_of(call.args[1], module, loop_sources):
+            yield (res.group, _named(res, sub), ACTION_VERBS[name])
+    elif isinstance(func, ast.Attribute) and name in CLIENT_VERBS and call.args:
+        for res in _resource_of(call.args[0], module, loop_sources):
+            yield (res.group, _named(res, _keyword(call, "subresource")), CLIENT_VERBS[name])
+    elif isinstance(func, ast.Attribute) and name in ("get", "request", "stream_lines") and call.args:
+        method = "GET"
+        path_arg = call.args[0]
+        if name == "request":
+            if len(call.args) < 2 or not isinstance(call.args[0], ast.Constant):
+                return
+            method, path_arg = str(call.args[0].value), call.args[1]
+        target = _path_call(path_arg)
+        if target is None:
+            return
+        res_node, kind, sub = target
+        for res in _resource_of(res_node, module, loop_sources):
+            if name == "stream_lines":
+                verb = "watch"
+            elif method == "GET":
+                verb = "get" if kind == "item_path" else "list"
+            else:
+                verb = HTTP_VERBS[method]
+            yield (res.group, _named(res, sub), verb)
+
+
+def _blocks_job_deletion() -> bool:
+    """Whether the Workload made for a Job blocks the Job's deletion (needs jobs/finalizers)."""
+    from reconciler.core.workloads import workload_for_job
+    from tests.builders import job
+
+    owners = workload_for_job(job("j")).metadata.owner_references
+    return any(o.kind == "Job" and o.block_owner_deletion for o in owners)
+
+
+def used_access() -> set[Access]:
+    found, mentioned = derive_access()
+    if _blocks_job_deletion():
+        found.add(("batch", "jobs/finalizers", "update"))
+    touched = {(g, r.split("/")[0]) for g, r, _ in found}
+    touched |= {(CONSTANTS[n].group, CONSTANTS[n].plural) for n in mentioned}
+    agreed = {a for a in AGREED_RUNTIME_ACCESS if (a[0], a[1]) not in touched}
+    return found | agreed
+
+
+def expand(rules: Iterable[dict[str, Any]]) -> set[Access]:
+    granted: set[Access] = set()
+    for rule in rules:
+        assert "resourceNames" not in rule, rule
+        assert "nonResourceURLs" not in rule, rule
+        for group in rule["apiGroups"]:
+            for res in rule["resources"]:
+                for verb in rule["verbs"]:
+                    assert "*" not in (group, res, verb), f"wildcard in {rule}"
+                    granted.add((group, res, verb))
+    return granted
+
+
+def compare(granted: set[Access], used: set[Access]) -> list[str]:
+    problems = [f"granted but not used: {a}" for a in sorted(granted - used)]
+    return problems + [f"used but not granted: {a}" for a in sorted(used - granted)]
+
+
+def _roles() -> tuple[dict[str, Any], dict[str, Any]]:
+    docs = [d for d in yaml.safe_load_all(RBAC.read_text()) if d]
+    (cluster_role,) = [d for d in docs if d["kind"] == "ClusterRole"]
+    (role,) = [d for d in docs if d["kind"] == "Role"]
+    return cluster_role, role
+
+
+def test_the_scan_finds_what_the_code_does() -> None:
+    found, mentioned = derive_access()
+    # Spot checks that the scan itself works: one of each kind of use.
+    assert ("kueue.x-k8s.io", "workloads", "watch") in found  # Informer over WATCHED
+    assert ("kueue.x-k8s.io", "workloads", "create") in found  # Create action
+    assert ("kueue.x-k8s.io", "workloads/status", "patch") in found  # MergePatch with subresource
+    assert ("batch", "jobs", "patch") in found
+    assert ("", "events", "create") in found  # PostEvent
+    # Every resource the code names has at least one verb: a call the scan cannot read fails here.
+    derived = {(g, r.split("/")[0]) for g, r, _ in found}
+    unexplained = {n for n in mentioned if (CONSTANTS[n].group, CONSTANTS[n].plural) not in derived}
+    assert unexplained == set(), f"resource constants used in a way the scan cannot read: {unexplained}"
+
+
+def test_rbac_grants_exactly_what_the_code_uses() -> None:
+    cluster_role, role = _roles()
+    granted = expand(cluster_role["rules"]) | expand(role["rules"])
+    assert compare(granted, used_access()) == []
+
+
+def test_leases_only_in_the_own_namespace() -> None:
+    cluster_role, role = _roles()
+    cluster_wide = {(g, r) for g, r, _ in expand(cluster_role["rules"])}
+    assert cluster_wide & NAMESPACED_ONLY == set()
+    assert {(g, r) for g, r, _ in expand(role["rules"])} == NAMESPACED_ONLY
+
+
+@pytest.mark.parametrize(
+    ("change", "expected"),
+    [
+        (
+            {"apiGroups": ["kueue.x-k8s.io"], "resources": ["workloads"], "verbs": ["delete"]},
+            "granted but not used",
+        ),
+        ({"apiGroups": [""], "resources": ["secrets"], "verbs": ["get"]}, "granted but not used"),
+        (None, "used but not granted"),
+    ],
+)
+def test_the_comparison_can_fail(change: dict[str, Any] | None, expected: str) -> None:
+    cluster_role, role = _roles()
+    rules = list(cluster_role["rules"])
+    if change is None:
+        rules = rules[1:]  # drop the first rule: something used is no longer granted
+    else:
+        rules.append(change)
+    problems = compare(expand(rules) | expand(role["rules"]), used_access())
+    assert problems
+    assert all(p.startswith(expected) for p in problems)
+
+
+def test_the_scan_reads_direct_client_calls() -> None:
+    source = """
+async def elect(client, namespace):
+    await client.get(LEASES.item_path(namespace, "x"))
+    await client.create(LEASES, namespace, b"{}")
+    await client.request("PUT", LEASES.item_path(namespace, "x"), body=b"{}")
+    await client.merge_patch(PODS, namespace, "p", b"{}", subresource="status")
+    async for line in client.stream_lines(PODS.list_path(), {}, connect_timeout=1, read_timeout=1):
+        pass
+"""
+    tree = ast.parse(source)
+    access = {
+        a
+        for node in ast.walk(tree)
+        if isinstance(node, ast.Call)
+        for a in _call_access(node, "reconciler.kube", {})
+    }
+    assert access == {
+        ("coordination.k8s.io", "leases", "get"),
+        ("coordination.k8s.io", "leases", "create"),
+        ("coordination.k8s.io", "leases", "update"),
+        ("", "pods/status", "patch"),
+        ("", "pods", "watch"),
+    }
