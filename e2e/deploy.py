@@ -1,8 +1,12 @@
 """Installing the project on a cluster and running its controller, for demos and e2e tests.
 
 `install_crds` applies manifests/crds/ and waits until they are established;
-`apply_manifests` server-side-applies example manifests; `ControllerProcess`
-runs `reconciler run` as a child process with its log in a file.
+`apply_manifests` server-side-applies example manifests; `kustomize_build`
+renders a kustomization with the cached kustomize and `apply_objects`
+server-side-applies any objects (paths found through API discovery);
+`request_token` and `token_kubeconfig` give a ServiceAccount's kubeconfig;
+`ControllerProcess` runs `reconciler run` as a child process with its log in a
+file.
 """
 
 from __future__ import annotations
@@ -12,14 +16,27 @@ import os
 import signal
 import subprocess
 import sys
+from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
 import yaml
 
 from e2e.testbed import KubeClient, api_path
+from e2e.testbed.paths import binary_paths
 
-__all__ = ["CRD_DIR", "ROOT", "ControllerProcess", "apply_manifests", "install_crds", "object_path"]
+__all__ = [
+    "CRD_DIR",
+    "ROOT",
+    "ControllerProcess",
+    "apply_manifests",
+    "apply_objects",
+    "install_crds",
+    "kustomize_build",
+    "object_path",
+    "request_token",
+    "token_kubeconfig",
+]
 
 ROOT = Path(__file__).resolve().parent.parent
 CRD_DIR = ROOT / "manifests" / "crds"
@@ -59,6 +76,10 @@ async def apply_manifests(kube: KubeClient, *paths: Path) -> list[dict[str, Any]
 
 async def install_crds(kube: KubeClient, within: float = 30.0) -> None:
     crds = await apply_manifests(kube, *sorted(CRD_DIR.glob("*.yaml")))
+    await wait_established(kube, crds, within)
+
+
+async def wait_established(kube: KubeClient, crds: Iterable[dict[str, Any]], within: float = 30.0) -> None:
     loop = asyncio.get_running_loop()
     deadline = loop.time() + within
     for crd in crds:
@@ -71,6 +92,87 @@ async def install_crds(kube: KubeClient, within: float = 30.0) -> None:
             if loop.time() > deadline:
                 raise TimeoutError(f"CRD {crd['metadata']['name']} not established after {within}s")
             await asyncio.sleep(0.2)
+
+
+def kustomize_build(directory: Path) -> list[dict[str, Any]]:
+    """The objects `kustomize build directory` renders (kustomize from e2e/build-binaries.sh)."""
+    kustomize = binary_paths().kustomize
+    result = subprocess.run(
+        [str(kustomize), "build", str(directory)], capture_output=True, text=True, check=False
+    )
+    if result.returncode != 0:
+        raise RuntimeError(f"kustomize build {directory} failed:\n{result.stderr}")
+    return [d for d in yaml.safe_load_all(result.stdout) if isinstance(d, dict)]
+
+
+class Discovery:
+    """Plural and scope of a kind, from the API server's discovery (any kind, CRDs included)."""
+
+    def __init__(self, kube: KubeClient) -> None:
+        self._kube = kube
+        self._cache: dict[str, dict[str, tuple[str, bool]]] = {}
+
+    async def path(self, obj: dict[str, Any]) -> str:
+        api_version, kind = obj["apiVersion"], obj["kind"]
+        kinds = self._cache.get(api_version)
+        if kinds is None or kind not in kinds:
+            prefix = "/api/v1" if api_version == "v1" else f"/apis/{api_version}"
+            listing = await self._kube.get(prefix)
+            kinds = {
+                r["kind"]: (r["name"], bool(r["namespaced"]))
+                for r in listing.get("resources", [])
+                if "/" not in r["name"]
+            }
+            self._cache[api_version] = kinds
+        if kind not in kinds:
+            raise LookupError(f"the API server does not serve {kind} in {api_version}")
+        plural, namespaced = kinds[kind]
+        meta = obj["metadata"]
+        return api_path(api_version, plural, meta.get("namespace") if namespaced else None, meta["name"])
+
+
+async def apply_objects(
+    kube: KubeClient, objects: Iterable[dict[str, Any]], field_manager: str = FIELD_MANAGER
+) -> list[dict[str, Any]]:
+    """Server-side apply each object in order; CRDs are waited for until established."""
+    discovery = Discovery(kube)
+    applied: list[dict[str, Any]] = []
+    for obj in objects:
+        result = await kube.apply(await discovery.path(obj), obj, field_manager)
+        if obj["kind"] == "CustomResourceDefinition":
+            await wait_established(kube, [result])
+        applied.append(result)
+    return applied
+
+
+async def request_token(kube: KubeClient, namespace: str, name: str, seconds: int = 3600) -> str:
+    """A bound token of a ServiceAccount from the TokenRequest API."""
+    request = {
+        "apiVersion": "authentication.k8s.io/v1",
+        "kind": "TokenRequest",
+        "spec": {"expirationSeconds": seconds},
+    }
+    answer = await kube.create(api_path("v1", "serviceaccounts", namespace, name, "token"), request)
+    return str(answer["status"]["token"])
+
+
+def token_kubeconfig(admin_kubeconfig: Path, token: str, user: str, path: Path) -> Path:
+    """A kubeconfig for the admin kubeconfig's cluster that authenticates with a bearer token."""
+    admin = yaml.safe_load(admin_kubeconfig.read_text())
+    current = admin["current-context"]
+    context = next(c["context"] for c in admin["contexts"] if c["name"] == current)
+    cluster = next(c for c in admin["clusters"] if c["name"] == context["cluster"])
+    config = {
+        "apiVersion": "v1",
+        "kind": "Config",
+        "clusters": [cluster],
+        "users": [{"name": user, "user": {"token": token}}],
+        "contexts": [{"name": user, "context": {"cluster": cluster["name"], "user": user}}],
+        "current-context": user,
+    }
+    path.write_text(yaml.safe_dump(config, sort_keys=False))
+    path.chmod(0o600)
+    return path
 
 
 class ControllerProcess:

@@ -2,6 +2,9 @@
 
 The manifests are applied verbatim from examples/walkthrough (the seed's own
 copies); the controller runs as `reconciler run` in a child process.
+`walkthrough_items_1_to_6` and `cleanup_walkthrough` are reused by the
+deployment tests (the controller as the manifests' ServiceAccount, scraped by
+Prometheus).
 """
 
 from __future__ import annotations
@@ -30,7 +33,7 @@ PENDING_MESSAGE = (
 Obj = dict[str, Any]
 
 
-async def _cleanup(kube: KubeClient) -> None:
+async def cleanup_walkthrough(kube: KubeClient) -> None:
     for path in (
         api_path("v1", "namespaces", name=NS),
         api_path(KUEUE, "clusterqueues", name="p3-dra-cq"),
@@ -52,12 +55,12 @@ async def _cleanup(kube: KubeClient) -> None:
 async def test_walkthrough_items_1_to_6(controller: ControllerProcess, testbed: Testbed) -> None:
     async with KubeClient.from_kubeconfig(testbed.kubeconfig) as kube:
         try:
-            await _walkthrough(kube, controller)
+            await walkthrough_items_1_to_6(kube)
         except BaseException:
             print(controller.log_tail(60))
             raise
         finally:
-            await _cleanup(kube)
+            await cleanup_walkthrough(kube)
 
 
 async def _workload_of(kube: KubeClient, job_name: str) -> Obj | None:
@@ -68,7 +71,11 @@ async def _workload_of(kube: KubeClient, job_name: str) -> Obj | None:
     return await kube.get_or_none(api_path(KUEUE, "workloads", NS, name))
 
 
-async def _walkthrough(kube: KubeClient, controller: ControllerProcess) -> None:
+async def walkthrough_items_1_to_6(
+    kube: KubeClient, while_b_waits: Callable[[], Awaitable[None]] | None = None
+) -> None:
+    """Items 1 to 6 against a running controller; `while_b_waits` runs once job A is
+    admitted and running and job B waits for quota (before job A is deleted)."""
     await apply_manifests(
         kube,
         EXAMPLES / "10-queues.yaml",
@@ -165,6 +172,9 @@ async def _walkthrough(kube: KubeClient, controller: ControllerProcess) -> None:
     assert ("kueue-dra-running-a", "Started") in reasons
     assert (wl_a["metadata"]["name"], "QuotaReserved") in reasons
     assert (wl_b["metadata"]["name"], "Pending") in reasons
+
+    if while_b_waits is not None:
+        await while_b_waits()
 
     # 6. Job A goes away: its quota is released and job B is admitted without any manual step.
     await kube.delete(f"{jobs}/kueue-dra-running-a", params={"propagationPolicy": "Background"})

@@ -132,6 +132,9 @@ def plan_components(
                 *serving,
                 f"--client-ca-file={pki.ca_cert}",
                 "--authorization-mode=RBAC",
+                # As on clusters that enforce it (e.g. OpenShift): setting blockOwnerDeletion
+                # needs update on the owner's finalizers; the RBAC tests rely on it.
+                "--enable-admission-plugins=OwnerReferencesPermissionEnforcement",
                 "--service-account-issuer=https://kubernetes.default.svc",
                 f"--service-account-key-file={pki.sa_public_key}",
                 f"--service-account-signing-key-file={pki.sa_private_key}",

@@ -87,6 +87,15 @@ def load_kubeconfig(path: Path) -> tuple[str, ssl.SSLContext]:
     return str(cluster["server"]).rstrip("/"), ctx
 
 
+def _bearer_token(path: Path) -> str | None:
+    """The ``token`` of the current context's user, if it has one (else client certificates)."""
+    config = yaml.safe_load(path.read_text())
+    context = next(c["context"] for c in config["contexts"] if c["name"] == config["current-context"])
+    user = next(u["user"] for u in config["users"] if u["name"] == context["user"])
+    token = user.get("token")
+    return str(token) if token else None
+
+
 class KubeClient:
     """Use as ``async with KubeClient.from_kubeconfig(path) as kube: ...``."""
 
@@ -97,9 +106,11 @@ class KubeClient:
         *,
         request_timeout: float = 30.0,
         user_agent: str = "dra-quota-testbed",
+        token: str | None = None,
     ) -> None:
         self.server = server
         self._ssl = ssl_context
+        self._token = token
         self.request_timeout = request_timeout
         self._user_agent = user_agent
         self._session: aiohttp.ClientSession | None = None
@@ -107,12 +118,16 @@ class KubeClient:
     @classmethod
     def from_kubeconfig(cls, path: Path, **kwargs: Any) -> KubeClient:
         server, ctx = load_kubeconfig(path)
-        return cls(server, ctx, **kwargs)
+        return cls(server, ctx, token=_bearer_token(path), **kwargs)
 
     async def __aenter__(self) -> KubeClient:
         self._session = aiohttp.ClientSession(
             connector=aiohttp.TCPConnector(ssl=self._ssl, limit=64),
-            headers={"User-Agent": self._user_agent, "Accept": "application/json"},
+            headers={
+                "User-Agent": self._user_agent,
+                "Accept": "application/json",
+                **({"Authorization": f"Bearer {self._token}"} if self._token else {}),
+            },
         )
         return self
 

@@ -1,0 +1,241 @@
+"""The manifests on the test-bed: rendered by kustomize, applied as they are, RBAC enough to run.
+
+`kustomize build manifests` and `kustomize build manifests/prometheus` are
+server-side applied object by object (Namespace, CRDs, RBAC, ConfigMap,
+Service, Deployment, PDB, ServiceMonitor, PrometheusRule, dashboard
+ConfigMap); the ServiceMonitor and PrometheusRule are validated by the real
+prometheus-operator CRDs (pinned in e2e/versions.env, fetched by
+e2e/build-binaries.sh). The test-bed has no kubelet, so the Deployment's pods
+never run a controller; the controller runs instead as a child process
+authenticated as the manifests' ServiceAccount with a TokenRequest token, and
+the walkthrough must pass with exactly that access. The kube-apiserver
+authorizes with RBAC and enforces OwnerReferencesPermissionEnforcement.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import copy
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+import pytest_asyncio
+import yaml
+
+from e2e.deploy import (
+    ROOT,
+    ControllerProcess,
+    apply_objects,
+    kustomize_build,
+    request_token,
+    token_kubeconfig,
+)
+from e2e.scenario import wait_for
+from e2e.test_controller_walkthrough import cleanup_walkthrough, walkthrough_items_1_to_6
+from e2e.testbed import KubeClient, Testbed, api_path
+from e2e.testbed.kubeclient import ApiError
+from e2e.testbed.paths import binary_paths
+from reconciler.config import load_config
+
+pytestmark = [pytest.mark.testbed, pytest.mark.timeout(420)]
+
+NAMESPACE = "dra-quota-system"
+ACCOUNT = "dra-quota-reconciler"
+USERNAME = f"system:serviceaccount:{NAMESPACE}:{ACCOUNT}"
+Obj = dict[str, Any]
+
+
+def rendered() -> list[Obj]:
+    return kustomize_build(ROOT / "manifests") + kustomize_build(ROOT / "manifests" / "prometheus")
+
+
+def monitoring_crds() -> list[Obj]:
+    return [yaml.safe_load(p.read_text()) for p in binary_paths().monitoring_crd_files()]
+
+
+async def _delete_if_present(kube: KubeClient, path: str) -> None:
+    try:
+        await kube.delete(path)
+    except ApiError as err:
+        if err.status != 404:
+            raise
+
+
+@pytest.fixture(scope="module")
+def installed(testbed: Testbed) -> Iterator[list[Obj]]:
+    """Everything rendered, applied; removed again afterwards (the CRDs stay: other tests use them).
+
+    The Deployment's pods would be run by the node simulator as empty shells;
+    deleting the namespace stops that."""
+    objects = rendered()
+
+    async def install() -> list[Obj]:
+        async with KubeClient.from_kubeconfig(testbed.kubeconfig) as kube:
+            await apply_objects(kube, monitoring_crds())
+            return await apply_objects(kube, objects, field_manager="dra-quota-kustomize")
+
+    async def uninstall() -> None:
+        async with KubeClient.from_kubeconfig(testbed.kubeconfig) as kube:
+            for obj in objects:
+                if obj["kind"] in ("ClusterRole", "ClusterRoleBinding"):
+                    group = "rbac.authorization.k8s.io/v1"
+                    plural = obj["kind"].lower() + "s"
+                    await _delete_if_present(kube, api_path(group, plural, name=obj["metadata"]["name"]))
+            path = api_path("v1", "namespaces", name=NAMESPACE)
+            await _delete_if_present(kube, path)
+
+            async def gone() -> bool:
+                return await kube.get_or_none(path) is None
+
+            await wait_for(f"namespace {NAMESPACE} to be deleted", gone, within=90)
+
+    applied = asyncio.run(install())
+    try:
+        yield applied
+    finally:
+        asyncio.run(uninstall())
+
+
+@pytest_asyncio.fixture
+async def admin(testbed: Testbed) -> Any:
+    async with KubeClient.from_kubeconfig(testbed.kubeconfig) as kube:
+        yield kube
+
+
+def _by_kind(objects: list[Obj], kind: str) -> Obj:
+    (found,) = [o for o in objects if o["kind"] == kind]
+    return found
+
+
+def test_everything_rendered_is_applied(installed: list[Obj]) -> None:
+    kinds = sorted(o["kind"] for o in installed)
+    assert kinds == sorted(
+        [
+            "Namespace",
+            *["CustomResourceDefinition"] * 4,
+            "ServiceAccount",
+            "ClusterRole",
+            "ClusterRoleBinding",
+            "Role",
+            "RoleBinding",
+            "ConfigMap",
+            "Service",
+            "Deployment",
+            "PodDisruptionBudget",
+            "ServiceMonitor",
+            "PrometheusRule",
+            "ConfigMap",
+        ]
+    )
+    # What the API server made of them.
+    service = _by_kind(installed, "Service")
+    assert service["spec"]["clusterIP"]
+    deployment = _by_kind(installed, "Deployment")
+    assert deployment["spec"]["replicas"] == 2
+    rule = _by_kind(installed, "PrometheusRule")
+    assert len(rule["spec"]["groups"]) == 2
+
+
+def test_the_configmap_holds_a_valid_configuration(installed: list[Obj], tmp_path: Path) -> None:
+    deployment = _by_kind(installed, "Deployment")
+    volumes = {v["name"]: v for v in deployment["spec"]["template"]["spec"]["volumes"]}
+    config_map_name = volumes["config"]["configMap"]["name"]
+    (config_map,) = [
+        o for o in installed if o["kind"] == "ConfigMap" and o["metadata"]["name"] == config_map_name
+    ]
+    assert config_map_name.startswith("dra-quota-reconciler-config-")  # kustomize's content hash
+    path = tmp_path / "config.yaml"
+    path.write_text(config_map["data"]["config.yaml"])
+    assert load_config(str(path)).wait_for_pods_ready is not None
+
+
+@pytest.mark.asyncio
+async def test_pod_security_admits_the_pod_and_enforces_restricted(
+    installed: list[Obj], admin: KubeClient
+) -> None:
+    namespace = _by_kind(installed, "Namespace")
+    assert namespace["metadata"]["labels"]["pod-security.kubernetes.io/enforce"] == "restricted"
+    template = _by_kind(installed, "Deployment")["spec"]["template"]
+    pods = api_path("v1", "pods", NAMESPACE)
+    pod: Obj = {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "probe", **template["metadata"]}}
+    pod["spec"] = template["spec"]
+    created = await admin.request("POST", pods, params={"dryRun": "All"}, body=pod)
+    assert created["metadata"]["name"] == "probe"
+    # Control: the same pod without its security settings is refused.
+    loose = copy.deepcopy(pod)
+    del loose["spec"]["securityContext"]
+    del loose["spec"]["containers"][0]["securityContext"]
+    with pytest.raises(ApiError) as refused:
+        await admin.request("POST", pods, params={"dryRun": "All"}, body=loose)
+    assert refused.value.status == 403
+    assert "violates PodSecurity" in str(refused.value)
+
+
+@pytest.mark.asyncio
+async def test_service_account_token_has_exactly_its_roles(
+    installed: list[Obj], admin: KubeClient, testbed: Testbed, tmp_path: Path
+) -> None:
+    review = {"apiVersion": "authentication.k8s.io/v1", "kind": "SelfSubjectReview"}
+    reviews = api_path("authentication.k8s.io/v1", "selfsubjectreviews")
+    me = await admin.create(reviews, review)
+    assert "system:masters" in me["status"]["userInfo"]["groups"]  # the admin stays admin
+
+    token = await request_token(admin, NAMESPACE, ACCOUNT, seconds=600)
+    kubeconfig = token_kubeconfig(testbed.kubeconfig, token, USERNAME, tmp_path / "sa.kubeconfig")
+    async with KubeClient.from_kubeconfig(kubeconfig) as sa:
+        me = await sa.create(reviews, review)
+        assert me["status"]["userInfo"]["username"] == USERNAME
+        assert "system:masters" not in me["status"]["userInfo"]["groups"]
+        # The ClusterRole: Workloads may be listed everywhere, Secrets not at all.
+        # (Retried: just after a CRD is applied its storage may answer 429 for a moment.)
+        workloads = api_path("kueue.x-k8s.io/v1beta2", "workloads")
+        await wait_for("Workloads to be listed with the token", lambda: sa.get(workloads), within=30)
+        for forbidden in (api_path("v1", "secrets", NAMESPACE), api_path("v1", "configmaps", "default")):
+            with pytest.raises(ApiError) as denied:
+                await sa.get(forbidden)
+            assert denied.value.status == 403
+        # The Role: the Lease in its own namespace, nowhere else.
+        lease = {
+            "apiVersion": "coordination.k8s.io/v1",
+            "kind": "Lease",
+            "metadata": {"name": "rbac-probe"},
+            "spec": {"holderIdentity": "probe", "leaseDurationSeconds": 15},
+        }
+        leases = api_path("coordination.k8s.io/v1", "leases", NAMESPACE)
+        created = await sa.create(leases, lease)
+        created["spec"]["holderIdentity"] = "probe-2"
+        await sa.request("PUT", f"{leases}/rbac-probe", body=created)
+        assert (await sa.get(f"{leases}/rbac-probe"))["spec"]["holderIdentity"] == "probe-2"
+        with pytest.raises(ApiError) as denied:
+            await sa.create(api_path("coordination.k8s.io/v1", "leases", "default"), lease)
+        assert denied.value.status == 403
+        with pytest.raises(ApiError) as denied:
+            await sa.delete(f"{leases}/rbac-probe")
+        assert denied.value.status == 403
+
+
+@pytest.mark.asyncio
+async def test_walkthrough_as_the_service_account(
+    installed: list[Obj], admin: KubeClient, testbed: Testbed, tmp_path: Path
+) -> None:
+    """Items 1 to 6 with the controller holding only the manifests' RBAC, and their configuration."""
+    config_map = next(o for o in installed if o["kind"] == "ConfigMap" and "config.yaml" in o.get("data", {}))
+    config = tmp_path / "config.yaml"
+    config.write_text(config_map["data"]["config.yaml"])
+    token = await request_token(admin, NAMESPACE, ACCOUNT)
+    kubeconfig = token_kubeconfig(testbed.kubeconfig, token, USERNAME, tmp_path / "sa.kubeconfig")
+    controller = ControllerProcess(config, kubeconfig, tmp_path / "controller.log")
+    controller.start()
+    try:
+        await walkthrough_items_1_to_6(admin)
+    except BaseException:
+        print(controller.log_tail(60))
+        raise
+    finally:
+        await cleanup_walkthrough(admin)
+        code = controller.stop()
+    log = controller.log_path.read_text()
+    assert code == 0, controller.log_tail(30)
+    assert "forbidden" not in log.lower(), [line for line in log.splitlines() if "orbidden" in line][:5]
