@@ -23,7 +23,6 @@ its body says the same.
 
 from __future__ import annotations
 
-import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
@@ -64,7 +63,7 @@ class Health:
     leader: Callable[[], str | None] = field(default=lambda: None)
     # The running controller's state; None while no controller runs (followers, start-up).
     controller: Callable[[], ControllerState] | None = None
-    monotonic: Callable[[], float] = time.monotonic
+    stopping: bool = False  # shutting down: not ready, whatever the role
 
     def liveness(self) -> Verdict:
         if self.controller is None:
@@ -83,6 +82,8 @@ class Health:
         return Verdict(200, f"ok: {self.role}, {len(state.watches)} watches active", self.role)
 
     def readiness(self) -> Verdict:
+        if self.stopping:
+            return Verdict(503, f"not ready: {self.role}, shutting down", self.role)
         if self.role == "follower":
             leader = self.leader() or "unknown"
             return Verdict(200, f"standing by: not the leader (leader is {leader})", self.role)

@@ -48,7 +48,7 @@ from .reconciler import WATCHED, Reconciler
 from .snapshot import state_snapshot
 from .writer import WriteDone, Writer
 
-__all__ = ["ControllerOptions", "make_client", "run_controller"]
+__all__ = ["ControllerOptions", "make_client", "run_controller", "signal_stop"]
 
 log = structlog.get_logger(__name__)
 
@@ -187,7 +187,7 @@ async def run_controller(
     With ``metrics``, writes and decisions are counted and a scrape reads this
     controller's state; with ``health``, the probes see its watches and ledger.
     """
-    stop = stop or _signal_stop()
+    stop = stop or signal_stop()
     metrics = metrics or Metrics()
     client = await make_client(options.kubeconfig)
     inbox: asyncio.Queue[Item] = asyncio.Queue()
@@ -220,6 +220,8 @@ async def run_controller(
                 log.error("a controller task failed", task=task.get_name(), error=repr(task.exception()))
                 raise task.exception()  # type: ignore[misc]
         stopped.cancel()
+        if health is not None:
+            health.stopping = True
         log.info("shutting down", in_flight=writer.in_flight())
     finally:
         for task in tasks:
@@ -233,7 +235,8 @@ async def run_controller(
         log.info("controller stopped")
 
 
-def _signal_stop() -> asyncio.Event:
+def signal_stop() -> asyncio.Event:
+    """An event set on SIGTERM or SIGINT."""
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):
