@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import os
 import signal
+import socket
 import subprocess
 import sys
 from pathlib import Path
@@ -73,14 +74,36 @@ async def install_crds(kube: KubeClient, within: float = 30.0) -> None:
             await asyncio.sleep(0.2)
 
 
-class ControllerProcess:
-    """`reconciler run` as a child process (its own process group), logging to a file."""
+def free_port() -> int:
+    """A TCP port on 127.0.0.1 that nothing listens on right now."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.bind(("127.0.0.1", 0))
+        port: int = sock.getsockname()[1]
+        return port
 
-    def __init__(self, config: Path, kubeconfig: Path, log_path: Path, *extra: str) -> None:
+
+class ControllerProcess:
+    """`reconciler run` as a child process (its own process group), logging to a file.
+
+    Its metrics and health probes listen on 127.0.0.1 ports of their own (``metrics_port``,
+    ``health_port``; chosen once, kept across restarts), never on the default :8080/:8081.
+    """
+
+    def __init__(
+        self,
+        config: Path,
+        kubeconfig: Path,
+        log_path: Path,
+        *extra: str,
+        metrics_port: int | None = None,
+        health_port: int | None = None,
+    ) -> None:
         self.config = config
         self.kubeconfig = kubeconfig
         self.log_path = log_path
         self.extra = extra
+        self.metrics_port = metrics_port or free_port()
+        self.health_port = health_port or free_port()
         self.process: subprocess.Popen[bytes] | None = None
 
     def start(self) -> None:
@@ -99,6 +122,10 @@ class ControllerProcess:
                 str(self.kubeconfig),
                 "--log-format",
                 "json",
+                "--metrics-bind-address",
+                f"127.0.0.1:{self.metrics_port}",
+                "--health-probe-bind-address",
+                f"127.0.0.1:{self.health_port}",
                 *self.extra,
             ],
             stdout=log,
