@@ -14,6 +14,7 @@ from __future__ import annotations
 import asyncio
 import os
 import signal
+import socket
 import subprocess
 import sys
 from collections.abc import Iterable
@@ -31,6 +32,7 @@ __all__ = [
     "ControllerProcess",
     "apply_manifests",
     "apply_objects",
+    "free_port",
     "install_crds",
     "kustomize_build",
     "object_path",
@@ -175,14 +177,36 @@ def token_kubeconfig(admin_kubeconfig: Path, token: str, user: str, path: Path) 
     return path
 
 
-class ControllerProcess:
-    """`reconciler run` as a child process (its own process group), logging to a file."""
+def free_port() -> int:
+    """A TCP port on 127.0.0.1 that nothing listens on right now."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.bind(("127.0.0.1", 0))
+        port: int = sock.getsockname()[1]
+        return port
 
-    def __init__(self, config: Path, kubeconfig: Path, log_path: Path, *extra: str) -> None:
+
+class ControllerProcess:
+    """`reconciler run` as a child process (its own process group), logging to a file.
+
+    Its metrics and health probes listen on 127.0.0.1 ports of their own (``metrics_port``,
+    ``health_port``; chosen once, kept across restarts), never on the default :8080/:8081.
+    """
+
+    def __init__(
+        self,
+        config: Path,
+        kubeconfig: Path,
+        log_path: Path,
+        *extra: str,
+        metrics_port: int | None = None,
+        health_port: int | None = None,
+    ) -> None:
         self.config = config
         self.kubeconfig = kubeconfig
         self.log_path = log_path
         self.extra = extra
+        self.metrics_port = metrics_port or free_port()
+        self.health_port = health_port or free_port()
         self.process: subprocess.Popen[bytes] | None = None
 
     def start(self) -> None:
@@ -201,6 +225,10 @@ class ControllerProcess:
                 str(self.kubeconfig),
                 "--log-format",
                 "json",
+                "--metrics-bind-address",
+                f"127.0.0.1:{self.metrics_port}",
+                "--health-probe-bind-address",
+                f"127.0.0.1:{self.health_port}",
                 *self.extra,
             ],
             stdout=log,

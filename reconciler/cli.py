@@ -5,7 +5,11 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
+import os
+import re
+import socket
 import sys
+import uuid
 from collections.abc import Sequence
 from importlib.metadata import PackageNotFoundError, version
 
@@ -13,6 +17,53 @@ from .config import ConfigError, load_config
 from .simulate import InputError, SimulationError, render, run_simulation
 
 EXIT_USAGE = 2
+SERVICE_ACCOUNT_NAMESPACE = "/var/run/secrets/kubernetes.io/serviceaccount/namespace"
+_DURATION = re.compile(r"(\d+(?:\.\d*)?|\.\d+)(ms|s|m|h)")
+_UNIT_SECONDS = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0}
+
+
+def duration(text: str) -> float:
+    """Seconds from a Go-style duration (``15s``, ``500ms``, ``1m30s``) or a plain number of seconds."""
+    text = text.strip()
+    try:
+        seconds = float(text)
+    except ValueError:
+        parts = _DURATION.findall(text)
+        if not parts or "".join(n + u for n, u in parts) != text:
+            raise argparse.ArgumentTypeError(f"not a duration: {text!r} (e.g. 15s, 500ms, 1m)") from None
+        seconds = sum(float(n) * _UNIT_SECONDS[u] for n, u in parts)
+    if seconds <= 0:
+        raise argparse.ArgumentTypeError(f"a duration must be positive: {text!r}")
+    return seconds
+
+
+def _bind_address(text: str) -> str:
+    from .observability.server import parse_bind_address
+
+    try:
+        parse_bind_address(text)
+    except ValueError as err:
+        raise argparse.ArgumentTypeError(str(err)) from None
+    return text
+
+
+def default_election_namespace() -> str:
+    """$POD_NAMESPACE, else the in-cluster service-account namespace, else kueue-system."""
+    if os.environ.get("POD_NAMESPACE"):
+        return os.environ["POD_NAMESPACE"]
+    try:
+        with open(SERVICE_ACCOUNT_NAMESPACE) as f:
+            namespace = f.read().strip()
+        if namespace:
+            return namespace
+    except OSError:
+        pass
+    return "kueue-system"
+
+
+def default_election_identity() -> str:
+    """$POD_NAME, else hostname + '_' + a random suffix."""
+    return os.environ.get("POD_NAME") or f"{socket.gethostname()}_{uuid.uuid4()}"
 
 
 def _version() -> str:
@@ -40,6 +91,42 @@ def _parser() -> argparse.ArgumentParser:
     run.add_argument("--log-level", default="info", choices=("debug", "info", "warning", "error"))
     run.add_argument("--log-format", choices=("json", "console"), help="default: console on a terminal")
     run.add_argument("--write-concurrency", type=int, default=32, help="concurrent API writes (default 32)")
+    run.add_argument(
+        "--metrics-bind-address",
+        type=_bind_address,
+        default=":8080",
+        help="HOST:PORT serving /metrics (':PORT' = all interfaces, '0' disables; default :8080)",
+    )
+    run.add_argument(
+        "--health-probe-bind-address",
+        type=_bind_address,
+        default=":8081",
+        help="HOST:PORT serving /healthz and /readyz ('0' disables; default :8081)",
+    )
+    run.add_argument(
+        "--leader-elect",
+        action="store_true",
+        help="elect a leader through a Lease; only the leader decides and writes",
+    )
+    run.add_argument(
+        "--leader-election-namespace",
+        help="namespace of the Lease (default: $POD_NAMESPACE, the service account's, else kueue-system)",
+    )
+    run.add_argument(
+        "--leader-election-id", default="dra-quota-reconciler", help="name of the Lease (default %(default)s)"
+    )
+    run.add_argument(
+        "--leader-election-identity",
+        help="this replica's identity (default: $POD_NAME, else hostname_<random>)",
+    )
+    run.add_argument("--lease-duration", type=duration, default=15.0, help="how long a lease is held (15s)")
+    run.add_argument(
+        "--renew-deadline",
+        type=duration,
+        default=10.0,
+        help="the leader gives up after this without renewal (10s)",
+    )
+    run.add_argument("--retry-period", type=duration, default=2.0, help="between lease attempts (2s)")
     sim = sub.add_parser(
         "simulate",
         help="admit manifests offline and print the resulting Workloads and ClusterQueues",
@@ -82,18 +169,40 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 def _run(args: argparse.Namespace) -> int:
+    from .kube.leader import ElectionConfig
     from .observability.logging import configure_logging
-    from .runtime.controller import ControllerOptions, run_controller
+    from .runtime.controller import ControllerOptions
+    from .runtime.supervisor import ProcessOptions, run_process
 
     try:
         config = load_config(args.config)
     except ConfigError as err:
         print(f"error: {err}", file=sys.stderr)
         return EXIT_USAGE
+    election = None
+    if args.leader_elect:
+        try:
+            election = ElectionConfig(
+                namespace=args.leader_election_namespace or default_election_namespace(),
+                name=args.leader_election_id,
+                identity=args.leader_election_identity or default_election_identity(),
+                lease_duration=args.lease_duration,
+                renew_deadline=args.renew_deadline,
+                retry_period=args.retry_period,
+            )
+        except ValueError as err:
+            print(f"error: leader election: {err}", file=sys.stderr)
+            return EXIT_USAGE
     configure_logging(args.log_level, json=None if args.log_format is None else args.log_format == "json")
-    options = ControllerOptions(kubeconfig=args.kubeconfig, write_concurrency=args.write_concurrency)
+    options = ProcessOptions(
+        controller=ControllerOptions(kubeconfig=args.kubeconfig, write_concurrency=args.write_concurrency),
+        metrics_bind_address=args.metrics_bind_address,
+        health_bind_address=args.health_probe_bind_address,
+        leader_election=election,
+        version=_version(),
+    )
     with contextlib.suppress(KeyboardInterrupt):
-        asyncio.run(run_controller(config, options))
+        asyncio.run(run_process(config, options))
     return 0
 
 

@@ -8,6 +8,9 @@ The access is derived from the code, not listed by hand:
 - every direct client call on a resource constant (`client.create(RES, ...)`,
   `client.merge_patch(...)`, `client.delete(...)`, `client.get(RES.item_path(...))`,
   `client.request("PUT", RES.item_path(...))`, ...) needs its verb;
+- a verb-labelled request wrapper (`self._call("update", "PUT", ...)`, as the
+  leader election's) in a module that names exactly one resource constant needs
+  that verb on that resource (the verb must match the HTTP method);
 - a Workload created with `blockOwnerDeletion` on its Job needs update on
   `jobs/finalizers` (OwnerReferencesPermissionEnforcement).
 A resource constant the code mentions without any derivable verb fails the
@@ -40,6 +43,7 @@ CONSTANTS: dict[str, Resource] = {
 ACTION_VERBS = {"Create": "create", "PostEvent": "create", "MergePatch": "patch"}
 CLIENT_VERBS = {"create": "create", "merge_patch": "patch", "json_patch": "patch", "delete": "delete"}
 HTTP_VERBS = {"POST": "create", "PUT": "update", "PATCH": "patch", "DELETE": "delete"}
+KUBE_VERBS = frozenset({"get", "list", "watch", "create", "update", "patch", "delete"})
 
 # Access the runtime branch (metrics, health, leader election) adds, agreed in
 # advance: counted only while the code does not touch that resource at all.
@@ -122,16 +126,32 @@ def derive_access() -> tuple[set[Access], set[str]]:
             for node in ast.walk(tree)
             if isinstance(node, ast.For | ast.AsyncFor) and isinstance(node.target, ast.Name)
         }
+        here = {node.id for node in ast.walk(tree) if isinstance(node, ast.Name) and node.id in CONSTANTS}
+        mentioned |= here
+        only = CONSTANTS[next(iter(here))] if len(here) == 1 else None
         for node in ast.walk(tree):
-            if isinstance(node, ast.Name) and node.id in CONSTANTS:
-                mentioned.add(node.id)
-            if not isinstance(node, ast.Call):
-                continue
-            found |= set(_call_access(node, module, loop_sources))
+            if isinstance(node, ast.Call):
+                found |= set(_call_access(node, module, loop_sources, only))
     return found, mentioned
 
 
-def _call_access(call: ast.Call, module: str, loop_sources: dict[str, ast.expr]) -> Iterator[Access]:
+def _wrapper_access(call: ast.Call, only: Resource | None) -> Iterator[Access]:
+    """`wrapper("update", "PUT", ...)`: a verb and its HTTP method, on the module's one resource."""
+    if len(call.args) < 2 or not all(isinstance(a, ast.Constant) for a in call.args[:2]):
+        return
+    verb, method = (a.value for a in call.args[:2])  # type: ignore[attr-defined]
+    if verb not in KUBE_VERBS or method not in (*HTTP_VERBS, "GET"):
+        return
+    assert only is not None, f"{ast.unparse(call)}: in a module naming several resources (or none)"
+    expected = HTTP_VERBS.get(method, {"get", "list", "watch"})
+    assert verb in expected, f"{ast.unparse(call)}: verb {verb} does not match method {method}"
+    yield (only.group, only.plural, verb)
+
+
+def _call_access(
+    call: ast.Call, module: str, loop_sources: dict[str, ast.expr], only: Resource | None = None
+) -> Iterator[Access]:
+    yield from _wrapper_access(call, only)
     func = call.func
     name = func.id if isinstance(func, ast.Name) else func.attr if isinstance(func, ast.Attribute) else ""
     if name == "Informer" and len(call.args) > 1:
@@ -284,3 +304,14 @@ async def elect(client, namespace):
         ("", "pods/status", "patch"),
         ("", "pods", "watch"),
     }
+
+
+def test_the_scan_reads_verb_labelled_wrappers() -> None:
+    tree = ast.parse('await self._call("get", "GET", None)\nawait self._call("update", "PUT", body)')
+    leases = resources.LEASES
+    calls = [n for n in ast.walk(tree) if isinstance(n, ast.Call)]
+    access = {a for c in calls for a in _call_access(c, "reconciler.kube", {}, leases)}
+    assert access == {("coordination.k8s.io", "leases", "get"), ("coordination.k8s.io", "leases", "update")}
+    mismatch = ast.parse('self._call("create", "PUT", body)').body[0].value  # type: ignore[attr-defined]
+    with pytest.raises(AssertionError, match="does not match"):
+        list(_call_access(mismatch, "reconciler.kube", {}, leases))

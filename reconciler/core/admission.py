@@ -375,6 +375,21 @@ class Admission:
                     admitted.append(key)
         return waiting, admitted
 
+    def local_queue_pending_counts(self, namespace: str, name: str) -> tuple[int, int]:
+        """(active, inadmissible) waiting workloads of one LocalQueue: active ones are queued for a
+        decision; the others were set aside (did not fit) or cannot be queued at all."""
+        active = inadmissible = 0
+        for key in self._by_local_queue.get((namespace, name), ()):
+            if self.ledger.holds(key):
+                continue
+            cq_name = self._placement.get(key)
+            queue = self.queues.get(cq_name) if cq_name is not None else None
+            if queue is not None and queue.is_active(key):
+                active += 1
+            else:
+                inadmissible += 1
+        return active, inadmissible
+
     def pending_counts(self, cluster_queue: str) -> tuple[int, int]:
         """(active, inadmissible) pending workloads of a ClusterQueue."""
         queue = self.queues.get(cluster_queue)

@@ -93,6 +93,10 @@ class PendingQueue:
     def active_count(self) -> int:
         return len(self._live)
 
+    def is_active(self, key: WorkloadKey) -> bool:
+        """Queued for evaluation (not set aside as inadmissible)."""
+        return key in self._live
+
     def inadmissible_count(self) -> int:
         return len(self._parked)
 

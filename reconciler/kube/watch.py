@@ -176,6 +176,11 @@ class Informer(Generic[T]):
         self._log = log.bind(kind=resource.kind, namespace=namespace)
 
     @property
+    def inactivity_timeout(self) -> float:
+        """Seconds without a line after which a watch is reconnected."""
+        return self._inactivity_timeout
+
+    @property
     def resource_version(self) -> str:
         """The resourceVersion the next watch resumes from."""
         return self._rv

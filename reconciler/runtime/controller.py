@@ -13,6 +13,7 @@ import contextlib
 import os
 import signal
 import socket
+import time
 from dataclasses import dataclass
 from typing import Any
 
@@ -40,11 +41,14 @@ from reconciler.kube import (
     KubeClient,
     WatchEvent,
 )
+from reconciler.observability.health import ControllerState, Health, WatchState
+from reconciler.observability.metrics import Metrics
 
 from .reconciler import WATCHED, Reconciler
+from .snapshot import state_snapshot
 from .writer import WriteDone, Writer
 
-__all__ = ["ControllerOptions", "run_controller"]
+__all__ = ["ControllerOptions", "make_client", "run_controller", "signal_stop"]
 
 log = structlog.get_logger(__name__)
 
@@ -74,17 +78,34 @@ class ControllerOptions:
     status_interval: float = 0.5
     shutdown_grace: float = 10.0
     max_batch: int = 2000
+    # /healthz fails when inbox items have waited this long without a batch being handled.
+    stall_after: float = 60.0
 
 
-async def _client(options: ControllerOptions) -> KubeClient:
-    if options.kubeconfig or not os.environ.get("KUBERNETES_SERVICE_HOST"):
-        return await KubeClient.from_kubeconfig(options.kubeconfig)
+async def make_client(kubeconfig: str | None) -> KubeClient:
+    """A client from the kubeconfig given, else in-cluster when in a pod, else the default kubeconfig."""
+    if kubeconfig or not os.environ.get("KUBERNETES_SERVICE_HOST"):
+        return await KubeClient.from_kubeconfig(kubeconfig)
     return await KubeClient.in_cluster()
 
 
-async def _consume(inbox: asyncio.Queue[Item], reconciler: Reconciler, max_batch: int) -> None:
+@dataclass
+class _Progress:
+    """When the reconciler last finished a batch (monotonic), for the liveness probe."""
+
+    last_batch: float
+
+
+async def _consume(
+    inbox: asyncio.Queue[Item],
+    reconciler: Reconciler,
+    max_batch: int,
+    progress: _Progress | None = None,
+    metrics: Metrics | None = None,
+) -> None:
     while True:
         items = [await inbox.get()]
+        started = time.monotonic()
         while len(items) < max_batch:
             try:
                 items.append(inbox.get_nowait())
@@ -106,6 +127,11 @@ async def _consume(inbox: asyncio.Queue[Item], reconciler: Reconciler, max_batch
                 reconciler.flush_status()
         except Exception:
             log.exception("failed to decide after a batch")
+        finished = time.monotonic()
+        if progress is not None:
+            progress.last_batch = finished
+        if metrics is not None:
+            metrics.reconcile_batch(finished - started)
 
 
 def _describe(item: Item) -> str:
@@ -122,23 +148,69 @@ async def _tick(inbox: asyncio.Queue[Item], interval: float) -> None:
         inbox.put_nowait(FLUSH)
 
 
+def _controller_state(
+    informers: list[Informer[Any]],
+    reconciler: Reconciler,
+    inbox: asyncio.Queue[Item],
+    progress: _Progress,
+    consumer: asyncio.Task[None] | None,
+    stall_after: float,
+) -> ControllerState:
+    now = time.monotonic()
+    watches = [
+        WatchState(
+            name=i.resource.plural,
+            synced=i.synced,
+            idle_seconds=now - i.last_event_monotonic,
+            stale_after=2 * i.inactivity_timeout,
+        )
+        for i in informers
+    ]
+    stalled = None
+    if consumer is not None and consumer.done():
+        stalled = "the reconciler task has ended"
+    elif inbox.qsize() and now - progress.last_batch > stall_after:
+        stalled = f"{inbox.qsize()} inbox items and no batch handled for {now - progress.last_batch:.0f}s"
+    return ControllerState(watches, ledger_rebuilt=reconciler.ready, stalled=stalled)
+
+
 async def run_controller(
-    config: Configuration, options: ControllerOptions, stop: asyncio.Event | None = None
+    config: Configuration,
+    options: ControllerOptions,
+    stop: asyncio.Event | None = None,
+    *,
+    metrics: Metrics | None = None,
+    health: Health | None = None,
 ) -> None:
-    """Run until `stop` is set (or SIGTERM/SIGINT when no event is given)."""
-    stop = stop or _signal_stop()
-    client = await _client(options)
+    """Run until `stop` is set (or SIGTERM/SIGINT when no event is given).
+
+    With ``metrics``, writes and decisions are counted and a scrape reads this
+    controller's state; with ``health``, the probes see its watches and ledger.
+    """
+    stop = stop or signal_stop()
+    metrics = metrics or Metrics()
+    client = await make_client(options.kubeconfig)
     inbox: asyncio.Queue[Item] = asyncio.Queue()
-    writer = Writer(client, inbox.put_nowait, concurrency=options.write_concurrency)
-    reconciler = Reconciler(config, writer.submit, instance=socket.gethostname())
-    informers = [
+    writer = Writer(client, inbox.put_nowait, concurrency=options.write_concurrency, metrics=metrics)
+    reconciler = Reconciler(config, writer.submit, instance=socket.gethostname(), metrics=metrics)
+    informers: list[Informer[Any]] = [
         Informer(client, resource, PROJECTIONS[resource.plural], inbox.put_nowait) for resource in WATCHED
     ]
+    progress = _Progress(time.monotonic())
+    consumer: asyncio.Task[None] | None = None
+    metrics.state_source = lambda: state_snapshot(reconciler, informers, inbox.qsize())
+    if health is not None:
+        health.controller = lambda: _controller_state(
+            informers, reconciler, inbox, progress, consumer, options.stall_after
+        )
     tasks: list[asyncio.Task[None]] = []
     try:
         loop = asyncio.get_running_loop()
         tasks = [loop.create_task(i.run(), name=f"watch-{i.resource.plural}") for i in informers]
-        tasks.append(loop.create_task(_consume(inbox, reconciler, options.max_batch), name="reconciler"))
+        consumer = loop.create_task(
+            _consume(inbox, reconciler, options.max_batch, progress, metrics), name="reconciler"
+        )
+        tasks.append(consumer)
         tasks.append(loop.create_task(_tick(inbox, options.status_interval), name="status-tick"))
         log.info("controller started", watching=[r.plural for r in WATCHED])
         stopped = loop.create_task(stop.wait(), name="stop")
@@ -148,6 +220,8 @@ async def run_controller(
                 log.error("a controller task failed", task=task.get_name(), error=repr(task.exception()))
                 raise task.exception()  # type: ignore[misc]
         stopped.cancel()
+        if health is not None:
+            health.stopping = True
         log.info("shutting down", in_flight=writer.in_flight())
     finally:
         for task in tasks:
@@ -155,10 +229,14 @@ async def run_controller(
         await asyncio.gather(*tasks, return_exceptions=True)
         await writer.drain(options.shutdown_grace)
         await client.close()
+        metrics.state_source = None
+        if health is not None:
+            health.controller = None
         log.info("controller stopped")
 
 
-def _signal_stop() -> asyncio.Event:
+def signal_stop() -> asyncio.Event:
+    """An event set on SIGTERM or SIGINT."""
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):

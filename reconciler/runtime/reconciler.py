@@ -61,6 +61,7 @@ from reconciler.kube import (
     Resource,
     WatchEvent,
 )
+from reconciler.observability.metrics import Metrics
 
 from .actions import Action, Create, MergePatch, PostEvent
 from .events import event_body
@@ -183,6 +184,7 @@ class Reconciler:
     synced: set[str] = field(default_factory=set)
     ready: bool = False
     stats: ReconcilerStats = field(default_factory=ReconcilerStats)
+    metrics: Metrics = field(default_factory=Metrics)
     # Workloads whose admission write is in flight: events about them wait.
     _admitting: set[Key] = field(default_factory=set)
     # After our own write: the resourceVersion it produced; older events are stale.
@@ -211,7 +213,12 @@ class Reconciler:
         """Decide, after a batch of inbox items has been applied."""
         if not self.ready:
             return
-        for decision in self.core.schedule():
+        started = self.monotonic()
+        decisions = self.core.schedule()
+        if decisions:
+            admits = any(isinstance(d, Admit) for d in decisions)
+            self.metrics.admission_attempt(admits, self.monotonic() - started)
+        for decision in decisions:
             if isinstance(decision, Admit):
                 self._admit(decision)
             else:
@@ -298,8 +305,10 @@ class Reconciler:
         self._cq_dirty = True
 
     def _become_ready(self) -> None:
+        started = self.monotonic()
         admitted = [(k, w.status.admission) for k, w in self.workloads.items() if holds_quota(w)]
         self.core.rebuild((k, a) for k, a in admitted if a is not None)
+        self.metrics.ledger_rebuilt(self.monotonic() - started)
         log.info("caches synced; ledger rebuilt", admitted=len(admitted), workloads=len(self.workloads))
         self.ready = True
         self._resync(WORKLOADS.plural)
@@ -634,6 +643,7 @@ class Reconciler:
                 if purpose == "finish":
                     self.core.remove_workload(key)
                     self._fed.pop(key, None)
+                    self.metrics.workload_finished(self._cluster_queue_of(key))
             elif done.error is not None and not isinstance(done.error, NotFound):
                 self._write_failed(done)
         elif purpose == "create-workload":
@@ -688,6 +698,14 @@ class Reconciler:
         elif done.error is not None and not isinstance(done.error, (NotFound, Conflict)):
             self._write_failed(done)
 
+    def _cluster_queue_of(self, key: Key) -> str:
+        workload = self.workloads.get(key)
+        if workload is None:
+            return ""
+        if workload.status.admission is not None:
+            return workload.status.admission.cluster_queue
+        return self.core.local_queues.get((key[0], workload.spec.queue_name), "")
+
     def _write_failed(self, done: WriteDone) -> None:
         self.stats.write_errors += 1
         action = done.action
@@ -735,6 +753,7 @@ class Reconciler:
             self._apply_own_write(key, done.body, until_seen=True)
             workload = self.workloads[key]
             cq = workload.status.admission.cluster_queue if workload.status.admission else ""
+            self.metrics.quota_reserved(cq, workload.metadata.creation_timestamp)
             self._event(
                 WORKLOAD_API,
                 "Workload",

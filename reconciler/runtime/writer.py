@@ -15,9 +15,10 @@ from dataclasses import dataclass
 
 import structlog
 
-from reconciler.kube import KubeClient, KubeError
+from reconciler.kube import ApiError, KubeClient, KubeError, TransportError
+from reconciler.observability.metrics import Metrics
 
-from .actions import Action, Slot
+from .actions import Action, Create, PostEvent, Slot
 
 __all__ = ["WriteDone", "Writer"]
 
@@ -39,9 +40,15 @@ class WriteDone:
 
 class Writer:
     def __init__(
-        self, client: KubeClient, deliver: Callable[[WriteDone], None], *, concurrency: int = 32
+        self,
+        client: KubeClient,
+        deliver: Callable[[WriteDone], None],
+        *,
+        concurrency: int = 32,
+        metrics: Metrics | None = None,
     ) -> None:
         self._client = client
+        self._metrics = metrics
         self._deliver = deliver
         self._limit = asyncio.Semaphore(concurrency)
         self._busy: set[Slot] = set()
@@ -76,7 +83,13 @@ class Writer:
         started = time.monotonic()
         try:
             async with self._limit:
-                body = await action.perform(self._client)
+                sent = time.monotonic()
+                try:
+                    body = await action.perform(self._client)
+                except KubeError as err:
+                    self._observe(action, time.monotonic() - sent, err)
+                    raise
+                self._observe(action, time.monotonic() - sent, None)
             self._deliver(WriteDone(action, body=body, seconds=time.monotonic() - started))
         except KubeError as err:
             self._deliver(WriteDone(action, error=err, seconds=time.monotonic() - started))
@@ -87,6 +100,17 @@ class Writer:
                 following = self._waiting.pop(slot, None)
                 if following is not None and not self.closed:
                     self._start(following)
+
+    def _observe(self, action: Action, seconds: float, error: KubeError | None) -> None:
+        if self._metrics is None:
+            return
+        verb = "create" if isinstance(action, (Create, PostEvent)) else "patch"
+        code = None
+        if isinstance(error, ApiError):
+            code = str(error.status)
+        elif error is not None:
+            code = "transport" if isinstance(error, TransportError) else "decode"
+        self._metrics.api_request(verb, action.resource.plural, seconds, code)
 
     async def drain(self, grace: float) -> bool:
         """Stop taking actions, let in-flight writes finish; cancel what is left after `grace` seconds."""

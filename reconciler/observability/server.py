@@ -1,0 +1,83 @@
+"""The HTTP endpoints: ``/metrics`` on one port, ``/healthz`` and ``/readyz`` on another.
+
+Both are small aiohttp applications run by an ``AppRunner`` on the
+controller's event loop (no threads). Handlers read in-memory state only and
+answer at once. A bind address is ``HOST:PORT``; ``:PORT`` listens on all
+interfaces and ``0`` disables the server.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from aiohttp import web
+from prometheus_client.aiohttp import make_aiohttp_handler
+
+from .health import Health, Verdict
+from .metrics import Metrics
+
+__all__ = ["ROLE_HEADER", "Server", "health_app", "metrics_app", "parse_bind_address", "start_server"]
+
+ROLE_HEADER = "X-Replica-Role"
+
+
+def parse_bind_address(address: str) -> tuple[str | None, int] | None:
+    """``HOST:PORT`` → (host, port); ``:PORT`` → (None: every interface, port); ``0`` → None."""
+    address = address.strip()
+    if address == "0":
+        return None
+    host, sep, port_text = address.rpartition(":")
+    if not sep or not port_text.isdigit() or int(port_text) > 65535:
+        raise ValueError(f"bind address {address!r} is not HOST:PORT, :PORT or 0")
+    host = host.strip("[]")  # [::1]:8080
+    return (host or None, int(port_text))
+
+
+def metrics_app(metrics: Metrics) -> web.Application:
+    app = web.Application()
+    app.router.add_get("/metrics", make_aiohttp_handler(metrics.registry))
+    return app
+
+
+def _answer(verdict: Verdict) -> web.Response:
+    return web.Response(status=verdict.status, text=verdict.body + "\n", headers={ROLE_HEADER: verdict.role})
+
+
+def health_app(health: Health) -> web.Application:
+    async def healthz(request: web.Request) -> web.Response:
+        return _answer(health.liveness())
+
+    async def readyz(request: web.Request) -> web.Response:
+        return _answer(health.readiness())
+
+    app = web.Application()
+    app.router.add_get("/healthz", healthz)
+    app.router.add_get("/readyz", readyz)
+    return app
+
+
+@dataclass
+class Server:
+    runner: web.AppRunner
+    port: int  # the bound port (useful with :0)
+
+    async def close(self) -> None:
+        await self.runner.cleanup()
+
+
+async def start_server(app: web.Application, address: str) -> Server | None:
+    """Listen on ``address`` (see :func:`parse_bind_address`); None when it is ``0``."""
+    bind = parse_bind_address(address)
+    if bind is None:
+        return None
+    host, port = bind
+    runner = web.AppRunner(app, handle_signals=False, access_log=None, shutdown_timeout=1.0)
+    await runner.setup()
+    site = web.TCPSite(runner, host, port, reuse_address=True)
+    try:
+        await site.start()
+    except BaseException:
+        await runner.cleanup()
+        raise
+    addresses = runner.addresses
+    return Server(runner, int(addresses[0][1]) if addresses else port)

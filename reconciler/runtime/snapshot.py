@@ -1,0 +1,114 @@
+"""What a metrics scrape reads: the reconciler's in-memory state, summarised per queue.
+
+Called on the event loop at scrape time (never concurrently with the
+reconciler, which does not await while it mutates state), so the numbers are
+one consistent instant. Quantities are given in their base unit: cpu in cores
+(the ledger counts millicores), memory in bytes, GPUs as a count.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Sequence
+from typing import Any, Literal
+
+from reconciler.core.quantity import CPU
+from reconciler.core.status import condition
+from reconciler.kube import Informer
+from reconciler.observability.metrics import (
+    ClusterQueueSample,
+    LocalQueueSample,
+    StateSnapshot,
+    WatchSample,
+)
+
+from .reconciler import Reconciler
+
+__all__ = ["state_snapshot", "watch_samples"]
+
+_OBJECT_EVENTS = ("ADDED", "MODIFIED", "DELETED")
+
+
+def base_units(resource: str, amount: int) -> float:
+    """A ledger amount in the resource's base unit (the ledger keeps cpu in millicores)."""
+    return amount / 1000 if resource == CPU else float(amount)
+
+
+def _finished_by_cluster_queue(reconciler: Reconciler) -> Counter[str]:
+    counts: Counter[str] = Counter()
+    local_queues = reconciler.core.local_queues
+    for workload in reconciler.workloads.values():
+        finished = condition(workload.status.conditions, "Finished")
+        if finished is None or finished.status != "True":
+            continue
+        admission = workload.status.admission
+        if admission is not None:
+            counts[admission.cluster_queue] += 1
+        else:
+            cq = local_queues.get((workload.metadata.namespace, workload.spec.queue_name))
+            if cq is not None:
+                counts[cq] += 1
+    return counts
+
+
+def _cluster_queue(reconciler: Reconciler, name: str, finished: int) -> ClusterQueueSample:
+    core = reconciler.core
+    cq = reconciler.cluster_queues.get(name)
+    status: Literal["pending", "active", "terminating"]
+    if cq is not None and cq.metadata.deletion_timestamp:
+        status = "terminating"
+    elif core.cluster_queue_active(name)[0] == "True":
+        status = "active"
+    else:
+        status = "pending"
+    nominal: dict[tuple[str, str], float] = {}
+    model = core.cluster_queues.get(name)
+    if model is not None:
+        for group in model.groups:
+            for quota in group.flavors:
+                for resource in group.covered:
+                    nominal[(quota.name, resource)] = base_units(resource, quota.nominal.get(resource, 0))
+    used = {fr: 0.0 for fr in nominal}
+    for (flavor, resource), amount in core.ledger.usage(name).items():
+        used[(flavor, resource)] = base_units(resource, amount)
+    active, inadmissible = core.pending_counts(name)
+    holders = core.ledger.holder_count(name)
+    return ClusterQueueSample(
+        name=name,
+        status=status,
+        pending_active=active,
+        pending_inadmissible=inadmissible,
+        reserving=holders,
+        admitted=holders,
+        finished=finished,
+        nominal=nominal,
+        reserved=used,  # no admission checks: a reservation is an admission
+        used=used,
+    )
+
+
+def watch_samples(informers: Sequence[Informer[Any]]) -> list[WatchSample]:
+    return [
+        WatchSample(
+            kind=informer.resource.kind,
+            restarts=informer.stats.watch_restarts,
+            relists=informer.stats.relists,
+            events=sum(informer.stats.events[kind] for kind in _OBJECT_EVENTS),
+        )
+        for informer in informers
+    ]
+
+
+def state_snapshot(
+    reconciler: Reconciler, informers: Sequence[Informer[Any]] = (), inbox_depth: int = 0
+) -> StateSnapshot:
+    finished = _finished_by_cluster_queue(reconciler)
+    cluster_queues = [
+        _cluster_queue(reconciler, name, finished[name]) for name in sorted(reconciler.cluster_queues)
+    ]
+    local_queues = []
+    for namespace, name in sorted(reconciler.local_queues):
+        active, inadmissible = reconciler.core.local_queue_pending_counts(namespace, name)
+        _waiting, admitted = reconciler.core.local_queue_members(namespace, name)
+        local_queues.append(LocalQueueSample(namespace, name, active, inadmissible, len(admitted)))
+    return StateSnapshot(cluster_queues, local_queues, watch_samples(informers), inbox_depth)

@@ -1,0 +1,147 @@
+"""The process: metrics and probe servers, leader election, and the controller while leading.
+
+Without leader election the controller runs at once (``standalone``). With
+it, a replica starts as a ``follower`` running only the elector and the two
+servers; once it holds the Lease it becomes ``leader`` and starts the whole
+controller (watches, reconciler, writer), which rebuilds its ledger from the
+API before deciding anything. Followers never write.
+
+Leadership lost (no renewal within the renew deadline, or another holder in
+the Lease) ends the process at once with exit code 1, without draining
+writes: two writers must never overlap. On SIGTERM the leader stops its
+watches, lets in-flight writes finish (the Lease is still renewed meanwhile),
+steps down to ``follower`` and releases the Lease, so a follower takes over
+without waiting for it to expire.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import sys
+from collections.abc import Callable, Coroutine
+from dataclasses import dataclass, field
+from typing import Any, NoReturn
+
+import structlog
+
+from reconciler.config import Configuration
+from reconciler.kube.leader import ElectionConfig, LeaderElector
+from reconciler.observability.health import Health
+from reconciler.observability.metrics import Metrics, ReplicaRole
+from reconciler.observability.server import Server, health_app, metrics_app, start_server
+
+from .controller import ControllerOptions, make_client, run_controller, signal_stop
+
+__all__ = ["EXIT_LEADERSHIP_LOST", "ProcessOptions", "run_process"]
+
+log = structlog.get_logger(__name__)
+
+EXIT_LEADERSHIP_LOST = 1
+
+
+@dataclass(frozen=True)
+class ProcessOptions:
+    controller: ControllerOptions = field(default_factory=ControllerOptions)
+    metrics_bind_address: str = ":8080"
+    health_bind_address: str = ":8081"
+    leader_election: ElectionConfig | None = None
+    version: str = "0+unknown"
+
+
+def _exit_now(code: int) -> NoReturn:
+    sys.stderr.flush()
+    os._exit(code)
+
+
+async def run_process(
+    config: Configuration,
+    options: ProcessOptions,
+    stop: asyncio.Event | None = None,
+    *,
+    exit_now: Callable[[int], NoReturn] = _exit_now,
+    ready: Callable[[Metrics, Health, list[Server]], None] | None = None,
+) -> None:
+    """Run until ``stop`` (SIGTERM/SIGINT by default). ``ready`` sees the servers once they listen."""
+    stop = stop or signal_stop()
+    election = options.leader_election
+    role: ReplicaRole = "standalone" if election is None else "follower"
+    metrics = Metrics(role, version=options.version)
+    health = Health(role=role, identity=election.identity if election else "")
+    servers: list[Server] = []
+    try:
+        for what, app, address in (
+            ("metrics", metrics_app(metrics), options.metrics_bind_address),
+            ("health probes", health_app(health), options.health_bind_address),
+        ):
+            server = await start_server(app, address)
+            if server is not None:
+                servers.append(server)
+                log.info(f"serving {what}", address=address, port=server.port)
+        if ready is not None:
+            ready(metrics, health, servers)
+        if election is None:
+            await run_controller(config, options.controller, stop, metrics=metrics, health=health)
+        else:
+            await _run_elected(config, options.controller, election, stop, metrics, health, exit_now)
+    finally:
+        for server in servers:
+            await server.close()
+
+
+async def _first(work: Coroutine[Any, Any, None], stop: asyncio.Event) -> bool:
+    """Run ``work`` until it returns (True) or ``stop`` is set first (False; ``work`` is cancelled)."""
+    loop = asyncio.get_running_loop()
+    task = loop.create_task(work)
+    stopped = loop.create_task(stop.wait())
+    try:
+        await asyncio.wait([task, stopped], return_when=asyncio.FIRST_COMPLETED)
+    finally:
+        for t in (task, stopped):
+            t.cancel()
+        await asyncio.gather(task, stopped, return_exceptions=True)
+    return task.done() and not task.cancelled() and task.exception() is None
+
+
+async def _run_elected(
+    config: Configuration,
+    options: ControllerOptions,
+    election: ElectionConfig,
+    stop: asyncio.Event,
+    metrics: Metrics,
+    health: Health,
+    exit_now: Callable[[int], NoReturn],
+) -> None:
+    client = await make_client(options.kubeconfig)
+    elector = LeaderElector(client, election, observe=metrics.api_request)
+    health.leader = lambda: elector.leader
+    try:
+        log.info("waiting to become leader", lease=f"{election.namespace}/{election.name}")
+        if not await _first(elector.acquire(), stop):
+            log.info("stopped before becoming leader")
+            return
+        metrics.set_role("leader")
+        health.role = "leader"
+        loop = asyncio.get_running_loop()
+        holding = loop.create_task(elector.hold(), name="leader-renew")
+        controller = loop.create_task(
+            run_controller(config, options, stop, metrics=metrics, health=health), name="controller"
+        )
+        try:
+            await asyncio.wait([holding, controller], return_when=asyncio.FIRST_COMPLETED)
+            if holding.done():
+                log.error("lost leadership; exiting at once", error=str(holding.exception()))
+                exit_now(EXIT_LEADERSHIP_LOST)
+            # The controller has stopped (SIGTERM, or it failed): step down, then give the Lease up.
+            holding.cancel()
+            await asyncio.gather(holding, return_exceptions=True)
+            health.role = "follower"
+            metrics.set_role("follower")
+            await elector.release()
+            controller.result()  # a controller failure ends the process with it
+        finally:
+            for task in (holding, controller):
+                task.cancel()
+            await asyncio.gather(holding, controller, return_exceptions=True)
+    finally:
+        await client.close()

@@ -1,0 +1,299 @@
+"""Leader election against a Lease kept by the local fake API server (resourceVersion checked)."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import time
+from collections.abc import AsyncIterator
+from typing import Any
+
+import pytest
+import pytest_asyncio
+from aiohttp import web
+
+from reconciler.kube import LEASES, Backoff, KubeClient
+from reconciler.kube.leader import ElectionConfig, LeaderElector, LeadershipLost
+from tests.kube.fake_apiserver import FakeApiServer, Responder, status_body
+
+NS, NAME = "kueue-system", "dra-quota-reconciler"
+ITEM = LEASES.item_path(NS, NAME)
+COLLECTION = LEASES.list_path(NS)
+
+
+class LeaseStore:
+    """One Lease with apiserver semantics: resourceVersion bumps, 409 on a stale update."""
+
+    def __init__(self) -> None:
+        self.lease: dict[str, Any] | None = None
+        self.rv = 100
+        self.updates: list[dict[str, Any]] = []
+
+    def put(self, spec: dict[str, Any]) -> None:
+        """Someone else writes the Lease."""
+        self.rv += 1
+        self.lease = {
+            "apiVersion": "coordination.k8s.io/v1",
+            "kind": "Lease",
+            "metadata": {"name": NAME, "namespace": NS, "resourceVersion": str(self.rv)},
+            "spec": spec,
+        }
+
+    @property
+    def spec(self) -> dict[str, Any]:
+        assert self.lease is not None
+        spec: dict[str, Any] = self.lease["spec"]
+        return spec
+
+    async def get(self, request: web.Request) -> web.StreamResponse:
+        if self.lease is None:
+            return web.json_response(status_body(404, "NotFound", "leases not found"), status=404)
+        return web.json_response(self.lease)
+
+    async def create(self, request: web.Request) -> web.StreamResponse:
+        if self.lease is not None:
+            return web.json_response(status_body(409, "AlreadyExists", "already exists"), status=409)
+        body = json.loads(await request.read())
+        self.put(body["spec"])
+        return web.json_response(self.lease, status=201)
+
+    async def update(self, request: web.Request) -> web.StreamResponse:
+        body = json.loads(await request.read())
+        self.updates.append(body)
+        if self.lease is None or body["metadata"].get("resourceVersion") != str(self.rv):
+            return web.json_response(status_body(409, "Conflict", "the object has been modified"), status=409)
+        self.put(body["spec"])
+        return web.json_response(self.lease)
+
+
+def hang() -> Responder:
+    async def respond(request: web.Request) -> web.StreamResponse:
+        await asyncio.sleep(3600)
+        raise AssertionError("unreachable")
+
+    return respond
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.now = 1000.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+@pytest_asyncio.fixture
+async def store(fake: FakeApiServer) -> LeaseStore:
+    leases = LeaseStore()
+    fake.fallback(("LIST", ITEM), leases.get)
+    fake.fallback(("POST", COLLECTION), leases.create)
+    fake.fallback(("PUT", ITEM), leases.update)
+    return leases
+
+
+@pytest_asyncio.fixture
+async def kube(fake: FakeApiServer) -> AsyncIterator[KubeClient]:
+    client = KubeClient(fake.url, retry_attempts=1, retry_backoff=Backoff(initial=0.01, maximum=0.02))
+    try:
+        yield client
+    finally:
+        await client.close()
+
+
+def elector(
+    client: KubeClient,
+    identity: str = "me",
+    *,
+    clock: Clock | None = None,
+    lease: float = 15.0,
+    renew: float = 10.0,
+    retry: float = 0.02,
+) -> LeaderElector:
+    config = ElectionConfig(
+        NS, NAME, identity, lease_duration=lease, renew_deadline=renew, retry_period=retry
+    )
+    if clock is None:
+        return LeaderElector(client, config)
+    return LeaderElector(client, config, monotonic=clock)
+
+
+def leading(elector: LeaderElector) -> bool:
+    return elector.is_leader
+
+
+async def not_within(seconds: float, aw: Any) -> None:
+    task = asyncio.ensure_future(aw)
+    done, _ = await asyncio.wait([task], timeout=seconds)
+    assert not done, "returned although it should still be waiting"
+    task.cancel()
+    await asyncio.gather(task, return_exceptions=True)
+
+
+@pytest.mark.asyncio
+async def test_acquires_an_absent_lease_by_creating_it(kube: KubeClient, store: LeaseStore) -> None:
+    me = elector(kube)
+    await asyncio.wait_for(me.acquire(), 2)
+    assert leading(me)
+    assert me.leader == "me"
+    assert store.spec["holderIdentity"] == "me"
+    assert store.spec["leaseDurationSeconds"] == 15
+    assert store.spec["leaseTransitions"] == 0
+    assert store.spec["renewTime"].endswith("Z")
+    assert "." in store.spec["renewTime"]
+
+
+@pytest.mark.asyncio
+async def test_waits_while_held_and_takes_over_after_expiry_on_the_monotonic_clock(
+    kube: KubeClient, store: LeaseStore, fake: FakeApiServer
+) -> None:
+    # The holder's renewTime is decades old: wall clocks are never compared, so that means nothing.
+    store.put(
+        {"holderIdentity": "other", "leaseDurationSeconds": 15, "renewTime": "2000-01-01T00:00:00.000000Z"}
+    )
+    clock = Clock()
+    me = elector(kube, clock=clock)
+    await not_within(0.3, me.acquire())
+    assert not leading(me)
+    assert me.leader == "other"
+    assert not store.updates
+    clock.now += 10
+    # The holder renews: the 15 s start again from this observation.
+    store.put({**store.spec, "renewTime": "2000-01-01T00:00:10.000000Z", "leaseTransitions": 3})
+    await not_within(0.2, me.acquire())
+    clock.now += 10  # 20 s since the first observation, 10 s since the last change
+    await not_within(0.2, me.acquire())
+    assert not leading(me)
+    clock.now += 6
+    rv_before = str(store.rv)
+    await asyncio.wait_for(me.acquire(), 2)
+    assert leading(me)
+    assert store.spec["holderIdentity"] == "me"
+    assert store.spec["leaseTransitions"] == 4
+    # The takeover was conditional on the version it was decided on.
+    assert store.updates[-1]["metadata"]["resourceVersion"] == rv_before
+
+
+@pytest.mark.asyncio
+async def test_a_conflict_means_someone_else_won(
+    kube: KubeClient, store: LeaseStore, fake: FakeApiServer
+) -> None:
+    store.put({"holderIdentity": "", "leaseDurationSeconds": 1})  # released: free to take
+    me = elector(kube)
+
+    async def rival_wins_first(request: web.Request) -> web.StreamResponse:
+        store.put({"holderIdentity": "rival", "leaseDurationSeconds": 15, "renewTime": "x"})
+        return await store.update(request)
+
+    fake.script(("PUT", ITEM), rival_wins_first)
+    await not_within(0.3, me.acquire())
+    assert not leading(me)
+    assert me.leader == "rival"
+    assert store.spec["holderIdentity"] == "rival"
+    assert len(store.updates) == 1  # and no retry: the rival's lease is fresh
+
+
+@pytest.mark.asyncio
+async def test_renew_failing_beyond_the_renew_deadline_loses_leadership(
+    kube: KubeClient, store: LeaseStore, fake: FakeApiServer
+) -> None:
+    me = elector(kube, lease=1.0, renew=0.6, retry=0.1)
+    await asyncio.wait_for(me.acquire(), 2)
+    fake.fallback(("PUT", ITEM), reply(500, "InternalError"))
+    began = time.monotonic()
+    with pytest.raises(LeadershipLost, match="not renewed within"):
+        await asyncio.wait_for(me.hold(), 3)
+    took = time.monotonic() - began
+    assert 0.5 <= took < 1.0, took  # by the deadline, before the lease could expire for others
+    assert not leading(me)
+    assert len([r for r in fake.recorded("PUT")]) >= 3  # it kept trying until then
+
+
+def reply(code: int, reason: str) -> Responder:
+    async def respond(request: web.Request) -> web.StreamResponse:
+        return web.json_response(status_body(code, reason, "scripted"), status=code)
+
+    return respond
+
+
+@pytest.mark.asyncio
+async def test_renewals_keep_the_lease_and_each_one_is_conditional(
+    kube: KubeClient, store: LeaseStore, fake: FakeApiServer
+) -> None:
+    me = elector(kube, lease=1.0, renew=0.6, retry=0.05)
+    await asyncio.wait_for(me.acquire(), 2)
+    await not_within(0.5, me.hold())
+    assert leading(me)
+    assert len(store.updates) >= 4
+    assert all(u["spec"]["holderIdentity"] == "me" for u in store.updates)
+    renewals = [u["spec"]["renewTime"] for u in store.updates]
+    assert renewals == sorted(renewals)
+    assert len(set(renewals)) > 1
+
+
+@pytest.mark.asyncio
+async def test_another_holder_in_the_lease_means_lost_at_once(kube: KubeClient, store: LeaseStore) -> None:
+    me = elector(kube, lease=10.0, renew=5.0, retry=0.05)
+    await asyncio.wait_for(me.acquire(), 2)
+    store.put({**store.spec, "holderIdentity": "usurper"})
+    began = time.monotonic()
+    with pytest.raises(LeadershipLost, match="usurper"):
+        await asyncio.wait_for(me.hold(), 2)
+    assert time.monotonic() - began < 1.0  # not after the 5 s renew deadline
+
+
+@pytest.mark.asyncio
+async def test_a_server_that_never_answers_cannot_hang_the_elector(
+    kube: KubeClient, store: LeaseStore, fake: FakeApiServer
+) -> None:
+    me = elector(kube, lease=1.0, renew=0.6, retry=0.1)
+    await asyncio.wait_for(me.acquire(), 2)
+    fake.fallback(("LIST", ITEM), hang())
+    began = time.monotonic()
+    with pytest.raises(LeadershipLost):
+        await asyncio.wait_for(me.hold(), 3)
+    assert time.monotonic() - began < 0.9
+    # A follower against a silent server goes on trying, round after round.
+    other = elector(kube, "other", lease=1.0, renew=0.6, retry=0.05)
+    gets_before = len(fake.recorded("GET"))
+    await not_within(1.2, other.acquire())
+    assert len(fake.recorded("GET")) - gets_before >= 2
+
+
+@pytest.mark.asyncio
+async def test_release_lets_a_follower_take_over_at_once(kube: KubeClient, store: LeaseStore) -> None:
+    me = elector(kube)
+    await asyncio.wait_for(me.acquire(), 2)
+    clock = Clock()
+    follower = elector(kube, "follower", clock=clock)
+    await not_within(0.2, follower.acquire())
+    assert follower.leader == "me"
+    assert await me.release()
+    assert not leading(me)
+    assert "holderIdentity" not in store.spec
+    assert store.spec["leaseDurationSeconds"] == 1
+    await asyncio.wait_for(follower.acquire(), 2)  # the monotonic clock did not move at all
+    assert store.spec["holderIdentity"] == "follower"
+    assert store.spec["leaseTransitions"] == 1
+    assert not await me.release()  # only a leader releases
+
+
+@pytest.mark.asyncio
+async def test_create_conflict_is_not_leadership(
+    kube: KubeClient, store: LeaseStore, fake: FakeApiServer
+) -> None:
+    fake.script(("POST", COLLECTION), reply(409, "AlreadyExists"))
+    me = elector(kube, retry=0.5)
+    await not_within(0.3, me.acquire())  # one round: the create lost the race
+    assert not leading(me)
+    assert len(fake.recorded("POST")) == 1
+    await asyncio.wait_for(me.acquire(), 2)  # the next round creates it
+    assert store.spec["holderIdentity"] == "me"
+
+
+def test_config_validation() -> None:
+    with pytest.raises(ValueError, match="greater than the renew deadline"):
+        ElectionConfig(NS, NAME, "me", lease_duration=10, renew_deadline=10, retry_period=2)
+    with pytest.raises(ValueError, match="retry period"):
+        ElectionConfig(NS, NAME, "me", lease_duration=15, renew_deadline=2, retry_period=2)
+    with pytest.raises(ValueError, match="identity"):
+        ElectionConfig(NS, NAME, "")

@@ -1,0 +1,207 @@
+"""The process with leader election, against the fake API server: hand-over, loss, follower stop."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import AsyncIterator, Callable
+from pathlib import Path
+from typing import NoReturn
+
+import aiohttp
+import pytest
+import pytest_asyncio
+
+from reconciler.config import parse_config
+from reconciler.kube.leader import ElectionConfig
+from reconciler.observability.health import Health
+from reconciler.observability.metrics import Metrics
+from reconciler.observability.server import ROLE_HEADER, Server
+from reconciler.runtime.controller import ControllerOptions
+from reconciler.runtime.reconciler import WATCHED
+from reconciler.runtime.supervisor import EXIT_LEADERSHIP_LOST, ProcessOptions, run_process
+from tests.kube.fake_apiserver import FakeApiServer, page, status_reply, stream
+from tests.kube.test_leader import COLLECTION, ITEM, NAME, NS, LeaseStore
+
+CONFIG = parse_config({"apiVersion": "config.kueue.x-k8s.io/v1beta2", "kind": "Configuration"})
+
+
+class ExitedError(Exception):
+    def __init__(self, code: int) -> None:
+        super().__init__(code)
+        self.code = code
+
+
+@pytest_asyncio.fixture
+async def fake() -> AsyncIterator[FakeApiServer]:
+    server = FakeApiServer()
+    await server.start()
+    try:
+        yield server
+    finally:
+        await server.close()
+
+
+def raise_exit(code: int) -> NoReturn:
+    raise ExitedError(code)
+
+
+def serve_empty_cluster(fake: FakeApiServer, store: LeaseStore) -> None:
+    for resource in WATCHED:
+        fake.fallback(("LIST", resource.list_path()), page([], 1))
+        fake.fallback(("WATCH", resource.list_path()), stream(end="hang"))
+    fake.fallback(("LIST", ITEM), store.get)
+    fake.fallback(("POST", COLLECTION), store.create)
+    fake.fallback(("PUT", ITEM), store.update)
+
+
+def kubeconfig(tmp_path: Path, url: str) -> str:
+    path = tmp_path / "kubeconfig"
+    path.write_text(
+        f"""apiVersion: v1
+kind: Config
+clusters: [{{name: fake, cluster: {{server: "{url}"}}}}]
+users: [{{name: u, user: {{token: t0ken}}}}]
+contexts: [{{name: c, context: {{cluster: fake, user: u}}}}]
+current-context: c
+"""
+    )
+    return str(path)
+
+
+class Replica:
+    def __init__(self, identity: str, config_path: str) -> None:
+        self.identity = identity
+        self.stop = asyncio.Event()
+        self.ports: dict[str, int] = {}
+        self.options = ProcessOptions(
+            controller=ControllerOptions(kubeconfig=config_path, shutdown_grace=1.0),
+            metrics_bind_address="127.0.0.1:0",
+            health_bind_address="127.0.0.1:0",
+            leader_election=ElectionConfig(
+                NS, NAME, identity, lease_duration=2.0, renew_deadline=1.0, retry_period=0.1
+            ),
+        )
+        self.task: asyncio.Task[None] | None = None
+
+    def start(self, exit_now: Callable[[int], NoReturn] = raise_exit) -> None:
+        def ready(metrics: Metrics, health: Health, servers: list[Server]) -> None:
+            self.ports = {"metrics": servers[0].port, "health": servers[1].port}
+
+        self.task = asyncio.get_running_loop().create_task(
+            run_process(CONFIG, self.options, self.stop, exit_now=exit_now, ready=ready)
+        )
+
+    async def get(self, server: str, path: str) -> tuple[int, str, str]:
+        async with (
+            aiohttp.ClientSession() as session,
+            session.get(f"http://127.0.0.1:{self.ports[server]}{path}") as resp,
+        ):
+            return resp.status, (await resp.text()).strip(), resp.headers.get(ROLE_HEADER, "")
+
+    async def readyz(self) -> tuple[int, str, str]:
+        return await self.get("health", "/readyz")
+
+
+async def eventually(what: str, check: Callable[[], object], within: float = 5.0) -> float:
+    began = time.monotonic()
+    while True:
+        result = check()
+        if asyncio.iscoroutine(result):
+            result = await result
+        if result:
+            return time.monotonic() - began
+        if time.monotonic() - began > within:
+            raise AssertionError(f"not within {within}s: {what}")
+        await asyncio.sleep(0.05)
+
+
+@pytest.mark.timeout(30)
+@pytest.mark.asyncio
+async def test_two_replicas_hand_over_on_sigterm_without_waiting_for_expiry(
+    fake: FakeApiServer, tmp_path: Path
+) -> None:
+    store = LeaseStore()
+    serve_empty_cluster(fake, store)
+    path = kubeconfig(tmp_path, fake.url)
+    a, b = Replica("pod-a", path), Replica("pod-b", path)
+    a.start()
+    await eventually("a has its ports", lambda: a.ports)
+
+    async def leads(replica: Replica) -> bool:
+        return await replica.readyz() == (200, "ok: leader, all watches synced, ledger rebuilt", "leader")
+
+    await eventually("a leads and is ready", lambda: leads(a))
+    b.start()
+    await eventually("b has its ports", lambda: b.ports)
+    await eventually(
+        "b stands by",
+        lambda: _equals(b.readyz(), (200, "standing by: not the leader (leader is pod-a)", "follower")),
+    )
+    _status, text, _role = await b.get("metrics", "/metrics")
+    assert "dra_quota_leader 0.0" in text
+    assert 'replica_role="follower"' in text
+    assert "kueue_pending_workloads{" not in text  # a follower has no queue state
+    assert store.spec["holderIdentity"] == "pod-a"
+
+    a.stop.set()
+    stopped = time.monotonic()
+    assert a.task is not None
+    await asyncio.wait_for(a.task, 5)
+    took = await eventually("b leads", lambda: leads(b))
+    assert time.monotonic() - stopped < 1.5  # released: well before the 2 s lease would expire
+    assert took < 1.5
+    assert store.spec["holderIdentity"] == "pod-b"
+    assert store.spec["leaseTransitions"] == 1
+    _status, text, _role = await b.get("metrics", "/metrics")
+    assert "dra_quota_leader 1.0" in text
+    assert 'kueue_build_info{build_date="",compiler=' in text
+    assert 'replica_role="leader"' in text
+
+    b.stop.set()
+    assert b.task is not None
+    await asyncio.wait_for(b.task, 5)
+    assert "holderIdentity" not in store.spec  # released on the way out too
+
+
+async def _equals(aw: object, expected: object) -> bool:
+    return bool(await aw == expected)  # type: ignore[misc]
+
+
+@pytest.mark.timeout(30)
+@pytest.mark.asyncio
+async def test_leadership_lost_exits_at_once_with_an_error(fake: FakeApiServer, tmp_path: Path) -> None:
+    store = LeaseStore()
+    serve_empty_cluster(fake, store)
+    a = Replica("pod-a", kubeconfig(tmp_path, fake.url))
+    a.start()
+    await eventually(
+        "a leads", lambda: store.lease is not None and store.spec.get("holderIdentity") == "pod-a"
+    )
+    fake.fallback(("PUT", ITEM), status_reply(500, "InternalError", "etcd is away"))
+    broken = time.monotonic()
+    assert a.task is not None
+    with pytest.raises(ExitedError) as exited:
+        await asyncio.wait_for(a.task, 5)
+    assert exited.value.code == EXIT_LEADERSHIP_LOST
+    assert time.monotonic() - broken < 1.5  # within the renew deadline (1 s) and a retry period
+
+
+@pytest.mark.timeout(30)
+@pytest.mark.asyncio
+async def test_a_stopped_follower_never_writes(fake: FakeApiServer, tmp_path: Path) -> None:
+    store = LeaseStore()
+    store.put({"holderIdentity": "pod-other", "leaseDurationSeconds": 60, "renewTime": "t"})
+    serve_empty_cluster(fake, store)
+    b = Replica("pod-b", kubeconfig(tmp_path, fake.url))
+    b.start()
+    await eventually("b has its ports", lambda: b.ports)
+    assert await b.readyz() == (200, "standing by: not the leader (leader is pod-other)", "follower")
+    status, _body, role = await b.get("health", "/healthz")
+    assert (status, role) == (200, "follower")
+    await asyncio.sleep(0.3)
+    b.stop.set()
+    assert b.task is not None
+    await asyncio.wait_for(b.task, 5)
+    assert fake.recorded("PUT") == []
+    assert not [r for r in fake.recorded("GET") if r.path != ITEM]  # no watch, no list: it never led

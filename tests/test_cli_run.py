@@ -1,0 +1,63 @@
+"""`reconciler run` flags: durations, bind addresses, leader-election defaults and validation."""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+import pytest
+
+from reconciler import cli
+
+CONFIG = Path(__file__).resolve().parent.parent / "examples" / "walkthrough" / "00-configuration.yaml"
+
+
+@pytest.mark.parametrize(
+    ("text", "seconds"), [("15s", 15.0), ("500ms", 0.5), ("1m30s", 90.0), ("2", 2.0), ("0.5s", 0.5)]
+)
+def test_durations(text: str, seconds: float) -> None:
+    assert cli.duration(text) == seconds
+
+
+@pytest.mark.parametrize("text", ["", "15x", "s", "-1s", "0", "1s2"])
+def test_bad_durations(text: str) -> None:
+    with pytest.raises(argparse.ArgumentTypeError):
+        cli.duration(text)
+
+
+def test_election_defaults_follow_the_pod(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("POD_NAMESPACE", "ops")
+    monkeypatch.setenv("POD_NAME", "reconciler-7d9f-abcde")
+    assert cli.default_election_namespace() == "ops"
+    assert cli.default_election_identity() == "reconciler-7d9f-abcde"
+    monkeypatch.delenv("POD_NAMESPACE")
+    monkeypatch.delenv("POD_NAME")
+    monkeypatch.setattr(cli, "SERVICE_ACCOUNT_NAMESPACE", "/nonexistent/namespace")
+    assert cli.default_election_namespace() == "kueue-system"
+    first, second = cli.default_election_identity(), cli.default_election_identity()
+    assert first != second  # hostname_<random>
+    assert first.split("_")[0] == second.split("_")[0]
+
+
+def test_inconsistent_lease_timing_is_a_usage_error(capsys: pytest.CaptureFixture[str]) -> None:
+    code = cli.main(
+        [
+            "run",
+            "--config",
+            str(CONFIG),
+            "--leader-elect",
+            "--lease-duration",
+            "5s",
+            "--renew-deadline",
+            "10s",
+        ]
+    )
+    assert code == cli.EXIT_USAGE
+    assert "lease duration must be greater than the renew deadline" in capsys.readouterr().err
+
+
+def test_bad_bind_address_is_a_usage_error(capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit) as exited:
+        cli.main(["run", "--config", str(CONFIG), "--metrics-bind-address", "8080"])
+    assert exited.value.code == 2
+    assert "bind address" in capsys.readouterr().err
