@@ -8,8 +8,9 @@ prometheus-operator CRDs (pinned in e2e/versions.env, fetched by
 e2e/build-binaries.sh). The test-bed has no kubelet, so the Deployment's pods
 never run a controller; the controller runs instead as a child process
 authenticated as the manifests' ServiceAccount with a TokenRequest token, and
-the walkthrough must pass with exactly that access. The kube-apiserver
-authorizes with RBAC and enforces OwnerReferencesPermissionEnforcement.
+the walkthrough must pass with exactly that access. The module has a test-bed
+of its own, whose kube-apiserver authorizes with RBAC and also enforces
+OwnerReferencesPermissionEnforcement.
 """
 
 from __future__ import annotations
@@ -44,6 +45,7 @@ pytestmark = [pytest.mark.testbed, pytest.mark.timeout(420)]
 NAMESPACE = "dra-quota-system"
 ACCOUNT = "dra-quota-reconciler"
 USERNAME = f"system:serviceaccount:{NAMESPACE}:{ACCOUNT}"
+ENFORCE_OWNER_REFERENCES = "--enable-admission-plugins=OwnerReferencesPermissionEnforcement"
 Obj = dict[str, Any]
 
 
@@ -61,6 +63,23 @@ async def _delete_if_present(kube: KubeClient, path: str) -> None:
     except ApiError as err:
         if err.status != 404:
             raise
+
+
+@pytest.fixture(scope="module")
+def testbed(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Testbed]:
+    """A test-bed of this module's own whose kube-apiserver also enforces
+    OwnerReferencesPermissionEnforcement, as some clusters do (OpenShift): setting
+    blockOwnerDeletion then needs update on the owner's finalizers, so the walkthrough
+    proves the ClusterRole's jobs/finalizers rule. (Not in the shared test-bed: with it,
+    e2e/test_controller_ha.py failed 3 runs of 3.)"""
+    bed = Testbed(
+        run_dir=tmp_path_factory.mktemp("testbed-deploy"), apiserver_args=(ENFORCE_OWNER_REFERENCES,)
+    )
+    bed.start()
+    try:
+        yield bed
+    finally:
+        bed.stop()
 
 
 @pytest.fixture(scope="module")
@@ -214,6 +233,24 @@ async def test_service_account_token_has_exactly_its_roles(
         with pytest.raises(ApiError) as denied:
             await sa.delete(f"{leases}/rbac-probe")
         assert denied.value.status == 403
+        # OwnerReferencesPermissionEnforcement is on: blockOwnerDeletion on an owner whose
+        # finalizers the account may not update is refused (on a Job it may, see the ClusterRole).
+        owner = await admin.create(
+            api_path("v1", "configmaps", NAMESPACE),
+            {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "owner-probe"}},
+        )
+        reference = {
+            "apiVersion": "v1",
+            "kind": "ConfigMap",
+            "name": "owner-probe",
+            "uid": owner["metadata"]["uid"],
+            "blockOwnerDeletion": True,
+        }
+        owned = {**lease, "metadata": {"name": "owned-probe", "ownerReferences": [reference]}}
+        with pytest.raises(ApiError) as denied:
+            await sa.create(leases, owned)
+        assert denied.value.status == 403
+        assert "blockOwnerDeletion" in str(denied.value)
 
 
 @pytest.mark.asyncio

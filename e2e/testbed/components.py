@@ -93,6 +93,7 @@ def plan_components(
     layout: RunLayout,
     ports: dict[str, int],
     pod_run_seconds: float | None,
+    apiserver_args: tuple[str, ...] = (),
 ) -> dict[str, ComponentPlan]:
     etcd_client = f"http://127.0.0.1:{ports['etcd-client']}"
     etcd_peer = f"http://127.0.0.1:{ports['etcd-peer']}"
@@ -132,9 +133,6 @@ def plan_components(
                 *serving,
                 f"--client-ca-file={pki.ca_cert}",
                 "--authorization-mode=RBAC",
-                # As on clusters that enforce it (e.g. OpenShift): setting blockOwnerDeletion
-                # needs update on the owner's finalizers; the RBAC tests rely on it.
-                "--enable-admission-plugins=OwnerReferencesPermissionEnforcement",
                 "--service-account-issuer=https://kubernetes.default.svc",
                 f"--service-account-key-file={pki.sa_public_key}",
                 f"--service-account-signing-key-file={pki.sa_private_key}",
@@ -145,6 +143,7 @@ def plan_components(
                 "--shutdown-watch-termination-grace-period=2s",
                 "--profiling=false",
                 "--v=1",
+                *apiserver_args,
             ),
             health_url=f"https://127.0.0.1:{ports[APISERVER]}/readyz",
             uses_tls=True,

@@ -73,10 +73,12 @@ class Testbed:
         pod_run_seconds: float | None = None,
         build: bool = True,
         echo: Callable[[str], None] | None = _stderr_echo,
+        apiserver_args: tuple[str, ...] = (),
     ) -> None:
         self.layout = RunLayout((run_dir or default_run_dir()).resolve())
         self.spec = spec or default_spec()
         self._pod_run_seconds = pod_run_seconds
+        self._apiserver_args = apiserver_args  # extra kube-apiserver flags, e.g. admission plugins
         self._build = build
         self._echo = echo or (lambda _message: None)
         self._processes: dict[str, ManagedProcess] = {}
@@ -143,7 +145,9 @@ class Testbed:
         self._ports = dict(zip(PORT_NAMES, free_ports(len(PORT_NAMES)), strict=True))
         write_kubeconfig(self.kubeconfig, self.server, self._pki)
         self.layout.spec_file.write_text(dump_spec(self.spec))
-        self._plans = plan_components(binaries, self._pki, self.layout, self._ports, self._pod_run_seconds)
+        self._plans = plan_components(
+            binaries, self._pki, self.layout, self._ports, self._pod_run_seconds, self._apiserver_args
+        )
         drivers = self._plan_drivers(self.spec)
         self._plans.update(drivers)
         atexit.register(self.stop)
