@@ -194,6 +194,10 @@ class Reconciler:
     _creating: set[Key] = field(default_factory=set)
     # A start or suspend we asked for and the watch has not shown yet: not asked twice.
     _job_intent: dict[Key, str] = field(default_factory=dict)
+    # resourceVersions the watch delivered while our Job write or admission was in flight: when the
+    # response's version is among them, the watch got there first and the cache is already as new.
+    _job_rvs_in_flight: dict[Key, set[str]] = field(default_factory=dict)
+    _admission_rvs_in_flight: dict[Key, set[str]] = field(default_factory=dict)
     # After our own Job write: its resourceVersion; older Job events are stale until it is seen.
     _job_awaiting: dict[Key, str] = field(default_factory=dict)
     # Workloads whose Finished write is in flight.
@@ -326,9 +330,12 @@ class Reconciler:
             gone = self.jobs.pop(key, None)
             self._job_intent.pop(key, None)
             self._job_awaiting.pop(key, None)
+            self._job_rvs_in_flight.pop(key, None)
             if gone is not None and self.ready:
                 self._job_deleted(gone)
             return
+        if key in self._job_intent:
+            self._job_rvs_in_flight.setdefault(key, set()).add(job.metadata.resource_version)
         awaited = self._job_awaiting.get(key)
         if awaited is not None:
             if job.metadata.resource_version != awaited:
@@ -345,6 +352,8 @@ class Reconciler:
             self._fed.pop(key, None)
             self.core.remove_workload(key)
             return
+        if key in self._admitting:
+            self._admission_rvs_in_flight.setdefault(key, set()).add(workload.metadata.resource_version)
         awaited = self._awaiting.get(key)
         if awaited is not None:
             rv, deadline = awaited
@@ -666,8 +675,9 @@ class Reconciler:
                 self._write_failed(done)
         elif purpose in ("job-start", "job-suspend"):
             self._job_intent.pop(key, None)
+            seen = self._job_rvs_in_flight.pop(key, set())
             if done.ok and done.body is not None:
-                self._apply_own_job_write(key, done.body)
+                self._apply_own_job_write(key, done.body, seen)
             if done.error is not None or done.superseded:
                 if done.error is not None and not isinstance(done.error, NotFound):
                     self._write_failed(done)
@@ -725,17 +735,23 @@ class Reconciler:
         del self._awaiting[key]
         return False
 
-    def _apply_own_job_write(self, key: Key, body: bytes) -> None:
+    def _apply_own_job_write(self, key: Key, body: bytes, seen: set[str] | None = None) -> None:
         job = msgspec.json.decode(body, type=Job)
+        if seen and job.metadata.resource_version in seen:
+            return  # the watch brought our write (and maybe newer) before its response
         previous = self.jobs.get(key)
         self.jobs[key] = job
         rv = job.metadata.resource_version
         if previous is None or previous.metadata.resource_version != rv:
             self._job_awaiting[key] = rv
 
-    def _apply_own_write(self, key: Key, body: bytes, *, until_seen: bool = False) -> None:
+    def _apply_own_write(
+        self, key: Key, body: bytes, *, until_seen: bool = False, seen: set[str] | None = None
+    ) -> None:
         """Our write's response is the newest state: apply it now, skip the older events."""
         workload = msgspec.json.decode(body, type=Workload)
+        if seen and workload.metadata.resource_version in seen:
+            return  # the watch brought our write (and maybe newer) before its response
         previous = self.workloads.get(key)
         self.workloads[key] = workload
         rv = workload.metadata.resource_version
@@ -748,9 +764,10 @@ class Reconciler:
 
     def _admission_written(self, key: Key, done: WriteDone) -> None:
         self._admitting.discard(key)
+        seen = self._admission_rvs_in_flight.pop(key, set())
         if done.ok and done.body is not None:
             self.stats.admitted += 1
-            self._apply_own_write(key, done.body, until_seen=True)
+            self._apply_own_write(key, done.body, until_seen=True, seen=seen)
             workload = self.workloads[key]
             cq = workload.status.admission.cluster_queue if workload.status.admission else ""
             self.metrics.quota_reserved(cq, workload.metadata.creation_timestamp)
