@@ -24,6 +24,8 @@ from reconciler.core.projections import (
     Job,
     LocalQueue,
     Namespace,
+    Pod,
+    ResourceClaim,
     ResourceClaimTemplate,
     ResourceFlavor,
     Workload,
@@ -33,7 +35,9 @@ from reconciler.kube import (
     JOBS,
     LOCAL_QUEUES,
     NAMESPACES,
+    PODS,
     RESOURCE_CLAIM_TEMPLATES,
+    RESOURCE_CLAIMS,
     RESOURCE_FLAVORS,
     WORKLOADS,
     Informer,
@@ -41,7 +45,7 @@ from reconciler.kube import (
     WatchEvent,
 )
 
-from .reconciler import WATCHED, Reconciler
+from .reconciler import LABEL_SELECTORS, WATCHED, Reconciler
 from .writer import WriteDone, Writer
 
 __all__ = ["ControllerOptions", "run_controller"]
@@ -56,6 +60,8 @@ PROJECTIONS: dict[str, type[Any]] = {
     LOCAL_QUEUES.plural: LocalQueue,
     RESOURCE_FLAVORS.plural: ResourceFlavor,
     NAMESPACES.plural: Namespace,
+    PODS.plural: Pod,
+    RESOURCE_CLAIMS.plural: ResourceClaim,
 }
 
 
@@ -132,7 +138,14 @@ async def run_controller(
     writer = Writer(client, inbox.put_nowait, concurrency=options.write_concurrency)
     reconciler = Reconciler(config, writer.submit, instance=socket.gethostname())
     informers = [
-        Informer(client, resource, PROJECTIONS[resource.plural], inbox.put_nowait) for resource in WATCHED
+        Informer(
+            client,
+            resource,
+            PROJECTIONS[resource.plural],
+            inbox.put_nowait,
+            label_selector=LABEL_SELECTORS.get(resource.plural),
+        )
+        for resource in WATCHED
     ]
     tasks: list[asyncio.Task[None]] = []
     try:
