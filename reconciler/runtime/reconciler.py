@@ -464,10 +464,12 @@ class Reconciler:
             mappings=self.config.class_to_resource,
         )
 
-    def _sync_workload(self, key: Key) -> None:
-        """Bring the core in line with the Workload the API shows."""
+    def _sync_workload(self, key: Key, *, own_write: bool = False) -> None:
+        """Bring the core in line with the Workload the API shows (or our write just returned)."""
         workload = self.workloads.get(key)
-        if workload is None or key in self._admitting or key in self._evicting or self._is_awaiting(key):
+        if workload is None or key in self._admitting or key in self._evicting:
+            return
+        if not own_write and self._is_awaiting(key):
             return
         owner = self._owner_job(workload)
         orphaned = owner is not None and owner not in self.jobs
@@ -739,6 +741,7 @@ class Reconciler:
         self._fed.pop(key, None)
         self._unready.discard(key)
         self.timers.cancel(key, "pods-ready")
+        self._sync_workload(key, own_write=True)  # starts the requeue backoff
         workload = self.workloads[key]
         self._event(WORKLOAD_API, "Workload", workload, "Normal", f"EvictedDueTo{reason}", message)
         owner = self._owner_job(workload)
@@ -946,7 +949,7 @@ class Reconciler:
             self._deactivating.discard(key)
             if done.ok and done.body is not None:
                 self._apply_own_write(key, done.body)
-                self._sync_workload(key)
+                self._sync_workload(key, own_write=True)
                 if purpose == "requeue":
                     self._event(
                         WORKLOAD_API,
@@ -1006,6 +1009,8 @@ class Reconciler:
                 self._event(
                     "batch/v1", "Job", started, "Normal", "Started", f"Admitted by clusterQueue {cq_name}"
                 )
+            elif purpose == "job-clear-start":
+                self._reconcile_job(key)  # the template can be restored now
         elif purpose == "lq-status":
             if done.ok and done.body is not None:
                 lq_written = msgspec.json.decode(done.body, type=LocalQueue)
