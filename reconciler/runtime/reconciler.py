@@ -681,6 +681,7 @@ class Reconciler:
         if deadline.at > now:
             self.timers.set(key, "pods-ready", deadline.at)
             return
+        log.debug("PodsReady timeout", workload=f"{key[0]}/{key[1]}", late=round(now - deadline.at, 3))
         plan = plan_timeout(
             workload.status.requeue_state,
             now,
@@ -731,6 +732,9 @@ class Reconciler:
     def _evicted(self, key: Key, done: WriteDone) -> None:
         reason, message = self._evicting.pop(key, ("", ""))
         if not done.ok or done.body is None:
+            log.debug(
+                "eviction not written; it is retried", workload=f"{key[0]}/{key[1]}", error=str(done.error)
+            )
             if done.error is not None and not isinstance(done.error, (NotFound, Conflict)):
                 self._write_failed(done)
             self._sync_workload(key)  # still admitted: the deadline fires again on fresh state
@@ -1075,6 +1079,8 @@ class Reconciler:
         if done.ok and done.body is not None:
             self.stats.admitted += 1
             self._apply_own_write(key, done.body, until_seen=True)
+            # Its own watch event may have come first and been set aside: start the PodsReady clock now.
+            self._sync_workload(key, own_write=True)
             workload = self.workloads[key]
             cq = workload.status.admission.cluster_queue if workload.status.admission else ""
             self._event(

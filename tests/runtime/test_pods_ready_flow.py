@@ -260,3 +260,22 @@ def test_a_conflicting_eviction_keeps_the_quota_and_fires_again_on_fresh_state()
     h.reconciler.handle(WriteDone(evict, error=Conflict(409, "conflict")))
     assert h.reconciler.core.ledger.used("cq", ("t4", GPU)) == 1
     assert of(h.tick(T0 + 62), "evict")
+
+
+def test_the_clock_starts_even_when_the_admission_event_beats_the_write_result() -> None:
+    h = Clocked()
+    queues(h)
+    h.sync_all()
+    job = gpu_job(h, "a")
+    h.event("ADDED", JOBS, job)
+    (create,) = of(h.take(), "create-workload")
+    assert isinstance(create, Create)
+    workload = created_workload(h, create)
+    h.reconciler.handle(WriteDone(create, body=msgspec.json.encode(workload)))
+    h.event("ADDED", WORKLOADS, workload)
+    (admit,) = of(h.take(), "admit")
+    admitted = apply_patch(h, workload, admit)
+    h.event("MODIFIED", WORKLOADS, admitted)  # the watch is faster than the writer's result
+    h.reconciler.handle(WriteDone(admit, body=msgspec.json.encode(admitted)))
+    h.take()
+    assert h.reconciler.timers.get(("ns", admitted.metadata.name), "pods-ready") == T0 + 60
