@@ -279,3 +279,37 @@ def test_the_clock_starts_even_when_the_admission_event_beats_the_write_result()
     h.reconciler.handle(WriteDone(admit, body=msgspec.json.encode(admitted)))
     h.take()
     assert h.reconciler.timers.get(("ns", admitted.metadata.name), "pods-ready") == T0 + 60
+
+
+def test_block_admission_holds_new_admissions_until_the_admitted_one_is_ready() -> None:
+    h = Clocked()
+    h.reconciler.config = parse_config(
+        {
+            "apiVersion": "config.kueue.x-k8s.io/v1beta2",
+            "kind": "Configuration",
+            "resources": {"deviceClassMappings": [{"name": GPU, "deviceClassNames": ["gpu.nvidia.com"]}]},
+            "waitForPodsReady": {"timeout": "60s", "blockAdmission": True},
+        }
+    )
+    queues(h, gpus=2)
+    h.sync_all()
+    job_a, wl_a, _ = admitted_job(h, "a")
+    assert wl_a.status.admission is not None
+    _, wl_b, actions = admitted_job(h, "b")
+    assert of(actions, "admit") == []  # a GPU is free, but job a is not ready yet
+    job_a = started(h, job_a)
+    h.event("MODIFIED", JOBS, job_a)
+    ready_pod = {
+        "metadata": {
+            "name": "a-1",
+            "namespace": "ns",
+            "ownerReferences": [{"apiVersion": "batch/v1", "kind": "Job", "name": "a", "controller": True}],
+        },
+        "spec": {"nodeName": "n1"},
+        "status": {"phase": "Running", "conditions": [{"type": "Ready", "status": "True"}]},
+    }
+    h.event("ADDED", PODS, decode(ready_pod, Pod))
+    (ready,) = of(h.take(), "pods-ready")
+    h.land(ready, wl_a)
+    (admit_b,) = of(h.take(), "admit")
+    assert admit_b.name == wl_b.metadata.name
