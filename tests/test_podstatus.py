@@ -7,7 +7,12 @@ from typing import Any
 import msgspec
 
 from reconciler.core.jobs import restore_patch
-from reconciler.core.podstatus import claim_problems, claims_condition, ready_or_succeeded
+from reconciler.core.podstatus import (
+    all_claims_allocated,
+    claim_problems,
+    claims_condition,
+    ready_or_succeeded,
+)
 from reconciler.core.projections import Condition, Job, Pod, ResourceClaim, pod_template_view
 from reconciler.runtime.podindex import PodIndex
 from reconciler.runtime.timers import Timers
@@ -76,7 +81,7 @@ def test_claim_report_quotes_the_scheduler_and_names_pod_and_claim() -> None:
     claims = {("ns", "p1-gpu-x"): claim("p1-gpu-x", allocated=False)}
     problems = claim_problems("ns", pods, claims)
     assert [(p.pod, p.claim) for p in problems] == [("p1", "p1-gpu-x")]
-    status, reason, message = claims_condition("ns", problems, None) or ("", "", "")
+    status, reason, message = claims_condition("ns", problems, None, all_allocated=False) or ("", "", "")
     assert (status, reason) == ("False", "ClaimNotAllocated")
     assert (
         message
@@ -88,9 +93,14 @@ def test_claim_report_clears_once_allocated_and_is_absent_when_never_needed() ->
     pods = [pod("p1", unschedulable=UNSCHEDULABLE, claim="p1-gpu-x")]
     allocated = {("ns", "p1-gpu-x"): claim("p1-gpu-x", allocated=True)}
     assert claim_problems("ns", pods, allocated) == []
-    assert claims_condition("ns", [], None) is None
+    assert all_claims_allocated("ns", pods, allocated)
+    assert not all_claims_allocated("ns", [], allocated)  # no pod yet: nothing is known
+    assert not all_claims_allocated("ns", pods, {})
+    assert claims_condition("ns", [], None, all_allocated=True) is None
     previous = Condition("ClaimsAllocated", "False", "ClaimNotAllocated", "x", "2026-01-01T00:00:00Z")
-    assert claims_condition("ns", [], previous) == (
+    # Re-admitted after an eviction, before its new pods exist: the old report stands.
+    assert claims_condition("ns", [], previous, all_allocated=False) is None
+    assert claims_condition("ns", [], previous, all_allocated=True) == (
         "True",
         "ClaimsAllocated",
         "All ResourceClaims of the workload's pods are allocated",

@@ -15,6 +15,7 @@ from .projections import Condition, Job, Pod, ResourceClaim
 __all__ = [
     "CLAIMS_ALLOCATED",
     "ClaimProblem",
+    "all_claims_allocated",
     "claim_problems",
     "claims_condition",
     "owner_job",
@@ -86,13 +87,25 @@ def claim_problems(
     return sorted(found)
 
 
+def all_claims_allocated(namespace: str, pods: Iterable[Pod], claims: Mapping[Key, ResourceClaim]) -> bool:
+    """Every pod seen has every claim it names allocated (False when no pod is seen yet)."""
+    seen = False
+    for pod in pods:
+        seen = True
+        for status in pod.status.resource_claim_statuses:
+            claim = claims.get((namespace, status.resource_claim_name or ""))
+            if claim is None or claim.status.allocation is None:
+                return False
+    return seen
+
+
 def claims_condition(
-    namespace: str, problems: list[ClaimProblem], previous: Condition | None
+    namespace: str, problems: list[ClaimProblem], previous: Condition | None, *, all_allocated: bool
 ) -> tuple[str, str, str] | None:
-    """(status, reason, message) of the ClaimsAllocated condition; None leaves it absent."""
+    """(status, reason, message) of the ClaimsAllocated condition; None leaves it as it is."""
     if not problems:
-        if previous is None:
-            return None  # nothing ever went wrong: no condition to clear
+        if previous is None or not all_allocated:
+            return None  # never reported, or not yet known to be resolved
         return "True", ALLOCATED_REASON, ALLOCATED_MESSAGE
     first = problems[0]
     message = (

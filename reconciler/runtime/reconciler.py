@@ -44,7 +44,13 @@ from reconciler.core.podsready import (
     pods_ready_state,
     timeout_message,
 )
-from reconciler.core.podstatus import CLAIMS_ALLOCATED, claim_problems, claims_condition, ready_or_succeeded
+from reconciler.core.podstatus import (
+    CLAIMS_ALLOCATED,
+    all_claims_allocated,
+    claim_problems,
+    claims_condition,
+    ready_or_succeeded,
+)
 from reconciler.core.projections import (
     ClusterQueue,
     ClusterQueueStatus,
@@ -652,7 +658,8 @@ class Reconciler:
                 )
         problems = claim_problems(key[0], pods, self.pod_index.claims)
         claims_before = condition(conditions, CLAIMS_ALLOCATED)
-        claims_now = claims_condition(key[0], problems, claims_before)
+        allocated = all_claims_allocated(key[0], pods, self.pod_index.claims)
+        claims_now = claims_condition(key[0], problems, claims_before, all_allocated=allocated)
         if claims_now is not None and (
             claims_before is None
             or (claims_before.status, claims_before.message) != (claims_now[0], claims_now[2])
