@@ -167,7 +167,7 @@ def _controller_state(
         WatchState(
             name=i.resource.plural,
             synced=i.synced,
-            idle_seconds=now - i.last_event_monotonic,
+            idle_seconds=now - i.last_contact_monotonic,
             stale_after=2 * i.inactivity_timeout,
         )
         for i in informers
