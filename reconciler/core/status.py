@@ -98,6 +98,19 @@ def resource_requests(info: WorkloadInfo) -> list[PodSetRequest]:
     ]
 
 
+def _waiting_for_start(conditions: list[Condition], now: str, generation: int | None) -> list[Condition]:
+    """PodsReady as it stands whenever a workload (re)starts its wait for pods."""
+    return set_condition(
+        conditions,
+        PODS_READY,
+        "False",
+        "WaitForStart",
+        "Not all pods are ready or succeeded",
+        now,
+        generation,
+    )
+
+
 def admitted_workload_status(
     previous: WorkloadStatus,
     decision: Admit,
@@ -115,15 +128,7 @@ def admitted_workload_status(
             conditions, EVICTED, "False", "QuotaReserved", f"Previously: {evicted.message}", now, generation
         )
     if pods_ready:
-        conditions = set_condition(
-            conditions,
-            PODS_READY,
-            "False",
-            "WaitForStart",
-            "Not all pods are ready or succeeded",
-            now,
-            generation,
-        )
+        conditions = _waiting_for_start(conditions, now, generation)
     conditions = set_condition(
         conditions,
         QUOTA_RESERVED,
@@ -289,15 +294,7 @@ def evicted_workload_status(
     )
     conditions = set_condition(conditions, REQUEUED, "False", reason, message, now, generation)
     if pods_ready:
-        conditions = set_condition(
-            conditions,
-            PODS_READY,
-            "False",
-            "WaitForStart",
-            "Not all pods are ready or succeeded",
-            now,
-            generation,
-        )
+        conditions = _waiting_for_start(conditions, now, generation)
     return WorkloadStatus(
         conditions=conditions,
         admission=None,

@@ -9,7 +9,7 @@ import msgspec
 from reconciler.config import parse_config
 from reconciler.core.podsready import epoch, rfc3339
 from reconciler.core.projections import Job, Pod, Workload
-from reconciler.kube import JOBS, PODS, WORKLOADS
+from reconciler.kube import JOBS, PODS, WORKLOADS, Conflict
 from reconciler.runtime.actions import Action, Create, MergePatch, PostEvent
 from reconciler.runtime.reconciler import Reconciler
 from reconciler.runtime.writer import WriteDone
@@ -61,7 +61,8 @@ class Clocked(Harness):
         return written
 
 
-def admitted_job(h: Clocked, name: str) -> tuple[Job, Workload, list[Action]]:
+def queued_job(h: Clocked, name: str) -> tuple[Job, Workload, list[Action]]:
+    """A Job, its Workload created and seen; returns what the reconciler then asked for."""
     job = gpu_job(h, name)
     h.event("ADDED", JOBS, job)
     (create,) = of(h.take(), "create-workload")
@@ -69,7 +70,11 @@ def admitted_job(h: Clocked, name: str) -> tuple[Job, Workload, list[Action]]:
     workload = created_workload(h, create)
     h.reconciler.handle(WriteDone(create, body=msgspec.json.encode(workload)))
     h.event("ADDED", WORKLOADS, workload)
-    actions = h.take()
+    return job, workload, h.take()
+
+
+def admitted_job(h: Clocked, name: str) -> tuple[Job, Workload, list[Action]]:
+    job, workload, actions = queued_job(h, name)
     admits = of(actions, "admit")
     if not admits:
         return job, workload, actions
@@ -255,8 +260,6 @@ def test_a_conflicting_eviction_keeps_the_quota_and_fires_again_on_fresh_state()
     h.sync_all()
     _, _wl_a, _ = admitted_job(h, "a")
     (evict,) = of(h.tick(T0 + 61), "evict")
-    from reconciler.kube import Conflict
-
     h.reconciler.handle(WriteDone(evict, error=Conflict(409, "conflict")))
     assert h.reconciler.core.ledger.used("cq", ("t4", GPU)) == 1
     assert of(h.tick(T0 + 62), "evict")
@@ -266,14 +269,8 @@ def test_the_clock_starts_even_when_the_admission_event_beats_the_write_result()
     h = Clocked()
     queues(h)
     h.sync_all()
-    job = gpu_job(h, "a")
-    h.event("ADDED", JOBS, job)
-    (create,) = of(h.take(), "create-workload")
-    assert isinstance(create, Create)
-    workload = created_workload(h, create)
-    h.reconciler.handle(WriteDone(create, body=msgspec.json.encode(workload)))
-    h.event("ADDED", WORKLOADS, workload)
-    (admit,) = of(h.take(), "admit")
+    _, workload, actions = queued_job(h, "a")
+    (admit,) = of(actions, "admit")
     admitted = apply_patch(h, workload, admit)
     h.event("MODIFIED", WORKLOADS, admitted)  # the watch is faster than the writer's result
     h.reconciler.handle(WriteDone(admit, body=msgspec.json.encode(admitted)))
