@@ -27,9 +27,17 @@ from dataclasses import dataclass, field
 
 import aiohttp
 import pytest
+from prometheus_client.parser import text_string_to_metric_families
 
 from e2e.deploy import ControllerProcess, install_crds
-from e2e.flood import CONTROLLER_CONFIG, InvariantMonitor, create_jobs, create_queues, pool_nodes
+from e2e.flood import (
+    CONTROLLER_CONFIG,
+    InvariantMonitor,
+    create_jobs,
+    create_queues,
+    pool_nodes,
+    verify_final,
+)
 from e2e.test_controller_faults import GPU, flood, four_queues, own_testbed, settle_final, until
 from e2e.testbed import KubeClient, TestbedSpec, api_path
 
@@ -161,6 +169,25 @@ async def quota_reserved_events(kube: KubeClient, namespaces: list[str]) -> Coun
     return counts
 
 
+def series(metric: str, /, **labels: str) -> str:
+    """A sample's key in :func:`scrape`'s result: the name and its labels sorted by name."""
+    inner = ",".join(f'{k}="{v}"' for k, v in sorted(labels.items()))
+    return f"{metric}{{{inner}}}" if inner else metric
+
+
+async def scrape(process: ControllerProcess) -> dict[str, float]:
+    """Sample (name with its labels sorted by name) -> value, from the process's /metrics."""
+    url = f"http://127.0.0.1:{process.metrics_port}/metrics"
+    async with aiohttp.ClientSession() as session, session.get(url) as resp:
+        assert resp.status == 200
+        text = await resp.text()
+    samples: dict[str, float] = {}
+    for family in text_string_to_metric_families(text):
+        for s in family.samples:
+            samples[series(s.name, **s.labels)] = s.value
+    return samples
+
+
 @pytest.mark.timeout(400)
 @pytest.mark.asyncio
 async def test_failover_under_a_flood_keeps_quota_and_roles_truthful(
@@ -217,7 +244,9 @@ async def test_failover_under_a_flood_keeps_quota_and_roles_truthful(
                     killed_at = time.monotonic()
                     admitted_at_kill = monitor.admitted_count()
                     await until("replica-b to take over", lambda: poller.leads("replica-b"), 20, context)
-                    took_over = (poller.first_leader_answer("replica-b", killed_at) or 0.0) - killed_at
+                    led_at = poller.first_leader_answer("replica-b", killed_at)
+                    assert led_at is not None, context()
+                    took_over = led_at - killed_at
                     assert took_over <= LEASE_SECONDS + 2.5, f"took over {took_over:.1f}s after the kill"
                     await until(
                         "replica-b to be ready", lambda: poller.ready_leader("replica-b"), 30, context
@@ -237,19 +266,31 @@ async def test_failover_under_a_flood_keeps_quota_and_roles_truthful(
                     )
 
                     # 2. SIGTERM the leader: it releases the Lease, no waiting for expiry.
+                    terminated_at = time.monotonic()
                     code = await asyncio.to_thread(b.stop)
                     exited_at = time.monotonic()
                     assert code == 0, f"replica-b did not stop cleanly (exit {code})\n{context()}"
                     assert "released the lease" in b.log_path.read_text(), context()
                     await until("replica-a to take over", lambda: poller.leads("replica-a"), 20, context)
-                    handed_over = (poller.first_leader_answer("replica-a", exited_at) or 0.0) - exited_at
-                    assert handed_over < LEASE_SECONDS / 2, f"took over {handed_over:.1f}s after the release"
+                    led_at = poller.first_leader_answer("replica-a", terminated_at)
+                    assert led_at is not None, context()
+                    # The release comes last, just before b exits: a may even lead before that.
+                    handed_over = led_at - exited_at
+                    assert handed_over < LEASE_SECONDS / 2, f"took over {handed_over:.1f}s after b exited"
 
-                    await until(
-                        "every Job to complete", lambda: monitor.complete_jobs() >= len(jobs), 150, context
-                    )
+                    try:
+                        await until(
+                            "every Job to complete",
+                            lambda: monitor.complete_jobs() >= len(jobs),
+                            150,
+                            context,
+                        )
+                    except AssertionError as err:
+                        state = await verify_final(kube, [q.namespace for q in queues])
+                        raise AssertionError(f"{err}\nnot finished: {state.problems[:10]}") from None
                     finished, pending = await settle_final(kube, [q.namespace for q in queues], 30, context)
                     await asyncio.sleep(1.0)  # a few more samples of the final state
+                    scraped = await scrape(a)
                 events = await quota_reserved_events(kube, [q.namespace for q in queues])
         finally:
             for process in replicas.values():
@@ -259,9 +300,18 @@ async def test_failover_under_a_flood_keeps_quota_and_roles_truthful(
         twice = {name: n for name, n in events.items() if n > 1}
         assert not twice, f"Workloads with more than one QuotaReserved event: {twice}"
         assert (finished, pending) == (len(jobs), 0)
-        assert all(monitor.peaks[k] <= v for k, v in quotas.items())
+        # The new leader's /metrics: its role, the queues' quota and the end state of the flood.
+        assert scraped["dra_quota_leader"] == 1.0
+        for q in queues:
+            cq = {"cluster_queue": q.cluster_queue, "replica_role": "leader"}
+            quota = {**cq, "cohort": "", "flavor": q.flavor, "resource": GPU}
+            assert scraped[series("kueue_cluster_queue_nominal_quota", **quota)] == float(q.quota[GPU])
+            assert scraped[series("kueue_cluster_queue_resource_usage", **quota)] == 0.0
+            assert scraped[series("kueue_pending_workloads", status="active", **cq)] == 0.0
+            assert scraped[series("kueue_cluster_queue_status", status="active", **cq)] == 1.0
+            assert scraped[series("kueue_finished_workloads", **cq)] == 30.0
         print(
             f"\nSIGKILL after {admitted_at_kill} admissions: replica-b led {took_over:.1f}s later; "
-            f"SIGTERM: replica-a led {handed_over:.1f}s after replica-b exited; {len(poller.rounds)} probe "
+            f"SIGTERM: replica-a led {handed_over:+.1f}s from replica-b's exit; {len(poller.rounds)} probe "
             f"rounds; {time.monotonic() - began:.0f}s; {monitor.summary()}"
         )

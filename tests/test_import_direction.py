@@ -37,6 +37,8 @@ LAYER_FORBIDDEN = {
     "core": {"kube", "runtime", "observability", "cli", "config", "simulate"},
     "kube": {"runtime", "cli", "simulate"},
     "runtime": {"cli"},
+    # metrics, logging and probes read plain data the runtime hands them
+    "observability": {"core", "kube", "runtime", "cli", "config", "simulate"},
 }
 
 

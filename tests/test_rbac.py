@@ -22,6 +22,7 @@ from __future__ import annotations
 import ast
 import importlib
 from collections.abc import Iterable, Iterator
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -45,18 +46,6 @@ CLIENT_VERBS = {"create": "create", "merge_patch": "patch", "json_patch": "patch
 HTTP_VERBS = {"POST": "create", "PUT": "update", "PATCH": "patch", "DELETE": "delete"}
 KUBE_VERBS = frozenset({"get", "list", "watch", "create", "update", "patch", "delete"})
 
-# Access the runtime branch (metrics, health, leader election) adds, agreed in
-# advance: counted only while the code does not touch that resource at all.
-# Once it does, only what the scan derives counts.
-AGREED_RUNTIME_ACCESS: set[Access] = {
-    ("", "pods", "list"),
-    ("", "pods", "watch"),
-    ("resource.k8s.io", "resourceclaims", "list"),
-    ("resource.k8s.io", "resourceclaims", "watch"),
-    ("coordination.k8s.io", "leases", "get"),
-    ("coordination.k8s.io", "leases", "create"),
-    ("coordination.k8s.io", "leases", "update"),
-}
 # Resources granted only in the controller's own namespace (a Role, not the ClusterRole).
 NAMESPACED_ONLY = {("coordination.k8s.io", "leases")}
 
@@ -72,14 +61,47 @@ def _sources() -> Iterator[tuple[str, ast.Module]]:
         yield _module_name(path), ast.parse(path.read_text(), str(path))
 
 
-def _resource_of(node: ast.expr, module: str, loop_sources: dict[str, ast.expr]) -> list[Resource]:
+@dataclass(frozen=True)
+class Scope:
+    """What a call in one module can be resolved against."""
+
+    module: str
+    loop_sources: dict[str, ast.expr] = field(default_factory=dict)  # loop variable -> what it iterates
+    assigned: dict[str, list[ast.expr]] = field(default_factory=dict)  # name -> every value given to it
+    only: Resource | None = None  # the module's one resource constant, if it names exactly one
+
+    @classmethod
+    def of(cls, module: str, tree: ast.Module, here: set[str]) -> Scope:
+        loops = {
+            gen.target.id: gen.iter
+            for node in ast.walk(tree)
+            if isinstance(node, ast.ListComp | ast.SetComp | ast.GeneratorExp | ast.DictComp)
+            for gen in node.generators
+            if isinstance(gen.target, ast.Name)
+        }
+        loops |= {
+            node.target.id: node.iter
+            for node in ast.walk(tree)
+            if isinstance(node, ast.For | ast.AsyncFor) and isinstance(node.target, ast.Name)
+        }
+        assigned: dict[str, list[ast.expr]] = {}
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Assign):
+                for target in node.targets:
+                    if isinstance(target, ast.Name):
+                        assigned.setdefault(target.id, []).append(node.value)
+        only = CONSTANTS[next(iter(here))] if len(here) == 1 else None
+        return cls(module, loops, assigned, only)
+
+
+def _resource_of(node: ast.expr, scope: Scope) -> list[Resource]:
     """The resource constant(s) an expression stands for; [] when it cannot be told statically."""
     if isinstance(node, ast.Name):
         if node.id in CONSTANTS:
             return [CONSTANTS[node.id]]
-        source = loop_sources.get(node.id)
+        source = scope.loop_sources.get(node.id)
         if isinstance(source, ast.Name):
-            value = getattr(importlib.import_module(module), source.id, None)
+            value = getattr(importlib.import_module(scope.module), source.id, None)
             if isinstance(value, tuple) and all(isinstance(v, Resource) for v in value):
                 return list(value)
     return []
@@ -101,12 +123,24 @@ def _keyword(call: ast.Call, name: str) -> ast.expr | None:
     return next((k.value for k in call.keywords if k.arg == name), None)
 
 
-def _named(resource: Resource, sub: ast.expr | None) -> str:
-    if sub is None or (isinstance(sub, ast.Constant) and sub.value is None):
-        return resource.plural
-    assert isinstance(sub, ast.Constant), f"subresource not a literal: {ast.unparse(sub)}"
-    assert isinstance(sub.value, str), f"subresource not a string: {ast.unparse(sub)}"
-    return f"{resource.plural}/{sub.value}"
+def _subresources(sub: ast.expr | None, scope: Scope) -> list[str | None]:
+    """Every value a subresource argument can have: a literal, `a if c else b`, or a name assigned those."""
+    if sub is None:
+        return [None]
+    if isinstance(sub, ast.Constant):
+        assert sub.value is None or isinstance(sub.value, str), (
+            f"subresource not a string: {ast.unparse(sub)}"
+        )
+        return [sub.value]
+    if isinstance(sub, ast.IfExp):
+        return _subresources(sub.body, scope) + _subresources(sub.orelse, scope)
+    if isinstance(sub, ast.Name) and sub.id in scope.assigned:
+        return [v for value in scope.assigned[sub.id] for v in _subresources(value, scope)]
+    raise AssertionError(f"subresource the scan cannot read: {ast.unparse(sub)}")
+
+
+def _named(resource: Resource, sub: ast.expr | None, scope: Scope) -> list[str]:
+    return [resource.plural if s is None else f"{resource.plural}/{s}" for s in _subresources(sub, scope)]
 
 
 def derive_access() -> tuple[set[Access], set[str]]:
@@ -114,24 +148,12 @@ def derive_access() -> tuple[set[Access], set[str]]:
     found: set[Access] = set()
     mentioned: set[str] = set()
     for module, tree in _sources():
-        loop_sources = {
-            gen.target.id: gen.iter
-            for node in ast.walk(tree)
-            if isinstance(node, ast.ListComp | ast.SetComp | ast.GeneratorExp | ast.DictComp)
-            for gen in node.generators
-            if isinstance(gen.target, ast.Name)
-        }
-        loop_sources |= {
-            node.target.id: node.iter
-            for node in ast.walk(tree)
-            if isinstance(node, ast.For | ast.AsyncFor) and isinstance(node.target, ast.Name)
-        }
         here = {node.id for node in ast.walk(tree) if isinstance(node, ast.Name) and node.id in CONSTANTS}
         mentioned |= here
-        only = CONSTANTS[next(iter(here))] if len(here) == 1 else None
+        scope = Scope.of(module, tree, here)
         for node in ast.walk(tree):
             if isinstance(node, ast.Call):
-                found |= set(_call_access(node, module, loop_sources, only))
+                found |= set(_call_access(node, scope))
     return found, mentioned
 
 
@@ -148,23 +170,22 @@ def _wrapper_access(call: ast.Call, only: Resource | None) -> Iterator[Access]:
     yield (only.group, only.plural, verb)
 
 
-def _call_access(
-    call: ast.Call, module: str, loop_sources: dict[str, ast.expr], only: Resource | None = None
-) -> Iterator[Access]:
-    yield from _wrapper_access(call, only)
+def _call_access(call: ast.Call, scope: Scope) -> Iterator[Access]:
+    yield from _wrapper_access(call, scope.only)
     func = call.func
     name = func.id if isinstance(func, ast.Name) else func.attr if isinstance(func, ast.Attribute) else ""
     if name == "Informer" and len(call.args) > 1:
-        for res in _resource_of(call.args[1], module, loop_sources):
+        for res in _resource_of(call.args[1], scope):
             yield (res.group, res.plural, "list")
             yield (res.group, res.plural, "watch")
     elif name in ACTION_VERBS and len(call.args) > 1:
         sub = call.args[5] if name == "MergePatch" and len(call.args) > 5 else _keyword(call, "subresource")
-        for res in _resource_of(call.args[1], module, loop_sources):
-            yield (res.group, _named(res, sub), ACTION_VERBS[name])
+        for res in _resource_of(call.args[1], scope):
+            yield from ((res.group, n, ACTION_VERBS[name]) for n in _named(res, sub, scope))
     elif isinstance(func, ast.Attribute) and name in CLIENT_VERBS and call.args:
-        for res in _resource_of(call.args[0], module, loop_sources):
-            yield (res.group, _named(res, _keyword(call, "subresource")), CLIENT_VERBS[name])
+        for res in _resource_of(call.args[0], scope):
+            sub = _keyword(call, "subresource")
+            yield from ((res.group, n, CLIENT_VERBS[name]) for n in _named(res, sub, scope))
     elif isinstance(func, ast.Attribute) and name in ("get", "request", "stream_lines") and call.args:
         method = "GET"
         path_arg = call.args[0]
@@ -176,14 +197,14 @@ def _call_access(
         if target is None:
             return
         res_node, kind, sub = target
-        for res in _resource_of(res_node, module, loop_sources):
+        for res in _resource_of(res_node, scope):
             if name == "stream_lines":
                 verb = "watch"
             elif method == "GET":
                 verb = "get" if kind == "item_path" else "list"
             else:
                 verb = HTTP_VERBS[method]
-            yield (res.group, _named(res, sub), verb)
+            yield from ((res.group, n, verb) for n in _named(res, sub, scope))
 
 
 def _blocks_job_deletion() -> bool:
@@ -196,13 +217,10 @@ def _blocks_job_deletion() -> bool:
 
 
 def used_access() -> set[Access]:
-    found, mentioned = derive_access()
+    found, _ = derive_access()
     if _blocks_job_deletion():
         found.add(("batch", "jobs/finalizers", "update"))
-    touched = {(g, r.split("/")[0]) for g, r, _ in found}
-    touched |= {(CONSTANTS[n].group, CONSTANTS[n].plural) for n in mentioned}
-    agreed = {a for a in AGREED_RUNTIME_ACCESS if (a[0], a[1]) not in touched}
-    return found | agreed
+    return found
 
 
 def expand(rules: Iterable[dict[str, Any]]) -> set[Access]:
@@ -295,7 +313,7 @@ async def elect(client, namespace):
         a
         for node in ast.walk(tree)
         if isinstance(node, ast.Call)
-        for a in _call_access(node, "reconciler.kube", {})
+        for a in _call_access(node, Scope("reconciler.kube"))
     }
     assert access == {
         ("coordination.k8s.io", "leases", "get"),
@@ -310,8 +328,21 @@ def test_the_scan_reads_verb_labelled_wrappers() -> None:
     tree = ast.parse('await self._call("get", "GET", None)\nawait self._call("update", "PUT", body)')
     leases = resources.LEASES
     calls = [n for n in ast.walk(tree) if isinstance(n, ast.Call)]
-    access = {a for c in calls for a in _call_access(c, "reconciler.kube", {}, leases)}
+    access = {a for c in calls for a in _call_access(c, Scope("reconciler.kube", only=leases))}
     assert access == {("coordination.k8s.io", "leases", "get"), ("coordination.k8s.io", "leases", "update")}
     mismatch = ast.parse('self._call("create", "PUT", body)').body[0].value  # type: ignore[attr-defined]
     with pytest.raises(AssertionError, match="does not match"):
-        list(_call_access(mismatch, "reconciler.kube", {}, leases))
+        list(_call_access(mismatch, Scope("reconciler.kube", only=leases)))
+
+
+def test_the_scan_reads_a_conditional_subresource() -> None:
+    tree = ast.parse(
+        'sub = "status" if purpose == "clear" else None\n'
+        "submit(MergePatch(purpose, JOBS, ns, name, patch, subresource=sub))"
+    )
+    scope = Scope.of("reconciler.runtime", tree, {"JOBS"})
+    access = {a for n in ast.walk(tree) if isinstance(n, ast.Call) for a in _call_access(n, scope)}
+    assert access == {("batch", "jobs", "patch"), ("batch", "jobs/status", "patch")}
+    unreadable = ast.parse("MergePatch(p, JOBS, ns, name, patch, subresource=pick())").body[0].value  # type: ignore[attr-defined]
+    with pytest.raises(AssertionError, match="cannot read"):
+        list(_call_access(unreadable, scope))

@@ -11,13 +11,15 @@ from dataclasses import dataclass
 
 import msgspec
 
-from .projections import Job
+from .projections import Job, PodTemplateView
 from .workloads import QUEUE_NAME_LABEL
 
 __all__ = [
+    "PODSET_LABEL",
     "JobOutcome",
     "is_managed",
     "job_outcome",
+    "restore_patch",
     "start_patch",
     "suspend_patch",
 ]
@@ -42,6 +44,9 @@ def job_outcome(job: Job) -> JobOutcome | None:
     return None
 
 
+PODSET_LABEL = "kueue.x-k8s.io/podset"
+
+
 def suspend_patch() -> bytes:
     return b'{"spec":{"suspend":true}}'
 
@@ -57,3 +62,32 @@ def start_patch(node_selector: Mapping[str, str], pod_labels: Mapping[str, str])
     if template:
         spec["template"] = template
     return msgspec.json.encode({"spec": spec})
+
+
+def restore_patch(current: PodTemplateView, original: PodTemplateView) -> bytes | None:
+    """Undo what starting changed in a Job's pod template (its nodeSelector, the pod set label).
+
+    Returns None when the template is already as the Workload recorded it.
+    """
+    selector: dict[str, str | None] = {}
+    for key, value in current.spec.node_selector.items():
+        wanted = original.spec.node_selector.get(key)
+        if wanted != value:
+            selector[key] = wanted
+    for key, value in original.spec.node_selector.items():
+        if key not in current.spec.node_selector:
+            selector[key] = value
+    # Only the label starting adds: the Workload's copy lacks the job controller's own labels.
+    labels: dict[str, str | None] = {
+        key: None
+        for key in (PODSET_LABEL,)
+        if key in current.metadata.labels and key not in original.metadata.labels
+    }
+    template: dict[str, object] = {}
+    if selector:
+        template["spec"] = {"nodeSelector": selector}
+    if labels:
+        template["metadata"] = {"labels": labels}
+    if not template:
+        return None
+    return msgspec.json.encode({"spec": {"template": template}})

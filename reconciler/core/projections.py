@@ -209,6 +209,7 @@ class JobSpec(_Struct):
 
 class JobStatus(_Struct):
     conditions: list[Condition] = []
+    start_time: str | None = None
     active: int = 0
     ready: int | None = None
     succeeded: int = 0

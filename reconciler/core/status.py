@@ -18,6 +18,7 @@ from .projections import (
     LocalQueueStatus,
     PodSetAssignment,
     PodSetRequest,
+    RequeueState,
     ResourceUsage,
     WorkloadStatus,
 )
@@ -26,16 +27,21 @@ from .workloads import WorkloadInfo
 
 __all__ = [
     "admitted_workload_status",
+    "backoff_finished_status",
     "cluster_queue_status",
     "condition",
+    "evicted_workload_status",
     "local_queue_status",
     "pending_workload_status",
+    "resource_requests",
     "set_condition",
 ]
 
 QUOTA_RESERVED = "QuotaReserved"
 ADMITTED = "Admitted"
 REQUEUED = "Requeued"
+EVICTED = "Evicted"
+PODS_READY = "PodsReady"
 MAX_CONDITION_MESSAGE = 32 * 1024
 
 
@@ -85,18 +91,46 @@ def set_condition(
     return out
 
 
-def _resource_requests(info: WorkloadInfo) -> list[PodSetRequest]:
+def resource_requests(info: WorkloadInfo) -> list[PodSetRequest]:
     return [
         PodSetRequest(name, {r: format_amount(r, v) for r, v in sorted(amounts.items())})
         for name, amounts in info.total_requests()
     ]
 
 
+def _waiting_for_start(conditions: list[Condition], now: str, generation: int | None) -> list[Condition]:
+    """PodsReady as it stands whenever a workload (re)starts its wait for pods."""
+    return set_condition(
+        conditions,
+        PODS_READY,
+        "False",
+        "WaitForStart",
+        "Not all pods are ready or succeeded",
+        now,
+        generation,
+    )
+
+
 def admitted_workload_status(
-    previous: WorkloadStatus, decision: Admit, now: str, generation: int | None = None
+    previous: WorkloadStatus,
+    decision: Admit,
+    now: str,
+    generation: int | None = None,
+    *,
+    pods_ready: bool = False,
 ) -> WorkloadStatus:
+    """The status of an admission; with `pods_ready` the PodsReady clock starts now."""
+    conditions = list(previous.conditions)
+    evicted = condition(conditions, EVICTED)
+    if evicted is not None and evicted.status == "True":
+        # Kueue keeps the last eviction visible, marked as past.
+        conditions = set_condition(
+            conditions, EVICTED, "False", "QuotaReserved", f"Previously: {evicted.message}", now, generation
+        )
+    if pods_ready:
+        conditions = _waiting_for_start(conditions, now, generation)
     conditions = set_condition(
-        previous.conditions,
+        conditions,
         QUOTA_RESERVED,
         "True",
         "QuotaReserved",
@@ -156,7 +190,7 @@ def pending_workload_status(
         conditions=conditions,
         admission=None,
         requeue_state=previous.requeue_state,
-        resource_requests=_resource_requests(info),
+        resource_requests=resource_requests(info),
     )
 
 
@@ -238,4 +272,54 @@ def local_queue_status(
         pending_workloads=waiting,
         reserving_workloads=len(admitted),
         admitted_workloads=len(admitted),
+    )
+
+
+def evicted_workload_status(
+    previous: WorkloadStatus,
+    *,
+    reason: str,
+    message: str,
+    requeue_state: RequeueState | None,
+    requests: list[PodSetRequest],
+    now: str,
+    generation: int | None = None,
+    pods_ready: bool = False,
+) -> WorkloadStatus:
+    """Evicted and its quota given back in one write: the API never shows it holding quota after."""
+    conditions = set_condition(previous.conditions, EVICTED, "True", reason, message, now, generation)
+    conditions = set_condition(conditions, QUOTA_RESERVED, "False", "Pending", message, now, generation)
+    conditions = set_condition(
+        conditions, ADMITTED, "False", "NoReservation", "The workload has no reservation", now, generation
+    )
+    conditions = set_condition(conditions, REQUEUED, "False", reason, message, now, generation)
+    if pods_ready:
+        conditions = _waiting_for_start(conditions, now, generation)
+    return WorkloadStatus(
+        conditions=conditions,
+        admission=None,
+        requeue_state=requeue_state,
+        resource_requests=requests,
+    )
+
+
+def backoff_finished_status(
+    previous: WorkloadStatus, now: str, generation: int | None = None
+) -> WorkloadStatus:
+    """The requeue backoff has run out: Requeued=True, requeueAt cleared, the count kept."""
+    conditions = set_condition(
+        previous.conditions,
+        REQUEUED,
+        "True",
+        "BackoffFinished",
+        "The workload backoff was finished",
+        now,
+        generation,
+    )
+    count = previous.requeue_state.count if previous.requeue_state is not None else None
+    return WorkloadStatus(
+        conditions=conditions,
+        admission=previous.admission,
+        requeue_state=RequeueState(count=count) if count is not None else None,
+        resource_requests=previous.resource_requests,
     )

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import ssl as _ssl
-from collections.abc import AsyncGenerator, Iterator, Mapping
+from collections.abc import AsyncGenerator, Callable, Iterator, Mapping
 from typing import Any
 
 import aiohttp
@@ -252,7 +252,13 @@ class KubeClient:
     # --- streams ------------------------------------------------------------------------------
 
     async def stream_lines(
-        self, path: str, params: Mapping[str, str], *, connect_timeout: float, read_timeout: float
+        self,
+        path: str,
+        params: Mapping[str, str],
+        *,
+        connect_timeout: float,
+        read_timeout: float,
+        on_open: Callable[[], None] | None = None,
     ) -> AsyncGenerator[bytes, None]:
         """The complete, non-blank lines of a streaming GET (a watch).
 
@@ -261,7 +267,8 @@ class KubeClient:
         length limit. A partial last line (the stream was cut mid-object) is
         dropped and logged; a connection broken mid-body raises
         ``TransportError``. Use it under ``contextlib.aclosing`` so an
-        abandoned stream closes its connection at once.
+        abandoned stream closes its connection at once. ``on_open`` is called
+        once the server has answered 2xx (before any line).
         """
         session = self._get_session()
         headers = await self._headers(None)
@@ -286,6 +293,8 @@ class KubeClient:
                     raise api_error(resp.status, data, retry_after_header=resp.headers.get("Retry-After"))
             except (aiohttp.ClientError, TimeoutError) as exc:
                 raise TransportError(f"GET {path} (stream): {type(exc).__name__}: {exc}") from exc
+            if on_open is not None:
+                on_open()
             buffer = bytearray()
             while True:
                 try:

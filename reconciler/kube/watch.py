@@ -132,7 +132,9 @@ class Informer(Generic[T]):
 
     ``run()`` runs until cancelled. ``synced`` turns True after the first
     complete list; ``last_event_monotonic`` is the time of the last line
-    received (for liveness); ``stats`` counts what happened. Exceptions
+    received; ``last_contact_monotonic`` also counts a completed list and a
+    watch the server accepted (for liveness: a quiet collection without
+    bookmarks is not a dead one); ``stats`` counts what happened. Exceptions
     raised by ``sink`` propagate out of ``run()``.
     """
 
@@ -172,6 +174,7 @@ class Informer(Generic[T]):
         self._relist_requested = False
         self.synced = False
         self.last_event_monotonic = time.monotonic()
+        self.last_contact_monotonic = self.last_event_monotonic
         self.stats = InformerStats()
         self._log = log.bind(kind=resource.kind, namespace=namespace)
 
@@ -208,6 +211,9 @@ class Informer(Generic[T]):
                     "list/watch failed; relisting after a pause", delay=round(delay, 3), error=str(exc)
                 )
             await asyncio.sleep(delay)
+
+    def _contact(self) -> None:
+        self.last_contact_monotonic = time.monotonic()
 
     def _success(self) -> None:
         self._delays = self._backoff.delays()
@@ -307,7 +313,7 @@ class Informer(Generic[T]):
             _, last = self._cache.pop(key)
             self._emit("DELETED", key, last)
         self._rv = rv
-        self.last_event_monotonic = time.monotonic()
+        self.last_event_monotonic = self.last_contact_monotonic = time.monotonic()
         self.stats.lists += 1
         self.synced = True
         self._sink(WatchEvent("SYNCED", self.resource, ("", ""), None))
@@ -348,13 +354,14 @@ class Informer(Generic[T]):
             connect_timeout=_CONNECT_TIMEOUT,
             # the inactivity deadline below normally fires first; this one is the backstop.
             read_timeout=self._inactivity_timeout * 1.5 + 1.0,
+            on_open=self._contact,
         )
         try:
             async with asyncio.timeout(_CONNECT_TIMEOUT + self._inactivity_timeout) as deadline:
                 async with contextlib.aclosing(stream):
                     async for line in stream:
                         lines += 1
-                        self.last_event_monotonic = time.monotonic()
+                        self.last_event_monotonic = self.last_contact_monotonic = time.monotonic()
                         deadline.reschedule(loop.time() + self._inactivity_timeout)
                         outcome = self._on_line(line)
                         if outcome is not None:

@@ -1,12 +1,14 @@
 """Liveness and readiness, decided from plain state the runtime keeps up to date.
 
 ``/healthz`` (liveness) answers 200 when the process is alive: the event loop
-answered (the probe runs on it), every watch has received a line (event or
-bookmark) recently and the reconciler is not stuck on its inbox. A watch is
-stale when it has had no line for longer than ``stale_after`` (twice its
-inactivity timeout: the first missed deadline makes the informer reconnect by
-itself; only a reconnect that also brings nothing is worth a restart). A
-follower runs no watches and is alive when it answers.
+answered (the probe runs on it), every watch has heard from the API server
+recently and the reconciler is not stuck on its inbox. A watch is stale when
+for longer than ``stale_after`` (twice its inactivity timeout) it has received
+no line (event or bookmark), finished no list and had no watch request
+accepted: the first missed deadline makes the informer reconnect by itself,
+and a quiet collection whose watch is accepted again is not a dead one; only
+an API server that stops answering is worth a restart. A follower runs no
+watches and is alive when it answers.
 
 ``/readyz`` (readiness):
 
@@ -35,7 +37,7 @@ __all__ = ["ControllerState", "Health", "Verdict", "WatchState"]
 class WatchState:
     name: str
     synced: bool
-    idle_seconds: float  # since the last line (or list) received
+    idle_seconds: float  # since the last line, list or accepted watch request
     stale_after: float
 
 

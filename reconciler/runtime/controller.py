@@ -25,6 +25,8 @@ from reconciler.core.projections import (
     Job,
     LocalQueue,
     Namespace,
+    Pod,
+    ResourceClaim,
     ResourceClaimTemplate,
     ResourceFlavor,
     Workload,
@@ -34,7 +36,9 @@ from reconciler.kube import (
     JOBS,
     LOCAL_QUEUES,
     NAMESPACES,
+    PODS,
     RESOURCE_CLAIM_TEMPLATES,
+    RESOURCE_CLAIMS,
     RESOURCE_FLAVORS,
     WORKLOADS,
     Informer,
@@ -44,7 +48,7 @@ from reconciler.kube import (
 from reconciler.observability.health import ControllerState, Health, WatchState
 from reconciler.observability.metrics import Metrics
 
-from .reconciler import WATCHED, Reconciler
+from .reconciler import LABEL_SELECTORS, WATCHED, Reconciler
 from .snapshot import state_snapshot
 from .writer import WriteDone, Writer
 
@@ -60,6 +64,8 @@ PROJECTIONS: dict[str, type[Any]] = {
     LOCAL_QUEUES.plural: LocalQueue,
     RESOURCE_FLAVORS.plural: ResourceFlavor,
     NAMESPACES.plural: Namespace,
+    PODS.plural: Pod,
+    RESOURCE_CLAIMS.plural: ResourceClaim,
 }
 
 
@@ -161,7 +167,7 @@ def _controller_state(
         WatchState(
             name=i.resource.plural,
             synced=i.synced,
-            idle_seconds=now - i.last_event_monotonic,
+            idle_seconds=now - i.last_contact_monotonic,
             stale_after=2 * i.inactivity_timeout,
         )
         for i in informers
@@ -194,7 +200,14 @@ async def run_controller(
     writer = Writer(client, inbox.put_nowait, concurrency=options.write_concurrency, metrics=metrics)
     reconciler = Reconciler(config, writer.submit, instance=socket.gethostname(), metrics=metrics)
     informers: list[Informer[Any]] = [
-        Informer(client, resource, PROJECTIONS[resource.plural], inbox.put_nowait) for resource in WATCHED
+        Informer(
+            client,
+            resource,
+            PROJECTIONS[resource.plural],
+            inbox.put_nowait,
+            label_selector=LABEL_SELECTORS.get(resource.plural),
+        )
+        for resource in WATCHED
     ]
     progress = _Progress(time.monotonic())
     consumer: asyncio.Task[None] | None = None

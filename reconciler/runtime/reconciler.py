@@ -24,7 +24,33 @@ import structlog
 from reconciler.config import Configuration
 from reconciler.core.admission import Admission, Admit, Pending, admission_node_labels
 from reconciler.core.clusterqueues import InvalidClusterQueueError, compile_cluster_queue
-from reconciler.core.jobs import is_managed, job_outcome, start_patch, suspend_patch
+from reconciler.core.jobs import (
+    PODSET_LABEL,
+    is_managed,
+    job_outcome,
+    restore_patch,
+    start_patch,
+    suspend_patch,
+)
+from reconciler.core.podsready import (
+    PODS_READY,
+    PODS_READY_TIMEOUT,
+    Deactivate,
+    deactivation_reason,
+    epoch,
+    plan_timeout,
+    pods_needed,
+    pods_ready_deadline,
+    pods_ready_state,
+    timeout_message,
+)
+from reconciler.core.podstatus import (
+    CLAIMS_ALLOCATED,
+    all_claims_allocated,
+    claim_problems,
+    claims_condition,
+    ready_or_succeeded,
+)
 from reconciler.core.projections import (
     ClusterQueue,
     ClusterQueueStatus,
@@ -33,17 +59,22 @@ from reconciler.core.projections import (
     LocalQueue,
     LocalQueueStatus,
     Namespace,
+    RequeueState,
     ResourceClaimTemplate,
     Workload,
     WorkloadStatus,
+    pod_template_view,
 )
 from reconciler.core.quantity import QuantityError
 from reconciler.core.status import (
     admitted_workload_status,
+    backoff_finished_status,
     cluster_queue_status,
     condition,
+    evicted_workload_status,
     local_queue_status,
     pending_workload_status,
+    resource_requests,
     set_condition,
 )
 from reconciler.core.workloads import WorkloadInfo, compile_workload, workload_for_job, workload_name_for_job
@@ -53,7 +84,9 @@ from reconciler.kube import (
     JOBS,
     LOCAL_QUEUES,
     NAMESPACES,
+    PODS,
     RESOURCE_CLAIM_TEMPLATES,
+    RESOURCE_CLAIMS,
     RESOURCE_FLAVORS,
     WORKLOADS,
     Conflict,
@@ -65,9 +98,11 @@ from reconciler.observability.metrics import Metrics
 
 from .actions import Action, Create, MergePatch, PostEvent
 from .events import event_body
+from .podindex import PodIndex
+from .timers import Timers
 from .writer import WriteDone
 
-__all__ = ["WATCHED", "Reconciler"]
+__all__ = ["LABEL_SELECTORS", "WATCHED", "Reconciler"]
 
 log = structlog.get_logger(__name__)
 
@@ -86,7 +121,12 @@ WATCHED: tuple[Resource, ...] = (
     LOCAL_QUEUES,
     RESOURCE_FLAVORS,
     NAMESPACES,
+    PODS,
+    RESOURCE_CLAIMS,
 )
+_PODSET_LABEL_BYTES = PODSET_LABEL.encode()
+# Only the pods of Jobs this controller started carry the pod set label.
+LABEL_SELECTORS: dict[str, str] = {PODS.plural: PODSET_LABEL}
 
 
 def now_rfc3339() -> str:
@@ -155,6 +195,8 @@ def _status_patch(status: msgspec.Struct, resource_version: str | None = None) -
         # A merge patch only removes what it names as null.
         rendered.setdefault("admission", None)
         rendered.setdefault("resourceRequests", None)
+        if status.requeue_state is not None and status.requeue_state.requeue_at is None:
+            rendered["requeueState"]["requeueAt"] = None
     body: dict[str, Any] = {"status": rendered}
     if resource_version:
         body["metadata"] = {"resourceVersion": resource_version}
@@ -175,6 +217,8 @@ class Reconciler:
     instance: str = "reconciler"
     clock: Callable[[], str] = now_rfc3339
     monotonic: Callable[[], float] = time.monotonic
+    # Seconds since the epoch, for deadlines read from condition timestamps.
+    wall: Callable[[], float] = time.time
     core: Admission = field(default_factory=Admission)
     jobs: dict[Key, Job] = field(default_factory=dict)
     workloads: dict[Key, Workload] = field(default_factory=dict)
@@ -194,12 +238,25 @@ class Reconciler:
     _creating: set[Key] = field(default_factory=set)
     # A start or suspend we asked for and the watch has not shown yet: not asked twice.
     _job_intent: dict[Key, str] = field(default_factory=dict)
+    # resourceVersions the watch delivered while our Job write, admission or eviction was in flight:
+    # when the response's version is among them, the watch got there first and the cache is as new.
+    _job_rvs_in_flight: dict[Key, set[str]] = field(default_factory=dict)
+    _status_rvs_in_flight: dict[Key, set[str]] = field(default_factory=dict)
     # After our own Job write: its resourceVersion; older Job events are stale until it is seen.
     _job_awaiting: dict[Key, str] = field(default_factory=dict)
     # Workloads whose Finished write is in flight.
     _finishing: set[Key] = field(default_factory=set)
     _next_resync: float = 0.0
     _cq_dirty: bool = True
+    # waitForPodsReady: deadlines, the pods and claims of started Jobs, writes in flight.
+    timers: Timers[Key] = field(default_factory=Timers)
+    pod_index: PodIndex = field(default_factory=PodIndex)
+    _pods_dirty: set[Key] = field(default_factory=set)
+    _evicting: dict[Key, tuple[str, str]] = field(default_factory=dict)
+    _eviction_causes: dict[Key, str] = field(default_factory=dict)  # (for the eviction metric)
+    _requeueing: set[Key] = field(default_factory=set)
+    _deactivating: set[Key] = field(default_factory=set)
+    _unready: set[Key] = field(default_factory=set)
 
     # --- inbox ----------------------------------------------------------------------------
 
@@ -212,6 +269,13 @@ class Reconciler:
     def after_batch(self) -> None:
         """Decide, after a batch of inbox items has been applied."""
         if not self.ready:
+            return
+        for job_key in self._pods_dirty:
+            job = self.jobs.get(job_key)
+            if job is not None:
+                self._check_pods(self._workload_key_for(job))
+        self._pods_dirty.clear()
+        if self._admission_blocked():
             return
         started = self.monotonic()
         decisions = self.core.schedule()
@@ -231,6 +295,11 @@ class Reconciler:
             return
         for key in [k for k in self._awaiting if not self._is_awaiting(k)]:
             self._sync_workload(key)  # our write's own event never came: decide on what we have
+        for key, purpose in self.timers.due(self.wall()):
+            if purpose == "pods-ready":
+                self._pods_ready_expired(key)
+            else:
+                self._sync_workload(key)
         if self.monotonic() >= self._next_resync:
             # Level-triggered safety net: anything a lost trigger left undone is redone.
             self._next_resync = self.monotonic() + RESYNC_SECONDS
@@ -299,6 +368,16 @@ class Reconciler:
                 self.core.delete_flavor(key[1])
             else:
                 self.core.set_flavor(obj)
+        elif kind == PODS.plural:
+            job_key = self.pod_index.on_pod(key, None if deleted else obj)
+            if job_key is not None:
+                self._pods_dirty.add(job_key)
+            return
+        elif kind == RESOURCE_CLAIMS.plural:
+            job_key = self.pod_index.on_claim(key, None if deleted else obj)
+            if job_key is not None:
+                self._pods_dirty.add(job_key)
+            return
         elif kind == NAMESPACES.plural and isinstance(obj, Namespace):
             labels = {**obj.metadata.labels, "kubernetes.io/metadata.name": obj.metadata.name}
             self.core.set_namespace(obj.metadata.name, labels)
@@ -326,9 +405,12 @@ class Reconciler:
             gone = self.jobs.pop(key, None)
             self._job_intent.pop(key, None)
             self._job_awaiting.pop(key, None)
+            self._job_rvs_in_flight.pop(key, None)
             if gone is not None and self.ready:
                 self._job_deleted(gone)
             return
+        if key in self._job_intent:
+            self._job_rvs_in_flight.setdefault(key, set()).add(job.metadata.resource_version)
         awaited = self._job_awaiting.get(key)
         if awaited is not None:
             if job.metadata.resource_version != awaited:
@@ -336,6 +418,7 @@ class Reconciler:
             del self._job_awaiting[key]
         self.jobs[key] = job
         if self.ready:
+            self._pods_dirty.add(key)
             self._reconcile_job(key)
 
     def _on_workload(self, key: Key, workload: Workload | None) -> None:
@@ -343,8 +426,13 @@ class Reconciler:
             self.workloads.pop(key, None)
             self._awaiting.pop(key, None)
             self._fed.pop(key, None)
+            self._unready.discard(key)
+            self.timers.cancel(key, "pods-ready")
+            self.timers.cancel(key, "requeue")
             self.core.remove_workload(key)
             return
+        if key in self._admitting or key in self._evicting:
+            self._status_rvs_in_flight.setdefault(key, set()).add(workload.metadata.resource_version)
         awaited = self._awaiting.get(key)
         if awaited is not None:
             rv, deadline = awaited
@@ -401,10 +489,12 @@ class Reconciler:
             mappings=self.config.class_to_resource,
         )
 
-    def _sync_workload(self, key: Key) -> None:
-        """Bring the core in line with the Workload the API shows."""
+    def _sync_workload(self, key: Key, *, own_write: bool = False) -> None:
+        """Bring the core in line with the Workload the API shows (or our write just returned)."""
         workload = self.workloads.get(key)
-        if workload is None or key in self._admitting or self._is_awaiting(key):
+        if workload is None or key in self._admitting or key in self._evicting:
+            return
+        if not own_write and self._is_awaiting(key):
             return
         owner = self._owner_job(workload)
         orphaned = owner is not None and owner not in self.jobs
@@ -427,6 +517,19 @@ class Reconciler:
                 assert workload.status.admission is not None
                 self.core.add_workload(self._compile(workload), workload.status.admission)
                 self._fed[key] = generation
+            if not workload.spec.active:
+                reason, message = deactivation_reason(workload.status.requeue_state, self._backoff_limit())
+                self._evict(workload, reason, message, None, underlying_cause="")
+            else:
+                self._arm_pods_ready(key, workload)
+            return
+        self._unready.discard(key)
+        self.timers.cancel(key, "pods-ready")
+        if not workload.spec.active or self._backing_off(key, workload):
+            # Inactive, or waiting out its requeue backoff: not in any queue until then.
+            if key in self.core.workloads:
+                self.core.remove_workload(key)
+            self._fed.pop(key, None)
             return
         if self.core.is_admitted(key) or self._fed.get(key) != generation:
             # Newly seen, spec changed, or its admission was cleared by someone else.
@@ -446,7 +549,11 @@ class Reconciler:
             return
         now = self.clock()
         status = admitted_workload_status(
-            workload.status, decision, now, workload.metadata.generation or None
+            workload.status,
+            decision,
+            now,
+            workload.metadata.generation or None,
+            pods_ready=self.config.wait_for_pods_ready is not None,
         )
         self._admitting.add(key)
         self.submit(
@@ -484,6 +591,221 @@ class Reconciler:
             )
         )
         self._event(WORKLOAD_API, "Workload", workload, "Warning", decision.reason, decision.message)
+
+    # --- waitForPodsReady -----------------------------------------------------------------
+
+    def _backoff_limit(self) -> int | None:
+        wfpr = self.config.wait_for_pods_ready
+        return None if wfpr is None else wfpr.backoff_limit_count
+
+    def _admission_blocked(self) -> bool:
+        """blockAdmission: nothing is admitted while an admitted workload is not yet ready."""
+        wfpr = self.config.wait_for_pods_ready
+        if wfpr is None or not wfpr.block_admission:
+            return False
+        for key in list(self._unready):
+            workload = self.workloads.get(key)
+            if workload is None or not holds_quota(workload) or key in self._evicting:
+                self._unready.discard(key)
+        return bool(self._unready)
+
+    def _arm_pods_ready(self, key: Key, workload: Workload) -> None:
+        """Track an admitted workload's PodsReady deadline (from its conditions, so restarts keep it)."""
+        wfpr = self.config.wait_for_pods_ready
+        if wfpr is None:
+            return
+        ready = condition(workload.status.conditions, PODS_READY)
+        if ready is not None and ready.status == "True":
+            self._unready.discard(key)
+        else:
+            self._unready.add(key)
+        deadline = pods_ready_deadline(
+            workload.status.conditions, wfpr.timeout_seconds, wfpr.recovery_timeout_seconds
+        )
+        if deadline is None:
+            self.timers.cancel(key, "pods-ready")
+        else:
+            self.timers.set(key, "pods-ready", deadline.at)
+        owner = self._owner_job(workload)
+        if owner is not None:
+            self._pods_dirty.add(owner)
+
+    def _backing_off(self, key: Key, workload: Workload) -> bool:
+        """True while the requeue backoff runs; once over, Requeued=True is written first."""
+        state = workload.status.requeue_state
+        at = epoch(state.requeue_at) if state is not None else None
+        if at is None:
+            return False
+        if at > self.wall():
+            self.timers.set(key, "requeue", at)
+            return True
+        if key not in self._requeueing:
+            self._requeueing.add(key)
+            status = backoff_finished_status(
+                workload.status, self.clock(), workload.metadata.generation or None
+            )
+            self._write_status("requeue", workload, status, precondition=True)
+        return True
+
+    def _check_pods(self, key: Key) -> None:
+        """PodsReady and the claim report of an admitted workload, from its Job's pods."""
+        workload = self.workloads.get(key)
+        if (
+            workload is None
+            or not holds_quota(workload)
+            or key in self._admitting
+            or key in self._evicting
+            or self._is_awaiting(key)
+        ):
+            return
+        owner = self._owner_job(workload)
+        if owner is None:
+            return
+        pods = self.pod_index.pods_of(owner)
+        conditions = workload.status.conditions
+        now, generation = self.clock(), workload.metadata.generation or None
+        if self.config.wait_for_pods_ready is not None:
+            job = self.jobs.get(owner)
+            needed = pods_needed(job.spec.parallelism, job.spec.completions) if job else 1
+            previous = condition(conditions, PODS_READY)
+            state = pods_ready_state(
+                admitted=True, ready=ready_or_succeeded(pods, job), needed=needed, previous=previous
+            )
+            if previous is None or (previous.status, previous.reason) != (state.status, state.reason):
+                conditions = set_condition(
+                    conditions, PODS_READY, state.status, state.reason, state.message, now, generation
+                )
+        problems = claim_problems(key[0], pods, self.pod_index.claims)
+        claims_before = condition(conditions, CLAIMS_ALLOCATED)
+        allocated = all_claims_allocated(key[0], pods, self.pod_index.claims)
+        claims_now = claims_condition(key[0], problems, claims_before, all_allocated=allocated)
+        if claims_now is not None and (
+            claims_before is None
+            or (claims_before.status, claims_before.message) != (claims_now[0], claims_now[2])
+        ):
+            conditions = set_condition(conditions, CLAIMS_ALLOCATED, *claims_now, now, generation)
+            if claims_now[0] == "False":
+                self._event(WORKLOAD_API, "Workload", workload, "Warning", claims_now[1], claims_now[2])
+        if conditions is workload.status.conditions:
+            return
+        status = msgspec.structs.replace(workload.status, conditions=conditions)
+        self._write_status("pods-ready", workload, status, precondition=True)
+
+    def _pods_ready_expired(self, key: Key) -> None:
+        wfpr = self.config.wait_for_pods_ready
+        workload = self.workloads.get(key)
+        if wfpr is None or workload is None or not holds_quota(workload):
+            return
+        if key in self._admitting or key in self._evicting or key in self._deactivating:
+            return
+        deadline = pods_ready_deadline(
+            workload.status.conditions, wfpr.timeout_seconds, wfpr.recovery_timeout_seconds
+        )
+        if deadline is None:
+            return
+        now = self.wall()
+        if deadline.at > now:
+            self.timers.set(key, "pods-ready", deadline.at)
+            return
+        log.debug("PodsReady timeout", workload=f"{key[0]}/{key[1]}", late=round(now - deadline.at, 3))
+        plan = plan_timeout(
+            workload.status.requeue_state,
+            now,
+            limit=wfpr.backoff_limit_count,
+            base_seconds=wfpr.backoff_base_seconds,
+            max_seconds=wfpr.backoff_max_seconds,
+        )
+        if isinstance(plan, Deactivate):
+            # The eviction follows once the API shows spec.active=false (see _sync_workload).
+            self._deactivating.add(key)
+            meta = workload.metadata
+            self.submit(
+                MergePatch("deactivate", WORKLOADS, meta.namespace, meta.name, b'{"spec":{"active":false}}')
+            )
+            return
+        message = timeout_message(key[0], key[1])
+        self._evict(
+            workload, PODS_READY_TIMEOUT, message, plan.requeue_state, underlying_cause=deadline.cause
+        )
+
+    def _evict(
+        self,
+        workload: Workload,
+        reason: str,
+        message: str,
+        requeue_state: RequeueState | None,
+        *,
+        underlying_cause: str,
+    ) -> None:
+        """Evict: one status write ends the reservation; the quota returns when it lands."""
+        key = (workload.metadata.namespace, workload.metadata.name)
+        if key in self._evicting:
+            return
+        info = self.core.workloads.get(key)
+        status = evicted_workload_status(
+            workload.status,
+            reason=reason,
+            message=message,
+            requeue_state=requeue_state or workload.status.requeue_state,
+            requests=resource_requests(info) if info is not None else workload.status.resource_requests,
+            now=self.clock(),
+            generation=workload.metadata.generation or None,
+            pods_ready=self.config.wait_for_pods_ready is not None,
+        )
+        self._evicting[key] = (reason, message)
+        self._eviction_causes[key] = underlying_cause
+        self._write_status("evict", workload, status, precondition=True)
+
+    def _evicted(self, key: Key, done: WriteDone) -> None:
+        reason, message = self._evicting.pop(key, ("", ""))
+        seen = self._status_rvs_in_flight.pop(key, set())
+        underlying_cause = self._eviction_causes.pop(key, "")
+        if not done.ok or done.body is None:
+            log.debug(
+                "eviction not written; it is retried", workload=f"{key[0]}/{key[1]}", error=str(done.error)
+            )
+            if done.error is not None and not isinstance(done.error, (NotFound, Conflict)):
+                self._write_failed(done)
+            self._sync_workload(key)  # still admitted: the deadline fires again on fresh state
+            return
+        # Until this write's own event, an older one must not look like it is still admitted.
+        charge = self.core.ledger.charge_of(key)
+        self.metrics.workload_evicted(charge.cluster_queue if charge else "", reason, underlying_cause)
+        self._apply_own_write(key, done.body, until_seen=True, seen=seen)
+        self.core.remove_workload(key)
+        self._fed.pop(key, None)
+        self._unready.discard(key)
+        self.timers.cancel(key, "pods-ready")
+        self._sync_workload(key, own_write=True)  # starts the requeue backoff
+        workload = self.workloads[key]
+        self._event(WORKLOAD_API, "Workload", workload, "Normal", f"EvictedDueTo{reason}", message)
+        owner = self._owner_job(workload)
+        job = self.jobs.get(owner) if owner is not None else None
+        if job is not None:
+            self._event("batch/v1", "Job", job, "Normal", "Stopped", message)
+        if owner is not None:
+            self._reconcile_job(owner)
+
+    def _write_status(
+        self,
+        purpose: Literal["evict", "requeue", "pods-ready"],
+        workload: Workload,
+        status: WorkloadStatus,
+        *,
+        precondition: bool,
+    ) -> None:
+        meta = workload.metadata
+        self.submit(
+            MergePatch(
+                purpose,
+                WORKLOADS,
+                meta.namespace,
+                meta.name,
+                _status_patch(status, meta.resource_version if precondition else None),
+                subresource="status",
+                slot_name="workload-status",
+            )
+        )
 
     # --- jobs -----------------------------------------------------------------------------
 
@@ -539,15 +861,40 @@ class Reconciler:
             self._write_job(job, "job-start", start_patch(selector, {"kueue.x-k8s.io/podset": "main"}))
         elif not admitted and not job.spec.suspend and wl_key not in self._admitting:
             self._write_job(job, "job-suspend", suspend_patch())
+        elif not admitted and job.spec.suspend and wl_key not in self._admitting:
+            self._restore_job(job, workload)
 
-    def _write_job(self, job: Job, purpose: Literal["job-start", "job-suspend"], patch: bytes) -> bool:
-        """Ask for a start or a suspend once; False when it is already asked for."""
+    def _write_job(
+        self,
+        job: Job,
+        purpose: Literal["job-start", "job-suspend", "job-restore", "job-clear-start"],
+        patch: bytes,
+    ) -> bool:
+        """Ask for a start, suspend or restore once; False when it is already asked for."""
         key = (job.metadata.namespace, job.metadata.name)
         if self._job_intent.get(key) == purpose:
             return False  # in flight; its response updates the cached Job
         self._job_intent[key] = purpose
-        self.submit(MergePatch(purpose, JOBS, key[0], key[1], patch, slot_name="job"))
+        subresource = "status" if purpose == "job-clear-start" else None
+        self.submit(
+            MergePatch(purpose, JOBS, key[0], key[1], patch, subresource=subresource, slot_name="job")
+        )
         return True
+
+    def _restore_job(self, job: Job, workload: Workload) -> None:
+        """A suspended Job gets its pod template back as the Workload recorded it (after eviction)."""
+        if not workload.spec.pod_sets or _PODSET_LABEL_BYTES not in bytes(job.spec.template):
+            return
+        if job.status.start_time:
+            # The API allows template changes only to a suspended Job that has not started.
+            if job.status.active == 0:
+                self._write_job(job, "job-clear-start", b'{"status":{"startTime":null}}')
+            return
+        patch = restore_patch(
+            pod_template_view(job.spec.template), pod_template_view(workload.spec.pod_sets[0].template)
+        )
+        if patch is not None:
+            self._write_job(job, "job-restore", patch)
 
     def _finish(self, workload: Workload, succeeded: bool, message: str) -> None:
         now = self.clock()
@@ -630,6 +977,27 @@ class Reconciler:
         purpose = action.purpose
         if purpose == "admit":
             self._admission_written(key, done)
+        elif purpose == "evict":
+            self._evicted(key, done)
+        elif purpose in ("requeue", "pods-ready", "deactivate"):
+            self._requeueing.discard(key)
+            self._deactivating.discard(key)
+            if done.ok and done.body is not None:
+                self._apply_own_write(key, done.body)
+                self._sync_workload(key, own_write=True)
+                if purpose == "pods-ready":
+                    self._note_pods_ready(action, done.body)
+                if purpose == "requeue":
+                    self._event(
+                        WORKLOAD_API,
+                        "Workload",
+                        self.workloads[key],
+                        "Normal",
+                        "Requeued",
+                        "The workload backoff was finished",
+                    )
+            elif done.error is not None and not isinstance(done.error, (NotFound, Conflict)):
+                self._write_failed(done)
         elif purpose in ("workload-status", "finish"):
             if purpose == "finish":
                 self._finishing.discard(key)
@@ -664,10 +1032,11 @@ class Reconciler:
                 self._apply_own_write(key, done.body)
             elif done.error is not None and not isinstance(done.error, Conflict):
                 self._write_failed(done)
-        elif purpose in ("job-start", "job-suspend"):
+        elif purpose in ("job-start", "job-suspend", "job-restore", "job-clear-start"):
             self._job_intent.pop(key, None)
+            seen = self._job_rvs_in_flight.pop(key, set())
             if done.ok and done.body is not None:
-                self._apply_own_job_write(key, done.body)
+                self._apply_own_job_write(key, done.body, seen)
             if done.error is not None or done.superseded:
                 if done.error is not None and not isinstance(done.error, NotFound):
                     self._write_failed(done)
@@ -679,6 +1048,8 @@ class Reconciler:
                 self._event(
                     "batch/v1", "Job", started, "Normal", "Started", f"Admitted by clusterQueue {cq_name}"
                 )
+            elif purpose == "job-clear-start":
+                self._reconcile_job(key)  # the template can be restored now
         elif purpose == "lq-status":
             if done.ok and done.body is not None:
                 lq_written = msgspec.json.decode(done.body, type=LocalQueue)
@@ -697,6 +1068,21 @@ class Reconciler:
                     self._write_failed(done)
         elif done.error is not None and not isinstance(done.error, (NotFound, Conflict)):
             self._write_failed(done)
+
+    def _note_pods_ready(self, action: Action, body: bytes) -> None:
+        """Metrics: a PodsReady=True we wrote (written only when it changes) ends the wait for ready."""
+        sent = msgspec.json.decode(getattr(action, "patch", b"{}"))
+        conditions = (sent.get("status") or {}).get("conditions") or []
+        if not any(c.get("type") == PODS_READY and c.get("status") == "True" for c in conditions):
+            return
+        written = msgspec.json.decode(body, type=Workload)
+        admission = written.status.admission
+        reserved = condition(written.status.conditions, "QuotaReserved")
+        self.metrics.workload_ready(
+            admission.cluster_queue if admission else "",
+            written.metadata.creation_timestamp,
+            reserved.last_transition_time if reserved else None,
+        )
 
     def _cluster_queue_of(self, key: Key) -> str:
         workload = self.workloads.get(key)
@@ -725,17 +1111,23 @@ class Reconciler:
         del self._awaiting[key]
         return False
 
-    def _apply_own_job_write(self, key: Key, body: bytes) -> None:
+    def _apply_own_job_write(self, key: Key, body: bytes, seen: set[str] | None = None) -> None:
         job = msgspec.json.decode(body, type=Job)
+        if seen and job.metadata.resource_version in seen:
+            return  # the watch brought our write (and maybe newer) before its response
         previous = self.jobs.get(key)
         self.jobs[key] = job
         rv = job.metadata.resource_version
         if previous is None or previous.metadata.resource_version != rv:
             self._job_awaiting[key] = rv
 
-    def _apply_own_write(self, key: Key, body: bytes, *, until_seen: bool = False) -> None:
+    def _apply_own_write(
+        self, key: Key, body: bytes, *, until_seen: bool = False, seen: set[str] | None = None
+    ) -> None:
         """Our write's response is the newest state: apply it now, skip the older events."""
         workload = msgspec.json.decode(body, type=Workload)
+        if seen and workload.metadata.resource_version in seen:
+            return  # the watch brought our write (and maybe newer) before its response
         previous = self.workloads.get(key)
         self.workloads[key] = workload
         rv = workload.metadata.resource_version
@@ -748,9 +1140,12 @@ class Reconciler:
 
     def _admission_written(self, key: Key, done: WriteDone) -> None:
         self._admitting.discard(key)
+        seen = self._status_rvs_in_flight.pop(key, set())
         if done.ok and done.body is not None:
             self.stats.admitted += 1
-            self._apply_own_write(key, done.body, until_seen=True)
+            self._apply_own_write(key, done.body, until_seen=True, seen=seen)
+            # Its own watch event may have come first and been set aside: start the PodsReady clock now.
+            self._sync_workload(key, own_write=True)
             workload = self.workloads[key]
             cq = workload.status.admission.cluster_queue if workload.status.admission else ""
             self.metrics.quota_reserved(cq, workload.metadata.creation_timestamp)

@@ -44,7 +44,7 @@ def test_client_signatures() -> None:
     assert _params(c.merge_patch) == ["resource", "namespace", "name", "patch", "subresource"]
     assert _params(c.json_patch) == ["resource", "namespace", "name", "patch", "subresource"]
     assert _params(c.delete) == ["resource", "namespace", "name", "propagation"]
-    assert _params(c.stream_lines) == ["path", "params", "connect_timeout", "read_timeout"]
+    assert _params(c.stream_lines) == ["path", "params", "connect_timeout", "read_timeout", "on_open"]
 
 
 def test_informer_signature() -> None:

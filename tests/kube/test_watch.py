@@ -235,6 +235,22 @@ async def test_inactivity_deadline_reconnects_from_last_rv(fake: FakeApiServer, 
 
 
 @pytest.mark.asyncio
+async def test_a_quiet_watch_the_server_accepts_counts_as_contact(
+    fake: FakeApiServer, client: KubeClient
+) -> None:
+    fake.script(LIST, page([], rv=10))
+    fake.fallback(WATCH, HANG)  # accepted, then silent: no events, no bookmarks
+    informer = make(client, Recorder(), Pod, inactivity_timeout=0.2)
+    async with running(informer):
+        await until(lambda: len(watches(fake)) >= 1)
+        listed_at = informer.last_event_monotonic
+        # The silent stream is dropped (read timeout) and the watch made again, answered again.
+        await until(lambda: len(watches(fake)) >= 2, within=5.0)
+        await until(lambda: informer.last_contact_monotonic > listed_at + 1.0)
+    assert informer.last_event_monotonic == listed_at  # no line since the list
+
+
+@pytest.mark.asyncio
 @pytest.mark.parametrize("end", ["close", "drop"])
 async def test_truncated_stream_rewatches_from_last_rv(
     fake: FakeApiServer, client: KubeClient, end: str

@@ -1,0 +1,118 @@
+"""What an admitted Job's pods say: how many are ready, and which claims keep them from starting.
+
+Pure functions over Pod, Job and ResourceClaim projections. The claim report
+quotes kube-scheduler's own words (the pod's PodScheduled message), so a user
+learns from the Workload why an admitted job does not start.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+
+from .projections import Condition, Job, Pod, ResourceClaim
+
+__all__ = [
+    "CLAIMS_ALLOCATED",
+    "ClaimProblem",
+    "all_claims_allocated",
+    "claim_problems",
+    "claims_condition",
+    "owner_job",
+    "ready_or_succeeded",
+]
+
+CLAIMS_ALLOCATED = "ClaimsAllocated"
+NOT_ALLOCATED_REASON = "ClaimNotAllocated"
+ALLOCATED_REASON = "ClaimsAllocated"
+ALLOCATED_MESSAGE = "All ResourceClaims of the workload's pods are allocated"
+
+Key = tuple[str, str]
+
+
+def owner_job(pod: Pod) -> str | None:
+    """The name of the Job that controls this pod, if any."""
+    for ref in pod.metadata.owner_references:
+        if ref.kind == "Job" and ref.controller:
+            return ref.name
+    return None
+
+
+def _condition(conditions: Iterable[Condition], kind: str) -> Condition | None:
+    return next((c for c in conditions if c.type == kind), None)
+
+
+def _is_ready(pod: Pod) -> bool:
+    if pod.metadata.deletion_timestamp or pod.status.phase != "Running":
+        return False
+    ready = _condition(pod.status.conditions, "Ready")
+    return ready is not None and ready.status == "True"
+
+
+def ready_or_succeeded(pods: Iterable[Pod], job: Job | None) -> int:
+    """Pods ready or succeeded, from the pods seen or the Job's own counts, whichever is larger.
+
+    The Job's counts cover succeeded pods that were already deleted.
+    """
+    seen = sum(1 for p in pods if _is_ready(p) or p.status.phase == "Succeeded")
+    counted = 0 if job is None else job.status.succeeded + (job.status.ready or 0)
+    return max(seen, counted)
+
+
+@dataclass(frozen=True, slots=True, order=True)
+class ClaimProblem:
+    pod: str
+    claim: str
+    scheduler_message: str
+
+
+def claim_problems(
+    namespace: str, pods: Iterable[Pod], claims: Mapping[Key, ResourceClaim]
+) -> list[ClaimProblem]:
+    """Pods the scheduler could not place that have a claim still unallocated, sorted."""
+    found: list[ClaimProblem] = []
+    for pod in pods:
+        if pod.spec.node_name or pod.metadata.deletion_timestamp:
+            continue
+        scheduled = _condition(pod.status.conditions, "PodScheduled")
+        if scheduled is None or scheduled.status != "False":
+            continue
+        for status in pod.status.resource_claim_statuses:
+            name = status.resource_claim_name
+            if not name:
+                continue
+            claim = claims.get((namespace, name))
+            if claim is not None and claim.status.allocation is None:
+                found.append(ClaimProblem(pod.metadata.name, name, scheduled.message))
+    return sorted(found)
+
+
+def all_claims_allocated(namespace: str, pods: Iterable[Pod], claims: Mapping[Key, ResourceClaim]) -> bool:
+    """Every pod seen has every claim it names allocated (False when no pod is seen yet)."""
+    seen = False
+    for pod in pods:
+        seen = True
+        for status in pod.status.resource_claim_statuses:
+            claim = claims.get((namespace, status.resource_claim_name or ""))
+            if claim is None or claim.status.allocation is None:
+                return False
+    return seen
+
+
+def claims_condition(
+    namespace: str, problems: list[ClaimProblem], previous: Condition | None, *, all_allocated: bool
+) -> tuple[str, str, str] | None:
+    """(status, reason, message) of the ClaimsAllocated condition; None leaves it as it is."""
+    if not problems:
+        if previous is None or not all_allocated:
+            return None  # never reported, or not yet known to be resolved
+        return "True", ALLOCATED_REASON, ALLOCATED_MESSAGE
+    first = problems[0]
+    message = (
+        f"Pod {namespace}/{first.pod} cannot be scheduled: ResourceClaim {namespace}/{first.claim} "
+        f"is not allocated: {first.scheduler_message or 'no reason given by the scheduler'}"
+    )
+    others = len({p.pod for p in problems}) - 1
+    if others:
+        message += f" (and {others} more pod{'s' if others > 1 else ''})"
+    return "False", NOT_ALLOCATED_REASON, message

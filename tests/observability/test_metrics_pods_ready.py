@@ -1,0 +1,67 @@
+"""The eviction and PodsReady hooks, driven through the reconciler's waitForPodsReady flow."""
+
+from __future__ import annotations
+
+import pytest
+
+from reconciler.core.projections import Pod
+from reconciler.kube import JOBS, PODS
+from reconciler.observability.metrics import Metrics
+from tests.observability.test_metrics import scrape, value
+from tests.runtime.test_pods_ready_flow import T0, Clocked, admitted_job, started
+from tests.runtime.test_reconciler import decode, of, queues
+
+
+def clocked_with_metrics() -> tuple[Clocked, Metrics]:
+    h = Clocked()
+    metrics = Metrics("leader", wall_clock=lambda: h.now)
+    h.reconciler.metrics = metrics
+    queues(h)
+    h.sync_all()
+    return h, metrics
+
+
+def test_a_written_pods_ready_timeout_eviction_is_counted_with_its_cause() -> None:
+    h, metrics = clocked_with_metrics()
+    job, workload, _ = admitted_job(h, "a")
+    h.event("MODIFIED", JOBS, started(h, job))
+    h.take()
+    (evict,) = of(h.tick(T0 + 61), "evict")
+    labels = {
+        "cluster_queue": "cq",
+        "reason": "PodsReadyTimeout",
+        "underlying_cause": "WaitForStart",
+        "priority_class": "",
+        "replica_role": "leader",
+    }
+    # Counted when the eviction is written, not when it is decided.
+    assert value(scrape(metrics)[1], "kueue_evicted_workloads_total", **labels) is None
+    h.land(evict, workload)
+    assert value(scrape(metrics)[1], "kueue_evicted_workloads_total", **labels) == 1
+
+
+def test_pods_ready_written_true_observes_the_time_since_admission() -> None:
+    h, metrics = clocked_with_metrics()
+    job, workload, _ = admitted_job(h, "a")  # admitted at T0
+    h.event("MODIFIED", JOBS, started(h, job))
+    h.take()
+    h.now = T0 + 30
+    pod = {
+        "metadata": {
+            "name": "a-1",
+            "namespace": "ns",
+            "labels": {"kueue.x-k8s.io/podset": "main"},
+            "ownerReferences": [{"apiVersion": "batch/v1", "kind": "Job", "name": "a", "controller": True}],
+        },
+        "spec": {"nodeName": "n1"},
+        "status": {"phase": "Running", "conditions": [{"type": "Ready", "status": "True"}]},
+    }
+    h.event("ADDED", PODS, decode(pod, Pod))
+    (ready,) = of(h.take(), "pods-ready")
+    h.land(ready, workload)
+    samples = scrape(metrics)[1]
+    labels = {"cluster_queue": "cq", "priority_class": "", "replica_role": "leader"}
+    assert value(samples, "kueue_admitted_until_ready_wait_time_seconds_count", **labels) == 1
+    assert value(samples, "kueue_admitted_until_ready_wait_time_seconds_sum", **labels) == pytest.approx(30.0)
+    assert value(samples, "kueue_admitted_until_ready_wait_time_seconds_bucket", le="20.0", **labels) == 0
+    assert value(samples, "kueue_admitted_until_ready_wait_time_seconds_bucket", le="40.0", **labels) == 1

@@ -1,0 +1,312 @@
+"""The reconciler's waitForPodsReady flow, driven by events and a controlled clock."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import msgspec
+
+from reconciler.config import parse_config
+from reconciler.core.podsready import epoch, rfc3339
+from reconciler.core.projections import Job, Pod, Workload
+from reconciler.kube import JOBS, PODS, WORKLOADS, Conflict
+from reconciler.runtime.actions import Action, Create, MergePatch, PostEvent
+from reconciler.runtime.reconciler import Reconciler
+from reconciler.runtime.writer import WriteDone
+from tests.runtime.test_reconciler import (
+    GPU,
+    Harness,
+    apply_patch,
+    created_workload,
+    decode,
+    gpu_job,
+    of,
+    queues,
+)
+
+T0 = 1767225600.0  # 2026-01-01T00:00:00Z
+
+
+def config(**strategy: Any) -> Any:
+    return parse_config(
+        {
+            "apiVersion": "config.kueue.x-k8s.io/v1beta2",
+            "kind": "Configuration",
+            "resources": {"deviceClassMappings": [{"name": GPU, "deviceClassNames": ["gpu.nvidia.com"]}]},
+            "waitForPodsReady": {
+                "timeout": "60s",
+                "requeuingStrategy": {"backoffBaseSeconds": 10, **strategy},
+            },
+        }
+    )
+
+
+class Clocked(Harness):
+    def __init__(self, **strategy: Any) -> None:
+        super().__init__()
+        self.now = T0
+        self.reconciler = Reconciler(
+            config(**strategy), self.actions.append, clock=lambda: rfc3339(self.now), wall=lambda: self.now
+        )
+
+    def tick(self, to: float) -> list[Action]:
+        self.now = to
+        self.reconciler.flush_status()
+        return self.take()
+
+    def land(self, action: MergePatch, workload: Workload) -> Workload:
+        """The API applies a status write; its response and then its watch event come back."""
+        written = apply_patch(self, workload, action)
+        self.reconciler.handle(WriteDone(action, body=msgspec.json.encode(written)))
+        return written
+
+
+def queued_job(h: Clocked, name: str) -> tuple[Job, Workload, list[Action]]:
+    """A Job, its Workload created and seen; returns what the reconciler then asked for."""
+    job = gpu_job(h, name)
+    h.event("ADDED", JOBS, job)
+    (create,) = of(h.take(), "create-workload")
+    assert isinstance(create, Create)
+    workload = created_workload(h, create)
+    h.reconciler.handle(WriteDone(create, body=msgspec.json.encode(workload)))
+    h.event("ADDED", WORKLOADS, workload)
+    return job, workload, h.take()
+
+
+def admitted_job(h: Clocked, name: str) -> tuple[Job, Workload, list[Action]]:
+    job, workload, actions = queued_job(h, name)
+    admits = of(actions, "admit")
+    if not admits:
+        return job, workload, actions
+    admitted = h.land(admits[0], workload)
+    h.event("MODIFIED", WORKLOADS, admitted)
+    return job, admitted, actions + h.take()
+
+
+def conditions(patch: MergePatch) -> dict[str, tuple[str, str, str]]:
+    body = msgspec.json.decode(patch.patch)
+    return {c["type"]: (c["status"], c["reason"], c["message"]) for c in body["status"]["conditions"]}
+
+
+def events(actions: list[Action]) -> list[tuple[str, str]]:
+    out = []
+    for a in actions:
+        if isinstance(a, PostEvent):
+            body = msgspec.json.decode(a.body)
+            out.append((body["reason"], body["message"]))
+    return out
+
+
+def started(h: Clocked, job: Job) -> Job:
+    body = msgspec.json.decode(msgspec.json.encode(job))
+    body["spec"]["suspend"] = False
+    template = msgspec.json.decode(bytes(job.spec.template))
+    template.setdefault("metadata", {})["labels"] = {"kueue.x-k8s.io/podset": "main"}
+    template["spec"]["nodeSelector"] = {"gpu": "t4"}
+    body["spec"]["template"] = template
+    body["metadata"]["resourceVersion"] = h.next_rv()
+    body["status"] = {"startTime": rfc3339(h.now), "active": 1}
+    result: Job = decode(body, Job)
+    return result
+
+
+def test_a_stalled_job_is_evicted_at_the_deadline_and_its_quota_goes_to_the_next() -> None:
+    h = Clocked()
+    queues(h)
+    h.sync_all()
+    job_a, wl_a, actions = admitted_job(h, "a")
+    admit_conditions = conditions(of(actions, "admit")[0])
+    assert admit_conditions["PodsReady"] == ("False", "WaitForStart", "Not all pods are ready or succeeded")
+    _, wl_b, _ = admitted_job(h, "b")
+    assert wl_b.status.admission is None  # waits for the only GPU
+    job_a = started(h, job_a)
+    h.event("MODIFIED", JOBS, job_a)
+    h.take()
+    assert of(h.tick(T0 + 59), "evict") == []
+    actions = h.tick(T0 + 61)
+    (evict,) = of(actions, "evict")
+    body = msgspec.json.decode(evict.patch)
+    assert body["metadata"]["resourceVersion"] == wl_a.metadata.resource_version
+    message = f"Exceeded the PodsReady timeout ns/{wl_a.metadata.name}"
+    got = conditions(evict)
+    assert got["Evicted"] == ("True", "PodsReadyTimeout", message)
+    assert got["QuotaReserved"] == ("False", "Pending", message)
+    assert got["Admitted"][0] == "False"
+    assert got["Requeued"] == ("False", "PodsReadyTimeout", message)
+    assert body["status"]["admission"] is None
+    assert body["status"]["requeueState"]["count"] == 1
+    requeue_at = epoch(body["status"]["requeueState"]["requeueAt"])
+    assert requeue_at is not None
+    assert T0 + 70 <= requeue_at <= T0 + 72
+    # The quota is held until the eviction is written: the API never shows two holders.
+    assert h.reconciler.core.ledger.used("cq", ("t4", GPU)) == 1
+    assert of(h.take(), "admit") == []
+    evicted = h.land(evict, wl_a)
+    actions = h.take()
+    assert ("EvictedDueToPodsReadyTimeout", message) in events(actions)
+    assert ("Stopped", message) in events(actions)
+    assert of(actions, "job-suspend")
+    (admit_b,) = of(actions, "admit")
+    assert admit_b.name == wl_b.metadata.name
+    h.event("MODIFIED", WORKLOADS, evicted)
+    # Suspended by the Job controller's side: startTime cleared, then the template restored.
+    suspended = msgspec.json.decode(msgspec.json.encode(job_a))
+    suspended["spec"]["suspend"] = True
+    suspended["metadata"]["resourceVersion"] = h.next_rv()
+    h.event("MODIFIED", JOBS, decode(suspended, Job))
+    assert of(h.take(), "job-clear-start") == []  # pods still active
+    suspended["status"] = {"startTime": suspended["status"]["startTime"], "active": 0}
+    suspended["metadata"]["resourceVersion"] = h.next_rv()
+    h.event("MODIFIED", JOBS, decode(suspended, Job))
+    (clear,) = of(h.take(), "job-clear-start")
+    assert clear.subresource == "status"
+    suspended["status"] = {}
+    suspended["metadata"]["resourceVersion"] = h.next_rv()
+    h.reconciler.handle(WriteDone(clear, body=msgspec.json.encode(suspended)))
+    (restore,) = of(h.take(), "job-restore")
+    assert msgspec.json.decode(restore.patch) == {
+        "spec": {
+            "template": {
+                "spec": {"nodeSelector": {"gpu": None}},
+                "metadata": {"labels": {"kueue.x-k8s.io/podset": None}},
+            }
+        }
+    }
+    # Backoff: nothing before requeueAt; then Requeued=True and the workload queues again.
+    assert of(h.tick(T0 + 65), "requeue") == []
+    assert wl_a.metadata.name not in {k[1] for k in h.reconciler.core.workloads}
+    (requeue,) = of(h.tick(requeue_at + 0.5), "requeue")
+    got = conditions(requeue)
+    assert got["Requeued"] == ("True", "BackoffFinished", "The workload backoff was finished")
+    assert msgspec.json.decode(requeue.patch)["status"]["requeueState"] == {"count": 1, "requeueAt": None}
+    h.land(requeue, evicted)
+    assert ("ns", wl_a.metadata.name) in h.reconciler.core.workloads
+
+
+def test_a_restarted_controller_keeps_the_original_deadline() -> None:
+    h = Clocked()
+    queues(h)
+    h.sync_all()
+    job_a, wl_a, _ = admitted_job(h, "a")
+    # A new process, 40 s later, sees the same Workload: the deadline is still T0 + 60.
+    fresh = Clocked()
+    fresh.now = T0 + 40
+    queues(fresh)
+    fresh.event("ADDED", JOBS, started(fresh, job_a))
+    fresh.event("ADDED", WORKLOADS, wl_a)
+    fresh.sync_all()
+    fresh.take()
+    assert fresh.reconciler.timers.get(("ns", wl_a.metadata.name), "pods-ready") == T0 + 60
+    assert of(fresh.tick(T0 + 59), "evict") == []
+    assert of(fresh.tick(T0 + 60), "evict")
+
+
+def test_ready_pods_stop_the_clock_and_write_pods_ready_started() -> None:
+    h = Clocked()
+    queues(h)
+    h.sync_all()
+    job_a, wl_a, _ = admitted_job(h, "a")
+    job_a = started(h, job_a)
+    h.event("MODIFIED", JOBS, job_a)
+    h.take()
+    pod = {
+        "metadata": {
+            "name": "a-1",
+            "namespace": "ns",
+            "labels": {"kueue.x-k8s.io/podset": "main"},
+            "ownerReferences": [{"apiVersion": "batch/v1", "kind": "Job", "name": "a", "controller": True}],
+        },
+        "spec": {"nodeName": "n1"},
+        "status": {"phase": "Running", "conditions": [{"type": "Ready", "status": "True"}]},
+    }
+    h.event("ADDED", PODS, decode(pod, Pod))
+    (ready,) = of(h.take(), "pods-ready")
+    assert conditions(ready)["PodsReady"] == (
+        "True",
+        "Started",
+        "All pods reached readiness and the workload is running",
+    )
+    h.land(ready, wl_a)
+    assert h.reconciler.timers.get(("ns", wl_a.metadata.name), "pods-ready") is None
+    assert of(h.tick(T0 + 120), "evict") == []
+
+
+def test_the_retry_limit_deactivates_and_then_evicts_with_kueues_reason() -> None:
+    h = Clocked(backoffLimitCount=0)
+    queues(h)
+    h.sync_all()
+    _, wl_a, _ = admitted_job(h, "a")
+    (deactivate,) = of(h.tick(T0 + 61), "deactivate")
+    assert msgspec.json.decode(deactivate.patch) == {"spec": {"active": False}}
+    inactive = msgspec.json.decode(msgspec.json.encode(wl_a))
+    inactive["spec"]["active"] = False
+    inactive["metadata"]["resourceVersion"] = h.next_rv()
+    h.reconciler.handle(WriteDone(deactivate, body=msgspec.json.encode(inactive)))
+    (evict,) = of(h.take(), "evict")
+    assert conditions(evict)["Evicted"] == (
+        "True",
+        "DeactivatedDueToRequeuingLimitExceeded",
+        "The workload is deactivated due to exceeding the maximum number of re-queuing retries",
+    )
+    evicted = h.land(evict, decode(inactive, Workload))
+    h.take()
+    assert ("ns", evicted.metadata.name) not in h.reconciler.core.workloads  # inactive: never queued
+    assert h.reconciler.core.ledger.used("cq", ("t4", GPU)) == 0
+
+
+def test_a_conflicting_eviction_keeps_the_quota_and_fires_again_on_fresh_state() -> None:
+    h = Clocked()
+    queues(h)
+    h.sync_all()
+    _, _wl_a, _ = admitted_job(h, "a")
+    (evict,) = of(h.tick(T0 + 61), "evict")
+    h.reconciler.handle(WriteDone(evict, error=Conflict(409, "conflict")))
+    assert h.reconciler.core.ledger.used("cq", ("t4", GPU)) == 1
+    assert of(h.tick(T0 + 62), "evict")
+
+
+def test_the_clock_starts_even_when_the_admission_event_beats_the_write_result() -> None:
+    h = Clocked()
+    queues(h)
+    h.sync_all()
+    _, workload, actions = queued_job(h, "a")
+    (admit,) = of(actions, "admit")
+    admitted = apply_patch(h, workload, admit)
+    h.event("MODIFIED", WORKLOADS, admitted)  # the watch is faster than the writer's result
+    h.reconciler.handle(WriteDone(admit, body=msgspec.json.encode(admitted)))
+    h.take()
+    assert h.reconciler.timers.get(("ns", admitted.metadata.name), "pods-ready") == T0 + 60
+
+
+def test_block_admission_holds_new_admissions_until_the_admitted_one_is_ready() -> None:
+    h = Clocked()
+    h.reconciler.config = parse_config(
+        {
+            "apiVersion": "config.kueue.x-k8s.io/v1beta2",
+            "kind": "Configuration",
+            "resources": {"deviceClassMappings": [{"name": GPU, "deviceClassNames": ["gpu.nvidia.com"]}]},
+            "waitForPodsReady": {"timeout": "60s", "blockAdmission": True},
+        }
+    )
+    queues(h, gpus=2)
+    h.sync_all()
+    job_a, wl_a, _ = admitted_job(h, "a")
+    assert wl_a.status.admission is not None
+    _, wl_b, actions = admitted_job(h, "b")
+    assert of(actions, "admit") == []  # a GPU is free, but job a is not ready yet
+    job_a = started(h, job_a)
+    h.event("MODIFIED", JOBS, job_a)
+    ready_pod = {
+        "metadata": {
+            "name": "a-1",
+            "namespace": "ns",
+            "ownerReferences": [{"apiVersion": "batch/v1", "kind": "Job", "name": "a", "controller": True}],
+        },
+        "spec": {"nodeName": "n1"},
+        "status": {"phase": "Running", "conditions": [{"type": "Ready", "status": "True"}]},
+    }
+    h.event("ADDED", PODS, decode(ready_pod, Pod))
+    (ready,) = of(h.take(), "pods-ready")
+    h.land(ready, wl_a)
+    (admit_b,) = of(h.take(), "admit")
+    assert admit_b.name == wl_b.metadata.name
