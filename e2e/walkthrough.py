@@ -5,7 +5,9 @@ T4 and the fake DRA driver), installs the CRDs, starts the controller with
 examples/walkthrough/00-configuration.yaml, applies the walkthrough in order
 and prints what a user would check with kubectl: the Jobs, the Workloads with
 their conditions, the ClusterQueue's usage and the ResourceClaim. Then it
-waits for job A to finish and shows job B admitted in its place.
+waits for job A to finish and shows job B admitted in its place. Last, it
+restarts the controller with a 15 s waitForPodsReady timeout and shows a Job
+whose pod never becomes ready evicted, suspended and requeued (item 8).
 """
 
 from __future__ import annotations
@@ -93,6 +95,13 @@ async def show(kube: KubeClient) -> None:
                 )
         for request in wl.get("status", {}).get("resourceRequests", []) or []:
             print(f"  resourceRequests: {request['name']}: {request.get('resources')}")
+        for kind in ("PodsReady", "Evicted", "Requeued"):
+            cond = _condition(wl, kind)
+            if cond:
+                print(f"  {kind}={cond.get('status')} reason={cond.get('reason')}: {cond.get('message')}")
+        requeue = wl.get("status", {}).get("requeueState")
+        if requeue:
+            print(f"  requeueState: count={requeue.get('count')} requeueAt={requeue.get('requeueAt')}")
     print()
 
     cq = await kube.get(api_path("kueue.x-k8s.io/v1beta2", "clusterqueues", name="p3-dra-cq"))
@@ -185,6 +194,32 @@ async def walkthrough(bed: Testbed, controller: ControllerProcess) -> None:
         await show(kube)
 
 
+async def stalled_job(bed: Testbed, controller: ControllerProcess) -> None:
+    """Item 8: a Job whose pod never becomes ready is evicted, re-suspended and requeued."""
+    async with KubeClient.from_kubeconfig(bed.kubeconfig) as kube:
+        print(
+            "== item 8: restarting the controller with examples/pods-ready/00-configuration.yaml"
+            " (waitForPodsReady timeout 15 s)"
+        )
+        controller.start()
+        print("== applying examples/pods-ready/10-job-stalled-c.yaml (its pod never becomes ready)")
+        await apply_manifests(kube, ROOT / "examples/pods-ready/10-job-stalled-c.yaml")
+
+        async def evicted() -> bool:
+            wls = (await kube.get(api_path("kueue.x-k8s.io/v1beta2", "workloads", NAMESPACE)))["items"]
+            return any(
+                w["metadata"]["name"].startswith("job-kueue-dra-stalled-c-")
+                and _condition(w, "Evicted").get("status") == "True"
+                for w in wls
+            )
+
+        print("== waiting for job B to finish, job C to be admitted, and C's 15 s to run out ...")
+        await _wait(kube, "job C to be evicted after the PodsReady timeout", evicted, within=180)
+        await asyncio.sleep(1.5)
+        print("\n== job C evicted: suspended again, its quota released, requeued after the backoff\n")
+        await show(kube)
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m e2e.walkthrough", description=__doc__)
     parser.add_argument("--run-dir", type=Path, default=cache_dir() / "walkthrough")
@@ -199,6 +234,13 @@ def main(argv: list[str] | None = None) -> int:
     code = 0
     try:
         asyncio.run(walkthrough(bed, controller))
+        controller.stop()
+        controller = ControllerProcess(
+            ROOT / "examples/pods-ready/00-configuration.yaml",
+            bed.kubeconfig,
+            args.run_dir / "logs" / "controller.log",
+        )
+        asyncio.run(stalled_job(bed, controller))
         if args.keep:
             print(
                 f"export KUBECONFIG={bed.kubeconfig}\n(controller log: {controller.log_path}; Ctrl-C stops)"
