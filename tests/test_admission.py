@@ -347,3 +347,22 @@ def test_local_queue_status_counts_and_usage() -> None:
     assert [(c.status, c.reason, c.message) for c in status.conditions] == [
         ("False", "ClusterQueueDoesNotExist", "Can't submit new workloads to clusterQueue")
     ]
+
+
+def test_a_held_workload_counts_as_pending_but_is_never_admitted_until_added() -> None:
+    state = state_with(("t4", {GPU: 2}))
+    waiting = info("a", requests={GPU: "1"})
+    state.hold(waiting)
+    state.set_local_queue("ns", "lq", "cq")  # a LocalQueue update must not queue it either
+    assert state.schedule() == []
+    assert state.pending_counts("cq") == (0, 1)
+    assert state.local_queue_pending_counts("ns", "lq") == (0, 1)
+    state.add_workload(waiting)
+    (admit,) = state.schedule()
+    assert isinstance(admit, Admit)
+    assert not state.is_held(waiting.key)
+    assert state.pending_counts("cq") == (0, 0)
+    state.hold(info("b", requests={GPU: "1"}))
+    state.remove_workload(("ns", "b"))
+    assert state.pending_counts("cq") == (0, 0)
+    assert state.local_queue_pending_counts("ns", "lq") == (0, 0)

@@ -95,6 +95,8 @@ class Admission:
     # Waiting workloads that could not enter a queue (missing LocalQueue, ...).
     _blocked: set[WorkloadKey] = field(default_factory=set)
     _by_local_queue: dict[WorkloadKey, set[WorkloadKey]] = field(default_factory=dict)
+    # Waiting out a requeue backoff: pending (inadmissible) in this ClusterQueue, never scheduled.
+    _held: set[WorkloadKey] = field(default_factory=set)
     # Decisions for workloads that cannot enter a queue, reported on the next schedule().
     _outbox: dict[WorkloadKey, Pending] = field(default_factory=dict)
     # The last pending verdict reported per workload, and per parked group.
@@ -154,6 +156,7 @@ class Admission:
         """Add or replace a workload; an admitted one is charged to the ledger as-is."""
         key = info.key
         self._unplace(key)
+        self._unhold(key)
         charge = self.ledger.release(key)
         if charge is not None:
             self._freed(charge.cluster_queue)
@@ -167,6 +170,7 @@ class Admission:
     def remove_workload(self, key: WorkloadKey) -> None:
         """The workload finished or was deleted: forget it and return its quota."""
         self._unplace(key)
+        self._unhold(key)
         self.workloads.pop(key, None)
         self._outbox.pop(key, None)
         self._last.pop(key, None)
@@ -185,6 +189,29 @@ class Admission:
             self._place(info)
 
     rollback = release
+
+    def hold(self, info: WorkloadInfo) -> None:
+        """A workload waiting out its requeue backoff: counted as pending, not scheduled until added."""
+        key = info.key
+        self.remove_workload(key)
+        self.workloads[key] = info
+        self._held.add(key)
+        self._by_local_queue.setdefault((info.namespace, info.queue_name), set()).add(key)
+
+    def is_held(self, key: WorkloadKey) -> bool:
+        return key in self._held
+
+    def _unhold(self, key: WorkloadKey) -> None:
+        if key not in self._held:
+            return
+        self._held.discard(key)
+        info = self.workloads.get(key)
+        if info is not None:
+            members = self._by_local_queue.get((info.namespace, info.queue_name))
+            if members is not None:
+                members.discard(key)
+                if not members:
+                    del self._by_local_queue[(info.namespace, info.queue_name)]
 
     def rebuild(self, admitted: Iterable[tuple[WorkloadKey, AdmissionStatus]]) -> None:
         """Recompute the ledger from admitted Workloads (start, relist)."""
@@ -338,7 +365,7 @@ class Admission:
     def _replace_local_queue_members(self, local_queue: WorkloadKey) -> None:
         for key in list(self._by_local_queue.get(local_queue, ())):
             info = self.workloads.get(key)
-            if info is not None and not self.ledger.holds(key):
+            if info is not None and not self.ledger.holds(key) and key not in self._held:
                 self._unplace(key)
                 self._place(info)
 
@@ -392,10 +419,15 @@ class Admission:
 
     def pending_counts(self, cluster_queue: str) -> tuple[int, int]:
         """(active, inadmissible) pending workloads of a ClusterQueue."""
+        held = 0
+        for key in self._held:
+            info = self.workloads.get(key)
+            if info is not None and self.local_queues.get((info.namespace, info.queue_name)) == cluster_queue:
+                held += 1
         queue = self.queues.get(cluster_queue)
         if queue is None:
-            return (0, 0)
-        return (queue.active_count(), queue.inadmissible_count())
+            return (0, held)
+        return (queue.active_count(), queue.inadmissible_count() + held)
 
 
 def _flavor_labels(flavor_names: Iterable[str], flavors: Mapping[str, ResourceFlavor]) -> dict[str, str]:

@@ -525,10 +525,18 @@ class Reconciler:
             return
         self._unready.discard(key)
         self.timers.cancel(key, "pods-ready")
-        if not workload.spec.active or self._backing_off(key, workload):
-            # Inactive, or waiting out its requeue backoff: not in any queue until then.
+        if not workload.spec.active:
             if key in self.core.workloads:
-                self.core.remove_workload(key)
+                self.core.remove_workload(key)  # inactive: in no queue until reactivated
+            self._fed.pop(key, None)
+            return
+        if self._backing_off(key, workload):
+            # Pending (inadmissible) in its queues' counts, but not scheduled until the backoff ends.
+            if not self.core.is_held(key):
+                try:
+                    self.core.hold(self._compile(workload))
+                except (QuantityError, msgspec.ValidationError):
+                    self.core.remove_workload(key)
             self._fed.pop(key, None)
             return
         if self.core.is_admitted(key) or self._fed.get(key) != generation:

@@ -174,13 +174,18 @@ def test_a_stalled_job_is_evicted_at_the_deadline_and_its_quota_goes_to_the_next
     }
     # Backoff: nothing before requeueAt; then Requeued=True and the workload queues again.
     assert of(h.tick(T0 + 65), "requeue") == []
-    assert wl_a.metadata.name not in {k[1] for k in h.reconciler.core.workloads}
+    # Waiting out the backoff: counted as pending (inadmissible), never scheduled.
+    assert h.reconciler.core.is_held(("ns", wl_a.metadata.name))
+    assert h.reconciler.core.pending_counts("cq")[1] == 1
+    assert h.reconciler.core.local_queue_pending_counts("ns", "lq") == (0, 1)
     (requeue,) = of(h.tick(requeue_at + 0.5), "requeue")
     got = conditions(requeue)
     assert got["Requeued"] == ("True", "BackoffFinished", "The workload backoff was finished")
     assert msgspec.json.decode(requeue.patch)["status"]["requeueState"] == {"count": 1, "requeueAt": None}
     h.land(requeue, evicted)
-    assert ("ns", wl_a.metadata.name) in h.reconciler.core.workloads
+    assert not h.reconciler.core.is_held(("ns", wl_a.metadata.name))
+    h.take()
+    assert h.reconciler.core.pending_counts("cq") == (0, 1)  # queued again, behind job b's quota
 
 
 def test_a_restarted_controller_keeps_the_original_deadline() -> None:
