@@ -11,7 +11,7 @@ from reconciler.core.admission import Admission, Admit
 from reconciler.core.ledger import Ledger
 from reconciler.core.projections import WorkloadStatus
 from reconciler.core.status import admitted_workload_status
-from reconciler.core.workloads import compile_workload, workload_for_job
+from reconciler.core.workloads import WorkloadInfo, compile_workload, workload_for_job
 
 from .builders import cluster_queue, flavor, job
 
@@ -52,6 +52,8 @@ ops = st.lists(
         st.tuples(st.just("add"), job_specs),
         st.tuples(st.just("remove"), st.integers(0, 1000)),
         st.tuples(st.just("rollback"), st.integers(0, 1000)),
+        st.tuples(st.just("evict"), st.integers(0, 1000)),
+        st.tuples(st.just("requeue"), st.integers(0, 1000)),
     ),
     max_size=60,
 )
@@ -90,6 +92,7 @@ def test_ledger_invariants(setup: Setup, operations: list[tuple[str, object]]) -
     queues = sorted(setup.queues)
     statuses: dict[tuple[str, str], WorkloadStatus] = {}
     added: list[tuple[str, str]] = []
+    held: dict[tuple[str, str], WorkloadInfo] = {}
     for n, (op, arg) in enumerate(operations):
         if op == "add":
             assert isinstance(arg, dict)
@@ -111,8 +114,16 @@ def test_ledger_invariants(setup: Setup, operations: list[tuple[str, object]]) -
             if op == "remove":
                 state.remove_workload(key)
                 statuses.pop(key, None)
+                held.pop(key, None)
                 added.remove(key)
-            elif state.is_admitted(key):
+            elif op == "evict" and key not in held:
+                # waitForPodsReady: evicted into its requeue backoff.
+                held[key] = state.workloads[key]
+                state.hold(held[key])
+                statuses.pop(key, None)
+            elif op == "requeue" and key in held:
+                state.add_workload(held.pop(key))
+            elif op == "rollback" and state.is_admitted(key):
                 state.rollback(key)
                 statuses.pop(key, None)
         for decision in state.schedule():
@@ -123,6 +134,8 @@ def test_ledger_invariants(setup: Setup, operations: list[tuple[str, object]]) -
         # Invariant 1: never over quota, at every step.
         assert_within_quota(setup, state.ledger)
         assert set(statuses) == set(state.ledger.holders())
+        # A workload in its backoff is never admitted.
+        assert not set(held) & set(state.ledger.holders())
 
     # Invariant 3: the ledger rebuilt from the admitted Workloads' API status equals
     # the one reached step by step.
