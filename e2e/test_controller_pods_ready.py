@@ -1,6 +1,6 @@
 """waitForPodsReady on the test-bed: stalled pods are evicted, unallocatable claims are reported.
 
-The controller runs with short timeouts (8 s, backoff base 4 s, one requeue).
+The controller runs with short timeouts (12 s, backoff base 4 s, one requeue).
 The test-bed's only node publishes one Tesla T4.
 """
 
@@ -25,7 +25,7 @@ from reconciler.core.workloads import workload_name_for_job
 pytestmark = [pytest.mark.testbed, pytest.mark.timeout(300)]
 
 KUEUE = "kueue.x-k8s.io/v1beta2"
-TIMEOUT = 8.0
+TIMEOUT = 12.0
 BACKOFF_BASE = 4
 GPU_LABEL = "nvidia.com/gpu.product"
 Obj = dict[str, Any]
@@ -274,7 +274,7 @@ async def test_a_restarted_controller_keeps_the_deadline(
         admitted_at = epoch(status_condition(admitted, "Admitted")["lastTransitionTime"])
         assert admitted_at is not None
         controller.kill()
-        # Down for 5 s: a deadline started again would fall at least 13 s after admission.
+        # Down for 5 s: a deadline started again would fall at least 17 s after admission.
         await asyncio.sleep(max(0.0, admitted_at + 5 - time.time()))
         controller.start()
         evicted = await workload_when(kube, namespace, stalled, "Evicted", "True", within=TIMEOUT + 20)

@@ -8,9 +8,11 @@ import msgspec
 
 from reconciler.core.jobs import restore_patch
 from reconciler.core.podstatus import (
+    ClaimProblem,
     all_claims_allocated,
     claim_problems,
     claims_condition,
+    lasting,
     ready_or_succeeded,
 )
 from reconciler.core.projections import Condition, Job, Pod, ResourceClaim, pod_template_view
@@ -162,3 +164,22 @@ def test_timers_fire_in_order_and_moved_or_cancelled_ones_do_not() -> None:
     for n in range(1000):  # many moves do not grow the heap without bound
         timers.set("k", "x", float(n))
     assert len(timers._heap) < 200
+
+
+def test_only_lasting_problems_are_reported_and_the_next_check_is_timed() -> None:
+    old = ClaimProblem("p1", "c1", "m", since=100.0)
+    young = ClaimProblem("p2", "c2", "m", since=103.0)
+    unknown = ClaimProblem("p3", "c3", "m")
+    assert lasting([old, young, unknown], now=105.0, grace=5.0) == ([old, unknown], 108.0)
+    assert lasting([young], now=108.0, grace=5.0) == ([young], None)
+    assert lasting([], now=0.0, grace=5.0) == ([], None)
+
+
+def test_claim_problem_carries_when_the_scheduler_gave_up() -> None:
+    unschedulable = pod("p1", unschedulable=UNSCHEDULABLE, claim="p1-gpu-x")
+    body = msgspec.to_builtins(unschedulable)
+    body["status"]["conditions"][0]["lastTransitionTime"] = "2026-01-01T00:00:00Z"
+    (problem,) = claim_problems(
+        "ns", [decode(body, Pod)], {("ns", "p1-gpu-x"): claim("p1-gpu-x", allocated=False)}
+    )
+    assert problem.since == 1767225600.0

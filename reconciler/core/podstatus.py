@@ -8,8 +8,9 @@ learns from the Workload why an admitted job does not start.
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
+from .podsready import epoch
 from .projections import Condition, Job, Pod, ResourceClaim
 
 __all__ = [
@@ -18,6 +19,7 @@ __all__ = [
     "all_claims_allocated",
     "claim_problems",
     "claims_condition",
+    "lasting",
     "owner_job",
     "ready_or_succeeded",
 ]
@@ -36,6 +38,19 @@ def owner_job(pod: Pod) -> str | None:
         if ref.kind == "Job" and ref.controller:
             return ref.name
     return None
+
+
+def lasting(
+    problems: list[ClaimProblem], now: float, grace: float
+) -> tuple[list[ClaimProblem], float | None]:
+    """The problems that have lasted `grace` seconds, and when the next younger one will have.
+
+    The scheduler often reports a pod unschedulable for a moment while devices are being freed;
+    only what lasts is worth a condition and a Warning.
+    """
+    old = [p for p in problems if p.since is None or p.since + grace <= now]
+    young = [p.since + grace for p in problems if p.since is not None and p.since + grace > now]
+    return old, min(young) if young else None
 
 
 def _condition(conditions: Iterable[Condition], kind: str) -> Condition | None:
@@ -64,6 +79,8 @@ class ClaimProblem:
     pod: str
     claim: str
     scheduler_message: str
+    # When the scheduler first said the pod is unschedulable (seconds since the epoch), if known.
+    since: float | None = field(default=None, compare=False)
 
 
 def claim_problems(
@@ -83,7 +100,8 @@ def claim_problems(
                 continue
             claim = claims.get((namespace, name))
             if claim is not None and claim.status.allocation is None:
-                found.append(ClaimProblem(pod.metadata.name, name, scheduled.message))
+                since = epoch(scheduled.last_transition_time)
+                found.append(ClaimProblem(pod.metadata.name, name, scheduled.message, since))
     return sorted(found)
 
 

@@ -49,6 +49,7 @@ from reconciler.core.podstatus import (
     all_claims_allocated,
     claim_problems,
     claims_condition,
+    lasting,
     ready_or_succeeded,
 )
 from reconciler.core.projections import (
@@ -112,6 +113,9 @@ WORKLOAD_API = "kueue.x-k8s.io/v1beta2"
 AWAIT_OWN_WRITE_SECONDS = 5.0
 # Every so often every Workload and Job is reconciled again, whatever the events said.
 RESYNC_SECONDS = 30.0
+# A pod the scheduler cannot place for a claim is reported once this has passed (transient
+# reports, while devices are being freed, are not worth a Warning).
+CLAIM_REPORT_GRACE_SECONDS = 5.0
 # Every kind the reconciler needs synced before it decides anything.
 WATCHED: tuple[Resource, ...] = (
     JOBS,
@@ -298,6 +302,8 @@ class Reconciler:
         for key, purpose in self.timers.due(self.wall()):
             if purpose == "pods-ready":
                 self._pods_ready_expired(key)
+            elif purpose == "claims":
+                self._check_pods(key)
             else:
                 self._sync_workload(key)
         if self.monotonic() >= self._next_resync:
@@ -683,7 +689,11 @@ class Reconciler:
                 conditions = set_condition(
                     conditions, PODS_READY, state.status, state.reason, state.message, now, generation
                 )
-        problems = claim_problems(key[0], pods, self.pod_index.claims)
+        problems, recheck = lasting(
+            claim_problems(key[0], pods, self.pod_index.claims), self.wall(), CLAIM_REPORT_GRACE_SECONDS
+        )
+        if recheck is not None:
+            self.timers.set(key, "claims", recheck)
         claims_before = condition(conditions, CLAIMS_ALLOCATED)
         allocated = all_claims_allocated(key[0], pods, self.pod_index.claims)
         claims_now = claims_condition(key[0], problems, claims_before, all_allocated=allocated)
