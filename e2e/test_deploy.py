@@ -70,8 +70,9 @@ def testbed(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Testbed]:
     """A test-bed of this module's own whose kube-apiserver also enforces
     OwnerReferencesPermissionEnforcement, as some clusters do (OpenShift): setting
     blockOwnerDeletion then needs update on the owner's finalizers, so the walkthrough
-    proves the ClusterRole's jobs/finalizers rule. (Not in the shared test-bed: with it,
-    e2e/test_controller_ha.py failed 3 runs of 3.)"""
+    proves the ClusterRole's jobs/finalizers rule. (The plugin never denies the admin
+    kubeconfig, which is in system:masters; the HA failures once blamed on it were the
+    own-write race fixed in 4f93f13, and they reproduce without it on the older code.)"""
     bed = Testbed(
         run_dir=tmp_path_factory.mktemp("testbed-deploy"), apiserver_args=(ENFORCE_OWNER_REFERENCES,)
     )
