@@ -4,12 +4,11 @@ from __future__ import annotations
 
 import pytest
 
-from reconciler.core.projections import Pod
 from reconciler.kube import JOBS, PODS
 from reconciler.observability.metrics import Metrics
 from tests.observability.test_metrics import scrape, value
-from tests.runtime.test_pods_ready_flow import T0, Clocked, admitted_job, started
-from tests.runtime.test_reconciler import decode, of, queues
+from tests.runtime.test_pods_ready_flow import T0, Clocked, admitted_job, ready_pod, started
+from tests.runtime.test_reconciler import of, queues
 
 
 def clocked_with_metrics() -> tuple[Clocked, Metrics]:
@@ -46,17 +45,7 @@ def test_pods_ready_written_true_observes_the_time_since_admission() -> None:
     h.event("MODIFIED", JOBS, started(h, job))
     h.take()
     h.now = T0 + 30
-    pod = {
-        "metadata": {
-            "name": "a-1",
-            "namespace": "ns",
-            "labels": {"kueue.x-k8s.io/podset": "main"},
-            "ownerReferences": [{"apiVersion": "batch/v1", "kind": "Job", "name": "a", "controller": True}],
-        },
-        "spec": {"nodeName": "n1"},
-        "status": {"phase": "Running", "conditions": [{"type": "Ready", "status": "True"}]},
-    }
-    h.event("ADDED", PODS, decode(pod, Pod))
+    h.event("ADDED", PODS, ready_pod("a"))
     (ready,) = of(h.take(), "pods-ready")
     h.land(ready, workload)
     samples = scrape(metrics)[1]

@@ -110,6 +110,24 @@ def started(h: Clocked, job: Job) -> Job:
     return result
 
 
+def ready_pod(job_name: str) -> Pod:
+    """A running, ready pod of that Job, as the pod watch delivers it."""
+    body = {
+        "metadata": {
+            "name": f"{job_name}-1",
+            "namespace": "ns",
+            "labels": {"kueue.x-k8s.io/podset": "main"},
+            "ownerReferences": [
+                {"apiVersion": "batch/v1", "kind": "Job", "name": job_name, "controller": True}
+            ],
+        },
+        "spec": {"nodeName": "n1"},
+        "status": {"phase": "Running", "conditions": [{"type": "Ready", "status": "True"}]},
+    }
+    pod: Pod = decode(body, Pod)
+    return pod
+
+
 def test_a_stalled_job_is_evicted_at_the_deadline_and_its_quota_goes_to_the_next() -> None:
     h = Clocked()
     queues(h)
@@ -214,17 +232,7 @@ def test_ready_pods_stop_the_clock_and_write_pods_ready_started() -> None:
     job_a = started(h, job_a)
     h.event("MODIFIED", JOBS, job_a)
     h.take()
-    pod = {
-        "metadata": {
-            "name": "a-1",
-            "namespace": "ns",
-            "labels": {"kueue.x-k8s.io/podset": "main"},
-            "ownerReferences": [{"apiVersion": "batch/v1", "kind": "Job", "name": "a", "controller": True}],
-        },
-        "spec": {"nodeName": "n1"},
-        "status": {"phase": "Running", "conditions": [{"type": "Ready", "status": "True"}]},
-    }
-    h.event("ADDED", PODS, decode(pod, Pod))
+    h.event("ADDED", PODS, ready_pod("a"))
     (ready,) = of(h.take(), "pods-ready")
     assert conditions(ready)["PodsReady"] == (
         "True",
@@ -301,16 +309,7 @@ def test_block_admission_holds_new_admissions_until_the_admitted_one_is_ready() 
     assert of(actions, "admit") == []  # a GPU is free, but job a is not ready yet
     job_a = started(h, job_a)
     h.event("MODIFIED", JOBS, job_a)
-    ready_pod = {
-        "metadata": {
-            "name": "a-1",
-            "namespace": "ns",
-            "ownerReferences": [{"apiVersion": "batch/v1", "kind": "Job", "name": "a", "controller": True}],
-        },
-        "spec": {"nodeName": "n1"},
-        "status": {"phase": "Running", "conditions": [{"type": "Ready", "status": "True"}]},
-    }
-    h.event("ADDED", PODS, decode(ready_pod, Pod))
+    h.event("ADDED", PODS, ready_pod("a"))
     (ready,) = of(h.take(), "pods-ready")
     h.land(ready, wl_a)
     (admit_b,) = of(h.take(), "admit")
