@@ -669,6 +669,7 @@ class Reconciler:
             or not holds_quota(workload)
             or key in self._admitting
             or key in self._evicting
+            or key in self._finishing
             or self._is_awaiting(key)
         ):
             return
@@ -716,6 +717,8 @@ class Reconciler:
             return
         if key in self._admitting or key in self._evicting or key in self._deactivating:
             return
+        if key in self._finishing:
+            return  # its Job has ended: the Finished write releases the quota
         deadline = pods_ready_deadline(
             workload.status.conditions, wfpr.timeout_seconds, wfpr.recovery_timeout_seconds
         )

@@ -314,3 +314,16 @@ def test_block_admission_holds_new_admissions_until_the_admitted_one_is_ready() 
     h.land(ready, wl_a)
     (admit_b,) = of(h.take(), "admit")
     assert admit_b.name == wl_b.metadata.name
+
+
+def test_a_job_that_ends_at_its_deadline_is_finished_not_evicted() -> None:
+    h = Clocked()
+    queues(h)
+    h.sync_all()
+    job_a, _, _ = admitted_job(h, "a")
+    done = msgspec.json.decode(msgspec.json.encode(started(h, job_a)))
+    done["status"]["conditions"] = [{"type": "Complete", "status": "True", "message": "done"}]
+    done["metadata"]["resourceVersion"] = h.next_rv()
+    h.event("MODIFIED", JOBS, decode(done, Job))
+    assert of(h.take(), "finish")
+    assert of(h.tick(T0 + 61), "evict") == []  # the Finished write is in flight
