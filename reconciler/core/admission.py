@@ -201,17 +201,21 @@ class Admission:
     def is_held(self, key: WorkloadKey) -> bool:
         return key in self._held
 
+    def _leave_local_queue(self, key: WorkloadKey) -> None:
+        info = self.workloads.get(key)
+        if info is None:
+            return
+        members = self._by_local_queue.get((info.namespace, info.queue_name))
+        if members is not None:
+            members.discard(key)
+            if not members:
+                del self._by_local_queue[(info.namespace, info.queue_name)]
+
     def _unhold(self, key: WorkloadKey) -> None:
         if key not in self._held:
             return
         self._held.discard(key)
-        info = self.workloads.get(key)
-        if info is not None:
-            members = self._by_local_queue.get((info.namespace, info.queue_name))
-            if members is not None:
-                members.discard(key)
-                if not members:
-                    del self._by_local_queue[(info.namespace, info.queue_name)]
+        self._leave_local_queue(key)
 
     def rebuild(self, admitted: Iterable[tuple[WorkloadKey, AdmissionStatus]]) -> None:
         """Recompute the ledger from admitted Workloads (start, relist)."""
@@ -337,13 +341,7 @@ class Admission:
             return
         cq_name = self._placement.pop(key)
         self._blocked.discard(key)
-        info = self.workloads.get(key)
-        if info is not None:
-            members = self._by_local_queue.get((info.namespace, info.queue_name))
-            if members is not None:
-                members.discard(key)
-                if not members:
-                    del self._by_local_queue[(info.namespace, info.queue_name)]
+        self._leave_local_queue(key)
         if cq_name is not None:
             queue = self.queues.get(cq_name)
             if queue is not None:

@@ -1204,12 +1204,5 @@ class Reconciler:
 
 
 def _seconds_since(stamp: str | None, now: str) -> int:
-    if not stamp:
-        return 0
-    fmt = "%Y-%m-%dT%H:%M:%SZ"
-    try:
-        return max(
-            0, int((dt.datetime.strptime(now, fmt) - dt.datetime.strptime(stamp, fmt)).total_seconds())
-        )
-    except ValueError:
-        return 0
+    start, end = epoch(stamp), epoch(now)
+    return 0 if start is None or end is None else max(0, int(end - start))
