@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import pytest
@@ -114,6 +114,17 @@ async def workload_when(
     return found
 
 
+async def cluster_queue_when(
+    kube: KubeClient, name: str, what: str, check: Callable[[Obj], bool], within: float = 30
+) -> Obj:
+    async def probe() -> Obj | None:
+        status: Obj = (await kube.get(api_path(KUEUE, "clusterqueues", name=name))).get("status", {})
+        return status if check(status) else None
+
+    found: Obj = await wait_for(f"ClusterQueue {name} {what}", probe, within=within)
+    return found
+
+
 async def event_reasons(kube: KubeClient, namespace: str, name: str) -> list[tuple[str, str]]:
     events = (await kube.get(api_path("v1", "events", namespace)))["items"]
     return [(e["reason"], e["message"]) for e in events if e["involvedObject"]["name"] == name]
@@ -193,15 +204,12 @@ async def test_stalled_job_is_evicted_restored_requeued_then_deactivated(
         assert final["spec"]["active"] is False
         assert condition_is(final, "QuotaReserved", "False")
 
-        async def released() -> Obj | None:
-            status = (await kube.get(api_path(KUEUE, "clusterqueues", name=cq))).get("status", {})
-            return (
-                status
-                if status.get("admittedWorkloads") == 0 and status.get("pendingWorkloads") == 0
-                else None
-            )
-
-        await wait_for("the ClusterQueue to hold nothing", released, within=30)
+        await cluster_queue_when(
+            kube,
+            cq,
+            "to hold nothing",
+            lambda status: status.get("admittedWorkloads") == 0 and status.get("pendingWorkloads") == 0,
+        )
         reasons = [r for r, _ in await event_reasons(kube, namespace, stalled)]
         for expected in (
             "QuotaReserved",
@@ -249,16 +257,11 @@ async def test_unallocatable_claim_is_reported_then_its_quota_returned(
         evicted = await workload_when(kube, namespace, starved, "Evicted", "True", within=TIMEOUT + 20)
         assert status_condition(evicted, "Evicted")["reason"] == "PodsReadyTimeout"
 
-        async def one_gpu_used() -> Obj | None:
-            status = (await kube.get(api_path(KUEUE, "clusterqueues", name=cq))).get("status", {})
+        def one_gpu_used(status: Obj) -> bool:
             usage = {r["name"]: r["total"] for r in status.get("flavorsUsage", [{}])[0].get("resources", [])}
-            return (
-                status
-                if usage.get("nvidia.com/gpu") == "1" and status.get("admittedWorkloads") == 1
-                else None
-            )
+            return usage.get("nvidia.com/gpu") == "1" and status.get("admittedWorkloads") == 1
 
-        await wait_for("the starved workload's quota to be returned", one_gpu_used, within=20)
+        await cluster_queue_when(kube, cq, "to have the starved workload's quota back", one_gpu_used)
     finally:
         await drop_queues(kube, namespace)
 
