@@ -17,9 +17,9 @@ from typing import TypeVar
 
 import msgspec
 
+from reconciler.api import ClusterQueue, Job, ResourceClaimTemplate, ResourceFlavor
 from reconciler.core.admission import Admission, Admit
 from reconciler.core.clusterqueues import compile_cluster_queue
-from reconciler.core.projections import ClusterQueue, Job, ResourceClaimTemplate, ResourceFlavor
 from reconciler.core.workloads import WorkloadInfo, compile_workload, workload_for_job
 
 MAPPINGS = {"gpu.nvidia.com": "nvidia.com/gpu"}

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import datetime as dt
 import json
 from collections.abc import Iterable, Sequence
 from pathlib import Path
@@ -10,6 +9,7 @@ from typing import Any
 
 import yaml
 
+from .api.times import now_rfc3339
 from .config import ConfigError, load_config
 from .core.simulation import InputObject, SimulationError, SimulationResult, simulate
 
@@ -60,14 +60,10 @@ def collect_objects(paths: Iterable[str]) -> list[InputObject]:
     return objects
 
 
-def _now() -> str:
-    return dt.datetime.now(dt.UTC).replace(microsecond=0).strftime("%Y-%m-%dT%H:%M:%SZ")
-
-
 def run_simulation(config_path: str, manifest_paths: Sequence[str]) -> SimulationResult:
     config = load_config(config_path)
     objects = collect_objects(manifest_paths)
-    return simulate(objects, config.class_to_resource, _now())
+    return simulate(objects, config.class_to_resource, now_rfc3339())
 
 
 def _column(rows: list[list[str]]) -> str:

@@ -7,14 +7,14 @@ from typing import Any
 
 import msgspec
 
-from reconciler.core.clusterqueues import ClusterQueueModel, compile_cluster_queue
-from reconciler.core.projections import (
+from reconciler.api import (
     ClusterQueue,
     Job,
     ResourceClaimTemplate,
     ResourceFlavor,
     Workload,
 )
+from reconciler.core.clusterqueues import ClusterQueueModel, compile_cluster_queue
 
 
 def decode(body: Mapping[str, Any], kind: type[Any]) -> Any:

@@ -331,7 +331,7 @@ def test_replacing_an_admitted_workload_returns_its_quota_to_the_queue() -> None
 
 
 def test_local_queue_status_counts_and_usage() -> None:
-    from reconciler.core.projections import LocalQueueStatus
+    from reconciler.api import LocalQueueStatus
     from reconciler.core.status import local_queue_status
 
     state = state_with(("p3-t4", {GPU: 1}))

@@ -7,9 +7,9 @@ from dataclasses import dataclass
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from reconciler.api import WorkloadStatus
 from reconciler.core.admission import Admission, Admit
 from reconciler.core.ledger import Ledger
-from reconciler.core.projections import WorkloadStatus
 from reconciler.core.status import admitted_workload_status
 from reconciler.core.workloads import WorkloadInfo, compile_workload, workload_for_job
 

@@ -6,18 +6,17 @@ import random
 
 import pytest
 
+from reconciler.api import Condition, RequeueState
+from reconciler.api.times import epoch, rfc3339
 from reconciler.core.podsready import (
     Deactivate,
     Evict,
     deactivation_reason,
-    epoch,
     plan_timeout,
     pods_needed,
     pods_ready_deadline,
     pods_ready_state,
-    rfc3339,
 )
-from reconciler.core.projections import Condition, RequeueState
 from reconciler.core.queues import backoff_seconds
 
 T0 = "2026-01-01T00:00:00Z"

@@ -6,6 +6,7 @@ from typing import Any
 
 import msgspec
 
+from reconciler.api import Condition, Job, Pod, ResourceClaim, pod_template_view
 from reconciler.core.jobs import restore_patch
 from reconciler.core.podstatus import (
     ClaimProblem,
@@ -15,7 +16,6 @@ from reconciler.core.podstatus import (
     lasting,
     ready_or_succeeded,
 )
-from reconciler.core.projections import Condition, Job, Pod, ResourceClaim, pod_template_view
 from reconciler.runtime.podindex import PodIndex
 from reconciler.runtime.timers import Timers
 from tests.builders import decode, job_body

@@ -29,8 +29,8 @@ from typing import Any
 import pytest
 import yaml
 
-from reconciler.kube import resources
-from reconciler.kube.resources import Resource
+from reconciler.api import resources
+from reconciler.api.resources import Resource
 
 ROOT = Path(__file__).resolve().parent.parent
 PACKAGE = ROOT / "reconciler"

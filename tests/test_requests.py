@@ -7,9 +7,9 @@ from typing import Any
 import msgspec
 import pytest
 
+from reconciler.api import PodSpecView, ResourceClaimTemplate
 from reconciler.core.dra import CLAIMS_NOT_SUPPORTED, DraProblem
 from reconciler.core.podrequests import pod_requests
-from reconciler.core.projections import PodSpecView, ResourceClaimTemplate
 from reconciler.core.workloads import (
     RESOURCE_IN_USE_FINALIZER,
     compile_workload,

@@ -10,11 +10,11 @@ from __future__ import annotations
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from reconciler.api import ResourceFlavor
 from reconciler.core.admission import Admission, Admit
 from reconciler.core.clusterqueues import ClusterQueueModel
 from reconciler.core.flavors import FlavorFit, assign_flavors
 from reconciler.core.ledger import Charge, Ledger
-from reconciler.core.projections import ResourceFlavor
 from reconciler.core.workloads import WorkloadInfo, compile_workload, workload_for_job
 
 from .builders import cluster_queue, flavor, job

@@ -14,11 +14,12 @@ from __future__ import annotations
 from collections.abc import Hashable, Iterable, Mapping
 from dataclasses import dataclass, field, replace
 
+from reconciler.api import Admission as AdmissionStatus
+from reconciler.api import ResourceFlavor
+
 from .clusterqueues import ClusterQueueModel, active_condition
 from .flavors import FlavorFit, FlavorNoFit, PodSetFlavors, assign_flavors
 from .ledger import Charge, FlavorResource, Ledger
-from .projections import Admission as AdmissionStatus
-from .projections import ResourceFlavor
 from .quantity import parse_quantity, to_amount
 from .queues import Candidate, PendingQueue
 from .selectors import label_selector_matches

@@ -5,7 +5,8 @@ from __future__ import annotations
 from collections.abc import Container
 from dataclasses import dataclass, field
 
-from .projections import ClusterQueue, LabelSelector
+from reconciler.api import ClusterQueue, LabelSelector
+
 from .quantity import QuantityError, parse_quantity, to_amount
 
 __all__ = [

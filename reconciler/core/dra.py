@@ -12,8 +12,9 @@ import json
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
+from reconciler.api import PodSpecView, ResourceClaimTemplate
+
 from .podrequests import Amounts
-from .projections import PodSpecView, ResourceClaimTemplate
 
 __all__ = [
     "CLAIMS_NOT_SUPPORTED",

@@ -13,10 +13,11 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
+from reconciler.api import ResourceFlavor
+
 from .clusterqueues import ClusterQueueModel, ResourceGroupModel
 from .ledger import FlavorResource, Ledger
 from .podrequests import Amounts
-from .projections import ResourceFlavor
 from .quantity import format_amount
 from .selectors import first_untolerated_taint, flavor_matches_pod_spec, taint_text
 from .workloads import PodSetInfo, WorkloadInfo

@@ -11,7 +11,8 @@ from dataclasses import dataclass
 
 import msgspec
 
-from .projections import Job, PodTemplateView
+from reconciler.api import Job, PodTemplateView
+
 from .workloads import QUEUE_NAME_LABEL
 
 __all__ = [

@@ -12,7 +12,8 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 
-from .projections import ContainerView, PodSpecView, ResourceRequirements
+from reconciler.api import ContainerView, PodSpecView, ResourceRequirements
+
 from .quantity import parse_quantity, to_amount
 
 __all__ = ["Amounts", "add_amounts", "pod_requests", "scale_amounts"]

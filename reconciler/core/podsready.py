@@ -8,12 +8,13 @@ requeue after Kueue's backoff, or deactivate once the retry limit is spent.
 
 from __future__ import annotations
 
-import datetime as dt
 import random
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from .projections import Condition, RequeueState
+from reconciler.api import Condition, RequeueState
+from reconciler.api.times import epoch, rfc3339
+
 from .queues import backoff_seconds
 
 __all__ = [
@@ -25,12 +26,10 @@ __all__ = [
     "PodsReadyState",
     "TimeoutPlan",
     "deactivation_reason",
-    "epoch",
     "plan_timeout",
     "pods_needed",
     "pods_ready_deadline",
     "pods_ready_state",
-    "rfc3339",
     "timeout_message",
 ]
 
@@ -79,20 +78,6 @@ def pods_ready_state(
     if was_true or (previous is not None and previous.reason == WAIT_FOR_RECOVERY):
         return PodsReadyState("False", WAIT_FOR_RECOVERY, RECOVERY_MESSAGE)
     return PodsReadyState("False", WAIT_FOR_START, NOT_READY_MESSAGE)
-
-
-def epoch(stamp: str | None) -> float | None:
-    """Seconds since the epoch of an RFC 3339 time, None when absent or unreadable."""
-    if not stamp:
-        return None
-    try:
-        return dt.datetime.fromisoformat(stamp.replace("Z", "+00:00")).timestamp()
-    except ValueError:
-        return None
-
-
-def rfc3339(seconds: float) -> str:
-    return dt.datetime.fromtimestamp(seconds, dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
 @dataclass(frozen=True, slots=True)

@@ -10,8 +10,8 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 
-from .podsready import epoch
-from .projections import Condition, Job, Pod, ResourceClaim
+from reconciler.api import Condition, Job, Pod, ResourceClaim
+from reconciler.api.times import epoch
 
 __all__ = [
     "CLAIMS_ALLOCATED",

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
-from .projections import (
+from reconciler.api import (
     Affinity,
     LabelSelector,
     NodeSelectorRequirement,

@@ -17,9 +17,7 @@ from typing import Any, TypeVar
 
 import msgspec
 
-from .admission import Admission, Admit, Decision, Pending
-from .clusterqueues import InvalidClusterQueueError, compile_cluster_queue
-from .projections import (
+from reconciler.api import (
     ClusterQueue,
     Job,
     LocalQueue,
@@ -29,6 +27,9 @@ from .projections import (
     Workload,
     WorkloadStatus,
 )
+
+from .admission import Admission, Admit, Decision, Pending
+from .clusterqueues import InvalidClusterQueueError, compile_cluster_queue
 from .quantity import QuantityError
 from .status import admitted_workload_status, cluster_queue_status, condition, pending_workload_status
 from .workloads import QUEUE_NAME_LABEL, WorkloadInfo, compile_workload, workload_for_job

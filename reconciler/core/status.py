@@ -4,12 +4,10 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from .admission import Admission, Admit, Pending
-from .ledger import FlavorResource
-from .projections import (
+from reconciler.api import (
     Admission as AdmissionStatus,
 )
-from .projections import (
+from reconciler.api import (
     ClusterQueueStatus,
     Condition,
     FlavorUsage,
@@ -22,6 +20,9 @@ from .projections import (
     ResourceUsage,
     WorkloadStatus,
 )
+
+from .admission import Admission, Admit, Pending
+from .ledger import FlavorResource
 from .quantity import format_amount
 from .workloads import WorkloadInfo
 

@@ -14,9 +14,7 @@ from dataclasses import dataclass, field
 
 import msgspec
 
-from .dra import ClaimCharge, DraProblem, claim_charges
-from .podrequests import Amounts, add_amounts, pod_requests, scale_amounts
-from .projections import (
+from reconciler.api import (
     Job,
     ObjectMeta,
     OwnerReference,
@@ -26,6 +24,9 @@ from .projections import (
     WorkloadSpec,
     pod_template_view,
 )
+
+from .dra import ClaimCharge, DraProblem, claim_charges
+from .podrequests import Amounts, add_amounts, pod_requests, scale_amounts
 from .selectors import PodPlacement
 
 __all__ = [

@@ -1,4 +1,4 @@
-"""The only code that talks to the Kubernetes API: client, errors, resources, informers."""
+"""The only code that talks to the Kubernetes API: client, errors, watches (informers), leader election."""
 
 from reconciler.kube.backoff import Backoff
 from reconciler.kube.client import KubeClient
@@ -17,38 +17,9 @@ from reconciler.kube.errors import (
     TransportError,
     Unauthorized,
 )
-from reconciler.kube.resources import (
-    CLUSTER_QUEUES,
-    DEVICE_CLASSES,
-    EVENTS,
-    JOBS,
-    LEASES,
-    LOCAL_QUEUES,
-    NAMESPACES,
-    PODS,
-    RESOURCE_CLAIM_TEMPLATES,
-    RESOURCE_CLAIMS,
-    RESOURCE_FLAVORS,
-    RESOURCE_SLICES,
-    WORKLOADS,
-    Resource,
-)
 from reconciler.kube.watch import EventKind, HasMetadata, Informer, InformerStats, WatchEvent
 
 __all__ = [
-    "CLUSTER_QUEUES",
-    "DEVICE_CLASSES",
-    "EVENTS",
-    "JOBS",
-    "LEASES",
-    "LOCAL_QUEUES",
-    "NAMESPACES",
-    "PODS",
-    "RESOURCE_CLAIMS",
-    "RESOURCE_CLAIM_TEMPLATES",
-    "RESOURCE_FLAVORS",
-    "RESOURCE_SLICES",
-    "WORKLOADS",
     "ApiError",
     "Backoff",
     "ConfigError",
@@ -64,7 +35,6 @@ __all__ = [
     "KubeClient",
     "KubeError",
     "NotFound",
-    "Resource",
     "ServerError",
     "TooManyRequests",
     "TransportError",

@@ -14,10 +14,10 @@ from typing import Any
 import aiohttp
 import structlog
 
+from reconciler.api.resources import Resource
 from reconciler.kube.auth import ClusterConfig, StaticToken, TokenSource, load_in_cluster, load_kubeconfig
 from reconciler.kube.backoff import Backoff
 from reconciler.kube.errors import ServerError, TooManyRequests, TransportError, Unauthorized, api_error
-from reconciler.kube.resources import Resource
 
 __all__ = ["KubeClient"]
 

@@ -35,9 +35,10 @@ from typing import Any
 import msgspec
 import structlog
 
+from reconciler.api.resources import LEASES
+from reconciler.api.times import rfc3339_micro
 from reconciler.kube.client import KubeClient
 from reconciler.kube.errors import ApiError, Conflict, KubeError, NotFound
-from reconciler.kube.resources import LEASES
 
 __all__ = ["ElectionConfig", "LeaderElector", "LeadershipLost", "LeaseRecord"]
 
@@ -84,10 +85,6 @@ class LeaseRecord:
     renew_time: str
     resource_version: str
     transitions: int
-
-
-def _micro_time(now: dt.datetime) -> str:
-    return now.strftime("%Y-%m-%dT%H:%M:%S.%fZ")
 
 
 def _record(lease: dict[str, Any]) -> LeaseRecord:
@@ -174,7 +171,7 @@ class LeaderElector:
         self.is_leader = False
         lease = self._lease
         spec = dict(lease.get("spec") or {})
-        now = _micro_time(self._wall())
+        now = rfc3339_micro(self._wall())
         spec.pop("holderIdentity", None)
         spec.update(leaseDurationSeconds=1, renewTime=now, acquireTime=now)
         try:
@@ -197,7 +194,7 @@ class LeaderElector:
 
     async def _round(self, started: float, timeout: float) -> bool:  # noqa: ASYNC109
         me = self.config.identity
-        now = _micro_time(self._wall())
+        now = rfc3339_micro(self._wall())
         duration = max(1, round(self.config.lease_duration))
         try:
             lease = await self._call("get", "GET", None, timeout)

@@ -32,11 +32,11 @@ from typing import Any, Generic, Literal, Protocol, TypeVar
 import msgspec
 import structlog
 
-from reconciler.core.projections import ObjectMeta
+from reconciler.api import ObjectMeta
+from reconciler.api.resources import Resource
 from reconciler.kube.backoff import Backoff
 from reconciler.kube.client import KubeClient
 from reconciler.kube.errors import DecodeError, Gone, KubeError, TooManyRequests
-from reconciler.kube.resources import Resource
 
 __all__ = ["Backoff", "EventKind", "HasMetadata", "Informer", "InformerStats", "WatchEvent"]
 

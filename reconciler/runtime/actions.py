@@ -10,7 +10,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Literal
 
-from reconciler.kube import KubeClient, Resource
+from reconciler.api.resources import Resource
+from reconciler.kube import KubeClient
 
 __all__ = ["Action", "Create", "MergePatch", "PostEvent", "Slot"]
 

@@ -19,8 +19,7 @@ from typing import Any
 
 import structlog
 
-from reconciler.config import Configuration
-from reconciler.core.projections import (
+from reconciler.api import (
     ClusterQueue,
     Job,
     LocalQueue,
@@ -31,7 +30,7 @@ from reconciler.core.projections import (
     ResourceFlavor,
     Workload,
 )
-from reconciler.kube import (
+from reconciler.api.resources import (
     CLUSTER_QUEUES,
     JOBS,
     LOCAL_QUEUES,
@@ -41,10 +40,9 @@ from reconciler.kube import (
     RESOURCE_CLAIMS,
     RESOURCE_FLAVORS,
     WORKLOADS,
-    Informer,
-    KubeClient,
-    WatchEvent,
 )
+from reconciler.config import Configuration
+from reconciler.kube import Informer, KubeClient, WatchEvent
 from reconciler.observability.health import ControllerState, Health, WatchState
 from reconciler.observability.metrics import Metrics
 

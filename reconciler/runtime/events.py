@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import msgspec
 
-from reconciler.core.projections import ObjectMeta
+from reconciler.api import ObjectMeta
 
 __all__ = ["COMPONENT", "event_body"]
 

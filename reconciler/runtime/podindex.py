@@ -8,8 +8,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from reconciler.api import Pod, ResourceClaim
 from reconciler.core.podstatus import owner_job
-from reconciler.core.projections import Pod, ResourceClaim
 
 __all__ = ["PodIndex"]
 

@@ -12,7 +12,6 @@ decided on, and a failed write (409 included) rolls the reservation back.
 
 from __future__ import annotations
 
-import datetime as dt
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -21,6 +20,34 @@ from typing import Any, Literal
 import msgspec
 import structlog
 
+from reconciler.api import (
+    ClusterQueue,
+    ClusterQueueStatus,
+    Condition,
+    Job,
+    LocalQueue,
+    LocalQueueStatus,
+    Namespace,
+    RequeueState,
+    ResourceClaimTemplate,
+    Workload,
+    WorkloadStatus,
+    pod_template_view,
+)
+from reconciler.api.resources import (
+    CLUSTER_QUEUES,
+    EVENTS,
+    JOBS,
+    LOCAL_QUEUES,
+    NAMESPACES,
+    PODS,
+    RESOURCE_CLAIM_TEMPLATES,
+    RESOURCE_CLAIMS,
+    RESOURCE_FLAVORS,
+    WORKLOADS,
+    Resource,
+)
+from reconciler.api.times import epoch, now_rfc3339
 from reconciler.config import Configuration
 from reconciler.core.admission import Admission, Admit, Pending, admission_node_labels
 from reconciler.core.clusterqueues import InvalidClusterQueueError, compile_cluster_queue
@@ -37,7 +64,6 @@ from reconciler.core.podsready import (
     PODS_READY_TIMEOUT,
     Deactivate,
     deactivation_reason,
-    epoch,
     plan_timeout,
     pods_needed,
     pods_ready_deadline,
@@ -52,20 +78,6 @@ from reconciler.core.podstatus import (
     lasting,
     ready_or_succeeded,
 )
-from reconciler.core.projections import (
-    ClusterQueue,
-    ClusterQueueStatus,
-    Condition,
-    Job,
-    LocalQueue,
-    LocalQueueStatus,
-    Namespace,
-    RequeueState,
-    ResourceClaimTemplate,
-    Workload,
-    WorkloadStatus,
-    pod_template_view,
-)
 from reconciler.core.quantity import QuantityError
 from reconciler.core.status import (
     admitted_workload_status,
@@ -79,22 +91,7 @@ from reconciler.core.status import (
     set_condition,
 )
 from reconciler.core.workloads import WorkloadInfo, compile_workload, workload_for_job, workload_name_for_job
-from reconciler.kube import (
-    CLUSTER_QUEUES,
-    EVENTS,
-    JOBS,
-    LOCAL_QUEUES,
-    NAMESPACES,
-    PODS,
-    RESOURCE_CLAIM_TEMPLATES,
-    RESOURCE_CLAIMS,
-    RESOURCE_FLAVORS,
-    WORKLOADS,
-    Conflict,
-    NotFound,
-    Resource,
-    WatchEvent,
-)
+from reconciler.kube import Conflict, NotFound, WatchEvent
 from reconciler.observability.metrics import Metrics
 
 from .actions import Action, Create, MergePatch, PostEvent
@@ -131,10 +128,6 @@ WATCHED: tuple[Resource, ...] = (
 _PODSET_LABEL_BYTES = PODSET_LABEL.encode()
 # Only the pods of Jobs this controller started carry the pod set label.
 LABEL_SELECTORS: dict[str, str] = {PODS.plural: PODSET_LABEL}
-
-
-def now_rfc3339() -> str:
-    return dt.datetime.now(dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
 def _is_true(conditions: list[Condition], kind: str) -> bool:

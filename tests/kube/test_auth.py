@@ -11,7 +11,8 @@ from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.x509.oid import NameOID
 
-from reconciler.kube import WORKLOADS, ConfigError, KubeClient, Unauthorized
+from reconciler.api.resources import WORKLOADS
+from reconciler.kube import ConfigError, KubeClient, Unauthorized
 from reconciler.kube.auth import FileTokenSource, load_in_cluster
 from tests.kube.fake_apiserver import FakeApiServer, json_reply, status_reply
 

@@ -9,12 +9,8 @@ import time
 
 import pytest
 
+from reconciler.api.resources import EVENTS, JOBS, NAMESPACES, RESOURCE_FLAVORS, WORKLOADS
 from reconciler.kube import (
-    EVENTS,
-    JOBS,
-    NAMESPACES,
-    RESOURCE_FLAVORS,
-    WORKLOADS,
     ApiError,
     Backoff,
     Conflict,

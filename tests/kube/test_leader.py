@@ -12,7 +12,8 @@ import pytest
 import pytest_asyncio
 from aiohttp import web
 
-from reconciler.kube import LEASES, Backoff, KubeClient
+from reconciler.api.resources import LEASES
+from reconciler.kube import Backoff, KubeClient
 from reconciler.kube.leader import ElectionConfig, LeaderElector, LeadershipLost
 from tests.kube.fake_apiserver import FakeApiServer, Responder, status_body
 

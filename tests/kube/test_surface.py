@@ -5,14 +5,19 @@ from __future__ import annotations
 import dataclasses
 import inspect
 
+import reconciler.api as api
 import reconciler.kube as kube
 from reconciler.kube import errors
 
 PROMISED = {
-    "KubeClient", "Resource", "Informer", "WatchEvent", "InformerStats", "Backoff",
+    "KubeClient", "Informer", "WatchEvent", "InformerStats", "Backoff",
     "KubeError", "TransportError", "ApiError", "NotFound", "Conflict", "Gone", "Invalid",
     "TooManyRequests", "ServerError", "DecodeError",
-    "JOBS", "PODS", "NAMESPACES", "EVENTS", "LEASES", "RESOURCE_CLAIMS", "RESOURCE_CLAIM_TEMPLATES",
+}  # fmt: skip
+# The resources (kinds and paths) live in the floor below kube and core.
+PROMISED_RESOURCES = {
+    "Resource", "JOBS", "PODS", "NAMESPACES", "EVENTS", "LEASES",
+    "RESOURCE_CLAIMS", "RESOURCE_CLAIM_TEMPLATES",
     "DEVICE_CLASSES", "RESOURCE_SLICES", "WORKLOADS", "CLUSTER_QUEUES", "LOCAL_QUEUES", "RESOURCE_FLAVORS",
 }  # fmt: skip
 
@@ -24,6 +29,8 @@ def _params(func: object) -> list[str]:
 def test_exports() -> None:
     assert set(kube.__all__) >= PROMISED
     assert all(hasattr(kube, name) for name in kube.__all__)
+    assert set(api.__all__) >= PROMISED_RESOURCES
+    assert all(hasattr(api, name) for name in api.__all__)
 
 
 def test_error_tree() -> None:
@@ -53,7 +60,7 @@ def test_informer_signature() -> None:
         "page_size", "watch_timeout", "inactivity_timeout", "backoff",
     ]  # fmt: skip
     assert [f.name for f in dataclasses.fields(kube.WatchEvent)] == ["kind", "resource", "key", "obj"]
-    assert [f.name for f in dataclasses.fields(kube.Resource)] == [
+    assert [f.name for f in dataclasses.fields(api.Resource)] == [
         "group",
         "version",
         "plural",

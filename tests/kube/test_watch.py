@@ -17,8 +17,9 @@ from typing import Any, TypeVar
 import pytest
 from structlog.testing import capture_logs
 
-from reconciler.core.projections import Job, Pod
-from reconciler.kube import PODS, Backoff, HasMetadata, Informer, KubeClient, WatchEvent
+from reconciler.api import Job, Pod
+from reconciler.api.resources import PODS
+from reconciler.kube import Backoff, HasMetadata, Informer, KubeClient, WatchEvent
 from tests.kube.fake_apiserver import (
     FakeApiServer,
     Pause,

@@ -10,8 +10,9 @@ import msgspec
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
-from reconciler.core.projections import ClusterQueue, Workload
-from reconciler.kube import CLUSTER_QUEUES, JOBS, WORKLOADS, Informer, KubeClient, ServerError
+from reconciler.api import ClusterQueue, Workload
+from reconciler.api.resources import CLUSTER_QUEUES, JOBS, WORKLOADS
+from reconciler.kube import Informer, KubeClient, ServerError
 from reconciler.observability.metrics import Metrics, kueue_buckets
 from reconciler.runtime.actions import Create, MergePatch
 from reconciler.runtime.snapshot import state_snapshot

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from reconciler.kube import JOBS, PODS
+from reconciler.api.resources import JOBS, PODS
 from reconciler.observability.metrics import Metrics
 from tests.observability.test_metrics import scrape, value
 from tests.runtime.test_pods_ready_flow import T0, Clocked, admitted_job, ready_pod, started

@@ -12,8 +12,8 @@ from typing import Any
 
 import msgspec
 
-from reconciler.core.projections import Job, Workload
-from reconciler.kube import JOBS, WORKLOADS
+from reconciler.api import Job, Workload
+from reconciler.api.resources import JOBS, WORKLOADS
 from reconciler.runtime.writer import WriteDone
 from tests.runtime.test_reconciler import (
     GPU,

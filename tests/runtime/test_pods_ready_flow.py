@@ -6,10 +6,11 @@ from typing import Any
 
 import msgspec
 
+from reconciler.api import Job, Pod, Workload
+from reconciler.api.resources import JOBS, PODS, WORKLOADS
+from reconciler.api.times import epoch, rfc3339
 from reconciler.config import parse_config
-from reconciler.core.podsready import epoch, rfc3339
-from reconciler.core.projections import Job, Pod, Workload
-from reconciler.kube import JOBS, PODS, WORKLOADS, Conflict
+from reconciler.kube import Conflict
 from reconciler.runtime.actions import Action, Create, MergePatch, PostEvent
 from reconciler.runtime.reconciler import Reconciler
 from reconciler.runtime.writer import WriteDone

@@ -7,8 +7,7 @@ from typing import Any
 import msgspec
 import pytest
 
-from reconciler.config import parse_config
-from reconciler.core.projections import (
+from reconciler.api import (
     ClusterQueue,
     Job,
     LocalQueue,
@@ -17,8 +16,7 @@ from reconciler.core.projections import (
     ResourceFlavor,
     Workload,
 )
-from reconciler.core.workloads import workload_name_for_job
-from reconciler.kube import (
+from reconciler.api.resources import (
     CLUSTER_QUEUES,
     JOBS,
     LOCAL_QUEUES,
@@ -26,10 +24,11 @@ from reconciler.kube import (
     RESOURCE_CLAIM_TEMPLATES,
     RESOURCE_FLAVORS,
     WORKLOADS,
-    Conflict,
     Resource,
-    WatchEvent,
 )
+from reconciler.config import parse_config
+from reconciler.core.workloads import workload_name_for_job
+from reconciler.kube import Conflict, WatchEvent
 from reconciler.runtime.actions import Action, Create, MergePatch, PostEvent
 from reconciler.runtime.reconciler import WATCHED, Reconciler
 from reconciler.runtime.writer import WriteDone

@@ -7,7 +7,8 @@ from typing import Any, cast
 
 import pytest
 
-from reconciler.kube import WORKLOADS, KubeClient, ServerError
+from reconciler.api.resources import WORKLOADS
+from reconciler.kube import KubeClient, ServerError
 from reconciler.runtime.actions import MergePatch
 from reconciler.runtime.writer import WriteDone, Writer
 

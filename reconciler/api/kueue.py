@@ -1,0 +1,161 @@
+"""Kueue's objects (kueue.x-k8s.io/v1beta2): ResourceFlavor, ClusterQueue, LocalQueue, Workload."""
+
+from __future__ import annotations
+
+import msgspec
+
+from .meta import ApiStruct, Condition, LabelSelector, ObjectMeta, Taint, Toleration
+
+
+class ResourceFlavorSpec(ApiStruct):
+    node_labels: dict[str, str] = {}
+    node_taints: list[Taint] = []
+    tolerations: list[Toleration] = []
+
+
+class ResourceFlavor(ApiStruct, kw_only=True):
+    api_version: str = "kueue.x-k8s.io/v1beta2"
+    kind: str = "ResourceFlavor"
+    metadata: ObjectMeta
+    spec: ResourceFlavorSpec = msgspec.field(default_factory=ResourceFlavorSpec)
+
+
+class ResourceQuota(ApiStruct):
+    name: str
+    nominal_quota: str | int
+    borrowing_limit: str | int | None = None
+    lending_limit: str | int | None = None
+
+
+class FlavorQuotas(ApiStruct):
+    name: str
+    resources: list[ResourceQuota] = []
+
+
+class ResourceGroup(ApiStruct):
+    covered_resources: list[str] = []
+    flavors: list[FlavorQuotas] = []
+
+
+class ClusterQueueSpec(ApiStruct):
+    resource_groups: list[ResourceGroup] = []
+    namespace_selector: LabelSelector | None = None
+    queueing_strategy: str = "BestEffortFIFO"
+    cohort_name: str | None = None
+    stop_policy: str | None = None
+
+
+class ResourceUsage(msgspec.Struct, rename="camel"):
+    name: str
+    total: str = "0"
+    borrowed: str = "0"
+
+
+class FlavorUsage(ApiStruct):
+    name: str
+    resources: list[ResourceUsage] = []
+
+
+class ClusterQueueStatus(msgspec.Struct, rename="camel"):
+    """Counts are always shown, as in Kueue's API (no omitempty)."""
+
+    conditions: list[Condition] = []
+    flavors_reservation: list[FlavorUsage] = []
+    flavors_usage: list[FlavorUsage] = []
+    pending_workloads: int = 0
+    reserving_workloads: int = 0
+    admitted_workloads: int = 0
+
+
+class ClusterQueue(ApiStruct, kw_only=True):
+    api_version: str = "kueue.x-k8s.io/v1beta2"
+    kind: str = "ClusterQueue"
+    metadata: ObjectMeta
+    spec: ClusterQueueSpec = msgspec.field(default_factory=ClusterQueueSpec)
+    status: ClusterQueueStatus = msgspec.field(default_factory=ClusterQueueStatus)
+
+
+class LocalQueueSpec(ApiStruct):
+    cluster_queue: str = ""
+    stop_policy: str | None = None
+
+
+class LocalQueueResourceUsage(msgspec.Struct, rename="camel"):
+    name: str
+    total: str = "0"
+
+
+class LocalQueueFlavorUsage(msgspec.Struct, rename="camel"):
+    name: str
+    resources: list[LocalQueueResourceUsage] = []
+
+
+class LocalQueueStatus(msgspec.Struct, rename="camel"):
+    """Counts are always shown, as in Kueue's API (no omitempty)."""
+
+    conditions: list[Condition] = []
+    flavors_reservation: list[LocalQueueFlavorUsage] = []
+    flavors_usage: list[LocalQueueFlavorUsage] = []
+    pending_workloads: int = 0
+    reserving_workloads: int = 0
+    admitted_workloads: int = 0
+
+
+class LocalQueue(ApiStruct, kw_only=True):
+    api_version: str = "kueue.x-k8s.io/v1beta2"
+    kind: str = "LocalQueue"
+    metadata: ObjectMeta
+    spec: LocalQueueSpec = msgspec.field(default_factory=LocalQueueSpec)
+    status: LocalQueueStatus = msgspec.field(default_factory=LocalQueueStatus)
+
+
+class PodSet(ApiStruct):
+    name: str
+    template: msgspec.Raw
+    # None only when a hand-written Workload omits it; the API defaults it to 1.
+    count: int | None = None
+    min_count: int | None = None
+
+
+class WorkloadSpec(ApiStruct):
+    pod_sets: list[PodSet] = []
+    queue_name: str = ""
+    priority: int | None = None
+    active: bool = True
+
+
+class PodSetAssignment(ApiStruct):
+    name: str
+    flavors: dict[str, str] = {}
+    resource_usage: dict[str, str] = {}
+    count: int | None = None
+
+
+class Admission(ApiStruct):
+    cluster_queue: str
+    pod_set_assignments: list[PodSetAssignment] = []
+
+
+class RequeueState(ApiStruct):
+    count: int | None = None
+    requeue_at: str | None = None
+
+
+class PodSetRequest(ApiStruct):
+    name: str
+    resources: dict[str, str] = {}
+
+
+class WorkloadStatus(ApiStruct):
+    conditions: list[Condition] = []
+    admission: Admission | None = None
+    requeue_state: RequeueState | None = None
+    resource_requests: list[PodSetRequest] = []
+
+
+class Workload(ApiStruct, kw_only=True):
+    api_version: str = "kueue.x-k8s.io/v1beta2"
+    kind: str = "Workload"
+    metadata: ObjectMeta
+    spec: WorkloadSpec = msgspec.field(default_factory=WorkloadSpec)
+    status: WorkloadStatus = msgspec.field(default_factory=WorkloadStatus)

@@ -1,0 +1,135 @@
+"""Pods, pod templates and batch/v1 Jobs.
+
+Pod templates are kept as `msgspec.Raw` (the exact bytes) because a Workload
+must carry the Job's template unchanged; the fields admission needs are decoded
+from it on demand with `pod_template_view`.
+"""
+
+from __future__ import annotations
+
+import msgspec
+
+from .meta import ApiStruct, Condition, ObjectMeta, Toleration
+
+
+class ResourceRequirements(ApiStruct):
+    requests: dict[str, str | int] = {}
+    limits: dict[str, str | int] = {}
+
+
+class ContainerView(ApiStruct):
+    name: str = ""
+    resources: ResourceRequirements = msgspec.field(default_factory=ResourceRequirements)
+    restart_policy: str | None = None
+
+
+class PodResourceClaim(ApiStruct):
+    name: str
+    resource_claim_name: str | None = None
+    resource_claim_template_name: str | None = None
+
+
+class NodeSelectorRequirement(ApiStruct):
+    key: str
+    operator: str
+    values: list[str] = []
+
+
+class NodeSelectorTerm(ApiStruct):
+    match_expressions: list[NodeSelectorRequirement] = []
+    match_fields: list[NodeSelectorRequirement] = []
+
+
+class NodeSelector(ApiStruct):
+    node_selector_terms: list[NodeSelectorTerm] = []
+
+
+class NodeAffinity(ApiStruct):
+    required_during_scheduling_ignored_during_execution: NodeSelector | None = None
+
+
+class Affinity(ApiStruct):
+    node_affinity: NodeAffinity | None = None
+
+
+class PodSpecView(ApiStruct):
+    containers: list[ContainerView] = []
+    init_containers: list[ContainerView] = []
+    overhead: dict[str, str | int] = {}
+    resources: ResourceRequirements | None = None
+    resource_claims: list[PodResourceClaim] = []
+    node_selector: dict[str, str] = {}
+    affinity: Affinity | None = None
+    tolerations: list[Toleration] = []
+    priority_class_name: str | None = None
+    priority: int | None = None
+
+
+class TemplateMeta(ApiStruct):
+    labels: dict[str, str] = {}
+    annotations: dict[str, str] = {}
+
+
+class PodTemplateView(ApiStruct):
+    metadata: TemplateMeta = msgspec.field(default_factory=TemplateMeta)
+    spec: PodSpecView = msgspec.field(default_factory=PodSpecView)
+
+
+def pod_template_view(raw: msgspec.Raw) -> PodTemplateView:
+    """Decode the admission-relevant fields of a raw pod template."""
+    return msgspec.json.decode(raw, type=PodTemplateView)
+
+
+class ContainerStatus(ApiStruct):
+    name: str = ""
+    ready: bool = False
+
+
+class PodResourceClaimStatus(ApiStruct):
+    name: str
+    resource_claim_name: str | None = None
+
+
+class PodStatus(ApiStruct):
+    phase: str = ""
+    conditions: list[Condition] = []
+    container_statuses: list[ContainerStatus] = []
+    resource_claim_statuses: list[PodResourceClaimStatus] = []
+
+
+class PodSpecBrief(ApiStruct):
+    node_name: str = ""
+    resource_claims: list[PodResourceClaim] = []
+
+
+class Pod(ApiStruct):
+    metadata: ObjectMeta
+    spec: PodSpecBrief = msgspec.field(default_factory=PodSpecBrief)
+    status: PodStatus = msgspec.field(default_factory=PodStatus)
+
+
+# --- batch/v1 Job --------------------------------------------------------------------------
+
+
+class JobSpec(ApiStruct):
+    template: msgspec.Raw
+    parallelism: int | None = None
+    completions: int | None = None
+    suspend: bool | None = None
+
+
+class JobStatus(ApiStruct):
+    conditions: list[Condition] = []
+    start_time: str | None = None
+    active: int = 0
+    ready: int | None = None
+    succeeded: int = 0
+    failed: int = 0
+
+
+class Job(ApiStruct, kw_only=True):
+    api_version: str = "batch/v1"
+    kind: str = "Job"
+    metadata: ObjectMeta
+    spec: JobSpec
+    status: JobStatus = msgspec.field(default_factory=JobStatus)
