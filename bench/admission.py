@@ -18,8 +18,9 @@ from typing import TypeVar
 import msgspec
 
 from reconciler.api import ClusterQueue, Job, ResourceClaimTemplate, ResourceFlavor
-from reconciler.core.admission import Admission, Admit
 from reconciler.core.clusterqueues import compile_cluster_queue
+from reconciler.core.engine import Engine
+from reconciler.core.scheduler import Admit
 from reconciler.core.workloads import WorkloadInfo, compile_workload, workload_for_job
 
 MAPPINGS = {"gpu.nvidia.com": "nvidia.com/gpu"}
@@ -69,8 +70,8 @@ def job_json(i: int, namespace: str) -> bytes:
     )
 
 
-def build_state(queues: int, per_queue_gpus: int) -> tuple[Admission, ResourceClaimTemplate]:
-    state = Admission()
+def build_state(queues: int, per_queue_gpus: int) -> tuple[Engine, ResourceClaimTemplate]:
+    state = Engine()
     state.set_flavor(
         _decode(
             {"metadata": {"name": "t4"}, "spec": {"nodeLabels": {"nvidia.com/gpu.product": "Tesla-T4"}}},

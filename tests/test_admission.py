@@ -6,9 +6,12 @@ from typing import Any
 
 import pytest
 
-from reconciler.core.admission import Admission, Admit, Pending, node_labels_for
 from reconciler.core.clusterqueues import active_condition
-from reconciler.core.queues import PendingQueue, backoff_seconds
+from reconciler.core.engine import Engine
+from reconciler.core.flavors import node_labels_for
+from reconciler.core.pending_queue import PendingQueue
+from reconciler.core.queues import backoff_seconds
+from reconciler.core.scheduler import Admit, Pending
 from reconciler.core.workloads import WorkloadInfo, compile_workload, workload_for_job
 
 from .builders import cluster_queue, flavor, job
@@ -37,8 +40,8 @@ def state_with(
     strategy: str | None = None,
     labels: dict[str, dict[str, str]] | None = None,
     namespace_selector: dict[str, Any] | None = None,
-) -> Admission:
-    state = Admission()
+) -> Engine:
+    state = Engine()
     for name, _ in flavors_quota:
         state.set_flavor(flavor(name, (labels or {}).get(name, {})))
     state.set_cluster_queue(
@@ -209,7 +212,7 @@ def test_missing_flavor_makes_cluster_queue_inactive() -> None:
         "Can't admit new workloads: references missing ResourceFlavor(s): x.",
     )
     assert active_condition(model, {"p3-t4", "x"}) == ("True", "Ready", "Can admit new workloads")
-    state = Admission()
+    state = Engine()
     state.set_cluster_queue(model)
     state.set_local_queue("ns", "lq", "cq")
     state.set_namespace("ns", {})
@@ -312,7 +315,9 @@ def test_flavor_node_labels_are_recorded_for_the_job() -> None:
     state.add_workload(info("a", requests={GPU: "1"}))
     (decision,) = state.schedule()
     assert isinstance(decision, Admit)
-    assert node_labels_for(decision, state.flavors) == {"main": {"nvidia.com/gpu.product": "Tesla-T4"}}
+    assert node_labels_for(decision.pod_sets, state.flavors) == {
+        "main": {"nvidia.com/gpu.product": "Tesla-T4"}
+    }
 
 
 def test_replacing_an_admitted_workload_returns_its_quota_to_the_queue() -> None:
@@ -355,14 +360,14 @@ def test_a_held_workload_counts_as_pending_but_is_never_admitted_until_added() -
     state.hold(waiting)
     state.set_local_queue("ns", "lq", "cq")  # a LocalQueue update must not queue it either
     assert state.schedule() == []
-    assert state.pending_counts("cq") == (0, 1)
-    assert state.local_queue_pending_counts("ns", "lq") == (0, 1)
+    assert state.queues.pending_counts("cq") == (0, 1)
+    assert state.queues.local_queue_pending_counts("ns", "lq") == (0, 1)
     state.add_workload(waiting)
     (admit,) = state.schedule()
     assert isinstance(admit, Admit)
     assert not state.is_held(waiting.key)
-    assert state.pending_counts("cq") == (0, 0)
+    assert state.queues.pending_counts("cq") == (0, 0)
     state.hold(info("b", requests={GPU: "1"}))
     state.remove_workload(("ns", "b"))
-    assert state.pending_counts("cq") == (0, 0)
-    assert state.local_queue_pending_counts("ns", "lq") == (0, 0)
+    assert state.queues.pending_counts("cq") == (0, 0)
+    assert state.queues.local_queue_pending_counts("ns", "lq") == (0, 0)

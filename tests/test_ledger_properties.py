@@ -8,8 +8,9 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from reconciler.api import WorkloadStatus
-from reconciler.core.admission import Admission, Admit
+from reconciler.core.engine import Engine
 from reconciler.core.ledger import Ledger
+from reconciler.core.scheduler import Admit
 from reconciler.core.status import admitted_workload_status
 from reconciler.core.workloads import WorkloadInfo, compile_workload, workload_for_job
 
@@ -59,8 +60,8 @@ ops = st.lists(
 )
 
 
-def build(setup: Setup) -> Admission:
-    state = Admission()
+def build(setup: Setup) -> Engine:
+    state = Engine()
     for name in setup.flavors:
         state.set_flavor(flavor(name))
     for cq, flavors in setup.queues.items():
@@ -118,7 +119,9 @@ def test_ledger_invariants(setup: Setup, operations: list[tuple[str, object]]) -
                 added.remove(key)
             elif op == "evict" and key not in held:
                 # waitForPodsReady: evicted into its requeue backoff.
-                held[key] = state.workloads[key]
+                known = state.workload(key)
+                assert known is not None
+                held[key] = known
                 state.hold(held[key])
                 statuses.pop(key, None)
             elif op == "requeue" and key in held:
@@ -139,7 +142,7 @@ def test_ledger_invariants(setup: Setup, operations: list[tuple[str, object]]) -
 
     # Invariant 3: the ledger rebuilt from the admitted Workloads' API status equals
     # the one reached step by step.
-    rebuilt = Admission()
+    rebuilt = Engine()
     rebuilt.rebuild((key, s.admission) for key, s in statuses.items() if s.admission)
     assert rebuilt.ledger.snapshot() == state.ledger.snapshot()
 

@@ -11,10 +11,11 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from reconciler.api import ResourceFlavor
-from reconciler.core.admission import Admission, Admit
 from reconciler.core.clusterqueues import ClusterQueueModel
+from reconciler.core.engine import Engine
 from reconciler.core.flavors import FlavorFit, assign_flavors
 from reconciler.core.ledger import Charge, Ledger
+from reconciler.core.scheduler import Admit
 from reconciler.core.workloads import WorkloadInfo, compile_workload, workload_for_job
 
 from .builders import cluster_queue, flavor, job
@@ -57,7 +58,7 @@ ops = st.lists(
 def test_same_admissions_as_naive(quota: int, strategy: str, operations: list[tuple[str, object]]) -> None:
     flavors = {"a": flavor("a", {"zone": "a"}), "b": flavor("b", {"zone": "b"})}
     model = cluster_queue("cq", [("a", {GPU: quota}), ("b", {GPU: max(0, quota - 2)})], strategy=strategy)
-    state = Admission()
+    state = Engine()
     for f in flavors.values():
         state.set_flavor(f)
     state.set_cluster_queue(model)
@@ -87,7 +88,9 @@ def test_same_admissions_as_naive(quota: int, strategy: str, operations: list[tu
                 charge = naive.ledger.release(key)
                 assert charge is not None
                 # Put it back as it was, in its original queue position.
-                naive.waiting[key] = state.workloads[key]
+                back = state.workload(key)
+                assert back is not None
+                naive.waiting[key] = back
         for decision in state.schedule():
             if isinstance(decision, Admit):
                 admitted.append(decision.key)

@@ -10,10 +10,10 @@ nvidia.com/gpu in flavor p3-t4, 1 more needed`.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 
-from reconciler.api import ResourceFlavor
+from reconciler.api import Admission, ResourceFlavor
 
 from .clusterqueues import ClusterQueueModel, ResourceGroupModel
 from .ledger import FlavorResource, Ledger
@@ -22,7 +22,14 @@ from .quantity import format_amount
 from .selectors import first_untolerated_taint, flavor_matches_pod_spec, taint_text
 from .workloads import PodSetInfo, WorkloadInfo
 
-__all__ = ["FlavorFit", "FlavorNoFit", "PodSetFlavors", "assign_flavors"]
+__all__ = [
+    "FlavorFit",
+    "FlavorNoFit",
+    "PodSetFlavors",
+    "admission_node_labels",
+    "assign_flavors",
+    "node_labels_for",
+]
 
 
 @dataclass(frozen=True, slots=True)
@@ -158,3 +165,29 @@ def assign_flavors(
             assumed[fr] = assumed.get(fr, 0) + requests[resource]
         results.append(PodSetFlavors(pod_set.name, pod_set.count, assigned, requests))
     return FlavorFit(results, assumed)
+
+
+def _flavor_labels(flavor_names: Iterable[str], flavors: Mapping[str, ResourceFlavor]) -> dict[str, str]:
+    labels: dict[str, str] = {}
+    for name in dict.fromkeys(flavor_names):
+        flavor = flavors.get(name)
+        if flavor is not None:
+            labels.update(flavor.spec.node_labels)
+    return labels
+
+
+def node_labels_for(
+    pod_sets: Iterable[PodSetFlavors], flavors: Mapping[str, ResourceFlavor]
+) -> dict[str, dict[str, str]]:
+    """Per pod set, the nodeLabels of its assigned flavors, to merge into the Job's nodeSelector.
+
+    As Kueue does, each distinct flavor assigned to a pod set contributes its labels.
+    """
+    return {ps.name: _flavor_labels(ps.flavors.values(), flavors) for ps in pod_sets}
+
+
+def admission_node_labels(
+    admission: Admission, flavors: Mapping[str, ResourceFlavor]
+) -> dict[str, dict[str, str]]:
+    """The same, read back from a Workload's status.admission."""
+    return {a.name: _flavor_labels(a.flavors.values(), flavors) for a in admission.pod_set_assignments}

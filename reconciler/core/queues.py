@@ -1,171 +1,228 @@
-"""What waits: one pending queue per ClusterQueue, and requeue backoff.
+"""What waits: the queue manager (pending workloads by LocalQueue and ClusterQueue) and requeue backoff.
 
-Order inside a ClusterQueue is Kueue's: higher priority first, then the older
-queue-order timestamp, then UID. With BestEffortFIFO a workload that does not
-fit is parked so the ones behind it can be tried, and parked workloads get
-another chance when quota is released; with StrictFIFO the head blocks the
-queue until it fits.
+Kueue's split: the cache knows what is admitted, the queue manager knows what
+waits and where. A waiting workload is in one of three places:
 
-Parked workloads are grouped by *shape* (everything admission looks at: pod
-sets, requests, node constraints). Workloads of one shape get the same
-verdict, so after a release only the first of each group, in queue order,
-needs to be evaluated: the cost of a release is the number of distinct
-shapes, not the number of waiting workloads.
+- *queued* in its ClusterQueue's `PendingQueue`, to be tried by the scheduler;
+- *unqueueable*: it cannot enter any queue (its LocalQueue or ClusterQueue is
+  missing, or its spec cannot be charged), with the reason to report;
+- *held*: waiting out a requeue backoff; it counts as pending (inadmissible)
+  in its queues but is never tried until it is added again.
+
+Every waiting workload is also a member of its LocalQueue, for that queue's
+counts. Admitted workloads are not here (see `cache.QuotaCache`).
 """
 
 from __future__ import annotations
 
-import heapq
 import random
-from collections.abc import Hashable, Iterator
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 
-__all__ = ["Candidate", "PendingQueue", "QueueEntry", "backoff_seconds"]
+from .pending_queue import PendingQueue
+from .workloads import WorkloadInfo
+
+__all__ = ["QueueManager", "backoff_seconds"]
 
 WorkloadKey = tuple[str, str]
+LocalQueueKey = tuple[str, str]
 
 
-@dataclass(frozen=True, slots=True, order=True)
-class QueueEntry:
-    neg_priority: int
-    timestamp: str
-    uid: str
-    key: WorkloadKey
+@dataclass
+class QueueManager:
+    # LocalQueue (namespace, name) -> its ClusterQueue.
+    local_queues: dict[LocalQueueKey, str] = field(default_factory=dict)
+    # ClusterQueues that can take workloads, with their pending queues.
+    queues: dict[str, PendingQueue] = field(default_factory=dict)
+    # Every waiting workload (queued, unqueueable or held).
+    workloads: dict[WorkloadKey, WorkloadInfo] = field(default_factory=dict)
+    # The ClusterQueue whose queue holds each queued workload; None when unqueueable.
+    _placement: dict[WorkloadKey, str | None] = field(default_factory=dict)
+    _unqueueable: dict[WorkloadKey, str] = field(default_factory=dict)
+    # Reasons not yet handed to the scheduler.
+    _unreported: dict[WorkloadKey, str] = field(default_factory=dict)
+    _held: set[WorkloadKey] = field(default_factory=set)
+    _by_local_queue: dict[LocalQueueKey, set[WorkloadKey]] = field(default_factory=dict)
+    # ClusterQueues whose queue changed since the scheduler last looked.
+    _dirty: set[str] = field(default_factory=set)
 
+    # --- queue objects ------------------------------------------------------------------
 
-@dataclass(frozen=True, slots=True)
-class Candidate:
-    """The next workload to evaluate; `group` is set when it comes from a parked group."""
+    def set_cluster_queue(self, name: str, strict_fifo: bool) -> None:
+        queue = self.queues.setdefault(name, PendingQueue())
+        queue.strict_fifo = strict_fifo
+        self._retry_unqueueable()
+        self.retry([name])
 
-    key: WorkloadKey
-    group: Hashable | None
+    def delete_cluster_queue(self, name: str) -> None:
+        """The ClusterQueue is gone or unusable: its members become unqueueable."""
+        queue = self.queues.pop(name, None)
+        if queue is None:
+            return
+        for key in queue.ordered_keys():
+            info = self.workloads.get(key)
+            if info is not None:
+                self._unplace(key)
+                self._place(info)
 
+    def set_local_queue(self, namespace: str, name: str, cluster_queue: str) -> None:
+        self.local_queues[(namespace, name)] = cluster_queue
+        self._replace_members((namespace, name))
 
-@dataclass(slots=True)
-class _Group:
-    heap: list[QueueEntry] = field(default_factory=list)
-    # Evaluated in the current pass and still not fitting: skip until quota moves.
-    settled: bool = True
+    def delete_local_queue(self, namespace: str, name: str) -> None:
+        self.local_queues.pop((namespace, name), None)
+        self._replace_members((namespace, name))
 
+    # --- workloads ----------------------------------------------------------------------
 
-@dataclass(slots=True)
-class PendingQueue:
-    strict_fifo: bool = False
-    _heap: list[QueueEntry] = field(default_factory=list)
-    _live: dict[WorkloadKey, QueueEntry] = field(default_factory=dict)
-    _groups: dict[Hashable, _Group] = field(default_factory=dict)
-    _parked: dict[WorkloadKey, tuple[Hashable, QueueEntry]] = field(default_factory=dict)
+    def add(self, info: WorkloadInfo) -> None:
+        """Queue a waiting workload (new, changed, or back from an admission)."""
+        self.remove(info.key)
+        self.workloads[info.key] = info
+        self._place(info)
 
-    # --- membership ---------------------------------------------------------------------
-
-    def push(self, key: WorkloadKey, priority: int, timestamp: str, uid: str) -> None:
-        """Queue a workload to be evaluated (new, changed or back from eviction)."""
+    def hold(self, info: WorkloadInfo) -> None:
+        """A workload waiting out its requeue backoff."""
+        key = info.key
         self.remove(key)
-        entry = QueueEntry(-priority, timestamp, uid, key)
-        self._live[key] = entry
-        heapq.heappush(self._heap, entry)
+        self.workloads[key] = info
+        self._held.add(key)
+        self._by_local_queue.setdefault((info.namespace, info.queue_name), set()).add(key)
 
-    def remove(self, key: WorkloadKey) -> bool:
-        """Forget a workload; heap entries are dropped lazily when they surface."""
-        found = self._live.pop(key, None) is not None
-        parked = self._parked.pop(key, None)
-        if parked is not None:
-            group = self._groups.get(parked[0])
-            if group is not None and len(group.heap) > 2 * len(self._parked) + 16:
-                self._compact()
-        return found or parked is not None
+    def remove(self, key: WorkloadKey) -> WorkloadInfo | None:
+        """Forget a workload (admitted, finished or deleted); returns what was known of it."""
+        self._unplace(key)
+        if key in self._held:
+            self._held.discard(key)
+            self._leave_local_queue(key)
+        self._unreported.pop(key, None)
+        return self.workloads.pop(key, None)
 
-    def park(self, key: WorkloadKey, group_key: Hashable) -> None:
-        """Set aside a workload that was evaluated and did not fit."""
-        entry = self._live.pop(key, None)
-        if entry is None:
-            parked = self._parked.get(key)
-            if parked is None or parked[0] == group_key:
-                return
-            entry = parked[1]
-        self._parked[key] = (group_key, entry)
-        group = self._groups.setdefault(group_key, _Group())
-        heapq.heappush(group.heap, entry)
+    def is_held(self, key: WorkloadKey) -> bool:
+        return key in self._held
 
-    def __len__(self) -> int:
-        return len(self._live) + len(self._parked)
+    def quota_freed(self, cluster_queue: str) -> None:
+        """Quota came back: every parked workload of that ClusterQueue may fit now."""
+        queue = self.queues.get(cluster_queue)
+        if queue is not None:
+            queue.wake_parked()
+        self._dirty.add(cluster_queue)
 
-    def active_count(self) -> int:
-        return len(self._live)
+    def retry(self, names: Iterable[str] | None = None) -> None:
+        """Quota, flavors or selectors changed: set-aside workloads get another chance."""
+        for name in self.queues if names is None else names:
+            queue = self.queues.get(name)
+            if queue is not None:
+                queue.wake_parked()
+                self._dirty.add(name)
 
-    def is_active(self, key: WorkloadKey) -> bool:
-        """Queued for evaluation (not set aside as inadmissible)."""
-        return key in self._live
+    # --- for the scheduler --------------------------------------------------------------
 
-    def inadmissible_count(self) -> int:
-        return len(self._parked)
+    def take_unreported(self) -> list[tuple[WorkloadKey, str]]:
+        """Unqueueable workloads whose reason the scheduler has not reported yet."""
+        out = list(self._unreported.items())
+        self._unreported.clear()
+        return out
 
-    # --- scheduling passes --------------------------------------------------------------
+    def take_dirty(self) -> list[str]:
+        """ClusterQueues to schedule, in name order."""
+        names = sorted(self._dirty)
+        self._dirty.clear()
+        return names
 
-    def wake_parked(self) -> None:
-        """Quota or the queue's configuration changed: every parked group may fit now."""
-        for group in self._groups.values():
-            group.settled = False
+    # --- reporting ----------------------------------------------------------------------
 
-    def settle(self, group_key: Hashable) -> None:
-        """The group's first workload did not fit: the rest of it would not either."""
-        group = self._groups.get(group_key)
-        if group is not None:
-            group.settled = True
+    def waiting_in_local_queue(self, namespace: str, name: str) -> int:
+        return len(self._by_local_queue.get((namespace, name), ()))
 
-    def _group_head(self, group_key: Hashable, group: _Group) -> QueueEntry | None:
-        heap = group.heap
-        while heap:
-            parked = self._parked.get(heap[0].key)
-            if parked is not None and parked[1] is heap[0] and parked[0] == group_key:
-                return heap[0]
-            heapq.heappop(heap)
+    def local_queue_pending_counts(self, namespace: str, name: str) -> tuple[int, int]:
+        """(active, inadmissible) waiting workloads of one LocalQueue: active ones are queued for a
+        decision; the others were set aside (did not fit) or cannot be queued at all."""
+        active = inadmissible = 0
+        for key in self._by_local_queue.get((namespace, name), ()):
+            cq_name = self._placement.get(key)
+            queue = self.queues.get(cq_name) if cq_name is not None else None
+            if queue is not None and queue.is_active(key):
+                active += 1
+            else:
+                inadmissible += 1
+        return active, inadmissible
+
+    def pending_counts(self, cluster_queue: str) -> tuple[int, int]:
+        """(active, inadmissible) pending workloads of a ClusterQueue."""
+        held = 0
+        for key in self._held:
+            info = self.workloads.get(key)
+            if info is not None and self.local_queues.get((info.namespace, info.queue_name)) == cluster_queue:
+                held += 1
+        queue = self.queues.get(cluster_queue)
+        if queue is None:
+            return (0, held)
+        return (queue.active_count(), queue.inadmissible_count() + held)
+
+    def held(self) -> Iterator[WorkloadKey]:
+        return iter(self._held)
+
+    # --- placement ----------------------------------------------------------------------
+
+    def _place(self, info: WorkloadInfo) -> None:
+        key = info.key
+        self._placement[key] = None
+        self._by_local_queue.setdefault((info.namespace, info.queue_name), set()).add(key)
+        reason = self._unqueueable_reason(info)
+        if reason is not None:
+            self._unqueueable[key] = self._unreported[key] = reason
+            return
+        cq_name = self.local_queues[(info.namespace, info.queue_name)]
+        self._unreported.pop(key, None)
+        self._placement[key] = cq_name
+        self.queues[cq_name].push(key, info.priority, info.created, info.uid)
+        self._dirty.add(cq_name)
+
+    def _unqueueable_reason(self, info: WorkloadInfo) -> str | None:
+        if info.problem is not None:
+            return info.problem.message
+        cq_name = self.local_queues.get((info.namespace, info.queue_name))
+        if cq_name is None:
+            return f"LocalQueue {info.queue_name} doesn't exist"
+        if cq_name not in self.queues:
+            return f"ClusterQueue {cq_name} doesn't exist"
         return None
 
-    def _active_head(self) -> QueueEntry | None:
-        heap = self._heap
-        while heap and self._live.get(heap[0].key) is not heap[0]:
-            heapq.heappop(heap)
-        return heap[0] if heap else None
+    def _unplace(self, key: WorkloadKey) -> None:
+        if key not in self._placement:
+            return
+        cq_name = self._placement.pop(key)
+        self._unqueueable.pop(key, None)
+        self._leave_local_queue(key)
+        if cq_name is not None:
+            queue = self.queues.get(cq_name)
+            if queue is not None:
+                queue.remove(key)
 
-    def next_candidate(self) -> Candidate | None:
-        """The first workload in queue order among new ones and unsettled parked groups."""
-        best = self._active_head()
-        best_group: Hashable | None = None
-        for group_key, group in list(self._groups.items()):
-            head = self._group_head(group_key, group)
-            if head is None:
-                del self._groups[group_key]
-                continue
-            if group.settled:
-                continue
-            if best is None or head < best:
-                best, best_group = head, group_key
-        if best is None:
-            return None
-        return Candidate(best.key, best_group)
+    def _leave_local_queue(self, key: WorkloadKey) -> None:
+        info = self.workloads.get(key)
+        if info is None:
+            return
+        members = self._by_local_queue.get((info.namespace, info.queue_name))
+        if members is not None:
+            members.discard(key)
+            if not members:
+                del self._by_local_queue[(info.namespace, info.queue_name)]
 
-    def take(self, candidate: Candidate) -> None:
-        """Remove an admitted candidate from the queue."""
-        self.remove(candidate.key)
+    def _retry_unqueueable(self) -> None:
+        for key in list(self._unqueueable):
+            info = self.workloads.get(key)
+            if info is not None and info.problem is None:
+                self._unplace(key)
+                self._place(info)
 
-    def group_members(self, group_key: Hashable) -> Iterator[WorkloadKey]:
-        group = self._groups.get(group_key)
-        if group is None:
-            return iter(())
-        return (e.key for e in group.heap if self._parked.get(e.key, (None, None))[1] is e)
-
-    def ordered_keys(self) -> list[WorkloadKey]:
-        """Every waiting workload in queue order (for status and tests)."""
-        entries = sorted([*self._live.values(), *(e for _, e in self._parked.values())])
-        return [e.key for e in entries]
-
-    def _compact(self) -> None:
-        for group_key, group in list(self._groups.items()):
-            group.heap = [e for e in group.heap if self._parked.get(e.key, (None, None))[1] is e]
-            heapq.heapify(group.heap)
-            if not group.heap:
-                del self._groups[group_key]
+    def _replace_members(self, local_queue: LocalQueueKey) -> None:
+        for key in list(self._by_local_queue.get(local_queue, ())):
+            info = self.workloads.get(key)
+            if info is not None and key not in self._held:
+                self._unplace(key)
+                self._place(info)
 
 
 def backoff_seconds(

@@ -28,9 +28,10 @@ from reconciler.api import (
     WorkloadStatus,
 )
 
-from .admission import Admission, Admit, Decision, Pending
 from .clusterqueues import InvalidClusterQueueError, compile_cluster_queue
+from .engine import Engine
 from .quantity import QuantityError
+from .scheduler import Admit, Decision, Pending
 from .status import admitted_workload_status, cluster_queue_status, condition, pending_workload_status
 from .workloads import QUEUE_NAME_LABEL, WorkloadInfo, compile_workload, workload_for_job
 
@@ -93,7 +94,7 @@ def _is_admitted(workload: Workload) -> bool:
 
 def simulate(objects: Sequence[InputObject], mappings: Mapping[str, str], now: str) -> SimulationResult:
     result = SimulationResult()
-    state = Admission()
+    state = Engine()
     templates: dict[tuple[str, str], ResourceClaimTemplate] = {}
     cluster_queues: list[tuple[ClusterQueue, Mapping[str, Any]]] = []
     arrivals: list[tuple[str, int, InputObject]] = []
@@ -131,7 +132,7 @@ def simulate(objects: Sequence[InputObject], mappings: Mapping[str, str], now: s
         elif kind not in ("DeviceClass", "Configuration"):
             result.warnings.append(f"{_describe(obj)}: ignored (not used for admission)")
 
-    for ns_name in {ns for ns, _ in state.local_queues} - state.namespaces.keys():
+    for ns_name in {ns for ns, _ in state.queues.local_queues} - state.cache.namespaces.keys():
         state.set_namespace(ns_name, {"kubernetes.io/metadata.name": ns_name})
 
     def lookup(namespace: str, name: str) -> ResourceClaimTemplate | None:

@@ -21,9 +21,10 @@ from reconciler.api import (
     WorkloadStatus,
 )
 
-from .admission import Admission, Admit, Pending
+from .engine import Engine
 from .ledger import FlavorResource
 from .quantity import format_amount
+from .scheduler import Admit, Pending
 from .workloads import WorkloadInfo
 
 __all__ = [
@@ -195,8 +196,8 @@ def pending_workload_status(
     )
 
 
-def _flavor_usage(state: Admission, name: str, usage: dict[FlavorResource, int]) -> list[FlavorUsage]:
-    model = state.cluster_queues.get(name)
+def _flavor_usage(state: Engine, name: str, usage: dict[FlavorResource, int]) -> list[FlavorUsage]:
+    model = state.cache.cluster_queues.get(name)
     if model is None:
         return []
     out: list[FlavorUsage] = []
@@ -215,7 +216,7 @@ def _flavor_usage(state: Admission, name: str, usage: dict[FlavorResource, int])
 
 
 def cluster_queue_status(
-    state: Admission,
+    state: Engine,
     name: str,
     previous: ClusterQueueStatus,
     now: str,
@@ -223,8 +224,8 @@ def cluster_queue_status(
 ) -> ClusterQueueStatus:
     usage = state.ledger.usage(name)
     admitted = state.ledger.holder_count(name)
-    active, inadmissible = state.pending_counts(name)
-    status, reason, message = state.cluster_queue_active(name)
+    active, inadmissible = state.queues.pending_counts(name)
+    status, reason, message = state.cache.cluster_queue_active(name)
     flavors = _flavor_usage(state, name, usage)
     return ClusterQueueStatus(
         conditions=set_condition(previous.conditions, "Active", status, reason, message, now, generation),
@@ -237,7 +238,7 @@ def cluster_queue_status(
 
 
 def local_queue_status(
-    state: Admission,
+    state: Engine,
     namespace: str,
     name: str,
     previous: LocalQueueStatus,
@@ -246,16 +247,16 @@ def local_queue_status(
 ) -> LocalQueueStatus:
     """Kueue's LocalQueue status: counts, usage of its admitted workloads, Active."""
     waiting, admitted = state.local_queue_members(namespace, name)
-    cluster_queue = state.local_queues.get((namespace, name), "")
+    cluster_queue = state.queues.local_queues.get((namespace, name), "")
     usage: dict[FlavorResource, int] = {}
     for key in admitted:
         charge = state.ledger.charge_of(key)
         if charge is not None:
             for fr, amount in charge.usage.items():
                 usage[fr] = usage.get(fr, 0) + amount
-    if cluster_queue not in state.cluster_queues:
+    if cluster_queue not in state.cache.cluster_queues:
         active = ("False", "ClusterQueueDoesNotExist", "Can't submit new workloads to clusterQueue")
-    elif state.cluster_queue_active(cluster_queue)[0] != "True":
+    elif state.cache.cluster_queue_active(cluster_queue)[0] != "True":
         active = ("False", "ClusterQueueIsInactive", "Can't submit new workloads to clusterQueue")
     else:
         active = ("True", "Ready", "Can submit new workloads to localQueue")

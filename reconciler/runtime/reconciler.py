@@ -49,8 +49,9 @@ from reconciler.api.resources import (
 )
 from reconciler.api.times import epoch, now_rfc3339
 from reconciler.config import Configuration
-from reconciler.core.admission import Admission, Admit, Pending, admission_node_labels
 from reconciler.core.clusterqueues import InvalidClusterQueueError, compile_cluster_queue
+from reconciler.core.engine import Engine
+from reconciler.core.flavors import admission_node_labels
 from reconciler.core.jobs import (
     PODSET_LABEL,
     is_managed,
@@ -79,6 +80,7 @@ from reconciler.core.podstatus import (
     ready_or_succeeded,
 )
 from reconciler.core.quantity import QuantityError
+from reconciler.core.scheduler import Admit, Pending
 from reconciler.core.status import (
     admitted_workload_status,
     backoff_finished_status,
@@ -216,7 +218,7 @@ class Reconciler:
     monotonic: Callable[[], float] = time.monotonic
     # Seconds since the epoch, for deadlines read from condition timestamps.
     wall: Callable[[], float] = time.time
-    core: Admission = field(default_factory=Admission)
+    core: Engine = field(default_factory=Engine)
     jobs: dict[Key, Job] = field(default_factory=dict)
     workloads: dict[Key, Workload] = field(default_factory=dict)
     templates: dict[Key, ResourceClaimTemplate] = field(default_factory=dict)
@@ -454,7 +456,7 @@ class Reconciler:
         if not self.ready:
             return
         # A template that appears can make a waiting workload chargeable.
-        for wl_key, info in list(self.core.workloads.items()):
+        for wl_key, info in list(self.core.queues.workloads.items()):
             if wl_key[0] == key[0] and info.problem is not None and info.problem.retryable:
                 self._fed.pop(wl_key, None)
                 self._sync_workload(wl_key)
@@ -525,7 +527,7 @@ class Reconciler:
         self._unready.discard(key)
         self.timers.cancel(key, "pods-ready")
         if not workload.spec.active:
-            if key in self.core.workloads:
+            if self.core.workload(key) is not None:
                 self.core.remove_workload(key)  # inactive: in no queue until reactivated
             self._fed.pop(key, None)
             return
@@ -578,7 +580,7 @@ class Reconciler:
     def _pending(self, decision: Pending) -> None:
         key = decision.key
         workload = self.workloads.get(key)
-        info = self.core.workloads.get(key)
+        info = self.core.workload(key)
         if workload is None or info is None:
             return
         status = pending_workload_status(
@@ -755,7 +757,7 @@ class Reconciler:
         key = (workload.metadata.namespace, workload.metadata.name)
         if key in self._evicting:
             return
-        info = self.core.workloads.get(key)
+        info = self.core.workload(key)
         status = evicted_workload_status(
             workload.status,
             reason=reason,
@@ -1104,7 +1106,7 @@ class Reconciler:
             return ""
         if workload.status.admission is not None:
             return workload.status.admission.cluster_queue
-        return self.core.local_queues.get((key[0], workload.spec.queue_name), "")
+        return self.core.queues.local_queues.get((key[0], workload.spec.queue_name), "")
 
     def _write_failed(self, done: WriteDone) -> None:
         self.stats.write_errors += 1

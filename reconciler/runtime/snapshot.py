@@ -36,7 +36,7 @@ def base_units(resource: str, amount: int) -> float:
 
 def _finished_by_cluster_queue(reconciler: Reconciler) -> Counter[str]:
     counts: Counter[str] = Counter()
-    local_queues = reconciler.core.local_queues
+    local_queues = reconciler.core.queues.local_queues
     for workload in reconciler.workloads.values():
         finished = condition(workload.status.conditions, "Finished")
         if finished is None or finished.status != "True":
@@ -57,12 +57,12 @@ def _cluster_queue(reconciler: Reconciler, name: str, finished: int) -> ClusterQ
     status: Literal["pending", "active", "terminating"]
     if cq is not None and cq.metadata.deletion_timestamp:
         status = "terminating"
-    elif core.cluster_queue_active(name)[0] == "True":
+    elif core.cache.cluster_queue_active(name)[0] == "True":
         status = "active"
     else:
         status = "pending"
     nominal: dict[tuple[str, str], float] = {}
-    model = core.cluster_queues.get(name)
+    model = core.cache.cluster_queues.get(name)
     if model is not None:
         for group in model.groups:
             for quota in group.flavors:
@@ -71,7 +71,7 @@ def _cluster_queue(reconciler: Reconciler, name: str, finished: int) -> ClusterQ
     used = {fr: 0.0 for fr in nominal}
     for (flavor, resource), amount in core.ledger.usage(name).items():
         used[(flavor, resource)] = base_units(resource, amount)
-    active, inadmissible = core.pending_counts(name)
+    active, inadmissible = core.queues.pending_counts(name)
     holders = core.ledger.holder_count(name)
     return ClusterQueueSample(
         name=name,
@@ -108,7 +108,7 @@ def state_snapshot(
     ]
     local_queues = []
     for namespace, name in sorted(reconciler.local_queues):
-        active, inadmissible = reconciler.core.local_queue_pending_counts(namespace, name)
+        active, inadmissible = reconciler.core.queues.local_queue_pending_counts(namespace, name)
         _waiting, admitted = reconciler.core.local_queue_members(namespace, name)
         local_queues.append(LocalQueueSample(namespace, name, active, inadmissible, len(admitted)))
     return StateSnapshot(cluster_queues, local_queues, watch_samples(informers), inbox_depth)

@@ -195,8 +195,8 @@ def test_a_stalled_job_is_evicted_at_the_deadline_and_its_quota_goes_to_the_next
     assert of(h.tick(T0 + 65), "requeue") == []
     # Waiting out the backoff: counted as pending (inadmissible), never scheduled.
     assert h.reconciler.core.is_held(("ns", wl_a.metadata.name))
-    assert h.reconciler.core.pending_counts("cq")[1] == 1
-    assert h.reconciler.core.local_queue_pending_counts("ns", "lq") == (0, 1)
+    assert h.reconciler.core.queues.pending_counts("cq")[1] == 1
+    assert h.reconciler.core.queues.local_queue_pending_counts("ns", "lq") == (0, 1)
     (requeue,) = of(h.tick(requeue_at + 0.5), "requeue")
     got = conditions(requeue)
     assert got["Requeued"] == ("True", "BackoffFinished", "The workload backoff was finished")
@@ -204,7 +204,7 @@ def test_a_stalled_job_is_evicted_at_the_deadline_and_its_quota_goes_to_the_next
     h.land(requeue, evicted)
     assert not h.reconciler.core.is_held(("ns", wl_a.metadata.name))
     h.take()
-    assert h.reconciler.core.pending_counts("cq") == (0, 1)  # queued again, behind job b's quota
+    assert h.reconciler.core.queues.pending_counts("cq") == (0, 1)  # queued again, behind job b's quota
 
 
 def test_a_restarted_controller_keeps_the_original_deadline() -> None:
@@ -264,7 +264,7 @@ def test_the_retry_limit_deactivates_and_then_evicts_with_kueues_reason() -> Non
     )
     evicted = h.land(evict, decode(inactive, Workload))
     h.take()
-    assert ("ns", evicted.metadata.name) not in h.reconciler.core.workloads  # inactive: never queued
+    assert h.reconciler.core.workload(("ns", evicted.metadata.name)) is None  # inactive: never queued
     assert h.reconciler.core.ledger.used("cq", ("t4", GPU)) == 0
 
 

@@ -1,0 +1,106 @@
+"""What is admitted: the quota cache.
+
+It knows the ResourceFlavors, the usable ClusterQueues (their quota models),
+the Namespaces' labels for the ClusterQueues' selectors, and every admitted
+workload with its charge in the ledger. Whatever waits lives in the queue
+manager; the scheduler reads both.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+
+from reconciler.api import Admission, ResourceFlavor
+
+from .clusterqueues import ClusterQueueModel, active_condition
+from .ledger import Charge, FlavorResource, Ledger
+from .quantity import parse_quantity, to_amount
+from .workloads import WorkloadInfo
+
+__all__ = ["QuotaCache", "charge_from_admission"]
+
+WorkloadKey = tuple[str, str]
+
+
+def charge_from_admission(admission: Admission) -> Charge:
+    """The ledger charge an admitted Workload's status.admission describes."""
+    usage: dict[FlavorResource, int] = {}
+    for assignment in admission.pod_set_assignments:
+        for resource, quantity in assignment.resource_usage.items():
+            flavor = assignment.flavors.get(resource)
+            if flavor is None:
+                continue
+            fr = (flavor, resource)
+            usage[fr] = usage.get(fr, 0) + to_amount(resource, parse_quantity(quantity))
+    return Charge(admission.cluster_queue, usage)
+
+
+@dataclass
+class QuotaCache:
+    flavors: dict[str, ResourceFlavor] = field(default_factory=dict)
+    cluster_queues: dict[str, ClusterQueueModel] = field(default_factory=dict)
+    # ClusterQueues whose spec could not be used, with the reason.
+    broken_cluster_queues: dict[str, str] = field(default_factory=dict)
+    namespaces: dict[str, Mapping[str, str]] = field(default_factory=dict)
+    ledger: Ledger = field(default_factory=Ledger)
+    # Admitted workloads (known once their Workload has been seen; a rebuilt ledger has charges only).
+    workloads: dict[WorkloadKey, WorkloadInfo] = field(default_factory=dict)
+
+    # --- queue objects ------------------------------------------------------------------
+
+    def set_flavor(self, flavor: ResourceFlavor) -> None:
+        self.flavors[flavor.metadata.name] = flavor
+
+    def delete_flavor(self, name: str) -> None:
+        self.flavors.pop(name, None)
+
+    def set_cluster_queue(self, model: ClusterQueueModel) -> None:
+        self.broken_cluster_queues.pop(model.name, None)
+        self.cluster_queues[model.name] = model
+
+    def set_broken_cluster_queue(self, name: str, reason: str) -> None:
+        self.cluster_queues.pop(name, None)
+        self.broken_cluster_queues[name] = reason
+
+    def delete_cluster_queue(self, name: str) -> None:
+        self.cluster_queues.pop(name, None)
+        self.broken_cluster_queues.pop(name, None)
+
+    def set_namespace(self, name: str, labels: Mapping[str, str]) -> None:
+        self.namespaces[name] = dict(labels)
+
+    def cluster_queue_active(self, name: str) -> tuple[str, str, str]:
+        """The ClusterQueue's Active condition: (status, reason, message)."""
+        model = self.cluster_queues.get(name)
+        if model is None:
+            reason = self.broken_cluster_queues.get(name, "not found")
+            return "False", "Unknown", f"Can't admit new workloads: {reason}."
+        return active_condition(model, self.flavors)
+
+    # --- admitted workloads -------------------------------------------------------------
+
+    def admit(self, info: WorkloadInfo, charge: Charge) -> None:
+        self.ledger.reserve(info.key, charge)
+        self.workloads[info.key] = info
+
+    def release(self, key: WorkloadKey) -> tuple[Charge | None, WorkloadInfo | None]:
+        """Return a workload's quota; gives its charge and what was known of it."""
+        return self.ledger.release(key), self.workloads.pop(key, None)
+
+    def rebuild(self, admitted: Iterable[tuple[WorkloadKey, Admission]]) -> None:
+        """Recompute the ledger from admitted Workloads (start, relist)."""
+        self.workloads.clear()
+        self.ledger.rebuild((key, charge_from_admission(a)) for key, a in admitted)
+
+    def holds(self, key: WorkloadKey) -> bool:
+        return self.ledger.holds(key)
+
+    def admitted_through(self, cluster_queue: str, namespace: str, name: str) -> list[WorkloadKey]:
+        """Admitted workloads submitted through one LocalQueue."""
+        admitted: list[WorkloadKey] = []
+        for key in self.ledger.holders(cluster_queue):
+            info = self.workloads.get(key)
+            if info is not None and info.namespace == namespace and info.queue_name == name:
+                admitted.append(key)
+        return admitted

@@ -1,0 +1,142 @@
+"""The core's three parts wired together: cache (admitted), queues (waiting), scheduler (next).
+
+Callers feed it changes and call `schedule()`. The changes that concern more
+than one part live here: a workload moving between the cache and the queues,
+quota coming back waking the queues, queue objects that both parts know.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+
+from reconciler.api import Admission, ResourceFlavor
+
+from .cache import QuotaCache, charge_from_admission
+from .clusterqueues import ClusterQueueModel
+from .ledger import Charge, Ledger
+from .queues import QueueManager
+from .scheduler import Decision, Scheduler
+from .workloads import WorkloadInfo
+
+__all__ = ["Engine"]
+
+WorkloadKey = tuple[str, str]
+
+
+@dataclass
+class Engine:
+    cache: QuotaCache = field(default_factory=QuotaCache)
+    queues: QueueManager = field(default_factory=QueueManager)
+    scheduler: Scheduler = field(default_factory=Scheduler)
+
+    @property
+    def ledger(self) -> Ledger:
+        return self.cache.ledger
+
+    @property
+    def flavors(self) -> Mapping[str, ResourceFlavor]:
+        return self.cache.flavors
+
+    def schedule(self) -> list[Decision]:
+        return self.scheduler.cycle(self.cache, self.queues)
+
+    # --- queue objects ------------------------------------------------------------------
+
+    def set_flavor(self, flavor: ResourceFlavor) -> None:
+        self.cache.set_flavor(flavor)
+        self.queues.retry()
+
+    def delete_flavor(self, name: str) -> None:
+        self.cache.delete_flavor(name)
+        self.queues.retry()
+
+    def set_cluster_queue(self, model: ClusterQueueModel) -> None:
+        self.cache.set_cluster_queue(model)
+        self.queues.set_cluster_queue(model.name, strict_fifo=model.strategy == "StrictFIFO")
+
+    def set_broken_cluster_queue(self, name: str, reason: str) -> None:
+        self.cache.set_broken_cluster_queue(name, reason)
+        self.queues.delete_cluster_queue(name)
+
+    def delete_cluster_queue(self, name: str) -> None:
+        self.cache.delete_cluster_queue(name)
+        self.queues.delete_cluster_queue(name)
+
+    def set_local_queue(self, namespace: str, name: str, cluster_queue: str) -> None:
+        self.queues.set_local_queue(namespace, name, cluster_queue)
+
+    def delete_local_queue(self, namespace: str, name: str) -> None:
+        self.queues.delete_local_queue(namespace, name)
+
+    def set_namespace(self, name: str, labels: Mapping[str, str]) -> None:
+        self.cache.set_namespace(name, labels)
+        self.queues.retry()
+
+    # --- workloads ----------------------------------------------------------------------
+
+    def workload(self, key: WorkloadKey) -> WorkloadInfo | None:
+        """What is known of a workload, admitted or waiting."""
+        return self.queues.workloads.get(key) or self.cache.workloads.get(key)
+
+    def add_workload(self, info: WorkloadInfo, admission: Admission | None = None) -> None:
+        """Add or replace a workload; an admitted one is charged to the cache as its status says."""
+        key = info.key
+        self.queues.remove(key)
+        self._release(key)
+        self.scheduler.forget(key)
+        if admission is not None:
+            self.cache.admit(info, charge_from_admission(admission))
+        else:
+            self.queues.add(info)
+
+    def remove_workload(self, key: WorkloadKey) -> None:
+        """The workload finished or was deleted: forget it and return its quota."""
+        self.queues.remove(key)
+        self.scheduler.forget(key)
+        self._release(key)
+
+    def release(self, key: WorkloadKey) -> None:
+        """Return a workload's quota and queue it again (eviction, failed write)."""
+        info = self._release(key)
+        if info is None:
+            info = self.queues.workloads.get(key)
+        if info is not None:
+            self.queues.add(info)
+
+    rollback = release
+
+    def hold(self, info: WorkloadInfo) -> None:
+        """A workload waiting out its requeue backoff: counted as pending, not scheduled until added."""
+        self.remove_workload(info.key)
+        self.queues.hold(info)
+
+    def is_held(self, key: WorkloadKey) -> bool:
+        return self.queues.is_held(key)
+
+    def is_admitted(self, key: WorkloadKey) -> bool:
+        return self.cache.holds(key)
+
+    def rebuild(self, admitted: Iterable[tuple[WorkloadKey, Admission]]) -> None:
+        """Recompute the ledger from admitted Workloads (start, relist)."""
+        self.cache.rebuild(admitted)
+        self.queues.retry()
+
+    def _release(self, key: WorkloadKey) -> WorkloadInfo | None:
+        charge, info = self.cache.release(key)
+        if charge is not None:
+            self._freed(charge)
+        return info
+
+    def _freed(self, charge: Charge) -> None:
+        self.queues.quota_freed(charge.cluster_queue)
+
+    # --- reporting ----------------------------------------------------------------------
+
+    def local_queue_members(self, namespace: str, name: str) -> tuple[int, list[WorkloadKey]]:
+        """(waiting workloads, admitted workloads) submitted through one LocalQueue."""
+        waiting = self.queues.waiting_in_local_queue(namespace, name)
+        cluster_queue = self.queues.local_queues.get((namespace, name))
+        if cluster_queue is None:
+            return waiting, []
+        return waiting, self.cache.admitted_through(cluster_queue, namespace, name)

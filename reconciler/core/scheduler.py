@@ -1,0 +1,151 @@
+"""Who goes next: one scheduling cycle over the ClusterQueues whose queues changed.
+
+`Scheduler.cycle` walks each changed ClusterQueue's pending queue in order,
+assigns flavors against the cache's free quota, and returns decisions: admit a
+workload with its flavors (its quota is reserved in the cache at once, and it
+leaves the queue manager), or leave it pending with Kueue's reason and
+message. A pending verdict is reported only when it changed.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Hashable
+from dataclasses import dataclass, field, replace
+
+from .cache import QuotaCache
+from .clusterqueues import ClusterQueueModel, active_condition
+from .flavors import FlavorFit, FlavorNoFit, PodSetFlavors, assign_flavors
+from .ledger import Charge
+from .pending_queue import Candidate, PendingQueue
+from .queues import QueueManager
+from .selectors import label_selector_matches
+
+__all__ = ["REASON_INADMISSIBLE", "REASON_PENDING", "Admit", "Decision", "Pending", "Scheduler"]
+
+WorkloadKey = tuple[str, str]
+
+# Kueue's reasons with its granular-reasons feature off, as users of the
+# walkthrough see them: quota waits are "Pending", configuration problems
+# "Inadmissible".
+REASON_PENDING = "Pending"
+REASON_INADMISSIBLE = "Inadmissible"
+NAMESPACE_MISMATCH = "workload namespace doesn't match ClusterQueue selector"
+
+
+@dataclass(frozen=True, slots=True)
+class Admit:
+    key: WorkloadKey
+    cluster_queue: str
+    pod_sets: list[PodSetFlavors]
+
+
+@dataclass(frozen=True, slots=True)
+class Pending:
+    key: WorkloadKey
+    reason: str
+    message: str
+    # Set when the workload is not in any ClusterQueue's queue.
+    cluster_queue: str | None = None
+
+
+Decision = Admit | Pending
+
+
+@dataclass
+class Scheduler:
+    # The last pending verdict reported per workload, and per parked group.
+    _last: dict[WorkloadKey, tuple[str, str]] = field(default_factory=dict)
+    _group_verdicts: dict[tuple[str | None, Hashable], tuple[str, str] | None] = field(default_factory=dict)
+
+    def forget(self, key: WorkloadKey) -> None:
+        """The workload changed or left: its next verdict is reported whatever it is."""
+        self._last.pop(key, None)
+
+    def cycle(self, cache: QuotaCache, queues: QueueManager) -> list[Decision]:
+        """Admit what fits, in queue order; report what cannot be admitted and why."""
+        decisions: list[Decision] = []
+        for key, message in queues.take_unreported():
+            self._report(decisions, Pending(key, REASON_INADMISSIBLE, message))
+        for name in queues.take_dirty():
+            queue = queues.queues.get(name)
+            model = cache.cluster_queues.get(name)
+            if queue is None or model is None:
+                continue
+            self._schedule_queue(cache, queues, model, queue, decisions)
+        return decisions
+
+    def _report(self, out: list[Decision], pending: Pending) -> None:
+        """Emit a pending verdict only when it differs from the last one for that workload."""
+        verdict = (pending.reason, pending.message)
+        if self._last.get(pending.key) != verdict:
+            self._last[pending.key] = verdict
+            out.append(pending)
+
+    def _schedule_queue(
+        self,
+        cache: QuotaCache,
+        queues: QueueManager,
+        model: ClusterQueueModel,
+        queue: PendingQueue,
+        out: list[Decision],
+    ) -> None:
+        if active_condition(model, cache.flavors)[0] != "True":
+            # Nothing in this queue can be admitted until the ClusterQueue is fixed.
+            message = f"ClusterQueue {model.name} is inactive"
+            for key in queue.ordered_keys():
+                self._report(out, Pending(key, REASON_INADMISSIBLE, message, model.name))
+            return
+        # Verdicts by shape hold until this ClusterQueue's usage changes (an admission).
+        verdicts: dict[bytes, FlavorNoFit] = {}
+        selector_ok: dict[str, bool] = {}
+        while (candidate := queue.next_candidate()) is not None:
+            key = candidate.key
+            info = queues.workloads[key]
+            ok = selector_ok.get(info.namespace)
+            if ok is None:
+                labels = cache.namespaces.get(info.namespace, {})
+                ok = selector_ok[info.namespace] = label_selector_matches(model.namespace_selector, labels)
+            if not ok:
+                group: Hashable = ("namespace", info.namespace)
+                pending = Pending(key, REASON_INADMISSIBLE, NAMESPACE_MISMATCH, model.name)
+                self._settle(out, queue, candidate, group, pending)
+                continue
+            result = verdicts.get(info.shape)
+            if result is None:
+                fit = assign_flavors(info, model, cache.flavors, cache.ledger)
+                if isinstance(fit, FlavorFit):
+                    queues.remove(key)  # out of its pending queue too
+                    cache.admit(info, Charge(model.name, fit.usage))
+                    self._last.pop(key, None)
+                    out.append(Admit(key, model.name, fit.pod_sets))
+                    verdicts.clear()
+                    continue
+                result = verdicts[info.shape] = fit
+            pending = Pending(key, REASON_PENDING, result.message, model.name)
+            if candidate.group is None and queue.strict_fifo and result.waiting_for_quota:
+                self._report(out, pending)
+                return
+            self._settle(out, queue, candidate, info.shape, pending)
+
+    def _settle(
+        self,
+        out: list[Decision],
+        queue: PendingQueue,
+        candidate: Candidate,
+        group: Hashable,
+        pending: Pending,
+    ) -> None:
+        """Park a workload that does not fit; a parked group shares its first member's verdict."""
+        verdict = (pending.reason, pending.message)
+        group_id = (pending.cluster_queue, group)
+        if candidate.group is not None:
+            if self._group_verdicts.get(group_id) != verdict:
+                for member in list(queue.group_members(candidate.group)):
+                    self._report(out, replace(pending, key=member))
+                self._group_verdicts[group_id] = verdict
+        else:
+            self._report(out, pending)
+            queue.park(candidate.key, group)
+            if self._group_verdicts.setdefault(group_id, verdict) != verdict:
+                self._group_verdicts[group_id] = None
+        queue.settle(candidate.group if candidate.group is not None else group)
