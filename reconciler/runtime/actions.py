@@ -1,19 +1,22 @@
-"""Writes the reconciler asks for, as plain data, and how each is performed.
+"""Writes the reconciler asks for, as plain data, how each is performed, and its outcome.
 
 An action names its *slot*: at most one write per slot is in flight, and a
 newer action for a busy slot replaces the one waiting behind it, so a burst
-of status changes for one object becomes at most two writes.
+of status changes for one object becomes at most two writes. An action carries
+its own completion handler: the writer's `WriteDone` comes back through the
+inbox and the reconciler hands it to `on_done`.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from collections.abc import Callable
+from dataclasses import dataclass, field
 from typing import Literal
 
 from reconciler.api.resources import Resource
-from reconciler.kube import KubeClient
+from reconciler.kube import KubeClient, KubeError
 
-__all__ = ["Action", "Create", "MergePatch", "PostEvent", "Slot"]
+__all__ = ["Action", "Create", "MergePatch", "OnDone", "PostEvent", "Purpose", "Slot", "WriteDone"]
 
 Slot = tuple[str, str, str] | None  # (purpose, namespace, name); None: never coalesced
 Purpose = Literal[
@@ -43,6 +46,7 @@ class Create:
     namespace: str | None
     name: str
     body: bytes
+    on_done: OnDone | None = field(default=None, compare=False, repr=False)
 
     @property
     def slot(self) -> Slot:
@@ -62,6 +66,7 @@ class MergePatch:
     subresource: str | None = None
     # Status-only writes of one object share a slot so they stay in order.
     slot_name: str | None = None
+    on_done: OnDone | None = field(default=None, compare=False, repr=False)
 
     @property
     def slot(self) -> Slot:
@@ -79,6 +84,7 @@ class PostEvent:
     resource: Resource
     namespace: str
     body: bytes
+    on_done: OnDone | None = field(default=None, compare=False, repr=False)
 
     @property
     def slot(self) -> Slot:
@@ -89,3 +95,26 @@ class PostEvent:
 
 
 Action = Create | MergePatch | PostEvent
+
+
+@dataclass(frozen=True, slots=True)
+class WriteDone:
+    """The outcome of one action: the API's response body, an error, or superseded (never sent)."""
+
+    action: Action
+    body: bytes | None = None
+    error: KubeError | None = None
+    superseded: bool = False
+    seconds: float = 0.0
+
+    @property
+    def ok(self) -> bool:
+        return self.error is None and not self.superseded
+
+    @property
+    def key(self) -> tuple[str, str]:
+        """(namespace, name) of the object written ("" for a cluster-scoped object or an Event)."""
+        return (self.action.namespace or "", getattr(self.action, "name", ""))
+
+
+OnDone = Callable[[WriteDone], None]

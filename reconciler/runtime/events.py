@@ -2,11 +2,20 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from dataclasses import dataclass
+
 import msgspec
+import structlog
 
-from reconciler.api import ObjectMeta
+from reconciler.api import Job, ObjectMeta, Workload
+from reconciler.api.resources import EVENTS
 
-__all__ = ["COMPONENT", "event_body"]
+from .actions import PostEvent, WriteDone
+
+__all__ = ["COMPONENT", "WORKLOAD_API", "EventRecorder", "event_body"]
+
+log = structlog.get_logger(__name__)
 
 COMPONENT = "dra-quota-reconciler"
 MAX_EVENT_MESSAGE = 1024
@@ -53,3 +62,34 @@ def event_body(
             "count": 1,
         }
     )
+
+
+WORKLOAD_API = "kueue.x-k8s.io/v1beta2"
+
+
+@dataclass
+class EventRecorder:
+    """Posts Events about Jobs and Workloads (fire and forget: a lost Event is only logged)."""
+
+    submit: Callable[[PostEvent], None]
+    clock: Callable[[], str]
+    instance: str
+
+    def emit(self, obj: Job | Workload, event_type: str, reason: str, message: str) -> None:
+        api_version, kind = ("batch/v1", "Job") if isinstance(obj, Job) else (WORKLOAD_API, "Workload")
+        body = event_body(
+            api_version=api_version,
+            kind=kind,
+            meta=obj.metadata,
+            event_type=event_type,
+            reason=reason,
+            message=message,
+            now=self.clock(),
+            instance=self.instance,
+        )
+        self.submit(PostEvent("event", EVENTS, obj.metadata.namespace, body, on_done=_event_done))
+
+
+def _event_done(done: WriteDone) -> None:
+    if done.error is not None:
+        log.debug("event not recorded", error=str(done.error))

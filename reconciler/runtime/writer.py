@@ -11,31 +11,17 @@ from __future__ import annotations
 import asyncio
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
 
 import structlog
 
 from reconciler.kube import ApiError, KubeClient, KubeError, TransportError
 from reconciler.observability.metrics import Metrics
 
-from .actions import Action, Create, PostEvent, Slot
+from .actions import Action, Create, PostEvent, Slot, WriteDone
 
 __all__ = ["WriteDone", "Writer"]
 
 log = structlog.get_logger(__name__)
-
-
-@dataclass(frozen=True, slots=True)
-class WriteDone:
-    action: Action
-    body: bytes | None = None
-    error: KubeError | None = None
-    superseded: bool = False
-    seconds: float = 0.0
-
-    @property
-    def ok(self) -> bool:
-        return self.error is None and not self.superseded
 
 
 class Writer:

@@ -10,7 +10,7 @@ import msgspec
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
-from reconciler.api import ClusterQueue, Workload
+from reconciler.api import ClusterQueue, Job, Workload
 from reconciler.api.resources import CLUSTER_QUEUES, JOBS, WORKLOADS
 from reconciler.kube import Informer, KubeClient, ServerError
 from reconciler.observability.metrics import Metrics, kueue_buckets
@@ -158,27 +158,16 @@ def test_finish_and_eviction_counters() -> None:
     h.event("MODIFIED", WORKLOADS, admitted)
     h.take()
     key = (admitted.metadata.namespace, admitted.metadata.name)
-    finished_status = {
-        "conditions": [
-            *msgspec.to_builtins(h.reconciler.workloads[key].status.conditions),
-            {
-                "type": "Finished",
-                "status": "True",
-                "reason": "Succeeded",
-                "message": "done",
-                "lastTransitionTime": CREATED,
-            },
-        ]
-    }
-    finish = MergePatch(
-        "finish",
-        WORKLOADS,
-        key[0],
-        key[1],
-        msgspec.json.encode({"status": finished_status}),
-        subresource="status",
-        slot_name="workload-status",
-    )
+    # The Job completes; the reconciler finishes its Workload.
+    owner = h.reconciler.store.job_key(key)
+    assert owner is not None
+    done_body = msgspec.json.decode(msgspec.json.encode(h.reconciler.jobs[owner]))
+    done_body["spec"]["suspend"] = False
+    done_body["status"] = {"conditions": [{"type": "Complete", "status": "True", "message": "done"}]}
+    done_body["metadata"]["resourceVersion"] = h.next_rv()
+    h.event("MODIFIED", JOBS, decode(done_body, Job))
+    (finish,) = of(h.take(), "finish")
+    assert isinstance(finish, MergePatch)
     written = apply_patch(h, h.reconciler.workloads[key], finish)
     h.reconciler.handle(WriteDone(finish, body=msgspec.json.encode(written)))
     metrics.workload_evicted("cq", "PodsReadyTimeout")

@@ -1,0 +1,161 @@
+"""What the reconciler's concerns share: state, clocks, the write path and the dirty marks.
+
+Concerns (workloads, jobs, PodsReady, queue status) never call each other:
+each marks keys dirty here, and the reconciler's loop processes the marks in
+a fixed order. Every write goes through `Context.write`, which records it in
+the own-write tracker of its kind and calls the action's completion handler
+when the result comes back.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field, replace
+
+import msgspec
+import structlog
+
+from reconciler.api import Job, Workload
+from reconciler.api.resources import JOBS, WORKLOADS
+from reconciler.api.times import now_rfc3339
+from reconciler.config import Configuration
+from reconciler.core.engine import Engine
+from reconciler.kube import Conflict, NotFound
+from reconciler.observability.metrics import Metrics
+
+from .actions import Action, PostEvent, WriteDone
+from .events import EventRecorder
+from .own_writes import OwnWrites
+from .podindex import PodIndex
+from .store import Key, Store
+from .timers import Timers
+
+__all__ = ["Context", "Dirty", "ReconcilerStats"]
+
+log = structlog.get_logger(__name__)
+
+# How long events older than our own write are ignored; past it, the watch is the truth.
+AWAIT_OWN_WRITE_SECONDS = 5.0
+
+
+@dataclass
+class ReconcilerStats:
+    admitted: int = 0
+    admission_conflicts: int = 0
+    write_errors: int = 0
+
+
+@dataclass
+class Dirty:
+    """Keys to process on the next pass, by concern."""
+
+    # Workload key -> whether the cache holds our own write's response (decide on it at once).
+    workloads: dict[Key, bool] = field(default_factory=dict)
+    jobs: set[Key] = field(default_factory=set)
+    # Workloads whose PodsReady tracking (deadline, blockAdmission) must be looked at again.
+    pods_ready: set[Key] = field(default_factory=set)
+    # Jobs whose pods or claims changed.
+    pods: set[Key] = field(default_factory=set)
+    queue_status: bool = True
+
+    def workload(self, key: Key, *, own_write: bool = False) -> None:
+        self.workloads[key] = self.workloads.get(key, False) or own_write
+
+    def pending(self) -> bool:
+        return bool(self.workloads or self.jobs or self.pods_ready or self.pods)
+
+
+@dataclass
+class Context:
+    config: Configuration
+    submit: Callable[[Action], None]
+    events: EventRecorder
+    clock: Callable[[], str] = now_rfc3339
+    monotonic: Callable[[], float] = time.monotonic
+    # Seconds since the epoch, for deadlines read from condition timestamps.
+    wall: Callable[[], float] = time.time
+    engine: Engine = field(default_factory=Engine)
+    store: Store = field(default_factory=Store)
+    dirty: Dirty = field(default_factory=Dirty)
+    timers: Timers[Key] = field(default_factory=Timers)
+    pod_index: PodIndex = field(default_factory=PodIndex)
+    metrics: Metrics = field(default_factory=Metrics)
+    stats: ReconcilerStats = field(default_factory=ReconcilerStats)
+    workload_writes: OwnWrites[Key] = field(init=False)
+    job_writes: OwnWrites[Key] = field(init=False)
+
+    def __post_init__(self) -> None:
+        self.workload_writes = OwnWrites(self.monotonic)
+        self.job_writes = OwnWrites(self.monotonic)
+
+    # --- the write path -----------------------------------------------------------------
+
+    def write(self, action: Action) -> None:
+        """Submit a write; it is tracked as in flight until its handler has run."""
+        tracker = self._tracker(action)
+        if tracker is None or isinstance(action, PostEvent):
+            self.submit(action)
+            return
+        key = (action.namespace or "", action.name)
+        purpose, handler = action.purpose, action.on_done
+
+        def completed(done: WriteDone) -> None:
+            try:
+                if handler is not None:
+                    handler(done)
+            finally:
+                tracker.end(key, purpose)
+
+        tracker.begin(key, purpose)
+        self.submit(replace(action, on_done=completed))
+
+    def _tracker(self, action: Action) -> OwnWrites[Key] | None:
+        if action.resource == WORKLOADS:
+            return self.workload_writes
+        if action.resource == JOBS:
+            return self.job_writes
+        return None
+
+    def apply_workload_write(self, key: Key, body: bytes, *, until_seen: bool = False) -> Workload | None:
+        """Our write's response is the newest state: apply it now (None when the watch got there first)."""
+        workload = msgspec.json.decode(body, type=Workload)
+        rv = workload.metadata.resource_version
+        if self.workload_writes.response_is_stale(key, rv):
+            return None
+        previous = self.store.put_workload(key, workload)
+        # An admission or eviction is awaited until its own event: an older event must never
+        # make it look as if the quota were held by nobody (or by two).
+        self.workload_writes.applied(
+            key,
+            rv,
+            changed=previous is None or previous.metadata.resource_version != rv,
+            for_seconds=math.inf if until_seen else AWAIT_OWN_WRITE_SECONDS,
+        )
+        return workload
+
+    def apply_job_write(self, key: Key, body: bytes) -> Job | None:
+        job = msgspec.json.decode(body, type=Job)
+        rv = job.metadata.resource_version
+        if self.job_writes.response_is_stale(key, rv):
+            return None
+        previous = self.store.put_job(key, job)
+        self.job_writes.applied(key, rv, changed=previous is None or previous.metadata.resource_version != rv)
+        return job
+
+    def write_failed(self, done: WriteDone, *, expected: tuple[type[Exception], ...] = ()) -> None:
+        """Count and log a failed write, unless its error is one the caller expects (e.g. 404, 409)."""
+        if done.error is None or isinstance(done.error, expected):
+            return
+        self.stats.write_errors += 1
+        action = done.action
+        log.warning(
+            "write failed",
+            purpose=action.purpose,
+            object=f"{getattr(action, 'namespace', '')}/{getattr(action, 'name', '')}",
+            error=str(done.error),
+        )
+
+
+EXPECTED_MISSES: tuple[type[Exception], ...] = (NotFound, Conflict)

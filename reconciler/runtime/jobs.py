@@ -1,0 +1,215 @@
+"""The batch/v1 Job integration: a Workload for each queued Job, the Job suspended until its
+Workload is admitted, started with its flavors' node labels, suspended and restored after an
+eviction, and its Workload finished when the Job ends.
+"""
+
+from __future__ import annotations
+
+from typing import Literal
+
+import msgspec
+
+from reconciler.api import Job, Workload, pod_template_view
+from reconciler.api.resources import JOBS, WORKLOADS
+from reconciler.core.flavors import admission_node_labels
+from reconciler.core.jobs import (
+    PODSET_LABEL,
+    is_managed,
+    job_outcome,
+    restore_patch,
+    start_patch,
+    suspend_patch,
+)
+from reconciler.core.status import set_condition
+from reconciler.core.workloads import workload_for_job
+from reconciler.kube import Conflict, NotFound
+
+from .actions import Create, MergePatch, WriteDone
+from .context import Context
+from .events import WORKLOAD_API
+from .patches import api_body, is_true
+from .store import Key, owner_job
+
+__all__ = ["Jobs"]
+
+_PODSET_LABEL_BYTES = PODSET_LABEL.encode()
+JobWrite = Literal["job-start", "job-suspend", "job-restore", "job-clear-start"]
+
+
+class Jobs:
+    def __init__(self, ctx: Context) -> None:
+        self.ctx = ctx
+
+    def reconcile(self, key: Key) -> None:
+        ctx = self.ctx
+        job = ctx.store.jobs.get(key)
+        if job is None or job.metadata.deletion_timestamp:
+            return
+        if "batch/job" not in ctx.config.frameworks or not is_managed(
+            job, manage_without_queue_name=ctx.config.manage_jobs_without_queue_name
+        ):
+            return
+        wl_key = ctx.store.workload_key(job)
+        workload = ctx.store.workloads.get(wl_key)
+        outcome = job_outcome(job)
+        writes = ctx.workload_writes
+        if workload is None:
+            if outcome is not None:
+                return
+            if not job.spec.suspend and self._write(job, "job-suspend", suspend_patch()):
+                queue = job.metadata.labels.get("kueue.x-k8s.io/queue-name", "")
+                ctx.events.emit(
+                    job, "Normal", "Suspended", f"Suspended until its Workload is admitted by queue {queue}"
+                )
+            if not writes.in_flight(wl_key, "create-workload"):
+                body = api_body(workload_for_job(job), WORKLOAD_API, "Workload")
+                ctx.write(Create("create-workload", WORKLOADS, *wl_key, body, on_done=self._workload_created))
+            return
+        if outcome is not None:
+            if not is_true(workload.status.conditions, "Finished") and not writes.in_flight(wl_key, "finish"):
+                self._finish(workload, outcome.succeeded, outcome.message)
+            return
+        admitting = writes.in_flight(wl_key, "admit")
+        admitted = ctx.engine.is_admitted(wl_key) and not admitting
+        if admitted and job.spec.suspend:
+            admission = workload.status.admission
+            if admission is None:
+                return  # our write succeeded but its event has not been applied yet
+            selector = admission_node_labels(admission, ctx.engine.flavors).get("main", {})
+            self._write(job, "job-start", start_patch(selector, {PODSET_LABEL: "main"}))
+        elif not admitted and not job.spec.suspend and not admitting:
+            self._write(job, "job-suspend", suspend_patch())
+        elif not admitted and job.spec.suspend and not admitting:
+            self._restore(job, workload)
+
+    def deleted(self, job: Job) -> None:
+        """A Job is gone: its Workload is let go (or forgotten, if the API never showed it)."""
+        wl_key = self.ctx.store.workload_key(job)
+        if wl_key in self.ctx.store.workloads:
+            self.ctx.dirty.workload(wl_key)
+        else:
+            self.ctx.engine.remove_workload(wl_key)
+
+    # --- writes to the Job --------------------------------------------------------------
+
+    def _write(self, job: Job, purpose: JobWrite, patch: bytes) -> bool:
+        """Ask for a start, suspend or restore once; False when it is already asked for."""
+        key = (job.metadata.namespace, job.metadata.name)
+        if self.ctx.job_writes.in_flight(key, purpose):
+            return False  # in flight; its response updates the cached Job
+        subresource = "status" if purpose == "job-clear-start" else None
+        self.ctx.write(
+            MergePatch(
+                purpose,
+                JOBS,
+                *key,
+                patch,
+                subresource=subresource,
+                slot_name="job",
+                on_done=self._job_written,
+            )
+        )
+        return True
+
+    def _restore(self, job: Job, workload: Workload) -> None:
+        """A suspended Job gets its pod template back as the Workload recorded it (after eviction)."""
+        if not workload.spec.pod_sets or _PODSET_LABEL_BYTES not in bytes(job.spec.template):
+            return
+        if job.status.start_time:
+            # The API allows template changes only to a suspended Job that has not started.
+            if job.status.active == 0:
+                self._write(job, "job-clear-start", b'{"status":{"startTime":null}}')
+            return
+        patch = restore_patch(
+            pod_template_view(job.spec.template), pod_template_view(workload.spec.pod_sets[0].template)
+        )
+        if patch is not None:
+            self._write(job, "job-restore", patch)
+
+    def _job_written(self, done: WriteDone) -> None:
+        ctx = self.ctx
+        action = done.action
+        key = done.key
+        if done.ok and done.body is not None:
+            ctx.apply_job_write(key, done.body)
+        if done.error is not None or done.superseded:
+            ctx.write_failed(done, expected=(NotFound,))
+        elif action.purpose == "job-start" and done.body is not None:
+            started = msgspec.json.decode(done.body, type=Job)
+            owned = ctx.store.workloads.get(ctx.store.workload_key(started))
+            admission = owned.status.admission if owned is not None else None
+            cq_name = admission.cluster_queue if admission is not None else ""
+            ctx.events.emit(started, "Normal", "Started", f"Admitted by clusterQueue {cq_name}")
+        elif action.purpose == "job-clear-start":
+            ctx.dirty.jobs.add(key)  # the template can be restored now
+
+    def _workload_created(self, done: WriteDone) -> None:
+        ctx = self.ctx
+        key = done.key
+        if done.ok and done.body is not None:
+            owner = owner_job(msgspec.json.decode(done.body, type=Workload))
+            job = ctx.store.jobs.get(owner) if owner is not None else None
+            if job is not None:
+                ctx.events.emit(job, "Normal", "CreatedWorkload", f"Created Workload: {key[0]}/{key[1]}")
+            ctx.apply_workload_write(key, done.body)
+        else:
+            ctx.write_failed(done, expected=(Conflict,))
+
+    # --- the Job ended ------------------------------------------------------------------
+
+    def _finish(self, workload: Workload, succeeded: bool, message: str) -> None:
+        ctx = self.ctx
+        conditions = set_condition(
+            workload.status.conditions,
+            "Finished",
+            "True",
+            "Succeeded" if succeeded else "Failed",
+            message,
+            ctx.clock(),
+            workload.metadata.generation or None,
+        )
+        patch = msgspec.json.encode({"status": {"conditions": msgspec.to_builtins(conditions)}})
+        meta = workload.metadata
+        ctx.write(
+            MergePatch(
+                "finish",
+                WORKLOADS,
+                meta.namespace,
+                meta.name,
+                patch,
+                subresource="status",
+                slot_name="workload-status",
+                on_done=self._finished,
+            )
+        )
+        # The quota is released when the write lands (or the watch shows it finished), never
+        # before: until then the API still counts this workload against the quota.
+        ctx.events.emit(
+            workload,
+            "Normal",
+            "FinishedWorkload",
+            f"Workload '{meta.namespace}/{meta.name}' is declared finished",
+        )
+
+    def _finished(self, done: WriteDone) -> None:
+        ctx = self.ctx
+        key = done.key
+        if done.superseded and key in ctx.store.workloads:
+            owner = ctx.store.job_key(key)
+            if owner is not None:
+                ctx.dirty.jobs.add(owner)  # write it again
+            return
+        if done.ok and done.body is not None:
+            ctx.apply_workload_write(key, done.body)
+            ctx.engine.remove_workload(key)
+            ctx.metrics.workload_finished(self._cluster_queue_of(key))
+        else:
+            ctx.write_failed(done, expected=(NotFound,))
+
+    def _cluster_queue_of(self, key: Key) -> str:
+        workload = self.ctx.store.workloads.get(key)
+        if workload is None:
+            return ""
+        if workload.status.admission is not None:
+            return workload.status.admission.cluster_queue
+        return self.ctx.engine.queues.local_queues.get((key[0], workload.spec.queue_name), "")

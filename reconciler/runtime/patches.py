@@ -1,0 +1,97 @@
+"""Request bodies for the reconciler's writes, and "is the API already showing this?" checks."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import msgspec
+
+from reconciler.api import (
+    ClusterQueueStatus,
+    Condition,
+    LocalQueueStatus,
+    Workload,
+    WorkloadStatus,
+)
+from reconciler.core.status import condition
+
+__all__ = [
+    "api_body",
+    "holds_quota",
+    "is_true",
+    "same_cluster_queue_status",
+    "same_local_queue_status",
+    "same_workload_status",
+    "status_patch",
+]
+
+
+def is_true(conditions: list[Condition], kind: str) -> bool:
+    found = condition(conditions, kind)
+    return found is not None and found.status == "True"
+
+
+def holds_quota(workload: Workload) -> bool:
+    """Admitted in the API and not finished: its quota is in use."""
+    return (
+        workload.status.admission is not None
+        and is_true(workload.status.conditions, "QuotaReserved")
+        and not is_true(workload.status.conditions, "Finished")
+    )
+
+
+def _same_conditions(a: list[Condition], b: list[Condition]) -> bool:
+    def essence(conds: list[Condition]) -> set[tuple[str, str, str, str]]:
+        return {(c.type, c.status, c.reason, c.message) for c in conds}
+
+    return essence(a) == essence(b)
+
+
+def same_workload_status(a: WorkloadStatus, b: WorkloadStatus) -> bool:
+    return (
+        _same_conditions(a.conditions, b.conditions)
+        and a.admission == b.admission
+        and a.resource_requests == b.resource_requests
+    )
+
+
+def same_cluster_queue_status(a: ClusterQueueStatus, b: ClusterQueueStatus) -> bool:
+    return (
+        _same_conditions(a.conditions, b.conditions)
+        and a.flavors_usage == b.flavors_usage
+        and a.flavors_reservation == b.flavors_reservation
+        and (a.pending_workloads, a.reserving_workloads, a.admitted_workloads)
+        == (b.pending_workloads, b.reserving_workloads, b.admitted_workloads)
+    )
+
+
+def same_local_queue_status(a: LocalQueueStatus, b: LocalQueueStatus) -> bool:
+    return (
+        _same_conditions(a.conditions, b.conditions)
+        and a.flavors_usage == b.flavors_usage
+        and (a.pending_workloads, a.reserving_workloads, a.admitted_workloads)
+        == (b.pending_workloads, b.reserving_workloads, b.admitted_workloads)
+    )
+
+
+def api_body(obj: msgspec.Struct, api_version: str, kind: str) -> bytes:
+    """JSON of a projection with apiVersion and kind set (they are omitted as defaults)."""
+    body: dict[str, Any] = msgspec.json.decode(msgspec.json.encode(obj))
+    body["apiVersion"], body["kind"] = api_version, kind
+    body.get("metadata", {}).pop("creationTimestamp", None)
+    return msgspec.json.encode(body)
+
+
+def status_patch(status: msgspec.Struct, resource_version: str | None = None) -> bytes:
+    """A merge patch of `status`, with a resourceVersion precondition when one is given."""
+    rendered: dict[str, Any] = msgspec.to_builtins(status)
+    if isinstance(status, WorkloadStatus):
+        # A merge patch only removes what it names as null.
+        rendered.setdefault("admission", None)
+        rendered.setdefault("resourceRequests", None)
+        if status.requeue_state is not None and status.requeue_state.requeue_at is None:
+            rendered["requeueState"]["requeueAt"] = None
+    body: dict[str, Any] = {"status": rendered}
+    if resource_version:
+        body["metadata"] = {"resourceVersion": resource_version}
+    return msgspec.json.encode(body)

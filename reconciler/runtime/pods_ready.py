@@ -1,0 +1,311 @@
+"""waitForPodsReady: the PodsReady condition and claim report of admitted Workloads, their
+deadlines, eviction (or deactivation) when a deadline passes, and blockAdmission.
+
+Deadlines come from the conditions' transition times, so a restarted
+controller keeps them. An eviction is one status write that ends the
+reservation; the quota leaves the core only when that write has landed.
+"""
+
+from __future__ import annotations
+
+from functools import partial
+
+import msgspec
+import structlog
+
+from reconciler.api import RequeueState, Workload, WorkloadStatus
+from reconciler.api.resources import WORKLOADS
+from reconciler.core.podsready import (
+    PODS_READY,
+    PODS_READY_TIMEOUT,
+    Deactivate,
+    deactivation_reason,
+    plan_timeout,
+    pods_needed,
+    pods_ready_deadline,
+    pods_ready_state,
+    timeout_message,
+)
+from reconciler.core.podstatus import (
+    CLAIMS_ALLOCATED,
+    all_claims_allocated,
+    claim_problems,
+    claims_condition,
+    lasting,
+    ready_or_succeeded,
+)
+from reconciler.core.status import condition, evicted_workload_status, resource_requests, set_condition
+
+from .actions import MergePatch, OnDone, Purpose, WriteDone
+from .context import EXPECTED_MISSES, Context
+from .patches import holds_quota, status_patch
+from .store import Key
+
+__all__ = ["CLAIM_REPORT_GRACE_SECONDS", "PodsReady"]
+
+log = structlog.get_logger(__name__)
+
+# A pod the scheduler cannot place for a claim is reported once this has passed (transient
+# reports, while devices are being freed, are not worth a Warning).
+CLAIM_REPORT_GRACE_SECONDS = 5.0
+# Writes that make a workload's PodsReady state moot until they land.
+_SETTLING = ("admit", "evict", "finish")
+
+
+class PodsReady:
+    def __init__(self, ctx: Context) -> None:
+        self.ctx = ctx
+        # Admitted workloads whose pods are not all ready (for blockAdmission).
+        self._unready: set[Key] = set()
+
+    # --- tracking admitted workloads ----------------------------------------------------
+
+    def refresh(self, key: Key) -> None:
+        """An admitted workload gets its deadline (or is evicted when deactivated); others lose it."""
+        ctx = self.ctx
+        workload = ctx.store.workloads.get(key)
+        if workload is None or not holds_quota(workload):
+            self._unready.discard(key)
+            ctx.timers.cancel(key, "pods-ready")
+            return
+        if not workload.spec.active:
+            limit = ctx.config.wait_for_pods_ready
+            reason, message = deactivation_reason(
+                workload.status.requeue_state, None if limit is None else limit.backoff_limit_count
+            )
+            self._evict(workload, reason, message, None, underlying_cause="")
+            return
+        wfpr = ctx.config.wait_for_pods_ready
+        if wfpr is None:
+            return
+        ready = condition(workload.status.conditions, PODS_READY)
+        if ready is not None and ready.status == "True":
+            self._unready.discard(key)
+        else:
+            self._unready.add(key)
+        deadline = pods_ready_deadline(
+            workload.status.conditions, wfpr.timeout_seconds, wfpr.recovery_timeout_seconds
+        )
+        if deadline is None:
+            ctx.timers.cancel(key, "pods-ready")
+        else:
+            ctx.timers.set(key, "pods-ready", deadline.at)
+        owner = ctx.store.job_key(key)
+        if owner is not None:
+            ctx.dirty.pods.add(owner)
+
+    def admission_blocked(self) -> bool:
+        """blockAdmission: nothing is admitted while an admitted workload is not yet ready."""
+        ctx = self.ctx
+        wfpr = ctx.config.wait_for_pods_ready
+        if wfpr is None or not wfpr.block_admission:
+            return False
+        for key in list(self._unready):
+            workload = ctx.store.workloads.get(key)
+            if workload is None or not holds_quota(workload) or ctx.workload_writes.in_flight(key, "evict"):
+                self._unready.discard(key)
+        return bool(self._unready)
+
+    # --- pods and claims ----------------------------------------------------------------
+
+    def check_pods(self, key: Key) -> None:
+        """PodsReady and the claim report of an admitted workload, from its Job's pods."""
+        ctx = self.ctx
+        workload = ctx.store.workloads.get(key)
+        if (
+            workload is None
+            or not holds_quota(workload)
+            or ctx.workload_writes.in_flight(key, *_SETTLING)
+            or ctx.workload_writes.awaiting(key)
+        ):
+            return
+        owner = ctx.store.job_key(key)
+        if owner is None:
+            return
+        pods = ctx.pod_index.pods_of(owner)
+        claims = ctx.pod_index.claims
+        conditions = workload.status.conditions
+        now, generation = ctx.clock(), workload.metadata.generation or None
+        if ctx.config.wait_for_pods_ready is not None:
+            job = ctx.store.jobs.get(owner)
+            needed = pods_needed(job.spec.parallelism, job.spec.completions) if job else 1
+            previous = condition(conditions, PODS_READY)
+            state = pods_ready_state(
+                admitted=True, ready=ready_or_succeeded(pods, job), needed=needed, previous=previous
+            )
+            if previous is None or (previous.status, previous.reason) != (state.status, state.reason):
+                conditions = set_condition(
+                    conditions, PODS_READY, state.status, state.reason, state.message, now, generation
+                )
+        problems, recheck = lasting(
+            claim_problems(key[0], pods, claims), ctx.wall(), CLAIM_REPORT_GRACE_SECONDS
+        )
+        if recheck is not None:
+            ctx.timers.set(key, "claims", recheck)
+        claims_before = condition(conditions, CLAIMS_ALLOCATED)
+        allocated = all_claims_allocated(key[0], pods, claims)
+        claims_now = claims_condition(key[0], problems, claims_before, all_allocated=allocated)
+        if claims_now is not None and (
+            claims_before is None
+            or (claims_before.status, claims_before.message) != (claims_now[0], claims_now[2])
+        ):
+            conditions = set_condition(conditions, CLAIMS_ALLOCATED, *claims_now, now, generation)
+            if claims_now[0] == "False":
+                ctx.events.emit(workload, "Warning", claims_now[1], claims_now[2])
+        if conditions is workload.status.conditions:
+            return
+        status = msgspec.structs.replace(workload.status, conditions=conditions)
+        self._write_status("pods-ready", workload, status, self._pods_ready_written)
+
+    def _pods_ready_written(self, done: WriteDone) -> None:
+        key = self._settled(done)
+        if key is None:
+            return
+        written = self.ctx.store.workloads.get(key)
+        sent = msgspec.json.decode(getattr(done.action, "patch", b"{}"))
+        conditions = (sent.get("status") or {}).get("conditions") or []
+        if written is None or not any(
+            c.get("type") == PODS_READY and c.get("status") == "True" for c in conditions
+        ):
+            return
+        # Metrics: a PodsReady=True we wrote (written only when it changes) ends the wait for ready.
+        admission = written.status.admission
+        reserved = condition(written.status.conditions, "QuotaReserved")
+        self.ctx.metrics.workload_ready(
+            admission.cluster_queue if admission else "",
+            written.metadata.creation_timestamp,
+            reserved.last_transition_time if reserved else None,
+        )
+
+    # --- deadlines ----------------------------------------------------------------------
+
+    def expired(self, key: Key) -> None:
+        ctx = self.ctx
+        wfpr = ctx.config.wait_for_pods_ready
+        workload = ctx.store.workloads.get(key)
+        if wfpr is None or workload is None or not holds_quota(workload):
+            return
+        if ctx.workload_writes.in_flight(key, "admit", "evict", "deactivate", "finish"):
+            return  # a Job that has ended is finished by its write, never evicted
+        deadline = pods_ready_deadline(
+            workload.status.conditions, wfpr.timeout_seconds, wfpr.recovery_timeout_seconds
+        )
+        if deadline is None:
+            return
+        now = ctx.wall()
+        if deadline.at > now:
+            ctx.timers.set(key, "pods-ready", deadline.at)
+            return
+        log.debug("PodsReady timeout", workload=f"{key[0]}/{key[1]}", late=round(now - deadline.at, 3))
+        plan = plan_timeout(
+            workload.status.requeue_state,
+            now,
+            limit=wfpr.backoff_limit_count,
+            base_seconds=wfpr.backoff_base_seconds,
+            max_seconds=wfpr.backoff_max_seconds,
+        )
+        if isinstance(plan, Deactivate):
+            # The eviction follows once the API shows spec.active=false (see refresh).
+            meta = workload.metadata
+            patch = b'{"spec":{"active":false}}'
+            ctx.write(
+                MergePatch(
+                    "deactivate", WORKLOADS, meta.namespace, meta.name, patch, on_done=self._deactivated
+                )
+            )
+            return
+        message = timeout_message(key[0], key[1])
+        self._evict(
+            workload, PODS_READY_TIMEOUT, message, plan.requeue_state, underlying_cause=deadline.cause
+        )
+
+    # --- eviction -----------------------------------------------------------------------
+
+    def _evict(
+        self,
+        workload: Workload,
+        reason: str,
+        message: str,
+        requeue_state: RequeueState | None,
+        *,
+        underlying_cause: str,
+    ) -> None:
+        """Evict: one status write ends the reservation; the quota returns when it lands."""
+        ctx = self.ctx
+        key = (workload.metadata.namespace, workload.metadata.name)
+        if ctx.workload_writes.in_flight(key, "evict"):
+            return
+        info = ctx.engine.workload(key)
+        status = evicted_workload_status(
+            workload.status,
+            reason=reason,
+            message=message,
+            requeue_state=requeue_state or workload.status.requeue_state,
+            requests=resource_requests(info) if info is not None else workload.status.resource_requests,
+            now=ctx.clock(),
+            generation=workload.metadata.generation or None,
+            pods_ready=ctx.config.wait_for_pods_ready is not None,
+        )
+        handler = partial(self._evicted, reason=reason, message=message, underlying_cause=underlying_cause)
+        self._write_status("evict", workload, status, handler)
+
+    def _evicted(self, done: WriteDone, *, reason: str, message: str, underlying_cause: str) -> None:
+        ctx = self.ctx
+        key = done.key
+        if not done.ok or done.body is None:
+            log.debug(
+                "eviction not written; it is retried", workload=f"{key[0]}/{key[1]}", error=str(done.error)
+            )
+            ctx.write_failed(done, expected=EXPECTED_MISSES)
+            ctx.dirty.workload(key)  # still admitted: the deadline fires again on fresh state
+            return
+        charge = ctx.engine.ledger.charge_of(key)
+        ctx.metrics.workload_evicted(charge.cluster_queue if charge else "", reason, underlying_cause)
+        # Until this write's own event, an older one must not look like it is still admitted.
+        ctx.apply_workload_write(key, done.body, until_seen=True)
+        ctx.engine.remove_workload(key)
+        self._unready.discard(key)
+        ctx.timers.cancel(key, "pods-ready")
+        ctx.dirty.workload(key, own_write=True)  # starts the requeue backoff
+        workload = ctx.store.workloads.get(key)
+        if workload is None:
+            return
+        ctx.events.emit(workload, "Normal", f"EvictedDueTo{reason}", message)
+        owner = ctx.store.job_key(key)
+        job = ctx.store.jobs.get(owner) if owner is not None else None
+        if job is not None:
+            ctx.events.emit(job, "Normal", "Stopped", message)
+        if owner is not None:
+            ctx.dirty.jobs.add(owner)
+
+    # --- writes -------------------------------------------------------------------------
+
+    def _write_status(
+        self, purpose: Purpose, workload: Workload, status: WorkloadStatus, on_done: OnDone
+    ) -> None:
+        meta = workload.metadata
+        self.ctx.write(
+            MergePatch(
+                purpose,
+                WORKLOADS,
+                meta.namespace,
+                meta.name,
+                status_patch(status, meta.resource_version),
+                subresource="status",
+                slot_name="workload-status",
+                on_done=on_done,
+            )
+        )
+
+    def _deactivated(self, done: WriteDone) -> None:
+        self._settled(done)
+
+    def _settled(self, done: WriteDone) -> Key | None:
+        """A PodsReady or deactivation write came back: apply it and look at the workload again."""
+        key = done.key
+        if done.ok and done.body is not None:
+            self.ctx.apply_workload_write(key, done.body)
+            self.ctx.dirty.workload(key, own_write=True)
+            return key
+        self.ctx.write_failed(done, expected=EXPECTED_MISSES)
+        return None

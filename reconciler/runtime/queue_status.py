@@ -1,0 +1,77 @@
+"""ClusterQueue and LocalQueue status: written where it differs from what the API shows."""
+
+from __future__ import annotations
+
+import msgspec
+
+from reconciler.api import ClusterQueue, LocalQueue
+from reconciler.api.resources import CLUSTER_QUEUES, LOCAL_QUEUES
+from reconciler.core.status import cluster_queue_status, local_queue_status
+
+from .actions import MergePatch, WriteDone
+from .context import EXPECTED_MISSES, Context
+from .patches import same_cluster_queue_status, same_local_queue_status, status_patch
+
+__all__ = ["QueueStatus"]
+
+
+class QueueStatus:
+    def __init__(self, ctx: Context) -> None:
+        self.ctx = ctx
+
+    def flush(self) -> None:
+        ctx = self.ctx
+        if not ctx.dirty.queue_status:
+            return
+        ctx.dirty.queue_status = False
+        now = ctx.clock()
+        for name, cq in ctx.store.cluster_queues.items():
+            desired = cluster_queue_status(ctx.engine, name, cq.status, now, cq.metadata.generation or None)
+            if same_cluster_queue_status(desired, cq.status):
+                continue
+            patch = status_patch(desired)
+            ctx.write(
+                MergePatch(
+                    "cq-status",
+                    CLUSTER_QUEUES,
+                    None,
+                    name,
+                    patch,
+                    subresource="status",
+                    on_done=self._cq_written,
+                )
+            )
+        for (namespace, name), lq in ctx.store.local_queues.items():
+            lq_desired = local_queue_status(
+                ctx.engine, namespace, name, lq.status, now, lq.metadata.generation or None
+            )
+            if same_local_queue_status(lq_desired, lq.status):
+                continue
+            patch = status_patch(lq_desired)
+            ctx.write(
+                MergePatch(
+                    "lq-status",
+                    LOCAL_QUEUES,
+                    namespace,
+                    name,
+                    patch,
+                    subresource="status",
+                    on_done=self._lq_written,
+                )
+            )
+
+    def _cq_written(self, done: WriteDone) -> None:
+        if done.ok and done.body is not None:
+            written = msgspec.json.decode(done.body, type=ClusterQueue)
+            self.ctx.store.cluster_queues[written.metadata.name] = written
+        elif done.error is not None:
+            self.ctx.dirty.queue_status = True
+            self.ctx.write_failed(done, expected=EXPECTED_MISSES)
+
+    def _lq_written(self, done: WriteDone) -> None:
+        if done.ok and done.body is not None:
+            written = msgspec.json.decode(done.body, type=LocalQueue)
+            self.ctx.store.local_queues[(written.metadata.namespace, written.metadata.name)] = written
+        elif done.error is not None:
+            self.ctx.dirty.queue_status = True
+            self.ctx.write_failed(done, expected=EXPECTED_MISSES)

@@ -1,0 +1,288 @@
+"""The Workload lifecycle: the core fed with what the API shows, admission and pending writes,
+the requeue after a backoff, and letting go of Workloads whose Job is gone.
+
+Admission is optimistic: the core holds the quota from the moment of the
+decision; the status write carries the resourceVersion it was decided on, and
+a failed write (409 included) gives the quota back.
+"""
+
+from __future__ import annotations
+
+import msgspec
+import structlog
+
+from reconciler.api import Workload
+from reconciler.api.resources import WORKLOADS
+from reconciler.api.times import epoch
+from reconciler.core.quantity import QuantityError
+from reconciler.core.scheduler import Admit, Pending
+from reconciler.core.status import admitted_workload_status, backoff_finished_status, pending_workload_status
+from reconciler.core.workloads import WorkloadInfo, compile_workload
+from reconciler.kube import Conflict, NotFound
+
+from .actions import MergePatch, WriteDone
+from .context import EXPECTED_MISSES, Context
+from .patches import holds_quota, is_true, same_workload_status, status_patch
+from .store import Key
+
+__all__ = ["Workloads", "seconds_since"]
+
+log = structlog.get_logger(__name__)
+
+RESOURCE_IN_USE = "kueue.x-k8s.io/resource-in-use"
+
+
+def seconds_since(stamp: str | None, now: str) -> int:
+    start, end = epoch(stamp), epoch(now)
+    return 0 if start is None or end is None else max(0, int(end - start))
+
+
+class Workloads:
+    def __init__(self, ctx: Context) -> None:
+        self.ctx = ctx
+        # The generation of each workload as last given to the core.
+        self._fed: dict[Key, int] = {}
+
+    def compile(self, workload: Workload) -> WorkloadInfo:
+        templates = self.ctx.store.templates
+        return compile_workload(
+            workload,
+            lookup_template=lambda ns, name: templates.get((ns, name)),
+            mappings=self.ctx.config.class_to_resource,
+        )
+
+    # --- keeping the core in line with the API ------------------------------------------
+
+    def sync(self, key: Key, *, own_write: bool = False) -> None:
+        """Bring the core in line with the Workload the API shows (or our write just returned)."""
+        ctx = self.ctx
+        workload = ctx.store.workloads.get(key)
+        if workload is None:
+            self._fed.pop(key, None)
+            ctx.timers.cancel(key, "requeue")
+            ctx.engine.remove_workload(key)
+            ctx.dirty.pods_ready.add(key)
+            return
+        if ctx.workload_writes.in_flight(key, "admit", "evict"):
+            return
+        if not own_write and ctx.workload_writes.awaiting(key):
+            return
+        owner = ctx.store.job_key(key)
+        if (owner is not None and owner not in ctx.store.jobs) or workload.metadata.deletion_timestamp:
+            # Its Job is gone (or it is being deleted): let it go. It keeps its quota until the
+            # API no longer shows it, so usage in the API never exceeds quota.
+            if not holds_quota(workload):
+                self._forget(key)
+            self._release_finalizer(workload)
+            return
+        if is_true(workload.status.conditions, "Finished"):
+            self._forget(key)
+            return
+        # Whatever follows, the PodsReady tracking looks at this workload again.
+        ctx.dirty.pods_ready.add(key)
+        engine = ctx.engine
+        generation = workload.metadata.generation
+        if holds_quota(workload):
+            if not engine.is_admitted(key):
+                assert workload.status.admission is not None
+                engine.add_workload(self.compile(workload), workload.status.admission)
+                self._fed[key] = generation
+            return
+        if not workload.spec.active:
+            self._forget(key)  # inactive: in no queue until reactivated
+            return
+        if self._backing_off(key, workload):
+            # Pending (inadmissible) in its queues' counts, but not scheduled until the backoff ends.
+            if not engine.is_held(key):
+                try:
+                    engine.hold(self.compile(workload))
+                except (QuantityError, msgspec.ValidationError):
+                    engine.remove_workload(key)
+            self._fed.pop(key, None)
+            return
+        fed = self._fed.get(key) == generation and engine.workload(key) is not None
+        if engine.is_admitted(key) or engine.is_held(key) or not fed:
+            # Newly seen, spec changed, evicted, or its admission was cleared by someone else.
+            try:
+                info = self.compile(workload)
+            except (QuantityError, msgspec.ValidationError) as err:
+                log.warning("Workload cannot be compiled", workload=f"{key[0]}/{key[1]}", error=str(err))
+                return
+            engine.add_workload(info)
+            self._fed[key] = generation
+
+    def _forget(self, key: Key) -> None:
+        if self.ctx.engine.workload(key) is not None or self.ctx.engine.is_admitted(key):
+            self.ctx.engine.remove_workload(key)
+        self._fed.pop(key, None)
+
+    def template_changed(self, namespace: str) -> None:
+        """A template that appears can make a waiting workload chargeable."""
+        for wl_key, info in list(self.ctx.engine.queues.workloads.items()):
+            if wl_key[0] == namespace and info.problem is not None and info.problem.retryable:
+                self._fed.pop(wl_key, None)
+                self.ctx.dirty.workload(wl_key)
+
+    def _release_finalizer(self, workload: Workload) -> None:
+        meta = workload.metadata
+        if RESOURCE_IN_USE not in meta.finalizers:
+            return
+        rest = [f for f in meta.finalizers if f != RESOURCE_IN_USE]
+        # The patch carries the resourceVersion; a conflict retries on the next event.
+        patch = msgspec.json.encode(
+            {"metadata": {"finalizers": rest, "resourceVersion": meta.resource_version}}
+        )
+        self.ctx.write(
+            MergePatch(
+                "release-finalizer",
+                WORKLOADS,
+                meta.namespace,
+                meta.name,
+                patch,
+                on_done=lambda done: self.ctx.write_failed(done, expected=EXPECTED_MISSES),
+            )
+        )
+
+    # --- requeue after a backoff --------------------------------------------------------
+
+    def _backing_off(self, key: Key, workload: Workload) -> bool:
+        """True while the requeue backoff runs; once over, Requeued=True is written first."""
+        ctx = self.ctx
+        state = workload.status.requeue_state
+        at = epoch(state.requeue_at) if state is not None else None
+        if at is None:
+            return False
+        if at > ctx.wall():
+            ctx.timers.set(key, "requeue", at)
+            return True
+        if not ctx.workload_writes.in_flight(key, "requeue"):
+            status = backoff_finished_status(
+                workload.status, ctx.clock(), workload.metadata.generation or None
+            )
+            meta = workload.metadata
+            ctx.write(
+                MergePatch(
+                    "requeue",
+                    WORKLOADS,
+                    meta.namespace,
+                    meta.name,
+                    status_patch(status, meta.resource_version),
+                    subresource="status",
+                    slot_name="workload-status",
+                    on_done=self._requeued,
+                )
+            )
+        return True
+
+    def _requeued(self, done: WriteDone) -> None:
+        key = done.key
+        if done.ok and done.body is not None:
+            self.ctx.apply_workload_write(key, done.body)
+            self.ctx.dirty.workload(key, own_write=True)
+            workload = self.ctx.store.workloads.get(key)
+            if workload is not None:
+                self.ctx.events.emit(workload, "Normal", "Requeued", "The workload backoff was finished")
+        else:
+            self.ctx.write_failed(done, expected=EXPECTED_MISSES)
+
+    # --- the scheduler's decisions ------------------------------------------------------
+
+    def admit(self, decision: Admit) -> None:
+        ctx = self.ctx
+        key = decision.key
+        workload = ctx.store.workloads.get(key)
+        if workload is None:
+            ctx.engine.remove_workload(key)
+            return
+        status = admitted_workload_status(
+            workload.status,
+            decision,
+            ctx.clock(),
+            workload.metadata.generation or None,
+            pods_ready=ctx.config.wait_for_pods_ready is not None,
+        )
+        ctx.write(
+            MergePatch(
+                "admit",
+                WORKLOADS,
+                key[0],
+                key[1],
+                status_patch(status, workload.metadata.resource_version),
+                subresource="status",
+                slot_name="workload-status",
+                on_done=self._admission_written,
+            )
+        )
+
+    def _admission_written(self, done: WriteDone) -> None:
+        ctx = self.ctx
+        key = done.key
+        if done.ok and done.body is not None:
+            ctx.stats.admitted += 1
+            ctx.apply_workload_write(key, done.body, until_seen=True)
+            # Its own watch event may have come first and been set aside: start the PodsReady clock now.
+            ctx.dirty.workload(key, own_write=True)
+            workload = ctx.store.workloads.get(key)
+            if workload is None:
+                return
+            cq = workload.status.admission.cluster_queue if workload.status.admission else ""
+            ctx.metrics.quota_reserved(cq, workload.metadata.creation_timestamp)
+            waited = seconds_since(workload.metadata.creation_timestamp, ctx.clock())
+            ctx.events.emit(
+                workload,
+                "Normal",
+                "QuotaReserved",
+                f"Quota reserved in ClusterQueue {cq}, wait time since queued was {waited}s",
+            )
+            ctx.events.emit(
+                workload,
+                "Normal",
+                "Admitted",
+                f"Admitted by ClusterQueue {cq}, wait time since reservation was 0s",
+            )
+            owner = ctx.store.job_key(key)
+            if owner is not None:
+                ctx.dirty.jobs.add(owner)
+            return
+        # Not admitted after all: give the quota back and decide again on fresh state.
+        if isinstance(done.error, Conflict):
+            ctx.stats.admission_conflicts += 1
+        else:
+            ctx.write_failed(done, expected=(NotFound,))
+        if isinstance(done.error, NotFound):
+            ctx.engine.remove_workload(key)
+        else:
+            ctx.engine.rollback(key)
+        self._fed.pop(key, None)
+
+    def pending(self, decision: Pending) -> None:
+        ctx = self.ctx
+        key = decision.key
+        workload = ctx.store.workloads.get(key)
+        info = ctx.engine.workload(key)
+        if workload is None or info is None:
+            return
+        status = pending_workload_status(
+            workload.status, info, decision, ctx.clock(), workload.metadata.generation or None
+        )
+        if same_workload_status(status, workload.status):
+            return
+        ctx.write(
+            MergePatch(
+                "workload-status",
+                WORKLOADS,
+                key[0],
+                key[1],
+                status_patch(status),
+                subresource="status",
+                slot_name="workload-status",
+                on_done=self._status_written,
+            )
+        )
+        ctx.events.emit(workload, "Warning", decision.reason, decision.message)
+
+    def _status_written(self, done: WriteDone) -> None:
+        if done.ok and done.body is not None:
+            self.ctx.apply_workload_write(done.key, done.body)
+        else:
+            self.ctx.write_failed(done, expected=(NotFound,))
