@@ -37,6 +37,8 @@ from reconciler.api.resources import Resource
 from reconciler.kube.backoff import Backoff
 from reconciler.kube.client import KubeClient
 from reconciler.kube.errors import DecodeError, Gone, KubeError, TooManyRequests
+from reconciler.kube.watchcache import ObjectCache
+from reconciler.kube.watchwire import NOT_AN_EVENT, ErrorStatus, ListPage, ObjectEvent, classify_line, meta_of
 
 __all__ = ["Backoff", "EventKind", "HasMetadata", "Informer", "InformerStats", "WatchEvent"]
 
@@ -75,45 +77,6 @@ class InformerStats:
     errors: int = 0  # transport errors and API errors met by list or watch
     decode_errors: int = 0
     events: Counter[str] = field(default_factory=Counter)  # by type, BOOKMARK and ERROR included
-
-
-# --- wire structs ------------------------------------------------------------------------------
-
-
-class _Event(msgspec.Struct, Generic[T]):
-    type: str
-    object: T
-
-
-class _Head(msgspec.Struct):
-    type: str
-    object: msgspec.Raw = msgspec.Raw(b"null")
-
-
-class _Meta(msgspec.Struct, rename="camel"):
-    name: str = ""
-    namespace: str = ""
-    resource_version: str = ""
-
-
-class _MetaOnly(msgspec.Struct):
-    metadata: _Meta = msgspec.field(default_factory=_Meta)
-
-
-class _ErrorStatus(msgspec.Struct):
-    code: int = 0
-    reason: str = ""
-    message: str = ""
-
-
-class _ListMeta(msgspec.Struct, rename="camel"):
-    resource_version: str = ""
-    continue_: str = msgspec.field(default="", name="continue")
-
-
-class _ListPage(msgspec.Struct):
-    metadata: _ListMeta = msgspec.field(default_factory=_ListMeta)
-    items: list[msgspec.Raw] | None = None
 
 
 class _Outcome(Enum):
@@ -167,9 +130,9 @@ class Informer(Generic[T]):
         self._inactivity_timeout = inactivity_timeout
         self._backoff = backoff
         self._delays: Iterator[float] = backoff.delays()
-        self._event_type: Any = _Event[decode_type]  # type: ignore[valid-type]
+        self._event_type: Any = ObjectEvent[decode_type]  # type: ignore[valid-type]
         self._decode_type = decode_type
-        self._cache: dict[Key, tuple[str, T]] = {}
+        self._cache: ObjectCache[T] = ObjectCache()
         self._rv = ""
         self._relist_requested = False
         self.synced = False
@@ -298,7 +261,7 @@ class Informer(Generic[T]):
                 seen.clear()
                 continue
             try:
-                page = msgspec.json.decode(body, type=_ListPage)
+                page = msgspec.json.decode(body, type=ListPage)
             except (msgspec.DecodeError, msgspec.ValidationError) as exc:
                 raise DecodeError(f"list {self._path}: {exc}") from exc
             rv = page.metadata.resource_version or rv
@@ -309,8 +272,7 @@ class Informer(Generic[T]):
             params["continue"] = page.metadata.continue_
         if not rv:
             raise DecodeError(f"list {self._path}: no metadata.resourceVersion")
-        for key in [k for k in self._cache if k not in seen]:
-            _, last = self._cache.pop(key)
+        for key, last in self._cache.drop_unseen(seen):
             self._emit("DELETED", key, last)
         self._rv = rv
         self.last_event_monotonic = self.last_contact_monotonic = time.monotonic()
@@ -324,7 +286,7 @@ class Informer(Generic[T]):
             obj: T = msgspec.json.decode(raw, type=self._decode_type)
         except (msgspec.DecodeError, msgspec.ValidationError) as exc:
             self.stats.decode_errors += 1
-            meta = self._meta_of(raw)
+            meta = meta_of(raw)
             if meta is not None:
                 seen.add((meta.namespace, meta.name))  # keep what we knew rather than delete it
             self._log.warning("list item does not decode; skipped", error=str(exc), name=meta and meta.name)
@@ -392,7 +354,7 @@ class Informer(Generic[T]):
         self._success()
         key = (obj.metadata.namespace, obj.metadata.name)
         if kind == "DELETED":
-            self._cache.pop(key, None)
+            self._cache.delete(key)
             self._emit("DELETED", key, obj)
         else:
             self._apply(kind, key, obj)
@@ -400,25 +362,20 @@ class Informer(Generic[T]):
 
     def _on_other_line(self, line: bytes) -> _Outcome | None:
         """BOOKMARK, ERROR, or an object that does not fit the projection."""
-        try:
-            head = msgspec.json.decode(line, type=_Head)
-        except (msgspec.DecodeError, msgspec.ValidationError):
+        other = classify_line(line)
+        if other.type == NOT_AN_EVENT:
             self.stats.decode_errors += 1
             self._relist_requested = True
             self._log.warning("watch line is not an event; will relist", line=line[:200])
             return None
-        self.stats.events[head.type] += 1
-        if head.type == "BOOKMARK":
-            meta = self._meta_of(head.object)
-            if meta is not None and meta.resource_version:
-                self._rv = meta.resource_version
+        self.stats.events[other.type] += 1
+        if other.type == "BOOKMARK":
+            if other.resource_version:
+                self._rv = other.resource_version
                 self._success()
             return None
-        if head.type == "ERROR":
-            try:
-                status = msgspec.json.decode(head.object, type=_ErrorStatus)
-            except (msgspec.DecodeError, msgspec.ValidationError):
-                status = _ErrorStatus()
+        if other.type == "ERROR":
+            status = other.error or ErrorStatus()
             if status.code == 410:
                 return _Outcome.GONE
             self.stats.errors += 1
@@ -429,39 +386,28 @@ class Informer(Generic[T]):
                 message=status.message,
             )
             return _Outcome.ERROR
-        if head.type in ("ADDED", "MODIFIED", "DELETED"):
+        if other.type in ("ADDED", "MODIFIED", "DELETED"):
             # Valid JSON that does not fit the projection: a relist would not decode it either.
             self.stats.decode_errors += 1
-            meta = self._meta_of(head.object)
-            if meta is not None and meta.resource_version:
-                self._rv = meta.resource_version
+            if other.resource_version:
+                self._rv = other.resource_version
             self._log.warning(
                 "watch object does not decode; skipped",
-                event_type=head.type,
-                name=meta and meta.name,
-                namespace=meta and meta.namespace,
+                event_type=other.type,
+                name=other.name,
+                namespace=other.namespace,
             )
             return None
-        self._log.warning("unknown watch event type; skipped", type=head.type)
+        self._log.warning("unknown watch event type; skipped", type=other.type)
         return None
 
     # --- cache -----------------------------------------------------------------------------
 
-    @staticmethod
-    def _meta_of(raw: msgspec.Raw) -> _Meta | None:
-        try:
-            return msgspec.json.decode(raw, type=_MetaOnly).metadata
-        except (msgspec.DecodeError, msgspec.ValidationError):
-            return None
-
     def _apply(self, kind: str, key: Key, obj: T) -> None:
         """ADDED if new, MODIFIED if its resourceVersion changed, nothing if unchanged."""
-        rv = obj.metadata.resource_version
-        known = self._cache.get(key)
-        if known is not None and known[0] == rv:
-            return
-        self._cache[key] = (rv, obj)
-        self._emit("ADDED" if known is None else "MODIFIED", key, obj)
+        change = self._cache.put(key, obj)
+        if change is not None:
+            self._emit(change, key, obj)
 
     def _emit(self, kind: EventKind, key: Key, obj: T) -> None:
         self._sink(WatchEvent(kind, self.resource, key, obj))
