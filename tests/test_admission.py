@@ -13,8 +13,7 @@ from reconciler.core.pending_queue import PendingQueue
 from reconciler.core.queues import backoff_seconds
 from reconciler.core.scheduler import Admit, Pending
 from reconciler.core.workloads import WorkloadInfo, compile_workload, workload_for_job
-
-from .builders import cluster_queue, flavor, job
+from tests.support.builders import cluster_queue, flavor, job
 
 GPU = "nvidia.com/gpu"
 

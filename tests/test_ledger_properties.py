@@ -13,8 +13,7 @@ from reconciler.core.ledger import Ledger
 from reconciler.core.scheduler import Admit
 from reconciler.core.status import admitted_workload_status
 from reconciler.core.workloads import WorkloadInfo, compile_workload, workload_for_job
-
-from .builders import cluster_queue, flavor, job
+from tests.support.builders import cluster_queue, flavor, job
 
 RESOURCES = ("cpu", "memory", "nvidia.com/gpu")
 QUANTITY = {"cpu": "{}", "memory": "{}Gi", "nvidia.com/gpu": "{}"}

@@ -18,7 +18,7 @@ from reconciler.core.podstatus import (
 )
 from reconciler.runtime.podindex import PodIndex
 from reconciler.runtime.timers import Timers
-from tests.builders import decode, job_body
+from tests.support.builders import decode, job_body
 
 UNSCHEDULABLE = "0/2 nodes are available: 1 cannot allocate all claims, 1 node(s) didn't match selector."
 

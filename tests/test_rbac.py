@@ -210,7 +210,7 @@ def _call_access(call: ast.Call, scope: Scope) -> Iterator[Access]:
 def _blocks_job_deletion() -> bool:
     """Whether the Workload made for a Job blocks the Job's deletion (needs jobs/finalizers)."""
     from reconciler.core.workloads import workload_for_job
-    from tests.builders import job
+    from tests.support.builders import job
 
     owners = workload_for_job(job("j")).metadata.owner_references
     return any(o.kind == "Job" and o.block_owner_deletion for o in owners)

@@ -17,8 +17,7 @@ from reconciler.core.workloads import (
     workload_for_job,
     workload_name_for_job,
 )
-
-from .builders import claim_template, decode, gpu_request, job
+from tests.support.builders import claim_template, decode, gpu_request, job
 
 MAPPINGS = {"gpu.nvidia.com": "nvidia.com/gpu"}
 

@@ -17,8 +17,7 @@ from reconciler.core.flavors import FlavorFit, assign_flavors
 from reconciler.core.ledger import Charge, Ledger
 from reconciler.core.scheduler import Admit
 from reconciler.core.workloads import WorkloadInfo, compile_workload, workload_for_job
-
-from .builders import cluster_queue, flavor, job
+from tests.support.builders import cluster_queue, flavor, job
 
 GPU = "nvidia.com/gpu"
 

@@ -5,7 +5,7 @@ from collections.abc import AsyncIterator
 import pytest_asyncio
 
 from reconciler.kube import Backoff, KubeClient
-from tests.kube.fake_apiserver import FakeApiServer
+from tests.support.fake_apiserver import FakeApiServer
 
 
 @pytest_asyncio.fixture

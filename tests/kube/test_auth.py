@@ -14,7 +14,7 @@ from cryptography.x509.oid import NameOID
 from reconciler.api.resources import WORKLOADS
 from reconciler.kube import ConfigError, KubeClient, Unauthorized
 from reconciler.kube.auth import FileTokenSource, load_in_cluster
-from tests.kube.fake_apiserver import FakeApiServer, json_reply, status_reply
+from tests.support.fake_apiserver import FakeApiServer, json_reply, status_reply
 
 
 def _write_ca(path: Path) -> None:

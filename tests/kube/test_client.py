@@ -24,7 +24,7 @@ from reconciler.kube import (
     TransportError,
 )
 from reconciler.kube.errors import api_error
-from tests.kube.fake_apiserver import (
+from tests.support.fake_apiserver import (
     FakeApiServer,
     Pause,
     drop_connection,

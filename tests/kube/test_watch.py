@@ -20,7 +20,7 @@ from structlog.testing import capture_logs
 from reconciler.api import Job, Pod
 from reconciler.api.resources import PODS
 from reconciler.kube import Backoff, HasMetadata, Informer, KubeClient, WatchEvent
-from tests.kube.fake_apiserver import (
+from tests.support.fake_apiserver import (
     FakeApiServer,
     Pause,
     bookmark,

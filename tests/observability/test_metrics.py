@@ -8,7 +8,6 @@ from typing import Any, cast
 
 import msgspec
 import pytest
-from prometheus_client.parser import text_string_to_metric_families
 
 from reconciler.api import ClusterQueue, Job, Workload
 from reconciler.api.resources import CLUSTER_QUEUES, JOBS, WORKLOADS
@@ -17,8 +16,9 @@ from reconciler.observability.metrics import Metrics, kueue_buckets
 from reconciler.runtime.actions import Create, MergePatch
 from reconciler.runtime.snapshot import state_snapshot
 from reconciler.runtime.writer import WriteDone, Writer
-from tests.builders import cluster_queue_body
-from tests.runtime.test_reconciler import (
+from tests.support.builders import cluster_queue_body
+from tests.support.metrics import scrape, value
+from tests.support.reconciler_harness import (
     GPU,
     Harness,
     apply_patch,
@@ -31,26 +31,6 @@ from tests.runtime.test_reconciler import (
 
 CREATED = "2026-01-01T00:00:00Z"
 CREATED_EPOCH = dt.datetime(2026, 1, 1, tzinfo=dt.UTC).timestamp()
-
-Samples = dict[tuple[str, frozenset[tuple[str, str]]], float]
-
-
-def scrape(metrics: Metrics) -> tuple[dict[str, str], Samples]:
-    """(family name -> type, (sample name, labels) -> value) of the text exposition."""
-    text = metrics.render().decode()
-    types: dict[str, str] = {}
-    samples: Samples = {}
-    for family in text_string_to_metric_families(text):
-        types.setdefault(family.name, family.type)
-        if family.type != types[family.name]:
-            types[family.name + "#" + family.type] = family.type
-        for s in family.samples:
-            samples[(s.name, frozenset(s.labels.items()))] = s.value
-    return types, samples
-
-
-def value(samples: Samples, metric: str, /, **labels: str) -> float | None:
-    return samples.get((metric, frozenset(labels.items())))
 
 
 def with_creation(workload: Workload, stamp: str) -> Workload:

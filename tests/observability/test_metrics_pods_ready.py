@@ -6,9 +6,9 @@ import pytest
 
 from reconciler.api.resources import JOBS, PODS
 from reconciler.observability.metrics import Metrics
-from tests.observability.test_metrics import scrape, value
-from tests.runtime.test_pods_ready_flow import T0, Clocked, admitted_job, ready_pod, started
-from tests.runtime.test_reconciler import of, queues
+from tests.support.metrics import scrape, value
+from tests.support.pods_ready_harness import T0, Clocked, admitted_job, ready_pod, started
+from tests.support.reconciler_harness import of, queues
 
 
 def clocked_with_metrics() -> tuple[Clocked, Metrics]:

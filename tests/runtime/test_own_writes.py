@@ -15,7 +15,7 @@ import msgspec
 from reconciler.api import Job, Workload
 from reconciler.api.resources import JOBS, WORKLOADS
 from reconciler.runtime.writer import WriteDone
-from tests.runtime.test_reconciler import (
+from tests.support.reconciler_harness import (
     GPU,
     Harness,
     apply_patch,

@@ -2,131 +2,31 @@
 
 from __future__ import annotations
 
-from typing import Any
-
 import msgspec
 
-from reconciler.api import Job, Pod, Workload
+from reconciler.api import Job, Workload
 from reconciler.api.resources import JOBS, PODS, WORKLOADS
-from reconciler.api.times import epoch, rfc3339
+from reconciler.api.times import epoch
 from reconciler.config import parse_config
 from reconciler.kube import Conflict
-from reconciler.runtime.actions import Action, Create, MergePatch, PostEvent
-from reconciler.runtime.reconciler import Reconciler
 from reconciler.runtime.writer import WriteDone
-from tests.runtime.test_reconciler import (
+from tests.support.pods_ready_harness import (
+    T0,
+    Clocked,
+    admitted_job,
+    conditions,
+    events,
+    queued_job,
+    ready_pod,
+    started,
+)
+from tests.support.reconciler_harness import (
     GPU,
-    Harness,
     apply_patch,
-    created_workload,
     decode,
-    gpu_job,
     of,
     queues,
 )
-
-T0 = 1767225600.0  # 2026-01-01T00:00:00Z
-
-
-def config(**strategy: Any) -> Any:
-    return parse_config(
-        {
-            "apiVersion": "config.kueue.x-k8s.io/v1beta2",
-            "kind": "Configuration",
-            "resources": {"deviceClassMappings": [{"name": GPU, "deviceClassNames": ["gpu.nvidia.com"]}]},
-            "waitForPodsReady": {
-                "timeout": "60s",
-                "requeuingStrategy": {"backoffBaseSeconds": 10, **strategy},
-            },
-        }
-    )
-
-
-class Clocked(Harness):
-    def __init__(self, **strategy: Any) -> None:
-        super().__init__()
-        self.now = T0
-        self.reconciler = Reconciler(
-            config(**strategy), self.actions.append, clock=lambda: rfc3339(self.now), wall=lambda: self.now
-        )
-
-    def tick(self, to: float) -> list[Action]:
-        self.now = to
-        self.reconciler.flush_status()
-        return self.take()
-
-    def land(self, action: MergePatch, workload: Workload) -> Workload:
-        """The API applies a status write; its response and then its watch event come back."""
-        written = apply_patch(self, workload, action)
-        self.reconciler.handle(WriteDone(action, body=msgspec.json.encode(written)))
-        return written
-
-
-def queued_job(h: Clocked, name: str) -> tuple[Job, Workload, list[Action]]:
-    """A Job, its Workload created and seen; returns what the reconciler then asked for."""
-    job = gpu_job(h, name)
-    h.event("ADDED", JOBS, job)
-    (create,) = of(h.take(), "create-workload")
-    assert isinstance(create, Create)
-    workload = created_workload(h, create)
-    h.reconciler.handle(WriteDone(create, body=msgspec.json.encode(workload)))
-    h.event("ADDED", WORKLOADS, workload)
-    return job, workload, h.take()
-
-
-def admitted_job(h: Clocked, name: str) -> tuple[Job, Workload, list[Action]]:
-    job, workload, actions = queued_job(h, name)
-    admits = of(actions, "admit")
-    if not admits:
-        return job, workload, actions
-    admitted = h.land(admits[0], workload)
-    h.event("MODIFIED", WORKLOADS, admitted)
-    return job, admitted, actions + h.take()
-
-
-def conditions(patch: MergePatch) -> dict[str, tuple[str, str, str]]:
-    body = msgspec.json.decode(patch.patch)
-    return {c["type"]: (c["status"], c["reason"], c["message"]) for c in body["status"]["conditions"]}
-
-
-def events(actions: list[Action]) -> list[tuple[str, str]]:
-    out = []
-    for a in actions:
-        if isinstance(a, PostEvent):
-            body = msgspec.json.decode(a.body)
-            out.append((body["reason"], body["message"]))
-    return out
-
-
-def started(h: Clocked, job: Job) -> Job:
-    body = msgspec.json.decode(msgspec.json.encode(job))
-    body["spec"]["suspend"] = False
-    template = msgspec.json.decode(bytes(job.spec.template))
-    template.setdefault("metadata", {})["labels"] = {"kueue.x-k8s.io/podset": "main"}
-    template["spec"]["nodeSelector"] = {"gpu": "t4"}
-    body["spec"]["template"] = template
-    body["metadata"]["resourceVersion"] = h.next_rv()
-    body["status"] = {"startTime": rfc3339(h.now), "active": 1}
-    result: Job = decode(body, Job)
-    return result
-
-
-def ready_pod(job_name: str) -> Pod:
-    """A running, ready pod of that Job, as the pod watch delivers it."""
-    body = {
-        "metadata": {
-            "name": f"{job_name}-1",
-            "namespace": "ns",
-            "labels": {"kueue.x-k8s.io/podset": "main"},
-            "ownerReferences": [
-                {"apiVersion": "batch/v1", "kind": "Job", "name": job_name, "controller": True}
-            ],
-        },
-        "spec": {"nodeName": "n1"},
-        "status": {"phase": "Running", "conditions": [{"type": "Ready", "status": "True"}]},
-    }
-    pod: Pod = decode(body, Pod)
-    return pod
 
 
 def test_a_stalled_job_is_evicted_at_the_deadline_and_its_quota_goes_to_the_next() -> None:

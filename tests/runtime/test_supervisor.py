@@ -20,8 +20,8 @@ from reconciler.observability.server import ROLE_HEADER, Server
 from reconciler.runtime.controller import ControllerOptions
 from reconciler.runtime.reconciler import WATCHED
 from reconciler.runtime.supervisor import EXIT_LEADERSHIP_LOST, ProcessOptions, run_process
-from tests.kube.fake_apiserver import FakeApiServer, page, status_reply, stream
-from tests.kube.test_leader import COLLECTION, ITEM, NAME, NS, LeaseStore
+from tests.support.fake_apiserver import FakeApiServer, page, status_reply, stream
+from tests.support.leases import COLLECTION, ITEM, NAME, NS, LeaseStore
 
 CONFIG = parse_config({"apiVersion": "config.kueue.x-k8s.io/v1beta2", "kind": "Configuration"})
 

@@ -1,0 +1,1 @@
+"""Builders, fakes and harnesses shared by the test modules (test modules never import each other)."""
