@@ -13,7 +13,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 
-from reconciler.api import Admission, ResourceFlavor
+from reconciler.api import Admission, ResourceFlavor, Toleration
 
 from .clusterqueues import ClusterQueueModel, ResourceGroupModel
 from .ledger import FlavorResource, Ledger
@@ -27,6 +27,7 @@ __all__ = [
     "FlavorNoFit",
     "PodSetFlavors",
     "admission_node_labels",
+    "admission_tolerations",
     "assign_flavors",
     "node_labels_for",
 ]
@@ -191,3 +192,18 @@ def admission_node_labels(
 ) -> dict[str, dict[str, str]]:
     """The same, read back from a Workload's status.admission."""
     return {a.name: _flavor_labels(a.flavors.values(), flavors) for a in admission.pod_set_assignments}
+
+
+def admission_tolerations(
+    admission: Admission, flavors: Mapping[str, ResourceFlavor]
+) -> dict[str, list[Toleration]]:
+    """Per pod set, the tolerations of its assigned flavors (each distinct one once), for its pods."""
+    out: dict[str, list[Toleration]] = {}
+    for assignment in admission.pod_set_assignments:
+        tolerations: list[Toleration] = []
+        for name in dict.fromkeys(assignment.flavors.values()):
+            flavor = flavors.get(name)
+            if flavor is not None:
+                tolerations.extend(t for t in flavor.spec.tolerations if t not in tolerations)
+        out[assignment.name] = tolerations
+    return out

@@ -6,12 +6,12 @@ suspend a Job or start it on its flavors' nodes.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 import msgspec
 
-from reconciler.api import Job, PodTemplateView
+from reconciler.api import Job, PodTemplateView, Toleration
 
 from .workloads import QUEUE_NAME_LABEL
 
@@ -52,11 +52,23 @@ def suspend_patch() -> bytes:
     return b'{"spec":{"suspend":true}}'
 
 
-def start_patch(node_selector: Mapping[str, str], pod_labels: Mapping[str, str]) -> bytes:
-    """Unsuspend, with the flavors' nodeLabels merged into the pod template's nodeSelector."""
+def start_patch(
+    node_selector: Mapping[str, str],
+    pod_labels: Mapping[str, str],
+    tolerations: Sequence[Toleration] = (),
+    current_tolerations: Sequence[Toleration] = (),
+) -> bytes:
+    """Unsuspend, with the flavors' nodeLabels merged into the pod template's nodeSelector and
+    their tolerations appended to the template's own (a merge patch replaces the whole list)."""
     template: dict[str, object] = {}
+    spec_patch: dict[str, object] = {}
     if node_selector:
-        template["spec"] = {"nodeSelector": dict(node_selector)}
+        spec_patch["nodeSelector"] = dict(node_selector)
+    added = [t for t in tolerations if t not in current_tolerations]
+    if added:
+        spec_patch["tolerations"] = msgspec.to_builtins([*current_tolerations, *added])
+    if spec_patch:
+        template["spec"] = spec_patch
     if pod_labels:
         template["metadata"] = {"labels": dict(pod_labels)}
     spec: dict[str, object] = {"suspend": False}
@@ -66,7 +78,7 @@ def start_patch(node_selector: Mapping[str, str], pod_labels: Mapping[str, str])
 
 
 def restore_patch(current: PodTemplateView, original: PodTemplateView) -> bytes | None:
-    """Undo what starting changed in a Job's pod template (its nodeSelector, the pod set label).
+    """Undo what starting changed in a Job's pod template (nodeSelector, tolerations, the pod set label).
 
     Returns None when the template is already as the Workload recorded it.
     """
@@ -85,8 +97,13 @@ def restore_patch(current: PodTemplateView, original: PodTemplateView) -> bytes 
         if key in current.metadata.labels and key not in original.metadata.labels
     }
     template: dict[str, object] = {}
+    spec_patch: dict[str, object] = {}
     if selector:
-        template["spec"] = {"nodeSelector": selector}
+        spec_patch["nodeSelector"] = selector
+    if current.spec.tolerations != original.spec.tolerations:
+        spec_patch["tolerations"] = msgspec.to_builtins(original.spec.tolerations)
+    if spec_patch:
+        template["spec"] = spec_patch
     if labels:
         template["metadata"] = {"labels": labels}
     if not template:

@@ -11,7 +11,7 @@ import msgspec
 
 from reconciler.api import Job, Workload, pod_template_view
 from reconciler.api.resources import JOBS, WORKLOADS
-from reconciler.core.flavors import admission_node_labels
+from reconciler.core.flavors import admission_node_labels, admission_tolerations
 from reconciler.core.jobs import (
     PODSET_LABEL,
     is_managed,
@@ -76,7 +76,10 @@ class Jobs:
             if admission is None:
                 return  # our write succeeded but its event has not been applied yet
             selector = admission_node_labels(admission, ctx.engine.flavors).get("main", {})
-            self._write(job, "job-start", start_patch(selector, {PODSET_LABEL: "main"}))
+            tolerations = admission_tolerations(admission, ctx.engine.flavors).get("main", [])
+            current = pod_template_view(job.spec.template).spec.tolerations if tolerations else []
+            patch = start_patch(selector, {PODSET_LABEL: "main"}, tolerations, current)
+            self._write(job, "job-start", patch)
         elif not admitted and not job.spec.suspend and not admitting:
             self._write(job, "job-suspend", suspend_patch())
         elif not admitted and job.spec.suspend and not admitting:
