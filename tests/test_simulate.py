@@ -209,3 +209,26 @@ def test_admitted_workloads_in_input_hold_their_quota(
     found = objects(out)
     pending = next(o for n, o in found.items() if n.startswith("job-kueue-dra-pending-b-"))
     assert conditions(pending)["QuotaReserved"]["message"] == PENDING_MESSAGE
+
+
+def test_priority_classes_set_the_workload_priority_and_a_missing_one_is_named(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    for name in ("10-queues.yaml", "20-resourceclaimtemplate.yaml"):
+        (tmp_path / name).write_text((EXAMPLES / name).read_text())
+    job = yaml.safe_load((EXAMPLES / "30-job-running-a.yaml").read_text())
+    job["metadata"]["labels"]["kueue.x-k8s.io/priority-class"] = "urgent"
+    (tmp_path / "40-job.yaml").write_text(yaml.safe_dump(job))
+    config = str(EXAMPLES / "00-configuration.yaml")
+    code, _, err = run(capsys, "simulate", "--config", config, "-f", str(tmp_path))
+    assert code == 2
+    assert "label kueue.x-k8s.io/priority-class names WorkloadPriorityClass 'urgent'" in err
+    wpc = {"apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "WorkloadPriorityClass"}
+    (tmp_path / "05-priority.yaml").write_text(
+        yaml.safe_dump({**wpc, "metadata": {"name": "urgent"}, "value": 900})
+    )
+    code, out, _ = run(capsys, "simulate", "--config", config, "-f", str(tmp_path))
+    assert code == 0
+    (workload,) = [o for o in yaml.safe_load_all(out) if o["kind"] == "Workload"]
+    assert workload["spec"]["priority"] == 900
+    assert workload["spec"]["priorityClassRef"]["name"] == "urgent"

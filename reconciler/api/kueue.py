@@ -117,10 +117,19 @@ class PodSet(ApiStruct):
     min_count: int | None = None
 
 
+class PriorityClassRef(ApiStruct):
+    """Where a Workload's priority came from: a WorkloadPriorityClass or a (pod) PriorityClass."""
+
+    group: str
+    kind: str
+    name: str
+
+
 class WorkloadSpec(ApiStruct):
     pod_sets: list[PodSet] = []
     queue_name: str = ""
     priority: int | None = None
+    priority_class_ref: PriorityClassRef | None = None
     active: bool = True
 
 
@@ -159,3 +168,11 @@ class Workload(ApiStruct, kw_only=True):
     metadata: ObjectMeta
     spec: WorkloadSpec = msgspec.field(default_factory=WorkloadSpec)
     status: WorkloadStatus = msgspec.field(default_factory=WorkloadStatus)
+
+
+class WorkloadPriorityClass(ApiStruct, kw_only=True):
+    api_version: str = "kueue.x-k8s.io/v1beta2"
+    kind: str = "WorkloadPriorityClass"
+    metadata: ObjectMeta
+    value: int = 0
+    description: str = ""

@@ -133,3 +133,13 @@ class Job(ApiStruct, kw_only=True):
     metadata: ObjectMeta
     spec: JobSpec
     status: JobStatus = msgspec.field(default_factory=JobStatus)
+
+
+class PriorityClass(ApiStruct, kw_only=True):
+    """scheduling.k8s.io/v1 PriorityClass: a pod priority, which a Workload may take as its own."""
+
+    api_version: str = "scheduling.k8s.io/v1"
+    kind: str = "PriorityClass"
+    metadata: ObjectMeta
+    value: int = 0
+    global_default: bool = False

@@ -14,11 +14,13 @@ __all__ = [
     "LOCAL_QUEUES",
     "NAMESPACES",
     "PODS",
+    "PRIORITY_CLASSES",
     "RESOURCE_CLAIMS",
     "RESOURCE_CLAIM_TEMPLATES",
     "RESOURCE_FLAVORS",
     "RESOURCE_SLICES",
     "WORKLOADS",
+    "WORKLOAD_PRIORITY_CLASSES",
     "Resource",
 ]
 
@@ -76,6 +78,10 @@ RESOURCE_SLICES = Resource("resource.k8s.io", "v1", "resourceslices", "ResourceS
 WORKLOADS = Resource("kueue.x-k8s.io", "v1beta2", "workloads", "Workload", namespaced=True)
 CLUSTER_QUEUES = Resource("kueue.x-k8s.io", "v1beta2", "clusterqueues", "ClusterQueue", namespaced=False)
 LOCAL_QUEUES = Resource("kueue.x-k8s.io", "v1beta2", "localqueues", "LocalQueue", namespaced=True)
+WORKLOAD_PRIORITY_CLASSES = Resource(
+    "kueue.x-k8s.io", "v1beta2", "workloadpriorityclasses", "WorkloadPriorityClass", namespaced=False
+)
+PRIORITY_CLASSES = Resource("scheduling.k8s.io", "v1", "priorityclasses", "PriorityClass", namespaced=False)
 RESOURCE_FLAVORS = Resource(
     "kueue.x-k8s.io", "v1beta2", "resourceflavors", "ResourceFlavor", namespaced=False
 )

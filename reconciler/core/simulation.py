@@ -22,14 +22,17 @@ from reconciler.api import (
     Job,
     LocalQueue,
     Namespace,
+    PriorityClass,
     ResourceClaimTemplate,
     ResourceFlavor,
     Workload,
+    WorkloadPriorityClass,
     WorkloadStatus,
 )
 
 from .clusterqueues import InvalidClusterQueueError, compile_cluster_queue
 from .engine import Engine
+from .priority import MissingPriorityClass, resolve_priority
 from .quantity import QuantityError
 from .scheduler import Admit, Decision, Pending
 from .status import admitted_workload_status, cluster_queue_status, condition, pending_workload_status
@@ -96,6 +99,8 @@ def simulate(objects: Sequence[InputObject], mappings: Mapping[str, str], now: s
     result = SimulationResult()
     state = Engine()
     templates: dict[tuple[str, str], ResourceClaimTemplate] = {}
+    workload_classes: dict[str, WorkloadPriorityClass] = {}
+    pod_classes: dict[str, PriorityClass] = {}
     cluster_queues: list[tuple[ClusterQueue, Mapping[str, Any]]] = []
     arrivals: list[tuple[str, int, InputObject]] = []
     for seq, obj in enumerate(objects):
@@ -125,6 +130,12 @@ def simulate(objects: Sequence[InputObject], mappings: Mapping[str, str], now: s
         elif kind == "ResourceClaimTemplate":
             rct = _decode(obj, ResourceClaimTemplate)
             templates[(rct.metadata.namespace, rct.metadata.name)] = rct
+        elif kind == "WorkloadPriorityClass" and api_version.startswith(_KUEUE_GROUP):
+            wpc = _decode(obj, WorkloadPriorityClass)
+            workload_classes[wpc.metadata.name] = wpc
+        elif kind == "PriorityClass":
+            pc = _decode(obj, PriorityClass)
+            pod_classes[pc.metadata.name] = pc
         elif kind in ("Job", "Workload"):
             meta = obj.body.get("metadata") or {}
             stamp = str(meta.get("creationTimestamp") or "") if isinstance(meta, Mapping) else ""
@@ -147,7 +158,10 @@ def simulate(objects: Sequence[InputObject], mappings: Mapping[str, str], now: s
             if QUEUE_NAME_LABEL not in job.metadata.labels:
                 result.warnings.append(f"{_describe(obj)}: no {QUEUE_NAME_LABEL} label; not managed")
                 continue
-            workload = workload_for_job(job)
+            priority = resolve_priority(job, workload_classes, pod_classes)
+            if isinstance(priority, MissingPriorityClass):
+                raise SimulationError(f"{_describe(obj)}: {priority.message}")
+            workload = workload_for_job(job, priority)
         else:
             workload = _decode(obj, Workload)
         if not workload.metadata.namespace:

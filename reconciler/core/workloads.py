@@ -27,6 +27,7 @@ from reconciler.api import (
 
 from .dra import ClaimCharge, DraProblem, claim_charges
 from .podrequests import Amounts, add_amounts, pod_requests, scale_amounts
+from .priority import ResolvedPriority
 from .selectors import PodPlacement
 
 __all__ = [
@@ -44,7 +45,6 @@ __all__ = [
 QUEUE_NAME_LABEL = "kueue.x-k8s.io/queue-name"
 JOB_UID_LABEL = "kueue.x-k8s.io/job-uid"
 RESOURCE_IN_USE_FINALIZER = "kueue.x-k8s.io/resource-in-use"
-PRIORITY_CLASS_LABEL = "kueue.x-k8s.io/priority-class"
 
 _MAX_NAME = 253
 _HASH_LEN = 5
@@ -78,8 +78,8 @@ def _workload_template(raw: msgspec.Raw) -> msgspec.Raw:
     return raw
 
 
-def workload_for_job(job: Job) -> Workload:
-    """The Workload Kueue creates for a queue-labelled batch/v1 Job."""
+def workload_for_job(job: Job, priority: ResolvedPriority | None = None) -> Workload:
+    """The Workload Kueue creates for a queue-labelled batch/v1 Job (with its resolved priority)."""
     meta = job.metadata
     return Workload(
         metadata=ObjectMeta(
@@ -108,6 +108,8 @@ def workload_for_job(job: Job) -> Workload:
                 )
             ],
             queue_name=meta.labels.get(QUEUE_NAME_LABEL, ""),
+            priority=priority.value if priority is not None else None,
+            priority_class_ref=priority.ref if priority is not None else None,
         ),
     )
 

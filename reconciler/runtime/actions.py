@@ -29,6 +29,7 @@ Purpose = Literal[
     "requeue",
     "pods-ready",
     "deactivate",
+    "workload-priority",
     "job-start",
     "job-suspend",
     "job-restore",

@@ -25,10 +25,12 @@ from reconciler.api import (
     LocalQueue,
     Namespace,
     Pod,
+    PriorityClass,
     ResourceClaim,
     ResourceClaimTemplate,
     ResourceFlavor,
     Workload,
+    WorkloadPriorityClass,
 )
 from reconciler.api.resources import (
     CLUSTER_QUEUES,
@@ -36,9 +38,11 @@ from reconciler.api.resources import (
     LOCAL_QUEUES,
     NAMESPACES,
     PODS,
+    PRIORITY_CLASSES,
     RESOURCE_CLAIM_TEMPLATES,
     RESOURCE_CLAIMS,
     RESOURCE_FLAVORS,
+    WORKLOAD_PRIORITY_CLASSES,
     WORKLOADS,
 )
 from reconciler.config import Configuration
@@ -64,6 +68,8 @@ PROJECTIONS: dict[str, type[Any]] = {
     NAMESPACES.plural: Namespace,
     PODS.plural: Pod,
     RESOURCE_CLAIMS.plural: ResourceClaim,
+    WORKLOAD_PRIORITY_CLASSES.plural: WorkloadPriorityClass,
+    PRIORITY_CLASSES.plural: PriorityClass,
 }
 
 

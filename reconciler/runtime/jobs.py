@@ -8,6 +8,7 @@ from __future__ import annotations
 from typing import Literal
 
 import msgspec
+import structlog
 
 from reconciler.api import Job, Workload, pod_template_view
 from reconciler.api.resources import JOBS, WORKLOADS
@@ -20,6 +21,7 @@ from reconciler.core.jobs import (
     start_patch,
     suspend_patch,
 )
+from reconciler.core.priority import MissingPriorityClass, priority_update, resolve_priority
 from reconciler.core.status import set_condition
 from reconciler.core.workloads import workload_for_job
 from reconciler.kube import Conflict, NotFound
@@ -32,6 +34,8 @@ from .store import Key, owner_job
 
 __all__ = ["Jobs"]
 
+log = structlog.get_logger(__name__)
+
 _PODSET_LABEL_BYTES = PODSET_LABEL.encode()
 JobWrite = Literal["job-start", "job-suspend", "job-restore", "job-clear-start"]
 
@@ -39,6 +43,8 @@ JobWrite = Literal["job-start", "job-suspend", "job-restore", "job-clear-start"]
 class Jobs:
     def __init__(self, ctx: Context) -> None:
         self.ctx = ctx
+        # Jobs whose Workload waits for a priority class, with what they were told.
+        self._unresolved: dict[Key, str] = {}
 
     def reconcile(self, key: Key) -> None:
         ctx = self.ctx
@@ -62,9 +68,9 @@ class Jobs:
                     job, "Normal", "Suspended", f"Suspended until its Workload is admitted by queue {queue}"
                 )
             if not writes.in_flight(wl_key, "create-workload"):
-                body = api_body(workload_for_job(job), WORKLOAD_API, "Workload")
-                ctx.write(Create("create-workload", WORKLOADS, *wl_key, body, on_done=self._workload_created))
+                self._create_workload(job, wl_key)
             return
+        self._follow_priority_label(job, workload)
         if outcome is not None:
             if not is_true(workload.status.conditions, "Finished") and not writes.in_flight(wl_key, "finish"):
                 self._finish(workload, outcome.succeeded, outcome.message)
@@ -85,8 +91,57 @@ class Jobs:
         elif not admitted and job.spec.suspend and not admitting:
             self._restore(job, workload)
 
+    def _create_workload(self, job: Job, wl_key: Key) -> None:
+        ctx = self.ctx
+        key = (job.metadata.namespace, job.metadata.name)
+        priority = resolve_priority(job, ctx.store.workload_priority_classes, ctx.store.priority_classes)
+        if isinstance(priority, MissingPriorityClass):
+            # Kueue retries without a word; say once which field names what, and how to fix it.
+            if self._unresolved.get(key) != priority.message:
+                self._unresolved[key] = priority.message
+                log.warning(
+                    "Workload waits for a priority class", job=f"{key[0]}/{key[1]}", reason=priority.message
+                )
+                ctx.events.emit(job, "Warning", "PriorityClassNotFound", priority.message)
+            return
+        self._unresolved.pop(key, None)
+        body = api_body(workload_for_job(job, priority), WORKLOAD_API, "Workload")
+        ctx.write(Create("create-workload", WORKLOADS, *wl_key, body, on_done=self._workload_created))
+
+    def _follow_priority_label(self, job: Job, workload: Workload) -> None:
+        """The Job's priority-class label changed: the Workload takes the new class's priority."""
+        ctx = self.ctx
+        update = priority_update(job, workload, ctx.store.workload_priority_classes)
+        meta = workload.metadata
+        if update is None or ctx.workload_writes.in_flight((meta.namespace, meta.name), "workload-priority"):
+            return
+        patch = msgspec.json.encode(
+            {"spec": {"priority": update.value, "priorityClassRef": msgspec.to_builtins(update.ref)}}
+        )
+
+        def done(result: WriteDone) -> None:
+            if result.ok and result.body is not None:
+                ctx.apply_workload_write(result.key, result.body)
+                ctx.dirty.workload(result.key, own_write=True)
+                ctx.events.emit(
+                    job,
+                    "Normal",
+                    "UpdatedWorkload",
+                    f"Updated workload priority class: {meta.namespace}/{meta.name}",
+                )
+            else:
+                ctx.write_failed(result, expected=(NotFound, Conflict))
+
+        ctx.write(MergePatch("workload-priority", WORKLOADS, meta.namespace, meta.name, patch, on_done=done))
+
+    def priority_classes_changed(self) -> None:
+        """A class appeared or changed: Jobs still without a Workload may resolve now."""
+        for key in self._unresolved:
+            self.ctx.dirty.jobs.add(key)
+
     def deleted(self, job: Job) -> None:
         """A Job is gone: its Workload is let go (or forgotten, if the API never showed it)."""
+        self._unresolved.pop((job.metadata.namespace, job.metadata.name), None)
         wl_key = self.ctx.store.workload_key(job)
         if wl_key in self.ctx.store.workloads:
             self.ctx.dirty.workload(wl_key)

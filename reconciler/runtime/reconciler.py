@@ -24,16 +24,26 @@ from typing import Any
 
 import structlog
 
-from reconciler.api import ClusterQueue, Job, LocalQueue, Namespace, Workload
+from reconciler.api import (
+    ClusterQueue,
+    Job,
+    LocalQueue,
+    Namespace,
+    PriorityClass,
+    Workload,
+    WorkloadPriorityClass,
+)
 from reconciler.api.resources import (
     CLUSTER_QUEUES,
     JOBS,
     LOCAL_QUEUES,
     NAMESPACES,
     PODS,
+    PRIORITY_CLASSES,
     RESOURCE_CLAIM_TEMPLATES,
     RESOURCE_CLAIMS,
     RESOURCE_FLAVORS,
+    WORKLOAD_PRIORITY_CLASSES,
     WORKLOADS,
     Resource,
 )
@@ -42,6 +52,7 @@ from reconciler.config import Configuration
 from reconciler.core.clusterqueues import InvalidClusterQueueError, compile_cluster_queue
 from reconciler.core.engine import Engine
 from reconciler.core.jobs import PODSET_LABEL
+from reconciler.core.priority import PRIORITY_CLASS_LABEL
 from reconciler.core.quantity import QuantityError
 from reconciler.core.scheduler import Admit
 from reconciler.kube import WatchEvent
@@ -78,6 +89,8 @@ WATCHED: tuple[Resource, ...] = (
     NAMESPACES,
     PODS,
     RESOURCE_CLAIMS,
+    WORKLOAD_PRIORITY_CLASSES,
+    PRIORITY_CLASSES,
 )
 # Only the pods of Jobs this controller started carry the pod set label.
 LABEL_SELECTORS: dict[str, str] = {PODS.plural: PODSET_LABEL}
@@ -116,6 +129,8 @@ class Reconciler:
             NAMESPACES.plural: self._on_namespace,
             PODS.plural: self._on_pod,
             RESOURCE_CLAIMS.plural: self._on_claim,
+            WORKLOAD_PRIORITY_CLASSES.plural: self._on_workload_priority_class,
+            PRIORITY_CLASSES.plural: self._on_priority_class,
         }
 
     # --- what the rest of the runtime reads ---------------------------------------------
@@ -359,6 +374,32 @@ class Reconciler:
         if namespace is not None:
             labels = {**namespace.metadata.labels, "kubernetes.io/metadata.name": namespace.metadata.name}
             self.ctx.engine.set_namespace(namespace.metadata.name, labels)
+
+    def _on_workload_priority_class(self, key: Key, wpc: WorkloadPriorityClass | None) -> None:
+        classes = self.ctx.store.workload_priority_classes
+        if wpc is None:
+            classes.pop(key[1], None)
+        else:
+            classes[key[1]] = wpc
+        if self.ready:
+            self.job_sync.priority_classes_changed()
+        self._dirty_jobs_follow_labels()
+
+    def _on_priority_class(self, key: Key, pc: PriorityClass | None) -> None:
+        classes = self.ctx.store.priority_classes
+        if pc is None:
+            classes.pop(key[1], None)
+        else:
+            classes[key[1]] = pc
+        if self.ready:
+            self.job_sync.priority_classes_changed()
+
+    def _dirty_jobs_follow_labels(self) -> None:
+        """Jobs naming a WorkloadPriorityClass may follow it now (Kueue re-reads the label on reconcile)."""
+        if self.ready:
+            for key, job in self.ctx.store.jobs.items():
+                if PRIORITY_CLASS_LABEL in job.metadata.labels:
+                    self.ctx.dirty.jobs.add(key)
 
     def _on_pod(self, key: Key, pod: Any) -> None:
         job_key = self.ctx.pod_index.on_pod(key, pod)

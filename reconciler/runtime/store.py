@@ -9,7 +9,15 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from reconciler.api import ClusterQueue, Job, LocalQueue, ResourceClaimTemplate, Workload
+from reconciler.api import (
+    ClusterQueue,
+    Job,
+    LocalQueue,
+    PriorityClass,
+    ResourceClaimTemplate,
+    Workload,
+    WorkloadPriorityClass,
+)
 from reconciler.core.workloads import workload_name_for_job
 
 __all__ = ["Key", "Store", "owner_job"]
@@ -32,6 +40,8 @@ class Store:
     templates: dict[Key, ResourceClaimTemplate] = field(default_factory=dict)
     cluster_queues: dict[str, ClusterQueue] = field(default_factory=dict)
     local_queues: dict[Key, LocalQueue] = field(default_factory=dict)
+    workload_priority_classes: dict[str, WorkloadPriorityClass] = field(default_factory=dict)
+    priority_classes: dict[str, PriorityClass] = field(default_factory=dict)
     # Job key -> (its UID, its Workload's key); Workload key -> its owning Job's key.
     _workload_of: dict[Key, tuple[str, Key]] = field(default_factory=dict)
     _job_of: dict[Key, Key] = field(default_factory=dict)

@@ -1,0 +1,112 @@
+"""A Workload's priority, as Kueue derives it from its Job.
+
+In order: the WorkloadPriorityClass named by the Job's `kueue.x-k8s.io/priority-class`
+label; else the PriorityClass named by the pod template's `priorityClassName`;
+else the cluster's default PriorityClass (`globalDefault: true`, the lowest value
+if several claim it); else priority 0 with no class. A class that is named but
+does not exist leaves the Job without a Workload until it appears.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+from reconciler.api import (
+    Job,
+    PriorityClass,
+    PriorityClassRef,
+    Workload,
+    WorkloadPriorityClass,
+    pod_template_view,
+)
+
+__all__ = [
+    "PRIORITY_CLASS_LABEL",
+    "MissingPriorityClass",
+    "ResolvedPriority",
+    "priority_update",
+    "resolve_priority",
+]
+
+PRIORITY_CLASS_LABEL = "kueue.x-k8s.io/priority-class"
+WORKLOAD_PRIORITY_GROUP, WORKLOAD_PRIORITY_KIND = "kueue.x-k8s.io", "WorkloadPriorityClass"
+POD_PRIORITY_GROUP, POD_PRIORITY_KIND = "scheduling.k8s.io", "PriorityClass"
+DEFAULT_PRIORITY = 0
+
+
+@dataclass(frozen=True, slots=True)
+class ResolvedPriority:
+    value: int
+    ref: PriorityClassRef | None
+
+
+@dataclass(frozen=True, slots=True)
+class MissingPriorityClass:
+    """The Job names a class that does not exist: what to tell the user."""
+
+    field: str
+    name: str
+    kind: str
+
+    @property
+    def message(self) -> str:
+        return (
+            f"{self.field} names {self.kind} {self.name!r}, which does not exist: create it, or change "
+            f"{self.field}; the Workload is created once it resolves"
+        )
+
+
+def resolve_priority(
+    job: Job,
+    workload_classes: Mapping[str, WorkloadPriorityClass],
+    pod_classes: Mapping[str, PriorityClass],
+) -> ResolvedPriority | MissingPriorityClass:
+    wanted = job.metadata.labels.get(PRIORITY_CLASS_LABEL, "")
+    if wanted:
+        wpc = workload_classes.get(wanted)
+        if wpc is None:
+            return MissingPriorityClass(f"label {PRIORITY_CLASS_LABEL}", wanted, WORKLOAD_PRIORITY_KIND)
+        return ResolvedPriority(
+            wpc.value, PriorityClassRef(WORKLOAD_PRIORITY_GROUP, WORKLOAD_PRIORITY_KIND, wanted)
+        )
+    pod_class = pod_template_view(job.spec.template).spec.priority_class_name or ""
+    if pod_class:
+        pc = pod_classes.get(pod_class)
+        if pc is None:
+            return MissingPriorityClass("spec.template.spec.priorityClassName", pod_class, POD_PRIORITY_KIND)
+        return ResolvedPriority(pc.value, PriorityClassRef(POD_PRIORITY_GROUP, POD_PRIORITY_KIND, pod_class))
+    defaults = [pc for pc in pod_classes.values() if pc.global_default]
+    if defaults:
+        chosen = min(defaults, key=lambda pc: pc.value)
+        ref = PriorityClassRef(POD_PRIORITY_GROUP, POD_PRIORITY_KIND, chosen.metadata.name)
+        return ResolvedPriority(chosen.value, ref)
+    return ResolvedPriority(DEFAULT_PRIORITY, None)
+
+
+def priority_update(
+    job: Job, workload: Workload, workload_classes: Mapping[str, WorkloadPriorityClass]
+) -> ResolvedPriority | None:
+    """The Job's priority-class label changed (or was added): the Workload's new priority.
+
+    As in Kueue, only a Workload whose priority has no class or comes from a
+    WorkloadPriorityClass follows the label; a missing class changes nothing.
+    """
+    ref = workload.spec.priority_class_ref
+    if ref is not None and ref.kind != WORKLOAD_PRIORITY_KIND:
+        return None
+    wanted = job.metadata.labels.get(PRIORITY_CLASS_LABEL, "")
+    current = ref.name if ref is not None else ""
+    if wanted == current or not wanted:
+        return None
+    wpc = workload_classes.get(wanted)
+    if wpc is None:
+        return None
+    return ResolvedPriority(
+        wpc.value, PriorityClassRef(WORKLOAD_PRIORITY_GROUP, WORKLOAD_PRIORITY_KIND, wanted)
+    )
+
+
+def _from_workload_class(wpc: WorkloadPriorityClass) -> ResolvedPriority:
+    ref = PriorityClassRef(WORKLOAD_PRIORITY_GROUP, WORKLOAD_PRIORITY_KIND, wpc.metadata.name)
+    return ResolvedPriority(wpc.value, ref)

@@ -1,0 +1,81 @@
+"""Priorities through the reconciler: a high-priority Job goes first; a missing class is reported."""
+
+from __future__ import annotations
+
+import msgspec
+
+from reconciler.api import Job, Workload, WorkloadPriorityClass
+from reconciler.api.resources import JOBS, WORKLOAD_PRIORITY_CLASSES, WORKLOADS
+from reconciler.runtime.actions import PostEvent
+from reconciler.runtime.writer import WriteDone
+from tests.support.reconciler_harness import (
+    GPU,
+    Harness,
+    apply_patch,
+    created_workload,
+    decode,
+    gpu_job,
+    of,
+    queues,
+)
+
+
+def labelled(h: Harness, name: str, priority_class: str) -> Job:
+    job = gpu_job(h, name)
+    job.metadata.labels["kueue.x-k8s.io/priority-class"] = priority_class
+    return job
+
+
+def add_class(h: Harness, name: str, value: int) -> None:
+    body = {"metadata": {"name": name, "resourceVersion": h.next_rv()}, "value": value}
+    h.event("ADDED", WORKLOAD_PRIORITY_CLASSES, decode(body, WorkloadPriorityClass))
+
+
+def queued(h: Harness, job: Job) -> Workload:
+    h.event("ADDED", JOBS, job)
+    (create,) = of(h.take(), "create-workload")
+    workload = created_workload(h, create)
+    h.reconciler.handle(WriteDone(create, body=msgspec.json.encode(workload)))
+    return workload
+
+
+def test_the_higher_priority_job_is_admitted_first_when_quota_frees() -> None:
+    h = Harness()
+    queues(h)
+    add_class(h, "low", 10)
+    add_class(h, "high", 1000)
+    h.sync_all()
+    running = queued(h, gpu_job(h, "running"))
+    h.event("ADDED", WORKLOADS, running)
+    (admit,) = of(h.take(), "admit")
+    admitted = apply_patch(h, running, admit)
+    h.reconciler.handle(WriteDone(admit, body=msgspec.json.encode(admitted)))
+    low = queued(h, labelled(h, "low", "low"))
+    high = queued(h, labelled(h, "high", "high"))
+    assert (low.spec.priority, high.spec.priority) == (10, 1000)
+    h.event("ADDED", WORKLOADS, low)
+    h.event("ADDED", WORKLOADS, high)
+    assert of(h.take(), "admit") == []  # the GPU is taken
+    h.event("DELETED", WORKLOADS, admitted)  # the running one goes away
+    (next_admit,) = of(h.take(), "admit")
+    assert next_admit.name == high.metadata.name
+    assert h.reconciler.core.ledger.used("cq", ("t4", GPU)) == 1
+
+
+def test_a_missing_workload_priority_class_holds_the_workload_and_says_why() -> None:
+    h = Harness()
+    queues(h)
+    h.sync_all()
+    job = labelled(h, "train", "urgent")
+    h.event("ADDED", JOBS, job)
+    actions = h.take()
+    assert of(actions, "create-workload") == []
+    (warning,) = [a for a in actions if isinstance(a, PostEvent)]
+    event = msgspec.json.decode(warning.body)
+    assert (event["type"], event["reason"]) == ("Warning", "PriorityClassNotFound")
+    assert "label kueue.x-k8s.io/priority-class" in event["message"]
+    h.event("MODIFIED", JOBS, job)
+    assert [a for a in h.take() if isinstance(a, PostEvent)] == []  # said once
+    add_class(h, "urgent", 5000)
+    (create,) = of(h.take(), "create-workload")
+    assert msgspec.json.decode(create.body)["spec"]["priority"] == 5000
