@@ -22,7 +22,9 @@ import pytest
 import pytest_asyncio
 from aiohttp import web
 
-from e2e.kubeletplugin import (
+from e2e.testbed.fakedriver import gpu_devices, gpu_uuid
+from e2e.testbed.kubeclient import KubeClient
+from e2e.testbed.kubeletplugin import (
     ClaimRef,
     DraPluginClient,
     FakeKubelet,
@@ -37,13 +39,11 @@ from e2e.kubeletplugin import (
     pod_claim_names,
     register_plugin,
 )
-from e2e.kubeletplugin.cli import node_spec, parser
-from e2e.kubeletplugin.grpcapi import DRA_V1_SERVICE, DRA_V1BETA1_SERVICE
-from e2e.kubeletplugin.kubelet import get_plugin_info
-from e2e.protos.gen.dra.v1 import api_pb2 as dra_v1
-from e2e.protos.gen.dra.v1beta1 import api_pb2 as dra_v1beta1
-from e2e.testbed.fakedriver import gpu_devices, gpu_uuid
-from e2e.testbed.kubeclient import KubeClient
+from e2e.testbed.kubeletplugin.cli import node_spec, parser
+from e2e.testbed.kubeletplugin.grpcapi import DRA_V1_SERVICE, DRA_V1BETA1_SERVICE
+from e2e.testbed.kubeletplugin.kubelet import get_plugin_info
+from e2e.testbed.protos.gen.dra.v1 import api_pb2 as dra_v1
+from e2e.testbed.protos.gen.dra.v1beta1 import api_pb2 as dra_v1beta1
 from e2e.testbed.spec import default_spec
 
 Obj = dict[str, Any]

@@ -13,14 +13,14 @@ from typing import Any
 import pytest
 import yaml
 
-from e2e.kubeletplugin.config import (
+from e2e.testbed.fakedriver import device_class
+from e2e.testbed.kubeclient import KubeClient, api_path
+from e2e.testbed.kubeletplugin.config import (
     DEFAULT_CDI_DIR,
     DEFAULT_PLUGINS_DIR,
     DEFAULT_REGISTRY_DIR,
     PluginConfig,
 )
-from e2e.testbed.fakedriver import device_class
-from e2e.testbed.kubeclient import KubeClient, api_path
 
 KIND_DIR = Path(__file__).resolve().parent / "kind"
 DRIVER_MANIFEST = KIND_DIR / "manifests" / "fake-dra-driver.yaml"
@@ -102,9 +102,9 @@ def test_kind_config() -> None:
 
 def test_dockerfile_copies_what_the_plugin_imports() -> None:
     text = (KIND_DIR / "Dockerfile.driver").read_text()
-    for path in ("e2e/testbed", "e2e/protos/gen", "e2e/kubeletplugin"):
+    for path in ("e2e/testbed",):  # the plugin and its protos are part of it
         assert f"COPY {path} {path}" in text
-    assert 'ENTRYPOINT ["python", "-m", "e2e.kubeletplugin"]' in text
+    assert 'ENTRYPOINT ["python", "-m", "e2e.testbed.kubeletplugin"]' in text
 
 
 def test_readme_says_it_needs_docker() -> None:

@@ -1,6 +1,6 @@
 """The kubelet plugin run out of cluster against the test-bed, as the kind DaemonSet runs it.
 
-``python -m e2e.kubeletplugin`` is started as a process with the test-bed's
+``python -m e2e.testbed.kubeletplugin`` is started as a process with the test-bed's
 kubeconfig and socket/CDI dirs in a temp dir; a fake kubelet registers it and
 prepares the claim that the real scheduler allocated to a Job's pod.
 """
@@ -20,11 +20,11 @@ from pathlib import Path
 import pytest
 import pytest_asyncio
 
-from e2e.kubeletplugin import ClaimRef, FakeKubelet, PluginConfig
 from e2e.scenario import claim_name_of, claim_template, gpu_job, single_job_pod, wait_for
 from e2e.testbed import KubeClient, Testbed, api_path
 from e2e.testbed.fakedriver import slice_name
 from e2e.testbed.kubeclient import Obj
+from e2e.testbed.kubeletplugin import ClaimRef, FakeKubelet, PluginConfig
 
 pytestmark = [pytest.mark.testbed, pytest.mark.timeout(180)]
 RESOURCE = "resource.k8s.io/v1"
@@ -69,7 +69,7 @@ async def plugin(testbed: Testbed, kube: KubeClient, plugin_dirs: Path) -> Async
         process = await asyncio.create_subprocess_exec(
             sys.executable,
             "-m",
-            "e2e.kubeletplugin",
+            "e2e.testbed.kubeletplugin",
             "--node-name",
             NODE,
             "--kubeconfig",

@@ -1,7 +1,7 @@
 """The node simulator as kubelet: claims prepared through the driver's kubelet-plugin socket.
 
 On the session test-bed, whose ``driver-gpu-node-1`` component is the fake
-driver's kubelet plugin (``python -m e2e.kubeletplugin``) with its sockets and
+driver's kubelet plugin (``python -m e2e.testbed.kubeletplugin``) with its sockets and
 CDI dir in the run folder.
 """
 
