@@ -17,7 +17,7 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
-from e2e.testbed.kubeclient import KubeClient
+from e2e.testbed.kubeclient import KubeClient, in_cluster_available
 from e2e.testbed.kubeletplugin.claims import KubeClaimSource
 from e2e.testbed.kubeletplugin.config import (
     DEFAULT_CDI_DIR,
@@ -26,7 +26,6 @@ from e2e.testbed.kubeletplugin.config import (
     DEFAULT_REGISTRY_DIR,
     PluginConfig,
 )
-from e2e.testbed.kubeletplugin.kube import in_cluster_available, in_cluster_client
 from e2e.testbed.kubeletplugin.plugin import KubeletPlugin, PluginError
 from e2e.testbed.kubeletplugin.slices import SLICE_DRIVER_NAME, republish_forever
 from e2e.testbed.spec import GPU_MODELS, GpuSpec, NodeSpec, load_spec
@@ -105,7 +104,7 @@ def kube_client(kubeconfig: Path | None) -> KubeClient:
     if kubeconfig is not None:
         return KubeClient.from_kubeconfig(kubeconfig, user_agent="fake-dra-kubelet-plugin")
     if in_cluster_available():
-        return in_cluster_client(user_agent="fake-dra-kubelet-plugin")
+        return KubeClient.in_cluster(user_agent="fake-dra-kubelet-plugin")
     raise ValueError("no --kubeconfig, no $KUBECONFIG and not running in a cluster")
 
 
