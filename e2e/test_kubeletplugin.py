@@ -41,7 +41,7 @@ from e2e.testbed.kubeletplugin import (
 )
 from e2e.testbed.kubeletplugin.cli import node_spec, parser
 from e2e.testbed.kubeletplugin.grpcapi import DRA_V1_SERVICE, DRA_V1BETA1_SERVICE
-from e2e.testbed.kubeletplugin.kubelet import get_plugin_info
+from e2e.testbed.kubeletplugin.kubelet_registration import get_plugin_info
 from e2e.testbed.protos.gen.dra.v1 import api_pb2 as dra_v1
 from e2e.testbed.protos.gen.dra.v1beta1 import api_pb2 as dra_v1beta1
 from e2e.testbed.spec import default_spec

@@ -9,13 +9,11 @@
 
 from e2e.testbed.kubeletplugin.claims import ClaimSource, InMemoryClaimSource, KubeClaimSource
 from e2e.testbed.kubeletplugin.config import PluginConfig
-from e2e.testbed.kubeletplugin.kubelet import (
-    DraPluginClient,
-    FakeKubelet,
+from e2e.testbed.kubeletplugin.dra_client import DraPluginClient
+from e2e.testbed.kubeletplugin.kubelet import FakeKubelet, claim_drivers, pod_claim_names
+from e2e.testbed.kubeletplugin.kubelet_registration import (
     RegisteredPlugin,
     RegistrationError,
-    claim_drivers,
-    pod_claim_names,
     register_plugin,
 )
 from e2e.testbed.kubeletplugin.model import ClaimRef, PreparedDevice, PrepareResult

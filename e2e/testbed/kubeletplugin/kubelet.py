@@ -10,12 +10,11 @@ For tests and for a node simulator that plays the kubelet::
     await kubelet.close()
 
 It does what the kubelet does, minus inotify: it lists the registry directory
-(``scan()``, or ``run()`` to rescan periodically), calls GetInfo on each new
-socket, picks the first DRA service version in the plugin's list that it
-supports, and tells the plugin the outcome with NotifyRegistrationStatus.
+(``scan()``, or ``run()`` to rescan periodically) and registers each new socket
+(GetInfo, version choice, NotifyRegistrationStatus: ``kubelet_registration``).
 A socket that disappears deregisters its plugin. NodePrepareResources is sent
-to the plugin of every driver that appears in a claim's allocation, with a
-timeout like the kubelet's (45 s by default).
+(``dra_client``) to the plugin of every driver that appears in a claim's
+allocation, with a timeout like the kubelet's (45 s by default).
 """
 
 from __future__ import annotations
@@ -25,222 +24,21 @@ import logging
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from types import TracebackType
 
-import grpc
 import grpc.aio
 
 from e2e.testbed.kubeclient import Obj
-from e2e.testbed.kubeletplugin.config import PLUGIN_TYPE_DRA
-from e2e.testbed.kubeletplugin.grpcapi import (
-    DRA_V1_SERVICE,
-    DRA_V1BETA1_SERVICE,
-    PREPARE,
-    REGISTRATION_SERVICE,
-    UNPREPARE,
+from e2e.testbed.kubeletplugin.dra_client import DEFAULT_CALL_TIMEOUT, DraPluginClient
+from e2e.testbed.kubeletplugin.grpcapi import PREPARE, UNPREPARE
+from e2e.testbed.kubeletplugin.kubelet_registration import (
+    KUBELET_DRA_VERSIONS,
+    RegisteredPlugin,
+    RegistrationError,
+    register_plugin,
 )
-from e2e.testbed.kubeletplugin.model import ClaimRef, PreparedDevice, PrepareResult
-from e2e.testbed.protos.gen.dra.v1 import api_pb2 as dra_v1
-from e2e.testbed.protos.gen.dra.v1beta1 import api_pb2 as dra_v1beta1
-from e2e.testbed.protos.gen.pluginregistration.v1 import api_pb2 as reg_v1
+from e2e.testbed.kubeletplugin.model import ClaimRef, PrepareResult
 
 log = logging.getLogger(__name__)
-
-KUBELET_DRA_VERSIONS: tuple[str, ...] = ("v1.DRAPlugin", "v1beta1.DRAPlugin")
-DEFAULT_CALL_TIMEOUT = 45.0
-_SERVICE_OF_VERSION = {"v1.DRAPlugin": DRA_V1_SERVICE, "v1beta1.DRAPlugin": DRA_V1BETA1_SERVICE}
-
-
-class RegistrationError(Exception):
-    """A plugin socket did not register (unreachable, wrong type, no common version)."""
-
-
-@dataclass(frozen=True)
-class PluginInfo:
-    type: str
-    name: str
-    endpoint: str
-    supported_versions: tuple[str, ...]
-
-
-@dataclass(frozen=True)
-class RegisteredPlugin:
-    driver_name: str
-    registration_socket: Path
-    endpoint: Path
-    version: str  # the DRA service version chosen, e.g. "v1.DRAPlugin"
-
-
-def _unix_target(path: Path) -> str:
-    return f"unix://{path.absolute()}"
-
-
-async def get_plugin_info(socket: Path, rpc_timeout: float = 10.0) -> PluginInfo:
-    """Call Registration/GetInfo on a registration socket."""
-    async with grpc.aio.insecure_channel(_unix_target(socket)) as channel:
-        call = channel.unary_unary(
-            f"/{REGISTRATION_SERVICE}/GetInfo",
-            request_serializer=reg_v1.InfoRequest.SerializeToString,
-            response_deserializer=reg_v1.PluginInfo.FromString,
-        )
-        info = await call(reg_v1.InfoRequest(), timeout=rpc_timeout)
-    return PluginInfo(
-        type=info.type,
-        name=info.name,
-        endpoint=info.endpoint,
-        supported_versions=tuple(info.supported_versions),
-    )
-
-
-async def notify_registration_status(
-    socket: Path, registered: bool, error: str = "", rpc_timeout: float = 10.0
-) -> None:
-    async with grpc.aio.insecure_channel(_unix_target(socket)) as channel:
-        call = channel.unary_unary(
-            f"/{REGISTRATION_SERVICE}/NotifyRegistrationStatus",
-            request_serializer=reg_v1.RegistrationStatus.SerializeToString,
-            response_deserializer=reg_v1.RegistrationStatusResponse.FromString,
-        )
-        await call(reg_v1.RegistrationStatus(plugin_registered=registered, error=error), timeout=rpc_timeout)
-
-
-def choose_version(offered: Sequence[str], supported: Sequence[str]) -> str | None:
-    """The first version in the plugin's list that the kubelet supports."""
-    return next((v for v in offered if v in supported), None)
-
-
-async def register_plugin(
-    socket: Path, *, rpc_timeout: float = 10.0, supported: Sequence[str] = KUBELET_DRA_VERSIONS
-) -> RegisteredPlugin:
-    """The kubelet's registration handshake with one socket in the registry directory."""
-    try:
-        info = await get_plugin_info(socket, rpc_timeout)
-    except grpc.aio.AioRpcError as err:
-        raise RegistrationError(f"GetInfo on {socket}: {err.code().name}: {err.details()}") from err
-    problem = ""
-    version = choose_version(info.supported_versions, supported)
-    if info.type != PLUGIN_TYPE_DRA:
-        problem = f"plugin type {info.type!r} is not {PLUGIN_TYPE_DRA!r}"
-    elif not info.name:
-        problem = "plugin has no name"
-    elif version is None:
-        problem = (
-            f"none of the versions {list(info.supported_versions)} of plugin "
-            f"{info.name} is supported (kubelet supports {list(supported)})"
-        )
-    endpoint = Path(info.endpoint) if info.endpoint else socket
-    if not problem and not endpoint.is_absolute():
-        problem = f"endpoint {info.endpoint!r} is not an absolute path"
-    try:
-        await notify_registration_status(socket, not problem, problem, rpc_timeout)
-    except grpc.aio.AioRpcError as err:
-        problem = problem or f"NotifyRegistrationStatus: {err.code().name}: {err.details()}"
-    if problem or version is None:
-        raise RegistrationError(f"{socket}: {problem}")
-    return RegisteredPlugin(
-        driver_name=info.name, registration_socket=socket, endpoint=endpoint, version=version
-    )
-
-
-def _device_of(d: dra_v1.Device | dra_v1beta1.Device) -> PreparedDevice:
-    share_id = d.share_id if isinstance(d, dra_v1.Device) and d.HasField("share_id") else None
-    return PreparedDevice(
-        request_names=tuple(d.request_names),
-        pool_name=d.pool_name,
-        device_name=d.device_name,
-        cdi_device_ids=tuple(d.cdi_device_ids),
-        share_id=share_id,
-    )
-
-
-class DraPluginClient:
-    """NodePrepareResources/NodeUnprepareResources on one plugin's DRA socket."""
-
-    def __init__(
-        self, endpoint: Path, version: str = "v1.DRAPlugin", timeout: float = DEFAULT_CALL_TIMEOUT
-    ) -> None:
-        if version not in _SERVICE_OF_VERSION:
-            raise ValueError(f"unknown DRA service version {version!r}")
-        self.endpoint = endpoint
-        self.version = version
-        self.timeout = timeout
-        self._channel = grpc.aio.insecure_channel(_unix_target(endpoint))
-
-    async def __aenter__(self) -> DraPluginClient:
-        return self
-
-    async def __aexit__(
-        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
-    ) -> None:
-        await self.close()
-
-    async def close(self) -> None:
-        await self._channel.close()
-
-    def _method(self, name: str) -> str:
-        return f"/{_SERVICE_OF_VERSION[self.version]}/{name}"
-
-    async def prepare(self, claims: Sequence[ClaimRef]) -> dict[str, PrepareResult]:
-        """Claim UID -> result, as the plugin answered (raises grpc.aio.AioRpcError)."""
-        if self.version == "v1.DRAPlugin":
-            call = self._channel.unary_unary(
-                self._method(PREPARE),
-                request_serializer=dra_v1.NodePrepareResourcesRequest.SerializeToString,
-                response_deserializer=dra_v1.NodePrepareResourcesResponse.FromString,
-            )
-            response = await call(
-                dra_v1.NodePrepareResourcesRequest(
-                    claims=[dra_v1.Claim(namespace=c.namespace, uid=c.uid, name=c.name) for c in claims]
-                ),
-                timeout=self.timeout,
-            )
-            return {
-                uid: PrepareResult(devices=tuple(_device_of(d) for d in r.devices), error=r.error)
-                for uid, r in response.claims.items()
-            }
-        beta_call = self._channel.unary_unary(
-            self._method(PREPARE),
-            request_serializer=dra_v1beta1.NodePrepareResourcesRequest.SerializeToString,
-            response_deserializer=dra_v1beta1.NodePrepareResourcesResponse.FromString,
-        )
-        beta = await beta_call(
-            dra_v1beta1.NodePrepareResourcesRequest(
-                claims=[dra_v1beta1.Claim(namespace=c.namespace, uid=c.uid, name=c.name) for c in claims]
-            ),
-            timeout=self.timeout,
-        )
-        return {
-            uid: PrepareResult(devices=tuple(_device_of(d) for d in r.devices), error=r.error)
-            for uid, r in beta.claims.items()
-        }
-
-    async def unprepare(self, claims: Sequence[ClaimRef]) -> dict[str, str]:
-        """Claim UID -> error ("" for success) (raises grpc.aio.AioRpcError)."""
-        if self.version == "v1.DRAPlugin":
-            call = self._channel.unary_unary(
-                self._method(UNPREPARE),
-                request_serializer=dra_v1.NodeUnprepareResourcesRequest.SerializeToString,
-                response_deserializer=dra_v1.NodeUnprepareResourcesResponse.FromString,
-            )
-            response = await call(
-                dra_v1.NodeUnprepareResourcesRequest(
-                    claims=[dra_v1.Claim(namespace=c.namespace, uid=c.uid, name=c.name) for c in claims]
-                ),
-                timeout=self.timeout,
-            )
-            return {uid: r.error for uid, r in response.claims.items()}
-        beta_call = self._channel.unary_unary(
-            self._method(UNPREPARE),
-            request_serializer=dra_v1beta1.NodeUnprepareResourcesRequest.SerializeToString,
-            response_deserializer=dra_v1beta1.NodeUnprepareResourcesResponse.FromString,
-        )
-        beta = await beta_call(
-            dra_v1beta1.NodeUnprepareResourcesRequest(
-                claims=[dra_v1beta1.Claim(namespace=c.namespace, uid=c.uid, name=c.name) for c in claims]
-            ),
-            timeout=self.timeout,
-        )
-        return {uid: r.error for uid, r in beta.claims.items()}
 
 
 def claim_ref(claim: Obj) -> ClaimRef:
