@@ -24,14 +24,14 @@ from collections.abc import AsyncIterator, Iterator
 import pytest
 import pytest_asyncio
 
-from e2e.clusters import KIND_TARGET, Cluster, kind_cluster_from_env
 from e2e.deploy import ROOT, ControllerProcess, install_crds
-from e2e.scenario import wait_for
 from e2e.testbed import KubeClient, Testbed, api_path
 from e2e.testbed.binaries import ensure_binaries
+from e2e.testbed.clusters import KIND_TARGET, Cluster, kind_cluster_from_env
 from e2e.testbed.kubeclient import ApiError
 from e2e.testbed.paths import binary_paths
 from e2e.testbed.runcontrol import reap_orphaned
+from e2e.testbed.scenario import wait_for
 
 
 @pytest.fixture(scope="session")

@@ -33,9 +33,9 @@ from pathlib import Path
 import aiohttp
 
 from e2e.deploy import ROOT, object_path
-from e2e.scenario import claim_template, gpu_job
 from e2e.testbed import ApiError, GpuSpec, KubeClient, NodeSpec, api_path
 from e2e.testbed.kubeclient import Obj
+from e2e.testbed.scenario import gpu_job, single_gpu_claim_template
 
 __all__ = [
     "CONTROLLER_CONFIG",
@@ -154,7 +154,7 @@ async def create_queues(kube: KubeClient, queues: Iterable[QueueSetup]) -> None:
                 "metadata": {"name": q.local_queue, "namespace": q.namespace},
                 "spec": {"clusterQueue": q.cluster_queue},
             },
-            claim_template(q.namespace),
+            single_gpu_claim_template(q.namespace),
         ]
         for obj in objects:
             await kube.apply(object_path(obj), obj, "dra-quota-e2e-flood")

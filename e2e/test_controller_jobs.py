@@ -7,8 +7,8 @@ from typing import Any
 import pytest
 
 from e2e.deploy import ControllerProcess
-from e2e.scenario import status_condition, wait_for
 from e2e.testbed import KubeClient, api_path
+from e2e.testbed.scenario import single_gpu_claim_template, status_condition, wait_for
 from reconciler.core.workloads import workload_name_for_job
 
 pytestmark = [pytest.mark.testbed, pytest.mark.timeout(240)]
@@ -65,27 +65,7 @@ async def make_queues(kube: KubeClient, namespace: str, gpus: int = 1) -> str:
     )
     await kube.create(
         api_path("resource.k8s.io/v1", "resourceclaimtemplates", namespace),
-        {
-            "apiVersion": "resource.k8s.io/v1",
-            "kind": "ResourceClaimTemplate",
-            "metadata": {"name": "single-gpu", "namespace": namespace},
-            "spec": {
-                "spec": {
-                    "devices": {
-                        "requests": [
-                            {
-                                "name": "gpu",
-                                "exactly": {
-                                    "deviceClassName": "gpu.nvidia.com",
-                                    "allocationMode": "ExactCount",
-                                    "count": 1,
-                                },
-                            }
-                        ]
-                    }
-                }
-            },
-        },
+        single_gpu_claim_template(namespace),
     )
     return cq
 

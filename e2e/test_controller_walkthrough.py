@@ -16,9 +16,9 @@ from typing import Any
 import pytest
 
 from e2e.deploy import ROOT, ControllerProcess, apply_manifests
-from e2e.scenario import status_condition, wait_for
 from e2e.testbed import KubeClient, Testbed, api_path
 from e2e.testbed.kubeclient import ApiError
+from e2e.testbed.scenario import status_condition, wait_for
 from reconciler.core.workloads import workload_name_for_job
 
 pytestmark = [pytest.mark.testbed, pytest.mark.timeout(300)]

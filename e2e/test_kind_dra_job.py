@@ -9,11 +9,18 @@ from __future__ import annotations
 
 import pytest
 
-from e2e.clusters import Cluster
-from e2e.scenario import claim_name_of, claim_template, gpu_job, job_condition_true, single_job_pod, wait_for
 from e2e.testbed import KubeClient, api_path
+from e2e.testbed.clusters import Cluster
 from e2e.testbed.kubeclient import Obj
 from e2e.testbed.names import DRIVER_NAME
+from e2e.testbed.scenario import (
+    claim_name_of,
+    gpu_job,
+    job_condition_true,
+    single_gpu_claim_template,
+    single_job_pod,
+    wait_for,
+)
 
 pytestmark = [pytest.mark.kind, pytest.mark.timeout(600)]
 RESOURCE = "resource.k8s.io/v1"
@@ -53,7 +60,9 @@ async def test_walkthrough_job_runs_on_kind_with_the_cdi_injected_gpu(
     assert t4_nodes, f"no node labelled {T4_LABEL} in the kind cluster"
     t4_names = {n["metadata"]["name"] for n in t4_nodes}
 
-    await kube.create(api_path(RESOURCE, "resourceclaimtemplates", namespace), claim_template(namespace))
+    await kube.create(
+        api_path(RESOURCE, "resourceclaimtemplates", namespace), single_gpu_claim_template(namespace)
+    )
     job = gpu_job("job-a", namespace, image="busybox:1.36", command=["sh", "-c", CHECK_ENV])
     await kube.create(api_path("batch/v1", "jobs", namespace), job)
 

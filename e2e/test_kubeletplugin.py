@@ -44,6 +44,7 @@ from e2e.testbed.kubeletplugin.grpcapi import DRA_V1_SERVICE, DRA_V1BETA1_SERVIC
 from e2e.testbed.kubeletplugin.kubelet_registration import get_plugin_info
 from e2e.testbed.protos.gen.dra.v1 import api_pb2 as dra_v1
 from e2e.testbed.protos.gen.dra.v1beta1 import api_pb2 as dra_v1beta1
+from e2e.testbed.scenario import single_gpu_claim_spec
 from e2e.testbed.spec import default_spec
 
 Obj = dict[str, Any]
@@ -90,20 +91,7 @@ def allocated_claim(
             ],
             "finalizers": ["resource.kubernetes.io/delete-protection"],
         },
-        "spec": {
-            "devices": {
-                "requests": [
-                    {
-                        "name": "gpu",
-                        "exactly": {
-                            "deviceClassName": "gpu.nvidia.com",
-                            "allocationMode": "ExactCount",
-                            "count": 1,
-                        },
-                    }
-                ]
-            }
-        },
+        "spec": single_gpu_claim_spec(),
         "status": {},
     }
     if allocated:

@@ -20,11 +20,11 @@ from pathlib import Path
 import pytest
 import pytest_asyncio
 
-from e2e.scenario import claim_name_of, claim_template, gpu_job, single_job_pod, wait_for
 from e2e.testbed import KubeClient, Testbed, api_path
 from e2e.testbed.fakedriver import slice_name
 from e2e.testbed.kubeclient import Obj
 from e2e.testbed.kubeletplugin import ClaimRef, FakeKubelet, PluginConfig
+from e2e.testbed.scenario import claim_name_of, gpu_job, single_gpu_claim_template, single_job_pod, wait_for
 
 pytestmark = [pytest.mark.testbed, pytest.mark.timeout(180)]
 RESOURCE = "resource.k8s.io/v1"
@@ -131,7 +131,9 @@ async def test_plugin_prepares_a_scheduled_claim(
         await kubelet.scan()
         assert kubelet.plugins["gpu.nvidia.com"].endpoint == config.dra_socket
 
-        await kube.create(api_path(RESOURCE, "resourceclaimtemplates", namespace), claim_template(namespace))
+        await kube.create(
+            api_path(RESOURCE, "resourceclaimtemplates", namespace), single_gpu_claim_template(namespace)
+        )
         await kube.create(
             api_path("batch/v1", "jobs", namespace), gpu_job("job-a", namespace, run_seconds=60)
         )

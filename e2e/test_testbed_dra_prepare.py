@@ -14,20 +14,20 @@ from pathlib import Path
 
 import pytest
 
-from e2e.scenario import (
-    claim_name_of,
-    claim_template,
-    gpu_job,
-    job_condition_true,
-    pod_condition,
-    pod_phase,
-    single_job_pod,
-    wait_for,
-)
 from e2e.testbed import KubeClient, Testbed, api_path
 from e2e.testbed.fakedriver import gpu_uuid, slice_name
 from e2e.testbed.kubeclient import Obj
 from e2e.testbed.names import DRIVER_NAME
+from e2e.testbed.scenario import (
+    claim_name_of,
+    gpu_job,
+    job_condition_true,
+    pod_condition,
+    pod_phase,
+    single_gpu_claim_template,
+    single_job_pod,
+    wait_for,
+)
 from e2e.testbed.timeutil import parse_time
 
 pytestmark = [pytest.mark.testbed, pytest.mark.timeout(180)]
@@ -49,7 +49,9 @@ async def _exists(path: Path) -> bool:
 
 
 async def _start(kube: KubeClient, namespace: str, job: Obj) -> None:
-    await kube.create(api_path(RESOURCE, "resourceclaimtemplates", namespace), claim_template(namespace))
+    await kube.create(
+        api_path(RESOURCE, "resourceclaimtemplates", namespace), single_gpu_claim_template(namespace)
+    )
     await kube.create(api_path("batch/v1", "jobs", namespace), job)
 
 

@@ -5,19 +5,19 @@ from __future__ import annotations
 
 import pytest
 
-from e2e.scenario import (
+from e2e.testbed import KubeClient, api_path
+from e2e.testbed.kubeclient import Obj
+from e2e.testbed.names import DRIVER_NAME
+from e2e.testbed.scenario import (
     claim_name_of,
-    claim_template,
     gpu_job,
     job_condition_true,
     pod_condition,
     pod_phase,
+    single_gpu_claim_template,
     single_job_pod,
     wait_for,
 )
-from e2e.testbed import KubeClient, api_path
-from e2e.testbed.kubeclient import Obj
-from e2e.testbed.names import DRIVER_NAME
 
 pytestmark = [pytest.mark.testbed, pytest.mark.timeout(180)]
 RESOURCE = "resource.k8s.io/v1"
@@ -51,7 +51,9 @@ def _allocated_devices(claim: Obj) -> list[tuple[str, str, str]]:
 
 @pytest.mark.asyncio
 async def test_job_with_claim_template_runs_to_completion(kube: KubeClient, namespace: str) -> None:
-    await kube.create(api_path(RESOURCE, "resourceclaimtemplates", namespace), claim_template(namespace))
+    await kube.create(
+        api_path(RESOURCE, "resourceclaimtemplates", namespace), single_gpu_claim_template(namespace)
+    )
     await _create_job(kube, namespace, gpu_job("gpu-job", namespace, run_seconds=4))
 
     running = await wait_for(
@@ -83,7 +85,9 @@ async def test_job_with_claim_template_runs_to_completion(kube: KubeClient, name
 
 @pytest.mark.asyncio
 async def test_second_job_waits_for_the_only_gpu(kube: KubeClient, namespace: str) -> None:
-    await kube.create(api_path(RESOURCE, "resourceclaimtemplates", namespace), claim_template(namespace))
+    await kube.create(
+        api_path(RESOURCE, "resourceclaimtemplates", namespace), single_gpu_claim_template(namespace)
+    )
     await _create_job(kube, namespace, gpu_job("first", namespace, run_seconds=20))
     await wait_for("the first pod to run", lambda: _pod_in_phase(kube, namespace, "first", "Running"))
 

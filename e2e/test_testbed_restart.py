@@ -13,9 +13,9 @@ from dataclasses import dataclass, field
 import aiohttp
 import pytest
 
-from e2e.scenario import claim_template, gpu_job, job_condition_true, pod_phase, wait_for
 from e2e.testbed import KubeClient, Testbed, api_path
 from e2e.testbed.kubeclient import ApiError, Obj
+from e2e.testbed.scenario import gpu_job, job_condition_true, pod_phase, single_gpu_claim_template, wait_for
 
 pytestmark = [pytest.mark.testbed, pytest.mark.timeout(240)]
 
@@ -120,7 +120,8 @@ async def _write_load(kube: KubeClient, namespace: str, load: WriteLoad) -> None
 @pytest.mark.asyncio
 async def test_apiserver_restart_mid_run(testbed: Testbed, kube: KubeClient, namespace: str) -> None:
     await kube.create(
-        api_path("resource.k8s.io/v1", "resourceclaimtemplates", namespace), claim_template(namespace)
+        api_path("resource.k8s.io/v1", "resourceclaimtemplates", namespace),
+        single_gpu_claim_template(namespace),
     )
     await kube.create(api_path("batch/v1", "jobs", namespace), gpu_job("survivor", namespace, run_seconds=20))
 

@@ -6,20 +6,21 @@ import asyncio
 
 import pytest
 
-from e2e.scenario import (
-    claim_name_of,
-    claim_template,
-    gpu_job,
-    job_condition_true,
-    pod_condition,
-    pod_phase,
-    single_job_pod,
-    wait_for,
-)
 from e2e.testbed import GpuSpec, KubeClient, NodeSpec, Testbed, TestbedSpec, api_path
 from e2e.testbed.health import Probe
 from e2e.testbed.kubeclient import MERGE_PATCH, Obj
 from e2e.testbed.names import DRIVER_NAME, FAIL_ANNOTATION, STALL_ANNOTATION
+from e2e.testbed.scenario import (
+    claim_name_of,
+    gpu_job,
+    job_condition_true,
+    pod_condition,
+    pod_phase,
+    single_gpu_claim_spec,
+    single_gpu_claim_template,
+    single_job_pod,
+    wait_for,
+)
 from e2e.testbed.spec import default_spec
 
 pytestmark = [pytest.mark.testbed, pytest.mark.timeout(180)]
@@ -27,7 +28,9 @@ RESOURCE = "resource.k8s.io/v1"
 
 
 async def _setup(kube: KubeClient, namespace: str, job: Obj) -> None:
-    await kube.create(api_path(RESOURCE, "resourceclaimtemplates", namespace), claim_template(namespace))
+    await kube.create(
+        api_path(RESOURCE, "resourceclaimtemplates", namespace), single_gpu_claim_template(namespace)
+    )
     await kube.create(api_path("batch/v1", "jobs", namespace), job)
 
 
@@ -99,20 +102,7 @@ async def test_pod_waits_until_its_claim_is_allocated_and_reserved(kube: KubeCli
         "apiVersion": RESOURCE,
         "kind": "ResourceClaim",
         "metadata": {"name": "manual", "namespace": namespace},
-        "spec": {
-            "devices": {
-                "requests": [
-                    {
-                        "name": "gpu",
-                        "exactly": {
-                            "deviceClassName": "gpu.nvidia.com",
-                            "allocationMode": "ExactCount",
-                            "count": 1,
-                        },
-                    }
-                ]
-            }
-        },
+        "spec": single_gpu_claim_spec(),
     }
     await kube.create(api_path(RESOURCE, "resourceclaims", namespace), claim)
     # Bound by hand (no scheduler): nothing allocates the claim.

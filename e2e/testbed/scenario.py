@@ -1,4 +1,10 @@
-"""Helpers for test-bed tests: manifests, Job builders, waiting on the API."""
+"""What tests run on the test-bed and how they wait for it: the single-GPU claim, GPU Jobs,
+polling the API, reading pods, Jobs and conditions.
+
+The single-GPU ResourceClaim(Template) is written here only: every test, test
+helper and scenario that needs one GPU of the fake driver builds it with
+:func:`single_gpu_claim_spec` or :func:`single_gpu_claim_template`.
+"""
 
 from __future__ import annotations
 
@@ -6,28 +12,42 @@ import asyncio
 import copy
 import time
 from collections.abc import Awaitable, Callable
-from pathlib import Path
 from typing import Any, TypeVar
 
-import yaml
-
 from e2e.testbed.kubeclient import ApiError, KubeClient, Obj, api_path
-from e2e.testbed.names import RUN_SECONDS_ANNOTATION
+from e2e.testbed.names import DEVICE_CLASS_NAME, RUN_SECONDS_ANNOTATION
 
-MANIFESTS = Path(__file__).resolve().parent / "manifests"
+RESOURCE_V1 = "resource.k8s.io/v1"
 T = TypeVar("T")
 
 
-def load_manifest(name: str, namespace: str | None = None) -> Obj:
-    obj: Obj = yaml.safe_load((MANIFESTS / name).read_text())
-    if namespace is not None:
-        obj["metadata"]["namespace"] = namespace
-    return obj
+def single_gpu_claim_spec() -> Obj:
+    """The spec of a ResourceClaim asking for exactly one device of the fake driver's
+    DeviceClass ``gpu.nvidia.com`` (request ``gpu``)."""
+    return {
+        "devices": {
+            "requests": [
+                {
+                    "name": "gpu",
+                    "exactly": {
+                        "deviceClassName": DEVICE_CLASS_NAME,
+                        "allocationMode": "ExactCount",
+                        "count": 1,
+                    },
+                }
+            ]
+        }
+    }
 
 
-def claim_template(namespace: str) -> Obj:
-    """The walkthrough's ResourceClaimTemplate ``single-gpu`` (one gpu.nvidia.com device)."""
-    return load_manifest("single-gpu-claim-template.yaml", namespace)
+def single_gpu_claim_template(namespace: str) -> Obj:
+    """The walkthrough's ResourceClaimTemplate ``single-gpu``: a claim of one GPU per pod."""
+    return {
+        "apiVersion": RESOURCE_V1,
+        "kind": "ResourceClaimTemplate",
+        "metadata": {"name": "single-gpu", "namespace": namespace},
+        "spec": {"spec": single_gpu_claim_spec()},
+    }
 
 
 def gpu_job(
