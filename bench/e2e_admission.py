@@ -52,18 +52,17 @@ ROOT = Path(__file__).resolve().parent.parent
 if str(ROOT) not in sys.path:  # `python bench/e2e_admission.py` as well as `-m bench.e2e_admission`
     sys.path.insert(0, str(ROOT))
 
-from e2e.deploy import ControllerProcess, install_crds  # noqa: E402
-from e2e.flood import (  # noqa: E402
+from e2e.support.deploy import ControllerProcess, install_crds  # noqa: E402
+from e2e.support.flood import (  # noqa: E402
     CONTROLLER_CONFIG,
-    KUEUE,
     POOL_LABEL,
-    QUEUE_LABEL,
     QueueSetup,
     create_jobs,
     create_queues,
     flood_job,
     pool_nodes,
 )
+from e2e.support.workloads import KUEUE, QUEUE_LABEL  # noqa: E402
 from e2e.testbed import KubeClient, Testbed, TestbedSpec, api_path  # noqa: E402
 from e2e.testbed.kubeclient import ApiError, Obj  # noqa: E402
 

@@ -24,7 +24,7 @@ from collections.abc import AsyncIterator, Iterator
 import pytest
 import pytest_asyncio
 
-from e2e.deploy import ROOT, ControllerProcess, install_crds
+from e2e.support.deploy import ROOT, ControllerProcess, install_crds
 from e2e.testbed import KubeClient, Testbed, api_path
 from e2e.testbed.binaries import ensure_binaries
 from e2e.testbed.clusters import KIND_TARGET, Cluster, kind_cluster_from_env

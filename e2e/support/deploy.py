@@ -40,7 +40,7 @@ __all__ = [
     "token_kubeconfig",
 ]
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 CRD_DIR = ROOT / "manifests" / "crds"
 FIELD_MANAGER = "dra-quota-e2e"
 

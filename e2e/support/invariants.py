@@ -1,19 +1,10 @@
-"""Floods of queue-labelled GPU Jobs on the test-bed, and a monitor that watches the quota invariants.
+"""A monitor that watches the quota invariants while a flood of Jobs runs.
 
-Used by e2e/test_controller_faults.py and bench/e2e_admission.py.
-
-- :func:`pool_nodes`, :class:`QueueSetup`, :func:`create_queues`: simulated GPU nodes per pool and,
-  per ClusterQueue, its namespace, ResourceFlavor (nodeLabels selecting the pool), LocalQueue and the
-  ResourceClaimTemplate ``single-gpu``.
-- :func:`flood_job`, :func:`create_jobs`: suspended, queue-labelled Jobs with one GPU claim and a cpu
-  request, created with bounded concurrency (retrying connection failures).
-- :class:`InvariantMonitor`: a poller (lists Jobs then Workloads every ``interval``) and a Workload
-  watcher (every revision it delivers). Both check that for every ClusterQueue, flavor and resource
-  the ``resourceUsage`` of Workloads with QuotaReserved=True, an admission and not Finished stays
-  within the nominal quota; both feed a per-UID history (ordered by resourceVersion) that counts
-  admissions. The poller also checks that a Job seen unsuspended has an admitted Workload.
-- :func:`verify_final`: every Job is admitted-and-finished (one pod, Succeeded) or pending with a
-  reason (suspended, QuotaReserved=False with a message, no pod).
+:class:`InvariantMonitor`: a poller (lists Jobs then Workloads every ``interval``) and a Workload
+watcher (every revision it delivers). Both check that for every ClusterQueue, flavor and resource
+the ``resourceUsage`` of Workloads with QuotaReserved=True, an admission and not Finished stays
+within the nominal quota; both feed a per-UID history (ordered by resourceVersion) that counts
+admissions. The poller also checks that a Job seen unsuspended has an admitted Workload.
 """
 
 from __future__ import annotations
@@ -21,249 +12,28 @@ from __future__ import annotations
 import asyncio
 import calendar
 import contextlib
-import functools
-import json
 import time
 from collections import defaultdict
-from collections.abc import AsyncIterator, Iterable
+from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 from fractions import Fraction
-from pathlib import Path
 
-import aiohttp
-
-from e2e.deploy import ROOT, object_path
-from e2e.testbed import ApiError, GpuSpec, KubeClient, NodeSpec, api_path
+from e2e.support.flood import TRANSIENT
+from e2e.support.workloads import (
+    KUEUE,
+    QUEUE_LABEL,
+    FlavorResource,
+    condition,
+    holds_quota,
+    is_true,
+    object_name,
+    owner_uid,
+    reserved,
+    resource_version,
+    usage_of,
+)
+from e2e.testbed import ApiError, KubeClient, api_path
 from e2e.testbed.kubeclient import Obj
-from e2e.testbed.scenario import gpu_job, single_gpu_claim_template
-
-__all__ = [
-    "CONTROLLER_CONFIG",
-    "KUEUE",
-    "POOL_LABEL",
-    "QUEUE_LABEL",
-    "FinalState",
-    "InvariantMonitor",
-    "QueueSetup",
-    "create_jobs",
-    "create_queues",
-    "flood_job",
-    "parse_quantity",
-    "pool_nodes",
-    "verify_final",
-]
-
-KUEUE = "kueue.x-k8s.io/v1beta2"
-QUEUE_LABEL = "kueue.x-k8s.io/queue-name"
-POOL_LABEL = "testbed.dra-quota.dev/pool"
-CONTROLLER_CONFIG: Path = ROOT / "examples" / "walkthrough" / "00-configuration.yaml"
-TRANSIENT = (aiohttp.ClientError, OSError, asyncio.TimeoutError)
-
-FlavorResource = tuple[str, str, str]  # (cluster queue, flavor, resource)
-
-_SUFFIXES: dict[str, Fraction] = {
-    "m": Fraction(1, 1000),
-    "k": Fraction(10**3),
-    "M": Fraction(10**6),
-    "G": Fraction(10**9),
-    "T": Fraction(10**12),
-    "Ki": Fraction(2**10),
-    "Mi": Fraction(2**20),
-    "Gi": Fraction(2**30),
-    "Ti": Fraction(2**40),
-}
-_SUFFIX_ORDER = sorted(_SUFFIXES, key=len, reverse=True)
-
-
-@functools.lru_cache(maxsize=1024)
-def _parse(value: str) -> Fraction:
-    for suffix in _SUFFIX_ORDER:
-        if value.endswith(suffix):
-            return Fraction(value[: -len(suffix)]) * _SUFFIXES[suffix]
-    return Fraction(value)
-
-
-def parse_quantity(text: str | int | float) -> Fraction:
-    """A Kubernetes quantity (``500m``, ``2``, ``16Gi``, ``1.5``) as an exact number."""
-    return _parse(str(text).strip())
-
-
-def pool_nodes(pool: str, nodes: int, gpus: int, *, pods: int = 110, cpu: str = "16") -> list[NodeSpec]:
-    """``nodes`` simulated nodes labelled with ``POOL_LABEL=pool``, each with ``gpus`` Tesla T4s."""
-    return [
-        NodeSpec(
-            name=f"{pool}-{i}",
-            labels={POOL_LABEL: pool, "nvidia.com/gpu.product": "Tesla-T4"},
-            cpu=cpu,
-            memory="64Gi",
-            pods=pods,
-            gpus=GpuSpec(count=gpus, model="Tesla-T4"),
-        )
-        for i in range(1, nodes + 1)
-    ]
-
-
-@dataclass(frozen=True)
-class QueueSetup:
-    """One ClusterQueue with one flavor (nodeLabels: the pool), its namespace and LocalQueue."""
-
-    cluster_queue: str
-    namespace: str
-    flavor: str
-    pool: str
-    quota: dict[str, str]  # resource -> nominalQuota
-    local_queue: str = "lq"
-
-    def quota_limits(self) -> dict[FlavorResource, Fraction]:
-        return {(self.cluster_queue, self.flavor, r): parse_quantity(q) for r, q in self.quota.items()}
-
-
-async def create_queues(kube: KubeClient, queues: Iterable[QueueSetup]) -> None:
-    """Namespace, ResourceFlavor, ClusterQueue, LocalQueue and ResourceClaimTemplate per queue."""
-    for q in queues:
-        objects: list[Obj] = [
-            {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": q.namespace}},
-            {
-                "apiVersion": KUEUE,
-                "kind": "ResourceFlavor",
-                "metadata": {"name": q.flavor},
-                "spec": {"nodeLabels": {POOL_LABEL: q.pool}},
-            },
-            {
-                "apiVersion": KUEUE,
-                "kind": "ClusterQueue",
-                "metadata": {"name": q.cluster_queue},
-                "spec": {
-                    "namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": q.namespace}},
-                    "resourceGroups": [
-                        {
-                            "coveredResources": list(q.quota),
-                            "flavors": [
-                                {
-                                    "name": q.flavor,
-                                    "resources": [{"name": r, "nominalQuota": v} for r, v in q.quota.items()],
-                                }
-                            ],
-                        }
-                    ],
-                },
-            },
-            {
-                "apiVersion": KUEUE,
-                "kind": "LocalQueue",
-                "metadata": {"name": q.local_queue, "namespace": q.namespace},
-                "spec": {"clusterQueue": q.cluster_queue},
-            },
-            single_gpu_claim_template(q.namespace),
-        ]
-        for obj in objects:
-            await kube.apply(object_path(obj), obj, "dra-quota-e2e-flood")
-
-
-def flood_job(
-    name: str, namespace: str, queue: str, *, run_seconds: float | str, cpu: str, labelled: bool = True
-) -> Obj:
-    """A suspended Job (one pod, one GPU through the claim template ``single-gpu``, ``cpu`` requested)."""
-    job = gpu_job(name, namespace, run_seconds=run_seconds, suspend=True)
-    if labelled:
-        job["metadata"]["labels"] = {QUEUE_LABEL: queue}
-    container = job["spec"]["template"]["spec"]["containers"][0]
-    container["resources"]["requests"] = {"cpu": cpu}
-    return job
-
-
-async def create_jobs(
-    kube: KubeClient, jobs: list[Obj], *, concurrency: int = 16, within: float = 120.0
-) -> dict[tuple[str, str], float]:
-    """Create the Jobs (``concurrency`` at a time); the ``time.time()`` each POST was sent, by key.
-
-    Connection failures and 5xx/429 are retried until ``within`` seconds have passed; a 409 on a
-    retry means the earlier attempt got through.
-    """
-    sent: dict[tuple[str, str], float] = {}
-    limit = asyncio.Semaphore(concurrency)
-    deadline = time.monotonic() + within
-
-    async def one(job: Obj) -> None:
-        meta = job["metadata"]
-        key = (meta["namespace"], meta["name"])
-        path = api_path("batch/v1", "jobs", meta["namespace"])
-        attempt = 0
-        async with limit:
-            while True:
-                attempt += 1
-                sent.setdefault(key, time.time())
-                try:
-                    await kube.create(path, job)
-                    return
-                except ApiError as err:
-                    if err.status == 409 and attempt > 1:
-                        return
-                    if err.status < 500 and err.status != 429:
-                        raise
-                except TRANSIENT:
-                    pass
-                if time.monotonic() > deadline:
-                    raise TimeoutError(f"could not create Job {key[0]}/{key[1]} within {within:.0f}s")
-                await asyncio.sleep(0.5)
-
-    await asyncio.gather(*(one(job) for job in jobs))
-    return sent
-
-
-# --- reading Workloads and Jobs ---------------------------------------------------------------------
-
-
-def condition(obj: Obj, kind: str) -> Obj | None:
-    for c in (obj.get("status") or {}).get("conditions") or []:
-        if c.get("type") == kind:
-            found: Obj = c
-            return found
-    return None
-
-
-def is_true(obj: Obj, kind: str) -> bool:
-    c = condition(obj, kind)
-    return c is not None and c.get("status") == "True"
-
-
-def reserved(workload: Obj) -> bool:
-    """QuotaReserved=True with an admission."""
-    return bool((workload.get("status") or {}).get("admission")) and is_true(workload, "QuotaReserved")
-
-
-def holds_quota(workload: Obj) -> bool:
-    return reserved(workload) and not is_true(workload, "Finished")
-
-
-def usage_of(workload: Obj) -> dict[FlavorResource, Fraction]:
-    """What an admitted Workload charges, by (cluster queue, flavor, resource)."""
-    admission = workload["status"]["admission"]
-    cq = admission["clusterQueue"]
-    charged: dict[FlavorResource, Fraction] = defaultdict(Fraction)
-    for psa in admission.get("podSetAssignments") or []:
-        flavors = psa.get("flavors") or {}
-        for resource, amount in (psa.get("resourceUsage") or {}).items():
-            charged[(cq, flavors.get(resource, "?"), resource)] += parse_quantity(amount)
-    return dict(charged)
-
-
-def owner_uid(obj: Obj) -> str | None:
-    for ref in obj["metadata"].get("ownerReferences") or []:
-        if ref.get("kind") == "Job" and ref.get("controller"):
-            return str(ref["uid"])
-    return None
-
-
-def _rv(obj: Obj) -> int:
-    try:
-        return int(obj["metadata"]["resourceVersion"])
-    except (KeyError, ValueError):
-        return 0
-
-
-def _name(obj: Obj) -> str:
-    return f"{obj['metadata'].get('namespace', '')}/{obj['metadata']['name']}"
 
 
 @dataclass
@@ -329,7 +99,7 @@ class InvariantMonitor:
         for uid, count in self._started.items():
             if count > 1:
                 job = self.jobs.get(uid)
-                problems.append(f"Job {_name(job) if job else uid} unsuspended {count} times")
+                problems.append(f"Job {object_name(job) if job else uid} unsuspended {count} times")
         problems.extend(self.overcommit_evidence())
         if self.polls == 0 or self.watch_events == 0:
             problems.append(f"the monitor saw nothing (polls {self.polls}, watch events {self.watch_events})")
@@ -405,8 +175,8 @@ class InvariantMonitor:
             workload = by_owner.get(uid)
             if workload is None or not reserved(workload):
                 self.violations.append(
-                    f"poll {self.polls}: Job {_name(job)} is unsuspended but its Workload "
-                    f"{_name(workload) if workload else '(none)'} has no quota reserved"
+                    f"poll {self.polls}: Job {object_name(job)} is unsuspended but its Workload "
+                    f"{object_name(workload) if workload else '(none)'} has no quota reserved"
                 )
 
     async def _watch_loop(self, kube: KubeClient) -> None:
@@ -520,8 +290,8 @@ class InvariantMonitor:
 
     def _observe(self, workload: Obj) -> None:
         uid = workload["metadata"]["uid"]
-        rv = _rv(workload)
-        history = self.history.setdefault(uid, _History(_name(workload)))
+        rv = resource_version(workload)
+        history = self.history.setdefault(uid, _History(object_name(workload)))
         if rv <= history.last_rv:
             return  # older than what we have seen (the poller and the watcher race)
         history.last_rv = rv
@@ -542,72 +312,3 @@ def _epoch(stamp: str) -> float:
 
 def _fmt(amount: Fraction) -> str:
     return str(amount.numerator) if amount.denominator == 1 else f"{float(amount):g}"
-
-
-# --- the end state ----------------------------------------------------------------------------------
-
-
-@dataclass
-class FinalState:
-    finished: list[str] = field(default_factory=list)
-    pending: dict[str, str] = field(default_factory=dict)  # job -> the Workload's message
-    problems: list[str] = field(default_factory=list)
-
-
-async def verify_final(kube: KubeClient, namespaces: Iterable[str]) -> FinalState:
-    """Every queue-labelled Job is admitted-and-finished or pending with a reason."""
-    state = FinalState()
-    for ns in namespaces:
-        jobs = (await kube.get(api_path("batch/v1", "jobs", ns)))["items"]
-        workloads = (await kube.get(api_path(KUEUE, "workloads", ns)))["items"]
-        pods = (await kube.get(api_path("v1", "pods", ns)))["items"]
-        by_owner: dict[str, list[Obj]] = defaultdict(list)
-        for w in workloads:
-            by_owner[owner_uid(w) or ""].append(w)
-        pods_of: dict[str, list[Obj]] = defaultdict(list)
-        for p in pods:
-            pods_of[p["metadata"].get("labels", {}).get("job-name", "")].append(p)
-        for job in jobs:
-            name = _name(job)
-            owned = by_owner.get(job["metadata"]["uid"], [])
-            if len(owned) != 1:
-                state.problems.append(f"{name}: {len(owned)} Workloads {[_name(w) for w in owned]}")
-                continue
-            wl = owned[0]
-            job_pods = pods_of.get(job["metadata"]["name"], [])
-            phases = [(p.get("status") or {}).get("phase") for p in job_pods]
-            if is_true(job, "Complete"):
-                status = job.get("status") or {}
-                ok = (
-                    is_true(wl, "Finished")
-                    and reserved(wl)
-                    and status.get("succeeded") == 1
-                    and not status.get("failed")
-                    and phases == ["Succeeded"]
-                )
-                if ok:
-                    state.finished.append(name)
-                else:
-                    state.problems.append(
-                        f"{name}: Complete but Workload Finished={is_true(wl, 'Finished')} "
-                        f"reserved={reserved(wl)}, succeeded={status.get('succeeded')} "
-                        f"failed={status.get('failed')}, pods {phases}"
-                    )
-                continue
-            qr = condition(wl, "QuotaReserved") or {}
-            if (
-                job["spec"].get("suspend")
-                and qr.get("status") == "False"
-                and qr.get("message")
-                and not phases
-                and not is_true(wl, "Finished")
-            ):
-                state.pending[name] = str(qr["message"])
-            else:
-                state.problems.append(
-                    f"{name}: neither finished nor pending with a reason: "
-                    f"suspend={job['spec'].get('suspend')} "
-                    f"conditions={json.dumps((job.get('status') or {}).get('conditions'))} "
-                    f"QuotaReserved={json.dumps(qr)} Finished={is_true(wl, 'Finished')} pods {phases}"
-                )
-    return state
