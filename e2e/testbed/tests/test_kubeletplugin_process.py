@@ -21,6 +21,7 @@ import pytest
 import pytest_asyncio
 
 from e2e.testbed import KubeClient, Testbed, api_path
+from e2e.testbed.components import REPO_ROOT
 from e2e.testbed.fakedriver import slice_name
 from e2e.testbed.kubeclient import Obj
 from e2e.testbed.kubeletplugin import ClaimRef, FakeKubelet, PluginConfig
@@ -29,7 +30,6 @@ from e2e.testbed.scenario import claim_name_of, gpu_job, single_gpu_claim_templa
 pytestmark = [pytest.mark.testbed, pytest.mark.timeout(180)]
 RESOURCE = "resource.k8s.io/v1"
 NODE = "gpu-node-1"
-REPO = Path(__file__).resolve().parent.parent
 
 
 class RunningPlugin:
@@ -82,10 +82,10 @@ async def plugin(testbed: Testbed, kube: KubeClient, plugin_dirs: Path) -> Async
             str(config.cdi_dir),
             "--republish-interval",
             "0",
-            cwd=REPO,
+            cwd=REPO_ROOT,
             stdout=out,
             stderr=asyncio.subprocess.STDOUT,
-            env={**os.environ, "PYTHONPATH": str(REPO)},
+            env={**os.environ, "PYTHONPATH": str(REPO_ROOT)},
         )
     finally:
         out.close()

@@ -7,7 +7,6 @@ the local test-bed (marked ``testbed``).
 from __future__ import annotations
 
 import re
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -21,8 +20,9 @@ from e2e.testbed.kubeletplugin.config import (
     DEFAULT_REGISTRY_DIR,
     PluginConfig,
 )
+from e2e.testbed.paths import E2E_DIR
 
-KIND_DIR = Path(__file__).resolve().parent / "kind"
+KIND_DIR = E2E_DIR / "kind"
 DRIVER_MANIFEST = KIND_DIR / "manifests" / "fake-dra-driver.yaml"
 Obj = dict[str, Any]
 

@@ -12,12 +12,12 @@ from pathlib import Path
 import pytest
 import pytest_asyncio
 
-from e2e.test_kubeletplugin import CLAIM_UID, NODE, allocated_claim
 from e2e.testbed.kubeletplugin import InMemoryClaimSource, KubeletPlugin, PluginConfig
 from e2e.testbed.kubeletsim import KubeletSimulator
 from e2e.testbed.nodedirs import MAX_SOCKET_PATH, node_dirs
 from e2e.testbed.podstatus import PREPARE_FAILED_REASON, prepare_failed_patch, running_patch
 from e2e.testbed.scenario import wait_for
+from e2e.testbed.tests.allocated_claims import CLAIM_UID, NODE, allocated_claim
 
 pytestmark = pytest.mark.timeout(60)
 OTHER_UID = "5b0e1b8a-0000-4000-8000-00000000abcd"
