@@ -16,8 +16,8 @@ import asyncio
 import logging
 from collections.abc import Sequence
 
+import e2e.testbed.kubeletplugin.cdi as cdi
 from e2e.testbed.kubeclient import Obj
-from e2e.testbed.kubeletplugin import cdi
 from e2e.testbed.kubeletplugin.checkpoint import load_checkpoint, save_checkpoint
 from e2e.testbed.kubeletplugin.claims import ClaimSource
 from e2e.testbed.kubeletplugin.config import PluginConfig
