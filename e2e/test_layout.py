@@ -1,5 +1,5 @@
-"""How e2e/ is laid out (issue 11): the test-bed package stands alone, has no import cycle and one
-Kubernetes client, and no test module imports another (shared helpers live in support modules)."""
+"""How e2e/ is laid out: the test-bed package stands alone, has no import cycle and one Kubernetes
+client, and no test module imports another (shared helpers live in support modules)."""
 
 from __future__ import annotations
 
