@@ -1,1 +1,1 @@
-"""What the fast tests share with e2e/: constants and readers of the Dockerfile and manifests."""
+"""Builders, fakes and harnesses shared by the test modules (test modules never import each other)."""
