@@ -32,19 +32,14 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import calendar
 import contextlib
-import hashlib
 import os
 import signal
-import statistics
 import subprocess
 import sys
 import tempfile
 import time
 from collections import Counter
-from collections.abc import AsyncIterator
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -52,12 +47,27 @@ ROOT = Path(__file__).resolve().parent.parent
 if str(ROOT) not in sys.path:  # `python bench/e2e_admission.py` as well as `-m bench.e2e_admission`
     sys.path.insert(0, str(ROOT))
 
-from e2e.deploy import ControllerProcess, install_crds  # noqa: E402
-from e2e.flood import (  # noqa: E402
+from bench.e2e_admission_bare_client import (  # noqa: E402
+    BARE_AGENT,
+    FLAVOR,
+    GPU,
+    JOB_CPU,
+    POOL,
+    WRITE_CONCURRENCY,
+    bare_client,
+)
+from bench.e2e_admission_figures import (  # noqa: E402
+    Observer,
+    cpu_seconds,
+    measure,
+    observing,
+    percentile,
+    server_latencies,
+    vm_hwm_kib,
+)
+from e2e.support.deploy import ControllerProcess, install_crds  # noqa: E402
+from e2e.support.flood import (  # noqa: E402
     CONTROLLER_CONFIG,
-    KUEUE,
-    POOL_LABEL,
-    QUEUE_LABEL,
     QueueSetup,
     create_jobs,
     create_queues,
@@ -65,139 +75,9 @@ from e2e.flood import (  # noqa: E402
     pool_nodes,
 )
 from e2e.testbed import KubeClient, Testbed, TestbedSpec, api_path  # noqa: E402
-from e2e.testbed.kubeclient import ApiError, Obj  # noqa: E402
+from e2e.testbed.kubeclient import Obj  # noqa: E402
 
-GPU = "nvidia.com/gpu"
-FLAVOR = "bench-t4"
-POOL = "bench"
-JOB_CPU = "100m"
-WRITE_CONCURRENCY = 32  # the controller's writer (ControllerOptions.write_concurrency)
-BARE_AGENT = "bench-bare-client"
 CONTROLLER_AGENT = "dra-quota-reconciler"
-
-
-# --- observing unsuspends ---------------------------------------------------------------------------
-
-
-@dataclass
-class Observer:
-    """A Job watch over all namespaces: when each Job was first seen unsuspended (time.time())."""
-
-    started: dict[tuple[str, str], float] = field(default_factory=dict)
-    events: int = 0
-    breaks: int = 0
-    changed: asyncio.Event = field(default_factory=asyncio.Event)
-
-    async def run(self, kube: KubeClient) -> None:
-        path = api_path("batch/v1", "jobs")
-        version = str((await kube.get(path, {"limit": "1"}))["metadata"]["resourceVersion"])
-        while True:
-            try:
-                async for event in kube.watch(path, {"resourceVersion": version}, timeout_seconds=120):
-                    obj: Obj = event["object"]
-                    if event["type"] == "ERROR":
-                        raise RuntimeError(f"job watch failed: {obj.get('message')}")
-                    version = str(obj["metadata"]["resourceVersion"])
-                    if event["type"] in ("BOOKMARK", "DELETED"):
-                        continue
-                    self.events += 1
-                    key = (obj["metadata"]["namespace"], obj["metadata"]["name"])
-                    if not obj["spec"].get("suspend") and key not in self.started:
-                        self.started[key] = time.time()
-                        self.changed.set()
-            except (OSError, TimeoutError, ApiError) as err:
-                if isinstance(err, ApiError) and err.status == 410:
-                    raise
-                self.breaks += 1
-                await asyncio.sleep(0.2)
-
-    async def wait_for(self, keys: set[tuple[str, str]], within: float) -> None:
-        deadline = time.monotonic() + within
-        while not keys <= self.started.keys():
-            remaining = deadline - time.monotonic()
-            if remaining <= 0:
-                missing = len(keys - self.started.keys())
-                raise TimeoutError(f"{missing} of {len(keys)} Jobs still suspended after {within:.0f}s")
-            self.changed.clear()
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self.changed.wait(), timeout=min(remaining, 1.0))
-
-
-@contextlib.asynccontextmanager
-async def observing(kube: KubeClient) -> AsyncIterator[Observer]:
-    observer = Observer()
-    task = asyncio.get_running_loop().create_task(observer.run(kube), name="observer")
-    try:
-        await asyncio.sleep(0.5)  # the watch is open
-        if task.done():
-            task.result()
-        yield observer
-    finally:
-        task.cancel()
-        with contextlib.suppress(asyncio.CancelledError):
-            await task
-
-
-# --- figures --------------------------------------------------------------------------------------
-
-
-@dataclass
-class Figures:
-    name: str
-    jobs: int
-    wall: float
-    created_in: float
-    latencies: list[float]
-    server_latencies: list[int]
-
-    @property
-    def rate(self) -> float:
-        return self.jobs / self.wall
-
-    def lines(self) -> list[str]:
-        lat = [x * 1000 for x in sorted(self.latencies)]
-        srv = sorted(self.server_latencies)
-        return [
-            f"{self.name}: {self.jobs} Jobs unsuspended in {self.wall:.1f}s wall -> "
-            f"{self.rate:.1f} admissions/s (the loader created them in {self.created_in:.1f}s, "
-            f"{self.jobs / self.created_in:.0f}/s)",
-            f"  latency creation -> unsuspend (client clocks, ms): p50 {_pct(lat, 50):.0f}  "
-            f"p99 {_pct(lat, 99):.0f}  max {lat[-1]:.0f}  mean {statistics.fmean(lat):.0f}",
-            f"  same from the API server's whole-second stamps (s): p50 {_pct(srv, 50)}  "
-            f"p99 {_pct(srv, 99)}  max {srv[-1] if srv else '-'}  ({len(srv)} Jobs)",
-        ]
-
-
-def _pct(values: list[Any], q: float) -> Any:
-    if not values:
-        return float("nan")
-    index = min(len(values) - 1, max(0, round(q / 100 * len(values) + 0.5) - 1))
-    return values[index]
-
-
-def _epoch(stamp: str) -> int:
-    return calendar.timegm(time.strptime(stamp, "%Y-%m-%dT%H:%M:%SZ"))
-
-
-async def server_latencies(kube: KubeClient, namespaces: list[str], writer: str) -> list[int]:
-    """Per Job: managedFields time of ``writer``'s spec.suspend minus creationTimestamp (whole seconds)."""
-    out: list[int] = []
-    for ns in namespaces:
-        jobs, _ = await kube.list_all(api_path("batch/v1", "jobs", ns))
-        for job in jobs:
-            for entry in job["metadata"].get("managedFields") or []:
-                fields = entry.get("fieldsV1", {}).get("f:spec", {})
-                if entry.get("manager") == writer and "f:suspend" in fields and not entry.get("subresource"):
-                    out.append(_epoch(entry["time"]) - _epoch(job["metadata"]["creationTimestamp"]))
-    return out
-
-
-def measure(
-    name: str, sent: dict[tuple[str, str], float], created_in: float, observer: Observer, server: list[int]
-) -> Figures:
-    latencies = [observer.started[k] - t for k, t in sent.items()]
-    wall = max(observer.started[k] for k in sent) - min(sent.values())
-    return Figures(name, len(sent), wall, created_in, latencies, server)
 
 
 # --- the flood ------------------------------------------------------------------------------------
@@ -233,19 +113,6 @@ async def flood(
     created_in = time.monotonic() - began
     await observer.wait_for(set(sent), within)
     return sent, created_in
-
-
-def vm_hwm_kib(pid: int) -> int:
-    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-        if line.startswith("VmHWM:"):
-            return int(line.split()[1])
-    return 0
-
-
-def cpu_seconds(pid: int) -> float:
-    """User + system CPU time of a process so far (/proc/<pid>/stat)."""
-    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
 async def count_events(kube: KubeClient, namespaces: list[str]) -> tuple[Counter[str], int]:
@@ -346,8 +213,8 @@ async def benchmark(bed: Testbed, args: argparse.Namespace) -> None:
         lat_c, lat_b = sorted(ctl.latencies), sorted(ceiling.latencies)
         print(
             f"== ratio controller/ceiling: admissions/s {ctl.rate / ceiling.rate:.2f}; "
-            f"p50 latency {_pct(lat_c, 50) / _pct(lat_b, 50):.2f}x; "
-            f"p99 latency {_pct(lat_c, 99) / _pct(lat_b, 99):.2f}x"
+            f"p50 latency {percentile(lat_c, 50) / percentile(lat_b, 50):.2f}x; "
+            f"p99 latency {percentile(lat_c, 99) / percentile(lat_b, 99):.2f}x"
         )
 
 
@@ -387,149 +254,6 @@ def _spawn_bare_client(kubeconfig: Path, prefix: str, log: Path) -> subprocess.P
             stderr=subprocess.STDOUT,
             start_new_session=True,
         )
-
-
-# --- the bare client ------------------------------------------------------------------------------
-
-
-def workload_name(job_name: str, uid: str) -> str:
-    digest = hashlib.sha1(f"Job\nbatch\n{job_name}\n{uid}".encode()).hexdigest()
-    return f"job-{job_name}"[:247] + f"-{digest[:5]}"
-
-
-def _now() -> str:
-    return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
-
-
-def workload_body(job: Obj) -> Obj:
-    meta = job["metadata"]
-    return {
-        "apiVersion": KUEUE,
-        "kind": "Workload",
-        "metadata": {
-            "name": workload_name(meta["name"], meta["uid"]),
-            "namespace": meta["namespace"],
-            "labels": {"kueue.x-k8s.io/job-uid": meta["uid"]},
-            "finalizers": ["kueue.x-k8s.io/resource-in-use"],
-            "ownerReferences": [
-                {
-                    "apiVersion": "batch/v1",
-                    "kind": "Job",
-                    "name": meta["name"],
-                    "uid": meta["uid"],
-                    "controller": True,
-                    "blockOwnerDeletion": True,
-                }
-            ],
-        },
-        "spec": {
-            "podSets": [{"name": "main", "count": 1, "template": job["spec"]["template"]}],
-            "queueName": meta["labels"][QUEUE_LABEL],
-        },
-    }
-
-
-def admission_patch(workload: Obj, cluster_queue: str) -> Obj:
-    now = _now()
-    generation = workload["metadata"].get("generation", 1)
-
-    def cond(kind: str, message: str) -> Obj:
-        return {
-            "type": kind,
-            "status": "True",
-            "reason": kind,
-            "message": message,
-            "lastTransitionTime": now,
-            "observedGeneration": generation,
-        }
-
-    return {
-        "metadata": {"resourceVersion": workload["metadata"]["resourceVersion"]},
-        "status": {
-            "conditions": [
-                cond("QuotaReserved", f"Quota reserved in ClusterQueue {cluster_queue}"),
-                cond("Admitted", "The workload is admitted"),
-            ],
-            "admission": {
-                "clusterQueue": cluster_queue,
-                "podSetAssignments": [
-                    {
-                        "name": "main",
-                        "flavors": {"cpu": FLAVOR, GPU: FLAVOR},
-                        "resourceUsage": {"cpu": JOB_CPU, GPU: "1"},
-                        "count": 1,
-                    }
-                ],
-            },
-        },
-    }
-
-
-async def bare_client(kubeconfig: Path, prefix: str) -> None:
-    """Per fresh suspended Job in namespaces ``prefix*``: the controller's three writes, no decisions."""
-    stop = asyncio.Event()
-    loop = asyncio.get_running_loop()
-    loop.add_signal_handler(signal.SIGTERM, stop.set)
-    limit = asyncio.Semaphore(WRITE_CONCURRENCY)
-    tasks: set[asyncio.Task[None]] = set()
-    failures: Counter[str] = Counter()
-    cq_of = {f"{prefix}{i:02d}": f"{prefix}cq-{i:02d}" for i in range(100)}
-
-    async with KubeClient.from_kubeconfig(kubeconfig, user_agent=BARE_AGENT, request_timeout=60) as kube:
-
-        async def write(method: str, path: str, body: Obj, content_type: str | None = None) -> Obj:
-            async with limit:
-                return await kube.request(method, path, body=body, content_type=content_type)
-
-        async def admit(job: Obj) -> None:
-            ns, name = job["metadata"]["namespace"], job["metadata"]["name"]
-            try:
-                created = await write("POST", api_path(KUEUE, "workloads", ns), workload_body(job))
-                wl_path = api_path(KUEUE, "workloads", ns, created["metadata"]["name"], "status")
-                patch = admission_patch(created, cq_of[ns])
-                await write("PATCH", wl_path, patch, "application/merge-patch+json")
-                start = {
-                    "spec": {
-                        "suspend": False,
-                        "template": {
-                            "metadata": {"labels": {"kueue.x-k8s.io/podset": "main"}},
-                            "spec": {"nodeSelector": {POOL_LABEL: POOL}},
-                        },
-                    }
-                }
-                await write(
-                    "PATCH", api_path("batch/v1", "jobs", ns, name), start, "application/merge-patch+json"
-                )
-            except (ApiError, OSError, TimeoutError) as err:
-                failures[type(err).__name__] += 1
-                print(f"failed {ns}/{name}: {err}", flush=True)
-
-        async def watch() -> None:
-            path = api_path("batch/v1", "jobs")
-            version = str((await kube.get(path, {"limit": "1"}))["metadata"]["resourceVersion"])
-            seen: set[str] = set()
-            print("watching", flush=True)
-            while True:
-                async for event in kube.watch(path, {"resourceVersion": version}, timeout_seconds=120):
-                    obj = event["object"]
-                    version = str(obj["metadata"]["resourceVersion"])
-                    if event["type"] != "ADDED" or not obj["metadata"]["namespace"].startswith(prefix):
-                        continue
-                    if obj["spec"].get("suspend") and obj["metadata"]["uid"] not in seen:
-                        seen.add(obj["metadata"]["uid"])
-                        task = loop.create_task(admit(obj))
-                        tasks.add(task)
-                        task.add_done_callback(tasks.discard)
-
-        watcher = loop.create_task(watch())
-        stopped = loop.create_task(stop.wait())
-        await asyncio.wait([watcher, stopped], return_when=asyncio.FIRST_COMPLETED)
-        for task in [watcher, stopped, *tasks]:
-            task.cancel()
-        await asyncio.gather(watcher, stopped, *tasks, return_exceptions=True)
-        if watcher.done() and not watcher.cancelled() and watcher.exception() is not None:
-            print(f"watch failed: {watcher.exception()!r}", flush=True)
-    print(f"bare client stopped; failures: {dict(failures)}", flush=True)
 
 
 # --- main -----------------------------------------------------------------------------------------

@@ -1,4 +1,5 @@
-"""Fixtures for test-bed and kind tests.
+"""Fixtures for every test under e2e/: the test-bed's own tests (e2e/testbed/tests) and the
+controller's (e2e/test_*.py).
 
 ``testbed`` (session scope) yields a started :class:`e2e.testbed.Testbed`:
 etcd, kube-apiserver, kube-controller-manager, kube-scheduler, the agents
@@ -12,6 +13,12 @@ end of the session.
 test-bed is started; otherwise it is the session test-bed. ``kube`` and
 ``namespace`` use ``cluster``. A ``@pytest.mark.kind`` test fails (never
 skips) when ``E2E_TARGET=kind`` and ``E2E_KUBECONFIG`` are not both set.
+
+``controller`` (module scope) is ``reconciler run`` with the walkthrough's
+configuration on the session test-bed, the CRDs installed.
+
+Before the first test-bed test runs, the control-plane binaries are built if
+the cache lacks them (outside any test timeout).
 """
 
 from __future__ import annotations
@@ -24,14 +31,14 @@ from collections.abc import AsyncIterator, Iterator
 import pytest
 import pytest_asyncio
 
-from e2e.clusters import KIND_TARGET, Cluster, kind_cluster_from_env
-from e2e.deploy import ROOT, ControllerProcess, install_crds
-from e2e.scenario import wait_for
+from e2e.support.deploy import ROOT, ControllerProcess, install_crds
 from e2e.testbed import KubeClient, Testbed, api_path
 from e2e.testbed.binaries import ensure_binaries
+from e2e.testbed.clusters import KIND_TARGET, Cluster, kind_cluster_from_env
 from e2e.testbed.kubeclient import ApiError
 from e2e.testbed.paths import binary_paths
 from e2e.testbed.runcontrol import reap_orphaned
+from e2e.testbed.scenario import wait_for
 
 
 @pytest.fixture(scope="session")

@@ -3,10 +3,11 @@
 - SIGKILL in the middle of a 300-job flood over four ClusterQueues, then a restart.
 - kube-apiserver restarted under load; the controller is left alone and recovers by itself.
 
-Throughout, :class:`e2e.flood.InvariantMonitor` polls Jobs and Workloads every 0.2 s and watches
-Workloads: no ClusterQueue/flavor/resource ever shows more admitted usage than its nominal quota, no
-Workload is admitted twice, no Job runs unsuspended without an admitted Workload. At the end every
-Job is admitted-and-finished (one pod, Succeeded; Workload Finished) or pending with a reason.
+Throughout, :class:`e2e.support.invariants.InvariantMonitor` polls Jobs and Workloads every 0.2 s
+and watches Workloads: no ClusterQueue/flavor/resource ever shows more admitted usage than its
+nominal quota, no Workload is admitted twice, no Job runs unsuspended without an admitted Workload.
+At the end every Job is admitted-and-finished (one pod, Succeeded; Workload Finished) or pending
+with a reason.
 
 Each test starts its own test-bed (a few seconds) so the session test-bed keeps its default spec
 and no flood is left behind for other tests.
@@ -15,109 +16,18 @@ and no flood is left behind for other tests.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import time
-from collections.abc import AsyncIterator, Callable
-from pathlib import Path
 
 import pytest
 
-from e2e.deploy import ControllerProcess, install_crds
-from e2e.flood import (
-    CONTROLLER_CONFIG,
-    InvariantMonitor,
-    QueueSetup,
-    create_jobs,
-    create_queues,
-    flood_job,
-    parse_quantity,
-    pool_nodes,
-    verify_final,
-)
-from e2e.testbed import KubeClient, Testbed, TestbedSpec
-from e2e.testbed.kubeclient import Obj
+from e2e.support.deploy import install_crds
+from e2e.support.faults import controller_process, own_testbed, until
+from e2e.support.final_state import settle_final
+from e2e.support.flood import GPU, create_jobs, create_queues, flood, four_queues, pool_nodes
+from e2e.support.invariants import InvariantMonitor
+from e2e.testbed import KubeClient, TestbedSpec
 
 pytestmark = [pytest.mark.testbed]
-
-GPU = "nvidia.com/gpu"
-
-
-@contextlib.asynccontextmanager
-async def own_testbed(run_dir: Path, spec: TestbedSpec) -> AsyncIterator[Testbed]:
-    bed = Testbed(run_dir=run_dir, spec=spec)
-    await asyncio.to_thread(bed.start)
-    try:
-        yield bed
-    finally:
-        await asyncio.to_thread(bed.stop)
-
-
-@contextlib.asynccontextmanager
-async def controller_process(bed: Testbed) -> AsyncIterator[ControllerProcess]:
-    controller = ControllerProcess(CONTROLLER_CONFIG, bed.kubeconfig, bed.run_dir / "logs" / "controller.log")
-    await asyncio.to_thread(controller.start)
-    try:
-        yield controller
-    finally:
-        await asyncio.to_thread(controller.stop)
-
-
-async def until(what: str, check: Callable[[], bool], within: float, context: Callable[[], str]) -> float:
-    """Wait (polling every 0.2 s) until ``check()``; the seconds it took. Fails with ``context()``."""
-    began = time.monotonic()
-    while not check():
-        if time.monotonic() - began > within:
-            raise AssertionError(f"timed out after {within:.0f}s waiting for {what}\n{context()}")
-        await asyncio.sleep(0.2)
-    return time.monotonic() - began
-
-
-def flood(queues: list[QueueSetup], per_queue: int, too_big_at: tuple[int, ...] = ()) -> list[Obj]:
-    """``per_queue`` Jobs per queue, interleaved across queues; the ones at ``too_big_at`` ask for more
-    cpu than the queue's quota (they must stay pending with a reason without blocking the others)."""
-    cpus = ["500m", "250m", "1"]
-    jobs: list[Obj] = []
-    for i in range(per_queue):
-        for q in queues:
-            cpu = str(parse_cpu(q.quota["cpu"]) + 1) if i in too_big_at else cpus[i % len(cpus)]
-            jobs.append(flood_job(f"job-{i:03d}", q.namespace, q.local_queue, run_seconds=2 + i % 3, cpu=cpu))
-    return jobs
-
-
-def parse_cpu(text: str) -> int:
-    return int(parse_quantity(text))
-
-
-async def settle_final(
-    kube: KubeClient, namespaces: list[str], within: float, context: Callable[[], str]
-) -> tuple[int, int]:
-    """Wait until every Job is finished or pending with a reason; (finished, pending)."""
-    began = time.monotonic()
-    while True:
-        state = await asyncio.wait_for(verify_final(kube, namespaces), timeout=30)
-        if not state.problems:
-            return len(state.finished), len(state.pending)
-        if time.monotonic() - began > within:
-            shown = "\n".join(state.problems[:15])
-            raise AssertionError(
-                f"{len(state.problems)} Jobs neither admitted-and-finished nor pending with a reason:\n"
-                f"{shown}\n{context()}"
-            )
-        await asyncio.sleep(1.0)
-
-
-def four_queues() -> list[QueueSetup]:
-    # Small quotas: on a and d the GPUs bind, on b the cpu, on c both in turn.
-    quotas = {
-        "a": {"cpu": "3", GPU: "4"},
-        "b": {"cpu": "1500m", GPU: "4"},
-        "c": {"cpu": "2", GPU: "3"},
-        "d": {"cpu": "4", GPU: "3"},
-    }
-    return [
-        QueueSetup(f"flood-cq-{p}", f"flood-{p}", f"flood-t4-{p}", f"pool-{p}", quota)
-        for p, quota in quotas.items()
-    ]
 
 
 @pytest.mark.timeout(600)  # above the inner deadlines, so they fail first with context

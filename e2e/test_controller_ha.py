@@ -8,11 +8,11 @@ During the flood:
 2. b (now leading) gets SIGTERM: it drains, releases the Lease, and a takes over well before the
    lease duration, counted from b's exit.
 
-Throughout, :class:`e2e.flood.InvariantMonitor` checks that no ClusterQueue is over-committed at any
-observed instant and that no Workload is admitted (nor Job unsuspended) twice, and both replicas'
-``/readyz`` are polled every 0.2 s: at most one says ``leader`` (header ``X-Replica-Role``) in any
-round, and each body says the same as its header. At the end every Job is admitted and finished
-(or pending with a reason) and no Workload got two QuotaReserved events.
+Throughout, :class:`e2e.support.invariants.InvariantMonitor` checks that no ClusterQueue is
+over-committed at any observed instant and that no Workload is admitted (nor Job unsuspended)
+twice, and both replicas' ``/readyz`` are polled every 0.2 s: at most one says ``leader`` (header
+``X-Replica-Role``) in any round, and each body says the same as its header. At the end every Job
+is admitted and finished (or pending with a reason) and no Workload got two QuotaReserved events.
 """
 
 from __future__ import annotations
@@ -29,16 +29,19 @@ import aiohttp
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
-from e2e.deploy import ControllerProcess, install_crds
-from e2e.flood import (
+from e2e.support.deploy import ControllerProcess, install_crds
+from e2e.support.faults import own_testbed, until
+from e2e.support.final_state import settle_final, verify_final
+from e2e.support.flood import (
     CONTROLLER_CONFIG,
-    InvariantMonitor,
+    GPU,
     create_jobs,
     create_queues,
+    flood,
+    four_queues,
     pool_nodes,
-    verify_final,
 )
-from e2e.test_controller_faults import GPU, flood, four_queues, own_testbed, settle_final, until
+from e2e.support.invariants import InvariantMonitor
 from e2e.testbed import KubeClient, TestbedSpec, api_path
 
 pytestmark = [pytest.mark.testbed]

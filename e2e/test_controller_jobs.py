@@ -6,96 +6,16 @@ from typing import Any
 
 import pytest
 
-from e2e.deploy import ControllerProcess
-from e2e.scenario import status_condition, wait_for
+from e2e.support.deploy import ControllerProcess
+from e2e.support.queues import drop_queues, make_queues
+from e2e.support.workloads import KUEUE
 from e2e.testbed import KubeClient, api_path
+from e2e.testbed.scenario import status_condition, wait_for
 from reconciler.core.workloads import workload_name_for_job
 
 pytestmark = [pytest.mark.testbed, pytest.mark.timeout(240)]
 
-KUEUE = "kueue.x-k8s.io/v1beta2"
 Obj = dict[str, Any]
-
-
-async def make_queues(kube: KubeClient, namespace: str, gpus: int = 1) -> str:
-    """A flavor, a ClusterQueue for this namespace only, and LocalQueue `lq`; returns the CQ name."""
-    cq = f"cq-{namespace}"
-    await kube.create(
-        api_path(KUEUE, "resourceflavors"),
-        {
-            "apiVersion": KUEUE,
-            "kind": "ResourceFlavor",
-            "metadata": {"name": f"t4-{namespace}"},
-            "spec": {"nodeLabels": {"nvidia.com/gpu.product": "Tesla-T4"}},
-        },
-    )
-    await kube.create(
-        api_path(KUEUE, "clusterqueues"),
-        {
-            "apiVersion": KUEUE,
-            "kind": "ClusterQueue",
-            "metadata": {"name": cq},
-            "spec": {
-                "namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": namespace}},
-                "resourceGroups": [
-                    {
-                        "coveredResources": ["cpu", "nvidia.com/gpu"],
-                        "flavors": [
-                            {
-                                "name": f"t4-{namespace}",
-                                "resources": [
-                                    {"name": "cpu", "nominalQuota": "4"},
-                                    {"name": "nvidia.com/gpu", "nominalQuota": gpus},
-                                ],
-                            }
-                        ],
-                    }
-                ],
-            },
-        },
-    )
-    await kube.create(
-        api_path(KUEUE, "localqueues", namespace),
-        {
-            "apiVersion": KUEUE,
-            "kind": "LocalQueue",
-            "metadata": {"name": "lq", "namespace": namespace},
-            "spec": {"clusterQueue": cq},
-        },
-    )
-    await kube.create(
-        api_path("resource.k8s.io/v1", "resourceclaimtemplates", namespace),
-        {
-            "apiVersion": "resource.k8s.io/v1",
-            "kind": "ResourceClaimTemplate",
-            "metadata": {"name": "single-gpu", "namespace": namespace},
-            "spec": {
-                "spec": {
-                    "devices": {
-                        "requests": [
-                            {
-                                "name": "gpu",
-                                "exactly": {
-                                    "deviceClassName": "gpu.nvidia.com",
-                                    "allocationMode": "ExactCount",
-                                    "count": 1,
-                                },
-                            }
-                        ]
-                    }
-                }
-            },
-        },
-    )
-    return cq
-
-
-async def drop_queues(kube: KubeClient, namespace: str) -> None:
-    for path in (
-        api_path(KUEUE, "clusterqueues", name=f"cq-{namespace}"),
-        api_path(KUEUE, "resourceflavors", name=f"t4-{namespace}"),
-    ):
-        await kube.delete(path)
 
 
 def gpu_job(name: str, namespace: str, *, suspend: bool, run_seconds: int) -> Obj:

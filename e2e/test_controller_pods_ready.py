@@ -14,11 +14,11 @@ from typing import Any
 import pytest
 import yaml
 
-from e2e.deploy import ControllerProcess, install_crds
-from e2e.scenario import job_pods, pod_condition, status_condition, wait_for
-from e2e.test_controller_jobs import drop_queues, make_queues
+from e2e.support.deploy import ControllerProcess, install_crds
+from e2e.support.queues import drop_queues, make_queues
 from e2e.testbed import KubeClient, Testbed, api_path
 from e2e.testbed.names import RUN_SECONDS_ANNOTATION, STALL_ANNOTATION
+from e2e.testbed.scenario import job_pods, pod_condition, status_condition, wait_for
 from reconciler.api.times import epoch
 from reconciler.core.workloads import workload_name_for_job
 

@@ -25,7 +25,7 @@ import pytest
 import pytest_asyncio
 import yaml
 
-from e2e.deploy import (
+from e2e.support.deploy import (
     ROOT,
     ControllerProcess,
     apply_objects,
@@ -33,11 +33,11 @@ from e2e.deploy import (
     request_token,
     token_kubeconfig,
 )
-from e2e.scenario import wait_for
-from e2e.test_controller_walkthrough import cleanup_walkthrough, walkthrough_items_1_to_6
+from e2e.support.walkthrough_steps import cleanup_walkthrough, walkthrough_items_1_to_6
 from e2e.testbed import KubeClient, Testbed, api_path
 from e2e.testbed.kubeclient import ApiError
 from e2e.testbed.paths import binary_paths
+from e2e.testbed.scenario import wait_for
 from reconciler.config import load_config
 
 pytestmark = [pytest.mark.testbed, pytest.mark.timeout(420)]

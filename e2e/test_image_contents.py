@@ -24,7 +24,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.test_deploy_files import BUILD_WHEEL, COMPILE_VENV, INSTALL_WHEEL
+from tests.support.deploy_files import BUILD_WHEEL, COMPILE_VENV, INSTALL_WHEEL
 
 pytestmark = pytest.mark.timeout(600)
 

@@ -30,12 +30,12 @@ import pytest
 import pytest_asyncio
 import yaml
 
-from e2e.deploy import ROOT, ControllerProcess, free_port, install_crds
-from e2e.scenario import wait_for
-from e2e.test_controller_walkthrough import cleanup_walkthrough, walkthrough_items_1_to_6
+from e2e.support.deploy import ROOT, ControllerProcess, free_port, install_crds
+from e2e.support.walkthrough_steps import cleanup_walkthrough, walkthrough_items_1_to_6
 from e2e.testbed import KubeClient, Testbed
 from e2e.testbed.paths import binary_paths
-from tests.test_monitoring_files import (
+from e2e.testbed.scenario import wait_for
+from tests.support.monitoring_files import (
     CONTRACT_METRICS,
     HISTOGRAMS,
     SCRAPE_JOB,

@@ -19,7 +19,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from e2e.deploy import ROOT, ControllerProcess, apply_manifests, install_crds
+from e2e.support.deploy import ROOT, ControllerProcess, apply_manifests, install_crds
 from e2e.testbed import KubeClient, Testbed, api_path
 from e2e.testbed.paths import cache_dir
 

@@ -18,14 +18,11 @@ from typing import Any
 import pytest
 import yaml
 
+from tests.support.deploy_files import BUILD_WHEEL, COMPILE_VENV, INSTALL_WHEEL
+
 ROOT = Path(__file__).resolve().parent.parent
 DOCKERFILE = ROOT / "Dockerfile"
 MANIFESTS = ROOT / "manifests"
-
-# The commands the image's stages run; e2e/test_image_contents.py runs the same ones.
-BUILD_WHEEL = "python -m pip wheel . --no-deps --wheel-dir /wheels"
-INSTALL_WHEEL = "/opt/venv/bin/pip install --no-compile /wheels/*.whl"
-COMPILE_VENV = "python -m compileall -q -j 0 --invalidation-mode unchecked-hash /opt/venv"
 
 # The container command of the contract with the runtime (metrics, health, leader election).
 CONTRACT_ARGS = [

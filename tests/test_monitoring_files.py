@@ -8,85 +8,32 @@ and evaluate is checked against a real Prometheus in e2e/test_prometheus.py.
 
 from __future__ import annotations
 
-import json
 import re
-from collections.abc import Iterator
-from pathlib import Path
-from typing import Any
 
 import pytest
 import yaml
 
-ROOT = Path(__file__).resolve().parent.parent
-MONITORING = ROOT / "manifests" / "prometheus"
-DASHBOARD = MONITORING / "grafana-dashboard.json"
-RULES = MONITORING / "prometheusrule.yaml"
-SCRAPE_JOB = "dra-quota-reconciler-metrics"  # the metrics Service's name, the ServiceMonitor's job label
-
-_CQ = "cluster_queue"
-_RESOURCE_LABELS = frozenset({"cohort", _CQ, "flavor", "resource"})
-# Metric -> labels, as agreed with the runtime (every kueue_ metric also has replica_role).
-CONTRACT_METRICS: dict[str, frozenset[str]] = {
-    "kueue_admission_attempts_total": frozenset({"result"}),
-    "kueue_admission_attempt_duration_seconds": frozenset({"result"}),
-    "kueue_pending_workloads": frozenset({_CQ, "status"}),
-    "kueue_reserving_active_workloads": frozenset({_CQ}),
-    "kueue_admitted_active_workloads": frozenset({_CQ}),
-    "kueue_quota_reserved_workloads_total": frozenset({_CQ, "priority_class"}),
-    "kueue_admitted_workloads_total": frozenset({_CQ, "priority_class"}),
-    "kueue_finished_workloads_total": frozenset({_CQ, "priority_class"}),
-    "kueue_finished_workloads": frozenset({_CQ}),
-    "kueue_evicted_workloads_total": frozenset({_CQ, "reason", "underlying_cause", "priority_class"}),
-    "kueue_quota_reserved_wait_time_seconds": frozenset({_CQ, "priority_class"}),
-    "kueue_admission_wait_time_seconds": frozenset({_CQ, "priority_class"}),
-    "kueue_ready_wait_time_seconds": frozenset({_CQ, "priority_class"}),
-    "kueue_admitted_until_ready_wait_time_seconds": frozenset({_CQ, "priority_class"}),
-    "kueue_cluster_queue_status": frozenset({_CQ, "status"}),
-    "kueue_cluster_queue_nominal_quota": _RESOURCE_LABELS,
-    "kueue_cluster_queue_resource_reservation": _RESOURCE_LABELS,
-    "kueue_cluster_queue_resource_usage": _RESOURCE_LABELS,
-    "kueue_local_queue_pending_workloads": frozenset({"name", "namespace", "status"}),
-    "kueue_build_info": frozenset(),
-    "dra_quota_watch_restarts_total": frozenset({"kind"}),
-    "dra_quota_watch_relists_total": frozenset({"kind"}),
-    "dra_quota_inbox_depth": frozenset(),
-    "dra_quota_api_request_duration_seconds": frozenset({"verb", "resource"}),
-    "dra_quota_api_request_errors_total": frozenset({"verb", "resource", "code"}),
-    "dra_quota_ledger_rebuild_seconds": frozenset(),
-    "dra_quota_leader": frozenset(),
-}
-HISTOGRAMS = frozenset(
-    {
-        "kueue_admission_attempt_duration_seconds",
-        "kueue_quota_reserved_wait_time_seconds",
-        "kueue_admission_wait_time_seconds",
-        "kueue_ready_wait_time_seconds",
-        "kueue_admitted_until_ready_wait_time_seconds",
-        "dra_quota_api_request_duration_seconds",
-    }
+from tests.support.monitoring_files import (
+    CONTRACT_METRICS,
+    MONITORING,
+    OTHER_METRICS,
+    ROOT,
+    SCRAPE_JOB,
+    alert_expressions,
+    all_panels,
+    base_metric,
+    dashboard,
+    dashboard_expressions,
+    rule_groups,
 )
+
 # Labels Prometheus (Operator) adds to every scraped series.
 SCRAPE_LABELS = frozenset({"job", "instance", "namespace", "pod", "service", "endpoint", "container"})
-OTHER_METRICS: dict[str, frozenset[str]] = {"up": frozenset()}
-
-# Grafana's variables, as a query would see them with every ClusterQueue selected.
-GRAFANA_VARIABLES = {"$__rate_interval": "1m", "$__interval": "15s", "$cluster_queue": ".*"}
 
 _METRIC = re.compile(r"\b((?:kueue|dra_quota)_[a-z0-9_]+|up)\b(?!\s*\()")
 _SELECTOR = re.compile(r"\b([a-z_][a-z0-9_]*)\s*\{([^}]*)\}")
 _MATCHER = re.compile(r"([a-zA-Z_][a-zA-Z0-9_]*)\s*(?:=~|!~|!=|=)")
 _GROUPING = re.compile(r"\b(?:by|on|ignoring)\s*\(([^)]*)\)")
-
-
-def base_metric(name: str) -> str | None:
-    """The contract name a series name belongs to (histogram suffixes removed), or None."""
-    if name in CONTRACT_METRICS or name in OTHER_METRICS:
-        return name
-    for suffix in ("_bucket", "_sum", "_count"):
-        stem = name.removesuffix(suffix)
-        if stem != name and stem in HISTOGRAMS:
-            return stem
-    return None
 
 
 def _labels_of(name: str) -> frozenset[str]:
@@ -125,42 +72,6 @@ def expression_problems(expr: str) -> list[str]:
     return problems
 
 
-def with_grafana_variables(expr: str) -> str:
-    for variable, value in GRAFANA_VARIABLES.items():
-        expr = expr.replace(variable, value)
-    return expr
-
-
-def _panels(panels: list[dict[str, Any]]) -> Iterator[dict[str, Any]]:
-    for panel in panels:
-        yield panel
-        yield from _panels(panel.get("panels", []))
-
-
-def dashboard() -> dict[str, Any]:
-    loaded: dict[str, Any] = json.loads(DASHBOARD.read_text())
-    return loaded
-
-
-def dashboard_expressions() -> list[tuple[str, str]]:
-    """(panel title, PromQL with Grafana's variables filled in) of every query of the dashboard."""
-    return [
-        (panel["title"], with_grafana_variables(target["expr"]))
-        for panel in _panels(dashboard()["panels"])
-        for target in panel.get("targets", [])
-    ]
-
-
-def rule_groups() -> list[dict[str, Any]]:
-    rule = yaml.safe_load(RULES.read_text())
-    groups: list[dict[str, Any]] = rule["spec"]["groups"]
-    return groups
-
-
-def alert_expressions() -> list[tuple[str, str]]:
-    return [(r["alert"], r["expr"]) for g in rule_groups() for r in g["rules"]]
-
-
 @pytest.mark.parametrize(("title", "expr"), dashboard_expressions())
 def test_dashboard_queries_use_contract_metrics(title: str, expr: str) -> None:
     assert "$" not in expr, f"{title}: a Grafana variable the test does not fill in: {expr}"
@@ -190,7 +101,7 @@ def test_the_check_can_fail(expr: str) -> None:
 def test_dashboard_shape() -> None:
     board = dashboard()
     assert board["uid"] == "dra-quota-reconciler"
-    panels = list(_panels(board["panels"]))
+    panels = list(all_panels(board["panels"]))
     ids = [p["id"] for p in panels]
     assert len(ids) == len(set(ids))
     titles = " ".join(p["title"] for p in panels)

@@ -3,7 +3,7 @@
 Start order: etcd, kube-apiserver, then kube-controller-manager,
 kube-scheduler, the Python agents (node simulator + fake DRA driver's API half)
 and one ``driver-<node>`` process per node (the fake DRA driver's kubelet
-plugin, ``python -m e2e.kubeletplugin``) together. Stop order is the reverse.
+plugin, ``python -m e2e.testbed.kubeletplugin``) together. Stop order is the reverse.
 """
 
 from __future__ import annotations
@@ -247,7 +247,7 @@ def plan_drivers(layout: RunLayout, spec: TestbedSpec) -> dict[str, ComponentPla
             argv=(
                 sys.executable,
                 "-m",
-                "e2e.kubeletplugin",
+                "e2e.testbed.kubeletplugin",
                 f"--node-name={node.name}",
                 f"--kubeconfig={layout.kubeconfig}",
                 f"--driver-name={DRIVER_NAME}",

@@ -1,4 +1,9 @@
-"""A small asyncio client for the Kubernetes API over aiohttp (JSON in, JSON out).
+"""The test-bed's one client for the Kubernetes API: asyncio over aiohttp (JSON in, JSON out).
+
+Everything in e2e/ that talks to an API server uses it: the test-bed's agents,
+the kubelet plugin, the tests. It authenticates with a kubeconfig (client
+certificate or bearer token) or, in a pod, with the service account's token
+file (re-read every minute: the kubelet rotates projected tokens).
 
 Every request carries a timeout; watches use a read timeout a little longer
 than the server-side ``timeoutSeconds`` they ask for.
@@ -6,11 +11,13 @@ than the server-side ``timeoutSeconds`` they ask for.
 
 from __future__ import annotations
 
+import asyncio
 import base64
 import json
 import os
 import ssl
 import tempfile
+import time
 from collections.abc import AsyncGenerator
 from pathlib import Path
 from types import TracebackType
@@ -24,6 +31,9 @@ Obj = dict[str, Any]
 MERGE_PATCH = "application/merge-patch+json"
 STRATEGIC_MERGE_PATCH = "application/strategic-merge-patch+json"
 APPLY_PATCH = "application/apply-patch+yaml"
+
+SERVICE_ACCOUNT_DIR = Path("/var/run/secrets/kubernetes.io/serviceaccount")
+_TOKEN_REREAD_SECONDS = 60.0
 
 
 class ApiError(Exception):
@@ -96,8 +106,18 @@ def _bearer_token(path: Path) -> str | None:
     return str(token) if token else None
 
 
+def in_cluster_available() -> bool:
+    """Whether this process runs in a pod with a service account token (see ``KubeClient.in_cluster``)."""
+    return bool(os.environ.get("KUBERNETES_SERVICE_HOST")) and (SERVICE_ACCOUNT_DIR / "token").is_file()
+
+
 class KubeClient:
-    """Use as ``async with KubeClient.from_kubeconfig(path) as kube: ...``."""
+    """Use as ``async with KubeClient.from_kubeconfig(path) as kube: ...``
+    (or ``KubeClient.in_cluster()`` in a pod).
+
+    ``token``: a fixed bearer token; ``token_file``: a bearer token read from
+    that file, again every minute. Neither: the TLS context's client certificate.
+    """
 
     def __init__(
         self,
@@ -107,10 +127,13 @@ class KubeClient:
         request_timeout: float = 30.0,
         user_agent: str = "dra-quota-testbed",
         token: str | None = None,
+        token_file: Path | None = None,
     ) -> None:
         self.server = server
         self._ssl = ssl_context
         self._token = token
+        self._token_file = token_file
+        self._token_read_at = float("-inf")
         self.request_timeout = request_timeout
         self._user_agent = user_agent
         self._session: aiohttp.ClientSession | None = None
@@ -119,6 +142,16 @@ class KubeClient:
     def from_kubeconfig(cls, path: Path, **kwargs: Any) -> KubeClient:
         server, ctx = load_kubeconfig(path)
         return cls(server, ctx, token=_bearer_token(path), **kwargs)
+
+    @classmethod
+    def in_cluster(cls, **kwargs: Any) -> KubeClient:
+        """A client for the API server of the cluster this pod runs in, as its service account."""
+        host = os.environ["KUBERNETES_SERVICE_HOST"]
+        port = os.environ.get("KUBERNETES_SERVICE_PORT", "443")
+        if ":" in host:
+            host = f"[{host}]"
+        ctx = ssl.create_default_context(cafile=str(SERVICE_ACCOUNT_DIR / "ca.crt"))
+        return cls(f"https://{host}:{port}", ctx, token_file=SERVICE_ACCOUNT_DIR / "token", **kwargs)
 
     async def __aenter__(self) -> KubeClient:
         self._session = aiohttp.ClientSession(
@@ -147,6 +180,14 @@ class KubeClient:
             raise RuntimeError("KubeClient used outside 'async with'")
         return self._session
 
+    async def _refresh_token(self) -> None:
+        """With a token file: (re-)read it when the last read is a minute old."""
+        if self._token_file is None or time.monotonic() - self._token_read_at < _TOKEN_REREAD_SECONDS:
+            return
+        token = (await asyncio.to_thread(self._token_file.read_text)).strip()
+        self.session.headers["Authorization"] = f"Bearer {token}"
+        self._token_read_at = time.monotonic()
+
     async def request(
         self,
         method: str,
@@ -157,6 +198,7 @@ class KubeClient:
         content_type: str | None = None,
         timeout_seconds: float | None = None,
     ) -> Obj:
+        await self._refresh_token()
         headers = {}
         data = None
         if body is not None:
@@ -231,6 +273,7 @@ class KubeClient:
         query = dict(params)
         query.update(watch="true", allowWatchBookmarks="true", timeoutSeconds=str(timeout_seconds))
         timeout = aiohttp.ClientTimeout(total=None, sock_connect=10, sock_read=timeout_seconds + 30)
+        await self._refresh_token()
         async with self.session.get(self.server + path, params=query, timeout=timeout) as resp:
             if resp.status >= 400:
                 text = await resp.text()

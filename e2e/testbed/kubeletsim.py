@@ -16,8 +16,8 @@ from pathlib import Path
 
 import grpc
 
-from e2e.kubeletplugin.kubelet import FakeKubelet
 from e2e.testbed.kubeclient import Obj
+from e2e.testbed.kubeletplugin.kubelet import FakeKubelet
 
 log = logging.getLogger(__name__)
 SCAN_INTERVAL = 1.0

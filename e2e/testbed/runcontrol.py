@@ -9,16 +9,13 @@ import time
 from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING
 
+from e2e.testbed.components import RunLayout
 from e2e.testbed.errors import TestbedError
 from e2e.testbed.health import Probe, client_ssl_context
 from e2e.testbed.pki import Pki
 from e2e.testbed.processes import pid_matches, terminate_pid
 from e2e.testbed.runstate import load_state
-
-if TYPE_CHECKING:
-    from e2e.testbed.components import RunLayout
 
 _STOP_ORDER = ("agents", "kube-scheduler", "kube-controller-manager", "kube-apiserver", "etcd")
 
@@ -91,8 +88,6 @@ def _alive(pid: int) -> bool:
 def reap_orphaned(run_dirs: Iterable[Path]) -> list[Path]:
     """Stop test-beds whose owning process died without stopping them (e.g. a killed
     pytest). Run folders whose owner still lives are left alone. Returns those reaped."""
-    from e2e.testbed.components import RunLayout  # runtime import: avoids a cycle
-
     reaped = []
     for run_dir in run_dirs:
         layout = RunLayout(run_dir)

@@ -1,5 +1,0 @@
-import sys
-
-from e2e.kubeletplugin.cli import main
-
-sys.exit(main())

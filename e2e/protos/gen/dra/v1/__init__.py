@@ -1,1 +1,0 @@
-"""Generated gRPC/protobuf modules (see e2e/protos/generate.sh)."""

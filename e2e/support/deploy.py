@@ -1,0 +1,268 @@
+"""Installing the project on a cluster and running its controller, for demos and e2e tests.
+
+`install_crds` applies manifests/crds/ and waits until they are established;
+`apply_manifests` server-side-applies example manifests; `kustomize_build`
+renders a kustomization with the cached kustomize and `apply_objects`
+server-side-applies any objects (paths found through API discovery);
+`request_token` and `token_kubeconfig` give a ServiceAccount's kubeconfig;
+`ControllerProcess` runs `reconciler run` as a child process with its log in a
+file.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import signal
+import socket
+import subprocess
+import sys
+from collections.abc import Iterable
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from e2e.testbed import KubeClient, api_path
+from e2e.testbed.paths import binary_paths
+
+__all__ = [
+    "CRD_DIR",
+    "ROOT",
+    "ControllerProcess",
+    "apply_manifests",
+    "apply_objects",
+    "free_port",
+    "install_crds",
+    "kustomize_build",
+    "object_path",
+    "request_token",
+    "token_kubeconfig",
+]
+
+ROOT = Path(__file__).resolve().parents[2]
+CRD_DIR = ROOT / "manifests" / "crds"
+FIELD_MANAGER = "dra-quota-e2e"
+
+# plural and scope of the kinds the examples use
+_KINDS: dict[tuple[str, str], tuple[str, bool]] = {
+    ("v1", "Namespace"): ("namespaces", False),
+    ("batch/v1", "Job"): ("jobs", True),
+    ("kueue.x-k8s.io/v1beta2", "ResourceFlavor"): ("resourceflavors", False),
+    ("kueue.x-k8s.io/v1beta2", "ClusterQueue"): ("clusterqueues", False),
+    ("kueue.x-k8s.io/v1beta2", "LocalQueue"): ("localqueues", True),
+    ("kueue.x-k8s.io/v1beta2", "Workload"): ("workloads", True),
+    ("resource.k8s.io/v1", "ResourceClaimTemplate"): ("resourceclaimtemplates", True),
+    ("resource.k8s.io/v1", "DeviceClass"): ("deviceclasses", False),
+    ("apiextensions.k8s.io/v1", "CustomResourceDefinition"): ("customresourcedefinitions", False),
+}
+
+
+def object_path(obj: dict[str, Any]) -> str:
+    plural, namespaced = _KINDS[(obj["apiVersion"], obj["kind"])]
+    meta = obj["metadata"]
+    return api_path(obj["apiVersion"], plural, meta.get("namespace") if namespaced else None, meta["name"])
+
+
+def load_documents(path: Path) -> list[dict[str, Any]]:
+    return [d for d in yaml.safe_load_all(path.read_text()) if isinstance(d, dict)]
+
+
+async def apply_manifests(kube: KubeClient, *paths: Path) -> list[dict[str, Any]]:
+    applied: list[dict[str, Any]] = []
+    for path in paths:
+        for doc in load_documents(path):
+            applied.append(await kube.apply(object_path(doc), doc, FIELD_MANAGER))
+    return applied
+
+
+async def install_crds(kube: KubeClient, within: float = 30.0) -> None:
+    crds = await apply_manifests(kube, *sorted(CRD_DIR.glob("*.yaml")))
+    await wait_established(kube, crds, within)
+
+
+async def wait_established(kube: KubeClient, crds: Iterable[dict[str, Any]], within: float = 30.0) -> None:
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + within
+    for crd in crds:
+        path = object_path(crd)
+        while True:
+            current = await kube.get(path)
+            conditions = (current.get("status") or {}).get("conditions") or []
+            if any(c.get("type") == "Established" and c.get("status") == "True" for c in conditions):
+                break
+            if loop.time() > deadline:
+                raise TimeoutError(f"CRD {crd['metadata']['name']} not established after {within}s")
+            await asyncio.sleep(0.2)
+
+
+def kustomize_build(directory: Path) -> list[dict[str, Any]]:
+    """The objects `kustomize build directory` renders (kustomize from e2e/build-binaries.sh)."""
+    kustomize = binary_paths().kustomize
+    result = subprocess.run(
+        [str(kustomize), "build", str(directory)], capture_output=True, text=True, check=False
+    )
+    if result.returncode != 0:
+        raise RuntimeError(f"kustomize build {directory} failed:\n{result.stderr}")
+    return [d for d in yaml.safe_load_all(result.stdout) if isinstance(d, dict)]
+
+
+class Discovery:
+    """Plural and scope of a kind, from the API server's discovery (any kind, CRDs included)."""
+
+    def __init__(self, kube: KubeClient) -> None:
+        self._kube = kube
+        self._cache: dict[str, dict[str, tuple[str, bool]]] = {}
+
+    async def path(self, obj: dict[str, Any]) -> str:
+        api_version, kind = obj["apiVersion"], obj["kind"]
+        kinds = self._cache.get(api_version)
+        if kinds is None or kind not in kinds:
+            prefix = "/api/v1" if api_version == "v1" else f"/apis/{api_version}"
+            listing = await self._kube.get(prefix)
+            kinds = {
+                r["kind"]: (r["name"], bool(r["namespaced"]))
+                for r in listing.get("resources", [])
+                if "/" not in r["name"]
+            }
+            self._cache[api_version] = kinds
+        if kind not in kinds:
+            raise LookupError(f"the API server does not serve {kind} in {api_version}")
+        plural, namespaced = kinds[kind]
+        meta = obj["metadata"]
+        return api_path(api_version, plural, meta.get("namespace") if namespaced else None, meta["name"])
+
+
+async def apply_objects(
+    kube: KubeClient, objects: Iterable[dict[str, Any]], field_manager: str = FIELD_MANAGER
+) -> list[dict[str, Any]]:
+    """Server-side apply each object in order; CRDs are waited for until established."""
+    discovery = Discovery(kube)
+    applied: list[dict[str, Any]] = []
+    for obj in objects:
+        result = await kube.apply(await discovery.path(obj), obj, field_manager)
+        if obj["kind"] == "CustomResourceDefinition":
+            await wait_established(kube, [result])
+        applied.append(result)
+    return applied
+
+
+async def request_token(kube: KubeClient, namespace: str, name: str, seconds: int = 3600) -> str:
+    """A bound token of a ServiceAccount from the TokenRequest API."""
+    request = {
+        "apiVersion": "authentication.k8s.io/v1",
+        "kind": "TokenRequest",
+        "spec": {"expirationSeconds": seconds},
+    }
+    answer = await kube.create(api_path("v1", "serviceaccounts", namespace, name, "token"), request)
+    return str(answer["status"]["token"])
+
+
+def token_kubeconfig(admin_kubeconfig: Path, token: str, user: str, path: Path) -> Path:
+    """A kubeconfig for the admin kubeconfig's cluster that authenticates with a bearer token."""
+    admin = yaml.safe_load(admin_kubeconfig.read_text())
+    current = admin["current-context"]
+    context = next(c["context"] for c in admin["contexts"] if c["name"] == current)
+    cluster = next(c for c in admin["clusters"] if c["name"] == context["cluster"])
+    config = {
+        "apiVersion": "v1",
+        "kind": "Config",
+        "clusters": [cluster],
+        "users": [{"name": user, "user": {"token": token}}],
+        "contexts": [{"name": user, "context": {"cluster": cluster["name"], "user": user}}],
+        "current-context": user,
+    }
+    path.write_text(yaml.safe_dump(config, sort_keys=False))
+    path.chmod(0o600)
+    return path
+
+
+def free_port() -> int:
+    """A TCP port on 127.0.0.1 that nothing listens on right now."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.bind(("127.0.0.1", 0))
+        port: int = sock.getsockname()[1]
+        return port
+
+
+class ControllerProcess:
+    """`reconciler run` as a child process (its own process group), logging to a file.
+
+    Its metrics and health probes listen on 127.0.0.1 ports of their own (``metrics_port``,
+    ``health_port``; chosen once, kept across restarts), never on the default :8080/:8081.
+    """
+
+    def __init__(
+        self,
+        config: Path,
+        kubeconfig: Path,
+        log_path: Path,
+        *extra: str,
+        metrics_port: int | None = None,
+        health_port: int | None = None,
+    ) -> None:
+        self.config = config
+        self.kubeconfig = kubeconfig
+        self.log_path = log_path
+        self.extra = extra
+        self.metrics_port = metrics_port or free_port()
+        self.health_port = health_port or free_port()
+        self.process: subprocess.Popen[bytes] | None = None
+
+    def start(self) -> None:
+        self.log_path.parent.mkdir(parents=True, exist_ok=True)
+        log = self.log_path.open("ab")
+        env = {**os.environ, "PYTHONUNBUFFERED": "1"}
+        self.process = subprocess.Popen(
+            [
+                sys.executable,
+                "-m",
+                "reconciler.cli",
+                "run",
+                "--config",
+                str(self.config),
+                "--kubeconfig",
+                str(self.kubeconfig),
+                "--log-format",
+                "json",
+                "--metrics-bind-address",
+                f"127.0.0.1:{self.metrics_port}",
+                "--health-probe-bind-address",
+                f"127.0.0.1:{self.health_port}",
+                *self.extra,
+            ],
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            cwd=ROOT,
+            env=env,
+            start_new_session=True,
+        )
+        log.close()
+
+    @property
+    def pid(self) -> int:
+        assert self.process is not None
+        return self.process.pid
+
+    def kill(self) -> None:
+        """SIGKILL, as a crash would."""
+        if self.process is not None and self.process.poll() is None:
+            os.killpg(self.process.pid, signal.SIGKILL)
+            self.process.wait(timeout=10)
+
+    def stop(self, grace: float = 15.0) -> int | None:
+        """SIGTERM, then SIGKILL after `grace` seconds; returns the exit code."""
+        if self.process is None:
+            return None
+        if self.process.poll() is None:
+            os.killpg(self.process.pid, signal.SIGTERM)
+            try:
+                self.process.wait(timeout=grace)
+            except subprocess.TimeoutExpired:
+                self.kill()
+        return self.process.returncode
+
+    def log_tail(self, lines: int = 40) -> str:
+        if not self.log_path.exists():
+            return ""
+        return "\n".join(self.log_path.read_text(errors="replace").splitlines()[-lines:])

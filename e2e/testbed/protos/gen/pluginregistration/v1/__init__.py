@@ -1,0 +1,1 @@
+"""Generated gRPC/protobuf modules (see e2e/testbed/protos/generate.sh)."""
