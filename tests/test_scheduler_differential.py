@@ -11,6 +11,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from reconciler.api import ResourceFlavor
+from reconciler.core.capacity import NominalCapacity
 from reconciler.core.clusterqueues import ClusterQueueModel
 from reconciler.core.engine import Engine
 from reconciler.core.flavors import FlavorFit, assign_flavors
@@ -32,7 +33,7 @@ class NaiveScheduler:
     def schedule(self) -> None:
         order = sorted(self.waiting.values(), key=lambda i: (-i.priority, i.created, i.uid))
         for info in order:
-            fit = assign_flavors(info, self.model, self.flavors, self.ledger)
+            fit = assign_flavors(info, self.model, self.flavors, NominalCapacity(self.ledger))
             if isinstance(fit, FlavorFit):
                 self.ledger.reserve(info.key, Charge(self.model.name, fit.usage))
                 del self.waiting[info.key]

@@ -37,12 +37,18 @@ class ResourceGroup(ApiStruct):
     flavors: list[FlavorQuotas] = []
 
 
+class FlavorFungibility(ApiStruct):
+    when_can_borrow: str = "MayStopSearch"
+    when_can_preempt: str = "TryNextFlavor"
+
+
 class ClusterQueueSpec(ApiStruct):
     resource_groups: list[ResourceGroup] = []
     namespace_selector: LabelSelector | None = None
     queueing_strategy: str = "BestEffortFIFO"
     cohort_name: str | None = None
     stop_policy: str | None = None
+    flavor_fungibility: FlavorFungibility | None = None
 
 
 class ResourceUsage(msgspec.Struct, rename="camel"):

@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 
 from reconciler.api import Admission, ResourceFlavor
 
+from .capacity import CohortCapacity
 from .clusterqueues import ClusterQueueModel, active_condition
 from .ledger import Charge, FlavorResource, Ledger
 from .quantity import parse_quantity, to_amount
@@ -46,6 +47,22 @@ class QuotaCache:
     ledger: Ledger = field(default_factory=Ledger)
     # Admitted workloads (known once their Workload has been seen; a rebuilt ledger has charges only).
     workloads: dict[WorkloadKey, WorkloadInfo] = field(default_factory=dict)
+    # Cohort name -> its member ClusterQueues.
+    cohorts: dict[str, set[str]] = field(default_factory=dict)
+
+    @property
+    def capacity(self) -> CohortCapacity:
+        """What each ClusterQueue can still use, its cohort included."""
+        return CohortCapacity(self.ledger, self.cluster_queues, self.cohorts)
+
+    def cohort_of(self, cluster_queue: str) -> str | None:
+        model = self.cluster_queues.get(cluster_queue)
+        return None if model is None else model.cohort
+
+    def cohort_members(self, cluster_queue: str) -> set[str]:
+        """The ClusterQueues sharing quota with this one (itself included)."""
+        cohort = self.cohort_of(cluster_queue)
+        return {cluster_queue} if cohort is None else set(self.cohorts.get(cohort, ()))
 
     # --- queue objects ------------------------------------------------------------------
 
@@ -57,15 +74,27 @@ class QuotaCache:
 
     def set_cluster_queue(self, model: ClusterQueueModel) -> None:
         self.broken_cluster_queues.pop(model.name, None)
+        self._leave_cohort(model.name)
         self.cluster_queues[model.name] = model
+        if model.cohort is not None:
+            self.cohorts.setdefault(model.cohort, set()).add(model.name)
 
     def set_broken_cluster_queue(self, name: str, reason: str) -> None:
+        self._leave_cohort(name)
         self.cluster_queues.pop(name, None)
         self.broken_cluster_queues[name] = reason
 
     def delete_cluster_queue(self, name: str) -> None:
+        self._leave_cohort(name)
         self.cluster_queues.pop(name, None)
         self.broken_cluster_queues.pop(name, None)
+
+    def _leave_cohort(self, name: str) -> None:
+        cohort = self.cohort_of(name)
+        members = self.cohorts.get(cohort, set()) if cohort is not None else set()
+        members.discard(name)
+        if cohort is not None and not members:
+            self.cohorts.pop(cohort, None)
 
     def set_namespace(self, name: str, labels: Mapping[str, str]) -> None:
         self.namespaces[name] = dict(labels)

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Container
 from dataclasses import dataclass, field
 
-from reconciler.api import ClusterQueue, LabelSelector
+from reconciler.api import ClusterQueue, FlavorFungibility, LabelSelector
 
 from .quantity import QuantityError, parse_quantity, to_amount
 
@@ -27,6 +27,9 @@ class InvalidClusterQueueError(ValueError):
 class FlavorQuota:
     name: str
     nominal: dict[str, int]
+    # Only the resources that set a limit; a missing one is unlimited.
+    borrowing_limit: dict[str, int] = field(default_factory=dict)
+    lending_limit: dict[str, int] = field(default_factory=dict)
 
 
 @dataclass(frozen=True, slots=True)
@@ -42,6 +45,9 @@ class ClusterQueueModel:
     namespace_selector: LabelSelector | None
     strategy: str = "BestEffortFIFO"
     stopped: bool = False
+    cohort: str | None = None
+    # flavorFungibility.whenCanBorrow: stop at the first flavor that fits by borrowing, or look on.
+    borrow_stops_search: bool = True
     group_of: dict[str, int] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
@@ -50,14 +56,26 @@ class ClusterQueueModel:
     def flavor_names(self) -> list[str]:
         return [f.name for g in self.groups for f in g.flavors]
 
-    def nominal(self, flavor: str, resource: str) -> int:
+    def quota(self, flavor: str, resource: str) -> FlavorQuota | None:
         index = self.group_of.get(resource)
         if index is None:
-            return 0
+            return None
         for quota in self.groups[index].flavors:
             if quota.name == flavor:
-                return quota.nominal.get(resource, 0)
-        return 0
+                return quota
+        return None
+
+    def nominal(self, flavor: str, resource: str) -> int:
+        quota = self.quota(flavor, resource)
+        return 0 if quota is None else quota.nominal.get(resource, 0)
+
+    def borrowing_limit(self, flavor: str, resource: str) -> int | None:
+        quota = self.quota(flavor, resource)
+        return None if quota is None else quota.borrowing_limit.get(resource)
+
+    def lending_limit(self, flavor: str, resource: str) -> int | None:
+        quota = self.quota(flavor, resource)
+        return None if quota is None else quota.lending_limit.get(resource)
 
 
 def compile_cluster_queue(cq: ClusterQueue) -> ClusterQueueModel:
@@ -75,26 +93,55 @@ def compile_cluster_queue(cq: ClusterQueue) -> ClusterQueueModel:
         flavors: list[FlavorQuota] = []
         for fi, flavor in enumerate(group.flavors):
             nominal: dict[str, int] = {}
+            borrowing: dict[str, int] = {}
+            lending: dict[str, int] = {}
             for ri, quota in enumerate(flavor.resources):
-                where = f"{path}.flavors[{fi}].resources[{ri}].nominalQuota"
+                where = f"{path}.flavors[{fi}].resources[{ri}]"
                 if quota.name not in group.covered_resources:
                     raise InvalidClusterQueueError(
-                        f"{path}.flavors[{fi}].resources[{ri}].name: {quota.name} is not in "
+                        f"{where}.name: {quota.name} is not in "
                         f"coveredResources; add it there or remove it from flavor {flavor.name}"
                     )
-                try:
-                    nominal[quota.name] = to_amount(quota.name, parse_quantity(quota.nominal_quota))
-                except QuantityError as err:
-                    raise InvalidClusterQueueError(f"{where}: {err}") from None
-            flavors.append(FlavorQuota(flavor.name, nominal))
+                nominal[quota.name] = _amount(f"{where}.nominalQuota", quota.name, quota.nominal_quota)
+                for field_name, value, limits in (
+                    ("borrowingLimit", quota.borrowing_limit, borrowing),
+                    ("lendingLimit", quota.lending_limit, lending),
+                ):
+                    if value is None:
+                        continue
+                    if not cq.spec.cohort_name:
+                        raise InvalidClusterQueueError(
+                            f"{where}.{field_name}: must be nil when cohortName is empty; "
+                            "set spec.cohortName or remove the limit"
+                        )
+                    limits[quota.name] = _amount(f"{where}.{field_name}", quota.name, value)
+                if lending.get(quota.name, 0) > nominal[quota.name]:
+                    raise InvalidClusterQueueError(
+                        f"{where}.lendingLimit: must be less than or equal to the nominalQuota; "
+                        "lower it or raise nominalQuota"
+                    )
+            flavors.append(FlavorQuota(flavor.name, nominal, borrowing, lending))
         groups.append(ResourceGroupModel(tuple(group.covered_resources), tuple(flavors)))
+    fungibility = cq.spec.flavor_fungibility or FlavorFungibility()
     return ClusterQueueModel(
         name=cq.metadata.name,
         groups=groups,
         namespace_selector=cq.spec.namespace_selector,
         strategy=cq.spec.queueing_strategy or "BestEffortFIFO",
         stopped=cq.spec.stop_policy in ("Hold", "HoldAndDrain"),
+        cohort=cq.spec.cohort_name or None,
+        borrow_stops_search=fungibility.when_can_borrow != "TryNextFlavor",
     )
+
+
+def _amount(where: str, resource: str, value: str | int) -> int:
+    try:
+        amount = to_amount(resource, parse_quantity(value))
+    except QuantityError as err:
+        raise InvalidClusterQueueError(f"{where}: {err}") from None
+    if amount < 0:
+        raise InvalidClusterQueueError(f"{where}: must be greater than or equal to 0; got {value}")
+    return amount
 
 
 def active_condition(model: ClusterQueueModel, flavors: Container[str]) -> tuple[str, str, str]:

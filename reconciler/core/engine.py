@@ -52,16 +52,23 @@ class Engine:
         self.queues.retry()
 
     def set_cluster_queue(self, model: ClusterQueueModel) -> None:
+        before = self.cache.cohort_members(model.name)
         self.cache.set_cluster_queue(model)
         self.queues.set_cluster_queue(model.name, strict_fifo=model.strategy == "StrictFIFO")
+        # Its quota (or its cohort) changed: what its old and new cohorts can lend changed too.
+        self.queues.retry(before | self.cache.cohort_members(model.name))
 
     def set_broken_cluster_queue(self, name: str, reason: str) -> None:
+        members = self.cache.cohort_members(name) - {name}
         self.cache.set_broken_cluster_queue(name, reason)
         self.queues.delete_cluster_queue(name)
+        self.queues.retry(members)
 
     def delete_cluster_queue(self, name: str) -> None:
+        members = self.cache.cohort_members(name) - {name}
         self.cache.delete_cluster_queue(name)
         self.queues.delete_cluster_queue(name)
+        self.queues.retry(members)
 
     def set_local_queue(self, namespace: str, name: str, cluster_queue: str) -> None:
         self.queues.set_local_queue(namespace, name, cluster_queue)
@@ -129,7 +136,9 @@ class Engine:
         return info
 
     def _freed(self, charge: Charge) -> None:
-        self.queues.quota_freed(charge.cluster_queue)
+        # In a cohort, quota one member gives back may be what another member waits for.
+        for name in self.cache.cohort_members(charge.cluster_queue):
+            self.queues.quota_freed(name)
 
     # --- reporting ----------------------------------------------------------------------
 

@@ -15,8 +15,9 @@ from dataclasses import dataclass, field
 
 from reconciler.api import Admission, ResourceFlavor, Toleration
 
+from .capacity import Capacity
 from .clusterqueues import ClusterQueueModel, ResourceGroupModel
-from .ledger import FlavorResource, Ledger
+from .ledger import FlavorResource
 from .podrequests import Amounts
 from .quantity import format_amount
 from .selectors import first_untolerated_taint, flavor_matches_pod_spec, taint_text
@@ -45,6 +46,8 @@ class PodSetFlavors:
 class FlavorFit:
     pod_sets: list[PodSetFlavors]
     usage: dict[FlavorResource, int]
+    # Some of it is borrowed from the cohort.
+    borrows: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -60,6 +63,8 @@ class _GroupAttempt:
     reasons: list[str] = field(default_factory=list)
     # Some flavor would fit if quota in use were released.
     quota_bound: bool = False
+    # The chosen flavor fits only by borrowing from the cohort.
+    borrows: bool = False
 
 
 def _try_group(
@@ -68,11 +73,14 @@ def _try_group(
     pod_set: PodSetInfo,
     cq: ClusterQueueModel,
     flavors: Mapping[str, ResourceFlavor],
-    ledger: Ledger,
+    capacity: Capacity,
     assumed: Mapping[FlavorResource, int],
 ) -> _GroupAttempt:
     attempt = _GroupAttempt()
     wanted = sorted(r for r in requests if r in group.covered)
+    # With flavorFungibility.whenCanBorrow TryNextFlavor, a flavor that fits only by
+    # borrowing is kept in reserve while later flavors are tried for one that does not.
+    borrowing_fit: str | None = None
     for quota in group.flavors:
         name = quota.name
         flavor = flavors.get(name)
@@ -89,22 +97,23 @@ def _try_group(
         if not flavor_matches_pod_spec(spec, flavor.spec.node_labels):
             attempt.reasons.append(f"flavor {name} doesn't match node affinity")
             continue
-        fits = True
+        fits, borrows = True, False
         for resource in wanted:
             fr = (name, resource)
             previous = assumed.get(fr, 0)
             value = previous + requests[resource]
-            nominal = quota.nominal.get(resource, 0)
-            if value > nominal:
+            maximum = capacity.maximum(cq, fr)
+            if value > maximum:
                 attempt.reasons.append(
                     f"insufficient quota for {resource} in flavor {name}, previously considered "
                     f"podsets requests ({format_amount(resource, previous)}) + current podset "
                     f"request ({format_amount(resource, requests[resource])}) > maximum capacity "
-                    f"({format_amount(resource, nominal)})"
+                    f"({format_amount(resource, maximum)})"
                 )
                 fits = False
                 break
-            available = nominal - ledger.used(cq.name, fr)
+            borrows = borrows or capacity.used(cq.name, fr) + value > quota.nominal.get(resource, 0)
+            available = capacity.available(cq, fr)
             if value > available:
                 attempt.reasons.append(
                     f"insufficient unused quota for {resource} in flavor {name}, "
@@ -112,9 +121,15 @@ def _try_group(
                 )
                 attempt.quota_bound = True
                 fits = False
-        if fits:
-            attempt.flavor = name
+        if not fits:
+            continue
+        if not borrows or cq.borrow_stops_search:
+            attempt.flavor, attempt.borrows = name, borrows
             return attempt
+        if borrowing_fit is None:
+            borrowing_fit = name
+    if borrowing_fit is not None:
+        attempt.flavor, attempt.borrows = borrowing_fit, True
     return attempt
 
 
@@ -122,10 +137,11 @@ def assign_flavors(
     workload: WorkloadInfo,
     cq: ClusterQueueModel,
     flavors: Mapping[str, ResourceFlavor],
-    ledger: Ledger,
+    capacity: Capacity,
 ) -> FlavorFit | FlavorNoFit:
     assumed: dict[FlavorResource, int] = {}
     results: list[PodSetFlavors] = []
+    borrows = False
     for pod_set in workload.pod_sets:
         requests = pod_set.total()
         if "pods" in cq.group_of:
@@ -147,7 +163,7 @@ def assign_flavors(
                 continue
             tried_groups.add(index)
             group = cq.groups[index]
-            attempt = _try_group(group, requests, pod_set, cq, flavors, ledger, assumed)
+            attempt = _try_group(group, requests, pod_set, cq, flavors, capacity, assumed)
             if attempt.flavor is None:
                 failed = True
                 reasons.extend(attempt.reasons)
@@ -155,6 +171,7 @@ def assign_flavors(
                     waiting = False
                     break
                 continue
+            borrows = borrows or attempt.borrows
             for covered in group.covered:
                 if covered in requests:
                     assigned[covered] = attempt.flavor
@@ -165,7 +182,7 @@ def assign_flavors(
             fr = (flavor, resource)
             assumed[fr] = assumed.get(fr, 0) + requests[resource]
         results.append(PodSetFlavors(pod_set.name, pod_set.count, assigned, requests))
-    return FlavorFit(results, assumed)
+    return FlavorFit(results, assumed, borrows)
 
 
 def _flavor_labels(flavor_names: Iterable[str], flavors: Mapping[str, ResourceFlavor]) -> dict[str, str]:

@@ -97,6 +97,7 @@ class Scheduler:
             return
         # Verdicts by shape hold until this ClusterQueue's usage changes (an admission).
         verdicts: dict[bytes, FlavorNoFit] = {}
+        capacity = cache.capacity
         selector_ok: dict[str, bool] = {}
         while (candidate := queue.next_candidate()) is not None:
             key = candidate.key
@@ -112,7 +113,7 @@ class Scheduler:
                 continue
             result = verdicts.get(info.shape)
             if result is None:
-                fit = assign_flavors(info, model, cache.flavors, cache.ledger)
+                fit = assign_flavors(info, model, cache.flavors, capacity)
                 if isinstance(fit, FlavorFit):
                     queues.remove(key)  # out of its pending queue too
                     cache.admit(info, Charge(model.name, fit.usage))

@@ -207,7 +207,12 @@ def _flavor_usage(state: Engine, name: str, usage: dict[FlavorResource, int]) ->
                 FlavorUsage(
                     name=quota.name,
                     resources=[
-                        ResourceUsage(r, format_amount(r, usage.get((quota.name, r), 0)), "0")
+                        ResourceUsage(
+                            r,
+                            format_amount(r, usage.get((quota.name, r), 0)),
+                            # Above its own nominal quota: borrowed from the cohort.
+                            format_amount(r, max(0, usage.get((quota.name, r), 0) - quota.nominal.get(r, 0))),
+                        )
                         for r in sorted(group.covered)
                     ],
                 )

@@ -92,7 +92,11 @@ def cluster_queue_body(
     covered: Sequence[str] | None = None,
     strategy: str | None = None,
     namespace_selector: Mapping[str, Any] | None = None,
+    cohort: str | None = None,
+    limits: Mapping[tuple[str, str], Mapping[str, str | int]] | None = None,
+    when_can_borrow: str | None = None,
 ) -> dict[str, Any]:
+    """`limits`: (flavor, resource) -> {"borrowingLimit": ..., "lendingLimit": ...}."""
     resources = list(covered or (flavors[0][1].keys() if flavors else []))
     spec: dict[str, Any] = {
         "namespaceSelector": dict(namespace_selector) if namespace_selector is not None else {},
@@ -100,7 +104,13 @@ def cluster_queue_body(
             {
                 "coveredResources": resources,
                 "flavors": [
-                    {"name": f, "resources": [{"name": r, "nominalQuota": q} for r, q in quotas.items()]}
+                    {
+                        "name": f,
+                        "resources": [
+                            {"name": r, "nominalQuota": q, **(limits or {}).get((f, r), {})}
+                            for r, q in quotas.items()
+                        ],
+                    }
                     for f, quotas in flavors
                 ],
             }
@@ -108,6 +118,10 @@ def cluster_queue_body(
     }
     if strategy:
         spec["queueingStrategy"] = strategy
+    if cohort:
+        spec["cohortName"] = cohort
+    if when_can_borrow:
+        spec["flavorFungibility"] = {"whenCanBorrow": when_can_borrow}
     return {
         "apiVersion": "kueue.x-k8s.io/v1beta2",
         "kind": "ClusterQueue",
