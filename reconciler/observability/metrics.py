@@ -14,8 +14,8 @@ One ``Metrics`` object per process owns a dedicated ``CollectorRegistry``
   finished count).
 
 Every ``kueue_`` series carries ``replica_role`` (``leader``, ``follower`` or
-``standalone``), read at the moment of the increment or the scrape. There are
-no priorities or cohorts yet: ``priority_class`` and ``cohort`` are ``""``.
+``standalone``), read at the moment of the increment or the scrape. ``cohort``
+is the ClusterQueue's cohortName; ``priority_class`` is not reported yet (``""``).
 
 Eviction hook: :meth:`Metrics.workload_evicted` is meant to be called where an
 eviction is written (waitForPodsReady, later preemption); readiness timing
@@ -86,6 +86,10 @@ class ClusterQueueSample:
     nominal: dict[tuple[str, str], float] = field(default_factory=dict)
     reserved: dict[tuple[str, str], float] = field(default_factory=dict)
     used: dict[tuple[str, str], float] = field(default_factory=dict)
+    cohort: str = NO_COHORT
+    # +Inf where no limit is set, as Kueue reports it.
+    borrowing_limit: dict[tuple[str, str], float] = field(default_factory=dict)
+    lending_limit: dict[tuple[str, str], float] = field(default_factory=dict)
 
 
 @dataclass(frozen=True, slots=True)
@@ -182,6 +186,16 @@ class _StateCollector(Collector):
             "Reports the cluster_queue's total resource usage within all the flavors (base units)",
             fr_labels,
         )
+        borrowing = gauge(
+            "kueue_cluster_queue_borrowing_limit",
+            "Reports the cluster_queue's resource borrowing limit within all the flavors (+Inf when unset)",
+            fr_labels,
+        )
+        lending = gauge(
+            "kueue_cluster_queue_lending_limit",
+            "Reports the cluster_queue's resource lending limit within all the flavors (+Inf when unset)",
+            fr_labels,
+        )
         for cq in cqs:
             pending.add_metric([cq.name, "active", role], cq.pending_active)
             pending.add_metric([cq.name, "inadmissible", role], cq.pending_inadmissible)
@@ -190,10 +204,27 @@ class _StateCollector(Collector):
             finished.add_metric([cq.name, role], cq.finished)
             for state in ("pending", "active", "terminating"):
                 status.add_metric([cq.name, state, role], 1.0 if cq.status == state else 0.0)
-            for family, amounts in ((nominal, cq.nominal), (reservation, cq.reserved), (usage, cq.used)):
+            for family, amounts in (
+                (nominal, cq.nominal),
+                (reservation, cq.reserved),
+                (usage, cq.used),
+                (borrowing, cq.borrowing_limit),
+                (lending, cq.lending_limit),
+            ):
                 for (flavor, resource), amount in sorted(amounts.items()):
-                    family.add_metric([NO_COHORT, cq.name, flavor, resource, role], amount)
-        yield from (pending, reserving, admitted, finished, status, nominal, reservation, usage)
+                    family.add_metric([cq.cohort, cq.name, flavor, resource, role], amount)
+        yield from (
+            pending,
+            reserving,
+            admitted,
+            finished,
+            status,
+            nominal,
+            reservation,
+            usage,
+            borrowing,
+            lending,
+        )
 
         lq_pending = gauge(
             "kueue_local_queue_pending_workloads",

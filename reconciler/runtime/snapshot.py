@@ -8,6 +8,7 @@ one consistent instant. Quantities are given in their base unit: cpu in cores
 
 from __future__ import annotations
 
+import math
 from collections import Counter
 from collections.abc import Sequence
 from typing import Any, Literal
@@ -62,12 +63,18 @@ def _cluster_queue(reconciler: Reconciler, name: str, finished: int) -> ClusterQ
     else:
         status = "pending"
     nominal: dict[tuple[str, str], float] = {}
+    borrowing: dict[tuple[str, str], float] = {}
+    lending: dict[tuple[str, str], float] = {}
     model = core.cache.cluster_queues.get(name)
     if model is not None:
         for group in model.groups:
             for quota in group.flavors:
                 for resource in group.covered:
-                    nominal[(quota.name, resource)] = base_units(resource, quota.nominal.get(resource, 0))
+                    fr = (quota.name, resource)
+                    nominal[fr] = base_units(resource, quota.nominal.get(resource, 0))
+                    for limits, into in ((quota.borrowing_limit, borrowing), (quota.lending_limit, lending)):
+                        limit = limits.get(resource)
+                        into[fr] = math.inf if limit is None else base_units(resource, limit)
     used = {fr: 0.0 for fr in nominal}
     for (flavor, resource), amount in core.ledger.usage(name).items():
         used[(flavor, resource)] = base_units(resource, amount)
@@ -84,6 +91,9 @@ def _cluster_queue(reconciler: Reconciler, name: str, finished: int) -> ClusterQ
         nominal=nominal,
         reserved=used,  # no admission checks: a reservation is an admission
         used=used,
+        cohort=(model.cohort or "") if model is not None else "",
+        borrowing_limit=borrowing,
+        lending_limit=lending,
     )
 
 
