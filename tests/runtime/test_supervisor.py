@@ -196,7 +196,14 @@ async def test_a_stopped_follower_never_writes(fake: FakeApiServer, tmp_path: Pa
     b = Replica("pod-b", kubeconfig(tmp_path, fake.url))
     b.start()
     await eventually("b has its ports", lambda: b.ports)
-    assert await b.readyz() == (200, "standing by: not the leader (leader is pod-other)", "follower")
+    standing_by = (200, "standing by: not the leader (leader is pod-other)", "follower")
+
+    async def has_read_the_lease() -> bool:
+        return await b.readyz() == standing_by
+
+    # Until its first Lease read, a follower does not know the leader yet ("leader is unknown").
+    await eventually("b names the leader", has_read_the_lease)
+    assert await b.readyz() == standing_by
     status, _body, role = await b.get("health", "/healthz")
     assert (status, role) == (200, "follower")
     await asyncio.sleep(0.3)
