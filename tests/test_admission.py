@@ -11,7 +11,7 @@ from reconciler.core.engine import Engine
 from reconciler.core.flavors import node_labels_for
 from reconciler.core.pending_queue import PendingQueue
 from reconciler.core.queues import backoff_seconds
-from reconciler.core.scheduler import Admit, Pending
+from reconciler.core.scheduler import Admit, Decision, Pending
 from reconciler.core.workloads import WorkloadInfo, compile_workload, workload_for_job
 from tests.support.builders import cluster_queue, flavor, job
 
@@ -51,7 +51,7 @@ def state_with(
     return state
 
 
-def decisions_by_name(decisions: list[Admit | Pending]) -> dict[str, Admit | Pending]:
+def decisions_by_name(decisions: list[Decision]) -> dict[str, Decision]:
     return {d.key[1]: d for d in decisions}
 
 

@@ -232,3 +232,33 @@ def test_priority_classes_set_the_workload_priority_and_a_missing_one_is_named(
     (workload,) = [o for o in yaml.safe_load_all(out) if o["kind"] == "Workload"]
     assert workload["spec"]["priority"] == 900
     assert workload["spec"]["priorityClassRef"]["name"] == "urgent"
+
+
+def test_simulate_preempts_a_lower_priority_workload(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    queues = list(yaml.safe_load_all((EXAMPLES / "10-queues.yaml").read_text()))
+    for obj in queues:
+        if obj["kind"] == "ClusterQueue":
+            obj["spec"]["preemption"] = {"withinClusterQueue": "LowerPriority"}
+    (tmp_path / "10-queues.yaml").write_text(yaml.safe_dump_all(queues))
+    (tmp_path / "20-resourceclaimtemplate.yaml").write_text(
+        (EXAMPLES / "20-resourceclaimtemplate.yaml").read_text()
+    )
+    wpc = {"apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "WorkloadPriorityClass"}
+    (tmp_path / "05-priority.yaml").write_text(
+        yaml.safe_dump({**wpc, "metadata": {"name": "urgent"}, "value": 900})
+    )
+    first = yaml.safe_load((EXAMPLES / "30-job-running-a.yaml").read_text())
+    second = yaml.safe_load((EXAMPLES / "31-job-pending-b.yaml").read_text())
+    second["metadata"]["labels"]["kueue.x-k8s.io/priority-class"] = "urgent"
+    (tmp_path / "40-jobs.yaml").write_text(yaml.safe_dump_all([first, second]))
+    code, out, _ = run(
+        capsys, "simulate", "--config", str(EXAMPLES / "00-configuration.yaml"), "-f", str(tmp_path)
+    )
+    assert code == 0
+    found = objects(out)
+    urgent = next(o for n, o in found.items() if n.startswith("job-kueue-dra-pending-b-"))
+    preempted = next(o for n, o in found.items() if n.startswith("job-kueue-dra-running-a-"))
+    assert conditions(urgent)["QuotaReserved"]["status"] == "True"
+    assert conditions(preempted)["QuotaReserved"]["status"] == "False"

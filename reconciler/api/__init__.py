@@ -21,6 +21,7 @@ from .dra import (
 from .kueue import (
     Admission,
     ClusterQueue,
+    ClusterQueuePreemption,
     ClusterQueueSpec,
     ClusterQueueStatus,
     FlavorFungibility,
@@ -126,6 +127,7 @@ __all__ = [
     "Affinity",
     "ApiStruct",
     "ClusterQueue",
+    "ClusterQueuePreemption",
     "ClusterQueueSpec",
     "ClusterQueueStatus",
     "Condition",

@@ -42,6 +42,11 @@ class FlavorFungibility(ApiStruct):
     when_can_preempt: str = "TryNextFlavor"
 
 
+class ClusterQueuePreemption(ApiStruct):
+    reclaim_within_cohort: str = "Never"
+    within_cluster_queue: str = "Never"
+
+
 class ClusterQueueSpec(ApiStruct):
     resource_groups: list[ResourceGroup] = []
     namespace_selector: LabelSelector | None = None
@@ -49,6 +54,7 @@ class ClusterQueueSpec(ApiStruct):
     cohort_name: str | None = None
     stop_policy: str | None = None
     flavor_fungibility: FlavorFungibility | None = None
+    preemption: ClusterQueuePreemption | None = None
 
 
 class ResourceUsage(msgspec.Struct, rename="camel"):

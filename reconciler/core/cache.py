@@ -49,6 +49,12 @@ class QuotaCache:
     workloads: dict[WorkloadKey, WorkloadInfo] = field(default_factory=dict)
     # Cohort name -> its member ClusterQueues.
     cohorts: dict[str, set[str]] = field(default_factory=dict)
+    # When each admitted workload got its quota (RFC 3339, "" when only known as "just now"),
+    # and an admission counter to order equal times: preemption takes the newest first.
+    admitted_at: dict[WorkloadKey, tuple[str, int]] = field(default_factory=dict)
+    # Admitted workloads whose eviction (preemption) has been asked for and not yet seen.
+    evicting: set[WorkloadKey] = field(default_factory=set)
+    _admissions: int = 0
 
     @property
     def capacity(self) -> CohortCapacity:
@@ -109,12 +115,17 @@ class QuotaCache:
 
     # --- admitted workloads -------------------------------------------------------------
 
-    def admit(self, info: WorkloadInfo, charge: Charge) -> None:
+    def admit(self, info: WorkloadInfo, charge: Charge, reserved_at: str = "") -> None:
         self.ledger.reserve(info.key, charge)
         self.workloads[info.key] = info
+        self._admissions += 1
+        # An unknown time sorts after every RFC 3339 stamp: it was admitted just now.
+        self.admitted_at[info.key] = (reserved_at or "~", self._admissions)
 
     def release(self, key: WorkloadKey) -> tuple[Charge | None, WorkloadInfo | None]:
         """Return a workload's quota; gives its charge and what was known of it."""
+        self.admitted_at.pop(key, None)
+        self.evicting.discard(key)
         return self.ledger.release(key), self.workloads.pop(key, None)
 
     def rebuild(self, admitted: Iterable[tuple[WorkloadKey, Admission]]) -> None:

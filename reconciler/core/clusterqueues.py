@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Container
 from dataclasses import dataclass, field
 
-from reconciler.api import ClusterQueue, FlavorFungibility, LabelSelector
+from reconciler.api import ClusterQueue, ClusterQueuePreemption, FlavorFungibility, LabelSelector
 
 from .quantity import QuantityError, parse_quantity, to_amount
 
@@ -17,6 +17,10 @@ __all__ = [
     "active_condition",
     "compile_cluster_queue",
 ]
+
+
+WITHIN_CLUSTER_QUEUE_POLICIES = ("Never", "LowerPriority", "LowerOrNewerEqualPriority")
+RECLAIM_POLICIES = ("Never", "LowerPriority", "Any")
 
 
 class InvalidClusterQueueError(ValueError):
@@ -48,6 +52,9 @@ class ClusterQueueModel:
     cohort: str | None = None
     # flavorFungibility.whenCanBorrow: stop at the first flavor that fits by borrowing, or look on.
     borrow_stops_search: bool = True
+    # preemption.withinClusterQueue and preemption.reclaimWithinCohort.
+    within_cluster_queue: str = "Never"
+    reclaim_within_cohort: str = "Never"
     group_of: dict[str, int] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
@@ -123,6 +130,15 @@ def compile_cluster_queue(cq: ClusterQueue) -> ClusterQueueModel:
             flavors.append(FlavorQuota(flavor.name, nominal, borrowing, lending))
         groups.append(ResourceGroupModel(tuple(group.covered_resources), tuple(flavors)))
     fungibility = cq.spec.flavor_fungibility or FlavorFungibility()
+    preemption = cq.spec.preemption or ClusterQueuePreemption()
+    for field_name, value, allowed in (
+        ("withinClusterQueue", preemption.within_cluster_queue, WITHIN_CLUSTER_QUEUE_POLICIES),
+        ("reclaimWithinCohort", preemption.reclaim_within_cohort, RECLAIM_POLICIES),
+    ):
+        if value not in allowed:
+            raise InvalidClusterQueueError(
+                f"spec.preemption.{field_name}: {value!r} is not one of {', '.join(allowed)}; use one of them"
+            )
     return ClusterQueueModel(
         name=cq.metadata.name,
         groups=groups,
@@ -131,6 +147,8 @@ def compile_cluster_queue(cq: ClusterQueue) -> ClusterQueueModel:
         stopped=cq.spec.stop_policy in ("Hold", "HoldAndDrain"),
         cohort=cq.spec.cohort_name or None,
         borrow_stops_search=fungibility.when_can_borrow != "TryNextFlavor",
+        within_cluster_queue=preemption.within_cluster_queue,
+        reclaim_within_cohort=preemption.reclaim_within_cohort,
     )
 
 

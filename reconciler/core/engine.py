@@ -86,16 +86,30 @@ class Engine:
         """What is known of a workload, admitted or waiting."""
         return self.queues.workloads.get(key) or self.cache.workloads.get(key)
 
-    def add_workload(self, info: WorkloadInfo, admission: Admission | None = None) -> None:
-        """Add or replace a workload; an admitted one is charged to the cache as its status says."""
+    def add_workload(
+        self, info: WorkloadInfo, admission: Admission | None = None, reserved_at: str = ""
+    ) -> None:
+        """Add or replace a workload; an admitted one is charged to the cache as its status says
+        (`reserved_at`: when it got its quota, which orders preemption candidates)."""
         key = info.key
+        evicting = key in self.cache.evicting
         self.queues.remove(key)
         self._release(key)
         self.scheduler.forget(key)
         if admission is not None:
-            self.cache.admit(info, charge_from_admission(admission))
+            self.cache.admit(info, charge_from_admission(admission), reserved_at)
+            if evicting:
+                self.cache.evicting.add(key)
         else:
             self.queues.add(info)
+
+    def eviction_failed(self, key: WorkloadKey) -> None:
+        """An eviction asked for by preemption was not written: the workload is a candidate again,
+        and whoever waited for it is tried again."""
+        self.cache.evicting.discard(key)
+        charge = self.cache.ledger.charge_of(key)
+        if charge is not None:
+            self._freed(charge)
 
     def remove_workload(self, key: WorkloadKey) -> None:
         """The workload finished or was deleted: forget it and return its quota."""

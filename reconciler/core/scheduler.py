@@ -17,10 +17,11 @@ from .clusterqueues import ClusterQueueModel, active_condition
 from .flavors import FlavorFit, FlavorNoFit, PodSetFlavors, assign_flavors
 from .ledger import Charge
 from .pending_queue import Candidate, PendingQueue
+from .preemption import Target, preemption_targets
 from .queues import QueueManager
 from .selectors import label_selector_matches
 
-__all__ = ["REASON_INADMISSIBLE", "REASON_PENDING", "Admit", "Decision", "Pending", "Scheduler"]
+__all__ = ["REASON_INADMISSIBLE", "REASON_PENDING", "Admit", "Decision", "Pending", "Preempt", "Scheduler"]
 
 WorkloadKey = tuple[str, str]
 
@@ -48,7 +49,16 @@ class Pending:
     cluster_queue: str | None = None
 
 
-Decision = Admit | Pending
+@dataclass(frozen=True, slots=True)
+class Preempt:
+    """Evict `targets` so that the pending workload `key` fits (it stays pending meanwhile)."""
+
+    key: WorkloadKey
+    cluster_queue: str
+    targets: tuple[Target, ...]
+
+
+Decision = Admit | Pending | Preempt
 
 
 @dataclass
@@ -98,6 +108,8 @@ class Scheduler:
         # Verdicts by shape hold until this ClusterQueue's usage changes (an admission).
         verdicts: dict[bytes, FlavorNoFit] = {}
         capacity = cache.capacity
+        # Workloads some preemptor in this pass already counts on evicting.
+        claimed: set[WorkloadKey] = set()
         selector_ok: dict[str, bool] = {}
         while (candidate := queue.next_candidate()) is not None:
             key = candidate.key
@@ -123,10 +135,23 @@ class Scheduler:
                     continue
                 result = verdicts[info.shape] = fit
             pending = Pending(key, REASON_PENDING, result.message, model.name)
+            group = info.shape
+            if result.waiting_for_quota and _may_preempt(model):
+                targets = preemption_targets(info, model, cache, cache.flavors)
+                victims = {t.key for t in targets}
+                if targets and not victims & claimed:
+                    claimed |= victims
+                    message = f"{result.message}. Pending the preemption of {len(targets)} workload(s)"
+                    pending = Pending(key, REASON_PENDING, message, model.name)
+                    group = ("preempting", key)  # parked alone: its verdict is its own
+                    fresh = tuple(t for t in targets if t.key not in cache.evicting)
+                    cache.evicting |= victims
+                    if fresh:
+                        out.append(Preempt(key, model.name, fresh))
             if candidate.group is None and queue.strict_fifo and result.waiting_for_quota:
                 self._report(out, pending)
                 return
-            self._settle(out, queue, candidate, info.shape, pending)
+            self._settle(out, queue, candidate, group, pending)
 
     def _settle(
         self,
@@ -150,3 +175,9 @@ class Scheduler:
             if self._group_verdicts.setdefault(group_id, verdict) != verdict:
                 self._group_verdicts[group_id] = None
         queue.settle(candidate.group if candidate.group is not None else group)
+
+
+def _may_preempt(model: ClusterQueueModel) -> bool:
+    return model.within_cluster_queue != "Never" or (
+        model.cohort is not None and model.reclaim_within_cohort != "Never"
+    )

@@ -34,7 +34,7 @@ from .clusterqueues import InvalidClusterQueueError, compile_cluster_queue
 from .engine import Engine
 from .priority import MissingPriorityClass, resolve_priority
 from .quantity import QuantityError
-from .scheduler import Admit, Decision, Pending
+from .scheduler import Admit, Decision, Pending, Preempt
 from .status import admitted_workload_status, cluster_queue_status, condition, pending_workload_status
 from .workloads import QUEUE_NAME_LABEL, WorkloadInfo, compile_workload, workload_for_job
 
@@ -183,8 +183,17 @@ def simulate(objects: Sequence[InputObject], mappings: Mapping[str, str], now: s
     last: dict[tuple[str, str], Decision] = {}
     for info in waiting:
         state.add_workload(info)
-        for decision in state.schedule():
-            last[decision.key] = decision
+        decisions = state.schedule()
+        while decisions:
+            preempts = [d for d in decisions if isinstance(d, Preempt)]
+            for decision in decisions:
+                if not isinstance(decision, Preempt):
+                    last[decision.key] = decision
+            # Offline, an eviction lands at once: the victims go back to their queues.
+            for preempt in preempts:
+                for target in preempt.targets:
+                    state.release(target.key)
+            decisions = state.schedule() if preempts else []
 
     for key, workload in workloads.items():
         outcome = last.get(key)

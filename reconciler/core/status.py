@@ -292,14 +292,19 @@ def evicted_workload_status(
     now: str,
     generation: int | None = None,
     pods_ready: bool = False,
+    requeued: bool = False,
 ) -> WorkloadStatus:
-    """Evicted and its quota given back in one write: the API never shows it holding quota after."""
+    """Evicted and its quota given back in one write: the API never shows it holding quota after.
+
+    `requeued`: Requeued=True (Kueue sets it for a preemption), else False with the eviction's reason."""
     conditions = set_condition(previous.conditions, EVICTED, "True", reason, message, now, generation)
     conditions = set_condition(conditions, QUOTA_RESERVED, "False", "Pending", message, now, generation)
     conditions = set_condition(
         conditions, ADMITTED, "False", "NoReservation", "The workload has no reservation", now, generation
     )
-    conditions = set_condition(conditions, REQUEUED, "False", reason, message, now, generation)
+    conditions = set_condition(
+        conditions, REQUEUED, "True" if requeued else "False", reason, message, now, generation
+    )
     if pods_ready:
         conditions = _waiting_for_start(conditions, now, generation)
     return WorkloadStatus(

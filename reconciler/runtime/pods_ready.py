@@ -8,8 +8,6 @@ reservation; the quota leaves the core only when that write has landed.
 
 from __future__ import annotations
 
-from functools import partial
-
 import msgspec
 import structlog
 
@@ -34,10 +32,11 @@ from reconciler.core.podstatus import (
     lasting,
     ready_or_succeeded,
 )
-from reconciler.core.status import condition, evicted_workload_status, resource_requests, set_condition
+from reconciler.core.status import condition, set_condition
 
 from .actions import MergePatch, OnDone, Purpose, WriteDone
 from .context import EXPECTED_MISSES, Context
+from .evictions import Eviction, Evictions
 from .patches import holds_quota, status_patch
 from .store import Key
 
@@ -55,6 +54,7 @@ _SETTLING = ("admit", "evict", "finish")
 class PodsReady:
     def __init__(self, ctx: Context) -> None:
         self.ctx = ctx
+        self.evictions = Evictions(ctx)
         # Admitted workloads whose pods are not all ready (for blockAdmission).
         self._unready: set[Key] = set()
 
@@ -231,52 +231,18 @@ class PodsReady:
         underlying_cause: str,
     ) -> None:
         """Evict: one status write ends the reservation; the quota returns when it lands."""
-        ctx = self.ctx
-        key = (workload.metadata.namespace, workload.metadata.name)
-        if ctx.workload_writes.in_flight(key, "evict"):
-            return
-        info = ctx.engine.workload(key)
-        status = evicted_workload_status(
-            workload.status,
-            reason=reason,
-            message=message,
-            requeue_state=requeue_state or workload.status.requeue_state,
-            requests=resource_requests(info) if info is not None else workload.status.resource_requests,
-            now=ctx.clock(),
-            generation=workload.metadata.generation or None,
-            pods_ready=ctx.config.wait_for_pods_ready is not None,
+        eviction = Eviction(
+            reason,
+            message,
+            underlying_cause=underlying_cause,
+            requeue_state=requeue_state,
+            on_landed=self._forget_deadline,
         )
-        handler = partial(self._evicted, reason=reason, message=message, underlying_cause=underlying_cause)
-        self._write_status("evict", workload, status, handler)
+        self.evictions.evict(workload, eviction)
 
-    def _evicted(self, done: WriteDone, *, reason: str, message: str, underlying_cause: str) -> None:
-        ctx = self.ctx
-        key = done.key
-        if not done.ok or done.body is None:
-            log.debug(
-                "eviction not written; it is retried", workload=f"{key[0]}/{key[1]}", error=str(done.error)
-            )
-            ctx.write_failed(done, expected=EXPECTED_MISSES)
-            ctx.dirty.workload(key)  # still admitted: the deadline fires again on fresh state
-            return
-        charge = ctx.engine.ledger.charge_of(key)
-        ctx.metrics.workload_evicted(charge.cluster_queue if charge else "", reason, underlying_cause)
-        # Until this write's own event, an older one must not look like it is still admitted.
-        ctx.apply_workload_write(key, done.body, until_seen=True)
-        ctx.engine.remove_workload(key)
+    def _forget_deadline(self, key: Key) -> None:
         self._unready.discard(key)
-        ctx.timers.cancel(key, "pods-ready")
-        ctx.dirty.workload(key, own_write=True)  # starts the requeue backoff
-        workload = ctx.store.workloads.get(key)
-        if workload is None:
-            return
-        ctx.events.emit(workload, "Normal", f"EvictedDueTo{reason}", message)
-        owner = ctx.store.job_key(key)
-        job = ctx.store.jobs.get(owner) if owner is not None else None
-        if job is not None:
-            ctx.events.emit(job, "Normal", "Stopped", message)
-        if owner is not None:
-            ctx.dirty.jobs.add(owner)
+        self.ctx.timers.cancel(key, "pods-ready")
 
     # --- writes -------------------------------------------------------------------------
 

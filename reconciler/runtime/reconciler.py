@@ -54,7 +54,7 @@ from reconciler.core.engine import Engine
 from reconciler.core.jobs import PODSET_LABEL
 from reconciler.core.priority import PRIORITY_CLASS_LABEL
 from reconciler.core.quantity import QuantityError
-from reconciler.core.scheduler import Admit
+from reconciler.core.scheduler import Admit, Preempt
 from reconciler.kube import WatchEvent
 from reconciler.observability.metrics import Metrics
 
@@ -65,6 +65,7 @@ from .jobs import Jobs
 from .patches import holds_quota
 from .podindex import PodIndex
 from .pods_ready import PodsReady
+from .preemption import Preemption
 from .queue_status import QueueStatus
 from .store import Key, Store
 from .timers import Timers
@@ -116,6 +117,7 @@ class Reconciler:
         self.job_sync = Jobs(self.ctx)
         self.pods_ready = PodsReady(self.ctx)
         self.queue_status = QueueStatus(self.ctx)
+        self.preemption = Preemption(self.ctx)
         self.synced: set[str] = set()
         self.ready = False
         self._next_resync = 0.0
@@ -219,6 +221,8 @@ class Reconciler:
         for decision in decisions:
             if isinstance(decision, Admit):
                 self.workload_sync.admit(decision)
+            elif isinstance(decision, Preempt):
+                self.preemption.preempt(decision)
             else:
                 self.workload_sync.pending(decision)
         ctx.dirty.queue_status = True

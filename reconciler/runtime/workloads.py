@@ -16,7 +16,12 @@ from reconciler.api.resources import WORKLOADS
 from reconciler.api.times import epoch
 from reconciler.core.quantity import QuantityError
 from reconciler.core.scheduler import Admit, Pending
-from reconciler.core.status import admitted_workload_status, backoff_finished_status, pending_workload_status
+from reconciler.core.status import (
+    admitted_workload_status,
+    backoff_finished_status,
+    condition,
+    pending_workload_status,
+)
 from reconciler.core.workloads import WorkloadInfo, compile_workload
 from reconciler.kube import Conflict, NotFound
 
@@ -83,9 +88,12 @@ class Workloads:
         engine = ctx.engine
         generation = workload.metadata.generation
         if holds_quota(workload):
-            if not engine.is_admitted(key):
+            # Also after a restart: the rebuilt ledger has the charges, not what preemption needs to know.
+            if not engine.is_admitted(key) or key not in engine.cache.workloads:
                 assert workload.status.admission is not None
-                engine.add_workload(self.compile(workload), workload.status.admission)
+                reserved = condition(workload.status.conditions, "QuotaReserved")
+                at = (reserved.last_transition_time if reserved else None) or ""
+                engine.add_workload(self.compile(workload), workload.status.admission, at)
                 self._fed[key] = generation
             return
         if not workload.spec.active:

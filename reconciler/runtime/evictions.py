@@ -1,0 +1,121 @@
+"""Evicting an admitted Workload: one status write ends its reservation; its quota returns, its Job
+is stopped and restored, and Events are posted only once that write has landed.
+
+Shared by the concerns that evict (waitForPodsReady, preemption); each says what its eviction
+is and what to do when it lands or fails.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from functools import partial
+
+import msgspec
+import structlog
+
+from reconciler.api import RequeueState, Workload
+from reconciler.api.resources import WORKLOADS
+from reconciler.core.status import evicted_workload_status, resource_requests, set_condition
+
+from .actions import MergePatch, WriteDone
+from .context import EXPECTED_MISSES, Context
+from .patches import status_patch
+from .store import Key
+
+__all__ = ["Eviction", "Evictions"]
+
+log = structlog.get_logger(__name__)
+
+
+@dataclass(frozen=True, slots=True)
+class Eviction:
+    reason: str  # Evicted=True reason (PodsReadyTimeout, Preempted, Deactivated...)
+    message: str
+    underlying_cause: str = ""  # for the eviction metric
+    requeue_state: RequeueState | None = None  # None: keep the Workload's own
+    requeued: bool = False  # Requeued=True (preemption), else False with the eviction's reason
+    preempted_reason: str | None = None  # sets Preempted=True with this reason (InClusterQueue, ...)
+    on_landed: Callable[[Key], None] | None = None
+    on_failed: Callable[[Key], None] | None = None
+
+
+class Evictions:
+    def __init__(self, ctx: Context) -> None:
+        self.ctx = ctx
+
+    def evict(self, workload: Workload, eviction: Eviction) -> bool:
+        """Ask for the eviction once; False when one is already in flight."""
+        ctx = self.ctx
+        meta = workload.metadata
+        key = (meta.namespace, meta.name)
+        if ctx.workload_writes.in_flight(key, "evict"):
+            return False
+        info = ctx.engine.workload(key)
+        now, generation = ctx.clock(), meta.generation or None
+        status = evicted_workload_status(
+            workload.status,
+            reason=eviction.reason,
+            message=eviction.message,
+            requeue_state=eviction.requeue_state or workload.status.requeue_state,
+            requests=resource_requests(info) if info is not None else workload.status.resource_requests,
+            now=now,
+            generation=generation,
+            pods_ready=ctx.config.wait_for_pods_ready is not None,
+            requeued=eviction.requeued,
+        )
+        if eviction.preempted_reason is not None:
+            conditions = set_condition(
+                status.conditions,
+                "Preempted",
+                "True",
+                eviction.preempted_reason,
+                eviction.message,
+                now,
+                generation,
+            )
+            status = msgspec.structs.replace(status, conditions=conditions)
+        ctx.write(
+            MergePatch(
+                "evict",
+                WORKLOADS,
+                meta.namespace,
+                meta.name,
+                status_patch(status, meta.resource_version),
+                subresource="status",
+                slot_name="workload-status",
+                on_done=partial(self._done, eviction=eviction),
+            )
+        )
+        return True
+
+    def _done(self, done: WriteDone, *, eviction: Eviction) -> None:
+        ctx = self.ctx
+        key = done.key
+        if not done.ok or done.body is None:
+            log.debug("eviction not written", workload=f"{key[0]}/{key[1]}", error=str(done.error))
+            ctx.write_failed(done, expected=EXPECTED_MISSES)
+            ctx.dirty.workload(key)  # still admitted: decide again on fresh state
+            if eviction.on_failed is not None:
+                eviction.on_failed(key)
+            return
+        charge = ctx.engine.ledger.charge_of(key)
+        ctx.metrics.workload_evicted(
+            charge.cluster_queue if charge else "", eviction.reason, eviction.underlying_cause
+        )
+        # Until this write's own event, an older one must not look like it is still admitted.
+        ctx.apply_workload_write(key, done.body, until_seen=True)
+        ctx.engine.remove_workload(key)
+        if eviction.on_landed is not None:
+            eviction.on_landed(key)
+        ctx.dirty.workload(key, own_write=True)  # queued again (after a backoff, if any)
+        workload = ctx.store.workloads.get(key)
+        if workload is None:
+            return
+        ctx.events.emit(workload, "Normal", f"EvictedDueTo{eviction.reason}", eviction.message)
+        owner = ctx.store.job_key(key)
+        job = ctx.store.jobs.get(owner) if owner is not None else None
+        if job is not None:
+            ctx.events.emit(job, "Normal", "Stopped", eviction.message)
+        if owner is not None:
+            ctx.dirty.jobs.add(owner)

@@ -1,0 +1,65 @@
+"""Preemption: the scheduler named admitted workloads to evict so that a pending one fits; evict
+them with Kueue's reasons, conditions and Events. The preemptor stays pending meanwhile and is
+admitted once the quota they held has come back.
+"""
+
+from __future__ import annotations
+
+from reconciler.core.preemption import cluster_queue_path, preemption_message
+from reconciler.core.scheduler import Preempt
+from reconciler.core.workloads import JOB_UID_LABEL
+
+from .context import Context
+from .evictions import Eviction, Evictions
+
+__all__ = ["Preemption"]
+
+PREEMPTED = "Preempted"
+
+
+class Preemption:
+    def __init__(self, ctx: Context) -> None:
+        self.ctx = ctx
+        self.evictions = Evictions(ctx)
+
+    def preempt(self, decision: Preempt) -> None:
+        ctx = self.ctx
+        preemptor = ctx.store.workloads.get(decision.key)
+        if preemptor is None:
+            for target in decision.targets:
+                ctx.engine.eviction_failed(target.key)
+            return
+        cache = ctx.engine.cache
+        preemptor_path = cluster_queue_path(cache, decision.cluster_queue)
+        for target in decision.targets:
+            victim = ctx.store.workloads.get(target.key)
+            if victim is None:
+                ctx.engine.eviction_failed(target.key)
+                continue
+            message = preemption_message(
+                preemptor.metadata.uid,
+                preemptor.metadata.labels.get(JOB_UID_LABEL, ""),
+                target.reason,
+                preemptor_path,
+                cluster_queue_path(cache, target.cluster_queue),
+            )
+            eviction = Eviction(
+                PREEMPTED,
+                message,
+                underlying_cause=target.reason,
+                requeued=True,
+                preempted_reason=target.reason,
+                on_failed=ctx.engine.eviction_failed,
+            )
+            if not self.evictions.evict(victim, eviction):
+                continue
+            ours, theirs = preemptor.spec.priority or 0, victim.spec.priority or 0
+            priorities = f"; preemptor priority: {ours}; preemptee priority: {theirs}"
+            ctx.events.emit(victim, "Normal", PREEMPTED, message + priorities)
+            ctx.events.emit(
+                preemptor,
+                "Normal",
+                "PreemptedWorkload",
+                f"Preempted workload {target.key[0]}/{target.key[1]} (UID: {victim.metadata.uid}) "
+                f"in ClusterQueue {target.cluster_queue}{priorities}",
+            )

@@ -1,0 +1,83 @@
+"""Preemption through the reconciler: the victim is evicted with Kueue's conditions, then the preemptor
+goes."""
+
+from __future__ import annotations
+
+import msgspec
+
+from reconciler.api import ClusterQueue, Workload, WorkloadPriorityClass
+from reconciler.api.resources import CLUSTER_QUEUES, JOBS, WORKLOAD_PRIORITY_CLASSES, WORKLOADS
+from reconciler.runtime.actions import PostEvent
+from reconciler.runtime.writer import WriteDone
+from tests.support.builders import cluster_queue_body
+from tests.support.reconciler_harness import (
+    GPU,
+    Harness,
+    apply_patch,
+    created_workload,
+    decode,
+    gpu_job,
+    of,
+    queues,
+)
+
+
+def queued(h: Harness, name: str, priority_class: str) -> Workload:
+    job = gpu_job(h, name)
+    job.metadata.labels["kueue.x-k8s.io/priority-class"] = priority_class
+    h.event("ADDED", JOBS, job)
+    (create,) = of(h.take(), "create-workload")
+    workload = created_workload(h, create)
+    h.reconciler.handle(WriteDone(create, body=msgspec.json.encode(workload)))
+    h.event("ADDED", WORKLOADS, workload)
+    return workload
+
+
+def test_a_high_priority_job_preempts_the_running_low_one() -> None:
+    h = Harness()
+    queues(h)
+    body = cluster_queue_body("cq", [("t4", {GPU: 1})])
+    body["spec"]["preemption"] = {"withinClusterQueue": "LowerPriority"}
+    h.event("MODIFIED", CLUSTER_QUEUES, decode(body, ClusterQueue))
+    for name, value in (("low", 10), ("high", 1000)):
+        wpc = {"metadata": {"name": name, "resourceVersion": h.next_rv()}, "value": value}
+        h.event("ADDED", WORKLOAD_PRIORITY_CLASSES, decode(wpc, WorkloadPriorityClass))
+    h.sync_all()
+    low = queued(h, "low", "low")
+    (admit,) = of(h.take(), "admit")
+    running = apply_patch(h, low, admit)
+    h.reconciler.handle(WriteDone(admit, body=msgspec.json.encode(running)))
+    h.event("MODIFIED", WORKLOADS, running)
+    h.take()
+    high = queued(h, "high", "high")
+    actions = h.take()
+    (evict,) = of(actions, "evict")
+    assert evict.name == running.metadata.name
+    status = msgspec.json.decode(evict.patch)["status"]
+    conditions = {c["type"]: c for c in status["conditions"]}
+    message = (
+        f"Preempted to accommodate a workload (UID: {high.metadata.uid}, JobUID: uid-high) due to "
+        "prioritization in the ClusterQueue; preemptor path: /cq; preemptee path: /cq"
+    )
+    assert (conditions["Evicted"]["reason"], conditions["Evicted"]["message"]) == ("Preempted", message)
+    assert (conditions["Preempted"]["status"], conditions["Preempted"]["reason"]) == (
+        "True",
+        "InClusterQueue",
+    )
+    assert (conditions["Requeued"]["status"], conditions["Requeued"]["reason"]) == ("True", "Preempted")
+    assert status["admission"] is None
+    reasons = [msgspec.json.decode(a.body)["reason"] for a in actions if isinstance(a, PostEvent)]
+    assert "Preempted" in reasons
+    assert "PreemptedWorkload" in reasons
+    (pending,) = [a for a in of(actions, "workload-status") if a.name == high.metadata.name]
+    assert (
+        "Pending the preemption of 1 workload(s)"
+        in msgspec.json.decode(pending.patch)["status"]["conditions"][0]["message"]
+    )
+    assert of(actions, "admit") == []
+    # The eviction lands: the quota comes back and the preemptor is admitted.
+    evicted = apply_patch(h, running, evict)
+    h.reconciler.handle(WriteDone(evict, body=msgspec.json.encode(evicted)))
+    (next_admit,) = of(h.take(), "admit")
+    assert next_admit.name == high.metadata.name
+    assert h.reconciler.core.ledger.used("cq", ("t4", GPU)) == 1
