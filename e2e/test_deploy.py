@@ -134,7 +134,7 @@ def test_everything_rendered_is_applied(installed: list[Obj]) -> None:
     assert kinds == sorted(
         [
             "Namespace",
-            *["CustomResourceDefinition"] * 4,
+            *["CustomResourceDefinition"] * 5,  # ResourceFlavor, ClusterQueue, LocalQueue, Workload, WorkloadPriorityClass
             "ServiceAccount",
             "ClusterRole",
             "ClusterRoleBinding",
