@@ -146,7 +146,13 @@ async def test_stalled_job_is_evicted_restored_requeued_then_deactivated(
         stalled = await create_job(kube, namespace, "stalled", **{STALL_ANNOTATION: "true"})
         admitted = await workload_when(kube, namespace, stalled, "Admitted", "True")
         assert status_condition(admitted, "PodsReady")["reason"] == "WaitForStart"
-        job = await kube.get(api_path("batch/v1", "jobs", namespace, "stalled"))
+
+        async def started() -> Obj | None:
+            # The Job is started by a write after the admission's own: wait for it to land.
+            found: Obj = await kube.get(api_path("batch/v1", "jobs", namespace, "stalled"))
+            return found if found["spec"].get("suspend") is False else None
+
+        job = await wait_for("the admitted Job to be started", started, within=15)
         assert job["spec"]["template"]["spec"]["nodeSelector"][GPU_LABEL] == "Tesla-T4"
         # Another job waits for the only GPU.
         waiting = await create_job(kube, namespace, "waiting", **{RUN_SECONDS_ANNOTATION: "3"})

@@ -102,7 +102,10 @@ def _try_group(
             fr = (name, resource)
             previous = assumed.get(fr, 0)
             value = previous + requests[resource]
-            maximum = capacity.maximum(cq, fr)
+            nominal = quota.nominal.get(resource, 0)
+            used = capacity.used(cq.name, fr)
+            # Without a cohort the quota is the ClusterQueue's own: skip the cohort arithmetic.
+            maximum = nominal if cq.cohort is None else capacity.maximum(cq, fr)
             if value > maximum:
                 attempt.reasons.append(
                     f"insufficient quota for {resource} in flavor {name}, previously considered "
@@ -112,8 +115,8 @@ def _try_group(
                 )
                 fits = False
                 break
-            borrows = borrows or capacity.used(cq.name, fr) + value > quota.nominal.get(resource, 0)
-            available = capacity.available(cq, fr)
+            borrows = borrows or used + value > nominal
+            available = nominal - used if cq.cohort is None else capacity.available(cq, fr)
             if value > available:
                 attempt.reasons.append(
                     f"insufficient unused quota for {resource} in flavor {name}, "
