@@ -330,6 +330,13 @@ class Metrics:
             ["cluster_queue", "reason", "underlying_cause", "priority_class", ROLE],
             registry=r,
         )
+        self._preempted = Counter(
+            "kueue_preempted_workloads",
+            "The number of preempted workloads per 'preempting_cluster_queue' and 'reason' "
+            "(InClusterQueue, InCohortReclamation)",
+            ["preempting_cluster_queue", "reason", ROLE],
+            registry=r,
+        )
         buckets = kueue_buckets(14)
         self._reserved_wait = Histogram(
             "kueue_quota_reserved_wait_time_seconds",
@@ -437,6 +444,10 @@ class Metrics:
     def workload_evicted(self, cluster_queue: str, reason: str, underlying_cause: str = "") -> None:
         """HOOK: call where an eviction is written (e.g. reason ``PodsReadyTimeout``)."""
         self._evicted.labels(cluster_queue, reason, underlying_cause, NO_PRIORITY, self.role).inc()
+
+    def workload_preempted(self, preempting_cluster_queue: str, reason: str) -> None:
+        """HOOK: call where a preemption's eviction is written."""
+        self._preempted.labels(preempting_cluster_queue, reason, self.role).inc()
 
     def workload_ready(self, cluster_queue: str, created: str | None, admitted: str | None) -> None:
         """HOOK: call when a Workload's PodsReady turns True (waitForPodsReady)."""

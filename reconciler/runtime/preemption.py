@@ -46,13 +46,13 @@ class Preemption:
             eviction = Eviction(
                 PREEMPTED,
                 message,
-                underlying_cause=target.reason,
                 requeued=True,
                 preempted_reason=target.reason,
                 on_failed=ctx.engine.eviction_failed,
             )
             if not self.evictions.evict(victim, eviction):
                 continue
+            ctx.metrics.workload_preempted(decision.cluster_queue, target.reason)
             ours, theirs = preemptor.spec.priority or 0, victim.spec.priority or 0
             priorities = f"; preemptor priority: {ours}; preemptee priority: {theirs}"
             ctx.events.emit(victim, "Normal", PREEMPTED, message + priorities)

@@ -7,9 +7,12 @@ import msgspec
 
 from reconciler.api import ClusterQueue, Workload, WorkloadPriorityClass
 from reconciler.api.resources import CLUSTER_QUEUES, JOBS, WORKLOAD_PRIORITY_CLASSES, WORKLOADS
+from reconciler.observability.metrics import Metrics
 from reconciler.runtime.actions import PostEvent
 from reconciler.runtime.writer import WriteDone
 from tests.support.builders import cluster_queue_body
+from tests.support.metrics import scrape
+from tests.support.metrics import value as metric
 from tests.support.reconciler_harness import (
     GPU,
     Harness,
@@ -35,6 +38,8 @@ def queued(h: Harness, name: str, priority_class: str) -> Workload:
 
 def test_a_high_priority_job_preempts_the_running_low_one() -> None:
     h = Harness()
+    metrics = Metrics("leader")
+    h.reconciler.metrics = metrics
     queues(h)
     body = cluster_queue_body("cq", [("t4", {GPU: 1})])
     body["spec"]["preemption"] = {"withinClusterQueue": "LowerPriority"}
@@ -81,3 +86,8 @@ def test_a_high_priority_job_preempts_the_running_low_one() -> None:
     (next_admit,) = of(h.take(), "admit")
     assert next_admit.name == high.metadata.name
     assert h.reconciler.core.ledger.used("cq", ("t4", GPU)) == 1
+    _, samples = scrape(metrics)
+    labels = {"preempting_cluster_queue": "cq", "reason": "InClusterQueue", "replica_role": "leader"}
+    assert metric(samples, "kueue_preempted_workloads_total", **labels) == 1
+    eviction = {"cluster_queue": "cq", "reason": "Preempted", "underlying_cause": "", "priority_class": ""}
+    assert metric(samples, "kueue_evicted_workloads_total", replica_role="leader", **eviction) == 1
