@@ -21,6 +21,7 @@ from reconciler.core.status import (
     backoff_finished_status,
     condition,
     pending_workload_status,
+    set_condition,
 )
 from reconciler.core.workloads import WorkloadInfo, compile_workload
 from reconciler.kube import Conflict, NotFound
@@ -98,7 +99,22 @@ class Workloads:
             return
         if not workload.spec.active:
             self._forget(key)  # inactive: in no queue until reactivated
+            if workload.status.requeue_state is not None:
+                # As Kueue: an inactive workload's requeue count goes, so reactivation starts afresh.
+                self._write_requeue("reset", workload, {"requeueState": None})
             return
+        requeued = condition(workload.status.conditions, "Requeued")
+        if requeued is not None and requeued.status == "False" and requeued.reason.startswith("Deactivated"):
+            conditions = set_condition(
+                workload.status.conditions,
+                "Requeued",
+                "True",
+                "Reactivated",
+                "The workload was reactivated",
+                ctx.clock(),
+                generation or None,
+            )
+            self._write_requeue("reactivated", workload, {"conditions": msgspec.to_builtins(conditions)})
         if self._backing_off(key, workload):
             # Pending (inadmissible) in its queues' counts, but not scheduled until the backoff ends.
             if not engine.is_held(key):
@@ -181,6 +197,34 @@ class Workloads:
                 )
             )
         return True
+
+    def _write_requeue(self, what: str, workload: Workload, status: dict[str, object]) -> None:
+        """A requeue-state write (reset while inactive, Reactivated once active again), asked for once."""
+        meta = workload.metadata
+        key = (meta.namespace, meta.name)
+        if self.ctx.workload_writes.in_flight(key, "requeue"):
+            return
+        body = {"status": status, "metadata": {"resourceVersion": meta.resource_version}}
+        log.debug("requeue state written", workload=f"{key[0]}/{key[1]}", what=what)
+        self.ctx.write(
+            MergePatch(
+                "requeue",
+                WORKLOADS,
+                meta.namespace,
+                meta.name,
+                msgspec.json.encode(body),
+                subresource="status",
+                slot_name="workload-status",
+                on_done=self._requeue_written,
+            )
+        )
+
+    def _requeue_written(self, done: WriteDone) -> None:
+        if done.ok and done.body is not None:
+            self.ctx.apply_workload_write(done.key, done.body)
+            self.ctx.dirty.workload(done.key, own_write=True)
+        else:
+            self.ctx.write_failed(done, expected=EXPECTED_MISSES)
 
     def _requeued(self, done: WriteDone) -> None:
         key = done.key

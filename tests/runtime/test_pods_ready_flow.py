@@ -228,3 +228,38 @@ def test_a_job_that_ends_at_its_deadline_is_finished_not_evicted() -> None:
     h.event("MODIFIED", JOBS, decode(done, Job))
     assert of(h.take(), "finish")
     assert of(h.tick(T0 + 61), "evict") == []  # the Finished write is in flight
+
+
+def test_a_deactivated_workload_loses_its_requeue_count_and_is_requeued_when_reactivated() -> None:
+    h = Clocked(backoffLimitCount=0)
+    queues(h)
+    h.sync_all()
+    _, wl_a, _ = admitted_job(h, "a")
+    (deactivate,) = of(h.tick(T0 + 61), "deactivate")
+    inactive = msgspec.json.decode(msgspec.json.encode(wl_a))
+    inactive["spec"]["active"] = False
+    inactive["metadata"]["resourceVersion"] = h.next_rv()
+    h.reconciler.handle(WriteDone(deactivate, body=msgspec.json.encode(inactive)))
+    (evict,) = of(h.take(), "evict")
+    evicted = h.land(evict, decode(inactive, Workload))
+    h.event("MODIFIED", WORKLOADS, evicted)  # the eviction's own watch event
+    h.take()
+    # Inactive with a requeue count (as after earlier timeouts): the count goes, as in Kueue.
+    counted = msgspec.json.decode(msgspec.json.encode(evicted))
+    counted["status"]["requeueState"] = {"count": 3}
+    counted["metadata"]["resourceVersion"] = h.next_rv()
+    h.event("MODIFIED", WORKLOADS, decode(counted, Workload))
+    (reset,) = of(h.take(), "requeue")
+    assert msgspec.json.decode(reset.patch)["status"] == {"requeueState": None}
+    cleared = h.land(reset, decode(counted, Workload))
+    assert cleared.status.requeue_state is None
+    h.event("MODIFIED", WORKLOADS, cleared)
+    assert of(h.take(), "requeue") == []
+    # A user sets spec.active back to true: Requeued=True Reactivated, and it is queued again.
+    active = msgspec.json.decode(msgspec.json.encode(cleared))
+    active["spec"]["active"] = True
+    active["metadata"]["resourceVersion"] = h.next_rv()
+    h.event("MODIFIED", WORKLOADS, decode(active, Workload))
+    (reactivated,) = of(h.take(), "requeue")
+    assert conditions(reactivated)["Requeued"] == ("True", "Reactivated", "The workload was reactivated")
+    assert h.reconciler.core.workload(("ns", evicted.metadata.name)) is not None
