@@ -70,7 +70,9 @@ def resolve_priority(
         return ResolvedPriority(
             wpc.value, PriorityClassRef(WORKLOAD_PRIORITY_GROUP, WORKLOAD_PRIORITY_KIND, wanted)
         )
-    pod_class = pod_template_view(job.spec.template).spec.priority_class_name or ""
+    pod_class = ""
+    if b"priorityClassName" in bytes(job.spec.template):  # most templates have none: skip the decode
+        pod_class = pod_template_view(job.spec.template).spec.priority_class_name or ""
     if pod_class:
         pc = pod_classes.get(pod_class)
         if pc is None:

@@ -12,7 +12,7 @@ from __future__ import annotations
 import math
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 
 import msgspec
 import structlog
@@ -93,28 +93,30 @@ class Context:
     # --- the write path -----------------------------------------------------------------
 
     def write(self, action: Action) -> None:
-        """Submit a write; it is tracked as in flight until its handler has run."""
+        """Submit a write; it is tracked as in flight until `completed` has run its handler."""
         tracker = self._tracker(action)
-        if tracker is None or isinstance(action, PostEvent):
-            self.submit(action)
-            return
-        key = (action.namespace or "", action.name)
-        purpose, handler = action.purpose, action.on_done
+        if tracker is not None:
+            tracker.begin((action.namespace or "", getattr(action, "name", "")), action.purpose)
+        self.submit(action)
 
-        def completed(done: WriteDone) -> None:
-            try:
-                if handler is not None:
-                    handler(done)
-            finally:
-                tracker.end(key, purpose)
-
-        tracker.begin(key, purpose)
-        self.submit(replace(action, on_done=completed))
+    def completed(self, done: WriteDone) -> None:
+        """A write came back: its action's handler runs, then it no longer counts as in flight."""
+        action = done.action
+        try:
+            if action.on_done is not None:
+                action.on_done(done)
+        finally:
+            tracker = self._tracker(action)
+            if tracker is not None:
+                tracker.end(done.key, action.purpose)
 
     def _tracker(self, action: Action) -> OwnWrites[Key] | None:
-        if action.resource == WORKLOADS:
+        if isinstance(action, PostEvent):
+            return None
+        plural = action.resource.plural
+        if plural == WORKLOADS.plural:
             return self.workload_writes
-        if action.resource == JOBS:
+        if plural == JOBS.plural:
             return self.job_writes
         return None
 

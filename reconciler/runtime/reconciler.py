@@ -194,8 +194,7 @@ class Reconciler:
     def handle(self, item: WatchEvent[Any] | WriteDone) -> None:
         """Apply one inbox item, then process what it marked (decisions wait for the batch's end)."""
         if isinstance(item, WriteDone):
-            if item.action.on_done is not None:
-                item.action.on_done(item)
+            self.ctx.completed(item)
         elif item.kind == "SYNCED":
             self._on_synced(item.resource.plural)
         else:
