@@ -146,7 +146,12 @@ async def test_stalled_job_is_evicted_restored_requeued_then_deactivated(
         stalled = await create_job(kube, namespace, "stalled", **{STALL_ANNOTATION: "true"})
         admitted = await workload_when(kube, namespace, stalled, "Admitted", "True")
         assert status_condition(admitted, "PodsReady")["reason"] == "WaitForStart"
-        job = await kube.get(api_path("batch/v1", "jobs", namespace, "stalled"))
+        # The Job is started after the Workload's admission is written: wait for that second write.
+        async def started() -> Obj | None:
+            job = await kube.get(api_path("batch/v1", "jobs", namespace, "stalled"))
+            return job if job["spec"]["template"]["spec"].get("nodeSelector") else None
+
+        job = await wait_for("the stalled Job to be started with the flavor's nodeSelector", started)
         assert job["spec"]["template"]["spec"]["nodeSelector"][GPU_LABEL] == "Tesla-T4"
         # Another job waits for the only GPU.
         waiting = await create_job(kube, namespace, "waiting", **{RUN_SECONDS_ANNOTATION: "3"})
