@@ -146,6 +146,7 @@ async def test_stalled_job_is_evicted_restored_requeued_then_deactivated(
         stalled = await create_job(kube, namespace, "stalled", **{STALL_ANNOTATION: "true"})
         admitted = await workload_when(kube, namespace, stalled, "Admitted", "True")
         assert status_condition(admitted, "PodsReady")["reason"] == "WaitForStart"
+
         # The Job is started after the Workload's admission is written: wait for that second write.
         async def started() -> Obj | None:
             job = await kube.get(api_path("batch/v1", "jobs", namespace, "stalled"))
