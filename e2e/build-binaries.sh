@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# Builds etcd, kube-apiserver, kube-controller-manager, kube-scheduler and
-# kustomize from Go modules with the machine's Go, unpacks prometheus and
+# Builds etcd, kube-apiserver, kube-controller-manager, kube-scheduler,
+# kustomize and helm from Go modules with the machine's Go, unpacks prometheus and
 # promtool from Debian's package (apt-get download, never installed, no service
 # started) and copies the prometheus-operator CRDs out of their Go module, into
 # a cache outside the repository keyed by version. Anything already in the
@@ -16,6 +16,7 @@ cache=${TESTBED_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/dra-quota-testbed}
 k8s_dir="$cache/kubernetes-$KUBERNETES_VERSION"
 etcd_dir="$cache/etcd-$ETCD_VERSION"
 kustomize_dir="$cache/kustomize-$KUSTOMIZE_VERSION"
+helm_dir="$cache/helm-$HELM_VERSION"
 prometheus_dir="$cache/prometheus-$PROMETHEUS_VERSION"
 monitoring_crds_dir="$cache/prometheus-operator-crds-$PROMETHEUS_OPERATOR_VERSION"
 monitoring_crds=(monitoring.coreos.com_servicemonitors.yaml monitoring.coreos.com_prometheusrules.yaml)
@@ -29,7 +30,7 @@ progress() {
        END { printf "[build-binaries] %s: %d packages compiled in total\n", what, n > "/dev/stderr" }'
 }
 
-command -v go >/dev/null || { log "go is not installed; install Go >= 1.25"; exit 1; }
+command -v go >/dev/null || { log "go is not installed; install Go >= 1.26 (1.25 builds all but helm)"; exit 1; }
 log "go: $(go version)"
 
 build_etcd() {
@@ -122,6 +123,38 @@ build_kustomize() {
   log "kustomize: done ($("$kustomize_dir/bin/kustomize" version))"
 }
 
+build_helm() {
+  if [[ -x "$helm_dir/bin/helm" ]]; then
+    log "helm $HELM_VERSION: cached at $helm_dir/bin/helm"
+    return
+  fi
+  local go_minor needed_minor
+  go_minor=$(go env GOVERSION | sed -n 's/^go1\.\([0-9]*\).*/\1/p')
+  needed_minor=26
+  if [[ -n "$go_minor" && "$go_minor" -lt "$needed_minor" ]]; then
+    log "helm $HELM_VERSION needs Go >= 1.$needed_minor (its go.mod); this machine has $(go env GOVERSION)."
+    log "Install a newer Go, or set HELM_VERSION=v3.20.2 in e2e/versions.env (the newest v3 for Go 1.25)."
+    exit 1
+  fi
+  log "helm $HELM_VERSION: building (go install; Kubernetes client libraries, a few minutes on 2 cores)"
+  mkdir -p "$helm_dir/bin"
+  # As helm's Makefile: the version, and the Kubernetes version `helm template` and
+  # `helm lint` assume (that of the client-go helm is built with) instead of v1.20.
+  local minor
+  minor=$(cd "$helm_dir" && GOFLAGS= go mod download -json "helm.sh/helm/v3@$HELM_VERSION" \
+    | sed -n 's/^[[:space:]]*"GoMod": "\(.*\)",$/\1/p' | xargs sed -n 's#^[[:space:]]*k8s\.io/client-go v0\.\([0-9]*\)\..*#\1#p')
+  [[ -n "$minor" ]] || { log "helm: could not read the client-go version from its go.mod"; exit 1; }
+  local ldflags="-s -w -X helm.sh/helm/v3/internal/version.version=$HELM_VERSION -X helm.sh/helm/v3/internal/version.metadata="
+  local pkg
+  for pkg in helm.sh/helm/v3/pkg/lint/rules helm.sh/helm/v3/pkg/chartutil; do
+    ldflags="$ldflags -X $pkg.k8sVersionMajor=1 -X $pkg.k8sVersionMinor=$minor"
+  done
+  # `go install pkg@version` builds outside any module and refuses -mod flags.
+  (cd "$helm_dir" && GOFLAGS= GOBIN="$helm_dir/bin" \
+    go install -trimpath -ldflags "$ldflags" "helm.sh/helm/v3/cmd/helm@$HELM_VERSION")
+  log "helm: done ($("$helm_dir/bin/helm" version --short))"
+}
+
 fetch_prometheus() {
   if [[ -x "$prometheus_dir/bin/prometheus" && -x "$prometheus_dir/bin/promtool" ]]; then
     log "prometheus $PROMETHEUS_VERSION: cached in $prometheus_dir/bin"
@@ -182,6 +215,7 @@ start=$(date +%s)
 build_etcd
 build_kubernetes
 build_kustomize
+build_helm
 fetch_prometheus
 fetch_monitoring_crds
 log "finished in $(( $(date +%s) - start ))s; cache $(du -sh "$cache" | cut -f1), Go module cache $(du -sh "$(go env GOMODCACHE)" 2>/dev/null | cut -f1), Go build cache $(du -sh "$(go env GOCACHE)" 2>/dev/null | cut -f1)"

@@ -118,10 +118,10 @@ def controller(testbed: Testbed, tmp_path_factory: pytest.TempPathFactory) -> It
 def pytest_collection_finish(session: pytest.Session) -> None:
     """Build the control-plane binaries before any test runs (outside test timeouts).
 
-    Only when a selected test uses the test-bed; the build is a no-op when the
-    cache already holds them.
+    Only when a selected test uses the test-bed or the binaries (helm, kustomize); the
+    build is a no-op when the cache already holds them.
     """
-    if not any(item.get_closest_marker("testbed") for item in session.items):
+    if not any(item.get_closest_marker(m) for item in session.items for m in ("testbed", "binaries")):
         return
     if not binary_paths().missing():
         return

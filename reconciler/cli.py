@@ -1,4 +1,4 @@
-"""Command line: `reconciler run | simulate | version`."""
+"""Command line: `reconciler run | simulate | explain | version`."""
 
 from __future__ import annotations
 
@@ -146,6 +146,9 @@ def _parser() -> argparse.ArgumentParser:
         help="manifest file or directory (repeatable)",
     )
     sim.add_argument("-o", "--output", choices=("yaml", "json", "table"), default="yaml")
+    from .explain.command import add_parser as add_explain_parser
+
+    add_explain_parser(sub)
     sub.add_parser("version", help="print the version")
     return parser
 
@@ -157,6 +160,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 0
     if args.command == "run":
         return _run(args)
+    if args.command == "explain":
+        from .explain.command import run as run_explain
+
+        return run_explain(args)
     try:
         result = run_simulation(args.config, args.paths)
     except (ConfigError, InputError, SimulationError) as err:

@@ -1,4 +1,4 @@
-"""`reconciler simulate` against the walkthrough, verbatim from ../shared and from examples/."""
+"""`reconciler simulate` against the walkthrough of examples/ (the repository's own copy)."""
 
 from __future__ import annotations
 
@@ -11,7 +11,6 @@ import yaml
 from reconciler.cli import main
 
 ROOT = Path(__file__).resolve().parent.parent
-SEED = ROOT.parent / "shared" / "seed-walkthrough"
 EXAMPLES = ROOT / "examples" / "walkthrough"
 PENDING_MESSAGE = (
     "couldn't assign flavors to pod set main: insufficient unused quota for nvidia.com/gpu "
@@ -33,19 +32,8 @@ def conditions(obj: dict[str, Any]) -> dict[str, dict[str, Any]]:
     return {c["type"]: c for c in obj["status"]["conditions"]}
 
 
-@pytest.fixture(params=[SEED, EXAMPLES], ids=["shared-seed", "examples"])
-def walkthrough(request: pytest.FixtureRequest) -> Path:
-    path: Path = request.param
-    assert (path / "00-configuration.yaml").is_file(), f"{path} is missing"
-    return path
-
-
-def test_examples_are_the_seed_verbatim() -> None:
-    for seed_file in sorted(SEED.glob("*.yaml")):
-        assert (EXAMPLES / seed_file.name).read_text() == seed_file.read_text()
-
-
-def test_walkthrough_items_2_3_4(walkthrough: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def test_walkthrough_items_2_3_4(capsys: pytest.CaptureFixture[str]) -> None:
+    walkthrough = EXAMPLES
     code, out, _ = run(
         capsys, "simulate", "--config", str(walkthrough / "00-configuration.yaml"), "-f", str(walkthrough)
     )
@@ -81,7 +69,8 @@ def test_walkthrough_items_2_3_4(walkthrough: Path, capsys: pytest.CaptureFixtur
     assert cq["pendingWorkloads"] == 1
 
 
-def test_walkthrough_table(walkthrough: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def test_walkthrough_table(capsys: pytest.CaptureFixture[str]) -> None:
+    walkthrough = EXAMPLES
     code, out, _ = run(
         capsys,
         "simulate",
@@ -99,9 +88,8 @@ def test_walkthrough_table(walkthrough: Path, capsys: pytest.CaptureFixture[str]
     assert lines[2].split()[1:] == ["p3-dra-queue"]
 
 
-def test_item_7_unmapped_device_class(
-    walkthrough: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
-) -> None:
+def test_item_7_unmapped_device_class(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    walkthrough = EXAMPLES
     config = yaml.safe_load((walkthrough / "00-configuration.yaml").read_text())
     del config["resources"]["deviceClassMappings"]
     unmapped = tmp_path / "config.yaml"

@@ -1,6 +1,7 @@
 """What the controller's end-to-end tests (e2e/test_*.py) share, and bench/e2e_admission.py too.
 
 deploy: CRDs, manifests, kustomize, ServiceAccount kubeconfigs, the controller as a child process.
+helm: the cached helm on the chart (manifests/helm), isolated from the user's Helm.
 walkthrough_steps: the walkthrough's items 1 to 6 as asserting steps, and their clean-up.
 queues: a flavor, ClusterQueue, LocalQueue and claim template for one test namespace.
 workloads: reading Workloads and Jobs (conditions, quota held, usage, owner; quantities).

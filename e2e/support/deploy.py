@@ -30,6 +30,7 @@ __all__ = [
     "CRD_DIR",
     "ROOT",
     "ControllerProcess",
+    "Discovery",
     "apply_manifests",
     "apply_objects",
     "free_port",

@@ -1,6 +1,6 @@
 """Where the test-bed finds its versions, its binary cache and its run folder.
 
-Versions (control plane, kustomize, Prometheus, prometheus-operator CRDs) live in
+Versions (control plane, kustomize, helm, Prometheus, prometheus-operator CRDs) live in
 ``e2e/versions.env`` only; the cache-dir rule is the same as in
 ``e2e/build-binaries.sh``: ``$TESTBED_CACHE``, else ``$XDG_CACHE_HOME`` or
 ``~/.cache``, followed by ``/dra-quota-testbed``.
@@ -22,6 +22,7 @@ class Versions:
     kubernetes: str
     etcd: str
     kustomize: str
+    helm: str
     prometheus: str
     prometheus_operator: str
 
@@ -40,6 +41,7 @@ def read_versions(path: Path = VERSIONS_FILE) -> Versions:
             kubernetes=values["KUBERNETES_VERSION"],
             etcd=values["ETCD_VERSION"],
             kustomize=values["KUSTOMIZE_VERSION"],
+            helm=values["HELM_VERSION"],
             prometheus=values["PROMETHEUS_VERSION"],
             prometheus_operator=values["PROMETHEUS_OPERATOR_VERSION"],
         )
@@ -74,6 +76,7 @@ class BinaryPaths:
     kube_controller_manager: Path
     kube_scheduler: Path
     kustomize: Path
+    helm: Path
     prometheus: Path
     promtool: Path
     monitoring_crds: Path  # a directory holding MONITORING_CRD_FILES
@@ -85,6 +88,7 @@ class BinaryPaths:
             self.kube_controller_manager,
             self.kube_scheduler,
             self.kustomize,
+            self.helm,
             self.prometheus,
             self.promtool,
         )
@@ -107,6 +111,7 @@ def binary_paths(cache: Path | None = None, versions: Versions | None = None) ->
         kube_controller_manager=k8s_bin / "kube-controller-manager",
         kube_scheduler=k8s_bin / "kube-scheduler",
         kustomize=root / f"kustomize-{v.kustomize}" / "bin" / "kustomize",
+        helm=root / f"helm-{v.helm}" / "bin" / "helm",
         prometheus=root / f"prometheus-{v.prometheus}" / "bin" / "prometheus",
         promtool=root / f"prometheus-{v.prometheus}" / "bin" / "promtool",
         monitoring_crds=root / f"prometheus-operator-crds-{v.prometheus_operator}",

@@ -153,11 +153,12 @@ def test_versions_and_cache_layout(monkeypatch: pytest.MonkeyPatch, tmp_path: Pa
     assert paths.kube_apiserver == tmp_path / f"kubernetes-{versions.kubernetes}/bin/kube-apiserver"
     assert paths.etcd == tmp_path / f"etcd-{versions.etcd}/bin/etcd"
     assert paths.kustomize == tmp_path / f"kustomize-{versions.kustomize}/bin/kustomize"
+    assert paths.helm == tmp_path / f"helm-{versions.helm}/bin/helm"
     assert paths.promtool == tmp_path / f"prometheus-{versions.prometheus}/bin/promtool"
     assert tmp_path / f"prometheus-operator-crds-{versions.prometheus_operator}" in {
         p.parent for p in paths.monitoring_crd_files()
     }
-    assert set(paths.missing()) >= {paths.kustomize, *paths.monitoring_crd_files()}
+    assert set(paths.missing()) >= {paths.kustomize, paths.helm, *paths.monitoring_crd_files()}
 
 
 def test_api_paths() -> None:

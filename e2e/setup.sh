@@ -1,0 +1,28 @@
+#!/usr/bin/env bash
+# README's set-up, done only where it is missing, so e2e/walkthrough.sh and e2e/test.sh
+# work on a fresh machine (Python >= 3.11 and Go >= 1.26) and cost ~2 s once done:
+#   1. python3 -m venv .venv && .venv/bin/pip install -e '.[dev]'
+#      (again whenever pyproject.toml changed: a stamp in .venv holds its hash);
+#   2. e2e/build-binaries.sh (it reuses whatever its cache already holds).
+# Unattended; progress on stderr.
+set -euo pipefail
+cd "$(dirname "${BASH_SOURCE[0]}")/.."
+
+log() { printf '[setup] %s\n' "$*" >&2; }
+
+stamp=.venv/.dra-quota-setup
+wanted="$(sha256sum pyproject.toml | cut -d' ' -f1) $(pwd)"
+if [[ ! -x .venv/bin/python ]]; then
+  command -v python3 >/dev/null || { log "python3 is not installed; install Python >= 3.11"; exit 1; }
+  log "creating .venv with $(python3 --version)"
+  python3 -m venv .venv
+fi
+if [[ ! -f "$stamp" || "$(cat "$stamp")" != "$wanted" ]]; then
+  log "installing the project and its dev dependencies into .venv (pip install -e '.[dev]')"
+  .venv/bin/pip install --quiet --upgrade pip
+  .venv/bin/pip install --quiet -e '.[dev]'
+  printf '%s\n' "$wanted" > "$stamp"
+else
+  log ".venv is up to date with pyproject.toml"
+fi
+e2e/build-binaries.sh >/dev/null

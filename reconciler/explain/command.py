@@ -1,0 +1,83 @@
+"""`reconciler explain (job|workload) NAMESPACE/NAME`: fetch, explain, print."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import sys
+
+from reconciler.api.times import now_rfc3339
+from reconciler.config import ConfigError, load_config
+from reconciler.kube import ConfigError as KubeConfigError
+from reconciler.kube import KubeClient, KubeError
+
+from .analyze import explain
+from .fetch import ExplainError, fetch_state
+from .render import render_json, render_text
+from .state import ClusterState, PodsReadyClock, Target, TargetError
+
+__all__ = ["EXIT_UNREADABLE", "add_parser", "run"]
+
+EXIT_UNREADABLE = 1
+EXIT_USAGE = 2
+
+
+def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    parser = sub.add_parser(
+        "explain",
+        help="why a Job or Workload is admitted, pending or stalled, from the cluster's live state",
+        description=(
+            "Reads the Job or Workload and what admission depends on (queues, flavors, quota in use, "
+            "claim templates, DeviceClasses, pods, claims, Warning events) and says in plain words "
+            "whether it is admitted, pending, stalled, backing off or deactivated, and what would "
+            "have to change or finish for it to run. Read-only."
+        ),
+    )
+    parser.add_argument("kind", choices=("job", "workload"), help="what to explain")
+    parser.add_argument("ref", metavar="NAMESPACE/NAME", help="e.g. p3-dra-demo/kueue-dra-pending-b")
+    parser.add_argument(
+        "--kubeconfig", help="kubeconfig file (default: $KUBECONFIG, in-cluster, ~/.kube/config)"
+    )
+    parser.add_argument(
+        "--config",
+        help="the controller's Configuration file (deviceClassMappings, waitForPodsReady); "
+        "default: DeviceClass mappings learned from what the controller charged",
+    )
+    parser.add_argument(
+        "--request-timeout", type=float, default=15.0, help="seconds per API request (default 15)"
+    )
+    parser.add_argument("-o", "--output", choices=("text", "json"), default="text")
+
+
+async def _fetch(args: argparse.Namespace, target: Target) -> ClusterState:
+    client = await KubeClient.from_kubeconfig(args.kubeconfig)
+    async with client:
+        return await fetch_state(client, target, now=now_rfc3339(), request_timeout=args.request_timeout)
+
+
+def run(args: argparse.Namespace) -> int:
+    try:
+        target = Target.parse(args.kind, args.ref)
+        config = load_config(args.config) if args.config else None
+    except (TargetError, ConfigError) as err:
+        print(f"error: {err}", file=sys.stderr)
+        return EXIT_USAGE
+    if args.request_timeout <= 0:
+        print("error: --request-timeout: give a positive number of seconds", file=sys.stderr)
+        return EXIT_USAGE
+    try:
+        state = asyncio.run(_fetch(args, target))
+    except KubeConfigError as err:
+        print(f"error: kubeconfig: {err} (give --kubeconfig FILE or set KUBECONFIG)", file=sys.stderr)
+        return EXIT_UNREADABLE
+    except (ExplainError, KubeError) as err:
+        print(f"error: {err}", file=sys.stderr)
+        return EXIT_UNREADABLE
+    if config is not None:
+        state.mappings = config.class_to_resource
+        wait = config.wait_for_pods_ready
+        if wait is not None:
+            state.pods_ready = PodsReadyClock(wait.timeout_seconds, wait.recovery_timeout_seconds)
+    explanation = explain(state)
+    sys.stdout.write(render_json(explanation) if args.output == "json" else render_text(explanation))
+    return 0

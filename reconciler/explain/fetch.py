@@ -1,0 +1,183 @@
+"""Reading what an explanation needs from the API server: the only I/O of `reconciler explain`.
+
+The asked-for object first (a Job or a Workload, and the other of the pair), then
+every list at once, each paged and each request with a timeout. Lists the user may
+not read (403) are left empty and named in the state, so the answer says it may be
+incomplete rather than failing.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Awaitable, Coroutine, Mapping
+from typing import Any, TypeVar
+
+import msgspec
+
+from reconciler.api import (
+    CLUSTER_QUEUES,
+    DEVICE_CLASSES,
+    EVENTS,
+    JOBS,
+    LOCAL_QUEUES,
+    NAMESPACES,
+    PODS,
+    RESOURCE_CLAIM_TEMPLATES,
+    RESOURCE_CLAIMS,
+    RESOURCE_FLAVORS,
+    WORKLOADS,
+    ClusterQueue,
+    DeviceClass,
+    Job,
+    LocalQueue,
+    Namespace,
+    Pod,
+    Resource,
+    ResourceClaim,
+    ResourceClaimTemplate,
+    ResourceFlavor,
+    Workload,
+)
+from reconciler.kube import DecodeError, Forbidden, KubeClient, NotFound
+from reconciler.kube.watchwire import ListPage
+
+from .state import ClusterState, Event, Target
+
+__all__ = ["ExplainError", "fetch_state"]
+
+T = TypeVar("T")
+PAGE = "500"
+
+
+class ExplainError(RuntimeError):
+    """The asked-for object cannot be read; the message names it and why."""
+
+
+async def _get(
+    client: KubeClient, resource: Resource, namespace: str, name: str, kind: type[T], request_timeout: float
+) -> T:
+    body = await client.request("GET", resource.item_path(namespace, name), timeout=request_timeout)
+    try:
+        return msgspec.json.decode(body, type=kind)
+    except msgspec.DecodeError as err:  # ValidationError included
+        raise DecodeError(f"{resource.kind} {namespace}/{name}: {err}") from err
+
+
+async def _list(
+    client: KubeClient,
+    resource: Resource,
+    kind: type[T],
+    request_timeout: float,
+    namespace: str | None = None,
+    params: Mapping[str, str] | None = None,
+) -> list[T]:
+    """Every item of a (paged) list; items that do not decode are skipped."""
+    query = {**(params or {}), "limit": PAGE}
+    items: list[T] = []
+    while True:
+        body = await client.request(
+            "GET", resource.list_path(namespace), params=query, timeout=request_timeout
+        )
+        try:
+            page = msgspec.json.decode(body, type=ListPage)
+        except msgspec.DecodeError as err:
+            raise DecodeError(f"list {resource.list_path(namespace)}: {err}") from err
+        for raw in page.items or ():
+            try:
+                items.append(msgspec.json.decode(raw, type=kind))
+            except msgspec.DecodeError:
+                continue  # one object the projection cannot read does not hide the others
+        if not page.metadata.continue_:
+            return items
+        query["continue"] = page.metadata.continue_
+
+
+def _start(what: str, unreadable: list[str], call: Coroutine[Any, Any, list[T]]) -> asyncio.Task[list[T]]:
+    return asyncio.create_task(_readable(what, unreadable, call))
+
+
+async def _readable(what: str, unreadable: list[str], call: Awaitable[list[T]]) -> list[T]:
+    try:
+        return await call
+    except Forbidden:
+        unreadable.append(f"{what} (forbidden)")
+    except NotFound:
+        unreadable.append(f"{what} (not served: are the CRDs installed?)")
+    return []
+
+
+async def _target(
+    client: KubeClient, target: Target, request_timeout: float
+) -> tuple[Job | None, Workload | None]:
+    try:
+        if target.kind == "job":
+            return await _get(client, JOBS, target.namespace, target.name, Job, request_timeout), None
+        workload = await _get(client, WORKLOADS, target.namespace, target.name, Workload, request_timeout)
+    except NotFound:
+        raise ExplainError(f"{target} not found") from None
+    except Forbidden as err:
+        raise ExplainError(f"{target}: not allowed to read it: {err}") from None
+    owner = next((r for r in workload.metadata.owner_references if r.kind == "Job"), None)
+    if owner is None:
+        return None, workload
+    try:
+        return await _get(client, JOBS, target.namespace, owner.name, Job, request_timeout), workload
+    except (NotFound, Forbidden):
+        return None, workload
+
+
+async def fetch_state(
+    client: KubeClient, target: Target, *, now: str, request_timeout: float
+) -> ClusterState:
+    """Everything `analyze.explain` looks at; raises ExplainError when the target cannot be read."""
+    job, workload = await _target(client, target, request_timeout)
+    state = ClusterState(target=target, now=now, job=job, workload=workload)
+    ns = target.namespace
+    missing = state.unreadable
+    pods_query = {"labelSelector": f"batch.kubernetes.io/job-name={job.metadata.name}"} if job else None
+    # Every list at once; the first error (other than 403/404) cancels the rest.
+    workloads = _start("Workloads", missing, _list(client, WORKLOADS, Workload, request_timeout))
+    cluster_queues = _start(
+        "ClusterQueues", missing, _list(client, CLUSTER_QUEUES, ClusterQueue, request_timeout)
+    )
+    local_queues = _start("LocalQueues", missing, _list(client, LOCAL_QUEUES, LocalQueue, request_timeout))
+    flavors = _start(
+        "ResourceFlavors", missing, _list(client, RESOURCE_FLAVORS, ResourceFlavor, request_timeout)
+    )
+    namespaces = _start("Namespaces", missing, _list(client, NAMESPACES, Namespace, request_timeout))
+    templates = _start(
+        "ResourceClaimTemplates",
+        missing,
+        _list(client, RESOURCE_CLAIM_TEMPLATES, ResourceClaimTemplate, request_timeout),
+    )
+    classes = _start("DeviceClasses", missing, _list(client, DEVICE_CLASSES, DeviceClass, request_timeout))
+    claims = _start(
+        f"ResourceClaims in {ns}", missing, _list(client, RESOURCE_CLAIMS, ResourceClaim, request_timeout, ns)
+    )
+    warnings = {"fieldSelector": "type=Warning"}
+    events = _start(f"Events in {ns}", missing, _list(client, EVENTS, Event, request_timeout, ns, warnings))
+    pods = (
+        _start(f"Pods in {ns}", missing, _list(client, PODS, Pod, request_timeout, ns, pods_query))
+        if pods_query is not None
+        else None
+    )
+    tasks: list[asyncio.Task[Any]] = [workloads, cluster_queues, local_queues, flavors, namespaces]
+    tasks += [templates, classes, claims, events, *([pods] if pods is not None else [])]
+    try:
+        await asyncio.gather(*tasks)
+    except BaseException:
+        for task in tasks:
+            task.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)  # collected: no "never retrieved" noise
+        raise
+    state.workloads = await workloads
+    state.cluster_queues = await cluster_queues
+    state.local_queues = await local_queues
+    state.flavors = await flavors
+    state.namespaces = await namespaces
+    state.templates = await templates
+    state.device_classes = await classes
+    state.claims = await claims
+    state.events = await events
+    state.pods = await pods if pods is not None else []
+    return state  # a Job's Workload is found among state.workloads (analyze.find_workload)

@@ -1,0 +1,120 @@
+"""An admitted workload's pods in an explanation: ready counts, unallocated claims, the
+PodsReady clock (waitForPodsReady) and the Warning Events a user would dig out with kubectl."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+
+from reconciler.api import Job, Pod, ResourceClaim, Workload
+from reconciler.api.times import epoch
+from reconciler.core.podsready import pods_needed, pods_ready_deadline
+from reconciler.core.podstatus import claim_problems, owner_job, ready_or_succeeded
+from reconciler.core.status import condition
+
+from .state import Event, PodsReadyClock
+
+__all__ = ["PodReport", "event_lines", "report_pods"]
+
+Key = tuple[str, str]
+# How long an admitted workload's pods may take to start before it counts as stalled.
+STALL_AFTER_SECONDS = 60.0
+MAX_EVENTS = 8
+
+
+@dataclass
+class PodReport:
+    ready: int
+    needed: int
+    stalled: bool
+    lines: list[str] = field(default_factory=list)
+    findings: list[str] = field(default_factory=list)
+
+
+def _pod_line(pod: Pod, claims: dict[Key, ResourceClaim]) -> str:
+    namespace = pod.metadata.namespace
+    where = f"on {pod.spec.node_name}" if pod.spec.node_name else "not scheduled"
+    ready = condition(pod.status.conditions, "Ready")
+    state = "ready" if ready is not None and ready.status == "True" else "not ready"
+    parts = [f"Pod {namespace}/{pod.metadata.name}: {pod.status.phase or 'Pending'}, {where}, {state}"]
+    for status in pod.status.resource_claim_statuses:
+        claim = claims.get((namespace, status.resource_claim_name or ""))
+        if claim is None:
+            parts.append(f"claim {status.name}: ResourceClaim not created yet")
+        elif claim.status.allocation is None:
+            parts.append(f"claim {status.name}: {claim.metadata.name} not allocated")
+        else:
+            parts.append(f"claim {status.name}: {claim.metadata.name} allocated")
+    return "; ".join(parts)
+
+
+def report_pods(
+    workload: Workload,
+    job: Job | None,
+    pods: Iterable[Pod],
+    claims: Iterable[ResourceClaim],
+    now: str,
+    wait: PodsReadyClock | None,
+) -> PodReport:
+    """What an admitted workload's pods say, and whether it is stalled (pods not ready long after
+    admission, or claims the scheduler cannot allocate)."""
+    own = [p for p in pods if job is None or owner_job(p) == job.metadata.name]
+    by_key = {(c.metadata.namespace, c.metadata.name): c for c in claims}
+    namespace = workload.metadata.namespace
+    needed = pods_needed(job.spec.parallelism, job.spec.completions) if job is not None else 1
+    report = PodReport(ready=ready_or_succeeded(own, job), needed=needed, stalled=False)
+    report.lines = [_pod_line(p, by_key) for p in sorted(own, key=lambda p: p.metadata.name)]
+    report.lines.insert(0, f"pods ready or succeeded: {report.ready} of {needed} needed")
+    if report.ready >= needed:
+        return report
+    for problem in claim_problems(namespace, own, by_key):
+        report.findings.append(
+            f"Pod {namespace}/{problem.pod} cannot be scheduled: ResourceClaim {namespace}/{problem.claim} "
+            f"is not allocated: {problem.scheduler_message or 'no reason given by the scheduler'} "
+            "(the quota was granted, the devices are not free or do not match: check the nodes' "
+            "ResourceSlices and the claim's selectors)"
+        )
+        report.stalled = True
+    allocated = condition(workload.status.conditions, "ClaimsAllocated")
+    if allocated is not None and allocated.status == "False":
+        report.stalled = True
+    admitted = condition(workload.status.conditions, "Admitted")
+    since, current = epoch(admitted.last_transition_time if admitted else None), epoch(now)
+    waited = None if since is None or current is None else current - since
+    if waited is not None and waited >= STALL_AFTER_SECONDS:
+        report.stalled = True
+    if not own:
+        report.findings.append(
+            "no pod of the Job exists yet: the Job controller creates them once the Job is unsuspended"
+        )
+    if wait is None:
+        report.findings.append(
+            "with waitForPodsReady (on by default in a v1beta2 Configuration) the controller evicts it "
+            "when its pods are not ready in time and requeues it with backoff"
+        )
+        return report
+    deadline = pods_ready_deadline(
+        workload.status.conditions, wait.timeout_seconds, wait.recovery_timeout_seconds
+    )
+    if deadline is not None and current is not None:
+        left = deadline.at - current
+        when = f"in {int(left)} s" if left > 0 else "now (overdue)"
+        report.findings.append(
+            f"waitForPodsReady: unless {needed - report.ready} more pod(s) become ready, the controller "
+            f"evicts it {when} (timeout {int(wait.timeout_seconds)} s) and requeues it with backoff"
+        )
+    return report
+
+
+def event_lines(events: Iterable[Event], names: set[tuple[str, str]]) -> list[str]:
+    """Warning Events about the given (kind, name) objects, newest last."""
+    picked = [
+        e for e in events if e.type == "Warning" and (e.involved_object.kind, e.involved_object.name) in names
+    ]
+    picked.sort(key=lambda e: e.when())
+    lines: list[str] = []
+    for e in picked[-MAX_EVENTS:]:
+        times = f" (x{e.count})" if e.count and e.count > 1 else ""
+        about = f"{e.involved_object.kind} {e.involved_object.name}"
+        lines.append(f"{e.when() or '?'}  {about}: {e.reason}{times}: {e.message}")
+    return lines

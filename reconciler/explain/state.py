@@ -1,0 +1,113 @@
+"""What `reconciler explain` reads: the asked-for object and the live objects around it, as data.
+
+`fetch.py` fills a `ClusterState` from the API server; `analyze.explain` reads
+nothing else, so the tests build one from plain objects.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Literal
+
+import msgspec
+
+from reconciler.api import (
+    ClusterQueue,
+    DeviceClass,
+    Job,
+    LocalQueue,
+    Namespace,
+    ObjectMeta,
+    Pod,
+    ResourceClaim,
+    ResourceClaimTemplate,
+    ResourceFlavor,
+    Workload,
+)
+from reconciler.api.meta import ApiStruct
+
+__all__ = ["ClusterState", "Event", "Kind", "ObjectReference", "PodsReadyClock", "Target", "TargetError"]
+
+Kind = Literal["job", "workload"]
+KINDS: tuple[Kind, ...] = ("job", "workload")
+
+
+class TargetError(ValueError):
+    """A target that cannot be explained as given; the message says what to give instead."""
+
+
+@dataclass(frozen=True, slots=True)
+class Target:
+    kind: Kind
+    namespace: str
+    name: str
+
+    @classmethod
+    def parse(cls, kind: str, ref: str) -> Target:
+        """`job` or `workload`, and `NAMESPACE/NAME`."""
+        if kind not in KINDS:
+            raise TargetError(f"{kind!r}: explain a job or a workload")
+        namespace, slash, name = ref.partition("/")
+        if not (slash and namespace and name) or "/" in name:
+            raise TargetError(f"{ref!r}: give NAMESPACE/NAME, e.g. p3-dra-demo/kueue-dra-pending-b")
+        return cls("job" if kind == "job" else "workload", namespace, name)
+
+    def __str__(self) -> str:
+        return f"{'Job' if self.kind == 'job' else 'Workload'} {self.namespace}/{self.name}"
+
+
+class ObjectReference(ApiStruct):
+    kind: str = ""
+    name: str = ""
+    namespace: str = ""
+
+
+class Event(ApiStruct, kw_only=True):
+    """core/v1 Event, the fields a user reads in `kubectl describe`."""
+
+    metadata: ObjectMeta = msgspec.field(default_factory=ObjectMeta)
+    involved_object: ObjectReference = msgspec.field(default_factory=ObjectReference)
+    type: str = ""
+    reason: str = ""
+    message: str = ""
+    count: int | None = None
+    last_timestamp: str | None = None
+    event_time: str | None = None
+
+    def when(self) -> str:
+        return self.last_timestamp or self.event_time or self.metadata.creation_timestamp or ""
+
+
+@dataclass(frozen=True, slots=True)
+class PodsReadyClock:
+    """waitForPodsReady's timeouts, from the controller's Configuration (--config)."""
+
+    timeout_seconds: float
+    recovery_timeout_seconds: float | None = None
+
+
+@dataclass
+class ClusterState:
+    """The live objects an explanation is made of (all namespaces unless noted)."""
+
+    target: Target
+    now: str  # RFC 3339
+    job: Job | None = None  # the Job asked for, or the asked-for Workload's owner
+    workload: Workload | None = None  # the asked-for Workload, or the Job's
+    workloads: list[Workload] = field(default_factory=list)
+    cluster_queues: list[ClusterQueue] = field(default_factory=list)
+    local_queues: list[LocalQueue] = field(default_factory=list)
+    flavors: list[ResourceFlavor] = field(default_factory=list)
+    namespaces: list[Namespace] = field(default_factory=list)
+    templates: list[ResourceClaimTemplate] = field(default_factory=list)
+    device_classes: list[DeviceClass] = field(default_factory=list)
+    pods: list[Pod] = field(default_factory=list)  # the Job's pods
+    claims: list[ResourceClaim] = field(default_factory=list)  # the target's namespace
+    events: list[Event] = field(default_factory=list)  # Warnings in the target's namespace
+    # Kinds that could not be read, with why ("ResourceFlavors: forbidden").
+    unreadable: list[str] = field(default_factory=list)
+    # From the controller's Configuration when given (--config); otherwise learned from what the
+    # controller charged (see mappings.py).
+    mappings: Mapping[str, str] | None = None
+    pods_ready: PodsReadyClock | None = None

@@ -1,0 +1,67 @@
+"""The Helm chart's copies of the kustomize sources are the sources, byte for byte.
+
+A chart cannot read files outside its directory, so manifests/helm/dra-quota-reconciler
+carries copies: the CRDs (crds/), the alert rules and the Grafana dashboard (files/) and
+the default configuration (values.yaml, `configuration`). What the templates render is
+compared with `kustomize build` in e2e/test_helm_chart.py (it needs the built helm).
+"""
+
+from __future__ import annotations
+
+import tomllib
+from pathlib import Path
+
+import pytest
+import yaml
+
+ROOT = Path(__file__).resolve().parent.parent
+MANIFESTS = ROOT / "manifests"
+CHART = MANIFESTS / "helm" / "dra-quota-reconciler"
+COPY_HINT = "copy it again: cp {source} {copy}"
+
+
+def _same(source: Path, copy: Path) -> None:
+    assert copy.is_file(), COPY_HINT.format(source=source, copy=copy)
+    assert copy.read_bytes() == source.read_bytes(), COPY_HINT.format(source=source, copy=copy)
+
+
+def test_crds_are_the_manifests_crds() -> None:
+    sources = sorted(p.name for p in (MANIFESTS / "crds").glob("*.yaml"))
+    assert sources, "manifests/crds/ is empty"
+    assert sorted(p.name for p in (CHART / "crds").iterdir()) == sources
+    for name in sources:
+        _same(MANIFESTS / "crds" / name, CHART / "crds" / name)
+
+
+@pytest.mark.parametrize("name", ["grafana-dashboard.json", "prometheusrule.yaml"])
+def test_prometheus_files_are_the_add_on_files(name: str) -> None:
+    _same(MANIFESTS / "prometheus" / name, CHART / "files" / name)
+
+
+def test_default_configuration_is_the_manifests_configuration() -> None:
+    values = yaml.safe_load((CHART / "values.yaml").read_text())
+    source = MANIFESTS / "config" / "configuration.yaml"
+    assert values["configuration"] == source.read_text(), f"values.yaml configuration: paste {source}"
+
+
+def test_app_version_is_the_package_version() -> None:
+    chart = yaml.safe_load((CHART / "Chart.yaml").read_text())
+    version = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["version"]
+    assert chart["appVersion"] == version
+    assert chart["apiVersion"] == "v2"
+
+
+def test_webhook_values_are_placeholders() -> None:
+    values = yaml.safe_load((CHART / "values.yaml").read_text())
+    assert values["webhook"] == {"enabled": False, "certManager": {"enabled": False, "issuerRef": {}}}
+    assert "rendered once the webhook manifests land" in (CHART / "values.yaml").read_text()
+    templates = "".join(p.read_text() for p in (CHART / "templates").rglob("*") if p.is_file())
+    assert "WebhookConfiguration" not in templates, "webhook objects come with the webhook manifests"
+
+
+def test_the_copy_check_can_fail(tmp_path: Path) -> None:
+    source, copy = tmp_path / "a.yaml", tmp_path / "b.yaml"
+    source.write_text("a: 1\n")
+    copy.write_text("a: 2\n")
+    with pytest.raises(AssertionError, match="copy it again"):
+        _same(source, copy)
