@@ -353,7 +353,7 @@ def _parse_frameworks(raw: object) -> tuple[str, ...]:
 def _parse_namespace(raw: object) -> str | None:
     if raw is None:
         return None
-    name = _expect(raw, str, "namespace", "a namespace name")
+    name: str = _expect(raw, str, "namespace", "a namespace name")
     if not _DNS_LABEL.match(name) or len(name) > 63:
         raise ConfigError(
             f"namespace: Invalid value: {name!r}: must be a namespace name (lower-case RFC 1123 label, "

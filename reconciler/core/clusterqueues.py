@@ -86,6 +86,11 @@ def compile_cluster_queue(cq: ClusterQueue) -> ClusterQueueModel:
                     nominal[quota.name] = to_amount(quota.name, parse_quantity(quota.nominal_quota))
                 except QuantityError as err:
                     raise InvalidClusterQueueError(f"{where}: {err}") from None
+                if nominal[quota.name] < 0:
+                    raise InvalidClusterQueueError(
+                        f'{where}: Invalid value: "{quota.nominal_quota}": must be greater than or equal '
+                        "to 0; give a quota of 0 or more"
+                    )
             flavors.append(FlavorQuota(flavor.name, nominal))
         groups.append(ResourceGroupModel(tuple(group.covered_resources), tuple(flavors)))
     return ClusterQueueModel(
