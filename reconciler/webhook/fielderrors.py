@@ -82,6 +82,9 @@ class FieldError:
     value: object = None
     has_value: bool = False
 
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "field", str(self.field))  # a Path is a str, but a plain one travels
+
     def body(self) -> str:
         text: str = self.type
         if self.has_value and self.type not in _WITHOUT_VALUE:

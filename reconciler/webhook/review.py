@@ -126,7 +126,7 @@ def _status(verdict: Verdict) -> dict[str, Any]:
     status["message"] = verdict.message
     status["reason"] = "Forbidden" if verdict.code == 403 else "InternalError"
     if verdict.errors:
-        causes = [{"reason": e.reason, "message": e.body(), "field": e.field} for e in verdict.errors]
+        causes = [{"reason": e.reason, "message": e.body(), "field": str(e.field)} for e in verdict.errors]
         status["details"] = {"causes": causes}
     return status
 
