@@ -180,6 +180,51 @@ async def _gone(kube: KubeClient, path: str) -> bool:
 
 
 @pytest.mark.asyncio
+async def test_a_cluster_queue_in_use_is_kept_until_its_workloads_are_gone(
+    served: Served, kube: KubeClient, namespace: str
+) -> None:
+    """Kueue's in-use finalizers: set by the mutating webhooks, released by the controller."""
+    await _ready(kube, namespace)
+    cq_name = await make_queues(kube, namespace)
+    cq_path = api_path(KUEUE, "clusterqueues", name=cq_name)
+    flavor_path = api_path(KUEUE, "resourceflavors", name=f"t4-{namespace}")
+    for path in (cq_path, flavor_path):
+        assert (await kube.get(path))["metadata"]["finalizers"] == ["kueue.x-k8s.io/resource-in-use"]
+    jobs = api_path("batch/v1", "jobs", namespace)
+    job = await kube.create(jobs, queue_job("holder", namespace, run_seconds="forever"))
+    workload = api_path(
+        KUEUE, "workloads", namespace, workload_name_for_job("holder", job["metadata"]["uid"])
+    )
+
+    async def admitted() -> bool:
+        return is_true(await kube.get(workload), "Admitted")
+
+    await wait_for("the Workload to be admitted", admitted, within=60)
+    await kube.delete(cq_path)
+    await kube.delete(flavor_path)
+
+    async def terminating() -> Obj | None:
+        cq = await kube.get(cq_path)
+        active: Obj = next(
+            (c for c in cq.get("status", {}).get("conditions", []) if c["type"] == "Active"), {}
+        )
+        return cq if active.get("reason") == "Terminating" else None
+
+    cq = await wait_for("the ClusterQueue to say it is terminating", terminating, within=30)
+    assert cq["metadata"]["deletionTimestamp"]
+    assert next(c for c in cq["status"]["conditions"] if c["type"] == "Active")["message"] == (
+        "Can't admit new workloads; clusterQueue is terminating"
+    )
+    await asyncio.sleep(2)
+    assert await kube.get_or_none(cq_path) is not None  # quota is still held in it
+    assert await kube.get_or_none(flavor_path) is not None  # the ClusterQueue still lists it
+    await kube.delete(f"{jobs}/holder", params={"propagationPolicy": "Background"})
+    await wait_for("the Workload to go", lambda: _gone(kube, workload), within=60)
+    await wait_for("the ClusterQueue to go", lambda: _gone(kube, cq_path), within=30)
+    await wait_for("the flavor to go", lambda: _gone(kube, flavor_path), within=30)
+
+
+@pytest.mark.asyncio
 async def test_the_default_local_queue_is_set_on_jobs_naming_none(
     served: Served, kube: KubeClient, namespace: str
 ) -> None:

@@ -111,8 +111,11 @@ def loopback_certificate(cert_dir: Path) -> CertBundle:
     return bundle
 
 
-def queue_job(name: str, namespace: str, queue: str | None = "lq", *, suspend: bool = False) -> Obj:
-    """A one-pod Job without devices (``suspend`` as given), naming ``queue`` when given."""
+def queue_job(
+    name: str, namespace: str, queue: str | None = "lq", *, suspend: bool = False, run_seconds: str = "2"
+) -> Obj:
+    """A one-pod Job without devices (``suspend`` as given), naming ``queue`` when given; its
+    simulated pod runs ``run_seconds`` (``forever`` never ends)."""
     labels = {QUEUE_LABEL: queue} if queue else {}
     return {
         "apiVersion": "batch/v1",
@@ -122,7 +125,7 @@ def queue_job(name: str, namespace: str, queue: str | None = "lq", *, suspend: b
             "suspend": suspend,
             "backoffLimit": 0,
             "template": {
-                "metadata": {"annotations": {"testbed.dra-quota.dev/run-seconds": "2"}},
+                "metadata": {"annotations": {"testbed.dra-quota.dev/run-seconds": run_seconds}},
                 "spec": {
                     "restartPolicy": "Never",
                     "containers": [

@@ -42,6 +42,7 @@ class ClusterQueueModel:
     namespace_selector: LabelSelector | None
     strategy: str = "BestEffortFIFO"
     stopped: bool = False
+    terminating: bool = False  # being deleted: admits nothing new while its workloads finish
     group_of: dict[str, int] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
@@ -99,11 +100,14 @@ def compile_cluster_queue(cq: ClusterQueue) -> ClusterQueueModel:
         namespace_selector=cq.spec.namespace_selector,
         strategy=cq.spec.queueing_strategy or "BestEffortFIFO",
         stopped=cq.spec.stop_policy in ("Hold", "HoldAndDrain"),
+        terminating=bool(cq.metadata.deletion_timestamp),
     )
 
 
 def active_condition(model: ClusterQueueModel, flavors: Container[str]) -> tuple[str, str, str]:
     """(status, reason, message) of the ClusterQueue's Active condition, as Kueue words it."""
+    if model.terminating:
+        return "False", "Terminating", "Can't admit new workloads; clusterQueue is terminating"
     reasons: list[str] = []
     messages: list[str] = []
     if model.stopped:

@@ -17,6 +17,7 @@ from reconciler.api import ClusterQueue, Job, LocalQueue, ResourceFlavor, Worklo
 from .clusterqueues import validate_cluster_queue, validate_cluster_queue_update
 from .fielderrors import FieldError
 from .flavors import validate_resource_flavor
+from .inuse import add_in_use_finalizer
 from .jobs import JobPolicy, default_job, needs_default_queue_lookup, validate_job, validate_job_update
 from .localqueues import validate_local_queue, validate_local_queue_update
 from .review import AdmissionRequest, Verdict, decode_object
@@ -88,6 +89,16 @@ async def _mutate_job(request: AdmissionRequest, policy: JobPolicy, lookups: Loo
     return Verdict.allow(default_job(job, policy, default_queue_exists=exists))
 
 
+def _finalized(kind: type[ClusterQueue] | type[ResourceFlavor]) -> Rule:
+    async def rule(request: AdmissionRequest, policy: JobPolicy, lookups: Lookups) -> Verdict:
+        obj, errors = decode_object(request.object, kind)
+        if obj is None:
+            return Verdict.deny(errors)
+        return Verdict.allow(add_in_use_finalizer(obj))
+
+    return rule
+
+
 async def _validate_job(request: AdmissionRequest, policy: JobPolicy, lookups: Lookups) -> Verdict:
     new, old, errors = _decoded(request, Job)
     if new is None or errors:
@@ -104,6 +115,26 @@ ROUTES: tuple[Route, ...] = (
     Route("/mutate-batch-v1-job", "mjob.kb.io", "batch", "v1", "jobs", True, ("CREATE",), _mutate_job),
     Route(
         "/validate-batch-v1-job", "vjob.kb.io", "batch", "v1", "jobs", False, _CREATE_UPDATE, _validate_job
+    ),
+    Route(
+        "/mutate-kueue-x-k8s-io-v1beta2-clusterqueue",
+        "mclusterqueue.kb.io",
+        _KUEUE,
+        "v1beta2",
+        "clusterqueues",
+        True,
+        ("CREATE",),
+        _finalized(ClusterQueue),
+    ),
+    Route(
+        "/mutate-kueue-x-k8s-io-v1beta2-resourceflavor",
+        "mresourceflavor.kb.io",
+        _KUEUE,
+        "v1beta2",
+        "resourceflavors",
+        True,
+        ("CREATE",),
+        _finalized(ResourceFlavor),
     ),
     Route(
         "/validate-kueue-x-k8s-io-v1beta2-clusterqueue",

@@ -345,3 +345,20 @@ def test_an_admission_is_set_or_cleared_but_never_changed() -> None:
     assert messages(validate_workload_update(moved, reserved)) == [
         'status.admission: Invalid value: "other": field is immutable'
     ]
+
+
+def test_new_queues_and_flavors_get_the_in_use_finalizer() -> None:
+    from reconciler.webhook.inuse import add_in_use_finalizer
+
+    bare = cluster_queue(group(["cpu"], ("a", [quota("cpu", 1)])))
+    assert add_in_use_finalizer(bare) == [
+        {"op": "add", "path": "/metadata/finalizers", "value": ["kueue.x-k8s.io/resource-in-use"]}
+    ]
+    other = convert({"metadata": {"name": "f", "finalizers": ["example.com/x"]}}, ResourceFlavor)
+    assert add_in_use_finalizer(other) == [
+        {"op": "add", "path": "/metadata/finalizers/-", "value": "kueue.x-k8s.io/resource-in-use"}
+    ]
+    done = convert(
+        {"metadata": {"name": "f", "finalizers": ["kueue.x-k8s.io/resource-in-use"]}}, ResourceFlavor
+    )
+    assert add_in_use_finalizer(done) == []
