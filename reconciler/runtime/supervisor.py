@@ -6,7 +6,8 @@ the process. Without leader election the controller runs at once
 (``standalone``). With it, a replica starts as a ``follower`` running only the
 elector and the servers; once it holds the Lease it becomes ``leader`` and starts the whole
 controller (watches, reconciler, writer), which rebuilds its ledger from the
-API before deciding anything. Followers never write.
+API before deciding anything. Followers never write (but for the webhooks'
+certificate Secret and CA bundles).
 
 Leadership lost (no renewal within the renew deadline, or another holder in
 the Lease) ends the process at once with exit code 1, without draining

@@ -124,7 +124,7 @@ def decode_object(raw: msgspec.Raw, kind: type[T]) -> tuple[T | None, list[Field
 def _status(verdict: Verdict) -> dict[str, Any]:
     status: dict[str, Any] = {"metadata": {}, "status": "Failure", "code": verdict.code}
     status["message"] = verdict.message
-    status["reason"] = "Forbidden" if verdict.code == 403 else "InternalError"
+    status["reason"] = {403: "Forbidden", 400: "BadRequest"}.get(verdict.code, "InternalError")
     if verdict.errors:
         causes = [{"reason": e.reason, "message": e.body(), "field": str(e.field)} for e in verdict.errors]
         status["details"] = {"causes": causes}
