@@ -8,7 +8,12 @@ prometheus-operator CRDs (pinned in e2e/versions.env, fetched by
 e2e/build-binaries.sh). The test-bed has no kubelet, so the Deployment's pods
 never run a controller; the controller runs instead as a child process
 authenticated as the manifests' ServiceAccount with a TokenRequest token, and
-the walkthrough must pass with exactly that access. The module has a test-bed
+the walkthrough must pass with exactly that access. Nor has the test-bed a
+cluster network: the webhook configurations are applied with their Service
+client configs turned into ``https://127.0.0.1:<port>`` URLs (failurePolicy,
+rules and selectors as shipped), and the controller's internal certificate
+management, as that ServiceAccount, creates the Secret and injects the CA
+bundle before the walkthrough's objects go through the webhooks. The module has a test-bed
 of its own, whose kube-apiserver authorizes with RBAC and also enforces
 OwnerReferencesPermissionEnforcement.
 """
@@ -29,11 +34,13 @@ from e2e.support.deploy import (
     ROOT,
     ControllerProcess,
     apply_objects,
+    free_port,
     kustomize_build,
     request_token,
     token_kubeconfig,
 )
 from e2e.support.walkthrough_steps import cleanup_walkthrough, walkthrough_items_1_to_6
+from e2e.support.webhooks import configuration_path, on_loopback, wait_until_jobs_are_suspended
 from e2e.testbed import KubeClient, Testbed, api_path
 from e2e.testbed.kubeclient import ApiError
 from e2e.testbed.paths import binary_paths
@@ -45,12 +52,20 @@ pytestmark = [pytest.mark.testbed, pytest.mark.timeout(420)]
 NAMESPACE = "dra-quota-system"
 ACCOUNT = "dra-quota-reconciler"
 USERNAME = f"system:serviceaccount:{NAMESPACE}:{ACCOUNT}"
+SECRET = "dra-quota-reconciler-webhook-server-cert"
 ENFORCE_OWNER_REFERENCES = "--enable-admission-plugins=OwnerReferencesPermissionEnforcement"
+WEBHOOK_PORT = free_port()
 Obj = dict[str, Any]
 
 
 def rendered() -> list[Obj]:
-    return kustomize_build(ROOT / "manifests") + kustomize_build(ROOT / "manifests" / "prometheus")
+    """What kustomize renders, the webhook configurations called on loopback (no CA bundle: the
+    controller injects it)."""
+    objects = kustomize_build(ROOT / "manifests") + kustomize_build(ROOT / "manifests" / "prometheus")
+    return [
+        on_loopback([o], WEBHOOK_PORT, None)[0] if o["kind"].endswith("WebhookConfiguration") else o
+        for o in objects
+    ]
 
 
 def monitoring_crds() -> list[Obj]:
@@ -103,6 +118,8 @@ def installed(testbed: Testbed) -> Iterator[list[Obj]]:
                     group = "rbac.authorization.k8s.io/v1"
                     plural = obj["kind"].lower() + "s"
                     await _delete_if_present(kube, api_path(group, plural, name=obj["metadata"]["name"]))
+                if obj["kind"].endswith("WebhookConfiguration"):
+                    await _delete_if_present(kube, configuration_path(obj))
             path = api_path("v1", "namespaces", name=NAMESPACE)
             await _delete_if_present(kube, path)
 
@@ -139,9 +156,14 @@ def test_everything_rendered_is_applied(installed: list[Obj]) -> None:
             "ClusterRole",
             "ClusterRoleBinding",
             "Role",
+            "Role",
+            "RoleBinding",
             "RoleBinding",
             "ConfigMap",
             "Service",
+            "Service",
+            "MutatingWebhookConfiguration",
+            "ValidatingWebhookConfiguration",
             "Deployment",
             "PodDisruptionBudget",
             "ServiceMonitor",
@@ -150,8 +172,7 @@ def test_everything_rendered_is_applied(installed: list[Obj]) -> None:
         ]
     )
     # What the API server made of them.
-    service = _by_kind(installed, "Service")
-    assert service["spec"]["clusterIP"]
+    assert all(s["spec"]["clusterIP"] for s in installed if s["kind"] == "Service")
     deployment = _by_kind(installed, "Deployment")
     assert deployment["spec"]["replicas"] == 2
     rule = _by_kind(installed, "PrometheusRule")
@@ -264,9 +285,35 @@ async def test_walkthrough_as_the_service_account(
     config.write_text(config_map["data"]["config.yaml"])
     token = await request_token(admin, NAMESPACE, ACCOUNT)
     kubeconfig = token_kubeconfig(testbed.kubeconfig, token, USERNAME, tmp_path / "sa.kubeconfig")
-    controller = ControllerProcess(config, kubeconfig, tmp_path / "controller.log")
+    controller = ControllerProcess(
+        config,
+        kubeconfig,
+        tmp_path / "controller.log",
+        "--webhook-cert-dir",
+        str(tmp_path / "certs"),
+        "--webhook-cert-extra-sans",
+        "127.0.0.1",
+        webhook_port=WEBHOOK_PORT,
+    )
     controller.start()
     try:
+        # Internal certificate management with the Role and ClusterRole only: the Secret made,
+        # the CA injected into both configurations, the API server answered by the webhook.
+        secret = await wait_for(
+            "the webhook certificate Secret",
+            lambda: admin.get_or_none(api_path("v1", "secrets", NAMESPACE, SECRET)),
+            within=60,
+        )
+        for configuration in (o for o in installed if o["kind"].endswith("WebhookConfiguration")):
+
+            async def injected(configuration: Obj = configuration) -> bool:
+                current = await admin.get(configuration_path(configuration))
+                return all(
+                    w["clientConfig"].get("caBundle") == secret["data"]["ca.crt"] for w in current["webhooks"]
+                )
+
+            await wait_for(f"the CA bundle in {configuration['metadata']['name']}", injected, within=60)
+        await wait_until_jobs_are_suspended(admin, "default")
         await walkthrough_items_1_to_6(admin)
     except BaseException:
         print(controller.log_tail(60))

@@ -12,9 +12,14 @@ import sys
 import uuid
 from collections.abc import Sequence
 from importlib.metadata import PackageNotFoundError, version
+from pathlib import Path
+from typing import TYPE_CHECKING
 
-from .config import ConfigError, load_config
+from .config import ConfigError, Configuration, load_config
 from .simulate import InputError, SimulationError, render, run_simulation
+
+if TYPE_CHECKING:
+    from .webhook.service import WebhookOptions
 
 EXIT_USAGE = 2
 SERVICE_ACCOUNT_NAMESPACE = "/var/run/secrets/kubernetes.io/serviceaccount/namespace"
@@ -127,6 +132,24 @@ def _parser() -> argparse.ArgumentParser:
         help="the leader gives up after this without renewal (10s)",
     )
     run.add_argument("--retry-period", type=duration, default=2.0, help="between lease attempts (2s)")
+    run.add_argument(
+        "--webhook-bind-address",
+        type=_bind_address,
+        help="HOST:PORT serving the admission webhooks over HTTPS ('0' disables; "
+        "default: the Configuration's webhook.host and webhook.port, :9443)",
+    )
+    run.add_argument(
+        "--webhook-cert-dir",
+        help="directory with the webhook's tls.crt and tls.key (written there with "
+        "internalCertManagement; default: the Configuration's webhook.certDir, "
+        "/tmp/k8s-webhook-server/serving-certs)",
+    )
+    run.add_argument(
+        "--webhook-cert-extra-sans",
+        default="",
+        help="comma-separated extra host names or IP addresses for the internally managed serving "
+        "certificate (besides <webhookServiceName>.<namespace>.svc), e.g. 127.0.0.1",
+    )
     sim = sub.add_parser(
         "simulate",
         help="admit manifests offline and print the resulting Workloads and ClusterQueues",
@@ -207,10 +230,28 @@ def _run(args: argparse.Namespace) -> int:
         health_bind_address=args.health_probe_bind_address,
         leader_election=election,
         version=_version(),
+        webhook=_webhook_options(config, args),
     )
     with contextlib.suppress(KeyboardInterrupt):
         asyncio.run(run_process(config, options))
     return 0
+
+
+def _webhook_options(config: Configuration, args: argparse.Namespace) -> WebhookOptions | None:
+    from .observability.server import parse_bind_address
+    from .webhook.service import WebhookOptions
+
+    address = args.webhook_bind_address or f"{config.webhook.host}:{config.webhook.port}"
+    bind = parse_bind_address(address)
+    if bind is None:
+        return None
+    return WebhookOptions(
+        host=bind[0],
+        port=bind[1],
+        cert_dir=Path(args.webhook_cert_dir or config.webhook.cert_dir),
+        namespace=config.namespace or default_election_namespace(),
+        extra_hosts=tuple(h.strip() for h in args.webhook_cert_extra_sans.split(",") if h.strip()),
+    )
 
 
 if __name__ == "__main__":

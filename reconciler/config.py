@@ -20,7 +20,9 @@ __all__ = [
     "ConfigError",
     "Configuration",
     "DeviceClassMapping",
+    "InternalCertManagement",
     "WaitForPodsReady",
+    "WebhookServer",
     "load_config",
     "parse_config",
     "parse_duration",
@@ -58,9 +60,7 @@ SUPPORTED_FRAMEWORKS = frozenset({"batch/job"})
 # Top-level Kueue fields this controller accepts but does not act on.
 _ACCEPTED_IGNORED = frozenset(
     {
-        "namespace",
         "managedJobsNamespaceSelector",
-        "internalCertManagement",
         "clientConnection",
         "multiKueue",
         "fairSharing",
@@ -69,7 +69,6 @@ _ACCEPTED_IGNORED = frozenset(
         "objectRetentionPolicies",
         "health",
         "metrics",
-        "webhook",
         "leaderElection",
         "controller",
         "pprofBindAddress",
@@ -79,12 +78,20 @@ _ACCEPTED_IGNORED = frozenset(
     }
 )
 _HANDLED = frozenset({"resources", "waitForPodsReady", "integrations", "manageJobsWithoutQueueName"})
+_HANDLED |= {"namespace", "internalCertManagement", "webhook"}
+
+# Kueue's defaults (apis/config/v1beta2/defaults.go).
+DEFAULT_WEBHOOK_SERVICE_NAME = "kueue-webhook-service"
+DEFAULT_WEBHOOK_SECRET_NAME = "kueue-webhook-server-cert"
+DEFAULT_WEBHOOK_PORT = 9443
+DEFAULT_WEBHOOK_CERT_DIR = "/tmp/k8s-webhook-server/serving-certs"
 
 _QUALIFIED_NAME = re.compile(
     r"^(?:(?=.{1,253}/)[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*/)?"
     r"[A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?$"
 )
 _DNS_SUBDOMAIN = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
+_DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
 _DURATION_PART = re.compile(r"(\d+(?:\.\d*)?|\.\d+)(ns|us|µs|ms|s|m|h)")
 _UNIT_SECONDS = {"ns": 1e-9, "us": 1e-6, "µs": 1e-6, "ms": 1e-3, "s": 1.0, "m": 60.0, "h": 3600.0}
 
@@ -111,12 +118,38 @@ class WaitForPodsReady:
 
 
 @dataclass(frozen=True)
+class InternalCertManagement:
+    """Kueue's internalCertManagement: a self-signed CA and serving certificate kept in a Secret.
+
+    With ``enable`` false the serving certificate is provided from outside (cert-manager), mounted
+    in the webhook's certificate directory as tls.crt and tls.key."""
+
+    enable: bool = True
+    webhook_service_name: str = DEFAULT_WEBHOOK_SERVICE_NAME
+    webhook_secret_name: str = DEFAULT_WEBHOOK_SECRET_NAME
+
+
+@dataclass(frozen=True)
+class WebhookServer:
+    """Kueue's ``webhook`` section: where the admission webhooks listen and find their certificate."""
+
+    port: int = DEFAULT_WEBHOOK_PORT
+    host: str = ""
+    cert_dir: str = DEFAULT_WEBHOOK_CERT_DIR
+
+
+@dataclass(frozen=True)
 class Configuration:
     api_version: str = f"{GROUP}/v1beta2"
     device_class_mappings: tuple[DeviceClassMapping, ...] = ()
     wait_for_pods_ready: WaitForPodsReady | None = None
     frameworks: tuple[str, ...] = ("batch/job",)
     manage_jobs_without_queue_name: bool = False
+    # The controller's own namespace (Kueue's ``namespace``); None: $POD_NAMESPACE, the service
+    # account's namespace, else kueue-system (decided by the command line).
+    namespace: str | None = None
+    internal_cert_management: InternalCertManagement = field(default_factory=InternalCertManagement)
+    webhook: WebhookServer = field(default_factory=WebhookServer)
     ignored_fields: tuple[str, ...] = ()
     _class_to_resource: dict[str, str] = field(default_factory=dict, compare=False, repr=False)
 
@@ -317,6 +350,52 @@ def _parse_frameworks(raw: object) -> tuple[str, ...]:
     return tuple(frameworks)
 
 
+def _parse_namespace(raw: object) -> str | None:
+    if raw is None:
+        return None
+    name: str = _expect(raw, str, "namespace", "a namespace name")
+    if not _DNS_LABEL.match(name) or len(name) > 63:
+        raise ConfigError(
+            f"namespace: Invalid value: {name!r}: must be a namespace name (lower-case RFC 1123 label, "
+            "e.g. dra-quota-system)"
+        )
+    return name
+
+
+def _parse_internal_cert_management(raw: object) -> InternalCertManagement:
+    path = "internalCertManagement"
+    obj = _expect(raw or {}, dict, path, "an object")
+    _check_unknown(obj, {"enable", "webhookServiceName", "webhookSecretName"}, path)
+    enable = _expect(obj.get("enable", True), bool, f"{path}.enable", "true or false")
+    service = obj.get("webhookServiceName", DEFAULT_WEBHOOK_SERVICE_NAME)
+    if not isinstance(service, str) or not _DNS_LABEL.match(service) or len(service) > 63:
+        raise ConfigError(
+            f"{path}.webhookServiceName: Invalid value: {service!r}: must be a Service name "
+            "(lower-case RFC 1123 label of at most 63 characters)"
+        )
+    secret = obj.get("webhookSecretName", DEFAULT_WEBHOOK_SECRET_NAME)
+    if not isinstance(secret, str) or not _DNS_SUBDOMAIN.match(secret) or len(secret) > 253:
+        raise ConfigError(
+            f"{path}.webhookSecretName: Invalid value: {secret!r}: must be a Secret name "
+            "(lower-case RFC 1123 subdomain)"
+        )
+    return InternalCertManagement(enable, service, secret)
+
+
+def _parse_webhook(raw: object) -> WebhookServer:
+    path = "webhook"
+    obj = _expect(raw or {}, dict, path, "an object")
+    _check_unknown(obj, {"port", "host", "certDir"}, path)
+    port = _expect(obj.get("port", DEFAULT_WEBHOOK_PORT), int, f"{path}.port", "a port number")
+    if not 0 < port < 65536:
+        raise ConfigError(f"{path}.port: Invalid value: {port}: must be between 1 and 65535, e.g. 9443")
+    host = _expect(obj.get("host", ""), str, f"{path}.host", "a host name or address")
+    cert_dir = _expect(obj.get("certDir", DEFAULT_WEBHOOK_CERT_DIR), str, f"{path}.certDir", "a directory")
+    if not cert_dir:
+        raise ConfigError(f"{path}.certDir: Required value: name the directory holding tls.crt and tls.key")
+    return WebhookServer(port=port, host=host, cert_dir=cert_dir)
+
+
 def parse_config(data: object) -> Configuration:
     """Validate and default a decoded Configuration document."""
     doc = _expect(data, dict, "(document)", "a Configuration object")
@@ -346,6 +425,9 @@ def parse_config(data: object) -> Configuration:
         wait_for_pods_ready=_parse_wait_for_pods_ready(doc.get("waitForPodsReady"), version),
         frameworks=_parse_frameworks(doc.get("integrations")),
         manage_jobs_without_queue_name=manage,
+        namespace=_parse_namespace(doc.get("namespace")),
+        internal_cert_management=_parse_internal_cert_management(doc.get("internalCertManagement")),
+        webhook=_parse_webhook(doc.get("webhook")),
         ignored_fields=tuple(ignored),
     )
 

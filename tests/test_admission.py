@@ -370,3 +370,14 @@ def test_a_held_workload_counts_as_pending_but_is_never_admitted_until_added() -
     state.remove_workload(("ns", "b"))
     assert state.queues.pending_counts("cq") == (0, 0)
     assert state.queues.local_queue_pending_counts("ns", "lq") == (0, 0)
+
+
+def test_a_negative_nominal_quota_makes_the_cluster_queue_unusable() -> None:
+    from reconciler.core.clusterqueues import InvalidClusterQueueError
+
+    with pytest.raises(InvalidClusterQueueError) as err:
+        cluster_queue("cq", [("t4", {"nvidia.com/gpu": "-1"})])
+    assert str(err.value).startswith(
+        'spec.resourceGroups[0].flavors[0].resources[0].nominalQuota: Invalid value: "-1": '
+        "must be greater than or equal to 0"
+    )

@@ -61,3 +61,41 @@ def test_bad_bind_address_is_a_usage_error(capsys: pytest.CaptureFixture[str]) -
         cli.main(["run", "--config", str(CONFIG), "--metrics-bind-address", "8080"])
     assert exited.value.code == 2
     assert "bind address" in capsys.readouterr().err
+
+
+def test_webhook_options_from_the_configuration_and_the_flags(monkeypatch: pytest.MonkeyPatch) -> None:
+    from reconciler.config import load_config, parse_config
+
+    monkeypatch.setenv("POD_NAMESPACE", "ops")
+    parser = cli._parser()
+    config = load_config(CONFIG)
+    defaults = cli._webhook_options(config, parser.parse_args(["run", "--config", str(CONFIG)]))
+    assert defaults is not None
+    assert (defaults.host, defaults.port, str(defaults.cert_dir)) == (
+        None,
+        9443,
+        "/tmp/k8s-webhook-server/serving-certs",
+    )
+    assert (defaults.namespace, defaults.extra_hosts) == ("ops", ())
+    flags = [
+        "run",
+        "--config",
+        str(CONFIG),
+        "--webhook-bind-address",
+        "127.0.0.1:10443",
+        "--webhook-cert-dir",
+        "/certs",
+        "--webhook-cert-extra-sans",
+        "127.0.0.1, localhost",
+    ]
+    own = parse_config({**config_document(), "namespace": "dra-quota-system"})
+    options = cli._webhook_options(own, parser.parse_args(flags))
+    assert options is not None
+    assert (options.host, options.port, str(options.cert_dir)) == ("127.0.0.1", 10443, "/certs")
+    assert (options.namespace, options.extra_hosts) == ("dra-quota-system", ("127.0.0.1", "localhost"))
+    off = parser.parse_args(["run", "--config", str(CONFIG), "--webhook-bind-address", "0"])
+    assert cli._webhook_options(config, off) is None
+
+
+def config_document() -> dict[str, object]:
+    return {"apiVersion": "config.kueue.x-k8s.io/v1beta2", "kind": "Configuration"}

@@ -153,5 +153,6 @@ def test_a_lending_limit_above_nominal_or_a_negative_quota_is_refused() -> None:
     with pytest.raises(InvalidClusterQueueError, match=r"lendingLimit: must be less than or equal"):
         compile_cluster_queue(decode(over, ClusterQueue))
     negative = cluster_queue_body("a", [("t4", {GPU: -1})])
-    with pytest.raises(InvalidClusterQueueError, match=r"nominalQuota: must be greater than or equal to 0"):
+    refused = r"nominalQuota: Invalid value: \"-1\": must be greater than or equal to 0"
+    with pytest.raises(InvalidClusterQueueError, match=refused):
         compile_cluster_queue(decode(negative, ClusterQueue))

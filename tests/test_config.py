@@ -143,3 +143,70 @@ def test_cli_exits_2_on_a_bad_configuration(tmp_path: Path, capsys: pytest.Captu
     err = capsys.readouterr().err
     assert str(bad) in err
     assert "resources.deviceClassMappings[0].deviceClassNames: Required value" in err
+
+
+def test_webhook_and_certificate_defaults_are_kueues() -> None:
+    config = parse_config(doc())
+    assert config.namespace is None
+    certs = config.internal_cert_management
+    assert (certs.enable, certs.webhook_service_name, certs.webhook_secret_name) == (
+        True,
+        "kueue-webhook-service",
+        "kueue-webhook-server-cert",
+    )
+    assert (config.webhook.port, config.webhook.host, config.webhook.cert_dir) == (
+        9443,
+        "",
+        "/tmp/k8s-webhook-server/serving-certs",
+    )
+
+
+def test_webhook_and_certificate_fields() -> None:
+    config = parse_config(
+        doc(
+            namespace="dra-quota-system",
+            internalCertManagement={
+                "enable": False,
+                "webhookServiceName": "dra-quota-reconciler-webhook-service",
+                "webhookSecretName": "dra-quota-reconciler-webhook-server-cert",
+            },
+            webhook={"port": 10443, "host": "127.0.0.1", "certDir": "/certs"},
+        )
+    )
+    assert config.namespace == "dra-quota-system"
+    assert config.internal_cert_management.enable is False
+    assert config.internal_cert_management.webhook_service_name == "dra-quota-reconciler-webhook-service"
+    assert config.internal_cert_management.webhook_secret_name == "dra-quota-reconciler-webhook-server-cert"
+    assert (config.webhook.port, config.webhook.host, config.webhook.cert_dir) == (
+        10443,
+        "127.0.0.1",
+        "/certs",
+    )
+    assert "webhook" not in config.ignored_fields
+
+
+@pytest.mark.parametrize(
+    ("fields", "message"),
+    [
+        ({"namespace": "Kueue_System"}, "namespace: Invalid value: 'Kueue_System'"),
+        (
+            {"internalCertManagement": {"enable": "yes"}},
+            "internalCertManagement.enable: expected true or false",
+        ),
+        (
+            {"internalCertManagement": {"webhookServiceName": "svc.with.dots"}},
+            "internalCertManagement.webhookServiceName: Invalid value",
+        ),
+        (
+            {"internalCertManagement": {"webhookSecretName": "Secret"}},
+            "internalCertManagement.webhookSecretName: Invalid value",
+        ),
+        ({"internalCertManagement": {"caName": "x"}}, "internalCertManagement.caName: unknown field"),
+        ({"webhook": {"port": 0}}, "webhook.port: Invalid value: 0"),
+        ({"webhook": {"certDir": ""}}, "webhook.certDir: Required value"),
+    ],
+)
+def test_webhook_and_certificate_errors_name_the_field(fields: dict[str, Any], message: str) -> None:
+    with pytest.raises(ConfigError) as err:
+        parse_config(doc(**fields))
+    assert message in str(err.value)

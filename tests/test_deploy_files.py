@@ -235,7 +235,7 @@ def test_deployment_follows_the_contract() -> None:
     env = {e["name"]: e["valueFrom"]["fieldRef"]["fieldPath"] for e in container["env"]}
     assert env == {"POD_NAME": "metadata.name", "POD_NAMESPACE": "metadata.namespace"}
     ports = {p["name"]: p["containerPort"] for p in container["ports"]}
-    assert ports == {"metrics": 8080, "health": 8081}
+    assert ports == {"metrics": 8080, "health": 8081, "webhook": 9443}
     assert container["livenessProbe"]["httpGet"] == {"path": "/healthz", "port": "health"}
     assert container["readinessProbe"]["httpGet"] == {"path": "/readyz", "port": "health"}
     assert set(container["resources"]) == {"requests", "limits"}
@@ -253,10 +253,13 @@ def test_deployment_is_restricted() -> None:
     assert sc["allowPrivilegeEscalation"] is False
     assert sc["readOnlyRootFilesystem"] is True
     assert sc["capabilities"] == {"drop": ["ALL"]}
-    # The only writable place is an emptyDir at /tmp.
+    # The only writable places are emptyDirs: /tmp, and the webhook's certificate directory.
     volumes = {v["name"]: v for v in pod["volumes"]}
     writable = [m for m in container["volumeMounts"] if not m.get("readOnly")]
-    assert [(m["mountPath"], "emptyDir" in volumes[m["name"]]) for m in writable] == [("/tmp", True)]
+    assert [(m["mountPath"], "emptyDir" in volumes[m["name"]]) for m in writable] == [
+        ("/tmp", True),
+        ("/tmp/k8s-webhook-server/serving-certs", True),
+    ]
 
 
 def test_image_tag_is_the_package_version() -> None:
@@ -292,6 +295,88 @@ def test_one_namespace_everywhere() -> None:
                 assert meta["namespace"] == namespace, f"{path}: {meta}"
             for subject in doc.get("subjects", []):
                 assert subject.get("namespace") == namespace, f"{path}: {subject}"
+            for webhook in doc.get("webhooks", []):
+                service = webhook["clientConfig"]["service"]
+                assert service["namespace"] == namespace, f"{path}: {webhook['name']}"
     for path in MANIFESTS.glob("**/*"):
         if path.is_file():
             assert "../shared" not in path.read_text(), f"{path} refers outside the project"
+
+
+# --- webhooks ------------------------------------------------------------------------------------
+
+
+def _webhook_documents() -> dict[str, dict[str, Any]]:
+    return {d["kind"]: d for d in _documents(MANIFESTS / "webhook.yaml")}
+
+
+def test_every_served_webhook_is_registered_as_it_is_served() -> None:
+    from reconciler.webhook.handlers import ROUTES
+
+    docs = _webhook_documents()
+    registered = {
+        w["name"]: (kind, w)
+        for kind in ("MutatingWebhookConfiguration", "ValidatingWebhookConfiguration")
+        for w in docs[kind]["webhooks"]
+    }
+    assert set(registered) == {r.name for r in ROUTES}
+    for route in ROUTES:
+        kind, webhook = registered[route.name]
+        assert kind.startswith("Mutating") is route.mutating, route.name
+        assert webhook["clientConfig"]["service"]["path"] == route.path
+        (rule,) = webhook["rules"]
+        assert rule["apiGroups"] == [route.group]
+        assert rule["apiVersions"] == [route.version]
+        assert rule["operations"] == list(route.operations)
+        assert rule["resources"] == [route.resource, *(f"{route.resource}/{s}" for s in route.subresources)]
+
+
+def test_webhooks_fail_closed_as_kueue_ships_them() -> None:
+    from reconciler.config import load_config
+    from reconciler.webhook.certmanager import CertSettings
+
+    config = load_config(MANIFESTS / "config" / "configuration.yaml")
+    certs = config.internal_cert_management
+    namespace = yaml.safe_load((MANIFESTS / "kustomization.yaml").read_text())["namespace"]
+    assert config.namespace == namespace
+    docs = _webhook_documents()
+    settings = CertSettings(namespace, certs.webhook_secret_name, certs.webhook_service_name)
+    assert docs["MutatingWebhookConfiguration"]["metadata"]["name"] == settings.configuration_name("mutating")
+    assert docs["ValidatingWebhookConfiguration"]["metadata"]["name"] == settings.configuration_name(
+        "validating"
+    )
+    for kind in ("MutatingWebhookConfiguration", "ValidatingWebhookConfiguration"):
+        for webhook in docs[kind]["webhooks"]:
+            assert webhook["failurePolicy"] == "Fail", webhook["name"]
+            assert webhook["sideEffects"] == "None"
+            assert webhook["admissionReviewVersions"] == ["v1"]
+            assert 1 <= webhook["timeoutSeconds"] <= 30
+            assert "caBundle" not in webhook["clientConfig"]  # injected at run time
+            assert webhook["clientConfig"]["service"]["name"] == certs.webhook_service_name
+            assert webhook["clientConfig"]["service"].get("port", 443) == 443
+            if webhook["rules"][0]["apiGroups"] == ["batch"]:
+                # Jobs of the system and of the controller itself never wait for the controller.
+                (expression,) = webhook["namespaceSelector"]["matchExpressions"]
+                assert expression == {
+                    "key": "kubernetes.io/metadata.name",
+                    "operator": "NotIn",
+                    "values": ["kube-system", namespace],
+                }
+
+
+def test_the_webhook_service_reaches_the_webhook_port_and_certificates() -> None:
+    from reconciler.config import load_config
+
+    config = load_config(MANIFESTS / "config" / "configuration.yaml")
+    service = _webhook_documents()["Service"]
+    assert service["metadata"]["name"] == config.internal_cert_management.webhook_service_name
+    (port,) = service["spec"]["ports"]
+    assert (port["port"], port["targetPort"]) == (443, "webhook")
+    pod = _deployment()["spec"]["template"]["spec"]
+    assert service["spec"]["selector"] == _deployment()["spec"]["selector"]["matchLabels"]
+    (container,) = pod["containers"]
+    ports = {p["name"]: p["containerPort"] for p in container["ports"]}
+    assert ports["webhook"] == config.webhook.port
+    mounts = {m["mountPath"]: m["name"] for m in container["volumeMounts"]}
+    volumes = {v["name"]: v for v in pod["volumes"]}
+    assert "emptyDir" in volumes[mounts[config.webhook.cert_dir]]

@@ -7,14 +7,17 @@ The access is derived from the code, not listed by hand:
   constant and maybe a `subresource`) needs create or patch;
 - every direct client call on a resource constant (`client.create(RES, ...)`,
   `client.merge_patch(...)`, `client.delete(...)`, `client.get(RES.item_path(...))`,
-  `client.request("PUT", RES.item_path(...))`, ...) needs its verb;
+  `client.request("PUT", RES.item_path(...))`, ...) needs its verb, also when the path
+  is first given to a name (`path = RES.item_path(...)`);
 - a verb-labelled request wrapper (`self._call("update", "PUT", ...)`, as the
   leader election's) in a module that names exactly one resource constant needs
   that verb on that resource (the verb must match the HTTP method);
 - a Workload created with `blockOwnerDeletion` on its Job needs update on
   `jobs/finalizers` (OwnerReferencesPermissionEnforcement).
 A resource constant the code mentions without any derivable verb fails the
-test, so new kinds of calls cannot slip past the scan.
+test, so new kinds of calls cannot slip past the scan. Rules that name their
+objects (`resourceNames`) name exactly the objects the shipped configuration
+makes the code touch.
 """
 
 from __future__ import annotations
@@ -47,7 +50,9 @@ HTTP_VERBS = {"POST": "create", "PUT": "update", "PATCH": "patch", "DELETE": "de
 KUBE_VERBS = frozenset({"get", "list", "watch", "create", "update", "patch", "delete"})
 
 # Resources granted only in the controller's own namespace (a Role, not the ClusterRole).
-NAMESPACED_ONLY = {("coordination.k8s.io", "leases")}
+NAMESPACED_ONLY = {("coordination.k8s.io", "leases"), ("", "secrets")}
+# Verbs a rule's resourceNames can restrict (create, list and watch name no object up front).
+NAMEABLE_VERBS = frozenset({"get", "update", "patch", "delete"})
 
 
 def _module_name(path: Path) -> str:
@@ -197,18 +202,25 @@ def _call_access(call: ast.Call, scope: Scope) -> Iterator[Access]:
             if len(call.args) < 2 or not isinstance(call.args[0], ast.Constant):
                 return
             method, path_arg = str(call.args[0].value), call.args[1]
-        target = _path_call(path_arg)
-        if target is None:
-            return
-        res_node, kind, sub = target
-        for res in _resource_of(res_node, scope):
-            if name == "stream_lines":
-                verb = "watch"
-            elif method == "GET":
-                verb = "get" if kind == "item_path" else "list"
-            else:
-                verb = HTTP_VERBS[method]
-            yield from ((res.group, n, verb) for n in _named(res, sub, scope))
+        for res_node, kind, sub in _path_calls(path_arg, scope):
+            for res in _resource_of(res_node, scope):
+                if name == "stream_lines":
+                    verb = "watch"
+                elif method == "GET":
+                    verb = "get" if kind == "item_path" else "list"
+                else:
+                    verb = HTTP_VERBS[method]
+                yield from ((res.group, n, verb) for n in _named(res, sub, scope))
+
+
+def _path_calls(node: ast.expr, scope: Scope) -> list[tuple[ast.expr, str, ast.expr | None]]:
+    """The path calls a path argument stands for: inline, or held in a name (`path = RES.item_path(...)`)."""
+    target = _path_call(node)
+    if target is not None:
+        return [target]
+    if isinstance(node, ast.Name):
+        return [t for value in scope.assigned.get(node.id, []) if (t := _path_call(value)) is not None]
+    return []
 
 
 def _blocks_job_deletion() -> bool:
@@ -230,7 +242,6 @@ def used_access() -> set[Access]:
 def expand(rules: Iterable[dict[str, Any]]) -> set[Access]:
     granted: set[Access] = set()
     for rule in rules:
-        assert "resourceNames" not in rule, rule
         assert "nonResourceURLs" not in rule, rule
         for group in rule["apiGroups"]:
             for res in rule["resources"]:
@@ -246,10 +257,12 @@ def compare(granted: set[Access], used: set[Access]) -> list[str]:
 
 
 def _roles() -> tuple[dict[str, Any], dict[str, Any]]:
+    """The ClusterRole, and the Roles of the controller's namespace as one."""
     docs = [d for d in yaml.safe_load_all(RBAC.read_text()) if d]
     (cluster_role,) = [d for d in docs if d["kind"] == "ClusterRole"]
-    (role,) = [d for d in docs if d["kind"] == "Role"]
-    return cluster_role, role
+    roles = [d for d in docs if d["kind"] == "Role"]
+    assert len({r["metadata"]["namespace"] for r in roles}) == 1
+    return cluster_role, {"rules": [rule for r in roles for rule in r["rules"]]}
 
 
 def test_the_scan_finds_what_the_code_does() -> None:
@@ -286,7 +299,7 @@ def test_leases_only_in_the_own_namespace() -> None:
             {"apiGroups": ["kueue.x-k8s.io"], "resources": ["workloads"], "verbs": ["delete"]},
             "granted but not used",
         ),
-        ({"apiGroups": [""], "resources": ["secrets"], "verbs": ["get"]}, "granted but not used"),
+        ({"apiGroups": [""], "resources": ["configmaps"], "verbs": ["get"]}, "granted but not used"),
         (None, "used but not granted"),
     ],
 )
@@ -350,3 +363,58 @@ def test_the_scan_reads_a_conditional_subresource() -> None:
     unreadable = ast.parse("MergePatch(p, JOBS, ns, name, patch, subresource=pick())").body[0].value  # type: ignore[attr-defined]
     with pytest.raises(AssertionError, match="cannot read"):
         list(_call_access(unreadable, scope))
+
+
+def _named_objects() -> dict[tuple[str, str], set[str]]:
+    """(apiGroup, resource) -> the objects the shipped configuration makes the code name."""
+    from reconciler.api.resources import (
+        MUTATING_WEBHOOK_CONFIGURATIONS,
+        SECRETS,
+        VALIDATING_WEBHOOK_CONFIGURATIONS,
+    )
+    from reconciler.config import load_config
+    from reconciler.webhook.certmanager import CertSettings
+
+    certs = load_config(ROOT / "manifests" / "config" / "configuration.yaml").internal_cert_management
+    assert certs.enable
+    settings = CertSettings("", certs.webhook_secret_name, certs.webhook_service_name)
+    return {
+        (SECRETS.group, SECRETS.plural): {certs.webhook_secret_name},
+        (MUTATING_WEBHOOK_CONFIGURATIONS.group, MUTATING_WEBHOOK_CONFIGURATIONS.plural): {
+            settings.configuration_name("mutating")
+        },
+        (VALIDATING_WEBHOOK_CONFIGURATIONS.group, VALIDATING_WEBHOOK_CONFIGURATIONS.plural): {
+            settings.configuration_name("validating")
+        },
+    }
+
+
+def test_named_rules_name_what_the_shipped_configuration_uses() -> None:
+    cluster_role, role = _roles()
+    named = _named_objects()
+    seen: set[tuple[str, str]] = set()
+    for rule in cluster_role["rules"] + role["rules"]:
+        if "resourceNames" not in rule:
+            for group in rule["apiGroups"]:
+                for res in rule["resources"]:
+                    # Only creating one of the named kinds may go unrestricted (it names no object).
+                    assert (group, res) not in named or rule["verbs"] == ["create"], rule
+            continue
+        assert set(rule["verbs"]) <= NAMEABLE_VERBS, f"resourceNames cannot restrict {rule['verbs']}"
+        for group in rule["apiGroups"]:
+            for res in rule["resources"]:
+                assert set(rule["resourceNames"]) == named[(group, res)], rule
+                seen.add((group, res))
+    assert seen == set(named)
+
+
+def test_the_scan_reads_a_path_held_in_a_name() -> None:
+    tree = ast.parse(
+        "path = SECRETS.item_path(ns, name)\n"
+        "await client.get(path)\n"
+        'await client.request("PUT", path, body=b"{}")\n'
+        "await client.create(SECRETS, ns, body)\n"
+    )
+    scope = Scope.of("reconciler.webhook", tree, {"SECRETS"})
+    access = {a for n in ast.walk(tree) if isinstance(n, ast.Call) for a in _call_access(n, scope)}
+    assert access == {("", "secrets", "get"), ("", "secrets", "update"), ("", "secrets", "create")}

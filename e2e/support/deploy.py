@@ -191,6 +191,8 @@ class ControllerProcess:
 
     Its metrics and health probes listen on 127.0.0.1 ports of their own (``metrics_port``,
     ``health_port``; chosen once, kept across restarts), never on the default :8080/:8081.
+    Its admission webhooks are off unless ``webhook_port`` is given (then they listen on that
+    127.0.0.1 port; certificate flags go in ``extra``).
     """
 
     def __init__(
@@ -201,6 +203,7 @@ class ControllerProcess:
         *extra: str,
         metrics_port: int | None = None,
         health_port: int | None = None,
+        webhook_port: int | None = None,
     ) -> None:
         self.config = config
         self.kubeconfig = kubeconfig
@@ -208,6 +211,7 @@ class ControllerProcess:
         self.extra = extra
         self.metrics_port = metrics_port or free_port()
         self.health_port = health_port or free_port()
+        self.webhook_port = webhook_port
         self.process: subprocess.Popen[bytes] | None = None
 
     def start(self) -> None:
@@ -230,6 +234,8 @@ class ControllerProcess:
                 f"127.0.0.1:{self.metrics_port}",
                 "--health-probe-bind-address",
                 f"127.0.0.1:{self.health_port}",
+                "--webhook-bind-address",
+                f"127.0.0.1:{self.webhook_port}" if self.webhook_port else "0",
                 *self.extra,
             ],
             stdout=log,

@@ -46,6 +46,19 @@ async def cleanup_walkthrough(kube: KubeClient) -> None:
 
     await wait_for("the walkthrough namespace to be deleted", gone, within=90)
 
+    # The running controller releases their in-use finalizers once nothing uses them; wait, so
+    # the next walkthrough never applies to a ClusterQueue or flavor that is about to go.
+    async def queues_gone() -> bool:
+        for path in (
+            api_path(KUEUE, "clusterqueues", name="p3-dra-cq"),
+            api_path(KUEUE, "resourceflavors", name="p3-t4"),
+        ):
+            if await kube.get_or_none(path) is not None:
+                return False
+        return True
+
+    await wait_for("the walkthrough's ClusterQueue and flavor to be deleted", queues_gone, within=60)
+
 
 async def _workload_of(kube: KubeClient, job_name: str) -> Obj | None:
     job = await kube.get_or_none(api_path("batch/v1", "jobs", NS, job_name))

@@ -12,6 +12,7 @@ __all__ = [
     "JOBS",
     "LEASES",
     "LOCAL_QUEUES",
+    "MUTATING_WEBHOOK_CONFIGURATIONS",
     "NAMESPACES",
     "PODS",
     "PRIORITY_CLASSES",
@@ -19,6 +20,8 @@ __all__ = [
     "RESOURCE_CLAIM_TEMPLATES",
     "RESOURCE_FLAVORS",
     "RESOURCE_SLICES",
+    "SECRETS",
+    "VALIDATING_WEBHOOK_CONFIGURATIONS",
     "WORKLOADS",
     "WORKLOAD_PRIORITY_CLASSES",
     "Resource",
@@ -84,4 +87,19 @@ WORKLOAD_PRIORITY_CLASSES = Resource(
 PRIORITY_CLASSES = Resource("scheduling.k8s.io", "v1", "priorityclasses", "PriorityClass", namespaced=False)
 RESOURCE_FLAVORS = Resource(
     "kueue.x-k8s.io", "v1beta2", "resourceflavors", "ResourceFlavor", namespaced=False
+)
+SECRETS = Resource("", "v1", "secrets", "Secret", namespaced=True)
+MUTATING_WEBHOOK_CONFIGURATIONS = Resource(
+    "admissionregistration.k8s.io",
+    "v1",
+    "mutatingwebhookconfigurations",
+    "MutatingWebhookConfiguration",
+    namespaced=False,
+)
+VALIDATING_WEBHOOK_CONFIGURATIONS = Resource(
+    "admissionregistration.k8s.io",
+    "v1",
+    "validatingwebhookconfigurations",
+    "ValidatingWebhookConfiguration",
+    namespaced=False,
 )

@@ -55,6 +55,7 @@ class ClusterQueueModel:
     # preemption.withinClusterQueue and preemption.reclaimWithinCohort.
     within_cluster_queue: str = "Never"
     reclaim_within_cohort: str = "Never"
+    terminating: bool = False  # being deleted: admits nothing new while its workloads finish
     group_of: dict[str, int] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
@@ -149,6 +150,7 @@ def compile_cluster_queue(cq: ClusterQueue) -> ClusterQueueModel:
         borrow_stops_search=fungibility.when_can_borrow != "TryNextFlavor",
         within_cluster_queue=preemption.within_cluster_queue,
         reclaim_within_cohort=preemption.reclaim_within_cohort,
+        terminating=bool(cq.metadata.deletion_timestamp),
     )
 
 
@@ -158,12 +160,17 @@ def _amount(where: str, resource: str, value: str | int) -> int:
     except QuantityError as err:
         raise InvalidClusterQueueError(f"{where}: {err}") from None
     if amount < 0:
-        raise InvalidClusterQueueError(f"{where}: must be greater than or equal to 0; got {value}")
+        raise InvalidClusterQueueError(
+            f'{where}: Invalid value: "{value}": must be greater than or equal to 0; '
+            "give a quota of 0 or more"
+        )
     return amount
 
 
 def active_condition(model: ClusterQueueModel, flavors: Container[str]) -> tuple[str, str, str]:
     """(status, reason, message) of the ClusterQueue's Active condition, as Kueue words it."""
+    if model.terminating:
+        return "False", "Terminating", "Can't admit new workloads; clusterQueue is terminating"
     reasons: list[str] = []
     messages: list[str] = []
     if model.stopped:

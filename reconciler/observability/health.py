@@ -15,6 +15,8 @@ watches and is alive when it answers.
 - leader or standalone: 200 once every watch has synced and the ledger has
   been rebuilt from the API, 503 with the reason before that;
 - follower: 200, body ``standing by: not the leader (leader is <identity>)``.
+- any role: 503 while the admission webhook server, when there is one, does not serve yet
+  (waiting for its certificate): the webhook Service must only route to replicas that answer.
   A follower is healthy and ready to take over, and the metrics Service
   selects every replica; readiness does not route any decision-making
   traffic, so marking followers unready would only make rollouts stall.
@@ -66,6 +68,8 @@ class Health:
     # The running controller's state; None while no controller runs (followers, start-up).
     controller: Callable[[], ControllerState] | None = None
     stopping: bool = False  # shutting down: not ready, whatever the role
+    # Why the admission webhook server does not serve (None when it does); None: no webhooks.
+    webhook: Callable[[], str | None] | None = None
 
     def liveness(self) -> Verdict:
         if self.controller is None:
@@ -86,6 +90,9 @@ class Health:
     def readiness(self) -> Verdict:
         if self.stopping:
             return Verdict(503, f"not ready: {self.role}, shutting down", self.role)
+        waiting = self.webhook() if self.webhook is not None else None
+        if waiting is not None:
+            return Verdict(503, f"not ready: {self.role}, {waiting}", self.role)
         if self.role == "follower":
             leader = self.leader() or "unknown"
             return Verdict(200, f"standing by: not the leader (leader is {leader})", self.role)

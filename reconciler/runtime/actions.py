@@ -36,6 +36,8 @@ Purpose = Literal[
     "job-clear-start",
     "cq-status",
     "lq-status",
+    "cq-finalizer",
+    "flavor-finalizer",
     "event",
 ]
 

@@ -61,6 +61,7 @@ from reconciler.observability.metrics import Metrics
 from .actions import Action, WriteDone
 from .context import Context, ReconcilerStats
 from .events import EventRecorder
+from .in_use import InUse
 from .jobs import Jobs
 from .patches import holds_quota
 from .podindex import PodIndex
@@ -118,6 +119,7 @@ class Reconciler:
         self.pods_ready = PodsReady(self.ctx)
         self.queue_status = QueueStatus(self.ctx)
         self.preemption = Preemption(self.ctx)
+        self.in_use = InUse(self.ctx)
         self.synced: set[str] = set()
         self.ready = False
         self._next_resync = 0.0
@@ -246,6 +248,7 @@ class Reconciler:
             self._next_resync = ctx.monotonic() + RESYNC_SECONDS
             self._resync(WORKLOADS.plural)
         self._drain()
+        self.in_use.recheck()
         self.queue_status.flush()
 
     def _drain(self) -> None:
@@ -291,6 +294,7 @@ class Reconciler:
         log.info("caches synced; ledger rebuilt", admitted=len(admitted), workloads=len(ctx.store.workloads))
         self.ready = True
         self._resync(WORKLOADS.plural)
+        self.in_use.check_all()
 
     def _resync(self, kind: str) -> None:
         dirty, store = self.ctx.dirty, self.ctx.store
@@ -347,13 +351,16 @@ class Reconciler:
         if cq is None:
             ctx.store.cluster_queues.pop(name, None)
             ctx.engine.delete_cluster_queue(name)
-            return
-        ctx.store.cluster_queues[name] = cq
-        try:
-            ctx.engine.set_cluster_queue(compile_cluster_queue(cq))
-        except (InvalidClusterQueueError, QuantityError) as err:
-            log.warning("ClusterQueue cannot be used", cluster_queue=name, error=str(err))
-            ctx.engine.set_broken_cluster_queue(name, str(err))
+        else:
+            ctx.store.cluster_queues[name] = cq
+            try:
+                ctx.engine.set_cluster_queue(compile_cluster_queue(cq))
+            except (InvalidClusterQueueError, QuantityError) as err:
+                log.warning("ClusterQueue cannot be used", cluster_queue=name, error=str(err))
+                ctx.engine.set_broken_cluster_queue(name, str(err))
+        if self.ready:
+            self.in_use.cluster_queue(name)
+            self.in_use.recheck()  # a flavor it listed may be free now
 
     def _on_local_queue(self, key: Key, lq: LocalQueue | None) -> None:
         ctx = self.ctx
@@ -371,6 +378,8 @@ class Reconciler:
             self.ctx.engine.delete_flavor(key[1])
         else:
             self.ctx.engine.set_flavor(flavor)
+        if self.ready:
+            self.in_use.flavor(key[1])
 
     def _on_namespace(self, key: Key, namespace: Namespace | None) -> None:
         self.ctx.dirty.queue_status = True

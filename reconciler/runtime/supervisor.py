@@ -1,10 +1,13 @@
-"""The process: metrics and probe servers, leader election, and the controller while leading.
+"""The process: metrics, probe and webhook servers, leader election, and the controller while leading.
 
-Without leader election the controller runs at once (``standalone``). With
-it, a replica starts as a ``follower`` running only the elector and the two
-servers; once it holds the Lease it becomes ``leader`` and starts the whole
+The admission webhooks (and their certificate manager) run on every replica,
+leader or not, from start to exit; a webhook server that cannot listen ends
+the process. Without leader election the controller runs at once
+(``standalone``). With it, a replica starts as a ``follower`` running only the
+elector and the servers; once it holds the Lease it becomes ``leader`` and starts the whole
 controller (watches, reconciler, writer), which rebuilds its ledger from the
-API before deciding anything. Followers never write.
+API before deciding anything. Followers never write (but for the webhooks'
+certificate Secret and CA bundles).
 
 Leadership lost (no renewal within the renew deadline, or another holder in
 the Lease) ends the process at once with exit code 1, without draining
@@ -30,6 +33,7 @@ from reconciler.kube.leader import ElectionConfig, LeaderElector
 from reconciler.observability.health import Health
 from reconciler.observability.metrics import Metrics, ReplicaRole
 from reconciler.observability.server import Server, health_app, metrics_app, start_server
+from reconciler.webhook.service import WebhookOptions, build_webhooks
 
 from .controller import ControllerOptions, make_client, run_controller, signal_stop
 
@@ -47,6 +51,7 @@ class ProcessOptions:
     health_bind_address: str = ":8081"
     leader_election: ElectionConfig | None = None
     version: str = "0+unknown"
+    webhook: WebhookOptions | None = None  # None: no admission webhooks
 
 
 def _exit_now(code: int) -> NoReturn:
@@ -69,6 +74,8 @@ async def run_process(
     metrics = Metrics(role, version=options.version)
     health = Health(role=role, identity=election.identity if election else "")
     servers: list[Server] = []
+    webhook_client = None
+    webhooks: asyncio.Task[None] | None = None
     try:
         for what, app, address in (
             ("metrics", metrics_app(metrics), options.metrics_bind_address),
@@ -78,15 +85,45 @@ async def run_process(
             if server is not None:
                 servers.append(server)
                 log.info(f"serving {what}", address=address, port=server.port)
+        if options.webhook is not None:
+            webhook_client = await make_client(options.controller.kubeconfig)
+            service = build_webhooks(config, options.webhook, webhook_client)
+            health.webhook = service.not_serving_reason
+            webhooks = asyncio.get_running_loop().create_task(service.run(), name="webhooks")
         if ready is not None:
             ready(metrics, health, servers)
         if election is None:
-            await run_controller(config, options.controller, stop, metrics=metrics, health=health)
+            work = run_controller(config, options.controller, stop, metrics=metrics, health=health)
         else:
-            await _run_elected(config, options.controller, election, stop, metrics, health, exit_now)
+            work = _run_elected(config, options.controller, election, stop, metrics, health, exit_now)
+        await _alongside(work, webhooks, stop)
     finally:
+        if webhooks is not None:
+            webhooks.cancel()
+            await asyncio.gather(webhooks, return_exceptions=True)
+        if webhook_client is not None:
+            await webhook_client.close()
         for server in servers:
             await server.close()
+
+
+async def _alongside(
+    work: Coroutine[Any, Any, None], webhooks: asyncio.Task[None] | None, stop: asyncio.Event
+) -> None:
+    """Run ``work``; if the webhooks end first (they only end by failing), stop it and raise their error."""
+    task = asyncio.get_running_loop().create_task(work, name="process")
+    try:
+        if webhooks is not None:
+            await asyncio.wait([task, webhooks], return_when=asyncio.FIRST_COMPLETED)
+            if webhooks.done() and not task.done():
+                log.error("the webhook server failed; stopping", error=repr(webhooks.exception()))
+                stop.set()
+                await asyncio.gather(task, return_exceptions=True)
+                webhooks.result()
+        await task
+    finally:
+        task.cancel()
+        await asyncio.gather(task, return_exceptions=True)
 
 
 async def _first(work: Coroutine[Any, Any, None], stop: asyncio.Event) -> bool:

@@ -58,6 +58,20 @@ async def test_follower_is_ready_and_says_who_leads(probe: Probe) -> None:
 
 
 @pytest.mark.asyncio
+async def test_no_replica_is_ready_while_its_webhook_server_waits(probe: Probe) -> None:
+    waiting: list[str | None] = ["webhook server waiting for tls.crt and tls.key in /certs"]
+    probe.health.role = "follower"
+    probe.health.webhook = lambda: waiting[0]
+    assert await probe.get("/readyz") == (
+        503,
+        "not ready: follower, webhook server waiting for tls.crt and tls.key in /certs",
+        "follower",
+    )
+    waiting[0] = None
+    assert (await probe.get("/readyz"))[0] == 200
+
+
+@pytest.mark.asyncio
 async def test_leader_is_not_ready_until_synced_and_rebuilt(probe: Probe) -> None:
     health = probe.health
     health.role = "leader"

@@ -3,6 +3,10 @@
 from __future__ import annotations
 
 import asyncio
+import dataclasses
+import datetime
+import socket
+import ssl
 import time
 from collections.abc import AsyncIterator, Callable
 from pathlib import Path
@@ -12,7 +16,7 @@ import aiohttp
 import pytest
 import pytest_asyncio
 
-from reconciler.config import parse_config
+from reconciler.config import Configuration, parse_config
 from reconciler.kube.leader import ElectionConfig
 from reconciler.observability.health import Health
 from reconciler.observability.metrics import Metrics
@@ -20,10 +24,28 @@ from reconciler.observability.server import ROLE_HEADER, Server
 from reconciler.runtime.controller import ControllerOptions
 from reconciler.runtime.reconciler import WATCHED
 from reconciler.runtime.supervisor import EXIT_LEADERSHIP_LOST, ProcessOptions, run_process
+from reconciler.webhook.certmanager import write_cert_dir
+from reconciler.webhook.certs import new_bundle
+from reconciler.webhook.service import WebhookOptions
 from tests.support.fake_apiserver import FakeApiServer, page, status_reply, stream
 from tests.support.leases import COLLECTION, ITEM, NAME, NS, LeaseStore
 
 CONFIG = parse_config({"apiVersion": "config.kueue.x-k8s.io/v1beta2", "kind": "Configuration"})
+# Certificates from outside (cert-manager's way): no Secret, nothing injected.
+CERTS_OUTSIDE = parse_config(
+    {
+        "apiVersion": "config.kueue.x-k8s.io/v1beta2",
+        "kind": "Configuration",
+        "internalCertManagement": {"enable": False},
+    }
+)
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port: int = sock.getsockname()[1]
+        return port
 
 
 class ExitedError(Exception):
@@ -85,11 +107,14 @@ class Replica:
         self.task: asyncio.Task[None] | None = None
 
     def start(self, exit_now: Callable[[int], NoReturn] = raise_exit) -> None:
+        self.start_with(CONFIG, exit_now)
+
+    def start_with(self, config: Configuration, exit_now: Callable[[int], NoReturn] = raise_exit) -> None:
         def ready(metrics: Metrics, health: Health, servers: list[Server]) -> None:
             self.ports = {"metrics": servers[0].port, "health": servers[1].port}
 
         self.task = asyncio.get_running_loop().create_task(
-            run_process(CONFIG, self.options, self.stop, exit_now=exit_now, ready=ready)
+            run_process(config, self.options, self.stop, exit_now=exit_now, ready=ready)
         )
 
     async def get(self, server: str, path: str) -> tuple[int, str, str]:
@@ -212,3 +237,78 @@ async def test_a_stopped_follower_never_writes(fake: FakeApiServer, tmp_path: Pa
     await asyncio.wait_for(b.task, 5)
     assert fake.recorded("PUT") == []
     assert not [r for r in fake.recorded("GET") if r.path != ITEM]  # no watch, no list: it never led
+
+
+def _webhook_replica(identity: str, path: str, cert_dir: Path, port: int = 0) -> Replica:
+    replica = Replica(identity, path)
+    replica.options = dataclasses.replace(
+        replica.options,
+        webhook=WebhookOptions(
+            host="127.0.0.1", port=port, cert_dir=cert_dir, namespace=NS, reload_interval=0.1
+        ),
+    )
+    return replica
+
+
+@pytest.mark.timeout(30)
+@pytest.mark.asyncio
+async def test_a_follower_answers_admission_reviews(fake: FakeApiServer, tmp_path: Path) -> None:
+    store = LeaseStore()
+    store.put({"holderIdentity": "pod-other", "leaseDurationSeconds": 60, "renewTime": "t"})
+    serve_empty_cluster(fake, store)
+    bundle = new_bundle(["127.0.0.1"], datetime.datetime.now(datetime.UTC))
+    write_cert_dir(tmp_path / "certs", bundle)
+    port = free_port()
+    b = _webhook_replica("pod-b", kubeconfig(tmp_path, fake.url), tmp_path / "certs", port)
+    b.start_with(CERTS_OUTSIDE)
+    await eventually("b has its ports", lambda: b.ports)
+    await eventually(
+        "b is ready (its webhook serves)",
+        lambda: _equals(b.readyz(), (200, "standing by: not the leader (leader is pod-other)", "follower")),
+    )
+    job = {
+        "metadata": {"name": "j", "namespace": "ns", "labels": {"kueue.x-k8s.io/queue-name": "lq"}},
+        "spec": {"template": {"spec": {"containers": [{"name": "c"}]}}},
+    }
+    review = {
+        "apiVersion": "admission.k8s.io/v1",
+        "kind": "AdmissionReview",
+        "request": {
+            "uid": "u",
+            "resource": {"group": "batch", "version": "v1", "resource": "jobs"},
+            "operation": "CREATE",
+            "namespace": "ns",
+            "object": job,
+        },
+    }
+    context = ssl.create_default_context(cadata=bundle.ca.cert_pem.decode())
+    async with (
+        aiohttp.ClientSession(connector=aiohttp.TCPConnector(ssl=context)) as session,
+        session.post(f"https://127.0.0.1:{port}/mutate-batch-v1-job", json=review) as resp,
+    ):
+        answer = await resp.json()
+    assert answer["response"]["allowed"] is True
+    assert answer["response"]["patchType"] == "JSONPatch"
+    b.stop.set()
+    assert b.task is not None
+    await asyncio.wait_for(b.task, 5)
+    assert fake.recorded("PUT") == []  # a follower still never writes
+
+
+@pytest.mark.timeout(30)
+@pytest.mark.asyncio
+async def test_a_webhook_port_in_use_ends_the_process(fake: FakeApiServer, tmp_path: Path) -> None:
+    store = LeaseStore()
+    store.put({"holderIdentity": "pod-other", "leaseDurationSeconds": 60, "renewTime": "t"})
+    serve_empty_cluster(fake, store)
+    write_cert_dir(tmp_path / "certs", new_bundle(["127.0.0.1"], datetime.datetime.now(datetime.UTC)))
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        b = _webhook_replica(
+            "pod-b", kubeconfig(tmp_path, fake.url), tmp_path / "certs", taken.getsockname()[1]
+        )
+        b.start_with(CERTS_OUTSIDE)
+        assert b.task is not None
+        with pytest.raises(OSError, match=r"for the admission webhooks .* --webhook-bind-address"):
+            await asyncio.wait_for(b.task, 10)

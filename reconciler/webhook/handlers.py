@@ -1,0 +1,195 @@
+"""The webhooks this controller serves: path, name, kind, and the rule that decides.
+
+Each route decodes the request's object (and old object on update) into its slim type and hands
+it to a pure function of this package. The one thing a rule cannot know from the object, whether
+the namespace has a LocalQueue named ``default``, is asked of ``Lookups`` (the server answers it
+from the API). Names and paths are Kueue's, so the webhook configurations read the same.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from typing import Any, Protocol, TypeVar
+
+from reconciler.api import ClusterQueue, Job, LocalQueue, ResourceFlavor, Workload
+
+from .clusterqueues import validate_cluster_queue, validate_cluster_queue_update
+from .fielderrors import FieldError
+from .flavors import validate_resource_flavor
+from .inuse import add_in_use_finalizer
+from .jobs import JobPolicy, default_job, needs_default_queue_lookup, validate_job, validate_job_update
+from .localqueues import validate_local_queue, validate_local_queue_update
+from .review import AdmissionRequest, Verdict, decode_object
+from .workloads import validate_workload, validate_workload_update
+
+__all__ = ["ROUTES", "Lookups", "Route", "handle"]
+
+T = TypeVar("T")
+
+
+class Lookups(Protocol):
+    async def default_local_queue_exists(self, namespace: str) -> bool:
+        """Whether the namespace has a LocalQueue named ``default``; raises when it cannot tell."""
+        ...
+
+
+Rule = Callable[[AdmissionRequest, JobPolicy, Lookups], Awaitable[Verdict]]
+
+
+@dataclass(frozen=True)
+class Route:
+    path: str
+    name: str  # the webhook's name in its configuration
+    group: str
+    version: str
+    resource: str
+    mutating: bool
+    operations: tuple[str, ...]
+    rule: Rule
+    subresources: tuple[str, ...] = ()
+
+
+def _decoded(request: AdmissionRequest, kind: type[T]) -> tuple[T | None, T | None, list[FieldError]]:
+    new, errors = decode_object(request.object, kind)
+    old = None
+    if request.operation == "UPDATE":
+        old, old_errors = decode_object(request.old_object, kind)
+        errors += [] if old is not None else old_errors
+    return new, old, errors
+
+
+def _validator(
+    kind: type[T],
+    create: Callable[[T], list[FieldError]],
+    update: Callable[[T, T], list[FieldError]] | None = None,
+) -> Rule:
+    async def rule(request: AdmissionRequest, policy: JobPolicy, lookups: Lookups) -> Verdict:
+        new, old, errors = _decoded(request, kind)
+        if new is None or errors:
+            return Verdict.deny(errors)
+        if old is not None:
+            return Verdict.judge(update(new, old) if update is not None else create(new))
+        return Verdict.judge(create(new))
+
+    return rule
+
+
+async def _mutate_job(request: AdmissionRequest, policy: JobPolicy, lookups: Lookups) -> Verdict:
+    job, errors = decode_object(request.object, Job)
+    if job is None:
+        return Verdict.deny(errors)
+    exists = False
+    if needs_default_queue_lookup(job, policy):
+        namespace = request.namespace or job.metadata.namespace
+        try:
+            exists = await lookups.default_local_queue_exists(namespace)
+        except Exception as err:
+            return Verdict.fail(f"cannot tell whether namespace {namespace} has a default LocalQueue: {err}")
+    return Verdict.allow(default_job(job, policy, default_queue_exists=exists))
+
+
+def _finalized(kind: type[ClusterQueue] | type[ResourceFlavor]) -> Rule:
+    async def rule(request: AdmissionRequest, policy: JobPolicy, lookups: Lookups) -> Verdict:
+        obj, errors = decode_object(request.object, kind)
+        if obj is None:
+            return Verdict.deny(errors)
+        return Verdict.allow(add_in_use_finalizer(obj))
+
+    return rule
+
+
+async def _validate_job(request: AdmissionRequest, policy: JobPolicy, lookups: Lookups) -> Verdict:
+    new, old, errors = _decoded(request, Job)
+    if new is None or errors:
+        return Verdict.deny(errors)
+    return Verdict.judge(
+        validate_job_update(new, old, policy) if old is not None else validate_job(new, policy)
+    )
+
+
+_KUEUE = "kueue.x-k8s.io"
+_CREATE_UPDATE = ("CREATE", "UPDATE")
+
+ROUTES: tuple[Route, ...] = (
+    Route("/mutate-batch-v1-job", "mjob.kb.io", "batch", "v1", "jobs", True, ("CREATE",), _mutate_job),
+    Route(
+        "/validate-batch-v1-job", "vjob.kb.io", "batch", "v1", "jobs", False, _CREATE_UPDATE, _validate_job
+    ),
+    Route(
+        "/mutate-kueue-x-k8s-io-v1beta2-clusterqueue",
+        "mclusterqueue.kb.io",
+        _KUEUE,
+        "v1beta2",
+        "clusterqueues",
+        True,
+        ("CREATE",),
+        _finalized(ClusterQueue),
+    ),
+    Route(
+        "/mutate-kueue-x-k8s-io-v1beta2-resourceflavor",
+        "mresourceflavor.kb.io",
+        _KUEUE,
+        "v1beta2",
+        "resourceflavors",
+        True,
+        ("CREATE",),
+        _finalized(ResourceFlavor),
+    ),
+    Route(
+        "/validate-kueue-x-k8s-io-v1beta2-clusterqueue",
+        "vclusterqueue.kb.io",
+        _KUEUE,
+        "v1beta2",
+        "clusterqueues",
+        False,
+        _CREATE_UPDATE,
+        _validator(ClusterQueue, validate_cluster_queue, validate_cluster_queue_update),
+    ),
+    Route(
+        "/validate-kueue-x-k8s-io-v1beta2-localqueue",
+        "vlocalqueue.kb.io",
+        _KUEUE,
+        "v1beta2",
+        "localqueues",
+        False,
+        _CREATE_UPDATE,
+        _validator(LocalQueue, validate_local_queue, validate_local_queue_update),
+    ),
+    Route(
+        "/validate-kueue-x-k8s-io-v1beta2-resourceflavor",
+        "vresourceflavor.kb.io",
+        _KUEUE,
+        "v1beta2",
+        "resourceflavors",
+        False,
+        _CREATE_UPDATE,
+        _validator(ResourceFlavor, validate_resource_flavor),
+    ),
+    Route(
+        "/validate-kueue-x-k8s-io-v1beta2-workload",
+        "vworkload.kb.io",
+        _KUEUE,
+        "v1beta2",
+        "workloads",
+        False,
+        _CREATE_UPDATE,
+        _validator(Workload, validate_workload, validate_workload_update),
+        subresources=("status",),
+    ),
+)
+
+
+async def handle(route: Route, request: AdmissionRequest, policy: JobPolicy, lookups: Lookups) -> Verdict:
+    """The route's verdict; a request for another kind (a misregistered webhook) is refused, not guessed."""
+    if (request.resource.group, request.resource.resource) != (route.group, route.resource):
+        found = f"{request.resource.group}/{request.resource.resource}"
+        return Verdict.fail(f"{route.path} serves {route.group}/{route.resource}, not {found}", code=400)
+    if request.operation not in route.operations:
+        return Verdict.allow()
+    return await route.rule(request, policy, lookups)
+
+
+def describe(verdict: Verdict) -> dict[str, Any]:
+    """A log line's fields for a verdict."""
+    return {"allowed": verdict.allowed, "patch_ops": len(verdict.patch), "message": verdict.message}

@@ -1,0 +1,108 @@
+"""batch/v1 Jobs at the door: Kueue's defaulting (suspend, default LocalQueue) and validation.
+
+Defaulting, as Kueue's Job webhook does on create: a Job without a queue name gets
+``kueue.x-k8s.io/queue-name: default`` when its namespace has a LocalQueue named ``default``; a Job
+the controller manages (a queue name, or ``manageJobsWithoutQueueName``) is stored with
+``spec.suspend: true``, so the job controller never creates a pod before the Workload is
+admitted. Validation: the queue name must be a LocalQueue name and cannot change while the Job
+runs; ``kueue.x-k8s.io/max-exec-time-seconds`` must be a positive whole number.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from reconciler.api import Job, ObjectMeta
+from reconciler.core.jobs import is_managed
+from reconciler.core.workloads import QUEUE_NAME_LABEL
+
+from .fielderrors import IMMUTABLE, FieldError, Path, invalid
+from .names import dns1123_subdomain
+from .review import PatchOp, escape
+
+__all__ = [
+    "DEFAULT_LOCAL_QUEUE",
+    "MAX_EXEC_TIME_LABEL",
+    "JobPolicy",
+    "default_job",
+    "needs_default_queue_lookup",
+    "validate_job",
+    "validate_job_update",
+]
+
+DEFAULT_LOCAL_QUEUE = "default"
+MAX_EXEC_TIME_LABEL = "kueue.x-k8s.io/max-exec-time-seconds"
+_LABELS = Path("metadata.labels")
+
+
+@dataclass(frozen=True)
+class JobPolicy:
+    """What the Configuration says about Jobs."""
+
+    enabled: bool = True  # batch/job is among integrations.frameworks
+    manage_without_queue_name: bool = False
+
+
+def _queue_name(job: Job) -> str:
+    return job.metadata.labels.get(QUEUE_NAME_LABEL, "")
+
+
+def needs_default_queue_lookup(job: Job, policy: JobPolicy) -> bool:
+    """Whether defaulting depends on a LocalQueue named ``default`` existing in the Job's namespace."""
+    return policy.enabled and not _queue_name(job)
+
+
+def default_job(job: Job, policy: JobPolicy, *, default_queue_exists: bool) -> list[PatchOp]:
+    """The JSON patch that defaults a Job being created (empty when nothing changes)."""
+    if not policy.enabled:
+        return []
+    ops: list[PatchOp] = []
+    labels = dict(job.metadata.labels)
+    if not _queue_name(job) and default_queue_exists:
+        labels[QUEUE_NAME_LABEL] = DEFAULT_LOCAL_QUEUE
+        if job.metadata.labels:
+            ops.append(
+                {"op": "add", "path": f"/metadata/labels/{escape(QUEUE_NAME_LABEL)}", "value": "default"}
+            )
+        else:
+            ops.append({"op": "add", "path": "/metadata/labels", "value": {QUEUE_NAME_LABEL: "default"}})
+    defaulted = Job(metadata=ObjectMeta(labels=labels), spec=job.spec)
+    if (
+        is_managed(defaulted, manage_without_queue_name=policy.manage_without_queue_name)
+        and not job.spec.suspend
+    ):
+        ops.append({"op": "add", "path": "/spec/suspend", "value": True})
+    return ops
+
+
+def validate_job(job: Job, policy: JobPolicy) -> list[FieldError]:
+    if not policy.enabled:
+        return []
+    errors: list[FieldError] = []
+    if QUEUE_NAME_LABEL in job.metadata.labels:
+        errors += dns1123_subdomain(_LABELS.key(QUEUE_NAME_LABEL), _queue_name(job))
+    if MAX_EXEC_TIME_LABEL in job.metadata.labels:
+        text = job.metadata.labels[MAX_EXEC_TIME_LABEL]
+        path = _LABELS.key(MAX_EXEC_TIME_LABEL)
+        if not text.strip().lstrip("+-").isdigit():
+            errors.append(invalid(path, text, f'strconv.Atoi: parsing "{text}": invalid syntax'))
+        elif int(text) <= 0:
+            errors.append(invalid(path, int(text), "should be greater than 0"))
+    return errors
+
+
+def validate_job_update(new: Job, old: Job, policy: JobPolicy) -> list[FieldError]:
+    if not policy.enabled:
+        return []
+    errors = validate_job(new, policy)
+    if not new.spec.suspend and _queue_name(new) != _queue_name(old):
+        errors.append(invalid(_LABELS.key(QUEUE_NAME_LABEL), _queue_name(new), IMMUTABLE))
+    if (not new.spec.suspend or not old.spec.suspend) and new.metadata.labels.get(
+        MAX_EXEC_TIME_LABEL
+    ) != old.metadata.labels.get(MAX_EXEC_TIME_LABEL):
+        errors.append(
+            invalid(
+                _LABELS.key(MAX_EXEC_TIME_LABEL), new.metadata.labels.get(MAX_EXEC_TIME_LABEL, ""), IMMUTABLE
+            )
+        )
+    return errors

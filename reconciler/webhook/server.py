@@ -1,0 +1,160 @@
+"""The HTTPS server of the admission webhooks (AdmissionReview v1), on every replica.
+
+It listens once ``tls.crt`` and ``tls.key`` are in the certificate directory (written by the
+internal certificate manager, or mounted from a cert-manager Secret) and checks them every
+``reload_interval`` seconds: new contents are loaded into the same TLS context, so new
+connections get the new certificate without a restart. TLS 1.2 is the minimum. A request is
+routed by path to its rule (``handlers``); a rule that fails unexpectedly answers a 500 in the
+AdmissionReview (the API server then applies the webhook's failurePolicy).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import ssl
+import tempfile
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import structlog
+from aiohttp import web
+
+from .certmanager import CERT_FILE, KEY_FILE
+from .handlers import ROUTES, Lookups, Route, describe, handle
+from .jobs import JobPolicy
+from .review import BadReviewError, Verdict, decode_review, encode_response
+
+__all__ = ["MAX_BODY", "WebhookServer", "make_app"]
+
+log = structlog.get_logger(__name__)
+
+MAX_BODY = 16 * 1024 * 1024  # an AdmissionReview carries the object and its old version
+
+
+def make_app(policy: JobPolicy, lookups: Lookups, routes: tuple[Route, ...] = ROUTES) -> web.Application:
+    def endpoint(route: Route) -> Callable[[web.Request], Awaitable[web.Response]]:
+        async def review(request: web.Request) -> web.Response:
+            try:
+                admission = decode_review(await request.read())
+            except BadReviewError as err:
+                return web.Response(status=400, text=f"{err}\n")
+            try:
+                verdict = await handle(route, admission, policy, lookups)
+            except Exception as err:
+                log.exception("webhook rule failed", webhook=route.name, uid=admission.uid)
+                verdict = Verdict.fail(f"internal error in {route.name}: {err}")
+            log.debug(
+                "admission review",
+                webhook=route.name,
+                operation=admission.operation,
+                object=f"{admission.namespace}/{admission.name}",
+                **describe(verdict),
+            )
+            body = encode_response(admission.uid, verdict)
+            return web.Response(body=body, content_type="application/json")
+
+        return review
+
+    app = web.Application(client_max_size=MAX_BODY)
+    for route in routes:
+        app.router.add_post(route.path, endpoint(route))
+    return app
+
+
+def _read_pair(cert_dir: Path) -> tuple[bytes, bytes] | None:
+    """tls.crt and tls.key; None while either is missing."""
+    try:
+        return (cert_dir / CERT_FILE).read_bytes(), (cert_dir / KEY_FILE).read_bytes()
+    except OSError:
+        return None
+
+
+def _fingerprint(pair: tuple[bytes, bytes]) -> str:
+    return hashlib.sha256(pair[0] + b"\0" + pair[1]).hexdigest()
+
+
+def _load(context: ssl.SSLContext, pair: tuple[bytes, bytes]) -> None:
+    """Load a certificate and key read once: a copy in a private directory, checked on a fresh
+    context first, so a pair written halfway (or mismatched) never reaches ``context``."""
+    with tempfile.TemporaryDirectory(prefix="webhook-cert-") as directory:
+        cert, key = Path(directory) / CERT_FILE, Path(directory) / KEY_FILE
+        cert.write_bytes(pair[0])
+        key.touch(mode=0o600)
+        key.write_bytes(pair[1])
+        tls_context().load_cert_chain(cert, key)
+        context.load_cert_chain(cert, key)
+
+
+def tls_context() -> ssl.SSLContext:
+    context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    context.minimum_version = ssl.TLSVersion.TLSv1_2
+    return context
+
+
+@dataclass
+class WebhookServer:
+    """Serves ``app`` on ``host:port`` over TLS from ``cert_dir``; ``run`` until cancelled."""
+
+    app: web.Application
+    host: str | None
+    port: int
+    cert_dir: Path
+    reload_interval: float = 10.0
+    serving: asyncio.Event = field(default_factory=asyncio.Event)
+    bound_port: int | None = None
+    _context: ssl.SSLContext | None = None
+    _loaded: str | None = None
+
+    def not_serving_reason(self) -> str | None:
+        if self.serving.is_set():
+            return None
+        return f"webhook server waiting for {CERT_FILE} and {KEY_FILE} in {self.cert_dir}"
+
+    async def run(self) -> None:
+        self._context = tls_context()
+        reported = False
+        while not await self.reload():
+            if not reported:
+                log.info("webhook server waiting for its certificate", directory=str(self.cert_dir))
+                reported = True
+            await asyncio.sleep(min(self.reload_interval, 0.5))
+        runner = web.AppRunner(self.app, handle_signals=False, access_log=None, shutdown_timeout=2.0)
+        await runner.setup()
+        try:
+            site = web.TCPSite(runner, self.host, self.port, ssl_context=self._context, reuse_address=True)
+            try:
+                await site.start()
+            except OSError as err:
+                where = f"{self.host or ''}:{self.port}"
+                raise OSError(
+                    err.errno,
+                    f"cannot listen on {where} for the admission webhooks ({err.strerror}); "
+                    "free the port or choose another with --webhook-bind-address",
+                ) from err
+            addresses = runner.addresses
+            self.bound_port = int(addresses[0][1]) if addresses else self.port
+            self.serving.set()
+            log.info("serving admission webhooks", port=self.bound_port, paths=[r.path for r in ROUTES])
+            while True:
+                await asyncio.sleep(self.reload_interval)
+                await self.reload()
+        finally:
+            self.serving.clear()
+            await runner.cleanup()
+
+    async def reload(self) -> bool:
+        """Load the certificate (again) if its files are there and changed; True when it did."""
+        pair = await asyncio.to_thread(_read_pair, self.cert_dir)
+        if pair is None or self._context is None or _fingerprint(pair) == self._loaded:
+            return False
+        try:
+            await asyncio.to_thread(_load, self._context, pair)
+        except (OSError, ssl.SSLError) as err:
+            log.warning("webhook certificate cannot be loaded; keeping what is loaded", error=str(err))
+            return False
+        if self._loaded is not None:
+            log.info("webhook certificate reloaded", directory=str(self.cert_dir))
+        self._loaded = _fingerprint(pair)
+        return True

@@ -1,0 +1,1 @@
+"""Tests of the admission webhooks: rules, server, certificates."""

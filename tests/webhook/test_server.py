@@ -1,0 +1,222 @@
+"""The webhook server over real HTTPS on 127.0.0.1: AdmissionReview in and out, waiting for its
+certificate, and a new certificate loaded without a restart."""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import datetime as dt
+import json
+import ssl
+from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import Any
+
+import aiohttp
+import pytest
+import pytest_asyncio
+
+from reconciler.webhook.certmanager import write_cert_dir
+from reconciler.webhook.certs import CertBundle, new_bundle
+from reconciler.webhook.jobs import JobPolicy
+from reconciler.webhook.server import WebhookServer, make_app
+from tests.support.builders import job_body
+
+NOW = dt.datetime.now(dt.UTC)
+
+
+class Lookups:
+    def __init__(self) -> None:
+        self.default_queues: set[str] = set()
+        self.asked: list[str] = []
+        self.broken = False
+
+    async def default_local_queue_exists(self, namespace: str) -> bool:
+        self.asked.append(namespace)
+        if self.broken:
+            raise TimeoutError("no answer from the API server within 3s")
+        return namespace in self.default_queues
+
+
+class Running:
+    def __init__(self, server: WebhookServer, lookups: Lookups, cert_dir: Path) -> None:
+        self.server, self.lookups, self.cert_dir = server, lookups, cert_dir
+
+    def client_context(self, bundle: CertBundle) -> ssl.SSLContext:
+        return ssl.create_default_context(cadata=bundle.ca.cert_pem.decode())
+
+    async def review(self, path: str, bundle: CertBundle, request: dict[str, Any]) -> dict[str, Any]:
+        body = {"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview", "request": request}
+        url = f"https://127.0.0.1:{self.server.bound_port}{path}"
+        connector = aiohttp.TCPConnector(ssl=self.client_context(bundle))
+        async with (
+            aiohttp.ClientSession(connector=connector) as session,
+            session.post(url, json=body) as resp,
+        ):
+            assert resp.status == 200, await resp.text()
+            answer: dict[str, Any] = await resp.json()
+        assert answer["apiVersion"] == "admission.k8s.io/v1"
+        response: dict[str, Any] = answer["response"]
+        assert response["uid"] == request["uid"]
+        return response
+
+
+@pytest_asyncio.fixture
+async def running(tmp_path: Path) -> AsyncIterator[Running]:
+    lookups = Lookups()
+    server = WebhookServer(make_app(JobPolicy(), lookups), "127.0.0.1", 0, tmp_path, reload_interval=0.05)
+    task = asyncio.get_running_loop().create_task(server.run())
+    try:
+        yield Running(server, lookups, tmp_path)
+    finally:
+        task.cancel()
+        await asyncio.gather(task, return_exceptions=True)
+
+
+async def serving(running: Running) -> CertBundle:
+    bundle = new_bundle(["127.0.0.1"], NOW)
+    write_cert_dir(running.cert_dir, bundle)
+    await asyncio.wait_for(running.server.serving.wait(), 5)
+    return bundle
+
+
+def job_request(namespace: str = "team-a", **labels: str) -> dict[str, Any]:
+    body = job_body("train", namespace=namespace, queue=None)
+    body["metadata"]["labels"] = labels
+    body["spec"]["suspend"] = False
+    return {
+        "uid": "u-1",
+        "kind": {"group": "batch", "version": "v1", "kind": "Job"},
+        "resource": {"group": "batch", "version": "v1", "resource": "jobs"},
+        "operation": "CREATE",
+        "namespace": namespace,
+        "name": "train",
+        "object": body,
+    }
+
+
+def patch_of(response: dict[str, Any]) -> list[dict[str, Any]]:
+    assert response["patchType"] == "JSONPatch"
+    ops: list[dict[str, Any]] = json.loads(base64.b64decode(response["patch"]))
+    return ops
+
+
+@pytest.mark.asyncio
+async def test_it_waits_for_its_certificate_then_serves(running: Running) -> None:
+    await asyncio.sleep(0.2)
+    assert running.server.not_serving_reason() == (
+        f"webhook server waiting for tls.crt and tls.key in {running.cert_dir}"
+    )
+    await serving(running)
+    assert running.server.not_serving_reason() is None
+
+
+@pytest.mark.asyncio
+async def test_a_queue_labelled_job_is_suspended_over_https(running: Running) -> None:
+    bundle = await serving(running)
+    request = job_request(**{"kueue.x-k8s.io/queue-name": "lq"})
+    response = await running.review("/mutate-batch-v1-job", bundle, request)
+    assert response["allowed"] is True
+    assert patch_of(response) == [{"op": "add", "path": "/spec/suspend", "value": True}]
+    # A Job of nobody's queue passes unchanged, once the namespace was asked for a default LocalQueue.
+    response = await running.review("/mutate-batch-v1-job", bundle, job_request())
+    assert response == {"uid": "u-1", "allowed": True}
+    assert running.lookups.asked == ["team-a"]
+
+
+@pytest.mark.asyncio
+async def test_a_default_local_queue_that_cannot_be_looked_up_refuses_the_job(running: Running) -> None:
+    bundle = await serving(running)
+    running.lookups.broken = True
+    response = await running.review("/mutate-batch-v1-job", bundle, job_request())
+    assert response["allowed"] is False
+    assert response["status"]["code"] == 500
+    assert response["status"]["message"] == (
+        "cannot tell whether namespace team-a has a default LocalQueue: "
+        "no answer from the API server within 3s"
+    )
+
+
+@pytest.mark.asyncio
+async def test_a_bad_cluster_queue_is_denied_with_the_field_named(running: Running) -> None:
+    bundle = await serving(running)
+    cq = {
+        "apiVersion": "kueue.x-k8s.io/v1beta2",
+        "kind": "ClusterQueue",
+        "metadata": {"name": "cq"},
+        "spec": {
+            "resourceGroups": [
+                {
+                    "coveredResources": ["nvidia.com/gpu"],
+                    "flavors": [
+                        {"name": "t4", "resources": [{"name": "nvidia.com/gpu", "nominalQuota": "-1"}]}
+                    ],
+                }
+            ]
+        },
+    }
+    request = {
+        "uid": "u-2",
+        "resource": {"group": "kueue.x-k8s.io", "version": "v1beta2", "resource": "clusterqueues"},
+        "operation": "CREATE",
+        "name": "cq",
+        "object": cq,
+    }
+    response = await running.review("/validate-kueue-x-k8s-io-v1beta2-clusterqueue", bundle, request)
+    field = "spec.resourceGroups[0].flavors[0].resources[0].nominalQuota"
+    assert response["allowed"] is False
+    assert response["status"] == {
+        "metadata": {},
+        "status": "Failure",
+        "code": 403,
+        "reason": "Forbidden",
+        "message": f'{field}: Invalid value: "-1": must be greater than or equal to 0',
+        "details": {
+            "causes": [
+                {
+                    "reason": "FieldValueInvalid",
+                    "message": 'Invalid value: "-1": must be greater than or equal to 0',
+                    "field": field,
+                }
+            ]
+        },
+    }
+
+
+@pytest.mark.asyncio
+async def test_a_review_of_another_kind_or_version_is_refused(running: Running) -> None:
+    bundle = await serving(running)
+    request = {**job_request(), "resource": {"group": "", "version": "v1", "resource": "pods"}}
+    response = await running.review("/mutate-batch-v1-job", bundle, request)
+    assert response["allowed"] is False
+    assert response["status"]["message"] == "/mutate-batch-v1-job serves batch/jobs, not /pods"
+    url = f"https://127.0.0.1:{running.server.bound_port}/mutate-batch-v1-job"
+    connector = aiohttp.TCPConnector(ssl=running.client_context(bundle))
+    async with aiohttp.ClientSession(connector=connector) as session:
+        old = {"apiVersion": "admission.k8s.io/v1beta1", "kind": "AdmissionReview", "request": job_request()}
+        async with session.post(url, json=old) as resp:
+            assert resp.status == 400
+            assert "admissionReviewVersions: [v1]" in await resp.text()
+
+
+@pytest.mark.asyncio
+async def test_a_new_certificate_is_loaded_without_a_restart(running: Running) -> None:
+    first = await serving(running)
+    request = job_request(**{"kueue.x-k8s.io/queue-name": "lq"})
+    assert (await running.review("/mutate-batch-v1-job", first, request))["allowed"] is True
+    # Half a pair (a new key with the old certificate) is never loaded: the old pair keeps serving.
+    second = new_bundle(["127.0.0.1"], NOW)
+    (running.cert_dir / "tls.key").write_bytes(second.serving.key_pem)
+    await asyncio.sleep(0.3)
+    assert (await running.review("/mutate-batch-v1-job", first, request))["allowed"] is True
+    # The whole new pair is: a client trusting only the new CA gets through, one trusting the old does not.
+    write_cert_dir(running.cert_dir, second)
+    for _ in range(100):
+        try:
+            await running.review("/mutate-batch-v1-job", second, request)
+            break
+        except aiohttp.ClientConnectorCertificateError:
+            await asyncio.sleep(0.05)
+    assert (await running.review("/mutate-batch-v1-job", second, request))["allowed"] is True
+    with pytest.raises(aiohttp.ClientConnectorCertificateError):
+        await running.review("/mutate-batch-v1-job", first, request)
