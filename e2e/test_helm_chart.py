@@ -137,11 +137,13 @@ def test_values_change_what_they_say(helm: Helm, default_render: list[Obj], tmp_
         "extraArgs": ["--log-level", "debug"],
         "podDisruptionBudget": {"enabled": False},
         "namespace": {"name": "gpu-quota"},
+        "webhook": {"enabled": False},
     }
     (tmp_path / "values.yaml").write_text(yaml.safe_dump(values))
     objects = helm.template("-f", str(tmp_path / "values.yaml"))
     kinds = {o["kind"] for o in objects}
     assert not kinds & {"Role", "RoleBinding", "PodDisruptionBudget"}
+    assert not kinds & {"MutatingWebhookConfiguration", "ValidatingWebhookConfiguration"}
     namespaced = [o for o in objects if "namespace" in o["metadata"]]
     assert {o["metadata"]["namespace"] for o in namespaced} == {"gpu-quota"}
     assert _only(objects, "Namespace")["metadata"]["name"] == "gpu-quota"
@@ -183,9 +185,8 @@ def test_leader_election_timings_become_flags(helm: Helm) -> None:
             "set leaderElection.enabled=true or replicas=1",
         ),
         (
-            {"webhook": {"enabled": True}},
-            "webhook.enabled: the admission webhooks are not in this chart yet "
-            "(rendered once the webhook manifests land)",
+            {"webhook": {"certManager": {"enabled": True}}},
+            "webhook.certManager.enabled: the chart does not render cert-manager objects yet",
         ),
         (
             {"configuration": "kind: Configuration\n"},

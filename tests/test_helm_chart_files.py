@@ -51,13 +51,15 @@ def test_app_version_is_the_package_version() -> None:
     assert chart["apiVersion"] == "v2"
 
 
-def test_webhook_values_are_placeholders() -> None:
+def test_webhooks_are_on_by_default_and_rendered_from_the_manifests() -> None:
     values = yaml.safe_load((CHART / "values.yaml").read_text())
-    assert values["webhook"] == {"enabled": False, "certManager": {"enabled": False, "issuerRef": {}}}
-    assert "rendered once the webhook manifests land" in (CHART / "values.yaml").read_text()
-    templates = "".join(p.read_text() for p in (CHART / "templates").rglob("*") if p.is_file())
-    assert "WebhookConfiguration" not in templates, "webhook objects come with the webhook manifests"
-
+    assert values["webhook"] == {"enabled": True, "certManager": {"enabled": False, "issuerRef": {}}}
+    template = (CHART / "templates" / "webhook.yaml").read_text()
+    source = (MANIFESTS / "webhook.yaml").read_text()
+    for path in ("/mutate-batch-v1-job", "/validate-kueue-x-k8s-io-v1beta2-clusterqueue"):
+        assert path in source
+        assert path in template
+    assert template.count("- name: ") == source.count("- name: ")
 
 def test_the_copy_check_can_fail(tmp_path: Path) -> None:
     source, copy = tmp_path / "a.yaml", tmp_path / "b.yaml"
