@@ -83,6 +83,10 @@ def release(testbed: Testbed, helm: Helm) -> Iterator[list[Obj]]:
         RELEASE_NAMESPACE,
         "--set",
         "prometheus.enabled=true",
+        # The test-bed has no Service networking: a Service-addressed webhook would refuse every
+        # Job. e2e/test_controller_webhooks.py and test_deploy.py test the webhooks on loopback.
+        "--set",
+        "webhook.enabled=false",
         "--timeout",
         "120s",
     )

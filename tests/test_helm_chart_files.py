@@ -61,6 +61,7 @@ def test_webhooks_are_on_by_default_and_rendered_from_the_manifests() -> None:
         assert path in template
     assert template.count("- name: ") == source.count("- name: ")
 
+
 def test_the_copy_check_can_fail(tmp_path: Path) -> None:
     source, copy = tmp_path / "a.yaml", tmp_path / "b.yaml"
     source.write_text("a: 1\n")
