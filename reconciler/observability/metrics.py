@@ -8,7 +8,7 @@ One ``Metrics`` object per process owns a dedicated ``CollectorRegistry``
   the reconciler and the writer call the methods below;
 - gauges derived from the reconciler's in-memory state (pending, active,
   quota, usage, ClusterQueue status, watch counters, inbox depth), computed at
-  scrape time by ``_StateCollector`` from a :class:`StateSnapshot` that the
+  scrape time by ``StateCollector`` (state_metrics.py) from a :class:`StateSnapshot` that the
   runtime builds on demand. No per-event bookkeeping: a scrape costs one pass
   over the ClusterQueues and LocalQueues (and one over Workloads for the
   finished count).
@@ -28,8 +28,7 @@ import datetime as dt
 import platform
 import sys
 import time
-from collections.abc import Callable, Iterable, Iterator
-from dataclasses import dataclass, field
+from collections.abc import Callable
 from typing import Literal
 
 from prometheus_client import (
@@ -40,8 +39,15 @@ from prometheus_client import (
     disable_created_metrics,
     generate_latest,
 )
-from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
-from prometheus_client.registry import Collector
+
+from .state_metrics import (
+    ClusterQueueSample,
+    LocalQueueSample,
+    StateCollector,
+    StateSnapshot,
+    StateSource,
+    WatchSample,
+)
 
 __all__ = [
     "ClusterQueueSample",
@@ -56,7 +62,6 @@ __all__ = [
 ReplicaRole = Literal["leader", "follower", "standalone"]
 ROLE = "replica_role"
 NO_PRIORITY = ""
-NO_COHORT = ""
 
 # The `_created` series are not part of Kueue's exposition (Go clients have none).
 disable_created_metrics()  # type: ignore[no-untyped-call]
@@ -71,201 +76,6 @@ _BATCH_BUCKETS = (0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.
 
 
 # --- the state the scrape reads ---------------------------------------------------------------------
-
-
-@dataclass(frozen=True, slots=True)
-class ClusterQueueSample:
-    name: str
-    status: Literal["pending", "active", "terminating"]
-    pending_active: int = 0
-    pending_inadmissible: int = 0
-    reserving: int = 0
-    admitted: int = 0
-    finished: int = 0
-    # (flavor, resource) -> amount in the resource's base unit (cpu in cores, memory in bytes, GPUs)
-    nominal: dict[tuple[str, str], float] = field(default_factory=dict)
-    reserved: dict[tuple[str, str], float] = field(default_factory=dict)
-    used: dict[tuple[str, str], float] = field(default_factory=dict)
-    cohort: str = NO_COHORT
-    # +Inf where no limit is set, as Kueue reports it.
-    borrowing_limit: dict[tuple[str, str], float] = field(default_factory=dict)
-    lending_limit: dict[tuple[str, str], float] = field(default_factory=dict)
-
-
-@dataclass(frozen=True, slots=True)
-class LocalQueueSample:
-    namespace: str
-    name: str
-    pending_active: int = 0
-    pending_inadmissible: int = 0
-    admitted: int = 0
-
-
-@dataclass(frozen=True, slots=True)
-class WatchSample:
-    kind: str
-    restarts: int = 0
-    relists: int = 0
-    events: int = 0
-
-
-@dataclass(frozen=True, slots=True)
-class StateSnapshot:
-    cluster_queues: list[ClusterQueueSample] = field(default_factory=list)
-    local_queues: list[LocalQueueSample] = field(default_factory=list)
-    watches: list[WatchSample] = field(default_factory=list)
-    inbox_depth: int = 0
-
-
-StateSource = Callable[[], StateSnapshot | None]
-
-
-class _StateCollector(Collector):
-    """Gauges (and the watch counters) computed at scrape time from the runtime's state."""
-
-    def __init__(self, metrics: Metrics) -> None:
-        self._metrics = metrics
-
-    def describe(self) -> Iterable[GaugeMetricFamily | CounterMetricFamily]:
-        # Nothing to check at registration: kueue_finished_workloads is both a counter (its
-        # samples are ``_total``) and this gauge, as in Kueue.
-        return []
-
-    def collect(self) -> Iterable[GaugeMetricFamily | CounterMetricFamily]:
-        source = self._metrics.state_source
-        return list(self._families(source() if source is not None else None))
-
-    def _families(self, snap: StateSnapshot | None) -> Iterator[GaugeMetricFamily | CounterMetricFamily]:
-        role = self._metrics.role
-        cqs = snap.cluster_queues if snap else []
-        lqs = snap.local_queues if snap else []
-
-        def gauge(name: str, doc: str, labels: list[str]) -> GaugeMetricFamily:
-            return GaugeMetricFamily(name, doc, labels=[*labels, ROLE])
-
-        pending = gauge(
-            "kueue_pending_workloads",
-            "The number of pending workloads, per 'cluster_queue' and 'status' (active or inadmissible)",
-            ["cluster_queue", "status"],
-        )
-        reserving = gauge(
-            "kueue_reserving_active_workloads",
-            "The number of Workloads that are reserving quota, per 'cluster_queue'",
-            ["cluster_queue"],
-        )
-        admitted = gauge(
-            "kueue_admitted_active_workloads",
-            "The number of admitted Workloads that are active (unsuspended and not finished), "
-            "per 'cluster_queue'",
-            ["cluster_queue"],
-        )
-        finished = gauge(
-            "kueue_finished_workloads",
-            "The number of finished workloads per 'cluster_queue'",
-            ["cluster_queue"],
-        )
-        status = gauge(
-            "kueue_cluster_queue_status",
-            "Reports 'cluster_queue' with its 'status' (pending, active or terminating): "
-            "1 for the current one, 0 for the others",
-            ["cluster_queue", "status"],
-        )
-        fr_labels = ["cohort", "cluster_queue", "flavor", "resource"]
-        nominal = gauge(
-            "kueue_cluster_queue_nominal_quota",
-            "Reports the cluster_queue's resource nominal quota within all the flavors (base units)",
-            fr_labels,
-        )
-        reservation = gauge(
-            "kueue_cluster_queue_resource_reservation",
-            "Reports the cluster_queue's total resource reservation within all the flavors (base units)",
-            fr_labels,
-        )
-        usage = gauge(
-            "kueue_cluster_queue_resource_usage",
-            "Reports the cluster_queue's total resource usage within all the flavors (base units)",
-            fr_labels,
-        )
-        borrowing = gauge(
-            "kueue_cluster_queue_borrowing_limit",
-            "Reports the cluster_queue's resource borrowing limit within all the flavors (+Inf when unset)",
-            fr_labels,
-        )
-        lending = gauge(
-            "kueue_cluster_queue_lending_limit",
-            "Reports the cluster_queue's resource lending limit within all the flavors (+Inf when unset)",
-            fr_labels,
-        )
-        for cq in cqs:
-            pending.add_metric([cq.name, "active", role], cq.pending_active)
-            pending.add_metric([cq.name, "inadmissible", role], cq.pending_inadmissible)
-            reserving.add_metric([cq.name, role], cq.reserving)
-            admitted.add_metric([cq.name, role], cq.admitted)
-            finished.add_metric([cq.name, role], cq.finished)
-            for state in ("pending", "active", "terminating"):
-                status.add_metric([cq.name, state, role], 1.0 if cq.status == state else 0.0)
-            for family, amounts in (
-                (nominal, cq.nominal),
-                (reservation, cq.reserved),
-                (usage, cq.used),
-                (borrowing, cq.borrowing_limit),
-                (lending, cq.lending_limit),
-            ):
-                for (flavor, resource), amount in sorted(amounts.items()):
-                    family.add_metric([cq.cohort, cq.name, flavor, resource, role], amount)
-        yield from (
-            pending,
-            reserving,
-            admitted,
-            finished,
-            status,
-            nominal,
-            reservation,
-            usage,
-            borrowing,
-            lending,
-        )
-
-        lq_pending = gauge(
-            "kueue_local_queue_pending_workloads",
-            "The number of pending workloads, per 'local_queue' and 'status' (active or inadmissible)",
-            ["name", "namespace", "status"],
-        )
-        lq_admitted = gauge(
-            "kueue_local_queue_admitted_active_workloads",
-            "The number of admitted Workloads that are active, per 'local_queue'",
-            ["name", "namespace"],
-        )
-        for lq in lqs:
-            lq_pending.add_metric([lq.name, lq.namespace, "active", role], lq.pending_active)
-            lq_pending.add_metric([lq.name, lq.namespace, "inadmissible", role], lq.pending_inadmissible)
-            lq_admitted.add_metric([lq.name, lq.namespace, role], lq.admitted)
-        yield from (lq_pending, lq_admitted)
-
-        watches = snap.watches if snap else []
-        restarts = CounterMetricFamily(
-            "dra_quota_watch_restarts",
-            "Watches resumed from the last resourceVersion (no relist), per kind",
-            labels=["kind"],
-        )
-        relists = CounterMetricFamily(
-            "dra_quota_watch_relists",
-            "Lists after the first (410 Gone, lost events), per kind",
-            labels=["kind"],
-        )
-        events = CounterMetricFamily(
-            "dra_quota_watch_events",
-            "ADDED, MODIFIED and DELETED watch events received, per kind",
-            labels=["kind"],
-        )
-        for w in watches:
-            restarts.add_metric([w.kind], w.restarts)
-            relists.add_metric([w.kind], w.relists)
-            events.add_metric([w.kind], w.events)
-        depth = GaugeMetricFamily("dra_quota_inbox_depth", "Items waiting in the reconciler's inbox")
-        if snap is not None:
-            depth.add_metric([], snap.inbox_depth)
-        yield from (restarts, relists, events, depth)
 
 
 def _parse_time(stamp: str | None) -> float | None:
@@ -406,7 +216,7 @@ class Metrics:
             buckets=_BATCH_BUCKETS,
             registry=r,
         )
-        r.register(_StateCollector(self))
+        r.register(StateCollector(self))
         self.set_role(role)
 
     # --- role -------------------------------------------------------------------------------------

@@ -50,7 +50,6 @@ from reconciler.api.resources import (
 from reconciler.api.times import now_rfc3339
 from reconciler.config import Configuration
 from reconciler.core.clusterqueues import InvalidClusterQueueError, compile_cluster_queue
-from reconciler.core.engine import Engine
 from reconciler.core.jobs import PODSET_LABEL
 from reconciler.core.priority import PRIORITY_CLASS_LABEL
 from reconciler.core.quantity import QuantityError
@@ -64,12 +63,11 @@ from .events import EventRecorder
 from .in_use import InUse
 from .jobs import Jobs
 from .patches import holds_quota
-from .podindex import PodIndex
 from .pods_ready import PodsReady
 from .preemption import Preemption
 from .queue_status import QueueStatus
-from .store import Key, Store
-from .timers import Timers
+from .store import Key
+from .views import ReconcilerViews
 from .workloads import Workloads
 
 __all__ = ["LABEL_SELECTORS", "WATCHED", "Reconciler", "ReconcilerStats"]
@@ -98,7 +96,7 @@ WATCHED: tuple[Resource, ...] = (
 LABEL_SELECTORS: dict[str, str] = {PODS.plural: PODSET_LABEL}
 
 
-class Reconciler:
+class Reconciler(ReconcilerViews):
     def __init__(
         self,
         config: Configuration,
@@ -136,60 +134,6 @@ class Reconciler:
             WORKLOAD_PRIORITY_CLASSES.plural: self._on_workload_priority_class,
             PRIORITY_CLASSES.plural: self._on_priority_class,
         }
-
-    # --- what the rest of the runtime reads ---------------------------------------------
-
-    @property
-    def config(self) -> Configuration:
-        return self.ctx.config
-
-    @config.setter
-    def config(self, config: Configuration) -> None:
-        self.ctx.config = config
-
-    @property
-    def core(self) -> Engine:
-        return self.ctx.engine
-
-    @property
-    def store(self) -> Store:
-        return self.ctx.store
-
-    @property
-    def jobs(self) -> dict[Key, Job]:
-        return self.ctx.store.jobs
-
-    @property
-    def workloads(self) -> dict[Key, Workload]:
-        return self.ctx.store.workloads
-
-    @property
-    def cluster_queues(self) -> dict[str, ClusterQueue]:
-        return self.ctx.store.cluster_queues
-
-    @property
-    def local_queues(self) -> dict[Key, LocalQueue]:
-        return self.ctx.store.local_queues
-
-    @property
-    def timers(self) -> Timers[Key]:
-        return self.ctx.timers
-
-    @property
-    def pod_index(self) -> PodIndex:
-        return self.ctx.pod_index
-
-    @property
-    def stats(self) -> ReconcilerStats:
-        return self.ctx.stats
-
-    @property
-    def metrics(self) -> Metrics:
-        return self.ctx.metrics
-
-    @metrics.setter
-    def metrics(self, metrics: Metrics) -> None:
-        self.ctx.metrics = metrics
 
     # --- the inbox ----------------------------------------------------------------------
 
