@@ -18,8 +18,9 @@ from e2e.testbed.paths import cache_dir
 
 def run_scenario(name: str, path: Path, run_root: Path) -> list[Difference]:
     scenario = load_scenario(path)
-    kueue = run(scenario, "kueue", run_root / f"{name}-kueue")
-    ours = run(scenario, "ours", run_root / f"{name}-ours")
+    short = name[:16]  # the node simulator's unix sockets live under the run folder (<= 105 bytes)
+    kueue = run(scenario, "kueue", run_root / f"{short}-kueue")
+    ours = run(scenario, "ours", run_root / f"{short}-ours")
     diffs: list[Difference] = []
     for checkpoint in dict.fromkeys([*kueue, *ours]):
         diffs += compare(name, checkpoint, kueue.get(checkpoint, {}), ours.get(checkpoint, {}))
