@@ -6,7 +6,19 @@
 # a cache outside the repository keyed by version. Anything already in the
 # cache is reused. Unattended; prints what it does. Prints the cache directory
 # on the last line of stdout.
+#
+# --kueue also builds Kueue's manager (cmd/kueue of sigs.k8s.io/kueue@$KUEUE_VERSION)
+# and copies its CRDs and webhook manifests, for the conformance runner
+# (python -m e2e.conformance). Not part of the default set-up: ~10 min cold.
 set -euo pipefail
+
+with_kueue=0
+for arg in "$@"; do
+  case "$arg" in
+    --kueue) with_kueue=1 ;;
+    *) echo "usage: $0 [--kueue]" >&2; exit 2 ;;
+  esac
+done
 
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 # shellcheck source=versions.env
@@ -19,6 +31,7 @@ kustomize_dir="$cache/kustomize-$KUSTOMIZE_VERSION"
 helm_dir="$cache/helm-$HELM_VERSION"
 prometheus_dir="$cache/prometheus-$PROMETHEUS_VERSION"
 monitoring_crds_dir="$cache/prometheus-operator-crds-$PROMETHEUS_OPERATOR_VERSION"
+kueue_dir="$cache/kueue-$KUEUE_VERSION"
 monitoring_crds=(monitoring.coreos.com_servicemonitors.yaml monitoring.coreos.com_prometheusrules.yaml)
 export CGO_ENABLED=0 GOFLAGS=-mod=mod GOTOOLCHAIN=local
 
@@ -211,6 +224,58 @@ fetch_monitoring_crds() {
   log "prometheus-operator CRDs: done"
 }
 
+# Kueue's manager from its Go module, in a patched copy of the module source:
+#  - the TrainJob integration is dropped: its dependency github.com/kubeflow/trainer/v2
+#    (a pseudo-version) is refused by the module proxy (403 "not available"). The patch
+#    removes the blank import of pkg/controller/jobs/trainjob from
+#    pkg/controller/jobs/jobs.go, replaces the one use of the trainer API package in
+#    pkg/controller/jobframework/validation.go by the same GVK string
+#    ("trainer.kubeflow.org/v1alpha1, Kind=TrainJob"), and deletes the trainer lines of
+#    go.mod and go.sum. Nothing else changes.
+#  - sum.golang.org answers 404 for this version, so the module is fetched with
+#    GONOSUMDB=sigs.k8s.io/kueue and its hash is checked against KUEUE_MODULE_SUM.
+build_kueue() {
+  if [[ -x "$kueue_dir/bin/kueue" && -d "$kueue_dir/crds" && -f "$kueue_dir/webhook/manifests.yaml" ]]; then
+    log "kueue $KUEUE_VERSION: cached in $kueue_dir"
+    return
+  fi
+  log "kueue $KUEUE_VERSION: downloading the Go module"
+  local scratch info dir sum
+  scratch=$(mktemp -d)
+  info=$(cd "$scratch" && GOFLAGS= GONOSUMDB=sigs.k8s.io/kueue go mod download -json "sigs.k8s.io/kueue@$KUEUE_VERSION")
+  rmdir "$scratch"
+  dir=$(sed -n 's/^[[:space:]]*"Dir": "\(.*\)",$/\1/p' <<<"$info")
+  sum=$(sed -n 's/^[[:space:]]*"Sum": "\(.*\)",$/\1/p' <<<"$info")
+  [[ -d "$dir/cmd/kueue" ]] || { log "kueue: no cmd/kueue in the module ($dir)"; exit 1; }
+  [[ "$sum" == "$KUEUE_MODULE_SUM" ]] || { log "kueue: module hash $sum, expected $KUEUE_MODULE_SUM"; exit 1; }
+  log "kueue: module hash $sum matches; patching a copy in $kueue_dir/src (TrainJob integration dropped)"
+  rm -rf "$kueue_dir/src"
+  mkdir -p "$kueue_dir/src" "$kueue_dir/bin"
+  cp -r "$dir/." "$kueue_dir/src/"
+  chmod -R u+w "$kueue_dir/src"
+  cd "$kueue_dir/src"
+  sed -i '\#"sigs.k8s.io/kueue/pkg/controller/jobs/trainjob"#d' pkg/controller/jobs/jobs.go
+  sed -i -e '\#kftrainer "github.com/kubeflow/trainer/v2/pkg/apis/trainer/v1alpha1"#d' \
+    -e 's#kftrainer.SchemeGroupVersion.WithKind(kftrainer.TrainJobKind).String()#"trainer.kubeflow.org/v1alpha1, Kind=TrainJob"#' \
+    pkg/controller/jobframework/validation.go
+  sed -i '\#github.com/kubeflow/trainer/v2 #d' go.mod go.sum
+  if grep -rq 'kubeflow/trainer' go.mod pkg/controller/jobs/jobs.go pkg/controller/jobframework/validation.go; then
+    log "kueue: the TrainJob patch did not apply to $KUEUE_VERSION"; exit 1
+  fi
+  log "kueue: compiling cmd/kueue (about 10 minutes cold on 2 cores)"
+  local pkg=sigs.k8s.io/kueue/pkg/version
+  go build -v -trimpath -ldflags "-s -w -X $pkg.GitVersion=$KUEUE_VERSION" \
+    -o "$kueue_dir/bin/kueue.tmp" ./cmd/kueue 2>&1 | progress kueue
+  mv "$kueue_dir/bin/kueue.tmp" "$kueue_dir/bin/kueue"
+  rm -rf "$kueue_dir/crds" "$kueue_dir/webhook"
+  mkdir -p "$kueue_dir/crds" "$kueue_dir/webhook"
+  cp config/components/crd/bases/*.yaml "$kueue_dir/crds/"
+  cp config/components/webhook/manifests.yaml "$kueue_dir/webhook/manifests.yaml"
+  cd "$kueue_dir"
+  rm -rf "$kueue_dir/src"
+  log "kueue: done ($kueue_dir/bin/kueue, $(ls "$kueue_dir/crds" | wc -l) CRDs)"
+}
+
 start=$(date +%s)
 build_etcd
 build_kubernetes
@@ -218,5 +283,6 @@ build_kustomize
 build_helm
 fetch_prometheus
 fetch_monitoring_crds
+if [[ $with_kueue == 1 ]]; then build_kueue; fi
 log "finished in $(( $(date +%s) - start ))s; cache $(du -sh "$cache" | cut -f1), Go module cache $(du -sh "$(go env GOMODCACHE)" 2>/dev/null | cut -f1), Go build cache $(du -sh "$(go env GOCACHE)" 2>/dev/null | cut -f1)"
 echo "$cache"

@@ -87,8 +87,12 @@ async def test_unsuspended_job_is_suspended_then_admitted_and_finishes(
         usage = {r["name"]: r["total"] for r in status["flavorsUsage"][0]["resources"]}
         assert usage == {"cpu": "0", "nvidia.com/gpu": "0"}
         events = (await kube.get(api_path("v1", "events", namespace)))["items"]
-        assert any(
-            e["involvedObject"]["name"] == wl_name and e["reason"] == "FinishedWorkload" for e in events
+        assert any(  # on the Job, as Kueue records it
+            e["involvedObject"]["kind"] == "Job"
+            and e["involvedObject"]["name"] == "eager"
+            and e["reason"] == "FinishedWorkload"
+            and e["message"] == f"Workload '{namespace}/{wl_name}' is declared finished"
+            for e in events
         )
     finally:
         await drop_queues(kube, namespace)

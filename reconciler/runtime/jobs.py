@@ -242,8 +242,11 @@ class Jobs:
         )
         # The quota is released when the write lands (or the watch shows it finished), never
         # before: until then the API still counts this workload against the quota.
+        # on the Job, as Kueue's job reconciler records it
+        owner = owner_job(workload)
+        job = ctx.store.jobs.get(owner) if owner is not None else None
         ctx.events.emit(
-            workload,
+            job if job is not None else workload,
             "Normal",
             "FinishedWorkload",
             f"Workload '{meta.namespace}/{meta.name}' is declared finished",

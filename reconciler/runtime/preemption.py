@@ -54,7 +54,11 @@ class Preemption:
                 continue
             ctx.metrics.workload_preempted(decision.cluster_queue, target.reason)
             ours, theirs = preemptor.spec.priority or 0, victim.spec.priority or 0
-            priorities = f"; preemptor priority: {ours}; preemptee priority: {theirs}"
+            # Kueue v0.18's wording; no priority boost here, so effective = base
+            priorities = (
+                f"; preemptor effective priority: {ours} (base: {ours}, boost: 0)"
+                f"; preemptee effective priority: {theirs} (base: {theirs}, boost: 0)"
+            )
             ctx.events.emit(victim, "Normal", PREEMPTED, message + priorities)
             ctx.events.emit(
                 preemptor,

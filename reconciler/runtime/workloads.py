@@ -11,9 +11,10 @@ from __future__ import annotations
 import msgspec
 import structlog
 
-from reconciler.api import Workload
+from reconciler.api import Workload, WorkloadStatus
 from reconciler.api.resources import WORKLOADS
 from reconciler.api.times import epoch
+from reconciler.core.podsready import PODS_READY, pods_ready_state
 from reconciler.core.quantity import QuantityError
 from reconciler.core.scheduler import Admit, Pending
 from reconciler.core.status import (
@@ -314,9 +315,10 @@ class Workloads:
         info = ctx.engine.workload(key)
         if workload is None or info is None:
             return
-        status = pending_workload_status(
-            workload.status, info, decision, ctx.clock(), workload.metadata.generation or None
-        )
+        now, generation = ctx.clock(), workload.metadata.generation or None
+        status = pending_workload_status(workload.status, info, decision, now, generation)
+        if ctx.config.wait_for_pods_ready is not None:
+            status = _waiting_for_start(status, now, generation)
         if same_workload_status(status, workload.status):
             return
         ctx.write(
@@ -338,3 +340,16 @@ class Workloads:
             self.ctx.apply_workload_write(done.key, done.body)
         else:
             self.ctx.write_failed(done, expected=(NotFound,))
+
+
+def _waiting_for_start(status: WorkloadStatus, now: str, generation: int | None) -> WorkloadStatus:
+    """With waitForPodsReady, a Workload that is not admitted carries PodsReady=False
+    WaitForStart, as Kueue's job reconciler writes it before admission."""
+    previous = condition(status.conditions, PODS_READY)
+    state = pods_ready_state(admitted=False, ready=0, needed=1, previous=previous)
+    if previous is not None and (previous.status, previous.reason) == (state.status, state.reason):
+        return status
+    conditions = set_condition(
+        status.conditions, PODS_READY, state.status, state.reason, state.message, now, generation
+    )
+    return msgspec.structs.replace(status, conditions=conditions)

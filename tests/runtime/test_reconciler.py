@@ -143,7 +143,11 @@ def test_second_job_waits_with_kueues_message_and_its_status_is_written_once() -
     assert len(of(actions, "admit")) == 1
     (pending,) = of(actions, "workload-status")
     status = msgspec.json.decode(pending.patch)["status"]
-    (quota,) = status["conditions"]
+    conditions = {c["type"]: c for c in status["conditions"]}
+    assert set(conditions) == {"QuotaReserved", "PodsReady"}
+    # waitForPodsReady (on by default): not admitted yet, so PodsReady=False WaitForStart, as Kueue
+    assert (conditions["PodsReady"]["status"], conditions["PodsReady"]["reason"]) == ("False", "WaitForStart")
+    quota = conditions["QuotaReserved"]
     assert quota["reason"] == "Pending"
     assert quota["message"].endswith(
         "insufficient unused quota for nvidia.com/gpu in flavor t4, 1 more needed"

@@ -1,0 +1,64 @@
+"""Field-by-field comparison of two runs' snapshots, and the intentional differences."""
+
+from __future__ import annotations
+
+import fnmatch
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+INTENTIONAL_FILE = Path(__file__).resolve().parent / "intentional-differences.yaml"
+
+
+@dataclass(frozen=True)
+class Difference:
+    scenario: str
+    checkpoint: str
+    field: str
+    kueue: Any
+    ours: Any
+
+    def __str__(self) -> str:
+        return f"{self.checkpoint}: {self.field}\n    kueue: {self.kueue!r}\n    ours:  {self.ours!r}"
+
+
+@dataclass(frozen=True)
+class Intentional:
+    scenario: str  # a glob
+    field: str  # a glob over "checkpoint: field"
+    reason: str
+
+    def covers(self, diff: Difference) -> bool:
+        return fnmatch.fnmatchcase(diff.scenario, self.scenario) and fnmatch.fnmatchcase(
+            f"{diff.checkpoint}: {diff.field}", self.field
+        )
+
+
+def compare(scenario: str, checkpoint: str, kueue: dict[str, Any], ours: dict[str, Any]) -> list[Difference]:
+    diffs: list[Difference] = []
+    for field in sorted(set(kueue) | set(ours)):
+        if field == "Events":
+            a, b = set(kueue.get(field, [])), set(ours.get(field, []))
+            for line in sorted(a - b):
+                diffs.append(Difference(scenario, checkpoint, f"Events: {line}", "present", "absent"))
+            for line in sorted(b - a):
+                diffs.append(Difference(scenario, checkpoint, f"Events: {line}", "absent", "present"))
+        elif kueue.get(field) != ours.get(field):
+            diffs.append(Difference(scenario, checkpoint, field, kueue.get(field), ours.get(field)))
+    return diffs
+
+
+def load_intentional(path: Path = INTENTIONAL_FILE) -> list[Intentional]:
+    raw = yaml.safe_load(path.read_text()) or []
+    out = []
+    for i, entry in enumerate(raw):
+        if not str(entry.get("reason", "")).strip():
+            raise ValueError(f"{path} entry {i + 1} has no reason")
+        out.append(Intentional(str(entry["scenario"]), str(entry["field"]), str(entry["reason"])))
+    return out
+
+
+def unexplained(diffs: list[Difference], intentional: list[Intentional]) -> list[Difference]:
+    return [d for d in diffs if not any(i.covers(d) for i in intentional)]

@@ -1,0 +1,170 @@
+"""Kueue's manager (built by `e2e/build-binaries.sh --kueue`) run out of cluster.
+
+Kueue runs against the test-bed's kubeconfig with a Configuration derived from the
+scenario's: no leader election, no internal cert management, VisibilityOnDemand off (it
+needs an in-cluster Service), metrics, health probes and webhooks bound to loopback ports.
+Its webhook server serves the test-bed's serving certificate (valid for 127.0.0.1) and its
+Job and kueue.x-k8s.io webhooks are registered with `url` client configs, so a Job is
+mutated and validated at creation as in a real install. With internal cert management off,
+Kueue reads its metrics certificate from the fixed path /etc/kueue/metrics/certs: it runs
+in a private mount namespace (unshare) whose /etc is an overlay, so that path exists for
+it alone and the host's /etc is untouched.
+"""
+
+from __future__ import annotations
+
+import base64
+import os
+import shlex
+import shutil
+import signal
+import subprocess
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from e2e.support.deploy import free_port
+from e2e.testbed.paths import VERSIONS_FILE, cache_dir
+
+Obj = dict[str, Any]
+
+# webhooks of these API groups are registered; the others belong to integrations not enabled
+WEBHOOK_GROUPS = frozenset({"batch", "kueue.x-k8s.io"})
+
+
+@dataclass(frozen=True)
+class KueueBuild:
+    version: str
+    binary: Path
+    crds: Path
+    webhooks: Path
+
+    def missing(self) -> list[Path]:
+        return [p for p in (self.binary, self.crds, self.webhooks) if not p.exists()]
+
+
+def kueue_build(cache: Path | None = None) -> KueueBuild:
+    values = dict(
+        line.split("=", 1)
+        for line in VERSIONS_FILE.read_text().splitlines()
+        if "=" in line and not line.lstrip().startswith("#")
+    )
+    version = values["KUEUE_VERSION"].strip()
+    root = (cache or cache_dir()) / f"kueue-{version}"
+    return KueueBuild(version, root / "bin" / "kueue", root / "crds", root / "webhook" / "manifests.yaml")
+
+
+def kueue_configuration(base: Obj, *, metrics: int, health: int, webhook: int, cert_dir: Path) -> Obj:
+    """The scenario's Configuration with the out-of-cluster settings on top."""
+    config = dict(base)
+    config.update(
+        {
+            "namespace": "kueue-system",
+            "leaderElection": {"leaderElect": False},
+            "internalCertManagement": {"enable": False},
+            "metrics": {"bindAddress": f"127.0.0.1:{metrics}"},
+            "health": {"healthProbeBindAddress": f"127.0.0.1:{health}"},
+            "webhook": {"host": "127.0.0.1", "port": webhook, "certDir": str(cert_dir)},
+            "featureGates": {**(base.get("featureGates") or {}), "VisibilityOnDemand": False},
+        }
+    )
+    return config
+
+
+def webhook_configurations(manifests: Path, port: int, ca_bundle: bytes) -> list[Obj]:
+    """Kueue's webhook configurations for WEBHOOK_GROUPS, pointing at 127.0.0.1:port by url."""
+    out: list[Obj] = []
+    ca = base64.b64encode(ca_bundle).decode()
+    for doc in yaml.safe_load_all(manifests.read_text()):
+        if not isinstance(doc, dict):
+            continue
+        hooks = []
+        for hook in doc.get("webhooks") or []:
+            groups = {g for rule in hook.get("rules") or [] for g in rule.get("apiGroups") or []}
+            if not groups or not groups <= WEBHOOK_GROUPS:
+                continue
+            path = hook["clientConfig"]["service"]["path"]
+            hooks.append({**hook, "clientConfig": {"url": f"https://127.0.0.1:{port}{path}", "caBundle": ca}})
+        if hooks:
+            name = f"kueue-{doc['metadata']['name']}"
+            out.append(
+                {
+                    "apiVersion": doc["apiVersion"],
+                    "kind": doc["kind"],
+                    "metadata": {"name": name},
+                    "webhooks": hooks,
+                }
+            )
+    return out
+
+
+class KueueProcess:
+    """Kueue's manager as a child process in a private mount namespace, logging to a file."""
+
+    def __init__(self, build: KueueBuild, kubeconfig: Path, workdir: Path, base_config: Obj) -> None:
+        self.build = build
+        self.kubeconfig = kubeconfig
+        self.workdir = workdir
+        self.metrics_port = free_port()
+        self.health_port = free_port()
+        self.webhook_port = free_port()
+        self.cert_dir = workdir / "certs"
+        self.config = kueue_configuration(
+            base_config,
+            metrics=self.metrics_port,
+            health=self.health_port,
+            webhook=self.webhook_port,
+            cert_dir=self.cert_dir,
+        )
+        self.log_path = workdir / "kueue.log"
+        self.process: subprocess.Popen[bytes] | None = None
+
+    def start(self, serving_cert: Path, serving_key: Path) -> None:
+        self.cert_dir.mkdir(parents=True, exist_ok=True)
+        shutil.copyfile(serving_cert, self.cert_dir / "tls.crt")
+        shutil.copyfile(serving_key, self.cert_dir / "tls.key")
+        config_path = self.workdir / "kueue-config.yaml"
+        config_path.write_text(yaml.safe_dump(self.config, sort_keys=False))
+        overlay = self.workdir / "etc-overlay"
+        for sub in ("upper", "work"):
+            (overlay / sub).mkdir(parents=True, exist_ok=True)
+        q = shlex.quote
+        script = (
+            f"mount -t overlay overlay -o lowerdir=/etc,upperdir={q(str(overlay / 'upper'))},"
+            f"workdir={q(str(overlay / 'work'))} /etc"
+            " && mkdir -p /etc/kueue/metrics/certs"
+            f" && cp {q(str(self.cert_dir / 'tls.crt'))} {q(str(self.cert_dir / 'tls.key'))}"
+            " /etc/kueue/metrics/certs/"
+            f" && exec {q(str(self.build.binary))} --config={q(str(config_path))} --zap-log-level=2"
+        )
+        log = self.log_path.open("ab")
+        self.process = subprocess.Popen(
+            ["unshare", "--mount", "--propagation", "private", "sh", "-c", script],
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            env={**os.environ, "KUBECONFIG": str(self.kubeconfig)},
+            start_new_session=True,
+        )
+        log.close()
+
+    def stop(self, grace: float = 15.0) -> int | None:
+        if self.process is None:
+            return None
+        if self.process.poll() is None:
+            os.killpg(self.process.pid, signal.SIGTERM)
+            try:
+                self.process.wait(timeout=grace)
+            except subprocess.TimeoutExpired:
+                os.killpg(self.process.pid, signal.SIGKILL)
+                self.process.wait(timeout=10)
+        return self.process.returncode
+
+    def alive(self) -> bool:
+        return self.process is not None and self.process.poll() is None
+
+    def log_tail(self, lines: int = 40) -> str:
+        if not self.log_path.exists():
+            return ""
+        return "\n".join(self.log_path.read_text(errors="replace").splitlines()[-lines:])

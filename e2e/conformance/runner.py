@@ -1,0 +1,144 @@
+"""One scenario on a fresh test-bed with one implementation: Kueue or `reconciler run`."""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+from typing import Any, Literal, Protocol
+
+import aiohttp
+import yaml
+
+from e2e.conformance.kueue import KueueProcess, kueue_build, webhook_configurations
+from e2e.conformance.scenario import Scenario, Wait
+from e2e.conformance.snapshot import KUEUE, take_snapshot
+from e2e.support.deploy import ControllerProcess, apply_objects, install_crds, load_documents
+from e2e.testbed import KubeClient, Testbed, api_path
+
+Implementation = Literal["kueue", "ours"]
+Snapshots = dict[str, dict[str, Any]]
+HTTP_TIMEOUT = aiohttp.ClientTimeout(total=5)
+
+
+class Manager(Protocol):
+    def stop(self, grace: float = 15.0) -> int | None: ...
+    def log_tail(self, lines: int = 40) -> str: ...
+
+
+async def _wait_ready(port: int, manager: KueueProcess, within: float = 90.0) -> None:
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + within
+    async with aiohttp.ClientSession(timeout=HTTP_TIMEOUT) as http:
+        while loop.time() < deadline:
+            if not manager.alive():
+                raise RuntimeError(f"kueue exited:\n{manager.log_tail()}")
+            try:
+                async with http.get(f"http://127.0.0.1:{port}/readyz") as resp:
+                    if resp.status == 200:
+                        return
+            except (aiohttp.ClientError, TimeoutError):
+                pass
+            await asyncio.sleep(0.5)
+    raise TimeoutError(f"kueue not ready after {within:.0f}s:\n{manager.log_tail()}")
+
+
+async def _workload_of(kube: KubeClient, namespace: str, job: str) -> dict[str, Any] | None:
+    for wl in (await kube.get(api_path(KUEUE, "workloads", namespace)))["items"]:
+        if any(r.get("name") == job for r in wl["metadata"].get("ownerReferences") or []):
+            return dict(wl)
+    return None
+
+
+async def _satisfied(kube: KubeClient, wait: Wait) -> bool:
+    if wait.running:
+        job = await kube.get_or_none(api_path("batch/v1", "jobs", wait.namespace, wait.job))
+        if not job or job["spec"].get("suspend") or not (job.get("status") or {}).get("ready", 0):
+            return False
+    if wait.condition is None:
+        return wait.running or await _workload_of(kube, wait.namespace, wait.job) is not None
+    if wait.condition is not None:
+        wl = await _workload_of(kube, wait.namespace, wait.job)
+        conditions = ((wl or {}).get("status") or {}).get("conditions") or []
+        cond = next((c for c in conditions if c.get("type") == wait.condition), None)
+        if cond is None:
+            return False
+        if wait.status is not None and cond.get("status") != wait.status:
+            return False
+        if wait.reason is not None and cond.get("reason") != wait.reason:
+            return False
+    return True
+
+
+async def _wait(kube: KubeClient, wait: Wait) -> None:
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + wait.within
+    while not await _satisfied(kube, wait):
+        if loop.time() > deadline:
+            raise TimeoutError(f"timed out after {wait.within:.0f}s waiting for {wait}")
+        await asyncio.sleep(0.5)
+
+
+async def _steps(kube: KubeClient, scenario: Scenario) -> Snapshots:
+    snapshots: Snapshots = {}
+    for step in scenario.steps:
+        for path in step.apply:
+            await apply_objects(kube, load_documents(path))
+        if step.wait is not None:
+            await _wait(kube, step.wait)
+        if step.sleep:
+            await asyncio.sleep(step.sleep)
+        if step.checkpoint is not None:
+            snapshots[step.checkpoint] = await take_snapshot(kube, scenario.namespaces)
+    return snapshots
+
+
+async def _with_kueue(bed: Testbed, scenario: Scenario, workdir: Path) -> tuple[Snapshots, Manager]:
+    build = kueue_build()
+    missing = build.missing()
+    if missing:
+        raise FileNotFoundError(f"Kueue is not built ({missing[0]}): run e2e/build-binaries.sh --kueue")
+    base = yaml.safe_load(scenario.configuration.read_text())
+    kueue = KueueProcess(build, bed.kubeconfig, workdir, base)
+    async with KubeClient.from_kubeconfig(bed.kubeconfig) as kube:
+        crds = [yaml.safe_load(p.read_text()) for p in sorted(build.crds.glob("*.yaml"))]
+        await apply_objects(kube, crds)
+        namespace = {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "kueue-system"}}
+        await apply_objects(kube, [namespace])
+        kueue.start(bed.pki.serving_cert, bed.pki.serving_key)
+        try:
+            await _wait_ready(kueue.health_port, kueue)
+            hooks = webhook_configurations(build.webhooks, kueue.webhook_port, bed.pki.ca_cert.read_bytes())
+            await apply_objects(kube, hooks)
+            return await _steps(kube, scenario), kueue
+        except BaseException as err:
+            tail = kueue.log_tail()
+            kueue.stop()
+            raise RuntimeError(f"{err}\nkueue log tail:\n{tail}") from err
+
+
+async def _with_ours(bed: Testbed, scenario: Scenario, workdir: Path) -> tuple[Snapshots, Manager]:
+    controller = ControllerProcess(scenario.configuration, bed.kubeconfig, workdir / "controller.log")
+    async with KubeClient.from_kubeconfig(bed.kubeconfig) as kube:
+        await install_crds(kube)
+        controller.start()
+        try:
+            return await _steps(kube, scenario), controller
+        except BaseException as err:
+            tail = controller.log_tail()
+            controller.stop()
+            raise RuntimeError(f"{err}\ncontroller log tail:\n{tail}") from err
+
+
+def run(scenario: Scenario, implementation: Implementation, run_dir: Path) -> Snapshots:
+    """Runs the scenario on a fresh test-bed in run_dir; returns its snapshots by checkpoint."""
+    bed = Testbed(run_dir=run_dir, echo=None)
+    bed.start()
+    manager: Manager | None = None
+    try:
+        runner = _with_kueue if implementation == "kueue" else _with_ours
+        snapshots, manager = asyncio.run(runner(bed, scenario, run_dir / "logs"))
+        return snapshots
+    finally:
+        if manager is not None:
+            manager.stop()
+        bed.stop()

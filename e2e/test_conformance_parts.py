@@ -1,0 +1,122 @@
+"""The conformance runner's pure parts (no Kueue, no test-bed): scenario files, snapshot
+normalization, comparison, intentional differences, Kueue's derived configuration and webhook
+registration. Running the scenarios against Kueue is `python -m e2e.conformance` (see
+e2e/README.md): Kueue's build is not part of CI's set-up."""
+
+from __future__ import annotations
+
+import base64
+from pathlib import Path
+
+import pytest
+import yaml
+
+from e2e.conformance.compare import Difference, Intentional, compare, load_intentional, unexplained
+from e2e.conformance.kueue import kueue_configuration, webhook_configurations
+from e2e.conformance.scenario import all_scenarios, load_scenario
+from e2e.conformance.snapshot import Normalizer
+from e2e.support.deploy import ROOT
+
+
+def test_every_checked_in_scenario_loads_and_has_a_checkpoint() -> None:
+    scenarios = all_scenarios()
+    assert "walkthrough" in scenarios
+    for path in scenarios.values():
+        scenario = load_scenario(path)
+        assert scenario.configuration.is_file()
+        assert any(step.checkpoint for step in scenario.steps), path.name
+
+
+def test_a_step_with_two_actions_is_refused(tmp_path: Path) -> None:
+    bad = tmp_path / "bad.yaml"
+    bad.write_text(
+        yaml.safe_dump(
+            {
+                "configuration": "examples/walkthrough/00-configuration.yaml",
+                "namespaces": ["x"],
+                "steps": [{"sleep": 1, "checkpoint": "c"}],
+            }
+        )
+    )
+    with pytest.raises(ValueError, match="exactly one"):
+        load_scenario(bad)
+
+
+def test_messages_are_normalized_across_runs() -> None:
+    workloads = [{"metadata": {"name": "job-a-7e936", "ownerReferences": [{"kind": "Job", "name": "a"}]}}]
+    norm = Normalizer(workloads, [{"metadata": {"name": "a"}}])
+    text = norm.text(
+        "Preempted to accommodate job-a-7e936 (UID: 0f8fad5b-d9cb-469f-a165-70867728950e);"
+        " Created pod: a-jm75x; wait time since queued was 31s"
+    )
+    assert text == (
+        "Preempted to accommodate <workload of Job/a> (UID: <uid>); Created pod: <pod of a>;"
+        " wait time since queued was <duration>"
+    )
+
+
+def test_compare_names_each_differing_field_and_event() -> None:
+    kueue = {"Job[ns/a].suspend": False, "Events": ["Job[a] Normal Started: x"]}
+    ours = {"Job[ns/a].suspend": True, "Events": ["Workload[a] Normal Started: x"]}
+    diffs = compare("s", "c", kueue, ours)
+    assert [d.field for d in diffs] == [
+        "Events: Job[a] Normal Started: x",
+        "Events: Workload[a] Normal Started: x",
+        "Job[ns/a].suspend",
+    ]
+    assert compare("s", "c", kueue, kueue) == []
+
+
+def test_intentional_differences_cover_by_glob_and_need_a_reason(tmp_path: Path) -> None:
+    diff = Difference("walkthrough", "c", "Events: Job[a] x", "present", "absent")
+    listed = Intentional("walk*", "c: Events: *", "reason")
+    assert unexplained([diff], [listed]) == []
+    assert unexplained([diff], [Intentional("other", "*", "reason")]) == [diff]
+    no_reason = tmp_path / "d.yaml"
+    no_reason.write_text(yaml.safe_dump([{"scenario": "*", "field": "*", "reason": " "}]))
+    with pytest.raises(ValueError, match="no reason"):
+        load_intentional(no_reason)
+    load_intentional()  # the checked-in file parses
+
+
+def test_kueue_runs_out_of_cluster_with_the_scenario_configuration() -> None:
+    base = yaml.safe_load((ROOT / "examples/walkthrough/00-configuration.yaml").read_text())
+    config = kueue_configuration(base, metrics=1, health=2, webhook=3, cert_dir=Path("/c"))
+    assert config["resources"] == base["resources"]
+    assert config["integrations"] == base["integrations"]
+    assert config["internalCertManagement"] == {"enable": False}
+    assert config["featureGates"] == {"VisibilityOnDemand": False}
+    assert config["webhook"] == {"host": "127.0.0.1", "port": 3, "certDir": "/c"}
+    assert config["metrics"]["bindAddress"] == "127.0.0.1:1"
+    assert config["health"]["healthProbeBindAddress"] == "127.0.0.1:2"
+
+
+def test_only_job_and_kueue_webhooks_are_registered_by_url(tmp_path: Path) -> None:
+    def hook(name: str, group: str, path: str) -> dict[str, object]:
+        return {
+            "name": name,
+            "clientConfig": {"service": {"name": "webhook-service", "namespace": "system", "path": path}},
+            "rules": [{"apiGroups": [group], "apiVersions": ["v1"], "operations": ["CREATE"]}],
+        }
+
+    manifests = tmp_path / "manifests.yaml"
+    manifests.write_text(
+        yaml.safe_dump(
+            {
+                "apiVersion": "admissionregistration.k8s.io/v1",
+                "kind": "MutatingWebhookConfiguration",
+                "metadata": {"name": "mutating-webhook-configuration"},
+                "webhooks": [
+                    hook("mjob.kb.io", "batch", "/mutate-batch-v1-job"),
+                    hook("mpod.kb.io", "", "/mutate--v1-pod"),
+                ],
+            }
+        )
+    )
+    [config] = webhook_configurations(manifests, 9443, b"CA")
+    assert config["metadata"]["name"] == "kueue-mutating-webhook-configuration"
+    assert [h["name"] for h in config["webhooks"]] == ["mjob.kb.io"]
+    assert config["webhooks"][0]["clientConfig"] == {
+        "url": "https://127.0.0.1:9443/mutate-batch-v1-job",
+        "caBundle": base64.b64encode(b"CA").decode(),
+    }
