@@ -27,12 +27,9 @@ __all__ = ["Capacity", "CohortCapacity", "NominalCapacity"]
 class Capacity(Protocol):
     def used(self, cluster_queue: str, fr: FlavorResource) -> int: ...
 
-    def available(self, cq: ClusterQueueModel, fr: FlavorResource) -> int:
-        """What is left for `cq` now (negative when over-committed)."""
-        ...
-
-    def maximum(self, cq: ClusterQueueModel, fr: FlavorResource) -> int:
-        """What `cq` could use with nothing else in use."""
+    def limits(self, cq: ClusterQueueModel, fr: FlavorResource, nominal: int, used: int) -> tuple[int, int]:
+        """(what `cq` could use with nothing else in use, what is left for it now; negative when
+        over-committed), given its own nominal quota and usage of `fr`."""
         ...
 
 
@@ -45,11 +42,8 @@ class NominalCapacity:
     def used(self, cluster_queue: str, fr: FlavorResource) -> int:
         return self.ledger.used(cluster_queue, fr)
 
-    def available(self, cq: ClusterQueueModel, fr: FlavorResource) -> int:
-        return cq.nominal(*fr) - self.ledger.used(cq.name, fr)
-
-    def maximum(self, cq: ClusterQueueModel, fr: FlavorResource) -> int:
-        return cq.nominal(*fr)
+    def limits(self, cq: ClusterQueueModel, fr: FlavorResource, nominal: int, used: int) -> tuple[int, int]:
+        return nominal, nominal - used
 
 
 def _local_quota(cq: ClusterQueueModel, fr: FlavorResource) -> int:
@@ -79,24 +73,16 @@ class CohortCapacity:
             in_use += max(0, self.ledger.used(name, fr) - local)
         return lent, lent - in_use
 
-    def available(self, cq: ClusterQueueModel, fr: FlavorResource) -> int:
-        nominal, used = cq.nominal(*fr), self.ledger.used(cq.name, fr)
+    def limits(self, cq: ClusterQueueModel, fr: FlavorResource, nominal: int, used: int) -> tuple[int, int]:
         if cq.cohort is None:
-            return nominal - used
+            return nominal, nominal - used
         local = _local_quota(cq, fr)
-        _, from_cohort = self._cohort_left(cq.cohort, fr)
+        held, from_cohort = self._cohort_left(cq.cohort, fr)  # one pass over the members for both
+        most = local + held
         borrowing = cq.borrowing_limit(*fr)
         if borrowing is not None:
+            most = min(most, nominal + borrowing)
             stored_in_cohort = nominal - local
             used_in_cohort = max(0, used - local)
             from_cohort = min(from_cohort, stored_in_cohort - used_in_cohort + borrowing)
-        return max(0, local - used) + from_cohort
-
-    def maximum(self, cq: ClusterQueueModel, fr: FlavorResource) -> int:
-        nominal = cq.nominal(*fr)
-        if cq.cohort is None:
-            return nominal
-        held, _ = self._cohort_left(cq.cohort, fr)
-        most = _local_quota(cq, fr) + held
-        borrowing = cq.borrowing_limit(*fr)
-        return most if borrowing is None else min(most, nominal + borrowing)
+        return most, max(0, local - used) + from_cohort

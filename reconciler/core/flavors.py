@@ -104,8 +104,7 @@ def _try_group(
             value = previous + requests[resource]
             nominal = quota.nominal.get(resource, 0)
             used = capacity.used(cq.name, fr)
-            # Without a cohort the quota is the ClusterQueue's own: skip the cohort arithmetic.
-            maximum = nominal if cq.cohort is None else capacity.maximum(cq, fr)
+            maximum, available = capacity.limits(cq, fr, nominal, used)
             if value > maximum:
                 attempt.reasons.append(
                     f"insufficient quota for {resource} in flavor {name}, previously considered "
@@ -116,7 +115,6 @@ def _try_group(
                 fits = False
                 break
             borrows = borrows or used + value > nominal
-            available = nominal - used if cq.cohort is None else capacity.available(cq, fr)
             if value > available:
                 attempt.reasons.append(
                     f"insufficient unused quota for {resource} in flavor {name}, "

@@ -137,8 +137,7 @@ class Workloads:
             self._fed[key] = generation
 
     def _forget(self, key: Key) -> None:
-        if self.ctx.engine.workload(key) is not None or self.ctx.engine.is_admitted(key):
-            self.ctx.engine.remove_workload(key)
+        self.ctx.engine.remove_workload(key)  # a no-op for a workload the core does not know
         self._fed.pop(key, None)
 
     def template_changed(self, namespace: str) -> None:
