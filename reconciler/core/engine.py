@@ -94,10 +94,16 @@ class Engine:
         key = info.key
         evicting = key in self.cache.evicting
         self.queues.remove(key)
-        self._release(key)
+        charge = charge_from_admission(admission) if admission is not None else None
+        if charge is not None and self.cache.ledger.charge_of(key) == charge:
+            # The same quota seen again (its own admission coming back): nothing was freed,
+            # so nothing parked is woken; like Kueue, which retries only on quota released.
+            self.cache.release(key)
+        else:
+            self._release(key)
         self.scheduler.forget(key)
-        if admission is not None:
-            self.cache.admit(info, charge_from_admission(admission), reserved_at)
+        if charge is not None:
+            self.cache.admit(info, charge, reserved_at)
             if evicting:
                 self.cache.evicting.add(key)
         else:

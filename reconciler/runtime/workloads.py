@@ -49,6 +49,8 @@ class Workloads:
         self.ctx = ctx
         # The generation of each workload as last given to the core.
         self._fed: dict[Key, int] = {}
+        # The flavors tried by an admission in flight, for its QuotaReserved Event.
+        self._considered: dict[Key, str] = {}
 
     def compile(self, workload: Workload) -> WorkloadInfo:
         templates = self.ctx.store.templates
@@ -253,6 +255,8 @@ class Workloads:
             workload.metadata.generation or None,
             pods_ready=ctx.config.wait_for_pods_ready is not None,
         )
+        if decision.considered:
+            self._considered[key] = decision.considered
         ctx.write(
             MergePatch(
                 "admit",
@@ -269,6 +273,7 @@ class Workloads:
     def _admission_written(self, done: WriteDone) -> None:
         ctx = self.ctx
         key = done.key
+        considered = self._considered.pop(key, "")
         if done.ok and done.body is not None:
             ctx.stats.admitted += 1
             ctx.apply_workload_write(key, done.body, until_seen=True)
@@ -280,12 +285,10 @@ class Workloads:
             cq = workload.status.admission.cluster_queue if workload.status.admission else ""
             ctx.metrics.quota_reserved(cq, workload.metadata.creation_timestamp)
             waited = seconds_since(workload.metadata.creation_timestamp, ctx.clock())
-            ctx.events.emit(
-                workload,
-                "Normal",
-                "QuotaReserved",
-                f"Quota reserved in ClusterQueue {cq}, wait time since queued was {waited}s",
-            )
+            message = f"Quota reserved in ClusterQueue {cq}, wait time since queued was {waited}s"
+            if considered:
+                message += f"; Flavors considered: {considered}"
+            ctx.events.emit(workload, "Normal", "QuotaReserved", message)
             ctx.events.emit(
                 workload,
                 "Normal",
