@@ -32,7 +32,7 @@ WorkloadKey = tuple[str, str]
 # "Inadmissible".
 REASON_PENDING = "Pending"
 REASON_INADMISSIBLE = "Inadmissible"
-NAMESPACE_MISMATCH = "workload namespace doesn't match ClusterQueue selector"
+NAMESPACE_MISMATCH = "Workload namespace doesn't match ClusterQueue selector"
 
 
 @dataclass(frozen=True, slots=True)
@@ -124,7 +124,7 @@ class Scheduler:
                 ok = selector_ok[info.namespace] = label_selector_matches(model.namespace_selector, labels)
             if not ok:
                 group: Hashable = ("namespace", info.namespace)
-                pending = Pending(key, REASON_INADMISSIBLE, NAMESPACE_MISMATCH, model.name)
+                pending = Pending(key, REASON_PENDING, NAMESPACE_MISMATCH, model.name)
                 self._settle(out, queue, candidate, group, pending)
                 continue
             result = verdicts.get(info.shape)

@@ -16,7 +16,7 @@ from reconciler.api.resources import WORKLOADS
 from reconciler.api.times import epoch
 from reconciler.core.podsready import PODS_READY, pods_ready_state
 from reconciler.core.quantity import QuantityError
-from reconciler.core.scheduler import Admit, Pending
+from reconciler.core.scheduler import REASON_PENDING, Admit, Pending
 from reconciler.core.status import (
     admitted_workload_status,
     backoff_finished_status,
@@ -77,10 +77,14 @@ class Workloads:
         if not own_write and ctx.workload_writes.awaiting(key):
             return
         owner = ctx.store.job_key(key)
-        if (owner is not None and owner not in ctx.store.jobs) or workload.metadata.deletion_timestamp:
-            # Its Job is gone (or it is being deleted): let it go. It keeps its quota until the
-            # API no longer shows it, so usage in the API never exceeds quota.
-            if not holds_quota(workload):
+        orphaned = owner is not None and owner not in ctx.store.jobs
+        if orphaned or workload.metadata.deletion_timestamp:
+            # Its Job is gone (or it is being deleted): let it go. As Kueue, an orphan not yet
+            # being deleted is first finished (OwnerNotFound), which returns its quota; one
+            # being deleted keeps its quota until the API no longer shows it.
+            if orphaned and not workload.metadata.deletion_timestamp and holds_quota(workload):
+                self._finish_orphan(workload)
+            elif not holds_quota(workload):
                 self._forget(key)
             self._release_finalizer(workload)
             return
@@ -148,6 +152,40 @@ class Workloads:
             if wl_key[0] == namespace and info.problem is not None and info.problem.retryable:
                 self._fed.pop(wl_key, None)
                 self.ctx.dirty.workload(wl_key)
+
+    def _finish_orphan(self, workload: Workload) -> None:
+        meta = workload.metadata
+        key = (meta.namespace, meta.name)
+        if self.ctx.workload_writes.in_flight(key, "finish"):
+            return
+        conditions = set_condition(
+            workload.status.conditions,
+            "Finished",
+            "True",
+            "OwnerNotFound",
+            "The workload's owner no longer exists",
+            self.ctx.clock(),
+            meta.generation or None,
+        )
+        self.ctx.write(
+            MergePatch(
+                "finish",
+                WORKLOADS,
+                meta.namespace,
+                meta.name,
+                msgspec.json.encode({"status": {"conditions": msgspec.to_builtins(conditions)}}),
+                subresource="status",
+                slot_name="workload-status",
+                on_done=self._orphan_finished,
+            )
+        )
+
+    def _orphan_finished(self, done: WriteDone) -> None:
+        if done.ok and done.body is not None:
+            self.ctx.apply_workload_write(done.key, done.body)
+            self._forget(done.key)  # finished: its quota is free
+        else:
+            self.ctx.write_failed(done, expected=EXPECTED_MISSES)
 
     def _release_finalizer(self, workload: Workload) -> None:
         meta = workload.metadata
@@ -253,7 +291,7 @@ class Workloads:
             decision,
             ctx.clock(),
             workload.metadata.generation or None,
-            pods_ready=ctx.config.wait_for_pods_ready is not None,
+            pods_ready=ctx.tracks_pods_ready(key),
         )
         if decision.considered:
             self._considered[key] = decision.considered
@@ -319,7 +357,7 @@ class Workloads:
             return
         now, generation = ctx.clock(), workload.metadata.generation or None
         status = pending_workload_status(workload.status, info, decision, now, generation)
-        if ctx.config.wait_for_pods_ready is not None:
+        if ctx.tracks_pods_ready(key):
             status = _waiting_for_start(status, now, generation)
         if same_workload_status(status, workload.status):
             return
@@ -335,7 +373,10 @@ class Workloads:
                 on_done=self._status_written,
             )
         )
-        ctx.events.emit(workload, "Warning", decision.reason, decision.message)
+        if decision.reason == REASON_PENDING:
+            # Kueue's scheduler records its verdicts; a workload its queues refuse (unmapped
+            # DeviceClass, missing LocalQueue) gets the condition only.
+            ctx.events.emit(workload, "Warning", decision.reason, decision.message)
 
     def _status_written(self, done: WriteDone) -> None:
         if done.ok and done.body is not None:

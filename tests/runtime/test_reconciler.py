@@ -188,3 +188,39 @@ def test_a_finished_job_finishes_its_workload_and_frees_quota(finished: str) -> 
     written = apply_patch(h, current, finish)
     h.reconciler.handle(WriteDone(finish, body=msgspec.json.encode(written)))
     assert h.reconciler.core.ledger.used("cq", ("t4", GPU)) == 0
+
+
+def test_a_deleted_admitted_jobs_workload_is_finished_owner_not_found_and_frees_quota() -> None:
+    """As Kueue (FinishOrphanedWorkloads): the Workload of a Job that is gone is finished with
+    OwnerNotFound, which returns its quota, and Kueue's finalizer is taken off."""
+    h = Harness()
+    queues(h)
+    h.sync_all()
+    job = gpu_job(h, "a")
+    h.event("ADDED", JOBS, job)
+    (create,) = of(h.take(), "create-workload")
+    workload = created_workload(h, create)
+    h.event("ADDED", WORKLOADS, workload)
+    (admit,) = of(h.take(), "admit")
+    admitted = apply_patch(h, workload, admit)
+    h.reconciler.handle(WriteDone(admit, body=msgspec.json.encode(admitted)))
+    h.event("MODIFIED", WORKLOADS, admitted)
+    h.take()
+    h.event("DELETED", JOBS, job)
+    actions = h.take()
+    (finish,) = of(actions, "finish")
+    (cond,) = [
+        c for c in msgspec.json.decode(finish.patch)["status"]["conditions"] if c["type"] == "Finished"
+    ]
+    assert (cond["status"], cond["reason"], cond["message"]) == (
+        "True",
+        "OwnerNotFound",
+        "The workload's owner no longer exists",
+    )
+    (release,) = of(actions, "release-finalizer")
+    assert msgspec.json.decode(release.patch)["metadata"]["finalizers"] == []
+    assert h.reconciler.core.ledger.used("cq", ("t4", GPU)) == 1  # until the API shows it finished
+    current = h.reconciler.workloads[(admitted.metadata.namespace, admitted.metadata.name)]
+    written = apply_patch(h, current, finish)
+    h.reconciler.handle(WriteDone(finish, body=msgspec.json.encode(written)))
+    assert h.reconciler.core.ledger.used("cq", ("t4", GPU)) == 0
