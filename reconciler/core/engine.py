@@ -44,8 +44,10 @@ class Engine:
     # --- queue objects ------------------------------------------------------------------
 
     def set_flavor(self, flavor: ResourceFlavor) -> None:
+        previous = self.cache.flavors.get(flavor.metadata.name)
         self.cache.set_flavor(flavor)
-        self.queues.retry()
+        if previous is None or previous.spec != flavor.spec:
+            self.queues.retry()  # not on metadata alone (a finalizer added): nothing could fit anew
 
     def delete_flavor(self, name: str) -> None:
         self.cache.delete_flavor(name)
@@ -77,6 +79,8 @@ class Engine:
         self.queues.delete_local_queue(namespace, name)
 
     def set_namespace(self, name: str, labels: Mapping[str, str]) -> None:
+        if self.cache.namespaces.get(name) == labels:
+            return  # only its labels matter to the selectors
         self.cache.set_namespace(name, labels)
         self.queues.retry()
 

@@ -51,6 +51,8 @@ class Workloads:
         self._fed: dict[Key, int] = {}
         # The flavors tried by an admission in flight, for its QuotaReserved Event.
         self._considered: dict[Key, str] = {}
+        # Waiting workloads seen without a PodsReady condition (see write_waiting_for_start).
+        self._without_pods_ready: set[Key] = set()
 
     def compile(self, workload: Workload) -> WorkloadInfo:
         templates = self.ctx.store.templates
@@ -141,6 +143,36 @@ class Workloads:
                 return
             engine.add_workload(info)
             self._fed[key] = generation
+        if ctx.tracks_pods_ready(key) and condition(workload.status.conditions, PODS_READY) is None:
+            self._without_pods_ready.add(key)
+
+    def write_waiting_for_start(self) -> None:
+        """With waitForPodsReady, a waiting Job's Workload shows PodsReady=False WaitForStart
+        from the start, as Kueue's job reconciler writes it, also when no verdict is written
+        for it (behind a StrictFIFO head). Run after the scheduler's decisions, which carry
+        the condition themselves, so this write never races an admission."""
+        ctx = self.ctx
+        keys, self._without_pods_ready = self._without_pods_ready, set()
+        for key in keys:
+            workload = ctx.store.workloads.get(key)
+            if workload is None or ctx.engine.is_admitted(key) or ctx.workload_writes.in_flight(key):
+                continue
+            if condition(workload.status.conditions, PODS_READY) is not None:
+                continue
+            meta = workload.metadata
+            status = _waiting_for_start(workload.status, ctx.clock(), meta.generation or None)
+            ctx.write(
+                MergePatch(
+                    "waiting-for-start",
+                    WORKLOADS,
+                    meta.namespace,
+                    meta.name,
+                    status_patch(status, meta.resource_version),
+                    subresource="status",
+                    slot_name="workload-status",
+                    on_done=self._status_written,
+                )
+            )
 
     def _forget(self, key: Key) -> None:
         self.ctx.engine.remove_workload(key)  # a no-op for a workload the core does not know
@@ -382,7 +414,7 @@ class Workloads:
         if done.ok and done.body is not None:
             self.ctx.apply_workload_write(done.key, done.body)
         else:
-            self.ctx.write_failed(done, expected=(NotFound,))
+            self.ctx.write_failed(done, expected=(NotFound, Conflict))
 
 
 def _waiting_for_start(status: WorkloadStatus, now: str, generation: int | None) -> WorkloadStatus:

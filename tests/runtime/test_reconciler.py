@@ -6,11 +6,17 @@ import msgspec
 import pytest
 
 from reconciler.api import (
+    ClusterQueue,
     Job,
+    Namespace,
+    ResourceFlavor,
     Workload,
 )
 from reconciler.api.resources import (
+    CLUSTER_QUEUES,
     JOBS,
+    NAMESPACES,
+    RESOURCE_FLAVORS,
     WORKLOADS,
 )
 from reconciler.core.workloads import workload_name_for_job
@@ -224,3 +230,30 @@ def test_a_deleted_admitted_jobs_workload_is_finished_owner_not_found_and_frees_
     written = apply_patch(h, current, finish)
     h.reconciler.handle(WriteDone(finish, body=msgspec.json.encode(written)))
     assert h.reconciler.core.ledger.used("cq", ("t4", GPU)) == 0
+
+
+def test_only_a_change_of_what_the_core_models_wakes_parked_workloads(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A ClusterQueue status write (often our own), a flavor's new finalizer or an unchanged
+    namespace must not wake parked workloads: Kueue retries them on quota or spec changes."""
+    h = Harness()
+    queues(h)
+    h.sync_all()
+    h.take()
+    retried: list[object] = []
+    core = h.reconciler.core
+    monkeypatch.setattr(core.queues, "retry", lambda names=None: retried.append(names))
+    cq = h.reconciler.ctx.store.cluster_queues["cq"]
+    body = msgspec.json.decode(msgspec.json.encode(cq))
+    body["status"] = {"admittedWorkloads": 1}
+    body["metadata"]["resourceVersion"] = h.next_rv()
+    h.event("MODIFIED", CLUSTER_QUEUES, decode(body, ClusterQueue))
+    flavor = msgspec.json.decode(msgspec.json.encode(core.flavors["t4"]))
+    flavor["metadata"]["finalizers"] = ["kueue.x-k8s.io/resource-in-use"]
+    h.event("MODIFIED", RESOURCE_FLAVORS, decode(flavor, ResourceFlavor))
+    h.event("MODIFIED", NAMESPACES, decode({"metadata": {"name": "ns"}}, Namespace))
+    assert retried == []
+    body["spec"]["resourceGroups"][0]["flavors"][0]["resources"][0]["nominalQuota"] = 2
+    h.event("MODIFIED", CLUSTER_QUEUES, decode(body, ClusterQueue))
+    assert retried
