@@ -133,7 +133,7 @@ class QueueManager:
     # --- reporting ----------------------------------------------------------------------
 
     def waiting_in_local_queue(self, namespace: str, name: str) -> int:
-        return len(self._by_local_queue.get((namespace, name), ()))
+        return sum(self.local_queue_pending_counts(namespace, name))
 
     def local_queue_pending_counts(self, namespace: str, name: str) -> tuple[int, int]:
         """(active, inadmissible) waiting workloads of one LocalQueue: active ones are queued for a
