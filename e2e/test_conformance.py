@@ -7,6 +7,7 @@ command's set-up runs (`e2e/test.sh` -> `e2e/setup.sh --kueue`)."""
 
 from __future__ import annotations
 
+import shutil
 import tempfile
 from pathlib import Path
 
@@ -25,4 +26,6 @@ def test_scenario_matches_kueue(name: str) -> None:
     run_root = Path(tempfile.mkdtemp(prefix="conf-", dir="/tmp"))
     diffs = run_scenario(name, SCENARIOS[name], run_root)
     bad = unexplained(diffs, load_intentional())
-    assert not bad, f"{name} differs from Kueue v0.18.1:\n" + "\n".join(str(d) for d in bad)
+    where = f"\n(logs of both runs: {run_root}/*/logs)"
+    assert not bad, f"{name} differs from Kueue v0.18.1:\n" + "\n".join(str(d) for d in bad) + where
+    shutil.rmtree(run_root, ignore_errors=True)  # kept when it differs, for its logs
