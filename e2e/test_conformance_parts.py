@@ -72,6 +72,9 @@ def test_intentional_differences_cover_by_glob_and_need_a_reason(tmp_path: Path)
     listed = Intentional("walk*", "c: Events: *", "reason")
     assert unexplained([diff], [listed]) == []
     assert unexplained([diff], [Intentional("other", "*", "reason")]) == [diff]
+    # brackets in a field are literal: a pattern names the object as printed
+    assert unexplained([diff], [Intentional("*", "c: Events: Job[a] ?", "reason")]) == []
+    assert unexplained([diff], [Intentional("*", "c: Events: Job[b] ?", "reason")]) == [diff]
     no_reason = tmp_path / "d.yaml"
     no_reason.write_text(yaml.safe_dump([{"scenario": "*", "field": "*", "reason": " "}]))
     with pytest.raises(ValueError, match="no reason"):

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-import fnmatch
+import re
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -31,9 +31,13 @@ class Intentional:
     reason: str
 
     def covers(self, diff: Difference) -> bool:
-        return fnmatch.fnmatchcase(diff.scenario, self.scenario) and fnmatch.fnmatchcase(
-            f"{diff.checkpoint}: {diff.field}", self.field
-        )
+        return _glob(self.scenario, diff.scenario) and _glob(self.field, f"{diff.checkpoint}: {diff.field}")
+
+
+def _glob(pattern: str, text: str) -> bool:
+    """`*` and `?` as in a shell; everything else literal (fields are full of brackets)."""
+    regex = ".*".join(".".join(re.escape(part) for part in chunk.split("?")) for chunk in pattern.split("*"))
+    return re.fullmatch(regex, text, re.DOTALL) is not None
 
 
 def compare(scenario: str, checkpoint: str, kueue: dict[str, Any], ours: dict[str, Any]) -> list[Difference]:

@@ -14,7 +14,6 @@ from __future__ import annotations
 import asyncio
 import os
 import signal
-import socket
 import subprocess
 import sys
 from collections.abc import Iterable
@@ -25,6 +24,7 @@ import yaml
 
 from e2e.testbed import KubeClient, api_path
 from e2e.testbed.paths import binary_paths
+from e2e.testbed.ports import free_ports
 
 __all__ = [
     "CRD_DIR",
@@ -179,11 +179,8 @@ def token_kubeconfig(admin_kubeconfig: Path, token: str, user: str, path: Path) 
 
 
 def free_port() -> int:
-    """A TCP port on 127.0.0.1 that nothing listens on right now."""
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        sock.bind(("127.0.0.1", 0))
-        port: int = sock.getsockname()[1]
-        return port
+    """A TCP port on 127.0.0.1 that nothing listens on right now (below the ephemeral range)."""
+    return free_ports(1)[0]
 
 
 class ControllerProcess:

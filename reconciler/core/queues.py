@@ -66,6 +66,8 @@ class QueueManager:
                 self._place(info)
 
     def set_local_queue(self, namespace: str, name: str, cluster_queue: str) -> None:
+        if self.local_queues.get((namespace, name)) == cluster_queue:
+            return  # a status write (often our own): its members stay where they are, parked or not
         self.local_queues[(namespace, name)] = cluster_queue
         self._replace_members((namespace, name))
 

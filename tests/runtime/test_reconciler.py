@@ -8,6 +8,7 @@ import pytest
 from reconciler.api import (
     ClusterQueue,
     Job,
+    LocalQueue,
     Namespace,
     ResourceFlavor,
     Workload,
@@ -15,6 +16,7 @@ from reconciler.api import (
 from reconciler.api.resources import (
     CLUSTER_QUEUES,
     JOBS,
+    LOCAL_QUEUES,
     NAMESPACES,
     RESOURCE_FLAVORS,
     WORKLOADS,
@@ -257,3 +259,32 @@ def test_only_a_change_of_what_the_core_models_wakes_parked_workloads(
     body["spec"]["resourceGroups"][0]["flavors"][0]["resources"][0]["nominalQuota"] = 2
     h.event("MODIFIED", CLUSTER_QUEUES, decode(body, ClusterQueue))
     assert retried
+
+
+def test_a_local_queue_status_write_does_not_requeue_its_parked_workloads(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    h = Harness()
+    queues(h)
+    h.sync_all()
+    h.take()
+    parked: list[object] = []
+    queue = h.reconciler.core.queues
+    lq = h.reconciler.ctx.store.local_queues[("ns", "lq")]
+    body = msgspec.json.decode(msgspec.json.encode(lq))
+    body["status"] = {"pendingWorkloads": 1}
+    body["metadata"]["resourceVersion"] = h.next_rv()
+    before = dict(queue.local_queues)
+    replaced = queue._replace_members
+
+    def spy(local_queue: tuple[str, str]) -> None:
+        parked.append(local_queue)
+        replaced(local_queue)
+
+    monkeypatch.setattr(queue, "_replace_members", spy)
+    h.event("MODIFIED", LOCAL_QUEUES, decode(body, LocalQueue))
+    assert parked == []
+    assert queue.local_queues == before
+    body["spec"]["clusterQueue"] = "other"
+    h.event("MODIFIED", LOCAL_QUEUES, decode(body, LocalQueue))
+    assert parked == [("ns", "lq")]

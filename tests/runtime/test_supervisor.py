@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import datetime
+import random
 import socket
 import ssl
 import time
@@ -42,10 +43,15 @@ CERTS_OUTSIDE = parse_config(
 
 
 def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port: int = sock.getsockname()[1]
-        return port
+    """A free port below the ephemeral range, so no outgoing connection takes it meanwhile."""
+    while True:
+        with socket.socket() as sock:
+            try:
+                sock.bind(("127.0.0.1", random.randrange(20000, 32768)))
+            except OSError:
+                continue
+            port: int = sock.getsockname()[1]
+            return port
 
 
 class ExitedError(Exception):
