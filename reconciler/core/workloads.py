@@ -25,7 +25,7 @@ from reconciler.api import (
     pod_template_view,
 )
 
-from .dra import ClaimCharge, DraProblem, claim_charges
+from .dra import ClaimCharge, ClaimLookup, DraProblem, claim_charges
 from .podrequests import Amounts, add_amounts, pod_requests, scale_amounts
 from .priority import ResolvedPriority
 from .selectors import PodPlacement
@@ -120,9 +120,13 @@ class PodSetInfo:
     count: int
     placement: PodPlacement
     per_pod: Amounts
+    # Charged once for the Workload whatever the count: the shared claims this pod set names first.
+    once: Amounts = field(default_factory=dict)
 
     def total(self) -> Amounts:
-        return scale_amounts(self.per_pod, self.count)
+        total = scale_amounts(self.per_pod, self.count)
+        add_amounts(total, self.once)
+        return total
 
 
 @dataclass(slots=True)
@@ -139,6 +143,11 @@ class WorkloadInfo:
     problem: DraProblem | None = None
     # Everything flavor assignment depends on: equal shapes get equal verdicts.
     shape: bytes = b""
+    # Which firstAvailable subrequests were charged, one readable line each.
+    choices: tuple[str, ...] = ()
+    # Devices requested and claims, per DeviceClass, for the whole Workload (metrics).
+    devices_by_class: Amounts = field(default_factory=dict)
+    claims_by_class: Amounts = field(default_factory=dict)
 
     @property
     def key(self) -> tuple[str, str]:
@@ -157,8 +166,12 @@ def compile_workload(
     lookup_template: TemplateLookup,
     mappings: Mapping[str, str],
     created: str = "",
+    lookup_claim: ClaimLookup | None = None,
 ) -> WorkloadInfo:
-    """Compute requests (including DRA charges) for every pod set of a Workload."""
+    """Compute requests (including DRA charges) for every pod set of a Workload.
+
+    With `lookup_claim`, shared claims (`resourceClaimName`) are charged once per
+    Workload (see dra.py); without it they are refused as Kueue refuses them."""
     meta = workload.metadata
     info = WorkloadInfo(
         namespace=meta.namespace,
@@ -168,9 +181,13 @@ def compile_workload(
         priority=workload.spec.priority or 0,
         created=meta.creation_timestamp or created,
     )
+    charged_claims: set[str] = set()
+    choices: list[str] = []
     for index, pod_set in enumerate(workload.spec.pod_sets):
         spec = pod_template_view(pod_set.template).spec
         per_pod = pod_requests(spec)
+        once: Amounts = {}
+        count = 1 if pod_set.count is None else pod_set.count
         if spec.resource_claims:
             charge = claim_charges(
                 pod_set_index=index,
@@ -179,17 +196,29 @@ def compile_workload(
                 namespace=meta.namespace,
                 lookup_template=lookup_template,
                 mappings=mappings,
+                lookup_claim=lookup_claim,
+                charged_claims=charged_claims,
             )
             if isinstance(charge, DraProblem):
                 info.problem = charge
             else:
-                _add_charge(per_pod, charge)
-        count = 1 if pod_set.count is None else pod_set.count
-        info.pod_sets.append(PodSetInfo(pod_set.name, count, PodPlacement.of(spec), per_pod))
+                add_amounts(per_pod, charge.per_pod)
+                once = charge.once
+                choices.extend(charge.choices)
+                _count_devices(info, charge, count)
+        info.pod_sets.append(PodSetInfo(pod_set.name, count, PodPlacement.of(spec), per_pod, once))
         if info.problem is not None:
             break
+    info.choices = tuple(choices)
     info.shape = _shape(info.pod_sets)
     return info
+
+
+def _count_devices(info: WorkloadInfo, charge: ClaimCharge, count: int) -> None:
+    add_amounts(info.devices_by_class, scale_amounts(charge.devices_per_pod, count))
+    add_amounts(info.devices_by_class, charge.devices_once)
+    add_amounts(info.claims_by_class, scale_amounts(charge.claims_per_pod, count))
+    add_amounts(info.claims_by_class, charge.claims_once)
 
 
 def _shape(pod_sets: list[PodSetInfo]) -> bytes:
@@ -199,6 +228,7 @@ def _shape(pod_sets: list[PodSetInfo]) -> bytes:
                 ps.name,
                 ps.count,
                 sorted(ps.per_pod.items()),
+                sorted(ps.once.items()),
                 ps.placement.node_selector,
                 ps.placement.affinity,
                 ps.placement.tolerations,
@@ -206,7 +236,3 @@ def _shape(pod_sets: list[PodSetInfo]) -> bytes:
             for ps in pod_sets
         ]
     )
-
-
-def _add_charge(per_pod: Amounts, charge: ClaimCharge) -> None:
-    add_amounts(per_pod, charge.per_pod)
