@@ -68,7 +68,8 @@ def test_first_available_charges_the_first_mapped_subrequest_and_records_it() ->
     assert info.pod_sets[0].per_pod == {"nvidia.com/mig": 2}
     assert info.total_requests() == [("main", {"nvidia.com/mig": 6})]
     assert info.choices == (
-        "podset main, claim g, request gpu: subrequest mig (DeviceClass mig.nvidia.com charged as 2 nvidia.com/mig)",
+        "podset main, claim g, request gpu: subrequest mig "
+        "(DeviceClass mig.nvidia.com charged as 2 nvidia.com/mig)",
     )
     assert info.devices_by_class == {"mig.nvidia.com": 6}
     assert info.claims_by_class == {"mig.nvidia.com": 3}
