@@ -58,6 +58,7 @@ from reconciler.kube import WatchEvent
 from reconciler.observability.metrics import Metrics
 
 from .actions import Action, WriteDone
+from .config_reload import ConfigReload, ConfigReloads
 from .context import Context, ReconcilerStats
 from .events import EventRecorder
 from .in_use import InUse
@@ -118,6 +119,7 @@ class Reconciler(ReconcilerViews):
         self.queue_status = QueueStatus(self.ctx)
         self.preemption = Preemption(self.ctx)
         self.in_use = InUse(self.ctx)
+        self.config_reloads = ConfigReloads(self.ctx, self.workload_sync.mappings_changed)
         self.synced: set[str] = set()
         self.ready = False
         self._next_resync = 0.0
@@ -137,10 +139,12 @@ class Reconciler(ReconcilerViews):
 
     # --- the inbox ----------------------------------------------------------------------
 
-    def handle(self, item: WatchEvent[Any] | WriteDone) -> None:
+    def handle(self, item: WatchEvent[Any] | WriteDone | ConfigReload) -> None:
         """Apply one inbox item, then process what it marked (decisions wait for the batch's end)."""
         if isinstance(item, WriteDone):
             self.ctx.completed(item)
+        elif isinstance(item, ConfigReload):
+            self.config_reloads.apply(item)
         elif item.kind == "SYNCED":
             self._on_synced(item.resource.plural)
         else:
@@ -363,6 +367,15 @@ class Reconciler(ReconcilerViews):
             self.ctx.dirty.pods.add(job_key)
 
     def _on_claim(self, key: Key, claim: Any) -> None:
+        previous = self.ctx.pod_index.claims.get(key)
         job_key = self.ctx.pod_index.on_claim(key, claim)
         if job_key is not None:
             self.ctx.dirty.pods.add(job_key)
+        shared = claim if claim is not None else previous
+        if (
+            self.ready
+            and shared is not None
+            and not any(r.kind == "Pod" for r in shared.metadata.owner_references)
+        ):
+            # A pre-created (shared) claim appeared or went: waiting workloads are charged again.
+            self.workload_sync.shared_claim_changed(key[0])

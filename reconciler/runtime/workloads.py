@@ -32,11 +32,13 @@ from .context import EXPECTED_MISSES, Context
 from .patches import holds_quota, is_true, same_workload_status, status_patch
 from .store import Key
 
-__all__ = ["Workloads", "seconds_since"]
+__all__ = ["FIRST_AVAILABLE_ANNOTATION", "Workloads", "seconds_since"]
 
 log = structlog.get_logger(__name__)
 
 RESOURCE_IN_USE = "kueue.x-k8s.io/resource-in-use"
+# Which firstAvailable subrequest each device request is charged for (absent when none).
+FIRST_AVAILABLE_ANNOTATION = "dra-quota-reconciler/first-available"
 
 
 def seconds_since(stamp: str | None, now: str) -> int:
@@ -51,10 +53,11 @@ class Workloads:
         self._fed: dict[Key, int] = {}
 
     def compile(self, workload: Workload) -> WorkloadInfo:
-        templates = self.ctx.store.templates
+        templates, claims = self.ctx.store.templates, self.ctx.pod_index.claims
         return compile_workload(
             workload,
             lookup_template=lambda ns, name: templates.get((ns, name)),
+            lookup_claim=lambda ns, name: claims.get((ns, name)),
             mappings=self.ctx.config.class_to_resource,
         )
 
@@ -135,15 +138,61 @@ class Workloads:
                 return
             engine.add_workload(info)
             self._fed[key] = generation
+            self._record_choices(workload, info)
+
+    def _record_choices(self, workload: Workload, info: WorkloadInfo) -> None:
+        """Show on the Workload which firstAvailable subrequests it is charged for (an annotation)."""
+        meta = workload.metadata
+        wanted = "; ".join(info.choices) or None
+        if meta.annotations.get(FIRST_AVAILABLE_ANNOTATION) == wanted:
+            return
+        key = (meta.namespace, meta.name)
+        if self.ctx.workload_writes.in_flight(key, "workload-annotate"):
+            return
+        patch = msgspec.json.encode({"metadata": {"annotations": {FIRST_AVAILABLE_ANNOTATION: wanted}}})
+        self.ctx.write(
+            MergePatch(
+                "workload-annotate",
+                WORKLOADS,
+                meta.namespace,
+                meta.name,
+                patch,
+                on_done=lambda done: self.ctx.write_failed(done, expected=EXPECTED_MISSES),
+            )
+        )
+
+    def mappings_changed(self) -> int:
+        """The DeviceClass mappings changed: every Workload that does not hold quota is charged
+        again by the new ones (pending, inadmissible, backing off); admitted ones keep the charge
+        they were admitted with until they finish or are evicted. Returns how many were marked."""
+        ctx = self.ctx
+        marked = 0
+        for key, workload in ctx.store.workloads.items():
+            if holds_quota(workload) or ctx.engine.is_admitted(key):
+                continue
+            self._fed.pop(key, None)
+            if ctx.engine.is_held(key):
+                ctx.engine.remove_workload(key)  # held again, with the new charge, by sync
+            ctx.dirty.workload(key)
+            marked += 1
+        return marked
 
     def _forget(self, key: Key) -> None:
         self.ctx.engine.remove_workload(key)  # a no-op for a workload the core does not know
         self._fed.pop(key, None)
 
     def template_changed(self, namespace: str) -> None:
-        """A template that appears can make a waiting workload chargeable."""
+        """A template (or shared claim) that appears can make a waiting workload chargeable."""
         for wl_key, info in list(self.ctx.engine.queues.workloads.items()):
             if wl_key[0] == namespace and info.problem is not None and info.problem.retryable:
+                self._fed.pop(wl_key, None)
+                self.ctx.dirty.workload(wl_key)
+
+    def shared_claim_changed(self, namespace: str) -> None:
+        """A pre-created ResourceClaim appeared or went: the waiting workloads of its namespace are
+        charged again (admitted ones keep their charge)."""
+        for wl_key in list(self.ctx.engine.queues.workloads):
+            if wl_key[0] == namespace:
                 self._fed.pop(wl_key, None)
                 self.ctx.dirty.workload(wl_key)
 
