@@ -42,6 +42,7 @@ from prometheus_client import (
 
 from .state_metrics import (
     ClusterQueueSample,
+    DeviceClassSample,
     LocalQueueSample,
     StateCollector,
     StateSnapshot,
@@ -51,6 +52,7 @@ from .state_metrics import (
 
 __all__ = [
     "ClusterQueueSample",
+    "DeviceClassSample",
     "LocalQueueSample",
     "Metrics",
     "ReplicaRole",
