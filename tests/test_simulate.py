@@ -250,3 +250,44 @@ def test_simulate_preempts_a_lower_priority_workload(
     preempted = next(o for n, o in found.items() if n.startswith("job-kueue-dra-running-a-"))
     assert conditions(urgent)["QuotaReserved"]["status"] == "True"
     assert conditions(preempted)["QuotaReserved"]["status"] == "False"
+
+
+DRA_EXAMPLES = ROOT / "examples" / "dra-beyond-kueue"
+
+
+def test_first_available_and_shared_claims_offline(capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, err = run(
+        capsys, "simulate", "--config", str(DRA_EXAMPLES / "00-configuration.yaml"), "-f", str(DRA_EXAMPLES)
+    )
+    assert code == 0
+    assert "ignored" not in err  # the ResourceClaim is read, not skipped
+    found = objects(out)
+    first = next(o for n, o in found.items() if n.startswith("job-first-available-"))
+    shared = next(o for n, o in found.items() if n.startswith("job-shared-claim-"))
+    assert first["metadata"]["annotations"]["dra-quota-reconciler/first-available"] == (
+        "podset main, claim gpu, request gpu: subrequest whole "
+        "(DeviceClass gpu.nvidia.com charged as 1 nvidia.com/gpu)"
+    )
+    for workload in (first, shared):
+        assert conditions(workload)["Admitted"]["status"] == "True"
+    (assignment,) = shared["status"]["admission"]["podSetAssignments"]
+    assert assignment["count"] == 3
+    assert assignment["resourceUsage"] == {"nvidia.com/gpu": "1"}  # the shared claim, once
+
+
+def test_a_mapped_mig_class_changes_the_first_available_choice(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    config = yaml.safe_load((DRA_EXAMPLES / "00-configuration.yaml").read_text())
+    config["resources"]["deviceClassMappings"].append(
+        {"name": "nvidia.com/mig", "deviceClassNames": ["mig.nvidia.com"]}
+    )
+    path = tmp_path / "config.yaml"
+    path.write_text(yaml.safe_dump(config))
+    code, out, _ = run(capsys, "simulate", "--config", str(path), "-f", str(DRA_EXAMPLES))
+    assert code == 0
+    first = next(o for n, o in objects(out).items() if n.startswith("job-first-available-"))
+    assert "subrequest mig" in first["metadata"]["annotations"]["dra-quota-reconciler/first-available"]
+    # The ClusterQueue has no nvidia.com/mig: the choice follows the configuration, not what fits.
+    assert first["status"]["resourceRequests"] == [{"name": "main", "resources": {"nvidia.com/mig": "1"}}]
+    assert conditions(first)["QuotaReserved"]["status"] == "False"

@@ -31,6 +31,7 @@ from .priority import ResolvedPriority
 from .selectors import PodPlacement
 
 __all__ = [
+    "FIRST_AVAILABLE_ANNOTATION",
     "JOB_UID_LABEL",
     "QUEUE_NAME_LABEL",
     "RESOURCE_IN_USE_FINALIZER",
@@ -45,6 +46,8 @@ __all__ = [
 QUEUE_NAME_LABEL = "kueue.x-k8s.io/queue-name"
 JOB_UID_LABEL = "kueue.x-k8s.io/job-uid"
 RESOURCE_IN_USE_FINALIZER = "kueue.x-k8s.io/resource-in-use"
+# Which firstAvailable subrequest each device request is charged for (absent when none).
+FIRST_AVAILABLE_ANNOTATION = "dra-quota-reconciler/first-available"
 
 _MAX_NAME = 253
 _HASH_LEN = 5

@@ -24,7 +24,7 @@ from reconciler.core.status import (
     pending_workload_status,
     set_condition,
 )
-from reconciler.core.workloads import WorkloadInfo, compile_workload
+from reconciler.core.workloads import FIRST_AVAILABLE_ANNOTATION, WorkloadInfo, compile_workload
 from reconciler.kube import Conflict, NotFound
 
 from .actions import MergePatch, WriteDone
@@ -37,8 +37,6 @@ __all__ = ["FIRST_AVAILABLE_ANNOTATION", "Workloads", "seconds_since"]
 log = structlog.get_logger(__name__)
 
 RESOURCE_IN_USE = "kueue.x-k8s.io/resource-in-use"
-# Which firstAvailable subrequest each device request is charged for (absent when none).
-FIRST_AVAILABLE_ANNOTATION = "dra-quota-reconciler/first-available"
 
 
 def seconds_since(stamp: str | None, now: str) -> int:
