@@ -34,6 +34,7 @@ def compile_(
     templates: Sequence[ResourceClaimTemplate] = (),
     claims: Sequence[ResourceClaim] = (),
     mappings: Mapping[str, str] = MAPPINGS,
+    covered: frozenset[str] | None = None,
 ) -> WorkloadInfo:
     by_template = {(t.metadata.namespace, t.metadata.name): t for t in templates}
     by_claim = {(c.metadata.namespace, c.metadata.name): c for c in claims}
@@ -42,6 +43,7 @@ def compile_(
         lookup_template=lambda ns, n: by_template.get((ns, n)),
         lookup_claim=lambda ns, n: by_claim.get((ns, n)),
         mappings=mappings,
+        covered=None if covered is None else covered.__contains__,
     )
 
 
@@ -129,6 +131,26 @@ def test_the_choice_follows_the_mappings() -> None:
     assert "subrequest t4" in only_gpu.choices[0]
     # Different charges give different shapes: the scheduler never reuses a verdict across them.
     assert compile_(workload, [template]).shape != only_gpu.shape
+
+
+def test_first_available_prefers_what_the_cluster_queue_covers() -> None:
+    template = claim_template(
+        "alt",
+        [
+            first_available(
+                {"name": "mig", "deviceClassName": "mig.nvidia.com"},
+                {"name": "t4", "deviceClassName": "gpu.nvidia.com", "count": 2},
+            )
+        ],
+    )
+    workload = job_workload([{"name": "g", "resourceClaimTemplateName": "alt"}])
+    gpu_only = compile_(workload, [template], covered=frozenset({"nvidia.com/gpu"}))
+    assert gpu_only.pod_sets[0].per_pod == {"nvidia.com/gpu": 2}
+    both = compile_(workload, [template], covered=frozenset({"nvidia.com/gpu", "nvidia.com/mig"}))
+    assert both.pod_sets[0].per_pod == {"nvidia.com/mig": 1}
+    # Covering neither: the first mapped subrequest, whose message then tells what is missing.
+    neither = compile_(workload, [template], covered=frozenset({"cpu"}))
+    assert neither.pod_sets[0].per_pod == {"nvidia.com/mig": 1}
 
 
 # --- shared claims ----------------------------------------------------------------------------

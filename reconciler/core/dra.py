@@ -7,10 +7,12 @@ exact wording, so users see the same messages as with Kueue; two things Kueue
 rejects are charged here:
 
 - `firstAvailable` requests: the first subrequest whose DeviceClass is mapped
-  is charged (its `count`, per pod), and the choice is recorded so the
-  Workload can show it. The subrequest is chosen from the configuration alone,
-  not from what fits the ClusterQueue: quota never depends on which flavor
-  happens to have room.
+  to a resource the Workload's ClusterQueue has quota for (covers) is charged
+  (its `count`, per pod); when the ClusterQueue covers none of them (or is not
+  known), the first mapped one. The choice is recorded so the Workload can show
+  it. It depends on the configuration and the ClusterQueue's resources, never
+  on what happens to be free: a Workload's charge does not change while it
+  waits for room.
 - shared claims (`resourceClaimName`, a pre-created ResourceClaim): all pods
   of a pod set share the claim's devices, so they are charged once per
   Workload, on the first pod set that names the claim, whatever the pod
@@ -41,6 +43,8 @@ CLAIMS_NOT_SUPPORTED = "KueueDRAIntegration feature does not support use of reso
 CLAIMS_NOT_SUPPORTED_REQUEUE = "DRA resource claims not supported"
 
 ClaimLookup = Callable[[str, str], ResourceClaim | None]
+# Whether the Workload's ClusterQueue has quota for a logical resource.
+Covered = Callable[[str], bool]
 TemplateLookup = Callable[[str, str], ResourceClaimTemplate | None]
 
 
@@ -128,13 +132,18 @@ def _first_available(
     mappings: Mapping[str, str],
     pod_set_name: str,
     into: _Requests,
+    covered: Covered | None,
 ) -> DraProblem | None:
-    """Charge the first subrequest whose DeviceClass is mapped; record which one."""
-    for index, sub in enumerate(subrequests):
+    """Charge the first mapped subrequest the ClusterQueue covers (else the first mapped one)."""
+    mapped = [
+        (index, sub, mappings[str(sub.get("deviceClassName") or "")])
+        for index, sub in enumerate(subrequests)
+        if str(sub.get("deviceClassName") or "") in mappings
+    ]
+    if covered is not None:
+        mapped = [m for m in mapped if covered(m[2])] or mapped
+    for index, sub, logical in mapped[:1]:
         device_class = str(sub.get("deviceClassName") or "")
-        logical = mappings.get(device_class)
-        if logical is None:
-            continue
         mode = str(sub.get("allocationMode") or "ExactCount")
         problem = _mode_problem(f"{path}.firstAvailable[{index}].allocationMode", mode, prefix)
         if problem is not None:
@@ -167,6 +176,7 @@ def _charge_requests(
     mappings: Mapping[str, str],
     pod_set_name: str,
     unmapped_path: str,
+    covered: Covered | None,
 ) -> _Requests | DraProblem:
     out = _Requests()
     for k, request in enumerate(requests):
@@ -180,6 +190,7 @@ def _charge_requests(
                 mappings=mappings,
                 pod_set_name=pod_set_name,
                 into=out,
+                covered=covered,
             )
             if problem is not None:
                 return problem
@@ -224,6 +235,7 @@ def claim_charges(
     mappings: Mapping[str, str],
     lookup_claim: ClaimLookup | None = None,
     charged_claims: set[str] | None = None,
+    covered: Covered | None = None,
 ) -> ClaimCharge | DraProblem:
     """Logical-resource amounts this pod set is charged for its claims.
 
@@ -231,6 +243,8 @@ def claim_charges(
     `lookup_claim`, a shared claim is refused as Kueue refuses it.
     `charged_claims` holds the shared claims earlier pod sets of the same
     Workload were charged for; the ones charged here are added to it.
+    `covered` tells the resources the Workload's ClusterQueue has quota for
+    (firstAvailable prefers those).
     """
     if lookup_claim is None and any(c.resource_claim_name for c in spec.resource_claims):
         return DraProblem(CLAIMS_NOT_SUPPORTED, requeue_message=CLAIMS_NOT_SUPPORTED_REQUEUE)
@@ -263,6 +277,7 @@ def claim_charges(
                 mappings=mappings,
                 pod_set_name=pod_set_name,
                 unmapped_path=f"{claim_path}.resourceClaimName",
+                covered=covered,
             )
             if isinstance(shared, DraProblem):
                 return shared
@@ -295,6 +310,7 @@ def claim_charges(
             mappings=mappings,
             pod_set_name=pod_set_name,
             unmapped_path=f"{claim_path}.resourceClaimTemplateName",
+            covered=covered,
         )
         if isinstance(per_pod, DraProblem):
             return per_pod

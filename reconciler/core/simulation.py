@@ -42,6 +42,7 @@ from .workloads import (
     QUEUE_NAME_LABEL,
     WorkloadInfo,
     compile_workload,
+    covered_by,
     workload_for_job,
 )
 
@@ -183,6 +184,7 @@ def simulate(objects: Sequence[InputObject], mappings: Mapping[str, str], now: s
                 lookup_template=lookup,
                 lookup_claim=lambda ns, name: claims.get((ns, name)),
                 mappings=mappings,
+                covered=covered_by(state.queues.local_queues, state.cache.cluster_queues, workload),
             )
         except (QuantityError, msgspec.ValidationError) as err:
             raise SimulationError(f"{_describe(obj)}: spec.podSets: {err}") from None

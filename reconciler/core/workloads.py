@@ -25,7 +25,8 @@ from reconciler.api import (
     pod_template_view,
 )
 
-from .dra import ClaimCharge, ClaimLookup, DraProblem, claim_charges
+from .clusterqueues import ClusterQueueModel
+from .dra import ClaimCharge, ClaimLookup, Covered, DraProblem, claim_charges
 from .podrequests import Amounts, add_amounts, pod_requests, scale_amounts
 from .priority import ResolvedPriority
 from .selectors import PodPlacement
@@ -38,6 +39,7 @@ __all__ = [
     "PodSetInfo",
     "WorkloadInfo",
     "compile_workload",
+    "covered_by",
     "job_pod_count",
     "workload_for_job",
     "workload_name_for_job",
@@ -170,11 +172,13 @@ def compile_workload(
     mappings: Mapping[str, str],
     created: str = "",
     lookup_claim: ClaimLookup | None = None,
+    covered: Covered | None = None,
 ) -> WorkloadInfo:
     """Compute requests (including DRA charges) for every pod set of a Workload.
 
     With `lookup_claim`, shared claims (`resourceClaimName`) are charged once per
-    Workload (see dra.py); without it they are refused as Kueue refuses them."""
+    Workload (see dra.py); without it they are refused as Kueue refuses them. `covered`:
+    the resources the Workload's ClusterQueue has quota for (see `covered_by`)."""
     meta = workload.metadata
     info = WorkloadInfo(
         namespace=meta.namespace,
@@ -201,6 +205,7 @@ def compile_workload(
                 mappings=mappings,
                 lookup_claim=lookup_claim,
                 charged_claims=charged_claims,
+                covered=covered,
             )
             if isinstance(charge, DraProblem):
                 info.problem = charge
@@ -215,6 +220,19 @@ def compile_workload(
     info.choices = tuple(choices)
     info.shape = _shape(info.pod_sets)
     return info
+
+
+def covered_by(
+    local_queues: Mapping[tuple[str, str], str],
+    cluster_queues: Mapping[str, ClusterQueueModel],
+    workload: Workload,
+) -> Covered | None:
+    """The resources the ClusterQueue of a Workload's LocalQueue has quota for (None: not known)."""
+    name = local_queues.get((workload.metadata.namespace, workload.spec.queue_name))
+    model = cluster_queues.get(name) if name is not None else None
+    if model is None:
+        return None
+    return model.group_of.__contains__
 
 
 def _count_devices(info: WorkloadInfo, charge: ClaimCharge, count: int) -> None:

@@ -309,6 +309,7 @@ class Reconciler(ReconcilerViews):
         if self.ready:
             self.in_use.cluster_queue(name)
             self.in_use.recheck()  # a flavor it listed may be free now
+            self.workload_sync.cluster_queue_changed()
 
     def _on_local_queue(self, key: Key, lq: LocalQueue | None) -> None:
         ctx = self.ctx

@@ -24,7 +24,7 @@ from reconciler.core.status import (
     pending_workload_status,
     set_condition,
 )
-from reconciler.core.workloads import FIRST_AVAILABLE_ANNOTATION, WorkloadInfo, compile_workload
+from reconciler.core.workloads import FIRST_AVAILABLE_ANNOTATION, WorkloadInfo, compile_workload, covered_by
 from reconciler.kube import Conflict, NotFound
 
 from .actions import MergePatch, WriteDone
@@ -52,11 +52,13 @@ class Workloads:
 
     def compile(self, workload: Workload) -> WorkloadInfo:
         templates, claims = self.ctx.store.templates, self.ctx.pod_index.claims
+        engine = self.ctx.engine
         return compile_workload(
             workload,
             lookup_template=lambda ns, name: templates.get((ns, name)),
             lookup_claim=lambda ns, name: claims.get((ns, name)),
             mappings=self.ctx.config.class_to_resource,
+            covered=covered_by(engine.queues.local_queues, engine.cache.cluster_queues, workload),
         )
 
     # --- keeping the core in line with the API ------------------------------------------
@@ -183,6 +185,13 @@ class Workloads:
         """A template (or shared claim) that appears can make a waiting workload chargeable."""
         for wl_key, info in list(self.ctx.engine.queues.workloads.items()):
             if wl_key[0] == namespace and info.problem is not None and info.problem.retryable:
+                self._fed.pop(wl_key, None)
+                self.ctx.dirty.workload(wl_key)
+
+    def cluster_queue_changed(self) -> None:
+        """A ClusterQueue's resources may have changed: waiting firstAvailable choices are made again."""
+        for wl_key, info in list(self.ctx.engine.queues.workloads.items()):
+            if info.choices:
                 self._fed.pop(wl_key, None)
                 self.ctx.dirty.workload(wl_key)
 
