@@ -49,6 +49,8 @@ class Workloads:
         self.ctx = ctx
         # The generation of each workload as last given to the core.
         self._fed: dict[Key, int] = {}
+        # The firstAvailable annotation last asked for, per workload.
+        self._annotating: dict[Key, str | None] = {}
 
     def compile(self, workload: Workload) -> WorkloadInfo:
         templates, claims = self.ctx.store.templates, self.ctx.pod_index.claims
@@ -69,6 +71,7 @@ class Workloads:
         workload = ctx.store.workloads.get(key)
         if workload is None:
             self._fed.pop(key, None)
+            self._annotating.pop(key, None)
             ctx.timers.cancel(key, "requeue")
             ctx.engine.remove_workload(key)
             ctx.dirty.pods_ready.add(key)
@@ -138,28 +141,34 @@ class Workloads:
                 return
             engine.add_workload(info)
             self._fed[key] = generation
-            self._record_choices(workload, info)
 
-    def _record_choices(self, workload: Workload, info: WorkloadInfo) -> None:
-        """Show on the Workload which firstAvailable subrequests it is charged for (an annotation)."""
+    def _record_choices(self, workload: Workload, info: WorkloadInfo | None) -> None:
+        """Show on the Workload which firstAvailable subrequests it is charged for (an annotation).
+
+        Written once a decision is out (pending written, admission landed), never before: a metadata
+        write in between would make the admission's resourceVersion-conditioned write conflict."""
+        if info is None:
+            return
         meta = workload.metadata
         wanted = "; ".join(info.choices) or None
         if meta.annotations.get(FIRST_AVAILABLE_ANNOTATION) == wanted:
             return
         key = (meta.namespace, meta.name)
-        if self.ctx.workload_writes.in_flight(key, "workload-annotate"):
+        # Asked for already (in flight, or landed and its event not seen yet).
+        if self._annotating.get(key, "") == wanted:
             return
+        self._annotating[key] = wanted
         patch = msgspec.json.encode({"metadata": {"annotations": {FIRST_AVAILABLE_ANNOTATION: wanted}}})
         self.ctx.write(
             MergePatch(
-                "workload-annotate",
-                WORKLOADS,
-                meta.namespace,
-                meta.name,
-                patch,
-                on_done=lambda done: self.ctx.write_failed(done, expected=EXPECTED_MISSES),
+                "workload-annotate", WORKLOADS, meta.namespace, meta.name, patch, on_done=self._annotated
             )
         )
+
+    def _annotated(self, done: WriteDone) -> None:
+        if not done.ok:
+            self._annotating.pop(done.key, None)  # asked again on the next decision
+            self.ctx.write_failed(done, expected=EXPECTED_MISSES)
 
     def mappings_changed(self) -> int:
         """The DeviceClass mappings changed: every Workload that does not hold quota is charged
@@ -180,6 +189,7 @@ class Workloads:
     def _forget(self, key: Key) -> None:
         self.ctx.engine.remove_workload(key)  # a no-op for a workload the core does not know
         self._fed.pop(key, None)
+        self._annotating.pop(key, None)
 
     def template_changed(self, namespace: str) -> None:
         """A template (or shared claim) that appears can make a waiting workload chargeable."""
@@ -351,6 +361,7 @@ class Workloads:
             owner = ctx.store.job_key(key)
             if owner is not None:
                 ctx.dirty.jobs.add(owner)
+            self._record_choices(workload, ctx.engine.workload(key))
             return
         # Not admitted after all: give the quota back and decide again on fresh state.
         if isinstance(done.error, Conflict):
@@ -374,6 +385,7 @@ class Workloads:
         status = pending_workload_status(workload.status, info, decision, now, generation)
         if ctx.config.wait_for_pods_ready is not None:
             status = _waiting_for_start(status, now, generation)
+        self._record_choices(workload, info)
         if same_workload_status(status, workload.status):
             return
         ctx.write(

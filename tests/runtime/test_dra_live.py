@@ -242,9 +242,13 @@ def test_the_first_available_choice_is_written_on_the_workload() -> None:
         ],
     )
     h.sync_all()
-    _workload, actions = submit(h, "a", [{"name": "g", "resourceClaimTemplateName": "alt"}])
-    assert of(actions, "admit")
-    (annotate,) = of(actions, "workload-annotate")
+    workload, actions = submit(h, "a", [{"name": "g", "resourceClaimTemplateName": "alt"}])
+    (admit,) = of(actions, "admit")
+    # Not before the admission lands: it would make the admission's conditional write conflict.
+    assert of(actions, "workload-annotate") == []
+    admitted = apply_patch(h, workload, admit)
+    h.reconciler.handle(WriteDone(admit, body=msgspec.json.encode(admitted)))
+    (annotate,) = of(h.take(), "workload-annotate")
     assert msgspec.json.decode(annotate.patch) == {
         "metadata": {
             "annotations": {
@@ -253,6 +257,29 @@ def test_the_first_available_choice_is_written_on_the_workload() -> None:
             }
         }
     }
+
+
+def test_a_waiting_workload_gets_its_choice_with_its_pending_status() -> None:
+    h = Harness()
+    queues(h, gpus=1)
+    template(
+        h,
+        "alt",
+        [
+            {
+                "name": "gpu",
+                "firstAvailable": [{"name": "two", "deviceClassName": "gpu.nvidia.com", "count": 2}],
+            }
+        ],
+    )
+    h.sync_all()
+    _, actions = submit(h, "a", [{"name": "g", "resourceClaimTemplateName": "alt"}])
+    assert of(actions, "admit") == []
+    (annotate,) = of(actions, "workload-annotate")
+    assert (
+        "subrequest two"
+        in msgspec.json.decode(annotate.patch)["metadata"]["annotations"][FIRST_AVAILABLE_ANNOTATION]
+    )
 
 
 # --- shared claims --------------------------------------------------------------------------
