@@ -177,7 +177,6 @@ _RESTART_FIELDS = {
     "namespace": "namespace",
     "internal_cert_management": "internalCertManagement",
     "webhook": "webhook",
-    "ignored_fields": "(fields this controller ignores)",
 }
 
 
