@@ -372,11 +372,13 @@ class Reconciler(ReconcilerViews):
         job_key = self.ctx.pod_index.on_claim(key, claim)
         if job_key is not None:
             self.ctx.dirty.pods.add(job_key)
+        # A pre-created (shared) claim appeared or went: waiting workloads are charged again. Its
+        # spec is immutable, so its status updates change nothing.
         shared = claim if claim is not None else previous
         if (
             self.ready
+            and (claim is None) != (previous is None)
             and shared is not None
             and not any(r.kind == "Pod" for r in shared.metadata.owner_references)
         ):
-            # A pre-created (shared) claim appeared or went: waiting workloads are charged again.
             self.workload_sync.shared_claim_changed(key[0])
