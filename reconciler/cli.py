@@ -164,7 +164,8 @@ def _parser() -> argparse.ArgumentParser:
         "simulate",
         help="admit manifests offline and print the resulting Workloads and ClusterQueues",
         description=(
-            "Reads Kueue objects, ResourceClaimTemplates, DeviceClasses, Jobs and Workloads, "
+            "Reads Kueue objects, ResourceClaimTemplates, ResourceClaims (shared claims), DeviceClasses, "
+            "Jobs and Workloads, "
             "admits them in creation order (file order for objects without a "
             "creationTimestamp) and prints what the API would show."
         ),
