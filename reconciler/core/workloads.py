@@ -11,6 +11,7 @@ from __future__ import annotations
 import hashlib
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
+from types import MappingProxyType
 
 import msgspec
 
@@ -51,6 +52,7 @@ RESOURCE_IN_USE_FINALIZER = "kueue.x-k8s.io/resource-in-use"
 # Which firstAvailable subrequest each device request is charged for (absent when none).
 FIRST_AVAILABLE_ANNOTATION = "dra-quota-reconciler/first-available"
 
+_NOTHING: Mapping[str, int] = MappingProxyType({})
 _MAX_NAME = 253
 _HASH_LEN = 5
 # Labels the Job controller adds to a template; a Workload's template omits them.
@@ -126,7 +128,7 @@ class PodSetInfo:
     placement: PodPlacement
     per_pod: Amounts
     # Charged once for the Workload whatever the count: the shared claims this pod set names first.
-    once: Amounts = field(default_factory=dict)
+    once: Mapping[str, int] = field(default_factory=lambda: _NOTHING)
 
     def total(self) -> Amounts:
         total = scale_amounts(self.per_pod, self.count)
@@ -150,9 +152,9 @@ class WorkloadInfo:
     shape: bytes = b""
     # Which firstAvailable subrequests were charged, one readable line each.
     choices: tuple[str, ...] = ()
-    # Devices requested and claims, per DeviceClass, for the whole Workload (metrics).
-    devices_by_class: Amounts = field(default_factory=dict)
-    claims_by_class: Amounts = field(default_factory=dict)
+    # (DeviceClass, devices, claims) for the whole Workload, for metrics; a tuple, as it is kept
+    # for every pending workload.
+    device_classes: tuple[tuple[str, int, int], ...] = ()
 
     @property
     def key(self) -> tuple[str, str]:
@@ -160,6 +162,14 @@ class WorkloadInfo:
 
     def total_requests(self) -> list[tuple[str, Amounts]]:
         return [(ps.name, ps.total()) for ps in self.pod_sets]
+
+    @property
+    def devices_by_class(self) -> Amounts:
+        return {name: devices for name, devices, _ in self.device_classes}
+
+    @property
+    def claims_by_class(self) -> Amounts:
+        return {name: claims for name, _, claims in self.device_classes}
 
 
 TemplateLookup = Callable[[str, str], ResourceClaimTemplate | None]
@@ -190,10 +200,12 @@ def compile_workload(
     )
     charged_claims: set[str] = set()
     choices: list[str] = []
+    devices: Amounts = {}
+    claims: Amounts = {}
     for index, pod_set in enumerate(workload.spec.pod_sets):
         spec = pod_template_view(pod_set.template).spec
         per_pod = pod_requests(spec)
-        once: Amounts = {}
+        once: Mapping[str, int] = _NOTHING
         count = 1 if pod_set.count is None else pod_set.count
         if spec.resource_claims:
             charge = claim_charges(
@@ -211,13 +223,14 @@ def compile_workload(
                 info.problem = charge
             else:
                 add_amounts(per_pod, charge.per_pod)
-                once = charge.once
+                once = charge.once or _NOTHING
                 choices.extend(charge.choices)
-                _count_devices(info, charge, count)
+                _count_devices(devices, claims, charge, count)
         info.pod_sets.append(PodSetInfo(pod_set.name, count, PodPlacement.of(spec), per_pod, once))
         if info.problem is not None:
             break
     info.choices = tuple(choices)
+    info.device_classes = tuple((name, devices[name], claims.get(name, 0)) for name in sorted(devices))
     info.shape = _shape(info.pod_sets)
     return info
 
@@ -235,11 +248,11 @@ def covered_by(
     return model.group_of.__contains__
 
 
-def _count_devices(info: WorkloadInfo, charge: ClaimCharge, count: int) -> None:
-    add_amounts(info.devices_by_class, scale_amounts(charge.devices_per_pod, count))
-    add_amounts(info.devices_by_class, charge.devices_once)
-    add_amounts(info.claims_by_class, scale_amounts(charge.claims_per_pod, count))
-    add_amounts(info.claims_by_class, charge.claims_once)
+def _count_devices(devices: Amounts, claims: Amounts, charge: ClaimCharge, count: int) -> None:
+    add_amounts(devices, scale_amounts(charge.devices_per_pod, count))
+    add_amounts(devices, charge.devices_once)
+    add_amounts(claims, scale_amounts(charge.claims_per_pod, count))
+    add_amounts(claims, charge.claims_once)
 
 
 def _shape(pod_sets: list[PodSetInfo]) -> bytes:

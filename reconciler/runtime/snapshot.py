@@ -134,10 +134,10 @@ def device_class_samples(reconciler: Reconciler) -> list[DeviceClassSample]:
     counts: dict[str, Counter[str]] = {}
 
     def add(info: WorkloadInfo, status: str) -> None:
-        for device_class, n in info.devices_by_class.items():
-            counts.setdefault(device_class, Counter())[f"{status}_devices"] += n
-        for device_class, n in info.claims_by_class.items():
-            counts.setdefault(device_class, Counter())[f"{status}_claims"] += n
+        for device_class, devices, claims in info.device_classes:
+            row = counts.setdefault(device_class, Counter())
+            row[f"{status}_devices"] += devices
+            row[f"{status}_claims"] += claims
 
     for info in core.queues.workloads.values():
         add(info, "pending")
