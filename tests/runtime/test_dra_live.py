@@ -12,8 +12,14 @@ import msgspec
 import pytest
 import yaml
 
-from reconciler.api import Job, ResourceClaim, ResourceClaimTemplate, Workload
-from reconciler.api.resources import JOBS, RESOURCE_CLAIM_TEMPLATES, RESOURCE_CLAIMS, WORKLOADS
+from reconciler.api import ClusterQueue, Job, ResourceClaim, ResourceClaimTemplate, Workload
+from reconciler.api.resources import (
+    CLUSTER_QUEUES,
+    JOBS,
+    RESOURCE_CLAIM_TEMPLATES,
+    RESOURCE_CLAIMS,
+    WORKLOADS,
+)
 from reconciler.config import parse_config
 from reconciler.runtime.actions import Action, Create
 from reconciler.runtime.config_reload import ConfigReload, read_config, watch_config
@@ -305,3 +311,47 @@ def test_a_shared_claim_is_charged_once_and_waits_for_the_claim_to_exist() -> No
     usage = msgspec.json.decode(admit.patch)["status"]["admission"]["podSetAssignments"][0]
     assert usage["count"] == 3
     assert usage["resourceUsage"] == {GPU: "1"}
+
+
+def test_a_cluster_queue_that_gains_quota_for_the_first_subrequest_makes_it_the_choice() -> None:
+    h = Harness()
+    queues(h, gpus=1)
+    template(
+        h,
+        "alt",
+        [
+            {
+                "name": "gpu",
+                "firstAvailable": [
+                    {"name": "mig", "deviceClassName": "mig.nvidia.com"},
+                    {"name": "t4", "deviceClassName": "gpu.nvidia.com"},
+                ],
+            }
+        ],
+    )
+    h.sync_all()
+    reload(h, config_doc({GPU: ["gpu.nvidia.com"], "nvidia.com/mig": ["mig.nvidia.com"]}))
+    wl_a, actions = submit(h, "a", [{"name": "g", "resourceClaimTemplateName": "gpu"}])
+    (admit_a,) = of(actions, "admit")
+    h.reconciler.handle(WriteDone(admit_a, body=msgspec.json.encode(apply_patch(h, wl_a, admit_a))))
+    h.take()
+    # The ClusterQueue has no MIG quota: b is charged a whole GPU, and waits for a's.
+    _, actions = submit(h, "b", [{"name": "g", "resourceClaimTemplateName": "alt"}])
+    assert "nvidia.com/gpu" in pending_message(actions)
+    # A status-only update of the ClusterQueue changes no choice.
+    cq = h.reconciler.cluster_queues["cq"]
+    body = msgspec.json.decode(msgspec.json.encode(cq))
+    body["status"] = {"pendingWorkloads": 1}
+    h.event("MODIFIED", CLUSTER_QUEUES, decode(body, ClusterQueue))
+    assert of(h.take(), "admit") == []
+    # It gains MIG quota: the choice is made again, and b is admitted on a MIG slice.
+    body["spec"]["resourceGroups"].append(
+        {
+            "coveredResources": ["nvidia.com/mig"],
+            "flavors": [{"name": "t4", "resources": [{"name": "nvidia.com/mig", "nominalQuota": 2}]}],
+        }
+    )
+    h.event("MODIFIED", CLUSTER_QUEUES, decode(body, ClusterQueue))
+    (admit_b,) = of(h.take(), "admit")
+    usage = msgspec.json.decode(admit_b.patch)["status"]["admission"]["podSetAssignments"][0]["resourceUsage"]
+    assert usage == {"nvidia.com/mig": "1"}
