@@ -1,4 +1,5 @@
-"""waitForPodsReady on the test-bed: stalled pods are evicted, unallocatable claims are reported.
+"""waitForPodsReady on the test-bed: stalled pods are evicted, unallocatable claims are reported
+(and named as the cause of their eviction).
 
 The controller runs with short timeouts (12 s, backoff base 4 s, one requeue).
 The test-bed's only node publishes one Tesla T4.
@@ -262,6 +263,17 @@ async def test_unallocatable_claim_is_reported_then_its_quota_returned(
 
         evicted = await workload_when(kube, namespace, starved, "Evicted", "True", within=TIMEOUT + 20)
         assert status_condition(evicted, "Evicted")["reason"] == "PodsReadyTimeout"
+        # Kueue's message, then the cause: a claim that cannot be allocated, not a slow start.
+        cause = (
+            f"Exceeded the PodsReady timeout {namespace}/{starved}; cause: ResourceClaim {namespace}/{claim} "
+            f"of pod {namespace}/{pod['metadata']['name']} cannot be allocated: "
+        )
+        evicted_message = status_condition(evicted, "Evicted")["message"]
+        assert evicted_message.startswith(cause), evicted_message
+        assert "cannot allocate all claims" in evicted_message, evicted_message
+        assert ("EvictedDueToPodsReadyTimeout", evicted_message) in await event_reasons(
+            kube, namespace, starved
+        )
 
         def one_gpu_used(status: Obj) -> bool:
             usage = {r["name"]: r["total"] for r in status.get("flavorsUsage", [{}])[0].get("resources", [])}

@@ -89,7 +89,17 @@ def _parser() -> argparse.ArgumentParser:
         help="run the controller against a cluster",
         description="Watches Jobs and Kueue objects and admits Workloads against ClusterQueue quota.",
     )
-    run.add_argument("--config", required=True, help="Kueue Configuration file")
+    run.add_argument(
+        "--config",
+        required=True,
+        help="Kueue Configuration file; its deviceClassMappings are reloaded live when it changes",
+    )
+    run.add_argument(
+        "--config-reload-interval",
+        type=duration,
+        default=2.0,
+        help="how often the Configuration file is checked for changes (default 2s)",
+    )
     run.add_argument(
         "--kubeconfig", help="kubeconfig file (default: $KUBECONFIG, in-cluster, ~/.kube/config)"
     )
@@ -154,7 +164,8 @@ def _parser() -> argparse.ArgumentParser:
         "simulate",
         help="admit manifests offline and print the resulting Workloads and ClusterQueues",
         description=(
-            "Reads Kueue objects, ResourceClaimTemplates, DeviceClasses, Jobs and Workloads, "
+            "Reads Kueue objects, ResourceClaimTemplates, ResourceClaims (shared claims), DeviceClasses, "
+            "Jobs and Workloads, "
             "admits them in creation order (file order for objects without a "
             "creationTimestamp) and prints what the API would show."
         ),
@@ -225,7 +236,12 @@ def _run(args: argparse.Namespace) -> int:
             return EXIT_USAGE
     configure_logging(args.log_level, json=None if args.log_format is None else args.log_format == "json")
     options = ProcessOptions(
-        controller=ControllerOptions(kubeconfig=args.kubeconfig, write_concurrency=args.write_concurrency),
+        controller=ControllerOptions(
+            kubeconfig=args.kubeconfig,
+            write_concurrency=args.write_concurrency,
+            config_path=args.config,
+            config_reload_interval=args.config_reload_interval,
+        ),
         metrics_bind_address=args.metrics_bind_address,
         health_bind_address=args.health_probe_bind_address,
         leader_election=election,

@@ -10,13 +10,14 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
 import yaml
 
 __all__ = [
+    "LIVE_FIELDS",
     "ConfigError",
     "Configuration",
     "DeviceClassMapping",
@@ -26,6 +27,7 @@ __all__ = [
     "load_config",
     "parse_config",
     "parse_duration",
+    "with_live_changes",
 ]
 
 GROUP = "config.kueue.x-k8s.io"
@@ -151,7 +153,7 @@ class Configuration:
     internal_cert_management: InternalCertManagement = field(default_factory=InternalCertManagement)
     webhook: WebhookServer = field(default_factory=WebhookServer)
     ignored_fields: tuple[str, ...] = ()
-    _class_to_resource: dict[str, str] = field(default_factory=dict, compare=False, repr=False)
+    _class_to_resource: dict[str, str] = field(default_factory=dict, init=False, compare=False, repr=False)
 
     def __post_init__(self) -> None:
         for mapping in self.device_class_mappings:
@@ -162,6 +164,29 @@ class Configuration:
     def class_to_resource(self) -> Mapping[str, str]:
         """DeviceClass name → logical quota resource name."""
         return self._class_to_resource
+
+
+# Fields a running controller takes from a changed file (the rest need a restart), and the
+# Configuration's spelling of the others, for the log line that says they were not applied.
+LIVE_FIELDS = ("resources.deviceClassMappings",)
+_RESTART_FIELDS = {
+    "api_version": "apiVersion",
+    "wait_for_pods_ready": "waitForPodsReady",
+    "frameworks": "integrations.frameworks",
+    "manage_jobs_without_queue_name": "manageJobsWithoutQueueName",
+    "namespace": "namespace",
+    "internal_cert_management": "internalCertManagement",
+    "webhook": "webhook",
+}
+
+
+def with_live_changes(current: Configuration, new: Configuration) -> tuple[Configuration, list[str]]:
+    """The running configuration with what may change live taken from `new` (the DeviceClass
+    mappings), and the Configuration fields that changed but need a restart."""
+    restart = [
+        spelled for attr, spelled in _RESTART_FIELDS.items() if getattr(current, attr) != getattr(new, attr)
+    ]
+    return replace(current, device_class_mappings=new.device_class_mappings), restart
 
 
 def parse_duration(value: object, path: str) -> float:

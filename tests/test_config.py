@@ -9,7 +9,7 @@ import pytest
 import yaml
 
 from reconciler.cli import main
-from reconciler.config import ConfigError, load_config, parse_config, parse_duration
+from reconciler.config import ConfigError, load_config, parse_config, parse_duration, with_live_changes
 
 
 def doc(version: str = "v1beta2", **fields: Any) -> dict[str, Any]:
@@ -210,3 +210,31 @@ def test_webhook_and_certificate_errors_name_the_field(fields: dict[str, Any], m
     with pytest.raises(ConfigError) as err:
         parse_config(doc(**fields))
     assert message in str(err.value)
+
+
+def test_only_the_mappings_change_live_and_the_others_are_named() -> None:
+    base = {
+        "apiVersion": "config.kueue.x-k8s.io/v1beta2",
+        "kind": "Configuration",
+        "resources": {
+            "deviceClassMappings": [{"name": "nvidia.com/gpu", "deviceClassNames": ["gpu.nvidia.com"]}]
+        },
+    }
+    current = parse_config(base)
+    changed = parse_config(
+        {
+            **base,
+            "resources": {
+                "deviceClassMappings": [{"name": "example.com/accel", "deviceClassNames": ["a.example.com"]}]
+            },
+            "waitForPodsReady": {"timeout": "1m"},
+            "manageJobsWithoutQueueName": True,
+            "fairSharing": {},
+        }
+    )
+    running, restart = with_live_changes(current, changed)
+    assert running.class_to_resource == {"a.example.com": "example.com/accel"}
+    assert current.class_to_resource == {"gpu.nvidia.com": "nvidia.com/gpu"}  # the old one is untouched
+    assert running.wait_for_pods_ready == current.wait_for_pods_ready
+    assert running.manage_jobs_without_queue_name is False
+    assert restart == ["waitForPodsReady", "manageJobsWithoutQueueName"]

@@ -7,8 +7,18 @@ import json
 import msgspec
 import pytest
 
-from reconciler.api import Condition, LabelSelector, RequeueState, Workload
+from reconciler.api import (
+    Condition,
+    DeviceClass,
+    LabelSelector,
+    PodSpecView,
+    RequeueState,
+    ResourceClaim,
+    ResourceClaimTemplate,
+    Workload,
+)
 from reconciler.explain.analyze import explain
+from reconciler.explain.claims import tell_claims
 from reconciler.explain.explanation import Explanation
 from reconciler.explain.render import render_json, render_text
 from reconciler.explain.state import ClusterState, Event, PodsReadyClock, Target, TargetError
@@ -344,3 +354,68 @@ def test_targets_are_parsed_or_refused(kind: str, ref: str, message: str) -> Non
 
 def test_now_is_after_admission() -> None:
     assert NOW > "2025-01-01T00:00:06Z"
+
+
+def _claims_of(claims: list[dict[str, str]]) -> PodSpecView:
+    spec: PodSpecView = decode({"containers": [], "resourceClaims": claims}, PodSpecView)
+    return spec
+
+
+def test_a_shared_claim_is_told_as_charged_once_or_missing() -> None:
+    mappings = {"gpu.nvidia.com": "nvidia.com/gpu"}
+    classes = {"gpu.nvidia.com": decode({"metadata": {"name": "gpu.nvidia.com"}}, DeviceClass)}
+    spec = _claims_of([{"name": "gpu", "resourceClaimName": "team-gpu"}])
+    missing = tell_claims(spec, NS, {}, classes, mappings, learned=False, claims={})
+    assert missing.findings == [
+        f"ResourceClaim {NS}/team-gpu (claim gpu) does not exist: create it; the Workload is charged as "
+        "soon as it appears"
+    ]
+    claim = decode(
+        {
+            "metadata": {"name": "team-gpu", "namespace": NS},
+            "spec": {
+                "devices": {"requests": [{"name": "g", "exactly": {"deviceClassName": "gpu.nvidia.com"}}]}
+            },
+        },
+        ResourceClaim,
+    )
+    found = tell_claims(spec, NS, {}, classes, mappings, learned=False, claims={(NS, "team-gpu"): claim})
+    assert found.findings == []
+    assert found.lines == [
+        "claim gpu: the shared ResourceClaim team-gpu (charged once per Workload) asks for 1 device(s) of "
+        "DeviceClass gpu.nvidia.com, charged as nvidia.com/gpu"
+    ]
+
+
+def test_a_first_available_request_is_told_and_an_unmapped_one_named() -> None:
+    template = decode(
+        {
+            "metadata": {"name": "alt", "namespace": NS},
+            "spec": {
+                "spec": {
+                    "devices": {
+                        "requests": [
+                            {
+                                "name": "gpu",
+                                "firstAvailable": [
+                                    {"name": "a", "deviceClassName": "mig.example.com"},
+                                    {"name": "b", "deviceClassName": "gpu.nvidia.com"},
+                                ],
+                            }
+                        ]
+                    }
+                }
+            },
+        },
+        ResourceClaimTemplate,
+    )
+    spec = _claims_of([{"name": "g", "resourceClaimTemplateName": "alt"}])
+    story = tell_claims(
+        spec, NS, {(NS, "alt"): template}, None, {"gpu.nvidia.com": "nvidia.com/gpu"}, learned=False
+    )
+    assert story.findings == []
+    assert "firstAvailable over DeviceClasses mig.example.com, gpu.nvidia.com" in story.lines[0]
+    unmapped = tell_claims(spec, NS, {(NS, "alt"): template}, None, {}, learned=False)
+    assert unmapped.findings[0].startswith(
+        "none of the DeviceClasses of request gpu (mig.example.com, gpu.nvidia.com) is mapped"
+    )

@@ -190,18 +190,8 @@ def test_allocation_mode_all_is_rejected() -> None:
     )
 
 
-def test_first_available_is_rejected() -> None:
-    t = claim_template(
-        "alt", [{"name": "gpu", "firstAvailable": [{"name": "a", "deviceClassName": "gpu.nvidia.com"}]}]
-    )
-    problem = _problem([{"name": "g", "resourceClaimTemplateName": "alt"}], [t])
-    assert problem.message == (
-        "spec.podSets[0].template.spec.resourceClaims[0].devices.requests[0]: Invalid value: null: "
-        "ResourceClaimTemplate alt: FirstAvailable device selection is not supported"
-    )
-
-
-def test_resource_claim_name_is_rejected() -> None:
+def test_resource_claim_name_is_rejected_without_a_claim_lookup() -> None:
+    # Kueue's behaviour, kept where no claims are known (compile_workload without lookup_claim).
     problem = _problem([{"name": "g", "resourceClaimName": "shared"}], [])
     assert problem.message == CLAIMS_NOT_SUPPORTED
     assert problem.requeue_message == "DRA resource claims not supported"

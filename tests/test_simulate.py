@@ -250,3 +250,67 @@ def test_simulate_preempts_a_lower_priority_workload(
     preempted = next(o for n, o in found.items() if n.startswith("job-kueue-dra-running-a-"))
     assert conditions(urgent)["QuotaReserved"]["status"] == "True"
     assert conditions(preempted)["QuotaReserved"]["status"] == "False"
+
+
+DRA_EXAMPLES = ROOT / "examples" / "dra-beyond-kueue"
+
+
+def test_first_available_and_shared_claims_offline(capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, err = run(
+        capsys, "simulate", "--config", str(DRA_EXAMPLES / "00-configuration.yaml"), "-f", str(DRA_EXAMPLES)
+    )
+    assert code == 0
+    assert "ignored" not in err  # the ResourceClaim is read, not skipped
+    found = objects(out)
+    first = next(o for n, o in found.items() if n.startswith("job-first-available-"))
+    shared = next(o for n, o in found.items() if n.startswith("job-shared-claim-"))
+    assert first["metadata"]["annotations"]["dra-quota-reconciler/first-available"] == (
+        "podset main, claim gpu, request gpu: subrequest whole "
+        "(DeviceClass gpu.nvidia.com charged as 1 nvidia.com/gpu)"
+    )
+    for workload in (first, shared):
+        assert conditions(workload)["Admitted"]["status"] == "True"
+    (assignment,) = shared["status"]["admission"]["podSetAssignments"]
+    assert assignment["count"] == 3
+    assert assignment["resourceUsage"] == {"nvidia.com/gpu": "1"}  # the shared claim, once
+
+
+def test_first_available_prefers_a_subrequest_the_cluster_queue_has_quota_for(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    config = yaml.safe_load((DRA_EXAMPLES / "00-configuration.yaml").read_text())
+    config["resources"]["deviceClassMappings"].append(
+        {"name": "nvidia.com/mig", "deviceClassNames": ["mig.nvidia.com"]}
+    )
+    (tmp_path / "config.yaml").write_text(yaml.safe_dump(config))
+    manifests = tmp_path / "manifests"
+    manifests.mkdir()
+    for file in DRA_EXAMPLES.glob("[1-9]*.yaml"):
+        (manifests / file.name).write_text(file.read_text())
+    key = "dra-quota-reconciler/first-available"
+
+    def choice() -> tuple[str, dict[str, Any]]:
+        code, out, _ = run(
+            capsys, "simulate", "--config", str(tmp_path / "config.yaml"), "-f", str(manifests)
+        )
+        assert code == 0
+        first = next(o for n, o in objects(out).items() if n.startswith("job-first-available-"))
+        return first["metadata"]["annotations"][key], first
+
+    # MIG slices are mapped, but the ClusterQueue has no quota for them: the whole GPU is charged.
+    chosen, first = choice()
+    assert "subrequest whole" in chosen
+    assert conditions(first)["Admitted"]["status"] == "True"
+    # Once the ClusterQueue covers nvidia.com/mig, the first subrequest is the one charged.
+    queues = list(yaml.safe_load_all((manifests / "10-queues.yaml").read_text()))
+    cq = next(q for q in queues if q["kind"] == "ClusterQueue")
+    cq["spec"]["resourceGroups"].append(
+        {
+            "coveredResources": ["nvidia.com/mig"],
+            "flavors": [{"name": "t4", "resources": [{"name": "nvidia.com/mig", "nominalQuota": 4}]}],
+        }
+    )
+    (manifests / "10-queues.yaml").write_text(yaml.safe_dump_all(queues))
+    chosen, first = choice()
+    assert "subrequest mig" in chosen
+    assert first["status"]["admission"]["podSetAssignments"][0]["resourceUsage"] == {"nvidia.com/mig": "1"}

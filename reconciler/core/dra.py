@@ -1,20 +1,35 @@
-"""DRA: what a pod set's ResourceClaimTemplates charge against quota.
+"""DRA: what a pod set's ResourceClaims charge against quota.
 
 Each device request of a referenced ResourceClaimTemplate is charged as
 `count` units per pod of the logical resource its DeviceClass is mapped to
-(`deviceClassMappings`). What Kueue cannot charge yet is reported with
-Kueue's exact wording, so users see the same messages as with Kueue.
+(`deviceClassMappings`). What Kueue cannot charge is reported with Kueue's
+exact wording, so users see the same messages as with Kueue; two things Kueue
+rejects are charged here:
+
+- `firstAvailable` requests: the first subrequest whose DeviceClass is mapped
+  to a resource the Workload's ClusterQueue has quota for (covers) is charged
+  (its `count`, per pod); when the ClusterQueue covers none of them (or is not
+  known), the first mapped one. The choice is recorded so the Workload can show
+  it. It depends on the configuration and the ClusterQueue's resources, never
+  on what happens to be free: a Workload's charge does not change while it
+  waits for room.
+- shared claims (`resourceClaimName`, a pre-created ResourceClaim): all pods
+  of a pod set share the claim's devices, so they are charged once per
+  Workload, on the first pod set that names the claim, whatever the pod
+  count. Several Workloads naming the same claim are each charged once (the
+  quota a Workload holds never depends on another one finishing first).
 """
 
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
 
-from reconciler.api import PodSpecView, ResourceClaimTemplate
+from reconciler.api import DeviceRequest, PodSpecView, ResourceClaim, ResourceClaimTemplate
 
-from .podrequests import Amounts
+from .podrequests import Amounts, add_amounts
 
 __all__ = [
     "CLAIMS_NOT_SUPPORTED",
@@ -27,24 +42,42 @@ __all__ = [
 CLAIMS_NOT_SUPPORTED = "KueueDRAIntegration feature does not support use of resource claims"
 CLAIMS_NOT_SUPPORTED_REQUEUE = "DRA resource claims not supported"
 
+ClaimLookup = Callable[[str, str], ResourceClaim | None]
+# Whether the Workload's ClusterQueue has quota for a logical resource.
+Covered = Callable[[str], bool]
+TemplateLookup = Callable[[str, str], ResourceClaimTemplate | None]
+
 
 @dataclass(frozen=True, slots=True)
 class DraProblem:
     """Why a workload cannot be charged.
 
-    `retryable` problems (a template that does not exist yet) clear by
-    themselves when the missing object appears; the others need the user to
-    change the Job or the configuration.
+    `retryable` problems (a template or claim that does not exist yet) clear
+    by themselves when the missing object appears; the others need the user
+    to change the Job or the configuration. `unmapped_class` names the
+    DeviceClass when the problem is that it has no mapping.
     """
 
     message: str
     retryable: bool = False
     requeue_message: str | None = None
+    unmapped_class: str | None = None
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class ClaimCharge:
-    per_pod: Amounts
+    """What one pod set's claims charge: per pod (templates), once (shared claims), and why."""
+
+    per_pod: Amounts = field(default_factory=dict)
+    # Shared claims named by this pod set first: charged once for the Workload.
+    once: Amounts = field(default_factory=dict)
+    # firstAvailable choices, one readable line each.
+    choices: list[str] = field(default_factory=list)
+    # Devices per DeviceClass, per pod and once, and claims per DeviceClass (for metrics).
+    devices_per_pod: Amounts = field(default_factory=dict)
+    devices_once: Amounts = field(default_factory=dict)
+    claims_per_pod: Amounts = field(default_factory=dict)
+    claims_once: Amounts = field(default_factory=dict)
 
 
 def uses_dra(spec: PodSpecView) -> bool:
@@ -57,28 +90,206 @@ def _field_error(path: str, kind: str, value: object, detail: str) -> str:
     return f"{path}: {body}: {detail}" if detail else f"{path}: {body}"
 
 
+@dataclass(slots=True)
+class _Requests:
+    """The charge of one claim's device requests."""
+
+    amounts: Amounts = field(default_factory=dict)
+    devices: Amounts = field(default_factory=dict)
+    choices: list[str] = field(default_factory=list)
+
+
+def _unmapped(path: str, device_class: str, pod_set_name: str) -> DraProblem:
+    return DraProblem(
+        _field_error(
+            path,
+            "Not found",
+            f"DeviceClass {device_class} is not mapped in DRA configuration for podset {pod_set_name}",
+            "",
+        ),
+        unmapped_class=device_class,
+    )
+
+
+def _mode_problem(path: str, mode: str, prefix: str) -> DraProblem | None:
+    if mode == "All":
+        return DraProblem(
+            _field_error(path, "Invalid value", "All", prefix + "AllocationMode 'All' is not supported")
+        )
+    if mode != "ExactCount":
+        return DraProblem(
+            _field_error(path, "Invalid value", mode, prefix + f"unsupported allocation mode: {mode}")
+        )
+    return None
+
+
+def _first_available(
+    subrequests: Sequence[Mapping[str, Any]],
+    *,
+    path: str,
+    prefix: str,
+    what: str,
+    mappings: Mapping[str, str],
+    pod_set_name: str,
+    into: _Requests,
+    covered: Covered | None,
+) -> DraProblem | None:
+    """Charge the first mapped subrequest the ClusterQueue covers (else the first mapped one)."""
+    mapped = [
+        (index, sub, mappings[str(sub.get("deviceClassName") or "")])
+        for index, sub in enumerate(subrequests)
+        if str(sub.get("deviceClassName") or "") in mappings
+    ]
+    if covered is not None:
+        mapped = [m for m in mapped if covered(m[2])] or mapped
+    for index, sub, logical in mapped[:1]:
+        device_class = str(sub.get("deviceClassName") or "")
+        mode = str(sub.get("allocationMode") or "ExactCount")
+        problem = _mode_problem(f"{path}.firstAvailable[{index}].allocationMode", mode, prefix)
+        if problem is not None:
+            return problem
+        raw_count = sub.get("count")
+        count = raw_count if isinstance(raw_count, int) and not isinstance(raw_count, bool) else 1
+        into.amounts[logical] = into.amounts.get(logical, 0) + count
+        into.devices[device_class] = into.devices.get(device_class, 0) + count
+        into.choices.append(
+            f"{what}: subrequest {sub.get('name') or index} "
+            f"(DeviceClass {device_class} charged as {count} {logical})"
+        )
+        return None
+    classes = sorted({str(s.get("deviceClassName") or "") for s in subrequests} - {""})
+    if not classes:
+        return DraProblem(
+            _field_error(
+                f"{path}.firstAvailable", "Required value", None, prefix + "no subrequest names a DeviceClass"
+            )
+        )
+    return _unmapped(f"{path}.firstAvailable", classes[0], pod_set_name)
+
+
+def _charge_requests(
+    requests: Sequence[DeviceRequest],
+    *,
+    path: str,
+    prefix: str,
+    label: str,
+    mappings: Mapping[str, str],
+    pod_set_name: str,
+    unmapped_path: str,
+    covered: Covered | None,
+) -> _Requests | DraProblem:
+    out = _Requests()
+    for k, request in enumerate(requests):
+        req_path = f"{path}.devices.requests[{k}]"
+        if request.first_available is not None:
+            problem = _first_available(
+                request.first_available,
+                path=req_path,
+                prefix=prefix,
+                what=f"{label}, request {request.name or k}",
+                mappings=mappings,
+                pod_set_name=pod_set_name,
+                into=out,
+                covered=covered,
+            )
+            if problem is not None:
+                return problem
+            continue
+        exact = request.exactly
+        if exact is None:
+            return DraProblem(
+                _field_error(
+                    req_path, "Invalid value", None, prefix + "Exactly must be set if FirstAvailable is nil"
+                )
+            )
+        if exact.admin_access:
+            continue
+        problem = _mode_problem(
+            f"{req_path}.exactly.allocationMode", exact.allocation_mode or "ExactCount", prefix
+        )
+        if problem is not None:
+            return problem
+        if not exact.device_class_name:
+            continue
+        logical = mappings.get(exact.device_class_name)
+        if logical is None:
+            return _unmapped(unmapped_path, exact.device_class_name, pod_set_name)
+        count = 1 if exact.count is None else exact.count
+        out.amounts[logical] = out.amounts.get(logical, 0) + count
+        out.devices[exact.device_class_name] = out.devices.get(exact.device_class_name, 0) + count
+    return out
+
+
+def _count_claim(into: Amounts, devices: Mapping[str, int]) -> None:
+    for device_class in devices:
+        into[device_class] = into.get(device_class, 0) + 1
+
+
 def claim_charges(
     *,
     pod_set_index: int,
     pod_set_name: str,
     spec: PodSpecView,
     namespace: str,
-    lookup_template: Callable[[str, str], ResourceClaimTemplate | None],
+    lookup_template: TemplateLookup,
     mappings: Mapping[str, str],
+    lookup_claim: ClaimLookup | None = None,
+    charged_claims: set[str] | None = None,
+    covered: Covered | None = None,
 ) -> ClaimCharge | DraProblem:
-    """Logical-resource amounts one pod of this pod set is charged for its claims.
+    """Logical-resource amounts this pod set is charged for its claims.
 
-    `mappings` maps DeviceClass name → logical resource name.
+    `mappings` maps DeviceClass name → logical resource name. Without
+    `lookup_claim`, a shared claim is refused as Kueue refuses it.
+    `charged_claims` holds the shared claims earlier pod sets of the same
+    Workload were charged for; the ones charged here are added to it.
+    `covered` tells the resources the Workload's ClusterQueue has quota for
+    (firstAvailable prefers those).
     """
-    if any(c.resource_claim_name for c in spec.resource_claims):
+    if lookup_claim is None and any(c.resource_claim_name for c in spec.resource_claims):
         return DraProblem(CLAIMS_NOT_SUPPORTED, requeue_message=CLAIMS_NOT_SUPPORTED_REQUEUE)
-    per_pod: Amounts = {}
+    charged = set() if charged_claims is None else charged_claims
+    out = ClaimCharge()
     base = f"spec.podSets[{pod_set_index}].template.spec.resourceClaims"
-    for j, claim in enumerate(spec.resource_claims):
-        template_name = claim.resource_claim_template_name
+    for j, pod_claim in enumerate(spec.resource_claims):
+        claim_path = f"{base}[{j}]"
+        if pod_claim.resource_claim_name and lookup_claim is not None:
+            name = pod_claim.resource_claim_name
+            if name in charged:
+                continue
+            claim = lookup_claim(namespace, name)
+            if claim is None:
+                return DraProblem(
+                    _field_error(
+                        f"{claim_path}.resourceClaimName",
+                        "Not found",
+                        name,
+                        f"ResourceClaim {namespace}/{name} does not exist; create it (the pods of podset "
+                        f"{pod_set_name} share it) or name an existing one",
+                    ),
+                    retryable=True,
+                )
+            shared = _charge_requests(
+                claim.spec.devices.requests,
+                path=f"ResourceClaim {namespace}/{name}: spec",
+                prefix="",
+                label=f"podset {pod_set_name}, claim {pod_claim.name} (ResourceClaim {name}, shared)",
+                mappings=mappings,
+                pod_set_name=pod_set_name,
+                unmapped_path=f"{claim_path}.resourceClaimName",
+                covered=covered,
+            )
+            if isinstance(shared, DraProblem):
+                return shared
+            charged.add(name)
+            add_amounts(out.once, shared.amounts)
+            add_amounts(out.devices_once, shared.devices)
+            _count_claim(out.claims_once, shared.devices)
+            out.choices.extend(shared.choices)
+            continue
+        template_name = pod_claim.resource_claim_template_name
         if not template_name:
             continue
-        claim_path = f"{base}[{j}]"
         template = lookup_template(namespace, template_name)
         if template is None:
             return DraProblem(
@@ -91,62 +302,20 @@ def claim_charges(
                 ),
                 retryable=True,
             )
-        for k, request in enumerate(template.spec.spec.devices.requests):
-            req_path = f"{claim_path}.devices.requests[{k}]"
-            prefix = f"ResourceClaimTemplate {template_name}: "
-            if request.first_available is not None:
-                return DraProblem(
-                    _field_error(
-                        req_path,
-                        "Invalid value",
-                        None,
-                        prefix + "FirstAvailable device selection is not supported",
-                    )
-                )
-            exact = request.exactly
-            if exact is None:
-                return DraProblem(
-                    _field_error(
-                        req_path,
-                        "Invalid value",
-                        None,
-                        prefix + "Exactly must be set if FirstAvailable is nil",
-                    )
-                )
-            if exact.admin_access:
-                continue
-            mode = exact.allocation_mode or "ExactCount"
-            if mode == "All":
-                return DraProblem(
-                    _field_error(
-                        f"{req_path}.exactly.allocationMode",
-                        "Invalid value",
-                        "All",
-                        prefix + "AllocationMode 'All' is not supported",
-                    )
-                )
-            if mode != "ExactCount":
-                return DraProblem(
-                    _field_error(
-                        f"{req_path}.exactly.allocationMode",
-                        "Invalid value",
-                        mode,
-                        prefix + f"unsupported allocation mode: {mode}",
-                    )
-                )
-            if not exact.device_class_name:
-                continue
-            logical = mappings.get(exact.device_class_name)
-            if logical is None:
-                return DraProblem(
-                    _field_error(
-                        f"{claim_path}.resourceClaimTemplateName",
-                        "Not found",
-                        f"DeviceClass {exact.device_class_name} is not mapped in DRA configuration "
-                        f"for podset {pod_set_name}",
-                        "",
-                    )
-                )
-            count = 1 if exact.count is None else exact.count
-            per_pod[logical] = per_pod.get(logical, 0) + count
-    return ClaimCharge(per_pod)
+        per_pod = _charge_requests(
+            template.spec.spec.devices.requests,
+            path=claim_path,
+            prefix=f"ResourceClaimTemplate {template_name}: ",
+            label=f"podset {pod_set_name}, claim {pod_claim.name}",
+            mappings=mappings,
+            pod_set_name=pod_set_name,
+            unmapped_path=f"{claim_path}.resourceClaimTemplateName",
+            covered=covered,
+        )
+        if isinstance(per_pod, DraProblem):
+            return per_pod
+        add_amounts(out.per_pod, per_pod.amounts)
+        add_amounts(out.devices_per_pod, per_pod.devices)
+        _count_claim(out.claims_per_pod, per_pod.devices)
+        out.choices.extend(per_pod.choices)
+    return out

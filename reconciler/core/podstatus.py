@@ -19,6 +19,7 @@ __all__ = [
     "all_claims_allocated",
     "claim_problems",
     "claims_condition",
+    "eviction_cause",
     "lasting",
     "owner_job",
     "ready_or_succeeded",
@@ -134,3 +135,26 @@ def claims_condition(
     if others:
         message += f" (and {others} more pod{'s' if others > 1 else ''})"
     return "False", NOT_ALLOCATED_REASON, message
+
+
+def eviction_cause(namespace: str, pods: Iterable[Pod], claims: Mapping[Key, ResourceClaim]) -> str | None:
+    """Why an admitted Job's pods did not start, when it is a claim that cannot be allocated.
+
+    None when nothing points at DRA (a slow start: image pulls, a pod still running its init
+    containers...). A claim is to blame when an unscheduled pod names a claim still unallocated, or
+    when the scheduler's own message for an unscheduled pod speaks of claims.
+    """
+    problems = claim_problems(namespace, pods, claims)
+    if problems:
+        first = problems[0]
+        return (
+            f"ResourceClaim {namespace}/{first.claim} of pod {namespace}/{first.pod} cannot be allocated: "
+            f"{first.scheduler_message or 'no reason given by the scheduler'}"
+        )
+    for pod in pods:
+        if pod.spec.node_name or pod.metadata.deletion_timestamp:
+            continue
+        scheduled = _condition(pod.status.conditions, "PodScheduled")
+        if scheduled is not None and scheduled.status == "False" and "claim" in scheduled.message.lower():
+            return f"pod {namespace}/{pod.metadata.name} cannot be scheduled: {scheduled.message}"
+    return None

@@ -23,6 +23,7 @@ from reconciler.api import (
     LocalQueue,
     Namespace,
     PriorityClass,
+    ResourceClaim,
     ResourceClaimTemplate,
     ResourceFlavor,
     Workload,
@@ -36,7 +37,14 @@ from .priority import MissingPriorityClass, resolve_priority
 from .quantity import QuantityError
 from .scheduler import Admit, Decision, Pending, Preempt
 from .status import admitted_workload_status, cluster_queue_status, condition, pending_workload_status
-from .workloads import QUEUE_NAME_LABEL, WorkloadInfo, compile_workload, workload_for_job
+from .workloads import (
+    FIRST_AVAILABLE_ANNOTATION,
+    QUEUE_NAME_LABEL,
+    WorkloadInfo,
+    compile_workload,
+    covered_by,
+    workload_for_job,
+)
 
 __all__ = ["InputObject", "SimulationError", "SimulationResult", "simulate"]
 
@@ -99,6 +107,7 @@ def simulate(objects: Sequence[InputObject], mappings: Mapping[str, str], now: s
     result = SimulationResult()
     state = Engine()
     templates: dict[tuple[str, str], ResourceClaimTemplate] = {}
+    claims: dict[tuple[str, str], ResourceClaim] = {}
     workload_classes: dict[str, WorkloadPriorityClass] = {}
     pod_classes: dict[str, PriorityClass] = {}
     cluster_queues: list[tuple[ClusterQueue, Mapping[str, Any]]] = []
@@ -130,6 +139,9 @@ def simulate(objects: Sequence[InputObject], mappings: Mapping[str, str], now: s
         elif kind == "ResourceClaimTemplate":
             rct = _decode(obj, ResourceClaimTemplate)
             templates[(rct.metadata.namespace, rct.metadata.name)] = rct
+        elif kind == "ResourceClaim":
+            claim = _decode(obj, ResourceClaim)
+            claims[(claim.metadata.namespace, claim.metadata.name)] = claim
         elif kind == "WorkloadPriorityClass" and api_version.startswith(_KUEUE_GROUP):
             wpc = _decode(obj, WorkloadPriorityClass)
             workload_classes[wpc.metadata.name] = wpc
@@ -167,10 +179,19 @@ def simulate(objects: Sequence[InputObject], mappings: Mapping[str, str], now: s
         if not workload.metadata.namespace:
             raise SimulationError(f"{_describe(obj)}: metadata.namespace: set the namespace")
         try:
-            info = compile_workload(workload, lookup_template=lookup, mappings=mappings)
+            info = compile_workload(
+                workload,
+                lookup_template=lookup,
+                lookup_claim=lambda ns, name: claims.get((ns, name)),
+                mappings=mappings,
+                covered=covered_by(state.queues.local_queues, state.cache.cluster_queues, workload),
+            )
         except (QuantityError, msgspec.ValidationError) as err:
             raise SimulationError(f"{_describe(obj)}: spec.podSets: {err}") from None
         info.uid = info.uid or f"~{seq:08d}"
+        if info.choices:
+            # As the controller records it: which firstAvailable subrequests are charged.
+            workload.metadata.annotations[FIRST_AVAILABLE_ANNOTATION] = "; ".join(info.choices)
         workloads[info.key] = workload
         infos[info.key] = info
         if _is_admitted(workload):

@@ -11,6 +11,7 @@ from __future__ import annotations
 import hashlib
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
+from types import MappingProxyType
 
 import msgspec
 
@@ -25,18 +26,21 @@ from reconciler.api import (
     pod_template_view,
 )
 
-from .dra import ClaimCharge, DraProblem, claim_charges
+from .clusterqueues import ClusterQueueModel
+from .dra import ClaimCharge, ClaimLookup, Covered, DraProblem, claim_charges
 from .podrequests import Amounts, add_amounts, pod_requests, scale_amounts
 from .priority import ResolvedPriority
 from .selectors import PodPlacement
 
 __all__ = [
+    "FIRST_AVAILABLE_ANNOTATION",
     "JOB_UID_LABEL",
     "QUEUE_NAME_LABEL",
     "RESOURCE_IN_USE_FINALIZER",
     "PodSetInfo",
     "WorkloadInfo",
     "compile_workload",
+    "covered_by",
     "job_pod_count",
     "workload_for_job",
     "workload_name_for_job",
@@ -45,7 +49,10 @@ __all__ = [
 QUEUE_NAME_LABEL = "kueue.x-k8s.io/queue-name"
 JOB_UID_LABEL = "kueue.x-k8s.io/job-uid"
 RESOURCE_IN_USE_FINALIZER = "kueue.x-k8s.io/resource-in-use"
+# Which firstAvailable subrequest each device request is charged for (absent when none).
+FIRST_AVAILABLE_ANNOTATION = "dra-quota-reconciler/first-available"
 
+_NOTHING: Mapping[str, int] = MappingProxyType({})
 _MAX_NAME = 253
 _HASH_LEN = 5
 # Labels the Job controller adds to a template; a Workload's template omits them.
@@ -120,9 +127,13 @@ class PodSetInfo:
     count: int
     placement: PodPlacement
     per_pod: Amounts
+    # Charged once for the Workload whatever the count: the shared claims this pod set names first.
+    once: Mapping[str, int] = field(default_factory=lambda: _NOTHING)
 
     def total(self) -> Amounts:
-        return scale_amounts(self.per_pod, self.count)
+        total = scale_amounts(self.per_pod, self.count)
+        add_amounts(total, self.once)
+        return total
 
 
 @dataclass(slots=True)
@@ -139,6 +150,11 @@ class WorkloadInfo:
     problem: DraProblem | None = None
     # Everything flavor assignment depends on: equal shapes get equal verdicts.
     shape: bytes = b""
+    # Which firstAvailable subrequests were charged, one readable line each.
+    choices: tuple[str, ...] = ()
+    # (DeviceClass, devices, claims) for the whole Workload, for metrics; a tuple, as it is kept
+    # for every pending workload.
+    device_classes: tuple[tuple[str, int, int], ...] = ()
 
     @property
     def key(self) -> tuple[str, str]:
@@ -146,6 +162,14 @@ class WorkloadInfo:
 
     def total_requests(self) -> list[tuple[str, Amounts]]:
         return [(ps.name, ps.total()) for ps in self.pod_sets]
+
+    @property
+    def devices_by_class(self) -> Amounts:
+        return {name: devices for name, devices, _ in self.device_classes}
+
+    @property
+    def claims_by_class(self) -> Amounts:
+        return {name: claims for name, _, claims in self.device_classes}
 
 
 TemplateLookup = Callable[[str, str], ResourceClaimTemplate | None]
@@ -157,8 +181,14 @@ def compile_workload(
     lookup_template: TemplateLookup,
     mappings: Mapping[str, str],
     created: str = "",
+    lookup_claim: ClaimLookup | None = None,
+    covered: Covered | None = None,
 ) -> WorkloadInfo:
-    """Compute requests (including DRA charges) for every pod set of a Workload."""
+    """Compute requests (including DRA charges) for every pod set of a Workload.
+
+    With `lookup_claim`, shared claims (`resourceClaimName`) are charged once per
+    Workload (see dra.py); without it they are refused as Kueue refuses them. `covered`:
+    the resources the Workload's ClusterQueue has quota for (see `covered_by`)."""
     meta = workload.metadata
     info = WorkloadInfo(
         namespace=meta.namespace,
@@ -168,9 +198,15 @@ def compile_workload(
         priority=workload.spec.priority or 0,
         created=meta.creation_timestamp or created,
     )
+    charged_claims: set[str] = set()
+    choices: list[str] = []
+    devices: Amounts = {}
+    claims: Amounts = {}
     for index, pod_set in enumerate(workload.spec.pod_sets):
         spec = pod_template_view(pod_set.template).spec
         per_pod = pod_requests(spec)
+        once: Mapping[str, int] = _NOTHING
+        count = 1 if pod_set.count is None else pod_set.count
         if spec.resource_claims:
             charge = claim_charges(
                 pod_set_index=index,
@@ -179,17 +215,44 @@ def compile_workload(
                 namespace=meta.namespace,
                 lookup_template=lookup_template,
                 mappings=mappings,
+                lookup_claim=lookup_claim,
+                charged_claims=charged_claims,
+                covered=covered,
             )
             if isinstance(charge, DraProblem):
                 info.problem = charge
             else:
-                _add_charge(per_pod, charge)
-        count = 1 if pod_set.count is None else pod_set.count
-        info.pod_sets.append(PodSetInfo(pod_set.name, count, PodPlacement.of(spec), per_pod))
+                add_amounts(per_pod, charge.per_pod)
+                once = charge.once or _NOTHING
+                choices.extend(charge.choices)
+                _count_devices(devices, claims, charge, count)
+        info.pod_sets.append(PodSetInfo(pod_set.name, count, PodPlacement.of(spec), per_pod, once))
         if info.problem is not None:
             break
+    info.choices = tuple(choices)
+    info.device_classes = tuple((name, devices[name], claims.get(name, 0)) for name in sorted(devices))
     info.shape = _shape(info.pod_sets)
     return info
+
+
+def covered_by(
+    local_queues: Mapping[tuple[str, str], str],
+    cluster_queues: Mapping[str, ClusterQueueModel],
+    workload: Workload,
+) -> Covered | None:
+    """The resources the ClusterQueue of a Workload's LocalQueue has quota for (None: not known)."""
+    name = local_queues.get((workload.metadata.namespace, workload.spec.queue_name))
+    model = cluster_queues.get(name) if name is not None else None
+    if model is None:
+        return None
+    return model.group_of.__contains__
+
+
+def _count_devices(devices: Amounts, claims: Amounts, charge: ClaimCharge, count: int) -> None:
+    add_amounts(devices, scale_amounts(charge.devices_per_pod, count))
+    add_amounts(devices, charge.devices_once)
+    add_amounts(claims, scale_amounts(charge.claims_per_pod, count))
+    add_amounts(claims, charge.claims_once)
 
 
 def _shape(pod_sets: list[PodSetInfo]) -> bytes:
@@ -199,6 +262,7 @@ def _shape(pod_sets: list[PodSetInfo]) -> bytes:
                 ps.name,
                 ps.count,
                 sorted(ps.per_pod.items()),
+                sorted(ps.once.items()),
                 ps.placement.node_selector,
                 ps.placement.affinity,
                 ps.placement.tolerations,
@@ -206,7 +270,3 @@ def _shape(pod_sets: list[PodSetInfo]) -> bytes:
             for ps in pod_sets
         ]
     )
-
-
-def _add_charge(per_pod: Amounts, charge: ClaimCharge) -> None:
-    add_amounts(per_pod, charge.per_pod)

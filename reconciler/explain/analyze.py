@@ -136,9 +136,16 @@ def _describe_claims(state: ClusterState, workload: Workload, ex: Explanation) -
         if any("DeviceClass" in u for u in state.unreadable)
         else {d.metadata.name: d for d in state.device_classes}
     )
+    claims = (
+        None
+        if any("ResourceClaim" in u and "Template" not in u for u in state.unreadable)
+        else {(c.metadata.namespace, c.metadata.name): c for c in state.claims}
+    )
     for pod_set in workload.spec.pod_sets:
         spec = pod_template_view(pod_set.template).spec
-        story = tell_claims(spec, workload.metadata.namespace, templates, classes, mappings, learned=learned)
+        story = tell_claims(
+            spec, workload.metadata.namespace, templates, classes, mappings, learned=learned, claims=claims
+        )
         ex.claims.extend(f"pod set {pod_set.name}, {line}" for line in story.lines)
         ex.findings.extend(story.findings)
     if learned and ex.claims:

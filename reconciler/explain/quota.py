@@ -22,7 +22,7 @@ from reconciler.core.ledger import Ledger
 from reconciler.core.quantity import QuantityError, format_amount
 from reconciler.core.scheduler import Admit, Decision
 from reconciler.core.status import condition
-from reconciler.core.workloads import WorkloadInfo, compile_workload
+from reconciler.core.workloads import WorkloadInfo, compile_workload, covered_by
 
 from .explanation import Holder, QuotaRow
 from .state import ClusterState
@@ -78,11 +78,17 @@ def load_engine(state: ClusterState, target: Workload, mappings: Mapping[str, st
             ns.metadata.name, {**ns.metadata.labels, "kubernetes.io/metadata.name": ns.metadata.name}
         )
     templates = {(t.metadata.namespace, t.metadata.name): t for t in state.templates}
+    # Claims are fetched for the target's namespace only: elsewhere a shared claim reads as missing.
+    claims = {(c.metadata.namespace, c.metadata.name): c for c in state.claims}
 
     def compiled(workload: Workload) -> WorkloadInfo | str:
         try:
             return compile_workload(
-                workload, lookup_template=lambda ns, name: templates.get((ns, name)), mappings=mappings
+                workload,
+                lookup_template=lambda ns, name: templates.get((ns, name)),
+                lookup_claim=lambda ns, name: claims.get((ns, name)),
+                mappings=mappings,
+                covered=covered_by(engine.queues.local_queues, engine.cache.cluster_queues, workload),
             )
         except (QuantityError, msgspec.ValidationError) as err:
             return f"spec.podSets: {err}"

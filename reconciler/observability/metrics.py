@@ -42,6 +42,7 @@ from prometheus_client import (
 
 from .state_metrics import (
     ClusterQueueSample,
+    DeviceClassSample,
     LocalQueueSample,
     StateCollector,
     StateSnapshot,
@@ -51,6 +52,7 @@ from .state_metrics import (
 
 __all__ = [
     "ClusterQueueSample",
+    "DeviceClassSample",
     "LocalQueueSample",
     "Metrics",
     "ReplicaRole",
@@ -216,6 +218,26 @@ class Metrics:
             buckets=_BATCH_BUCKETS,
             registry=r,
         )
+        self._config_reloads = Counter(
+            "dra_quota_config_reload",
+            "Changes of the configuration file seen by the running controller, per result: applied "
+            "(new DeviceClass mappings in use), unchanged (no field that applies live changed), "
+            "invalid (refused; the running configuration is kept)",
+            ["result"],
+            registry=r,
+        )
+        self._config_generation = Gauge(
+            "dra_quota_config_generation",
+            "How many configurations this process has used: 1 at start, +1 for each applied reload",
+            registry=r,
+        )
+        self._config_generation.set(1)
+        self._config_info = Gauge(
+            "dra_quota_config_info",
+            "1, labelled by the sha256 (first 16 hex digits) of the configuration file in use",
+            ["hash"],
+            registry=r,
+        )
         r.register(StateCollector(self))
         self.set_role(role)
 
@@ -282,3 +304,13 @@ class Metrics:
 
     def reconcile_batch(self, seconds: float) -> None:
         self._batch.observe(seconds)
+
+    def config_reload(self, result: str) -> None:
+        self._config_reloads.labels(result).inc()
+
+    def config_in_use(self, digest: str, *, bump: bool) -> None:
+        """The configuration file with this content is in use (`bump`: newly applied)."""
+        self._config_info.clear()
+        self._config_info.labels(digest[:16]).set(1)
+        if bump:
+            self._config_generation.inc()

@@ -19,6 +19,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "ClusterQueueSample",
+    "DeviceClassSample",
     "LocalQueueSample",
     "StateCollector",
     "StateSnapshot",
@@ -67,11 +68,25 @@ class WatchSample:
 
 
 @dataclass(frozen=True, slots=True)
+class DeviceClassSample:
+    """What Workloads ask of one DeviceClass: devices and claims, pending and admitted."""
+
+    device_class: str
+    pending_devices: int = 0
+    admitted_devices: int = 0
+    pending_claims: int = 0
+    admitted_claims: int = 0
+    # Pending Workloads that cannot be charged because this DeviceClass has no mapping.
+    unmapped_workloads: int = 0
+
+
+@dataclass(frozen=True, slots=True)
 class StateSnapshot:
     cluster_queues: list[ClusterQueueSample] = field(default_factory=list)
     local_queues: list[LocalQueueSample] = field(default_factory=list)
     watches: list[WatchSample] = field(default_factory=list)
     inbox_depth: int = 0
+    device_classes: list[DeviceClassSample] = field(default_factory=list)
 
 
 StateSource = Callable[[], StateSnapshot | None]
@@ -223,3 +238,32 @@ class StateCollector(Collector):
         if snap is not None:
             depth.add_metric([], snap.inbox_depth)
         yield from (restarts, relists, events, depth)
+        yield from _device_class_families(snap.device_classes if snap else [])
+
+
+def _device_class_families(samples: list[DeviceClassSample]) -> Iterator[GaugeMetricFamily]:
+    devices = GaugeMetricFamily(
+        "dra_quota_device_class_requested_devices",
+        "Devices requested through DRA claims by pending and admitted Workloads, per 'device_class' "
+        "and 'status' (pending or admitted; a shared claim counts once per Workload)",
+        labels=["device_class", "status"],
+    )
+    claims = GaugeMetricFamily(
+        "dra_quota_device_class_claims",
+        "ResourceClaims (one per pod for a template, one per Workload for a shared claim) of pending "
+        "and admitted Workloads that request a 'device_class', per 'status'",
+        labels=["device_class", "status"],
+    )
+    unmapped = GaugeMetricFamily(
+        "dra_quota_device_class_unmapped_workloads",
+        "Pending Workloads that cannot be charged because their 'device_class' is not in deviceClassMappings",
+        labels=["device_class"],
+    )
+    for sample in samples:
+        devices.add_metric([sample.device_class, "pending"], sample.pending_devices)
+        devices.add_metric([sample.device_class, "admitted"], sample.admitted_devices)
+        claims.add_metric([sample.device_class, "pending"], sample.pending_claims)
+        claims.add_metric([sample.device_class, "admitted"], sample.admitted_claims)
+        if sample.unmapped_workloads:
+            unmapped.add_metric([sample.device_class], sample.unmapped_workloads)
+    yield from (devices, claims, unmapped)

@@ -31,6 +31,7 @@ Purpose = Literal[
     "pods-ready",
     "deactivate",
     "workload-priority",
+    "workload-annotate",
     "job-start",
     "job-suspend",
     "job-restore",

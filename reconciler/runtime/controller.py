@@ -50,6 +50,7 @@ from reconciler.kube import Informer, KubeClient, WatchEvent
 from reconciler.observability.health import ControllerState, Health, WatchState
 from reconciler.observability.metrics import Metrics
 
+from .config_reload import ConfigReload, watch_config
 from .reconciler import LABEL_SELECTORS, WATCHED, Reconciler
 from .snapshot import state_snapshot
 from .writer import WriteDone, Writer
@@ -78,7 +79,7 @@ class _Flush:
 
 
 FLUSH = _Flush()
-Item = WatchEvent[Any] | WriteDone | _Flush
+Item = WatchEvent[Any] | WriteDone | ConfigReload | _Flush
 
 
 @dataclass(frozen=True)
@@ -90,6 +91,9 @@ class ControllerOptions:
     max_batch: int = 2000
     # /healthz fails when inbox items have waited this long without a batch being handled.
     stall_after: float = 60.0
+    # The Configuration file, polled for new DeviceClass mappings (None: never reloaded).
+    config_path: str | None = None
+    config_reload_interval: float = 2.0
 
 
 async def make_client(kubeconfig: str | None) -> KubeClient:
@@ -149,6 +153,8 @@ def _describe(item: Item) -> str:
         return f"{item.kind} {item.resource.plural} {item.key[0]}/{item.key[1]}"
     if isinstance(item, WriteDone):
         return f"write {item.action.purpose}"
+    if isinstance(item, ConfigReload):
+        return f"configuration {item.path}"
     return "flush"
 
 
@@ -229,6 +235,9 @@ async def run_controller(
         )
         tasks.append(consumer)
         tasks.append(loop.create_task(_tick(inbox, options.status_interval), name="status-tick"))
+        if options.config_path is not None:
+            reload = watch_config(options.config_path, options.config_reload_interval, inbox.put_nowait)
+            tasks.append(loop.create_task(reload, name="config-reload"))
         log.info("controller started", watching=[r.plural for r in WATCHED])
         stopped = loop.create_task(stop.wait(), name="stop")
         done, _ = await asyncio.wait([stopped, *tasks], return_when=asyncio.FIRST_COMPLETED)

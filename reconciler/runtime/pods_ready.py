@@ -29,6 +29,7 @@ from reconciler.core.podstatus import (
     all_claims_allocated,
     claim_problems,
     claims_condition,
+    eviction_cause,
     lasting,
     ready_or_succeeded,
 )
@@ -215,9 +216,19 @@ class PodsReady:
             )
             return
         message = timeout_message(key[0], key[1])
+        cause = self._claim_cause(key)
+        if cause is not None:
+            # Kueue's reason and message, then why: a claim that cannot be allocated, not a slow start.
+            message = f"{message}; cause: {cause}"
         self._evict(
             workload, PODS_READY_TIMEOUT, message, plan.requeue_state, underlying_cause=deadline.cause
         )
+
+    def _claim_cause(self, key: Key) -> str | None:
+        owner = self.ctx.store.job_key(key)
+        if owner is None:
+            return None
+        return eviction_cause(key[0], self.ctx.pod_index.pods_of(owner), self.ctx.pod_index.claims)
 
     # --- eviction -----------------------------------------------------------------------
 

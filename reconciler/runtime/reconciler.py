@@ -58,6 +58,7 @@ from reconciler.kube import WatchEvent
 from reconciler.observability.metrics import Metrics
 
 from .actions import Action, WriteDone
+from .config_reload import ConfigReload, ConfigReloads
 from .context import Context, ReconcilerStats
 from .events import EventRecorder
 from .in_use import InUse
@@ -118,6 +119,7 @@ class Reconciler(ReconcilerViews):
         self.queue_status = QueueStatus(self.ctx)
         self.preemption = Preemption(self.ctx)
         self.in_use = InUse(self.ctx)
+        self.config_reloads = ConfigReloads(self.ctx, self.workload_sync.mappings_changed)
         self.synced: set[str] = set()
         self.ready = False
         self._next_resync = 0.0
@@ -137,10 +139,12 @@ class Reconciler(ReconcilerViews):
 
     # --- the inbox ----------------------------------------------------------------------
 
-    def handle(self, item: WatchEvent[Any] | WriteDone) -> None:
+    def handle(self, item: WatchEvent[Any] | WriteDone | ConfigReload) -> None:
         """Apply one inbox item, then process what it marked (decisions wait for the batch's end)."""
         if isinstance(item, WriteDone):
             self.ctx.completed(item)
+        elif isinstance(item, ConfigReload):
+            self.config_reloads.apply(item)
         elif item.kind == "SYNCED":
             self._on_synced(item.resource.plural)
         else:
@@ -311,6 +315,8 @@ class Reconciler(ReconcilerViews):
                 except (InvalidClusterQueueError, QuantityError) as err:
                     log.warning("ClusterQueue cannot be used", cluster_queue=name, error=str(err))
                     ctx.engine.set_broken_cluster_queue(name, str(err))
+                if self.ready:
+                    self.workload_sync.cluster_queue_changed(name)
         if self.ready:
             self.in_use.cluster_queue(name)
             self.in_use.recheck()  # a flavor it listed may be free now
@@ -372,9 +378,20 @@ class Reconciler(ReconcilerViews):
             self.ctx.dirty.pods.add(job_key)
 
     def _on_claim(self, key: Key, claim: Any) -> None:
+        previous = self.ctx.pod_index.claims.get(key)
         job_key = self.ctx.pod_index.on_claim(key, claim)
         if job_key is not None:
             self.ctx.dirty.pods.add(job_key)
+        # A pre-created (shared) claim appeared or went: waiting workloads are charged again. Its
+        # spec is immutable, so its status updates change nothing.
+        shared = claim if claim is not None else previous
+        if (
+            self.ready
+            and (claim is None) != (previous is None)
+            and shared is not None
+            and not any(r.kind == "Pod" for r in shared.metadata.owner_references)
+        ):
+            self.workload_sync.shared_claim_changed(key[0])
 
 
 def _models_differ(previous: ClusterQueue, current: ClusterQueue) -> bool:

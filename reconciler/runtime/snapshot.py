@@ -15,9 +15,11 @@ from typing import Any, Literal
 
 from reconciler.core.quantity import CPU
 from reconciler.core.status import condition
+from reconciler.core.workloads import WorkloadInfo
 from reconciler.kube import Informer
 from reconciler.observability.metrics import (
     ClusterQueueSample,
+    DeviceClassSample,
     LocalQueueSample,
     StateSnapshot,
     WatchSample,
@@ -121,4 +123,27 @@ def state_snapshot(
         active, inadmissible = reconciler.core.queues.local_queue_pending_counts(namespace, name)
         _waiting, admitted = reconciler.core.local_queue_members(namespace, name)
         local_queues.append(LocalQueueSample(namespace, name, active, inadmissible, len(admitted)))
-    return StateSnapshot(cluster_queues, local_queues, watch_samples(informers), inbox_depth)
+    return StateSnapshot(
+        cluster_queues, local_queues, watch_samples(informers), inbox_depth, device_class_samples(reconciler)
+    )
+
+
+def device_class_samples(reconciler: Reconciler) -> list[DeviceClassSample]:
+    """Devices and claims per DeviceClass of the Workloads the core knows, pending and admitted."""
+    core = reconciler.core
+    counts: dict[str, Counter[str]] = {}
+
+    def add(info: WorkloadInfo, status: str) -> None:
+        for device_class, devices, claims in info.device_classes:
+            row = counts.setdefault(device_class, Counter())
+            row[f"{status}_devices"] += devices
+            row[f"{status}_claims"] += claims
+
+    for info in core.queues.workloads.values():
+        add(info, "pending")
+        problem = info.problem
+        if problem is not None and problem.unmapped_class:
+            counts.setdefault(problem.unmapped_class, Counter())["unmapped_workloads"] += 1
+    for info in core.cache.workloads.values():
+        add(info, "admitted")
+    return [DeviceClassSample(name, **dict(c)) for name, c in sorted(counts.items())]

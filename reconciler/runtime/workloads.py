@@ -24,7 +24,7 @@ from reconciler.core.status import (
     pending_workload_status,
     set_condition,
 )
-from reconciler.core.workloads import WorkloadInfo, compile_workload
+from reconciler.core.workloads import FIRST_AVAILABLE_ANNOTATION, WorkloadInfo, compile_workload, covered_by
 from reconciler.kube import Conflict, NotFound
 
 from .actions import MergePatch, WriteDone
@@ -32,7 +32,7 @@ from .context import EXPECTED_MISSES, Context
 from .patches import holds_quota, is_true, same_workload_status, status_patch
 from .store import Key
 
-__all__ = ["Workloads", "seconds_since"]
+__all__ = ["FIRST_AVAILABLE_ANNOTATION", "Workloads", "seconds_since"]
 
 log = structlog.get_logger(__name__)
 
@@ -49,17 +49,22 @@ class Workloads:
         self.ctx = ctx
         # The generation of each workload as last given to the core.
         self._fed: dict[Key, int] = {}
+        # The firstAvailable annotation last asked for, per workload.
+        self._annotating: dict[Key, str | None] = {}
         # The flavors tried by an admission in flight, for its QuotaReserved Event.
         self._considered: dict[Key, str] = {}
         # Waiting workloads seen without a PodsReady condition (see write_waiting_for_start).
         self._without_pods_ready: set[Key] = set()
 
     def compile(self, workload: Workload) -> WorkloadInfo:
-        templates = self.ctx.store.templates
+        templates, claims = self.ctx.store.templates, self.ctx.pod_index.claims
+        engine = self.ctx.engine
         return compile_workload(
             workload,
             lookup_template=lambda ns, name: templates.get((ns, name)),
+            lookup_claim=lambda ns, name: claims.get((ns, name)),
             mappings=self.ctx.config.class_to_resource,
+            covered=covered_by(engine.queues.local_queues, engine.cache.cluster_queues, workload),
         )
 
     # --- keeping the core in line with the API ------------------------------------------
@@ -70,6 +75,7 @@ class Workloads:
         workload = ctx.store.workloads.get(key)
         if workload is None:
             self._fed.pop(key, None)
+            self._annotating.pop(key, None)
             ctx.timers.cancel(key, "requeue")
             ctx.engine.remove_workload(key)
             ctx.dirty.pods_ready.add(key)
@@ -174,14 +180,86 @@ class Workloads:
                 )
             )
 
+    def _record_choices(self, workload: Workload, info: WorkloadInfo | None) -> None:
+        """Show on the Workload which firstAvailable subrequests it is charged for (an annotation).
+
+        Written once a decision is out (pending written, admission landed), never before: a metadata
+        write in between would make the admission's resourceVersion-conditioned write conflict."""
+        if info is None:
+            return
+        meta = workload.metadata
+        wanted = "; ".join(info.choices) or None
+        if meta.annotations.get(FIRST_AVAILABLE_ANNOTATION) == wanted:
+            return
+        key = (meta.namespace, meta.name)
+        # Asked for already (in flight, or landed and its event not seen yet).
+        if self._annotating.get(key, "") == wanted:
+            return
+        self._annotating[key] = wanted
+        patch = msgspec.json.encode({"metadata": {"annotations": {FIRST_AVAILABLE_ANNOTATION: wanted}}})
+        self.ctx.write(
+            MergePatch(
+                "workload-annotate", WORKLOADS, meta.namespace, meta.name, patch, on_done=self._annotated
+            )
+        )
+
+    def _annotated(self, done: WriteDone) -> None:
+        if not done.ok:
+            self._annotating.pop(done.key, None)  # asked again on the next decision
+            self.ctx.write_failed(done, expected=EXPECTED_MISSES)
+
+    def mappings_changed(self) -> int:
+        """The DeviceClass mappings changed: every Workload that does not hold quota is charged
+        again by the new ones (pending, inadmissible, backing off); admitted ones keep the charge
+        they were admitted with until they finish or are evicted. Returns how many were marked."""
+        ctx = self.ctx
+        marked = 0
+        for key, workload in ctx.store.workloads.items():
+            if holds_quota(workload) or ctx.engine.is_admitted(key):
+                continue
+            self._fed.pop(key, None)
+            if ctx.engine.is_held(key):
+                ctx.engine.remove_workload(key)  # held again, with the new charge, by sync
+            ctx.dirty.workload(key)
+            marked += 1
+        return marked
+
     def _forget(self, key: Key) -> None:
         self.ctx.engine.remove_workload(key)  # a no-op for a workload the core does not know
         self._fed.pop(key, None)
+        self._annotating.pop(key, None)
 
     def template_changed(self, namespace: str) -> None:
-        """A template that appears can make a waiting workload chargeable."""
+        """A template (or shared claim) that appears can make a waiting workload chargeable."""
         for wl_key, info in list(self.ctx.engine.queues.workloads.items()):
             if wl_key[0] == namespace and info.problem is not None and info.problem.retryable:
+                self._fed.pop(wl_key, None)
+                self.ctx.dirty.workload(wl_key)
+
+    def cluster_queue_changed(self, name: str) -> None:
+        """A ClusterQueue's resources may have changed: the firstAvailable choices of the workloads
+        waiting in it are made again; only those whose charge changes are given to the core anew."""
+        ctx = self.ctx
+        local_queues = ctx.engine.queues.local_queues
+        for wl_key, info in list(ctx.engine.queues.workloads.items()):
+            workload = ctx.store.workloads.get(wl_key)
+            if not info.choices or workload is None:
+                continue
+            if local_queues.get((wl_key[0], workload.spec.queue_name)) != name:
+                continue
+            try:
+                changed = self.compile(workload).shape != info.shape
+            except (QuantityError, msgspec.ValidationError):
+                changed = True
+            if changed:
+                self._fed.pop(wl_key, None)
+                ctx.dirty.workload(wl_key)
+
+    def shared_claim_changed(self, namespace: str) -> None:
+        """A pre-created ResourceClaim appeared or went: the waiting workloads of its namespace are
+        charged again (admitted ones keep their charge)."""
+        for wl_key in list(self.ctx.engine.queues.workloads):
+            if wl_key[0] == namespace:
                 self._fed.pop(wl_key, None)
                 self.ctx.dirty.workload(wl_key)
 
@@ -368,6 +446,7 @@ class Workloads:
             owner = ctx.store.job_key(key)
             if owner is not None:
                 ctx.dirty.jobs.add(owner)
+            self._record_choices(workload, ctx.engine.workload(key))
             return
         # Not admitted after all: give the quota back and decide again on fresh state.
         if isinstance(done.error, Conflict):
@@ -391,6 +470,7 @@ class Workloads:
         status = pending_workload_status(workload.status, info, decision, now, generation)
         if ctx.tracks_pods_ready(key):
             status = _waiting_for_start(status, now, generation)
+        self._record_choices(workload, info)
         if same_workload_status(status, workload.status):
             return
         ctx.write(

@@ -51,6 +51,12 @@ CONTRACT_METRICS: dict[str, frozenset[str]] = {
     "dra_quota_api_request_errors_total": frozenset({"verb", "resource", "code"}),
     "dra_quota_ledger_rebuild_seconds": frozenset(),
     "dra_quota_leader": frozenset(),
+    "dra_quota_device_class_requested_devices": frozenset({"device_class", "status"}),
+    "dra_quota_device_class_claims": frozenset({"device_class", "status"}),
+    "dra_quota_device_class_unmapped_workloads": frozenset({"device_class"}),
+    "dra_quota_config_reload_total": frozenset({"result"}),
+    "dra_quota_config_generation": frozenset(),
+    "dra_quota_config_info": frozenset({"hash"}),
 }
 HISTOGRAMS = frozenset(
     {
