@@ -15,6 +15,7 @@ from dataclasses import dataclass, field, replace
 from .cache import QuotaCache
 from .clusterqueues import ClusterQueueModel, active_condition
 from .flavors import FlavorFit, FlavorNoFit, PodSetFlavors, assign_flavors
+from .inventory_admission import InventoryGate
 from .ledger import Charge
 from .pending_queue import Candidate, PendingQueue
 from .preemption import Target, preemption_targets
@@ -66,6 +67,8 @@ class Scheduler:
     # The last pending verdict reported per workload, and per parked group.
     _last: dict[WorkloadKey, tuple[str, str]] = field(default_factory=dict)
     _group_verdicts: dict[tuple[str | None, Hashable], tuple[str, str] | None] = field(default_factory=dict)
+    # deviceInventory.mode Enforce: what fits quota must fit the free devices too.
+    gate: InventoryGate | None = None
 
     def forget(self, key: WorkloadKey) -> None:
         """The workload changed or left: its next verdict is reported whatever it is."""
@@ -126,6 +129,10 @@ class Scheduler:
             result = verdicts.get(info.shape)
             if result is None:
                 fit = assign_flavors(info, model, cache.flavors, capacity)
+                if isinstance(fit, FlavorFit) and self.gate is not None:
+                    short = self.gate.shortfall(fit.usage, cache.ledger)
+                    if short is not None:
+                        fit = FlavorNoFit(f"devices do not cover the workload: {short}", False)
                 if isinstance(fit, FlavorFit):
                     queues.remove(key)  # out of its pending queue too
                     cache.admit(info, Charge(model.name, fit.usage))

@@ -35,14 +35,17 @@ from reconciler.api import (
 )
 from reconciler.api.resources import (
     CLUSTER_QUEUES,
+    DEVICE_CLASSES,
     JOBS,
     LOCAL_QUEUES,
     NAMESPACES,
+    NODES,
     PODS,
     PRIORITY_CLASSES,
     RESOURCE_CLAIM_TEMPLATES,
     RESOURCE_CLAIMS,
     RESOURCE_FLAVORS,
+    RESOURCE_SLICES,
     WORKLOAD_PRIORITY_CLASSES,
     WORKLOADS,
     Resource,
@@ -61,6 +64,7 @@ from .actions import Action, WriteDone
 from .context import Context, ReconcilerStats
 from .events import EventRecorder
 from .in_use import InUse
+from .inventory import Inventory
 from .jobs import Jobs
 from .patches import holds_quota
 from .pods_ready import PodsReady
@@ -70,7 +74,7 @@ from .store import Key
 from .views import ReconcilerViews
 from .workloads import Workloads
 
-__all__ = ["LABEL_SELECTORS", "WATCHED", "Reconciler", "ReconcilerStats"]
+__all__ = ["ALL_WATCHED", "INVENTORY_WATCHED", "LABEL_SELECTORS", "WATCHED", "Reconciler", "ReconcilerStats"]
 
 log = structlog.get_logger(__name__)
 
@@ -92,6 +96,9 @@ WATCHED: tuple[Resource, ...] = (
     WORKLOAD_PRIORITY_CLASSES,
     PRIORITY_CLASSES,
 )
+# Watched too with deviceInventory.mode Report or Enforce.
+INVENTORY_WATCHED: tuple[Resource, ...] = (DEVICE_CLASSES, RESOURCE_SLICES, NODES)
+ALL_WATCHED = WATCHED + INVENTORY_WATCHED
 # Only the pods of Jobs this controller started carry the pod set label.
 LABEL_SELECTORS: dict[str, str] = {PODS.plural: PODSET_LABEL}
 
@@ -118,6 +125,8 @@ class Reconciler(ReconcilerViews):
         self.queue_status = QueueStatus(self.ctx)
         self.preemption = Preemption(self.ctx)
         self.in_use = InUse(self.ctx)
+        self.inventory = Inventory(self.ctx)
+        self.watched = WATCHED + (INVENTORY_WATCHED if config.device_inventory.enabled else ())
         self.synced: set[str] = set()
         self.ready = False
         self._next_resync = 0.0
@@ -133,6 +142,9 @@ class Reconciler(ReconcilerViews):
             RESOURCE_CLAIMS.plural: self._on_claim,
             WORKLOAD_PRIORITY_CLASSES.plural: self._on_workload_priority_class,
             PRIORITY_CLASSES.plural: self._on_priority_class,
+            DEVICE_CLASSES.plural: self.inventory.device_class,
+            RESOURCE_SLICES.plural: self.inventory.resource_slice,
+            NODES.plural: self.inventory.node,
         }
 
     # --- the inbox ----------------------------------------------------------------------
@@ -158,6 +170,7 @@ class Reconciler(ReconcilerViews):
         if self.pods_ready.admission_blocked():
             return
         ctx = self.ctx
+        self.inventory.refresh()
         started = ctx.monotonic()
         decisions = ctx.engine.schedule()
         if decisions:
@@ -224,7 +237,7 @@ class Reconciler(ReconcilerViews):
             self.ctx.workload_writes.relisted()
         if kind == JOBS.plural:
             self.ctx.job_writes.relisted()
-        if not self.ready and all(r.plural in self.synced for r in WATCHED):
+        if not self.ready and all(r.plural in self.synced for r in self.watched):
             self._become_ready()
         elif self.ready:
             self._resync(kind)
@@ -288,6 +301,7 @@ class Reconciler(ReconcilerViews):
         if self.ready:
             self.workload_sync.template_changed(key[0])
         self.ctx.dirty.queue_status = True
+        self.inventory.changed()
 
     def _on_cluster_queue(self, key: Key, cq: ClusterQueue | None) -> None:
         ctx, name = self.ctx, key[1]
@@ -318,6 +332,7 @@ class Reconciler(ReconcilerViews):
 
     def _on_flavor(self, key: Key, flavor: Any) -> None:
         self.ctx.dirty.queue_status = True
+        self.inventory.changed()
         if flavor is None:
             self.ctx.engine.delete_flavor(key[1])
         else:
@@ -359,10 +374,12 @@ class Reconciler(ReconcilerViews):
 
     def _on_pod(self, key: Key, pod: Any) -> None:
         job_key = self.ctx.pod_index.on_pod(key, pod)
+        self.inventory.pod(key)
         if job_key is not None:
             self.ctx.dirty.pods.add(job_key)
 
     def _on_claim(self, key: Key, claim: Any) -> None:
         job_key = self.ctx.pod_index.on_claim(key, claim)
+        self.inventory.claim(key, claim)
         if job_key is not None:
             self.ctx.dirty.pods.add(job_key)
