@@ -294,3 +294,16 @@ def test_bad_device_inventory_names_the_field() -> None:
         parse_config(config({"admission": "Enforce"}))
     with pytest.raises(ConfigError, match=r"deviceInventory"):
         parse_config(config("Enforce"))
+
+
+def test_claims_owned_by_a_pod_are_tracked_and_unallocated_claims_are_not_kept() -> None:
+    index = index_with(node_slice("node-a", 2))
+    index.set_claim(("ns", "c1"), claim("c1", ["gpu-0"], pod="p"))
+    index.set_claim(("ns", "c2"), claim("c2", ["gpu-1"], pod="p"))
+    assert index.owns_claims(("ns", "p"))
+    index.set_claim(("ns", "c1"), None)
+    assert index.owns_claims(("ns", "p"))
+    # Deallocated (no results): forgotten, and with it the owner.
+    assert index.set_claim(("ns", "c2"), claim("c2", [], pod="p"))
+    assert not index.owns_claims(("ns", "p"))
+    assert index.claims == {}

@@ -97,6 +97,11 @@ class InventoryIndex:
     claims: dict[Key, tuple[Key | None, tuple[DeviceId, ...]]] = field(default_factory=dict)
     # (class, slice) -> names of the slice's devices the class selects.
     _members: dict[tuple[str, str], frozenset[str]] = field(default_factory=dict)
+    # Owner pod -> how many of the recorded claims it owns.
+    _owners: dict[Key, int] = field(default_factory=dict)
+
+    def owns_claims(self, pod: Key) -> bool:
+        return pod in self._owners
 
     def set_class(self, name: str, device_class: DeviceClass | None) -> None:
         self._forget(lambda cls, _slice: cls == name)
@@ -120,17 +125,31 @@ class InventoryIndex:
 
     def set_claim(self, key: Key, claim: ResourceClaim | None) -> bool:
         """Record a claim's allocation; True when what it holds changed."""
-        if claim is None:
-            return self.claims.pop(key, None) is not None
-        owner = next((r.name for r in claim.metadata.owner_references if r.kind == "Pod"), None)
-        entry = (None if owner is None else (key[0], owner), claim_devices(claim))
-        if self.claims.get(key) == entry:
+        entry: tuple[Key | None, tuple[DeviceId, ...]] | None = None
+        if claim is not None:
+            owner = next((r.name for r in claim.metadata.owner_references if r.kind == "Pod"), None)
+            entry = (None if owner is None else (key[0], owner), claim_devices(claim))
+            if not entry[1]:
+                entry = None  # nothing allocated: nothing to count
+        previous = self.claims.get(key)
+        if previous == entry:
             return False
-        if entry[1]:
+        if previous is not None:
+            self._count_owner(previous[0], -1)
+            del self.claims[key]
+        if entry is not None:
+            self._count_owner(entry[0], 1)
             self.claims[key] = entry
-        else:
-            return self.claims.pop(key, None) is not None
         return True
+
+    def _count_owner(self, owner: Key | None, step: int) -> None:
+        if owner is None:
+            return
+        left = self._owners.get(owner, 0) + step
+        if left > 0:
+            self._owners[owner] = left
+        else:
+            self._owners.pop(owner, None)
 
     def _forget(self, which: Callable[[str, str], bool]) -> None:
         for key in [k for k in self._members if which(*k)]:

@@ -48,6 +48,8 @@ class Inventory:
         self._said: set[tuple[str, str, str]] = set()
         # DeviceClasses asked for by templates and not mapped (for the metrics).
         self._unmapped: set[str] = set()
+        # The mappings the inventory was last counted with.
+        self._mappings: dict[str, str] = {}
 
     @property
     def enabled(self) -> bool:
@@ -70,12 +72,12 @@ class Inventory:
             self._changed = True
 
     def claim(self, key: Key, claim: ResourceClaim | None) -> None:
-        if self.index.set_claim(key, claim):
+        if self.enabled and self.index.set_claim(key, claim):
             self._changed = True
 
     def pod(self, key: Key) -> None:
         """A pod of ours came or went: the claims it owns move between held and allocated."""
-        if any(owner == key for owner, _ in self.index.claims.values()):
+        if self.enabled and self.index.owns_claims(key):
             self._changed = True
 
     def changed(self) -> None:
@@ -85,10 +87,15 @@ class Inventory:
     # --- after a batch ------------------------------------------------------------------
 
     def refresh(self) -> None:
-        if not self.enabled or not self._changed:
+        if not self.enabled:
+            return
+        ctx = self.ctx
+        if ctx.config.class_to_resource != self._mappings:  # deviceClassMappings reloaded
+            self._mappings = dict(ctx.config.class_to_resource)
+            self._changed = True
+        if not self._changed:
             return
         self._changed = False
-        ctx = self.ctx
         pods = ctx.pod_index.pods
         inventory = self.index.compute(ctx.engine.flavors, ctx.config.class_to_resource, pods.__contains__)
         previous = ctx.device_inventory

@@ -160,3 +160,19 @@ def test_off_writes_no_inventory_condition() -> None:
     conditions = msgspec.json.decode(patches[-1].patch)["status"]["conditions"]
     assert [c["type"] for c in conditions] == ["Active"]
     assert h.reconciler.inventory.sample() is None
+
+
+def test_a_changed_mapping_is_counted_again_without_an_event() -> None:
+    h = enforcing("Report")
+    queues(h, gpus=1)
+    devices(h, 2)
+    sync(h)
+    h.take()
+    assert h.reconciler.ctx.device_inventory is not None
+    assert h.reconciler.ctx.device_inventory.missing_classes == ()
+    # As a live reload of deviceClassMappings would swap it.
+    h.reconciler.ctx.config = enforcing(
+        "Report", classes=("gpu.nvidia.com", "new.example.com")
+    ).reconciler.ctx.config
+    h.take()
+    assert h.reconciler.ctx.device_inventory.missing_classes == ("new.example.com",)
