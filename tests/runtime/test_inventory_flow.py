@@ -168,11 +168,14 @@ def test_a_changed_mapping_is_counted_again_without_an_event() -> None:
     devices(h, 2)
     sync(h)
     h.take()
-    assert h.reconciler.ctx.device_inventory is not None
-    assert h.reconciler.ctx.device_inventory.missing_classes == ()
+    before = h.reconciler.ctx.device_inventory
+    assert before is not None
+    assert before.missing_classes == ()
     # As a live reload of deviceClassMappings would swap it.
     h.reconciler.ctx.config = enforcing(
         "Report", classes=("gpu.nvidia.com", "new.example.com")
     ).reconciler.ctx.config
     h.take()
-    assert h.reconciler.ctx.device_inventory.missing_classes == ("new.example.com",)
+    after = h.reconciler.ctx.device_inventory
+    assert after is not None
+    assert after.missing_classes == ("new.example.com",)
