@@ -15,16 +15,19 @@ from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 from typing import Any
 
+import aiohttp
 import pytest
 import pytest_asyncio
 import yaml
+from prometheus_client.parser import text_string_to_metric_families
 
 from e2e.support.deploy import ControllerProcess, install_crds
 from e2e.support.workloads import KUEUE
-from e2e.test_controller_ha import scrape, series
-from e2e.test_controller_scheduling import Scene, cluster_queue, job
 from e2e.testbed import KubeClient, Testbed, api_path
-from e2e.testbed.scenario import wait_for
+from e2e.testbed.kubeclient import ApiError
+from e2e.testbed.names import RUN_SECONDS_ANNOTATION
+from e2e.testbed.scenario import single_gpu_claim_template, status_condition, wait_for
+from reconciler.core.workloads import workload_name_for_job
 
 pytestmark = [pytest.mark.testbed, pytest.mark.timeout(300)]
 
@@ -43,6 +46,97 @@ CONFIGURATION = {
     },
     "deviceInventory": {"mode": "Enforce"},
 }
+
+
+def job(name: str, namespace: str, *, run_seconds: int) -> Obj:
+    """A one-GPU Job (claim template ``single-gpu``) in LocalQueue ``lq``."""
+    return {
+        "apiVersion": "batch/v1",
+        "kind": "Job",
+        "metadata": {"name": name, "namespace": namespace, "labels": {"kueue.x-k8s.io/queue-name": "lq"}},
+        "spec": {
+            "suspend": True,
+            "template": {
+                "metadata": {"annotations": {RUN_SECONDS_ANNOTATION: str(run_seconds)}},
+                "spec": {
+                    "restartPolicy": "Never",
+                    "resourceClaims": [{"name": "gpu", "resourceClaimTemplateName": "single-gpu"}],
+                    "containers": [
+                        {"name": "main", "image": "busybox", "resources": {"claims": [{"name": "gpu"}]}}
+                    ],
+                },
+            },
+        },
+    }
+
+
+def cluster_queue(name: str, resource: str, flavor: str, quota: int, namespace_selector: Obj) -> Obj:
+    return {
+        "apiVersion": KUEUE,
+        "kind": "ClusterQueue",
+        "metadata": {"name": name},
+        "spec": {
+            "namespaceSelector": namespace_selector,
+            "resourceGroups": [
+                {
+                    "coveredResources": [resource],
+                    "flavors": [{"name": flavor, "resources": [{"name": resource, "nominalQuota": quota}]}],
+                }
+            ],
+        },
+    }
+
+
+class Scene:
+    """Cluster-scoped objects made for one test, removed afterwards."""
+
+    def __init__(self, kube: KubeClient, namespace: str) -> None:
+        self.kube, self.namespace = kube, namespace
+        self.cluster_paths: list[str] = []
+
+    async def cluster_object(self, plural: str, body: Obj) -> None:
+        await self.kube.create(api_path(KUEUE, plural), body)
+        self.cluster_paths.append(api_path(KUEUE, plural, name=body["metadata"]["name"]))
+
+    async def flavor(self, name: str, labels: dict[str, str]) -> str:
+        body = {"apiVersion": KUEUE, "kind": "ResourceFlavor", "metadata": {"name": name}}
+        await self.cluster_object("resourceflavors", {**body, "spec": {"nodeLabels": labels}})
+        return name
+
+    async def condition(self, job_name: str, kind: str) -> Obj:
+        try:
+            created = await self.kube.get(api_path("batch/v1", "jobs", self.namespace, job_name))
+            name = workload_name_for_job(job_name, created["metadata"]["uid"])
+            return status_condition(
+                await self.kube.get(api_path(KUEUE, "workloads", self.namespace, name)), kind
+            )
+        except ApiError as err:
+            if err.status == 404:  # not created yet
+                return {}
+            raise
+
+    async def cleanup(self) -> None:
+        for path in reversed(self.cluster_paths):
+            await self.kube.delete(path)
+
+
+def series(metric: str, /, **labels: str) -> str:
+    inner = ",".join(f'{k}="{v}"' for k, v in sorted(labels.items()))
+    return f"{metric}{{{inner}}}"
+
+
+async def scrape(process: ControllerProcess) -> dict[str, float]:
+    """Sample (name with its labels sorted by name) -> value, from the controller's /metrics."""
+    url = f"http://127.0.0.1:{process.metrics_port}/metrics"
+    timeout = aiohttp.ClientTimeout(total=10)
+    async with aiohttp.ClientSession(timeout=timeout) as session, session.get(url) as resp:
+        assert resp.status == 200
+        text = await resp.text()
+    return {
+        series(s.name, **s.labels): s.value
+        for family in text_string_to_metric_families(text)
+        for s in family.samples
+    }
 
 
 @pytest.fixture(scope="module")
@@ -89,10 +183,15 @@ async def test_enforce_admits_only_what_the_published_devices_cover(
     inventory_controller: ControllerProcess, kube: KubeClient, scene: Scene
 ) -> None:
     ns = scene.namespace
-    flavor = await scene.flavor()
+    flavor = await scene.flavor(f"t4-{ns}", {"nvidia.com/gpu.product": "Tesla-T4"})
     cq = f"cq-{ns}"
-    await scene.cluster_object("clusterqueues", cluster_queue(cq, ns, flavor, 4))
-    await scene.local_queue("lq", cq)
+    only_here = {"matchLabels": {"kubernetes.io/metadata.name": ns}}
+    await scene.cluster_object("clusterqueues", cluster_queue(cq, GPU, flavor, 4, only_here))
+    local_queue = {"apiVersion": KUEUE, "kind": "LocalQueue", "metadata": {"name": "lq", "namespace": ns}}
+    await kube.create(api_path(KUEUE, "localqueues", ns), {**local_queue, "spec": {"clusterQueue": cq}})
+    await kube.create(
+        api_path("resource.k8s.io/v1", "resourceclaimtemplates", ns), single_gpu_claim_template(ns)
+    )
 
     async def over_inventory() -> Obj | None:
         found = await cq_condition(kube, cq, "DevicesCoverQuota")
@@ -105,13 +204,13 @@ async def test_enforce_admits_only_what_the_published_devices_cover(
         "gpu.nvidia.com published on its nodes"
     )
     jobs = api_path("batch/v1", "jobs", ns)
-    await kube.create(jobs, job("first", ns, "lq", run_seconds=8))
+    await kube.create(jobs, job("first", ns, run_seconds=8))
 
     async def reserved(name: str) -> bool:
         return (await scene.condition(name, "QuotaReserved")).get("status") == "True"
 
     await wait_for("the first GPU Job to be admitted", lambda: reserved("first"), within=60)
-    await kube.create(jobs, job("second", ns, "lq", run_seconds=2))
+    await kube.create(jobs, job("second", ns, run_seconds=2))
 
     async def waiting() -> Obj | None:
         found = await scene.condition("second", "QuotaReserved")
@@ -144,25 +243,8 @@ async def test_a_mapped_device_class_that_does_not_exist_is_reported(
     inventory_controller: ControllerProcess, kube: KubeClient, scene: Scene
 ) -> None:
     ns = scene.namespace
-    await scene.cluster_object(
-        "resourceflavors",
-        {"apiVersion": KUEUE, "kind": "ResourceFlavor", "metadata": {"name": f"fpga-{ns}"}, "spec": {}},
-    )
-    body = {
-        "apiVersion": KUEUE,
-        "kind": "ClusterQueue",
-        "metadata": {"name": f"fpga-{ns}"},
-        "spec": {
-            "namespaceSelector": {},
-            "resourceGroups": [
-                {
-                    "coveredResources": [FPGA],
-                    "flavors": [{"name": f"fpga-{ns}", "resources": [{"name": FPGA, "nominalQuota": 2}]}],
-                }
-            ],
-        },
-    }
-    await scene.cluster_object("clusterqueues", body)
+    flavor = await scene.flavor(f"fpga-{ns}", {})
+    await scene.cluster_object("clusterqueues", cluster_queue(f"fpga-{ns}", FPGA, flavor, 2, {}))
 
     async def not_found() -> Obj | None:
         found = await cq_condition(kube, f"fpga-{ns}", "DevicesCoverQuota")

@@ -14,15 +14,27 @@ from reconciler.core.engine import Engine
 from reconciler.core.inventory import InventoryIndex, claim_devices
 from reconciler.core.inventory_admission import InventoryGate
 from reconciler.core.inventory_report import devices_cover_quota, quota_gaps
-from reconciler.core.scheduler import Admit, Pending
-from tests.support.builders import cluster_queue, flavor
-from tests.test_admission import decisions_by_name, info
+from reconciler.core.scheduler import Admit, Decision, Pending
+from reconciler.core.workloads import WorkloadInfo, compile_workload, workload_for_job
+from tests.support.builders import cluster_queue, flavor, job
 
 GPU = "nvidia.com/gpu"
 DRIVER = "gpu.nvidia.com"
 WHOLE = f'device.driver == "{DRIVER}" && device.attributes["{DRIVER}"].type == "gpu"'
 MIG = f'device.driver == "{DRIVER}" && device.attributes["{DRIVER}"].type == "mig"'
 MAPPING = {"gpu.nvidia.com": GPU}
+
+
+def info(name: str, **job_kwargs: Any) -> WorkloadInfo:
+    wl = workload_for_job(job(name, namespace="ns", queue="lq", uid=f"uid-{name}", **job_kwargs))
+    result = compile_workload(wl, lookup_template=lambda ns, n: None, mappings={})
+    result.name = name
+    result.created = f"2026-01-01T00:00:{len(name):02d}Z"
+    return result
+
+
+def decisions_by_name(decisions: list[Decision]) -> dict[str, Decision]:
+    return {d.key[1]: d for d in decisions}
 
 
 def device_class(name: str, *expressions: str) -> DeviceClass:

@@ -3,11 +3,27 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import pytest
 import yaml
 
-from tests.test_simulate import conditions, objects, run
+from reconciler.cli import main
+
+
+def run(capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, str, str]:
+    code = main(list(args))
+    captured = capsys.readouterr()
+    return code, captured.out, captured.err
+
+
+def objects(out: str) -> dict[str, dict[str, Any]]:
+    return {o["metadata"]["name"]: o for o in yaml.safe_load_all(out)}
+
+
+def conditions(obj: dict[str, Any]) -> dict[str, dict[str, Any]]:
+    return {c["type"]: c for c in obj["status"]["conditions"]}
+
 
 EXAMPLE = Path(__file__).resolve().parent.parent / "examples" / "device-inventory"
 

@@ -306,6 +306,9 @@ class Reconciler(ReconcilerViews):
     def _on_cluster_queue(self, key: Key, cq: ClusterQueue | None) -> None:
         ctx, name = self.ctx, key[1]
         ctx.dirty.queue_status = True
+        known = ctx.store.cluster_queues.get(name)
+        if cq is None or known is None or known.metadata.generation != cq.metadata.generation:
+            self.inventory.changed()  # its covered resources decide which mapping problems it is told of
         if cq is None:
             ctx.store.cluster_queues.pop(name, None)
             ctx.engine.delete_cluster_queue(name)

@@ -6,14 +6,23 @@ from typing import Any
 
 import msgspec
 
-from reconciler.api import DeviceClass
-from reconciler.api.resources import DEVICE_CLASSES, JOBS, NODES, RESOURCE_SLICES, WORKLOADS
+from reconciler.api import ClusterQueue, DeviceClass, ResourceClaimTemplate
+from reconciler.api.resources import (
+    CLUSTER_QUEUES,
+    DEVICE_CLASSES,
+    JOBS,
+    NODES,
+    RESOURCE_CLAIM_TEMPLATES,
+    RESOURCE_SLICES,
+    WORKLOADS,
+)
 from reconciler.api.slices import Node, ResourceSlice
 from reconciler.config import parse_config
 from reconciler.kube import WatchEvent
 from reconciler.runtime.actions import Create, PostEvent
 from reconciler.runtime.reconciler import ALL_WATCHED, WATCHED, Reconciler
 from reconciler.runtime.writer import WriteDone
+from tests.support.builders import cluster_queue_body
 from tests.support.reconciler_harness import Harness, created_workload, decode, gpu_job, of, queues
 
 DRIVER = "gpu.nvidia.com"
@@ -179,3 +188,50 @@ def test_a_changed_mapping_is_counted_again_without_an_event() -> None:
     after = h.reconciler.ctx.device_inventory
     assert after is not None
     assert after.missing_classes == ("new.example.com",)
+
+
+def test_a_cluster_queue_made_after_the_count_is_told_of_a_missing_class() -> None:
+    h = enforcing("Report", classes=("gpu.nvidia.com", "missing.example.com"))
+    queues(h, gpus=1)
+    devices(h, 1)
+    sync(h)
+    h.take()  # told once, for cq
+    h.event(
+        "ADDED",
+        CLUSTER_QUEUES,
+        decode(cluster_queue_body("cq2", [("t4", {"nvidia.com/gpu": 1})]), ClusterQueue),
+    )
+    events = [msgspec.json.decode(a.body) for a in h.take() if isinstance(a, PostEvent)]
+    assert [e["involvedObject"]["name"] for e in events if e["reason"] == "DeviceClassNotFound"] == ["cq2"]
+
+
+def test_a_template_asking_for_an_unmapped_class_gets_an_event() -> None:
+    h = enforcing("Report")
+    queues(h, gpus=1)
+    devices(h, 1)
+    sync(h)
+    h.take()
+    body = {
+        "metadata": {"name": "fpga", "namespace": "ns"},
+        "spec": {
+            "spec": {
+                "devices": {"requests": [{"name": "f", "exactly": {"deviceClassName": "fpga.example.com"}}]}
+            }
+        },
+    }
+    h.event("ADDED", RESOURCE_CLAIM_TEMPLATES, decode(body, ResourceClaimTemplate))
+    events = [msgspec.json.decode(a.body) for a in h.take() if isinstance(a, PostEvent)]
+    (event,) = [e for e in events if e["reason"] == "DeviceClassNotMapped"]
+    assert event["involvedObject"] == {
+        "apiVersion": "resource.k8s.io/v1",
+        "kind": "ResourceClaimTemplate",
+        "name": "fpga",
+        "namespace": "ns",
+        "uid": "",
+    }
+    assert event["message"].startswith(
+        "spec.spec.devices.requests[0].exactly.deviceClassName: DeviceClass fpga.example.com"
+    )
+    sample = h.reconciler.inventory.sample()
+    assert sample is not None
+    assert ("fpga.example.com", "unmapped") in sample.mapping_problems
