@@ -5,7 +5,8 @@ has a quota of 4 GPUs: with ``deviceInventory.mode: Enforce`` the first GPU Job 
 the second waits with the inventory message until the first ends and frees its device, and the
 ClusterQueue shows ``DevicesCoverQuota=False`` (``QuotaExceedsDevices``). A mapping to a
 DeviceClass that does not exist gives a Warning Event and the condition on the ClusterQueue
-covering its resource.
+covering its resource. On a test-bed of its own, the fake driver's MIG-like partitions and extra
+DeviceClasses (one selecting by memory capacity) are counted per class.
 """
 
 from __future__ import annotations
@@ -22,11 +23,13 @@ import yaml
 from prometheus_client.parser import text_string_to_metric_families
 
 from e2e.support.deploy import ControllerProcess, install_crds
+from e2e.support.faults import own_testbed
 from e2e.support.workloads import KUEUE
 from e2e.testbed import KubeClient, Testbed, api_path
 from e2e.testbed.kubeclient import ApiError
 from e2e.testbed.names import RUN_SECONDS_ANNOTATION
 from e2e.testbed.scenario import single_gpu_claim_template, status_condition, wait_for
+from e2e.testbed.spec import DeviceClassSpec, GpuSpec, NodeSpec, PartitionSpec, TestbedSpec
 from reconciler.core.workloads import workload_name_for_job
 
 pytestmark = [pytest.mark.testbed, pytest.mark.timeout(300)]
@@ -275,3 +278,84 @@ async def test_a_mapped_device_class_that_does_not_exist_is_reported(
         ]
         == 1
     )
+
+
+MIG_CLASS = "mig.nvidia.com"
+MIG_SELECTOR = "device.driver == 'gpu.nvidia.com' && device.attributes['gpu.nvidia.com'].type == 'mig'"
+BIG_CLASS = "big-memory.nvidia.com"
+BIG_SELECTOR = "device.capacity['gpu.nvidia.com'].memory.compareTo(quantity('20Gi')) >= 0"
+
+
+@pytest.mark.timeout(240)
+@pytest.mark.asyncio
+async def test_partitions_and_classes_published_by_the_fake_driver_are_counted_per_class(
+    tmp_path_factory: pytest.TempPathFactory,
+) -> None:
+    """Its own test-bed: one A100 node with 2 GPUs of 2 partitions each, and two more classes."""
+    spec = TestbedSpec(
+        nodes=[
+            NodeSpec(
+                name="a100-node",
+                labels={"pool": "a100"},
+                gpus=GpuSpec(
+                    count=2, model="A100-SXM4-40GB", partitions=[PartitionSpec(profile="1g.5gb", count=2)]
+                ),
+            )
+        ],
+        device_classes=[
+            DeviceClassSpec(name=MIG_CLASS, selector=MIG_SELECTOR),
+            DeviceClassSpec(name=BIG_CLASS, selector=BIG_SELECTOR),
+        ],
+    )
+    config = {
+        **CONFIGURATION,
+        "resources": {
+            "deviceClassMappings": [
+                {"name": GPU, "deviceClassNames": ["gpu.nvidia.com"]},
+                {"name": "nvidia.com/mig-1g.5gb", "deviceClassNames": [MIG_CLASS]},
+                {"name": "example.com/big-gpu", "deviceClassNames": [BIG_CLASS]},
+            ]
+        },
+        "deviceInventory": {"mode": "Report"},
+    }
+    run_dir = tmp_path_factory.mktemp("testbed-inventory")
+    path = run_dir / "configuration.yaml"
+    path.write_text(yaml.safe_dump(config))
+    async with own_testbed(run_dir / "bed", spec) as bed, KubeClient.from_kubeconfig(bed.kubeconfig) as kube:
+        await install_crds(kube)
+        flavor = {"apiVersion": KUEUE, "kind": "ResourceFlavor", "metadata": {"name": "a100"}}
+        await kube.create(
+            api_path(KUEUE, "resourceflavors"), {**flavor, "spec": {"nodeLabels": {"pool": "a100"}}}
+        )
+        await kube.create(
+            api_path(KUEUE, "clusterqueues"), cluster_queue("mig-cq", "nvidia.com/mig-1g.5gb", "a100", 8, {})
+        )
+        controller = ControllerProcess(path, bed.kubeconfig, run_dir / "controller.log")
+        await asyncio.to_thread(controller.start)
+        try:
+
+            async def counted() -> dict[str, float] | None:
+                samples = await scrape(controller)
+                key = series(
+                    "dra_quota_flavor_devices", flavor="a100", device_class=MIG_CLASS, state="published"
+                )
+                return samples if samples.get(key) == 4 else None
+
+            samples = await wait_for("the partitions to be counted", counted, within=90)
+
+            def published(cls: str) -> float:
+                key = series("dra_quota_flavor_devices", flavor="a100", device_class=cls, state="published")
+                return samples[key]
+
+            # Whole GPUs only in the driver's class; partitions only in theirs; 40Gi GPUs are "big".
+            assert (published("gpu.nvidia.com"), published(MIG_CLASS), published(BIG_CLASS)) == (2, 4, 2)
+            found = await wait_for(
+                "the ClusterQueue's condition",
+                lambda: cq_condition(kube, "mig-cq", "DevicesCoverQuota"),
+                within=30,
+            )
+            assert (found["status"], found["reason"]) == ("False", "QuotaExceedsDevices")
+            assert "nominal quota 8 nvidia.com/mig-1g.5gb exceeds the 4 device(s)" in found["message"]
+        finally:
+            code = await asyncio.to_thread(controller.stop)
+        assert code == 0, controller.log_tail(30)
