@@ -103,3 +103,27 @@ def test_a_selector_without_an_expression_is_reported() -> None:
     assert cls.errors == (
         "DeviceClass empty: spec.selectors[0].cel.expression: Required value: a CEL expression is needed",
     )
+
+
+def test_devices_that_differ_only_in_what_the_selectors_do_not_read_share_one_evaluation() -> None:
+    cls = compile_device_class(
+        device_class("g", f"device.driver == '{DRIVER}' && device.attributes['{DRIVER}'].type == 'gpu'")
+    )
+    assert cls.projection == (("attributes", DRIVER, "type"),)
+    gpus = [
+        device(f"gpu-{i}", {"type": {"string": "gpu"}, "uuid": {"string": f"GPU-{i}"}}) for i in range(50)
+    ]
+    assert all(cls.selects(device_facts(DRIVER, d)) for d in gpus)
+    assert not cls.selects(device_facts(DRIVER, MIG))
+    assert len(cls._memo) == 2  # one evaluation for the 50 GPUs, one for the partition
+    # A missing attribute is remembered apart from an empty one.
+    assert not cls.selects(device_facts(DRIVER, device("bare", {})))
+    assert len(cls._memo) == 3
+
+
+def test_an_expression_reading_attributes_another_way_is_evaluated_per_device() -> None:
+    cls = compile_device_class(device_class("m", f"'{DRIVER}' in device.attributes"))
+    assert cls.projection is None
+    assert cls.selects(device_facts(DRIVER, GPU))
+    assert cls.selects(device_facts(DRIVER, MIG))
+    assert len(cls._memo) == 2

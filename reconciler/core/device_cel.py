@@ -13,12 +13,21 @@ capacities are integers in base units (``quantity("16Gi")`` gives one, and
 ``version`` attributes are strings. A selector whose evaluation fails on a
 device (a missing attribute) does not select it, as the scheduler would not
 allocate it.
+
+Evaluating CEL costs about half a millisecond a device, so results are
+remembered per class by what the expressions can see: when every use of
+``device.attributes`` and ``device.capacity`` has the plain form
+``device.attributes["domain"].name``, devices that agree on the driver and on
+those values share one evaluation (8 GPUs of 1000 nodes differing only in
+their uuid cost one evaluation, not 8000). Otherwise every distinct device is
+evaluated.
 """
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import celpy
@@ -93,6 +102,37 @@ _FUNCTIONS: dict[str, Any] = {
 _ENV = celpy.Environment()
 
 
+# device.attributes["domain"].name (or capacity), quotes of either kind.
+_FIELD_USE = re.compile(
+    r"""device\.(attributes|capacity)\[\s*(["'])([^"']*)\2\s*\]\.([A-Za-z_][A-Za-z0-9_]*)"""
+)
+_ANY_USE = re.compile(r"device\.(attributes|capacity)\b")
+# The facts an expression reads: (kind, domain, name) triples; None when it may read anything.
+Projection = tuple[tuple[str, str, str], ...] | None
+
+
+def _projection(expressions: Sequence[str]) -> Projection:
+    seen: set[tuple[str, str, str]] = set()
+    for expression in expressions:
+        uses = _FIELD_USE.findall(expression)
+        if len(uses) != len(_ANY_USE.findall(expression)):
+            return None
+        seen.update((kind, domain, name) for kind, _, domain, name in uses)
+    return tuple(sorted(seen))
+
+
+def _memo_key(projection: Projection, device: DeviceFacts) -> Any:
+    if projection is None:
+        attributes = tuple(sorted((d, tuple(sorted(a.items()))) for d, a in device.attributes.items()))
+        capacity = tuple(sorted((d, tuple(sorted(c.items()))) for d, c in device.capacity.items()))
+        return (device.driver, attributes, capacity)
+    values: list[object] = [device.driver]
+    for kind, domain, name in projection:
+        source = device.attributes if kind == "attributes" else device.capacity
+        values.append((name in source.get(domain, {}), source.get(domain, {}).get(name)))
+    return tuple(values)
+
+
 @dataclass(frozen=True)
 class CompiledDeviceClass:
     """A DeviceClass's selectors, compiled; ``errors`` name the class and field of each that is not."""
@@ -100,6 +140,8 @@ class CompiledDeviceClass:
     name: str
     programs: Sequence[Any] = ()
     errors: tuple[str, ...] = ()
+    projection: Projection = None
+    _memo: dict[Any, bool] = field(default_factory=dict, compare=False, repr=False)
 
     @property
     def usable(self) -> bool:
@@ -111,6 +153,13 @@ class CompiledDeviceClass:
             return False
         if not self.programs:
             return True
+        key = _memo_key(self.projection, device)
+        known = self._memo.get(key)
+        if known is None:
+            known = self._memo[key] = self._evaluate(device)
+        return known
+
+    def _evaluate(self, device: DeviceFacts) -> bool:
         activation = {
             "device": json_to_cel(
                 {
@@ -134,6 +183,7 @@ def compile_device_class(device_class: DeviceClass) -> CompiledDeviceClass:
     """Compile each ``spec.selectors[i].cel.expression``; report each one that cannot be used."""
     name = device_class.metadata.name
     programs: list[Any] = []
+    expressions: list[str] = []
     errors: list[str] = []
     for i, selector in enumerate(device_class.spec.selectors):
         path = f"spec.selectors[{i}].cel.expression"
@@ -144,7 +194,8 @@ def compile_device_class(device_class: DeviceClass) -> CompiledDeviceClass:
             continue
         try:
             programs.append(_ENV.program(_ENV.compile(expression), functions=_FUNCTIONS))
+            expressions.append(expression)
         except CELParseError as err:
             detail = " ".join(str(err).split())
             errors.append(f"DeviceClass {name}: {path}: Invalid value: {expression!r}: {detail}")
-    return CompiledDeviceClass(name, tuple(programs), tuple(errors))
+    return CompiledDeviceClass(name, tuple(programs), tuple(errors), _projection(expressions))
