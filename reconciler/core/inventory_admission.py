@@ -23,7 +23,10 @@ from .inventory import DeviceInventory
 from .ledger import FlavorResource, Ledger
 from .quantity import format_amount
 
-__all__ = ["InventoryGate", "free_devices", "over_inventory"]
+__all__ = ["DEVICES_DO_NOT_COVER", "InventoryGate", "free_devices", "over_inventory"]
+
+# How the pending message of a workload that fits quota but not the devices begins.
+DEVICES_DO_NOT_COVER = "devices do not cover the workload"
 
 
 def _admitted_usage(ledger: Ledger) -> dict[FlavorResource, int]:
