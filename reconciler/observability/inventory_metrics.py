@@ -8,7 +8,8 @@
   that is ``not_found`` or ``invalid`` (selectors that do not compile), 1 per DeviceClass a
   ResourceClaimTemplate asks for that is ``unmapped``.
 
-Nothing is reported while the mode is Off or before the first count.
+The families are always declared (the alerts name them); they have samples only while the
+mode is Report or Enforce, on the leader, after the first count.
 """
 
 from __future__ import annotations
@@ -44,9 +45,7 @@ class InventoryCollector(Collector):
 
     def collect(self) -> Iterable[GaugeMetricFamily]:
         source = self._source()
-        snap = source() if source is not None else None
-        if snap is None:
-            return []
+        snap = (source() if source is not None else None) or InventorySnapshot()
         devices = GaugeMetricFamily(
             "dra_quota_flavor_devices",
             "Devices of a mapped DeviceClass on the nodes of a ResourceFlavor, by state "

@@ -51,6 +51,8 @@ CONTRACT_METRICS: dict[str, frozenset[str]] = {
     "dra_quota_api_request_errors_total": frozenset({"verb", "resource", "code"}),
     "dra_quota_ledger_rebuild_seconds": frozenset(),
     "dra_quota_leader": frozenset(),
+    "dra_quota_flavor_quota_over_devices": frozenset({_CQ, "flavor", "resource"}),
+    "dra_quota_device_class_mapping_problems": frozenset({"device_class", "problem"}),
 }
 HISTOGRAMS = frozenset(
     {
