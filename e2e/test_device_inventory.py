@@ -217,14 +217,14 @@ async def test_enforce_admits_only_what_the_published_devices_cover(
 
     async def waiting() -> Obj | None:
         found = await scene.condition("second", "QuotaReserved")
-        return found if "devices do not cover" in found.get("message", "") else None
+        return found if "insufficient devices for" in found.get("message", "") else None
 
     pending = await wait_for("the second Job to wait for a device", waiting, within=60)
     assert pending["status"] == "False"
     assert pending["reason"] == "Pending"
     assert pending["message"] == (
-        f"devices do not cover the workload: insufficient devices for nvidia.com/gpu in flavor {flavor}: "
-        "DeviceClass gpu.nvidia.com needs 1, 0 available (1 published on the flavor's nodes)"
+        "couldn't assign flavors to pod set main: insufficient devices for nvidia.com/gpu in flavor "
+        f"{flavor}: DeviceClass gpu.nvidia.com needs 1, 0 available (1 published on the flavor's nodes)"
     )
     samples = await scrape(inventory_controller)
     published = series(

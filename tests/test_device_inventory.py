@@ -194,7 +194,7 @@ def test_quota_four_but_two_published_admits_two_and_the_third_waits_for_devices
     assert isinstance(third, Pending)
     assert third.reason == "Pending"
     assert third.message == (
-        "devices do not cover the workload: insufficient devices for nvidia.com/gpu in flavor t4: "
+        "couldn't assign flavors to pod set main: insufficient devices for nvidia.com/gpu in flavor t4: "
         "DeviceClass gpu.nvidia.com needs 1, 0 available (2 published on the flavor's nodes)"
     )
 
@@ -319,3 +319,28 @@ def test_claims_owned_by_a_pod_are_tracked_and_unallocated_claims_are_not_kept()
     assert index.set_claim(("ns", "c2"), claim("c2", [], pod="p"))
     assert not index.owns_claims(("ns", "p"))
     assert index.claims == {}
+
+
+def test_a_flavor_without_free_devices_is_passed_over_for_the_next() -> None:
+    index = index_with(node_slice("node-a", 1), node_slice("node-c", 2))
+    state = Engine()
+    for f in FLAVORS.values():
+        state.set_flavor(f)
+    state.set_cluster_queue(cluster_queue("cq", [("t4", {GPU: 4}), ("a100", {GPU: 4})]))
+    state.set_local_queue("ns", "lq", "cq")
+    state.set_namespace("ns", {"kubernetes.io/metadata.name": "ns"})
+    state.scheduler.gate = InventoryGate(index.compute(state.flavors, MAPPING, lambda pod: False))
+    for n in ("a", "bb", "ccc", "dddd"):
+        state.add_workload(info(n, requests={GPU: "1"}))
+    got = decisions_by_name(state.schedule())
+    flavors = {n: d.pod_sets[0].flavors[GPU] for n, d in got.items() if isinstance(d, Admit)}
+    assert flavors == {"a": "t4", "bb": "a100", "ccc": "a100"}  # t4 has one GPU, a100 two
+    last = got["dddd"]
+    assert isinstance(last, Pending)
+    assert last.message == (
+        "couldn't assign flavors to pod set main: "
+        "insufficient devices for nvidia.com/gpu in flavor a100: DeviceClass gpu.nvidia.com needs 1, "
+        "0 available (2 published on the flavor's nodes), "
+        "insufficient devices for nvidia.com/gpu in flavor t4: DeviceClass gpu.nvidia.com needs 1, "
+        "0 available (1 published on the flavor's nodes)"
+    )

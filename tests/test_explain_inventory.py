@@ -9,7 +9,7 @@ from tests.support.explain_state import walkthrough_state, workload_of
 A = "kueue-dra-running-a"
 B = "kueue-dra-pending-b"
 WAITING = (
-    "devices do not cover the workload: insufficient devices for nvidia.com/gpu in flavor p3-t4: "
+    "couldn't assign flavors to pod set main: insufficient devices for nvidia.com/gpu in flavor p3-t4: "
     "DeviceClass gpu.nvidia.com needs 1, 0 available (1 published on the flavor's nodes)"
 )
 

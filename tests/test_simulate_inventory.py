@@ -41,7 +41,7 @@ def test_enforce_admits_two_of_three_when_two_gpus_are_published(capsys: pytest.
     }
     assert [verdicts[f"job-train-{x}"]["status"] for x in "abc"] == ["True", "True", "False"]
     assert verdicts["job-train-c"]["message"] == (
-        "devices do not cover the workload: insufficient devices for nvidia.com/gpu in flavor t4: "
+        "couldn't assign flavors to pod set main: insufficient devices for nvidia.com/gpu in flavor t4: "
         "DeviceClass gpu.nvidia.com needs 1, 0 available (2 published on the flavor's nodes)"
     )
     cq = conditions(found["inventory-cq"])["DevicesCoverQuota"]

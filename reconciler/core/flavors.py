@@ -10,7 +10,7 @@ nvidia.com/gpu in flavor p3-t4, 1 more needed`.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 
 from reconciler.api import Admission, ResourceFlavor, Toleration
@@ -24,6 +24,7 @@ from .selectors import first_untolerated_taint, flavor_matches_pod_spec, taint_t
 from .workloads import PodSetInfo, WorkloadInfo
 
 __all__ = [
+    "DeviceCheck",
     "FlavorFit",
     "FlavorNoFit",
     "PodSetFlavors",
@@ -32,6 +33,10 @@ __all__ = [
     "assign_flavors",
     "node_labels_for",
 ]
+
+
+# deviceInventory Enforce: why a flavor's free devices cannot take this much of a resource, or None.
+DeviceCheck = Callable[[FlavorResource, int], str | None]
 
 
 @dataclass(frozen=True, slots=True)
@@ -75,6 +80,7 @@ def _try_group(
     flavors: Mapping[str, ResourceFlavor],
     capacity: Capacity,
     assumed: Mapping[FlavorResource, int],
+    devices: DeviceCheck | None = None,
 ) -> _GroupAttempt:
     attempt = _GroupAttempt()
     wanted = sorted(r for r in requests if r in group.covered)
@@ -122,6 +128,14 @@ def _try_group(
                 )
                 attempt.quota_bound = True
                 fits = False
+        if fits and devices is not None:
+            short = next(
+                (s for r in wanted if (s := devices((name, r), assumed.get((name, r), 0) + requests[r]))),
+                None,
+            )
+            if short is not None:
+                attempt.reasons.append(short)  # the next flavor's nodes may have free devices
+                fits = False
         if not fits:
             continue
         if not borrows or cq.borrow_stops_search:
@@ -139,6 +153,7 @@ def assign_flavors(
     cq: ClusterQueueModel,
     flavors: Mapping[str, ResourceFlavor],
     capacity: Capacity,
+    devices: DeviceCheck | None = None,
 ) -> FlavorFit | FlavorNoFit:
     assumed: dict[FlavorResource, int] = {}
     results: list[PodSetFlavors] = []
@@ -164,7 +179,7 @@ def assign_flavors(
                 continue
             tried_groups.add(index)
             group = cq.groups[index]
-            attempt = _try_group(group, requests, pod_set, cq, flavors, capacity, assumed)
+            attempt = _try_group(group, requests, pod_set, cq, flavors, capacity, assumed, devices)
             if attempt.flavor is None:
                 failed = True
                 reasons.extend(attempt.reasons)

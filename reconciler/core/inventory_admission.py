@@ -9,24 +9,26 @@ the mapped DeviceClasses on the flavor's nodes that are still free:
     held = what admitted workloads were charged in the flavor, less what is
            already allocated to the pods this controller started
 
-A workload that does not fit waits with a message naming the flavor, the
+The check runs inside flavor assignment, per flavor: a flavor whose quota
+fits but whose devices do not is passed over for the next one, as for quota.
+A workload no flavor can take waits with a message naming the flavor, the
 class, what it needs and what is free; it is tried again when the inventory
 or the quota in use changes.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from .inventory import DeviceInventory
 from .ledger import FlavorResource, Ledger
 from .quantity import format_amount
 
-__all__ = ["DEVICES_DO_NOT_COVER", "InventoryGate", "free_devices", "over_inventory"]
+__all__ = ["DEVICES_DO_NOT_COVER", "InventoryGate", "free_devices"]
 
-# How the pending message of a workload that fits quota but not the devices begins.
-DEVICES_DO_NOT_COVER = "devices do not cover the workload"
+# The words of a flavor's reason when its quota fits but its free devices do not.
+DEVICES_DO_NOT_COVER = "insufficient devices for"
 
 
 def _admitted_usage(ledger: Ledger) -> dict[FlavorResource, int]:
@@ -48,37 +50,31 @@ def free_devices(inventory: DeviceInventory, fr: FlavorResource, admitted: int) 
 
 @dataclass(frozen=True)
 class InventoryGate:
-    """The check the scheduler runs on a flavor assignment that fits quota."""
+    """The check flavor assignment runs on a flavor whose quota fits."""
 
     inventory: DeviceInventory
 
-    def shortfall(self, usage: Mapping[FlavorResource, int], ledger: Ledger) -> str | None:
-        """Why the devices do not cover ``usage`` (per flavor and resource), or None when they do."""
+    def check(self, ledger: Ledger) -> Callable[[FlavorResource, int], str | None]:
+        """For one assignment: why a flavor's free devices cannot take ``needed`` of a resource."""
         admitted: dict[FlavorResource, int] | None = None
-        reasons: list[str] = []
-        for fr, needed in sorted(usage.items()):
+
+        def short(fr: FlavorResource, needed: int) -> str | None:
+            nonlocal admitted
             if needed <= 0 or self.inventory.devices(*fr) is None:
-                continue
-            if admitted is None:
+                return None
+            if admitted is None:  # the ledger does not change while one workload is assigned
                 admitted = _admitted_usage(ledger)
             counts = free_devices(self.inventory, fr, admitted.get(fr, 0))
             assert counts is not None
             published, free = counts
             if needed <= free:
-                continue
+                return None
             flavor, resource = fr
             classes = ", ".join(self.inventory.classes_of.get(resource, ()))
-            reasons.append(
-                f"insufficient devices for {resource} in flavor {flavor}: DeviceClass {classes} needs "
+            return (
+                f"{DEVICES_DO_NOT_COVER} {resource} in flavor {flavor}: DeviceClass {classes} needs "
                 f"{format_amount(resource, needed)}, {max(0, free)} available "
                 f"({published} published on the flavor's nodes)"
             )
-        return ", ".join(reasons) or None
 
-
-def over_inventory(inventory: DeviceInventory, flavor: str, resource: str, nominal: int) -> int:
-    """How far a nominal quota exceeds the devices published for it (0 when covered or not DRA)."""
-    devices = inventory.devices(flavor, resource)
-    if devices is None:
-        return 0
-    return max(0, nominal - devices.published)
+        return short

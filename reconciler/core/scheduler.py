@@ -15,7 +15,7 @@ from dataclasses import dataclass, field, replace
 from .cache import QuotaCache
 from .clusterqueues import ClusterQueueModel, active_condition
 from .flavors import FlavorFit, FlavorNoFit, PodSetFlavors, assign_flavors
-from .inventory_admission import DEVICES_DO_NOT_COVER, InventoryGate
+from .inventory_admission import InventoryGate
 from .ledger import Charge
 from .pending_queue import Candidate, PendingQueue
 from .preemption import Target, preemption_targets
@@ -128,11 +128,8 @@ class Scheduler:
                 continue
             result = verdicts.get(info.shape)
             if result is None:
-                fit = assign_flavors(info, model, cache.flavors, capacity)
-                if isinstance(fit, FlavorFit) and self.gate is not None:
-                    short = self.gate.shortfall(fit.usage, cache.ledger)
-                    if short is not None:
-                        fit = FlavorNoFit(f"{DEVICES_DO_NOT_COVER}: {short}", False)
+                devices = self.gate.check(cache.ledger) if self.gate is not None else None
+                fit = assign_flavors(info, model, cache.flavors, capacity, devices)
                 if isinstance(fit, FlavorFit):
                     queues.remove(key)  # out of its pending queue too
                     cache.admit(info, Charge(model.name, fit.usage))

@@ -236,11 +236,7 @@ def _pending(state: ClusterState, workload: Workload, ex: Explanation) -> None:
         ex.ahead.append(f"and {len(ledgered.ahead) - MAX_AHEAD} more")
     decision = ledgered.decision
     reserved = condition(workload.status.conditions, "QuotaReserved")
-    if (
-        isinstance(decision, Admit)
-        and reserved is not None
-        and reserved.message.startswith(DEVICES_DO_NOT_COVER)
-    ):
+    if isinstance(decision, Admit) and reserved is not None and DEVICES_DO_NOT_COVER in reserved.message:
         # deviceInventory Enforce: quota is not what holds it back (explain does not count devices).
         ex.summary = (
             f"it fits the quota of ClusterQueue {decision.cluster_queue} but waits for free devices "

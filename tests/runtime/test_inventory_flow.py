@@ -106,7 +106,7 @@ def test_enforce_admits_while_devices_are_free_and_says_why_the_third_waits() ->
     conditions = msgspec.json.decode(waiting.patch)["status"]["conditions"]
     reserved = next(c for c in conditions if c["type"] == "QuotaReserved")
     assert reserved["message"] == (
-        "devices do not cover the workload: insufficient devices for nvidia.com/gpu in flavor t4: "
+        "couldn't assign flavors to pod set main: insufficient devices for nvidia.com/gpu in flavor t4: "
         "DeviceClass gpu.nvidia.com needs 1, 0 available (2 published on the flavor's nodes)"
     )
     # A third GPU is published: the waiting workload is admitted.
