@@ -65,9 +65,10 @@ from bench.e2e_admission_figures import (  # noqa: E402
     server_latencies,
     vm_hwm_kib,
 )
-from e2e.support.deploy import ControllerProcess, install_crds  # noqa: E402
+from bench.e2e_admission_managers import install as install_manager_crds  # noqa: E402
+from bench.e2e_admission_managers import start as start_manager  # noqa: E402
+from bench.e2e_admission_managers import wait_log  # noqa: E402
 from e2e.support.flood import (  # noqa: E402
-    CONTROLLER_CONFIG,
     QueueSetup,
     create_jobs,
     create_queues,
@@ -115,14 +116,15 @@ async def flood(
     return sent, created_in
 
 
-async def count_events(kube: KubeClient, namespaces: list[str]) -> tuple[Counter[str], int]:
-    """The controller's Events by reason, and how many Jobs got more than one ``Started``."""
+async def count_events(kube: KubeClient, namespaces: list[str], component: str) -> tuple[Counter[str], int]:
+    """The manager's Events by reason, and how many Jobs got more than one ``Started``."""
     reasons: Counter[str] = Counter()
     started: Counter[str] = Counter()
     for ns in namespaces:
         events, _ = await kube.list_all(api_path("v1", "events", ns))
         for event in events:
-            if (event.get("source") or {}).get("component") == CONTROLLER_AGENT:
+            source = (event.get("source") or {}).get("component") or event.get("reportingComponent")
+            if source == component:
                 reasons[event.get("reason", "")] += 1
                 if event.get("reason") == "Started":
                     started[f"{ns}/{event['involvedObject']['name']}"] += 1
@@ -148,47 +150,48 @@ async def benchmark(bed: Testbed, args: argparse.Namespace) -> None:
     total = per_queue * args.queues
     log_dir = bed.run_dir / "logs"
     async with KubeClient.from_kubeconfig(bed.kubeconfig, request_timeout=60) as kube:
-        await install_crds(kube)
+        await install_manager_crds(kube, args.crds)
         controller_queues = queues_for("bench", args.queues, per_queue)
         ceiling_queues = queues_for("ceiling", args.queues, per_queue)
         await create_queues(kube, [*controller_queues, *ceiling_queues])
         ctl_ns = [q.namespace for q in controller_queues]
         ceil_ns = [q.namespace for q in ceiling_queues]
 
-        # 1. the controller
-        controller = ControllerProcess(CONTROLLER_CONFIG, bed.kubeconfig, log_dir / "controller.log")
-        await asyncio.to_thread(controller.start)
+        # 1. the manager under test
+        manager = await start_manager(args.controller, bed, log_dir, CONTROLLER_AGENT)
         try:
-            await wait_log(controller.log_path, "caches synced", 60)
             print(
-                f"== controller ready (pid {controller.pid}); flooding {total} Jobs over {args.queues} queues"
+                f"== {manager.name} ready (pid {manager.pid}; CRDs: {args.crds}); "
+                f"flooding {total} Jobs over {args.queues} queues"
             )
-            cpu_before = cpu_seconds(controller.pid)
+            cpu_before = cpu_seconds(manager.pid)
             async with observing(kube) as observer:
                 sent, created_in = await flood(
                     kube, jobs_for(controller_queues, total, args.run_seconds), observer, 600
                 )
-            cpu_used = cpu_seconds(controller.pid) - cpu_before
-            hwm_at_admission = vm_hwm_kib(controller.pid)
-            server = await server_latencies(kube, ctl_ns, CONTROLLER_AGENT)
-            ctl = measure("controller", sent, created_in, observer, server)
+            cpu_used = cpu_seconds(manager.pid) - cpu_before
+            hwm_at_admission = vm_hwm_kib(manager.pid)
+            server = await server_latencies(kube, ctl_ns, manager.field_manager)
+            ctl = measure(manager.name, sent, created_in, observer, server)
             for line in ctl.lines():
                 print(line, flush=True)
             print(
-                f"  controller peak RSS (VmHWM) once all were admitted: {hwm_at_admission / 1024:.0f} MiB; "
+                f"  {manager.name} peak RSS (VmHWM) once all were admitted: "
+                f"{hwm_at_admission / 1024:.0f} MiB; "
                 f"its CPU time from the first POST to the last unsuspend: {cpu_used:.1f}s"
             )
             completed_in = await wait_complete(kube, ctl_ns, total, args.complete_within)
-            hwm = vm_hwm_kib(controller.pid)
+            hwm = vm_hwm_kib(manager.pid)
             print(
-                f"  every Job completed {completed_in:.0f}s after the last admission; controller peak RSS "
+                f"  every Job completed {completed_in:.0f}s after the last admission; "
+                f"{manager.name} peak RSS "
                 f"(VmHWM) at the end: {hwm / 1024:.0f} MiB; its watch saw {observer.events} Job events"
             )
         finally:
-            code = await asyncio.to_thread(controller.stop)
-        events, started_twice = await count_events(kube, ctl_ns)
+            code = await asyncio.to_thread(manager.stop)
+        events, started_twice = await count_events(kube, ctl_ns, manager.event_component)
         print(
-            f"  controller exit code on SIGTERM: {code}; Events it wrote: {dict(events)}; "
+            f"  {manager.name} exit code on SIGTERM: {code}; Events it wrote: {dict(events)}; "
             f"Jobs with more than one Started Event: {started_twice}"
         )
 
@@ -212,28 +215,10 @@ async def benchmark(bed: Testbed, args: argparse.Namespace) -> None:
             print(line)
         lat_c, lat_b = sorted(ctl.latencies), sorted(ceiling.latencies)
         print(
-            f"== ratio controller/ceiling: admissions/s {ctl.rate / ceiling.rate:.2f}; "
+            f"== ratio {ctl.name}/ceiling: admissions/s {ctl.rate / ceiling.rate:.2f}; "
             f"p50 latency {percentile(lat_c, 50) / percentile(lat_b, 50):.2f}x; "
             f"p99 latency {percentile(lat_c, 99) / percentile(lat_b, 99):.2f}x"
         )
-
-
-def _log_has(path: Path, text: str) -> bool:
-    return path.exists() and text in path.read_text(errors="replace")
-
-
-def _log_tail(path: Path) -> str:
-    return path.read_text(errors="replace")[-3000:] if path.exists() else "(no log)"
-
-
-async def wait_log(path: Path, text: str, within: float) -> None:
-    deadline = time.monotonic() + within
-    while time.monotonic() < deadline:
-        if await asyncio.to_thread(_log_has, path, text):
-            return
-        await asyncio.sleep(0.2)
-    tail = await asyncio.to_thread(_log_tail, path)
-    raise TimeoutError(f"{path.name}: no {text!r} after {within:.0f}s:\n{tail}")
 
 
 def _spawn_bare_client(kubeconfig: Path, prefix: str, log: Path) -> subprocess.Popen[bytes]:
@@ -272,7 +257,24 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--run-seconds", type=float, default=1.0, help="how long each pod runs")
     parser.add_argument("--complete-within", type=float, default=400.0)
     parser.add_argument("--run-dir", type=Path, help="test-bed run folder (default: a temporary one)")
+    parser.add_argument(
+        "--controller",
+        choices=["ours", "kueue"],
+        default="ours",
+        help="the manager under test: `reconciler run`, or Kueue v0.18.1 (e2e/build-binaries.sh --kueue) "
+        "with its shipped worker counts and client rate",
+    )
+    parser.add_argument(
+        "--crds",
+        choices=["ours", "kueue"],
+        help="Workload and queue CRDs: manifests/crds, or Kueue's own (larger schemas, costlier writes); "
+        "default: the manager's own",
+    )
     args = parser.parse_args(argv)
+    if args.crds is None:
+        args.crds = args.controller
+    if args.controller == "kueue" and args.crds != "kueue":
+        parser.error("--controller kueue needs --crds kueue (Kueue writes fields this project's CRDs prune)")
     if args.command == "bare-client":
         asyncio.run(bare_client(args.kubeconfig, args.namespace_prefix))
         return 0

@@ -3,7 +3,8 @@
 # work on a fresh machine (Python >= 3.11 and Go >= 1.26) and cost ~2 s once done:
 #   1. python3 -m venv .venv && .venv/bin/pip install -e '.[dev]'
 #      (again whenever pyproject.toml changed: a stamp in .venv holds its hash);
-#   2. e2e/build-binaries.sh (it reuses whatever its cache already holds).
+#   2. e2e/build-binaries.sh (it reuses whatever its cache already holds); arguments go to
+#      it (e2e/test.sh passes --kueue: the conformance tests run real Kueue).
 # Unattended; progress on stderr.
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
@@ -25,4 +26,4 @@ if [[ ! -f "$stamp" || "$(cat "$stamp")" != "$wanted" ]]; then
 else
   log ".venv is up to date with pyproject.toml"
 fi
-e2e/build-binaries.sh >/dev/null
+e2e/build-binaries.sh "$@" >/dev/null

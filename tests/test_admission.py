@@ -197,7 +197,7 @@ def test_namespace_selector() -> None:
     state.add_workload(info("w", requests={GPU: "1"}))
     (decision,) = state.schedule()
     assert isinstance(decision, Pending)
-    assert decision.message == "workload namespace doesn't match ClusterQueue selector"
+    assert decision.message == "Workload namespace doesn't match ClusterQueue selector"
     state.set_namespace("ns", {"team": "b"})
     (decision,) = state.schedule()
     assert isinstance(decision, Admit)

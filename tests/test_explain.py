@@ -166,7 +166,7 @@ def test_a_namespace_the_cluster_queue_does_not_select_is_named() -> None:
     state = walkthrough_state("job", B)
     state.cluster_queues[0].spec.namespace_selector = decode({"matchLabels": {"team": "gpu"}}, LabelSelector)
     ex = explain(state)
-    assert ex.summary == "it waits (Inadmissible): workload namespace doesn't match ClusterQueue selector"
+    assert ex.summary == "it waits (Pending): Workload namespace doesn't match ClusterQueue selector"
     assert ex.findings == [
         f"the namespaceSelector of ClusterQueue p3-dra-cq does not match the labels of namespace {NS}: "
         "label the namespace or widen the selector"

@@ -9,6 +9,7 @@ import pytest
 
 from reconciler.api import PodSpecView, ResourceClaimTemplate
 from reconciler.core.dra import CLAIMS_NOT_SUPPORTED, DraProblem
+from reconciler.core.engine import Engine
 from reconciler.core.podrequests import pod_requests
 from reconciler.core.workloads import (
     RESOURCE_IN_USE_FINALIZER,
@@ -213,3 +214,19 @@ def test_missing_template_is_retryable() -> None:
         "spec.podSets[0].template.spec.resourceClaims[0]: Internal error: failed to get claim spec "
         "for ResourceClaimTemplate later in podset main: "
     )
+
+
+def test_a_workload_whose_requests_cannot_be_charged_is_in_no_local_queue_count() -> None:
+    """As Kueue: such a workload gets its Inadmissible condition but is in no queue, so its
+    LocalQueue does not count it as pending (a missing-but-coming LocalQueue's would)."""
+    info = _compile(
+        [{"name": "g", "resourceClaimTemplateName": "single-gpu"}],
+        [claim_template("single-gpu", [gpu_request()])],
+        mappings={},
+    )
+    assert info.problem is not None
+    engine = Engine()
+    engine.set_local_queue("ns", info.queue_name, "cq")
+    engine.add_workload(info)
+    assert engine.local_queue_members("ns", info.queue_name) == (0, [])
+    assert engine.queues.local_queue_pending_counts("ns", info.queue_name) == (0, 0)

@@ -12,8 +12,9 @@ import yaml
 from e2e.conformance.kueue import KueueProcess, kueue_build, webhook_configurations
 from e2e.conformance.scenario import Scenario, Wait
 from e2e.conformance.snapshot import KUEUE, take_snapshot
-from e2e.support.deploy import ControllerProcess, apply_objects, install_crds, load_documents
-from e2e.testbed import KubeClient, Testbed, api_path
+from e2e.support.deploy import ControllerProcess, Discovery, apply_objects, install_crds, load_documents
+from e2e.testbed import ApiError, KubeClient, Testbed, api_path
+from e2e.testbed.spec import load_spec
 
 Implementation = Literal["kueue", "ours"]
 Snapshots = dict[str, dict[str, Any]]
@@ -49,15 +50,23 @@ async def _workload_of(kube: KubeClient, namespace: str, job: str) -> dict[str, 
     return None
 
 
+async def _waited_workload(kube: KubeClient, wait: Wait) -> dict[str, Any] | None:
+    if wait.workload is not None:
+        return await kube.get_or_none(api_path(KUEUE, "workloads", wait.namespace, wait.workload))
+    assert wait.job is not None
+    return await _workload_of(kube, wait.namespace, wait.job)
+
+
 async def _satisfied(kube: KubeClient, wait: Wait) -> bool:
     if wait.running:
+        assert wait.job is not None
         job = await kube.get_or_none(api_path("batch/v1", "jobs", wait.namespace, wait.job))
         if not job or job["spec"].get("suspend") or not (job.get("status") or {}).get("ready", 0):
             return False
     if wait.condition is None:
-        return wait.running or await _workload_of(kube, wait.namespace, wait.job) is not None
+        return wait.running or await _waited_workload(kube, wait) is not None
     if wait.condition is not None:
-        wl = await _workload_of(kube, wait.namespace, wait.job)
+        wl = await _waited_workload(kube, wait)
         conditions = ((wl or {}).get("status") or {}).get("conditions") or []
         cond = next((c for c in conditions if c.get("type") == wait.condition), None)
         if cond is None:
@@ -69,13 +78,34 @@ async def _satisfied(kube: KubeClient, wait: Wait) -> bool:
     return True
 
 
+async def _satisfied_yet(kube: KubeClient, wait: Wait) -> bool:
+    try:
+        return await _satisfied(kube, wait)
+    except ApiError as err:
+        # A CRD just installed answers 429 "storage is (re)initializing" for a moment.
+        if err.status in (429, 503):
+            return False
+        raise
+
+
 async def _wait(kube: KubeClient, wait: Wait) -> None:
     loop = asyncio.get_running_loop()
     deadline = loop.time() + wait.within
-    while not await _satisfied(kube, wait):
+    while not await _satisfied_yet(kube, wait):
         if loop.time() > deadline:
             raise TimeoutError(f"timed out after {wait.within:.0f}s waiting for {wait}")
         await asyncio.sleep(0.5)
+
+
+async def _delete_objects(kube: KubeClient, objects: list[dict[str, Any]]) -> None:
+    """Deletes as kubectl does (background propagation); already gone is fine."""
+    discovery = Discovery(kube)
+    for obj in objects:
+        try:
+            await kube.delete(await discovery.path(obj), params={"propagationPolicy": "Background"})
+        except ApiError as err:
+            if err.status != 404:
+                raise
 
 
 async def _steps(kube: KubeClient, scenario: Scenario) -> Snapshots:
@@ -83,6 +113,8 @@ async def _steps(kube: KubeClient, scenario: Scenario) -> Snapshots:
     for step in scenario.steps:
         for path in step.apply:
             await apply_objects(kube, load_documents(path))
+        for path in step.delete:
+            await _delete_objects(kube, load_documents(path))
         if step.wait is not None:
             await _wait(kube, step.wait)
         if step.sleep:
@@ -131,7 +163,8 @@ async def _with_ours(bed: Testbed, scenario: Scenario, workdir: Path) -> tuple[S
 
 def run(scenario: Scenario, implementation: Implementation, run_dir: Path) -> Snapshots:
     """Runs the scenario on a fresh test-bed in run_dir; returns its snapshots by checkpoint."""
-    bed = Testbed(run_dir=run_dir, echo=None)
+    spec = load_spec(scenario.testbed) if scenario.testbed is not None else None
+    bed = Testbed(run_dir=run_dir, spec=spec, echo=None)
     bed.start()
     manager: Manager | None = None
     try:

@@ -4,18 +4,22 @@
 description: one line
 configuration: examples/walkthrough/00-configuration.yaml   # relative to the repository
 namespaces: [p3-dra-demo]                                     # what snapshots look at
+testbed: e2e/conformance/manifests/two-gpus.yaml              # optional test-bed spec
 steps:
 - apply: [examples/walkthrough/10-queues.yaml]                # files, applied in order
 - wait: {job: kueue-dra-running-a, namespace: p3-dra-demo, running: true}
 - wait: {job: kueue-dra-pending-b, namespace: p3-dra-demo,
          condition: QuotaReserved, status: "False", reason: Pending}
+- delete: [e2e/conformance/manifests/job-a.yaml]              # the files' objects, deleted
 - sleep: 2                                                    # let status writes settle
 - checkpoint: a-admitted-b-pending                            # snapshot taken here
 ```
 
 A `wait` on a Job with `running: true` waits for a ready pod; with `condition` it waits
 for that condition on the Job's Workload (`status`, `reason` optional); with neither, for
-the Job's Workload to exist. Manifests of the scenarios are in e2e/conformance/manifests/. `within` (seconds,
+the Job's Workload to exist. `workload: NAME` instead of `job` names a Workload created
+directly (no owner). Without `testbed`, the test-bed's default spec (one node, one T4).
+Manifests of the scenarios are in e2e/conformance/manifests/. `within` (seconds,
 default 120) bounds every wait.
 """
 
@@ -34,18 +38,26 @@ SCENARIO_DIR = Path(__file__).resolve().parent / "scenarios"
 
 @dataclass(frozen=True)
 class Wait:
-    job: str
     namespace: str
+    job: str | None = None
+    workload: str | None = None  # a Workload created directly, by name
     running: bool = False
     condition: str | None = None
     status: str | None = None
     reason: str | None = None
     within: float = 120.0
 
+    def __post_init__(self) -> None:
+        if (self.job is None) == (self.workload is None):
+            raise ValueError(f"a wait names exactly one of job, workload: {self}")
+        if self.workload is not None and self.running:
+            raise ValueError(f"running: true needs a job, not a workload: {self}")
+
 
 @dataclass(frozen=True)
 class Step:
     apply: tuple[Path, ...] = ()
+    delete: tuple[Path, ...] = ()
     wait: Wait | None = None
     sleep: float = 0.0
     checkpoint: str | None = None
@@ -58,19 +70,16 @@ class Scenario:
     configuration: Path
     namespaces: tuple[str, ...]
     steps: tuple[Step, ...] = field(default_factory=tuple)
+    testbed: Path | None = None  # a test-bed spec; None: the default spec
 
 
 def _step(raw: dict[str, Any], where: str) -> Step:
     if len(raw) != 1:
-        raise ValueError(f"{where}: a step has exactly one of apply, wait, sleep, checkpoint")
+        raise ValueError(f"{where}: a step has exactly one of apply, delete, wait, sleep, checkpoint")
     ((kind, value),) = raw.items()
-    if kind == "apply":
-        files = [value] if isinstance(value, str) else list(value)
-        paths = tuple(ROOT / f for f in files)
-        for p in paths:
-            if not p.is_file():
-                raise ValueError(f"{where}: no such file {p}")
-        return Step(apply=paths)
+    if kind in ("apply", "delete"):
+        paths = _files(value, where)
+        return Step(apply=paths) if kind == "apply" else Step(delete=paths)
     if kind == "wait":
         return Step(wait=Wait(**value))
     if kind == "sleep":
@@ -78,6 +87,15 @@ def _step(raw: dict[str, Any], where: str) -> Step:
     if kind == "checkpoint":
         return Step(checkpoint=str(value))
     raise ValueError(f"{where}: unknown step {kind!r}")
+
+
+def _files(value: str | list[str], where: str) -> tuple[Path, ...]:
+    files = [value] if isinstance(value, str) else list(value)
+    paths = tuple(ROOT / f for f in files)
+    for p in paths:
+        if not p.is_file():
+            raise ValueError(f"{where}: no such file {p}")
+    return paths
 
 
 def load_scenario(path: Path) -> Scenario:
@@ -89,6 +107,7 @@ def load_scenario(path: Path) -> Scenario:
         configuration=ROOT / raw["configuration"],
         namespaces=tuple(raw["namespaces"]),
         steps=steps,
+        testbed=_files(raw["testbed"], f"{path.name} testbed")[0] if "testbed" in raw else None,
     )
 
 

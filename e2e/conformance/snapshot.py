@@ -8,6 +8,7 @@ replaced, and times are left out (only whether a requeueAt is set is kept).
 from __future__ import annotations
 
 import re
+from collections.abc import Iterable
 from typing import Any
 
 from e2e.testbed import KubeClient, api_path
@@ -15,6 +16,8 @@ from e2e.testbed import KubeClient, api_path
 Obj = dict[str, Any]
 KUEUE = "kueue.x-k8s.io/v1beta2"
 _UID = re.compile(r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}")
+# Kueue's (and the controller's) name of a Job's Workload: job-<job name>-<5 hex digits>.
+_JOB_WORKLOAD = re.compile(r"^job-(.+)-[0-9a-f]{5}$")
 _DURATION = re.compile(r"\b\d+(?:\.\d+)?(?:ms|s|m|h)\b")
 _QUEUE_STATUS = (
     "pendingWorkloads",
@@ -34,12 +37,27 @@ class Normalizer:
     """Replaces what differs between any two runs in messages: UIDs, Workload names (hashed),
     pod names (random suffix) and durations (wait times)."""
 
-    def __init__(self, workloads: list[Obj], jobs: list[Obj]) -> None:
+    def __init__(self, workloads: list[Obj], jobs: list[Obj], gone: Iterable[Obj] = ()) -> None:
+        """`gone`: Events whose Job or Workload may no longer exist (a deleted Job)."""
         self._names = {wl["metadata"]["name"]: f"<workload of {_owner(wl)}>" for wl in workloads}
+        job_names = {job["metadata"]["name"] for job in jobs}
+        for event in gone:
+            involved = event.get("involvedObject") or {}
+            name = involved.get("name", "")
+            if involved.get("kind") == "Job":
+                job_names.add(name)
+            elif involved.get("kind") == "Workload" and name not in self._names:
+                match = _JOB_WORKLOAD.match(name)
+                if match:
+                    self._names[name] = f"<workload of Job/{match.group(1)}>"
         self._pods = [
-            (re.compile(rf"\b{re.escape(job['metadata']['name'])}-[a-z0-9]{{5}}\b"), job["metadata"]["name"])
-            for job in jobs
+            (re.compile(rf"\b{re.escape(name)}-[a-z0-9]{{5}}\b"), name) for name in sorted(job_names)
         ]
+
+    def owner_of(self, workload_name: str) -> str | None:
+        """`Job/NAME` (or `Workload/NAME`) of a Workload seen, or named in an Event."""
+        stable = self._names.get(workload_name)
+        return stable[len("<workload of ") : -1] if stable else None
 
     def text(self, value: str) -> str:
         for name, stable in sorted(self._names.items(), key=lambda kv: -len(kv[0])):
@@ -99,7 +117,7 @@ async def take_snapshot(kube: KubeClient, namespaces: tuple[str, ...]) -> dict[s
         local_queues += (await kube.get(api_path(KUEUE, "localqueues", ns)))["items"]
         events += (await kube.get(api_path("v1", "events", ns)))["items"]
     cluster_queues = (await kube.get(api_path(KUEUE, "clusterqueues")))["items"]
-    norm = Normalizer(workloads, jobs)
+    norm = Normalizer(workloads, jobs, events)
     flat: dict[str, Any] = {}
 
     def put(prefix: str, fields: dict[str, Any]) -> None:
@@ -114,14 +132,14 @@ async def take_snapshot(kube: KubeClient, namespaces: tuple[str, ...]) -> dict[s
         put(f"ClusterQueue[{cq['metadata']['name']}]", _queue(cq, norm))
     for lq in local_queues:
         put(f"LocalQueue[{lq['metadata']['namespace']}/{lq['metadata']['name']}]", _queue(lq, norm))
-    names = {wl["metadata"]["name"]: _owner(wl) for wl in workloads}
     seen: set[str] = set()
     for ev in events:
         involved = ev.get("involvedObject") or {}
         if involved.get("kind") not in ("Job", "Workload", "ClusterQueue", "LocalQueue"):
             continue
         name = involved.get("name", "")
-        who = f"{involved['kind']}[{names[name]}]" if name in names else f"{involved['kind']}[{name}]"
+        owner = norm.owner_of(name) if involved["kind"] == "Workload" else None
+        who = f"{involved['kind']}[{owner or name}]"
         seen.add(f"{who} {ev.get('type')} {ev.get('reason')}: {norm.text(ev.get('message', ''))}")
     flat["Events"] = sorted(seen)
     return flat

@@ -44,8 +44,10 @@ class Engine:
     # --- queue objects ------------------------------------------------------------------
 
     def set_flavor(self, flavor: ResourceFlavor) -> None:
+        previous = self.cache.flavors.get(flavor.metadata.name)
         self.cache.set_flavor(flavor)
-        self.queues.retry()
+        if previous is None or previous.spec != flavor.spec:
+            self.queues.retry()  # not on metadata alone (a finalizer added): nothing could fit anew
 
     def delete_flavor(self, name: str) -> None:
         self.cache.delete_flavor(name)
@@ -77,6 +79,8 @@ class Engine:
         self.queues.delete_local_queue(namespace, name)
 
     def set_namespace(self, name: str, labels: Mapping[str, str]) -> None:
+        if self.cache.namespaces.get(name) == labels:
+            return  # only its labels matter to the selectors
         self.cache.set_namespace(name, labels)
         self.queues.retry()
 
@@ -94,10 +98,16 @@ class Engine:
         key = info.key
         evicting = key in self.cache.evicting
         self.queues.remove(key)
-        self._release(key)
+        charge = charge_from_admission(admission) if admission is not None else None
+        if charge is not None and self.cache.ledger.charge_of(key) == charge:
+            # The same quota seen again (its own admission coming back): nothing was freed,
+            # so nothing parked is woken; like Kueue, which retries only on quota released.
+            self.cache.release(key)
+        else:
+            self._release(key)
         self.scheduler.forget(key)
-        if admission is not None:
-            self.cache.admit(info, charge_from_admission(admission), reserved_at)
+        if charge is not None:
+            self.cache.admit(info, charge, reserved_at)
             if evicting:
                 self.cache.evicting.add(key)
         else:

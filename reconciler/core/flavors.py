@@ -25,12 +25,14 @@ from .workloads import PodSetInfo, WorkloadInfo
 
 __all__ = [
     "DeviceCheck",
+    "FlavorAttempt",
     "FlavorFit",
     "FlavorNoFit",
     "PodSetFlavors",
     "admission_node_labels",
     "admission_tolerations",
     "assign_flavors",
+    "considered_flavors",
     "node_labels_for",
 ]
 
@@ -48,11 +50,25 @@ class PodSetFlavors:
 
 
 @dataclass(frozen=True, slots=True)
+class FlavorAttempt:
+    """One flavor tried for a pod set, as Kueue's QuotaReserved Event lists it."""
+
+    flavor: str
+    fits: bool
+    # Only quota in use stands in the way (preempting could make room).
+    quota_bound: bool = False
+    borrows: bool = False
+    reasons: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
 class FlavorFit:
     pod_sets: list[PodSetFlavors]
     usage: dict[FlavorResource, int]
     # Some of it is borrowed from the cohort.
     borrows: bool = False
+    # Per pod set, the flavors tried on the way, by flavor name.
+    attempts: tuple[tuple[str, tuple[FlavorAttempt, ...]], ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -70,6 +86,13 @@ class _GroupAttempt:
     quota_bound: bool = False
     # The chosen flavor fits only by borrowing from the cohort.
     borrows: bool = False
+    tried: list[FlavorAttempt] = field(default_factory=list)
+
+    def no_fit(
+        self, flavor: str, reasons: list[str], quota_bound: bool = False, borrows: bool = False
+    ) -> None:
+        self.reasons.extend(reasons)
+        self.tried.append(FlavorAttempt(flavor, False, quota_bound, borrows, tuple(sorted(reasons))))
 
 
 def _try_group(
@@ -91,19 +114,22 @@ def _try_group(
         name = quota.name
         flavor = flavors.get(name)
         if flavor is None:
-            attempt.reasons.append(f"flavor {name} not found")
+            attempt.no_fit(name, [f"flavor {name} not found"])
             continue
         spec = pod_set.placement
         taint = first_untolerated_taint(
             flavor.spec.node_taints, [*spec.tolerations, *flavor.spec.tolerations]
         )
         if taint is not None:
-            attempt.reasons.append(f"untolerated taint {taint_text(taint)} in flavor {name}")
+            attempt.no_fit(name, [f"untolerated taint {taint_text(taint)} in flavor {name}"])
             continue
         if not flavor_matches_pod_spec(spec, flavor.spec.node_labels):
-            attempt.reasons.append(f"flavor {name} doesn't match node affinity")
+            attempt.no_fit(name, [f"flavor {name} doesn't match node affinity"])
             continue
-        fits, borrows = True, False
+        fits, borrows, quota_bound = True, False, False
+        # Would it still borrow once preemption freed this ClusterQueue's own quota?
+        borrows_after_preemption = False
+        reasons: list[str] = []
         for resource in wanted:
             fr = (name, resource)
             previous = assumed.get(fr, 0)
@@ -112,21 +138,22 @@ def _try_group(
             used = capacity.used(cq.name, fr)
             maximum, available = capacity.limits(cq, fr, nominal, used)
             if value > maximum:
-                attempt.reasons.append(
+                reasons.append(
                     f"insufficient quota for {resource} in flavor {name}, previously considered "
                     f"podsets requests ({format_amount(resource, previous)}) + current podset "
                     f"request ({format_amount(resource, requests[resource])}) > maximum capacity "
                     f"({format_amount(resource, maximum)})"
                 )
-                fits = False
+                fits, quota_bound = False, False
                 break
             borrows = borrows or used + value > nominal
+            borrows_after_preemption = borrows_after_preemption or (cq.cohort is not None and value > nominal)
             if value > available:
-                attempt.reasons.append(
+                reasons.append(
                     f"insufficient unused quota for {resource} in flavor {name}, "
                     f"{format_amount(resource, value - available)} more needed"
                 )
-                attempt.quota_bound = True
+                attempt.quota_bound = quota_bound = True
                 fits = False
         if fits and devices is not None:
             short = next(
@@ -134,10 +161,12 @@ def _try_group(
                 None,
             )
             if short is not None:
-                attempt.reasons.append(short)  # the next flavor's nodes may have free devices
+                reasons.append(short)  # the next flavor's nodes may have free devices
                 fits = False
         if not fits:
+            attempt.no_fit(name, reasons, quota_bound, quota_bound and borrows_after_preemption)
             continue
+        attempt.tried.append(FlavorAttempt(name, True, borrows=borrows))
         if not borrows or cq.borrow_stops_search:
             attempt.flavor, attempt.borrows = name, borrows
             return attempt
@@ -157,6 +186,7 @@ def assign_flavors(
 ) -> FlavorFit | FlavorNoFit:
     assumed: dict[FlavorResource, int] = {}
     results: list[PodSetFlavors] = []
+    attempts: list[tuple[str, tuple[FlavorAttempt, ...]]] = []
     borrows = False
     for pod_set in workload.pod_sets:
         requests = pod_set.total()
@@ -165,6 +195,7 @@ def assign_flavors(
         assigned: dict[str, str] = {}
         tried_groups: set[int] = set()
         reasons: list[str] = []
+        tried: dict[str, FlavorAttempt] = {}
         failed = False
         waiting = True
         for resource in sorted(requests):
@@ -180,6 +211,7 @@ def assign_flavors(
             tried_groups.add(index)
             group = cq.groups[index]
             attempt = _try_group(group, requests, pod_set, cq, flavors, capacity, assumed, devices)
+            tried.update((a.flavor, a) for a in attempt.tried)
             if attempt.flavor is None:
                 failed = True
                 reasons.extend(attempt.reasons)
@@ -198,7 +230,33 @@ def assign_flavors(
             fr = (flavor, resource)
             assumed[fr] = assumed.get(fr, 0) + requests[resource]
         results.append(PodSetFlavors(pod_set.name, pod_set.count, assigned, requests))
-    return FlavorFit(results, assumed, borrows)
+        attempts.append((pod_set.name, tuple(tried[f] for f in sorted(tried))))
+    return FlavorFit(results, assumed, borrows, tuple(attempts))
+
+
+def considered_flavors(fit: FlavorFit, possibility: Callable[[str], str]) -> str:
+    """The flavors tried on the way to `fit` in Kueue's words, for its QuotaReserved Event:
+    `main: p3-t4(preemptionMode=NoCandidates;insufficient unused quota ...)`; empty when
+    every pod set got its first flavor without borrowing. `possibility(flavor)` tells
+    what preempting could do in a flavor short of unused quota: NoCandidates, Preempt or
+    Reclaim. A borrowing flavor shows `borrow=1`: the cohorts here are one level deep."""
+    parts: list[str] = []
+    for pod_set, attempts in fit.attempts:
+        shown: list[str] = []
+        for a in attempts:
+            if a.fits and not a.borrows:
+                continue
+            if a.fits:
+                mode = "Fit"
+            elif a.quota_bound:
+                mode = f"preemptionMode={possibility(a.flavor)}"
+            else:
+                mode = "NoFit"
+            details = [mode, *(["borrow=1"] if a.borrows else []), *a.reasons]
+            shown.append(f"{a.flavor}({';'.join(details)})")
+        if shown:
+            parts.append(f"{pod_set}: {', '.join(shown)}")
+    return " | ".join(parts)
 
 
 def _flavor_labels(flavor_names: Iterable[str], flavors: Mapping[str, ResourceFlavor]) -> dict[str, str]:

@@ -24,7 +24,14 @@ from .flavors import FlavorFit, assign_flavors
 from .ledger import Charge
 from .workloads import WorkloadInfo
 
-__all__ = ["IN_CLUSTER_QUEUE", "IN_COHORT_RECLAMATION", "Target", "preemption_message", "preemption_targets"]
+__all__ = [
+    "IN_CLUSTER_QUEUE",
+    "IN_COHORT_RECLAMATION",
+    "Target",
+    "preemption_message",
+    "preemption_possibility",
+    "preemption_targets",
+]
 
 WorkloadKey = tuple[str, str]
 IN_CLUSTER_QUEUE = "InClusterQueue"
@@ -105,6 +112,28 @@ def _candidates(cache: QuotaCache, preemptor: WorkloadInfo, model: ClusterQueueM
         )
 
     return sorted(found, key=order)
+
+
+def preemption_possibility(
+    preemptor: WorkloadInfo, model: ClusterQueueModel, cache: QuotaCache, flavor: str
+) -> str:
+    """What preempting could do in one flavor, in Kueue's words: NoCandidates when no
+    workload the policy allows holds quota of the flavor, Reclaim when all such
+    workloads are in other ClusterQueues, else Preempt. (Kueue also simulates whether
+    the candidates would free enough; here their presence is what counts.)"""
+    holding = [
+        t
+        for t in _candidates(cache, preemptor, model)
+        if any(fr[0] == flavor and amount for fr, amount in _usage(cache, t.key).items())
+    ]
+    if not holding:
+        return "NoCandidates"
+    return "Reclaim" if all(t.cluster_queue != model.name for t in holding) else "Preempt"
+
+
+def _usage(cache: QuotaCache, key: WorkloadKey) -> Mapping[tuple[str, str], int]:
+    charge = cache.ledger.charge_of(key)
+    return charge.usage if charge is not None else {}
 
 
 def _invert(stamp: str) -> tuple[int, ...]:

@@ -133,13 +133,18 @@ class QueueManager:
     # --- reporting ----------------------------------------------------------------------
 
     def waiting_in_local_queue(self, namespace: str, name: str) -> int:
-        return len(self._by_local_queue.get((namespace, name), ()))
+        return sum(self.local_queue_pending_counts(namespace, name))
 
     def local_queue_pending_counts(self, namespace: str, name: str) -> tuple[int, int]:
         """(active, inadmissible) waiting workloads of one LocalQueue: active ones are queued for a
-        decision; the others were set aside (did not fit) or cannot be queued at all."""
+        decision; the others were set aside (did not fit) or wait for their LocalQueue or
+        ClusterQueue. One whose requests cannot be charged at all (an unmapped DeviceClass, a
+        bad request) is in no queue and not counted, as in Kueue."""
         active = inadmissible = 0
         for key in self._by_local_queue.get((namespace, name), ()):
+            info = self.workloads.get(key)
+            if info is not None and info.problem is not None:
+                continue
             cq_name = self._placement.get(key)
             queue = self.queues.get(cq_name) if cq_name is not None else None
             if queue is not None and queue.is_active(key):

@@ -11,16 +11,18 @@ from __future__ import annotations
 
 from collections.abc import Hashable
 from dataclasses import dataclass, field, replace
+from functools import partial
 
 from .cache import QuotaCache
 from .clusterqueues import ClusterQueueModel, active_condition
-from .flavors import FlavorFit, FlavorNoFit, PodSetFlavors, assign_flavors
+from .flavors import FlavorFit, FlavorNoFit, PodSetFlavors, assign_flavors, considered_flavors
 from .inventory_admission import InventoryGate
 from .ledger import Charge
 from .pending_queue import Candidate, PendingQueue
-from .preemption import Target, preemption_targets
+from .preemption import Target, preemption_possibility, preemption_targets
 from .queues import QueueManager
 from .selectors import label_selector_matches
+from .workloads import WorkloadInfo
 
 __all__ = ["REASON_INADMISSIBLE", "REASON_PENDING", "Admit", "Decision", "Pending", "Preempt", "Scheduler"]
 
@@ -31,7 +33,7 @@ WorkloadKey = tuple[str, str]
 # "Inadmissible".
 REASON_PENDING = "Pending"
 REASON_INADMISSIBLE = "Inadmissible"
-NAMESPACE_MISMATCH = "workload namespace doesn't match ClusterQueue selector"
+NAMESPACE_MISMATCH = "Workload namespace doesn't match ClusterQueue selector"
 
 
 @dataclass(frozen=True, slots=True)
@@ -39,6 +41,8 @@ class Admit:
     key: WorkloadKey
     cluster_queue: str
     pod_sets: list[PodSetFlavors]
+    # The flavors tried on the way, in Kueue's words ("" when the first flavor fit).
+    considered: str = ""
 
 
 @dataclass(frozen=True, slots=True)
@@ -123,7 +127,7 @@ class Scheduler:
                 ok = selector_ok[info.namespace] = label_selector_matches(model.namespace_selector, labels)
             if not ok:
                 group: Hashable = ("namespace", info.namespace)
-                pending = Pending(key, REASON_INADMISSIBLE, NAMESPACE_MISMATCH, model.name)
+                pending = Pending(key, REASON_PENDING, NAMESPACE_MISMATCH, model.name)
                 self._settle(out, queue, candidate, group, pending)
                 continue
             result = verdicts.get(info.shape)
@@ -131,10 +135,11 @@ class Scheduler:
                 devices = self.gate.check(cache.ledger) if self.gate is not None else None
                 fit = assign_flavors(info, model, cache.flavors, capacity, devices)
                 if isinstance(fit, FlavorFit):
+                    considered = considered_flavors(fit, partial(_possibility, cache, info, model))
                     queues.remove(key)  # out of its pending queue too
                     cache.admit(info, Charge(model.name, fit.usage))
                     self._last.pop(key, None)
-                    out.append(Admit(key, model.name, fit.pod_sets))
+                    out.append(Admit(key, model.name, fit.pod_sets, considered))
                     verdicts.clear()
                     continue
                 result = verdicts[info.shape] = fit
@@ -179,6 +184,10 @@ class Scheduler:
             if self._group_verdicts.setdefault(group_id, verdict) != verdict:
                 self._group_verdicts[group_id] = None
         queue.settle(candidate.group if candidate.group is not None else group)
+
+
+def _possibility(cache: QuotaCache, info: WorkloadInfo, model: ClusterQueueModel, flavor: str) -> str:
+    return preemption_possibility(info, model, cache, flavor) if _may_preempt(model) else "NoCandidates"
 
 
 def _may_preempt(model: ClusterQueueModel) -> bool:

@@ -254,7 +254,8 @@ def _pending(state: ClusterState, workload: Workload, ex: Explanation) -> None:
                 f"the namespaceSelector of ClusterQueue {decision.cluster_queue} does not match the labels "
                 f"of namespace {workload.metadata.namespace}: label the namespace or widen the selector"
             )
-        if decision.reason == REASON_PENDING and ex.holders and ex.to_fit:
+        quota_wait = decision.reason == REASON_PENDING and decision.message != NAMESPACE_MISMATCH
+        if quota_wait and ex.holders and ex.to_fit:
             holders = sorted({h.name for h in ex.holders})
             ex.summary = (
                 f"it waits for quota in ClusterQueue {decision.cluster_queue}, held by {', '.join(holders)}: "

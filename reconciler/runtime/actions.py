@@ -23,6 +23,7 @@ Purpose = Literal[
     "create-workload",
     "admit",
     "workload-status",
+    "waiting-for-start",
     "finish",
     "release-finalizer",
     "evict",

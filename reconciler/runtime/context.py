@@ -123,6 +123,11 @@ class Context:
             return self.job_writes
         return None
 
+    def tracks_pods_ready(self, key: Key) -> bool:
+        """waitForPodsReady applies to this Workload: it is on, and a Job owns the Workload
+        (as in Kueue, whose job reconciler writes PodsReady; a bare Workload has no pods)."""
+        return self.config.wait_for_pods_ready is not None and self.store.job_key(key) is not None
+
     def apply_workload_write(self, key: Key, body: bytes, *, until_seen: bool = False) -> Workload | None:
         """Our write's response is the newest state: apply it now (None when the watch got there first)."""
         workload = msgspec.json.decode(body, type=Workload)

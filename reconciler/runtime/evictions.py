@@ -61,7 +61,7 @@ class Evictions:
             requests=resource_requests(info) if info is not None else workload.status.resource_requests,
             now=now,
             generation=generation,
-            pods_ready=ctx.config.wait_for_pods_ready is not None,
+            pods_ready=ctx.tracks_pods_ready(key),
             requeued=eviction.requeued,
         )
         if eviction.preempted_reason is not None:

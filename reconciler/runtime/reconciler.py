@@ -183,6 +183,7 @@ class Reconciler(ReconcilerViews):
                 self.preemption.preempt(decision)
             else:
                 self.workload_sync.pending(decision)
+        self.workload_sync.write_waiting_for_start()
         ctx.dirty.queue_status = True
 
     def flush_status(self) -> None:
@@ -313,12 +314,20 @@ class Reconciler(ReconcilerViews):
             ctx.store.cluster_queues.pop(name, None)
             ctx.engine.delete_cluster_queue(name)
         else:
+            previous = ctx.store.cluster_queues.get(name)
             ctx.store.cluster_queues[name] = cq
-            try:
-                ctx.engine.set_cluster_queue(compile_cluster_queue(cq))
-            except (InvalidClusterQueueError, QuantityError) as err:
-                log.warning("ClusterQueue cannot be used", cluster_queue=name, error=str(err))
-                ctx.engine.set_broken_cluster_queue(name, str(err))
+            # Only a change of what the core models (spec, deletion) is given to it: a status
+            # write (often our own) must not wake what is parked, as in Kueue.
+            if (
+                previous is None
+                or _models_differ(previous, cq)
+                or name not in ctx.engine.cache.cluster_queues
+            ):
+                try:
+                    ctx.engine.set_cluster_queue(compile_cluster_queue(cq))
+                except (InvalidClusterQueueError, QuantityError) as err:
+                    log.warning("ClusterQueue cannot be used", cluster_queue=name, error=str(err))
+                    ctx.engine.set_broken_cluster_queue(name, str(err))
         if self.ready:
             self.in_use.cluster_queue(name)
             self.in_use.recheck()  # a flavor it listed may be free now
@@ -386,3 +395,10 @@ class Reconciler(ReconcilerViews):
         self.inventory.claim(key, claim)
         if job_key is not None:
             self.ctx.dirty.pods.add(job_key)
+
+
+def _models_differ(previous: ClusterQueue, current: ClusterQueue) -> bool:
+    return (
+        previous.spec != current.spec
+        or previous.metadata.deletion_timestamp != current.metadata.deletion_timestamp
+    )

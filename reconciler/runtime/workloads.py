@@ -16,7 +16,7 @@ from reconciler.api.resources import WORKLOADS
 from reconciler.api.times import epoch
 from reconciler.core.podsready import PODS_READY, pods_ready_state
 from reconciler.core.quantity import QuantityError
-from reconciler.core.scheduler import Admit, Pending
+from reconciler.core.scheduler import REASON_PENDING, Admit, Pending
 from reconciler.core.status import (
     admitted_workload_status,
     backoff_finished_status,
@@ -49,6 +49,10 @@ class Workloads:
         self.ctx = ctx
         # The generation of each workload as last given to the core.
         self._fed: dict[Key, int] = {}
+        # The flavors tried by an admission in flight, for its QuotaReserved Event.
+        self._considered: dict[Key, str] = {}
+        # Waiting workloads seen without a PodsReady condition (see write_waiting_for_start).
+        self._without_pods_ready: set[Key] = set()
 
     def compile(self, workload: Workload) -> WorkloadInfo:
         templates = self.ctx.store.templates
@@ -75,10 +79,14 @@ class Workloads:
         if not own_write and ctx.workload_writes.awaiting(key):
             return
         owner = ctx.store.job_key(key)
-        if (owner is not None and owner not in ctx.store.jobs) or workload.metadata.deletion_timestamp:
-            # Its Job is gone (or it is being deleted): let it go. It keeps its quota until the
-            # API no longer shows it, so usage in the API never exceeds quota.
-            if not holds_quota(workload):
+        orphaned = owner is not None and owner not in ctx.store.jobs
+        if orphaned or workload.metadata.deletion_timestamp:
+            # Its Job is gone (or it is being deleted): let it go. As Kueue, an orphan not yet
+            # being deleted is first finished (OwnerNotFound), which returns its quota; one
+            # being deleted keeps its quota until the API no longer shows it.
+            if orphaned and not workload.metadata.deletion_timestamp and holds_quota(workload):
+                self._finish_orphan(workload)
+            elif not holds_quota(workload):
                 self._forget(key)
             self._release_finalizer(workload)
             return
@@ -135,6 +143,36 @@ class Workloads:
                 return
             engine.add_workload(info)
             self._fed[key] = generation
+        if ctx.tracks_pods_ready(key) and condition(workload.status.conditions, PODS_READY) is None:
+            self._without_pods_ready.add(key)
+
+    def write_waiting_for_start(self) -> None:
+        """With waitForPodsReady, a waiting Job's Workload shows PodsReady=False WaitForStart
+        from the start, as Kueue's job reconciler writes it, also when no verdict is written
+        for it (behind a StrictFIFO head). Run after the scheduler's decisions, which carry
+        the condition themselves, so this write never races an admission."""
+        ctx = self.ctx
+        keys, self._without_pods_ready = self._without_pods_ready, set()
+        for key in keys:
+            workload = ctx.store.workloads.get(key)
+            if workload is None or ctx.engine.is_admitted(key) or ctx.workload_writes.in_flight(key):
+                continue
+            if condition(workload.status.conditions, PODS_READY) is not None:
+                continue
+            meta = workload.metadata
+            status = _waiting_for_start(workload.status, ctx.clock(), meta.generation or None)
+            ctx.write(
+                MergePatch(
+                    "waiting-for-start",
+                    WORKLOADS,
+                    meta.namespace,
+                    meta.name,
+                    status_patch(status, meta.resource_version),
+                    subresource="status",
+                    slot_name="workload-status",
+                    on_done=self._status_written,
+                )
+            )
 
     def _forget(self, key: Key) -> None:
         self.ctx.engine.remove_workload(key)  # a no-op for a workload the core does not know
@@ -146,6 +184,40 @@ class Workloads:
             if wl_key[0] == namespace and info.problem is not None and info.problem.retryable:
                 self._fed.pop(wl_key, None)
                 self.ctx.dirty.workload(wl_key)
+
+    def _finish_orphan(self, workload: Workload) -> None:
+        meta = workload.metadata
+        key = (meta.namespace, meta.name)
+        if self.ctx.workload_writes.in_flight(key, "finish"):
+            return
+        conditions = set_condition(
+            workload.status.conditions,
+            "Finished",
+            "True",
+            "OwnerNotFound",
+            "The workload's owner no longer exists",
+            self.ctx.clock(),
+            meta.generation or None,
+        )
+        self.ctx.write(
+            MergePatch(
+                "finish",
+                WORKLOADS,
+                meta.namespace,
+                meta.name,
+                msgspec.json.encode({"status": {"conditions": msgspec.to_builtins(conditions)}}),
+                subresource="status",
+                slot_name="workload-status",
+                on_done=self._orphan_finished,
+            )
+        )
+
+    def _orphan_finished(self, done: WriteDone) -> None:
+        if done.ok and done.body is not None:
+            self.ctx.apply_workload_write(done.key, done.body)
+            self._forget(done.key)  # finished: its quota is free
+        else:
+            self.ctx.write_failed(done, expected=EXPECTED_MISSES)
 
     def _release_finalizer(self, workload: Workload) -> None:
         meta = workload.metadata
@@ -251,8 +323,10 @@ class Workloads:
             decision,
             ctx.clock(),
             workload.metadata.generation or None,
-            pods_ready=ctx.config.wait_for_pods_ready is not None,
+            pods_ready=ctx.tracks_pods_ready(key),
         )
+        if decision.considered:
+            self._considered[key] = decision.considered
         ctx.write(
             MergePatch(
                 "admit",
@@ -269,6 +343,7 @@ class Workloads:
     def _admission_written(self, done: WriteDone) -> None:
         ctx = self.ctx
         key = done.key
+        considered = self._considered.pop(key, "")
         if done.ok and done.body is not None:
             ctx.stats.admitted += 1
             ctx.apply_workload_write(key, done.body, until_seen=True)
@@ -280,12 +355,10 @@ class Workloads:
             cq = workload.status.admission.cluster_queue if workload.status.admission else ""
             ctx.metrics.quota_reserved(cq, workload.metadata.creation_timestamp)
             waited = seconds_since(workload.metadata.creation_timestamp, ctx.clock())
-            ctx.events.emit(
-                workload,
-                "Normal",
-                "QuotaReserved",
-                f"Quota reserved in ClusterQueue {cq}, wait time since queued was {waited}s",
-            )
+            message = f"Quota reserved in ClusterQueue {cq}, wait time since queued was {waited}s"
+            if considered:
+                message += f"; Flavors considered: {considered}"
+            ctx.events.emit(workload, "Normal", "QuotaReserved", message)
             ctx.events.emit(
                 workload,
                 "Normal",
@@ -316,7 +389,7 @@ class Workloads:
             return
         now, generation = ctx.clock(), workload.metadata.generation or None
         status = pending_workload_status(workload.status, info, decision, now, generation)
-        if ctx.config.wait_for_pods_ready is not None:
+        if ctx.tracks_pods_ready(key):
             status = _waiting_for_start(status, now, generation)
         if same_workload_status(status, workload.status):
             return
@@ -332,13 +405,16 @@ class Workloads:
                 on_done=self._status_written,
             )
         )
-        ctx.events.emit(workload, "Warning", decision.reason, decision.message)
+        if decision.reason == REASON_PENDING:
+            # Kueue's scheduler records its verdicts; a workload its queues refuse (unmapped
+            # DeviceClass, missing LocalQueue) gets the condition only.
+            ctx.events.emit(workload, "Warning", decision.reason, decision.message)
 
     def _status_written(self, done: WriteDone) -> None:
         if done.ok and done.body is not None:
             self.ctx.apply_workload_write(done.key, done.body)
         else:
-            self.ctx.write_failed(done, expected=(NotFound,))
+            self.ctx.write_failed(done, expected=(NotFound, Conflict))
 
 
 def _waiting_for_start(status: WorkloadStatus, now: str, generation: int | None) -> WorkloadStatus:

@@ -4,12 +4,13 @@ from __future__ import annotations
 
 import msgspec
 
-from reconciler.api import Job, Workload
-from reconciler.api.resources import JOBS, PODS, WORKLOADS
+from reconciler.api import ClusterQueue, Job, Workload
+from reconciler.api.resources import CLUSTER_QUEUES, JOBS, PODS, WORKLOADS
 from reconciler.api.times import epoch
 from reconciler.config import parse_config
 from reconciler.kube import Conflict
 from reconciler.runtime.writer import WriteDone
+from tests.support.builders import job_body
 from tests.support.pods_ready_harness import (
     T0,
     Clocked,
@@ -23,6 +24,7 @@ from tests.support.pods_ready_harness import (
 from tests.support.reconciler_harness import (
     GPU,
     apply_patch,
+    created_workload,
     decode,
     of,
     queues,
@@ -263,3 +265,39 @@ def test_a_deactivated_workload_loses_its_requeue_count_and_is_requeued_when_rea
     (reactivated,) = of(h.take(), "requeue")
     assert conditions(reactivated)["Requeued"] == ("True", "Reactivated", "The workload was reactivated")
     assert h.reconciler.core.workload(("ns", evicted.metadata.name)) is not None
+
+
+def test_a_workload_no_verdict_is_written_for_still_shows_waiting_for_start() -> None:
+    """Behind a StrictFIFO head nothing is decided for the followers; Kueue's job reconciler
+    still gives their Workloads PodsReady=False WaitForStart, and so does the controller,
+    once, after the scheduler's decisions (never racing an admission)."""
+    h = Clocked()
+    queues(h)
+    cq = h.reconciler.ctx.store.cluster_queues["cq"]
+    body = msgspec.json.decode(msgspec.json.encode(cq))
+    body["spec"]["queueingStrategy"] = "StrictFIFO"
+    body["spec"]["resourceGroups"][0]["flavors"][0]["resources"][0]["nominalQuota"] = 2
+    h.event("MODIFIED", CLUSTER_QUEUES, decode(body, ClusterQueue))
+    h.sync_all()
+    admitted_job(h, "a")
+    big = job_body(
+        "big",
+        uid="uid-big",
+        parallelism=2,
+        completions=2,
+        claims=[{"name": "g", "resourceClaimTemplateName": "gpu"}],
+    )
+    big["metadata"]["resourceVersion"] = h.next_rv()
+    h.event("ADDED", JOBS, decode(big, Job))
+    (create,) = of(h.take(), "create-workload")
+    h.event("ADDED", WORKLOADS, created_workload(h, create))
+    (pending,) = of(h.take(), "workload-status")  # the head's verdict carries the condition
+    assert conditions(pending)["PodsReady"][1] == "WaitForStart"
+    _, follower, actions = queued_job(h, "c")
+    assert of(actions, "workload-status") == []  # no verdict behind a StrictFIFO head
+    (wait,) = of(actions, "waiting-for-start")
+    assert conditions(wait) == {"PodsReady": ("False", "WaitForStart", "Not all pods are ready or succeeded")}
+    assert (
+        msgspec.json.decode(wait.patch)["metadata"]["resourceVersion"] == follower.metadata.resource_version
+    )
+    assert of(h.take(), "waiting-for-start") == []  # in flight: not asked for twice

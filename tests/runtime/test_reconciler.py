@@ -6,11 +6,17 @@ import msgspec
 import pytest
 
 from reconciler.api import (
+    ClusterQueue,
     Job,
+    Namespace,
+    ResourceFlavor,
     Workload,
 )
 from reconciler.api.resources import (
+    CLUSTER_QUEUES,
     JOBS,
+    NAMESPACES,
+    RESOURCE_FLAVORS,
     WORKLOADS,
 )
 from reconciler.core.workloads import workload_name_for_job
@@ -188,3 +194,66 @@ def test_a_finished_job_finishes_its_workload_and_frees_quota(finished: str) -> 
     written = apply_patch(h, current, finish)
     h.reconciler.handle(WriteDone(finish, body=msgspec.json.encode(written)))
     assert h.reconciler.core.ledger.used("cq", ("t4", GPU)) == 0
+
+
+def test_a_deleted_admitted_jobs_workload_is_finished_owner_not_found_and_frees_quota() -> None:
+    """As Kueue (FinishOrphanedWorkloads): the Workload of a Job that is gone is finished with
+    OwnerNotFound, which returns its quota, and Kueue's finalizer is taken off."""
+    h = Harness()
+    queues(h)
+    h.sync_all()
+    job = gpu_job(h, "a")
+    h.event("ADDED", JOBS, job)
+    (create,) = of(h.take(), "create-workload")
+    workload = created_workload(h, create)
+    h.event("ADDED", WORKLOADS, workload)
+    (admit,) = of(h.take(), "admit")
+    admitted = apply_patch(h, workload, admit)
+    h.reconciler.handle(WriteDone(admit, body=msgspec.json.encode(admitted)))
+    h.event("MODIFIED", WORKLOADS, admitted)
+    h.take()
+    h.event("DELETED", JOBS, job)
+    actions = h.take()
+    (finish,) = of(actions, "finish")
+    (cond,) = [
+        c for c in msgspec.json.decode(finish.patch)["status"]["conditions"] if c["type"] == "Finished"
+    ]
+    assert (cond["status"], cond["reason"], cond["message"]) == (
+        "True",
+        "OwnerNotFound",
+        "The workload's owner no longer exists",
+    )
+    (release,) = of(actions, "release-finalizer")
+    assert msgspec.json.decode(release.patch)["metadata"]["finalizers"] == []
+    assert h.reconciler.core.ledger.used("cq", ("t4", GPU)) == 1  # until the API shows it finished
+    current = h.reconciler.workloads[(admitted.metadata.namespace, admitted.metadata.name)]
+    written = apply_patch(h, current, finish)
+    h.reconciler.handle(WriteDone(finish, body=msgspec.json.encode(written)))
+    assert h.reconciler.core.ledger.used("cq", ("t4", GPU)) == 0
+
+
+def test_only_a_change_of_what_the_core_models_wakes_parked_workloads(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A ClusterQueue status write (often our own), a flavor's new finalizer or an unchanged
+    namespace must not wake parked workloads: Kueue retries them on quota or spec changes."""
+    h = Harness()
+    queues(h)
+    h.sync_all()
+    h.take()
+    retried: list[object] = []
+    core = h.reconciler.core
+    monkeypatch.setattr(core.queues, "retry", lambda names=None: retried.append(names))
+    cq = h.reconciler.ctx.store.cluster_queues["cq"]
+    body = msgspec.json.decode(msgspec.json.encode(cq))
+    body["status"] = {"admittedWorkloads": 1}
+    body["metadata"]["resourceVersion"] = h.next_rv()
+    h.event("MODIFIED", CLUSTER_QUEUES, decode(body, ClusterQueue))
+    flavor = msgspec.json.decode(msgspec.json.encode(core.flavors["t4"]))
+    flavor["metadata"]["finalizers"] = ["kueue.x-k8s.io/resource-in-use"]
+    h.event("MODIFIED", RESOURCE_FLAVORS, decode(flavor, ResourceFlavor))
+    h.event("MODIFIED", NAMESPACES, decode({"metadata": {"name": "ns"}}, Namespace))
+    assert retried == []
+    body["spec"]["resourceGroups"][0]["flavors"][0]["resources"][0]["nominalQuota"] = 2
+    h.event("MODIFIED", CLUSTER_QUEUES, decode(body, ClusterQueue))
+    assert retried
