@@ -17,10 +17,12 @@ from typing import Any
 import yaml
 
 __all__ = [
+    "INVENTORY_MODES",
     "LIVE_FIELDS",
     "ConfigError",
     "Configuration",
     "DeviceClassMapping",
+    "DeviceInventoryConfig",
     "InternalCertManagement",
     "WaitForPodsReady",
     "WebhookServer",
@@ -81,6 +83,9 @@ _ACCEPTED_IGNORED = frozenset(
 )
 _HANDLED = frozenset({"resources", "waitForPodsReady", "integrations", "manageJobsWithoutQueueName"})
 _HANDLED |= {"namespace", "internalCertManagement", "webhook"}
+# This controller's own: not a Kueue field (Kueue has no device inventory).
+_HANDLED |= {"deviceInventory"}
+INVENTORY_MODES = ("Off", "Report", "Enforce")
 
 # Kueue's defaults (apis/config/v1beta2/defaults.go).
 DEFAULT_WEBHOOK_SERVICE_NAME = "kueue-webhook-service"
@@ -106,6 +111,25 @@ class ConfigError(ValueError):
 class DeviceClassMapping:
     name: str
     device_class_names: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class DeviceInventoryConfig:
+    """``deviceInventory``: compare quota with the devices published in ResourceSlices.
+
+    ``Off`` (default): nothing is watched. ``Report``: DeviceClasses, ResourceSlices and Nodes
+    are watched; ClusterQueues get the DevicesCoverQuota condition, and metrics and Events
+    show the inventory. ``Enforce``: the same, and admission waits for free devices too."""
+
+    mode: str = "Off"
+
+    @property
+    def enabled(self) -> bool:
+        return self.mode != "Off"
+
+    @property
+    def enforce(self) -> bool:
+        return self.mode == "Enforce"
 
 
 @dataclass(frozen=True)
@@ -152,6 +176,7 @@ class Configuration:
     namespace: str | None = None
     internal_cert_management: InternalCertManagement = field(default_factory=InternalCertManagement)
     webhook: WebhookServer = field(default_factory=WebhookServer)
+    device_inventory: DeviceInventoryConfig = field(default_factory=DeviceInventoryConfig)
     ignored_fields: tuple[str, ...] = ()
     _class_to_resource: dict[str, str] = field(default_factory=dict, init=False, compare=False, repr=False)
 
@@ -421,6 +446,23 @@ def _parse_webhook(raw: object) -> WebhookServer:
     return WebhookServer(port=port, host=host, cert_dir=cert_dir)
 
 
+def _parse_device_inventory(raw: object) -> DeviceInventoryConfig:
+    path = "deviceInventory"
+    if raw is None:
+        return DeviceInventoryConfig()
+    doc = _expect(raw, dict, path, "an object like {mode: Enforce}")
+    _check_unknown(doc, {"mode"}, path)
+    mode = doc.get("mode", "Off")
+    if mode is False:  # YAML 1.1 reads an unquoted Off as false
+        mode = "Off"
+    if mode not in INVENTORY_MODES:
+        raise ConfigError(
+            f"{path}.mode: Unsupported value: {mode!r}: supported values: "
+            + ", ".join(f'"{m}"' for m in INVENTORY_MODES)
+        )
+    return DeviceInventoryConfig(mode=str(mode))
+
+
 def parse_config(data: object) -> Configuration:
     """Validate and default a decoded Configuration document."""
     doc = _expect(data, dict, "(document)", "a Configuration object")
@@ -453,6 +495,7 @@ def parse_config(data: object) -> Configuration:
         namespace=_parse_namespace(doc.get("namespace")),
         internal_cert_management=_parse_internal_cert_management(doc.get("internalCertManagement")),
         webhook=_parse_webhook(doc.get("webhook")),
+        device_inventory=_parse_device_inventory(doc.get("deviceInventory")),
         ignored_fields=tuple(ignored),
     )
 

@@ -6,6 +6,11 @@ attributes type, uuid, productName, brand, architecture,
 cudaComputeCapability, driverVersion, cudaDriverVersion and capacity memory.
 Publishing is idempotent (server-side apply); the pool generation only moves
 when the devices change.
+
+A spec may also ask for MIG-like partitions of each GPU (devices
+``gpu-<n>-<profile>-<m>`` with ``type: mig``, ``profile``, ``parentUUID`` and
+capacity memory) and for more DeviceClasses (``deviceClasses``); without
+them it publishes whole GPUs and the one class, as before.
 """
 
 from __future__ import annotations
@@ -24,7 +29,7 @@ from e2e.testbed.names import (
     DRIVER_NAME,
     MANAGED_BY_LABEL,
 )
-from e2e.testbed.spec import NodeSpec, TestbedSpec
+from e2e.testbed.spec import DeviceClassSpec, NodeSpec, TestbedSpec
 
 RESOURCE_V1 = "resource.k8s.io/v1"
 _DRIVER_LABEL_VALUE = "fake-dra-driver"
@@ -36,13 +41,44 @@ def gpu_uuid(node_name: str, index: int) -> str:
     return "GPU-" + str(uuid.uuid5(uuid.NAMESPACE_URL, f"dra-quota-testbed/{node_name}/{index}"))
 
 
-def device_class() -> Obj:
+def device_class(extra: DeviceClassSpec | None = None) -> Obj:
+    """The driver's own class (whole GPUs), or one a spec asks for."""
+    name, selector = (
+        (DEVICE_CLASS_NAME, DEVICE_CLASS_SELECTOR) if extra is None else (extra.name, extra.selector)
+    )
     return {
         "apiVersion": RESOURCE_V1,
         "kind": "DeviceClass",
-        "metadata": {"name": DEVICE_CLASS_NAME, "labels": {MANAGED_BY_LABEL: _DRIVER_LABEL_VALUE}},
-        "spec": {"selectors": [{"cel": {"expression": DEVICE_CLASS_SELECTOR}}]},
+        "metadata": {"name": name, "labels": {MANAGED_BY_LABEL: _DRIVER_LABEL_VALUE}},
+        "spec": {"selectors": [{"cel": {"expression": selector}}]},
     }
+
+
+def partition_devices(node: NodeSpec) -> list[Obj]:
+    """The MIG-like partitions of every GPU of the node, as their own devices."""
+    if node.gpus is None:
+        return []
+    model = node.gpus.resolved_model()
+    return [
+        {
+            "name": f"gpu-{index}-{part.profile.replace('.', '-').lower()}-{n}",
+            "attributes": {
+                "type": {"string": "mig"},
+                "profile": {"string": part.profile},
+                "parentUUID": {"string": gpu_uuid(node.name, index)},
+                "productName": {"string": model.product_name},
+            },
+            "capacity": {"memory": {"value": part.memory}},
+        }
+        for index in range(node.gpus.count)
+        for part in node.gpus.partitions
+        for n in range(part.count)
+    ]
+
+
+def node_devices(node: NodeSpec) -> list[Obj]:
+    """Everything the driver publishes for a node: whole GPUs, then partitions."""
+    return gpu_devices(node) + partition_devices(node)
 
 
 def gpu_devices(node: NodeSpec) -> list[Obj]:
@@ -104,14 +140,16 @@ class FakeDraDriver:
 
     async def publish(self) -> None:
         """Apply the DeviceClass and every node's slice; delete slices of nodes gone."""
-        await self._kube.apply(
-            api_path(RESOURCE_V1, "deviceclasses", name=DEVICE_CLASS_NAME),
-            device_class(),
-            DRIVER_FIELD_MANAGER,
-        )
+        classes = [device_class(), *(device_class(c) for c in self._spec.device_classes)]
+        for body in classes:
+            await self._kube.apply(
+                api_path(RESOURCE_V1, "deviceclasses", name=body["metadata"]["name"]),
+                body,
+                DRIVER_FIELD_MANAGER,
+            )
         wanted: set[str] = set()
         for node in self._spec.nodes:
-            devices = gpu_devices(node)
+            devices = node_devices(node)
             if devices:
                 await self.publish_node(node.name, devices)
                 wanted.add(slice_name(node.name))

@@ -10,6 +10,17 @@ The YAML form uses camelCase keys, for example::
       memory: 32Gi
       pods: 110
       gpus: {count: 1, model: Tesla-T4}
+
+A GPU spec may add MIG-like partitions per GPU, published as their own devices
+(attribute ``type: mig``), and the spec may publish DeviceClasses besides the
+driver's ``gpu.nvidia.com``::
+
+    deviceClasses:
+    - name: mig.nvidia.com
+      selector: device.driver == 'gpu.nvidia.com' && device.attributes['gpu.nvidia.com'].type == 'mig'
+    nodes:
+    - name: gpu-node-1
+      gpus: {count: 1, model: A100-SXM4-40GB, partitions: [{profile: 1g.5gb, count: 2, memory: 5Gi}]}
 """
 
 from __future__ import annotations
@@ -51,6 +62,21 @@ GPU_MODELS: dict[str, GpuModel] = {
 }
 
 
+class PartitionSpec(msgspec.Struct, frozen=True, kw_only=True, rename="camel", forbid_unknown_fields=True):
+    """``count`` MIG-like partitions of each GPU, with profile name and memory capacity."""
+
+    profile: str
+    count: int = 1
+    memory: str = "5Gi"
+
+
+class DeviceClassSpec(msgspec.Struct, frozen=True, kw_only=True, rename="camel", forbid_unknown_fields=True):
+    """A DeviceClass the fake driver publishes besides its own: name and one CEL selector."""
+
+    name: str
+    selector: str
+
+
 class GpuSpec(
     msgspec.Struct, frozen=True, kw_only=True, rename="camel", omit_defaults=True, forbid_unknown_fields=True
 ):
@@ -59,6 +85,7 @@ class GpuSpec(
     count: int = 1
     model: str = "Tesla-T4"
     custom: GpuModel | None = None  # used instead of the preset when given
+    partitions: list[PartitionSpec] = msgspec.field(default_factory=list)
 
     def resolved_model(self) -> GpuModel:
         if self.custom is not None:
@@ -84,6 +111,7 @@ class TestbedSpec(msgspec.Struct, frozen=True, kw_only=True, rename="camel", for
 
     nodes: list[NodeSpec]
     pod_run_seconds: float = 30.0
+    device_classes: list[DeviceClassSpec] = msgspec.field(default_factory=list)
 
     def __post_init__(self) -> None:
         names = [n.name for n in self.nodes]
@@ -94,6 +122,12 @@ class TestbedSpec(msgspec.Struct, frozen=True, kw_only=True, rename="camel", for
                 if node.gpus.count < 0:
                     raise ValueError(f"{node.name}: gpus.count must be >= 0")
                 node.gpus.resolved_model()
+                for part in node.gpus.partitions:
+                    if part.count < 0:
+                        raise ValueError(f"{node.name}: gpus.partitions[{part.profile}].count must be >= 0")
+        classes = [c.name for c in self.device_classes]
+        if len(set(classes)) != len(classes):
+            raise ValueError(f"deviceClasses: names must be unique: {classes}")
         if self.pod_run_seconds < 0:
             raise ValueError("podRunSeconds must be >= 0")
 

@@ -14,6 +14,7 @@ __all__ = [
     "LOCAL_QUEUES",
     "MUTATING_WEBHOOK_CONFIGURATIONS",
     "NAMESPACES",
+    "NODES",
     "PODS",
     "PRIORITY_CLASSES",
     "RESOURCE_CLAIMS",
@@ -70,6 +71,7 @@ class Resource:
 JOBS = Resource("batch", "v1", "jobs", "Job", namespaced=True)
 PODS = Resource("", "v1", "pods", "Pod", namespaced=True)
 NAMESPACES = Resource("", "v1", "namespaces", "Namespace", namespaced=False)
+NODES = Resource("", "v1", "nodes", "Node", namespaced=False)
 EVENTS = Resource("", "v1", "events", "Event", namespaced=True)
 LEASES = Resource("coordination.k8s.io", "v1", "leases", "Lease", namespaced=True)
 RESOURCE_CLAIMS = Resource("resource.k8s.io", "v1", "resourceclaims", "ResourceClaim", namespaced=True)

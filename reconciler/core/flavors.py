@@ -24,6 +24,7 @@ from .selectors import first_untolerated_taint, flavor_matches_pod_spec, taint_t
 from .workloads import PodSetInfo, WorkloadInfo
 
 __all__ = [
+    "DeviceCheck",
     "FlavorAttempt",
     "FlavorFit",
     "FlavorNoFit",
@@ -34,6 +35,10 @@ __all__ = [
     "considered_flavors",
     "node_labels_for",
 ]
+
+
+# deviceInventory Enforce: why a flavor's free devices cannot take this much of a resource, or None.
+DeviceCheck = Callable[[FlavorResource, int], str | None]
 
 
 @dataclass(frozen=True, slots=True)
@@ -98,6 +103,7 @@ def _try_group(
     flavors: Mapping[str, ResourceFlavor],
     capacity: Capacity,
     assumed: Mapping[FlavorResource, int],
+    devices: DeviceCheck | None = None,
 ) -> _GroupAttempt:
     attempt = _GroupAttempt()
     wanted = sorted(r for r in requests if r in group.covered)
@@ -149,6 +155,14 @@ def _try_group(
                 )
                 attempt.quota_bound = quota_bound = True
                 fits = False
+        if fits and devices is not None:
+            short = next(
+                (s for r in wanted if (s := devices((name, r), assumed.get((name, r), 0) + requests[r]))),
+                None,
+            )
+            if short is not None:
+                reasons.append(short)  # the next flavor's nodes may have free devices
+                fits = False
         if not fits:
             attempt.no_fit(name, reasons, quota_bound, quota_bound and borrows_after_preemption)
             continue
@@ -168,6 +182,7 @@ def assign_flavors(
     cq: ClusterQueueModel,
     flavors: Mapping[str, ResourceFlavor],
     capacity: Capacity,
+    devices: DeviceCheck | None = None,
 ) -> FlavorFit | FlavorNoFit:
     assumed: dict[FlavorResource, int] = {}
     results: list[PodSetFlavors] = []
@@ -195,7 +210,7 @@ def assign_flavors(
                 continue
             tried_groups.add(index)
             group = cq.groups[index]
-            attempt = _try_group(group, requests, pod_set, cq, flavors, capacity, assumed)
+            attempt = _try_group(group, requests, pod_set, cq, flavors, capacity, assumed, devices)
             tried.update((a.flavor, a) for a in attempt.tried)
             if attempt.flavor is None:
                 failed = True

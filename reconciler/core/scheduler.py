@@ -16,6 +16,7 @@ from functools import partial
 from .cache import QuotaCache
 from .clusterqueues import ClusterQueueModel, active_condition
 from .flavors import FlavorFit, FlavorNoFit, PodSetFlavors, assign_flavors, considered_flavors
+from .inventory_admission import InventoryGate
 from .ledger import Charge
 from .pending_queue import Candidate, PendingQueue
 from .preemption import Target, preemption_possibility, preemption_targets
@@ -70,6 +71,8 @@ class Scheduler:
     # The last pending verdict reported per workload, and per parked group.
     _last: dict[WorkloadKey, tuple[str, str]] = field(default_factory=dict)
     _group_verdicts: dict[tuple[str | None, Hashable], tuple[str, str] | None] = field(default_factory=dict)
+    # deviceInventory.mode Enforce: what fits quota must fit the free devices too.
+    gate: InventoryGate | None = None
 
     def forget(self, key: WorkloadKey) -> None:
         """The workload changed or left: its next verdict is reported whatever it is."""
@@ -129,7 +132,8 @@ class Scheduler:
                 continue
             result = verdicts.get(info.shape)
             if result is None:
-                fit = assign_flavors(info, model, cache.flavors, capacity)
+                devices = self.gate.check(cache.ledger) if self.gate is not None else None
+                fit = assign_flavors(info, model, cache.flavors, capacity, devices)
                 if isinstance(fit, FlavorFit):
                     considered = considered_flavors(fit, partial(_possibility, cache, info, model))
                     queues.remove(key)  # out of its pending queue too

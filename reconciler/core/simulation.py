@@ -6,6 +6,11 @@ Workload arrives in turn and the scheduler runs after each arrival, as the
 controller would do when they are created one by one. The result is what the
 API would show afterwards: Workloads with conditions, admission and resource
 requests, and ClusterQueues with usage and counts.
+
+With the device inventory on (``inventory_mode`` Report or Enforce), DeviceClass,
+ResourceSlice, Node and ResourceClaim objects in the input make the inventory:
+ClusterQueues get the DevicesCoverQuota condition, and in Enforce mode admission
+also waits for free devices (claims given count as allocated to others).
 """
 
 from __future__ import annotations
@@ -19,6 +24,7 @@ import msgspec
 
 from reconciler.api import (
     ClusterQueue,
+    DeviceClass,
     Job,
     LocalQueue,
     Namespace,
@@ -30,13 +36,23 @@ from reconciler.api import (
     WorkloadPriorityClass,
     WorkloadStatus,
 )
+from reconciler.api.slices import Node, ResourceSlice
 
 from .clusterqueues import InvalidClusterQueueError, compile_cluster_queue
 from .engine import Engine
+from .inventory import InventoryIndex
+from .inventory_admission import InventoryGate
+from .inventory_report import DEVICES_COVER_QUOTA, devices_cover_quota
 from .priority import MissingPriorityClass, resolve_priority
 from .quantity import QuantityError
 from .scheduler import Admit, Decision, Pending, Preempt
-from .status import admitted_workload_status, cluster_queue_status, condition, pending_workload_status
+from .status import (
+    admitted_workload_status,
+    cluster_queue_status,
+    condition,
+    pending_workload_status,
+    set_condition,
+)
 from .workloads import (
     FIRST_AVAILABLE_ANNOTATION,
     QUEUE_NAME_LABEL,
@@ -103,9 +119,13 @@ def _is_admitted(workload: Workload) -> bool:
     return workload.status.admission is not None and reserved is not None and reserved.status == "True"
 
 
-def simulate(objects: Sequence[InputObject], mappings: Mapping[str, str], now: str) -> SimulationResult:
+def simulate(
+    objects: Sequence[InputObject], mappings: Mapping[str, str], now: str, inventory_mode: str = "Off"
+) -> SimulationResult:
     result = SimulationResult()
     state = Engine()
+    index = InventoryIndex()
+    inventory_on = inventory_mode != "Off"
     templates: dict[tuple[str, str], ResourceClaimTemplate] = {}
     claims: dict[tuple[str, str], ResourceClaim] = {}
     workload_classes: dict[str, WorkloadPriorityClass] = {}
@@ -152,11 +172,33 @@ def simulate(objects: Sequence[InputObject], mappings: Mapping[str, str], now: s
             meta = obj.body.get("metadata") or {}
             stamp = str(meta.get("creationTimestamp") or "") if isinstance(meta, Mapping) else ""
             arrivals.append((stamp, seq, obj))
+        elif inventory_on and kind == "DeviceClass":
+            index.set_class(str(obj.body.get("metadata", {}).get("name", "")), _decode(obj, DeviceClass))
+        elif inventory_on and kind == "ResourceSlice":
+            rs = _decode(obj, ResourceSlice)
+            index.set_slice(rs.metadata.name, rs)
+        elif inventory_on and kind == "Node":
+            node = _decode(obj, Node)
+            index.set_node(node.metadata.name, node.metadata.labels)
+        elif inventory_on and kind == "ResourceClaim":
+            rc = _decode(obj, ResourceClaim)
+            index.set_claim((rc.metadata.namespace, rc.metadata.name), rc)
         elif kind not in ("DeviceClass", "Configuration"):
             result.warnings.append(f"{_describe(obj)}: ignored (not used for admission)")
 
     for ns_name in {ns for ns, _ in state.queues.local_queues} - state.cache.namespaces.keys():
         state.set_namespace(ns_name, {"kubernetes.io/metadata.name": ns_name})
+
+    inventory = index.compute(state.flavors, mappings, lambda pod: False) if inventory_on else None
+    if inventory is not None:
+        for name, sl in index.slices.items():
+            if sl.spec.node_name and sl.spec.node_name not in index.nodes:
+                result.warnings.append(
+                    f"ResourceSlice {name}: spec.nodeName: Node {sl.spec.node_name} is not in the input; "
+                    "its devices count for no flavor"
+                )
+        if inventory_mode == "Enforce":
+            state.scheduler.gate = InventoryGate(inventory)
 
     def lookup(namespace: str, name: str) -> ResourceClaimTemplate | None:
         return templates.get((namespace, name))
@@ -228,6 +270,11 @@ def simulate(objects: Sequence[InputObject], mappings: Mapping[str, str], now: s
 
     for cq, body in cluster_queues:
         status_obj = cluster_queue_status(state, cq.metadata.name, cq.status, now)
+        model = state.cache.cluster_queues.get(cq.metadata.name)
+        if inventory is not None and model is not None:
+            covered = devices_cover_quota(model, inventory)
+            conditions = set_condition(status_obj.conditions, DEVICES_COVER_QUOTA, *covered, now)
+            status_obj = msgspec.structs.replace(status_obj, conditions=conditions)
         out = {k: v for k, v in body.items() if k != "status"}
         out["apiVersion"] = WORKLOAD_API
         out["status"] = msgspec.to_builtins(status_obj)

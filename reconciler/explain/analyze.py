@@ -11,6 +11,7 @@ quoted beside it.
 from __future__ import annotations
 
 from reconciler.api import Workload, pod_template_view
+from reconciler.core.inventory_admission import DEVICES_DO_NOT_COVER
 from reconciler.core.scheduler import NAMESPACE_MISMATCH, REASON_PENDING, Admit, Pending
 from reconciler.core.status import condition
 from reconciler.core.workloads import QUEUE_NAME_LABEL, workload_for_job, workload_name_for_job
@@ -241,7 +242,14 @@ def _pending(state: ClusterState, workload: Workload, ex: Explanation) -> None:
     if len(ledgered.ahead) > MAX_AHEAD:
         ex.ahead.append(f"and {len(ledgered.ahead) - MAX_AHEAD} more")
     decision = ledgered.decision
-    if isinstance(decision, Admit):
+    reserved = condition(workload.status.conditions, "QuotaReserved")
+    if isinstance(decision, Admit) and reserved is not None and DEVICES_DO_NOT_COVER in reserved.message:
+        # deviceInventory Enforce: quota is not what holds it back (explain does not count devices).
+        ex.summary = (
+            f"it fits the quota of ClusterQueue {decision.cluster_queue} but waits for free devices "
+            f"(deviceInventory mode Enforce): {reserved.message}"
+        )
+    elif isinstance(decision, Admit):
         ex.summary = (
             f"it fits now in ClusterQueue {decision.cluster_queue}: the controller admits it within "
             "seconds; if it stays pending, check that `reconciler run` is running and leads"

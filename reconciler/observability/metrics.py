@@ -40,6 +40,7 @@ from prometheus_client import (
     generate_latest,
 )
 
+from .inventory_metrics import InventoryCollector, InventorySource
 from .state_metrics import (
     ClusterQueueSample,
     DeviceClassSample,
@@ -103,6 +104,8 @@ class Metrics:
         self.registry = CollectorRegistry(auto_describe=True)
         self.role: ReplicaRole = role
         self.state_source: StateSource | None = None
+        # The device inventory gauges (inventory_metrics.py), set by the runtime when the mode is on.
+        self.inventory_source: InventorySource | None = None
         self._now = wall_clock
         r = self.registry
         self._attempts = Counter(
@@ -239,6 +242,7 @@ class Metrics:
             registry=r,
         )
         r.register(StateCollector(self))
+        r.register(InventoryCollector(lambda: self.inventory_source))
         self.set_role(role)
 
     # --- role -------------------------------------------------------------------------------------

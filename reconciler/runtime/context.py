@@ -22,6 +22,7 @@ from reconciler.api.resources import JOBS, WORKLOADS
 from reconciler.api.times import now_rfc3339
 from reconciler.config import Configuration
 from reconciler.core.engine import Engine
+from reconciler.core.inventory import DeviceInventory
 from reconciler.kube import Conflict, NotFound
 from reconciler.observability.metrics import Metrics
 
@@ -83,6 +84,8 @@ class Context:
     pod_index: PodIndex = field(default_factory=PodIndex)
     metrics: Metrics = field(default_factory=Metrics)
     stats: ReconcilerStats = field(default_factory=ReconcilerStats)
+    # The latest device inventory (deviceInventory.mode Report or Enforce), None before the first count.
+    device_inventory: DeviceInventory | None = None
     workload_writes: OwnWrites[Key] = field(init=False)
     job_writes: OwnWrites[Key] = field(init=False)
 

@@ -21,6 +21,7 @@ import structlog
 
 from reconciler.api import (
     ClusterQueue,
+    DeviceClass,
     Job,
     LocalQueue,
     Namespace,
@@ -34,24 +35,28 @@ from reconciler.api import (
 )
 from reconciler.api.resources import (
     CLUSTER_QUEUES,
+    DEVICE_CLASSES,
     JOBS,
     LOCAL_QUEUES,
     NAMESPACES,
+    NODES,
     PODS,
     PRIORITY_CLASSES,
     RESOURCE_CLAIM_TEMPLATES,
     RESOURCE_CLAIMS,
     RESOURCE_FLAVORS,
+    RESOURCE_SLICES,
     WORKLOAD_PRIORITY_CLASSES,
     WORKLOADS,
 )
+from reconciler.api.slices import Node, ResourceSlice
 from reconciler.config import Configuration
 from reconciler.kube import Informer, KubeClient, WatchEvent
 from reconciler.observability.health import ControllerState, Health, WatchState
 from reconciler.observability.metrics import Metrics
 
 from .config_reload import ConfigReload, watch_config
-from .reconciler import LABEL_SELECTORS, WATCHED, Reconciler
+from .reconciler import ALL_WATCHED, LABEL_SELECTORS, Reconciler
 from .snapshot import state_snapshot
 from .writer import WriteDone, Writer
 
@@ -71,6 +76,9 @@ PROJECTIONS: dict[str, type[Any]] = {
     RESOURCE_CLAIMS.plural: ResourceClaim,
     WORKLOAD_PRIORITY_CLASSES.plural: WorkloadPriorityClass,
     PRIORITY_CLASSES.plural: PriorityClass,
+    DEVICE_CLASSES.plural: DeviceClass,
+    RESOURCE_SLICES.plural: ResourceSlice,
+    NODES.plural: Node,
 }
 
 
@@ -217,11 +225,13 @@ async def run_controller(
             inbox.put_nowait,
             label_selector=LABEL_SELECTORS.get(resource.plural),
         )
-        for resource in WATCHED
+        for resource in ALL_WATCHED
+        if resource in reconciler.watched
     ]
     progress = _Progress(time.monotonic())
     consumer: asyncio.Task[None] | None = None
     metrics.state_source = lambda: state_snapshot(reconciler, informers, inbox.qsize())
+    metrics.inventory_source = reconciler.inventory.sample
     if health is not None:
         health.controller = lambda: _controller_state(
             informers, reconciler, inbox, progress, consumer, options.stall_after
@@ -238,7 +248,7 @@ async def run_controller(
         if options.config_path is not None:
             reload = watch_config(options.config_path, options.config_reload_interval, inbox.put_nowait)
             tasks.append(loop.create_task(reload, name="config-reload"))
-        log.info("controller started", watching=[r.plural for r in WATCHED])
+        log.info("controller started", watching=[r.plural for r in reconciler.watched])
         stopped = loop.create_task(stop.wait(), name="stop")
         done, _ = await asyncio.wait([stopped, *tasks], return_when=asyncio.FIRST_COMPLETED)
         for task in done:
@@ -256,6 +266,7 @@ async def run_controller(
         await writer.drain(options.shutdown_grace)
         await client.close()
         metrics.state_source = None
+        metrics.inventory_source = None
         if health is not None:
             health.controller = None
         log.info("controller stopped")

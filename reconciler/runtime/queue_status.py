@@ -6,7 +6,8 @@ import msgspec
 
 from reconciler.api import ClusterQueue, LocalQueue
 from reconciler.api.resources import CLUSTER_QUEUES, LOCAL_QUEUES
-from reconciler.core.status import cluster_queue_status, local_queue_status
+from reconciler.core.inventory_report import DEVICES_COVER_QUOTA, devices_cover_quota
+from reconciler.core.status import cluster_queue_status, local_queue_status, set_condition
 
 from .actions import MergePatch, WriteDone
 from .context import EXPECTED_MISSES, Context
@@ -27,6 +28,13 @@ class QueueStatus:
         now = ctx.clock()
         for name, cq in ctx.store.cluster_queues.items():
             desired = cluster_queue_status(ctx.engine, name, cq.status, now, cq.metadata.generation or None)
+            model = ctx.engine.cache.cluster_queues.get(name)
+            if ctx.device_inventory is not None and model is not None:
+                covered = devices_cover_quota(model, ctx.device_inventory)
+                conditions = set_condition(
+                    desired.conditions, DEVICES_COVER_QUOTA, *covered, now, cq.metadata.generation or None
+                )
+                desired = msgspec.structs.replace(desired, conditions=conditions)
             if same_cluster_queue_status(desired, cq.status):
                 continue
             patch = status_patch(desired)

@@ -35,14 +35,17 @@ from reconciler.api import (
 )
 from reconciler.api.resources import (
     CLUSTER_QUEUES,
+    DEVICE_CLASSES,
     JOBS,
     LOCAL_QUEUES,
     NAMESPACES,
+    NODES,
     PODS,
     PRIORITY_CLASSES,
     RESOURCE_CLAIM_TEMPLATES,
     RESOURCE_CLAIMS,
     RESOURCE_FLAVORS,
+    RESOURCE_SLICES,
     WORKLOAD_PRIORITY_CLASSES,
     WORKLOADS,
     Resource,
@@ -62,6 +65,7 @@ from .config_reload import ConfigReload, ConfigReloads
 from .context import Context, ReconcilerStats
 from .events import EventRecorder
 from .in_use import InUse
+from .inventory import Inventory
 from .jobs import Jobs
 from .patches import holds_quota
 from .pods_ready import PodsReady
@@ -71,7 +75,7 @@ from .store import Key
 from .views import ReconcilerViews
 from .workloads import Workloads
 
-__all__ = ["LABEL_SELECTORS", "WATCHED", "Reconciler", "ReconcilerStats"]
+__all__ = ["ALL_WATCHED", "INVENTORY_WATCHED", "LABEL_SELECTORS", "WATCHED", "Reconciler", "ReconcilerStats"]
 
 log = structlog.get_logger(__name__)
 
@@ -93,6 +97,9 @@ WATCHED: tuple[Resource, ...] = (
     WORKLOAD_PRIORITY_CLASSES,
     PRIORITY_CLASSES,
 )
+# Watched too with deviceInventory.mode Report or Enforce.
+INVENTORY_WATCHED: tuple[Resource, ...] = (DEVICE_CLASSES, RESOURCE_SLICES, NODES)
+ALL_WATCHED = WATCHED + INVENTORY_WATCHED
 # Only the pods of Jobs this controller started carry the pod set label.
 LABEL_SELECTORS: dict[str, str] = {PODS.plural: PODSET_LABEL}
 
@@ -120,6 +127,8 @@ class Reconciler(ReconcilerViews):
         self.preemption = Preemption(self.ctx)
         self.in_use = InUse(self.ctx)
         self.config_reloads = ConfigReloads(self.ctx, self.workload_sync.mappings_changed)
+        self.inventory = Inventory(self.ctx)
+        self.watched = WATCHED + (INVENTORY_WATCHED if config.device_inventory.enabled else ())
         self.synced: set[str] = set()
         self.ready = False
         self._next_resync = 0.0
@@ -135,6 +144,9 @@ class Reconciler(ReconcilerViews):
             RESOURCE_CLAIMS.plural: self._on_claim,
             WORKLOAD_PRIORITY_CLASSES.plural: self._on_workload_priority_class,
             PRIORITY_CLASSES.plural: self._on_priority_class,
+            DEVICE_CLASSES.plural: self.inventory.device_class,
+            RESOURCE_SLICES.plural: self.inventory.resource_slice,
+            NODES.plural: self.inventory.node,
         }
 
     # --- the inbox ----------------------------------------------------------------------
@@ -162,6 +174,7 @@ class Reconciler(ReconcilerViews):
         if self.pods_ready.admission_blocked():
             return
         ctx = self.ctx
+        self.inventory.refresh()
         started = ctx.monotonic()
         decisions = ctx.engine.schedule()
         if decisions:
@@ -229,7 +242,7 @@ class Reconciler(ReconcilerViews):
             self.ctx.workload_writes.relisted()
         if kind == JOBS.plural:
             self.ctx.job_writes.relisted()
-        if not self.ready and all(r.plural in self.synced for r in WATCHED):
+        if not self.ready and all(r.plural in self.synced for r in self.watched):
             self._become_ready()
         elif self.ready:
             self._resync(kind)
@@ -293,10 +306,14 @@ class Reconciler(ReconcilerViews):
         if self.ready:
             self.workload_sync.template_changed(key[0])
         self.ctx.dirty.queue_status = True
+        self.inventory.changed()
 
     def _on_cluster_queue(self, key: Key, cq: ClusterQueue | None) -> None:
         ctx, name = self.ctx, key[1]
         ctx.dirty.queue_status = True
+        known = ctx.store.cluster_queues.get(name)
+        if cq is None or known is None or known.metadata.generation != cq.metadata.generation:
+            self.inventory.changed()  # its covered resources decide which mapping problems it is told of
         if cq is None:
             ctx.store.cluster_queues.pop(name, None)
             ctx.engine.delete_cluster_queue(name)
@@ -333,6 +350,7 @@ class Reconciler(ReconcilerViews):
 
     def _on_flavor(self, key: Key, flavor: Any) -> None:
         self.ctx.dirty.queue_status = True
+        self.inventory.changed()
         if flavor is None:
             self.ctx.engine.delete_flavor(key[1])
         else:
@@ -374,12 +392,14 @@ class Reconciler(ReconcilerViews):
 
     def _on_pod(self, key: Key, pod: Any) -> None:
         job_key = self.ctx.pod_index.on_pod(key, pod)
+        self.inventory.pod(key)
         if job_key is not None:
             self.ctx.dirty.pods.add(job_key)
 
     def _on_claim(self, key: Key, claim: Any) -> None:
         previous = self.ctx.pod_index.claims.get(key)
         job_key = self.ctx.pod_index.on_claim(key, claim)
+        self.inventory.claim(key, claim)
         if job_key is not None:
             self.ctx.dirty.pods.add(job_key)
         # A pre-created (shared) claim appeared or went: waiting workloads are charged again. Its

@@ -57,6 +57,8 @@ CONTRACT_METRICS: dict[str, frozenset[str]] = {
     "dra_quota_config_reload_total": frozenset({"result"}),
     "dra_quota_config_generation": frozenset(),
     "dra_quota_config_info": frozenset({"hash"}),
+    "dra_quota_flavor_quota_over_devices": frozenset({_CQ, "flavor", "resource"}),
+    "dra_quota_device_class_mapping_problems": frozenset({"device_class", "problem"}),
 }
 HISTOGRAMS = frozenset(
     {

@@ -1,0 +1,55 @@
+"""What DRA drivers publish (resource.k8s.io/v1 ResourceSlice) and the Nodes they publish for.
+
+Only the fields the device inventory reads: a slice's driver, pool, the node
+(or nodes) it serves, and its devices with their attributes and capacities.
+Attribute values keep the API's one-of shape (``{"string": "gpu"}``).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import msgspec
+
+from .meta import ApiStruct, ObjectMeta
+from .pods import NodeSelector
+
+
+class CapacityValue(ApiStruct):
+    value: str = "0"
+
+
+class SliceDevice(ApiStruct):
+    name: str = ""
+    attributes: dict[str, dict[str, Any]] = {}
+    capacity: dict[str, CapacityValue] = {}
+
+
+class ResourcePool(ApiStruct):
+    name: str = ""
+    generation: int = 0
+    resource_slice_count: int = 1
+
+
+class ResourceSliceSpec(ApiStruct):
+    driver: str = ""
+    pool: ResourcePool = msgspec.field(default_factory=ResourcePool)
+    node_name: str | None = None
+    node_selector: NodeSelector | None = None
+    all_nodes: bool | None = None
+    devices: list[SliceDevice] = []
+
+
+class ResourceSlice(ApiStruct, kw_only=True):
+    api_version: str = "resource.k8s.io/v1"
+    kind: str = "ResourceSlice"
+    metadata: ObjectMeta
+    spec: ResourceSliceSpec = msgspec.field(default_factory=ResourceSliceSpec)
+
+
+class Node(ApiStruct, kw_only=True):
+    """A Node's labels: which flavors its devices count for."""
+
+    api_version: str = "v1"
+    kind: str = "Node"
+    metadata: ObjectMeta

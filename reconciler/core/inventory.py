@@ -1,0 +1,260 @@
+"""The device inventory: what DRA drivers publish on each flavor's nodes, and what is allocated.
+
+Fed with DeviceClasses, ResourceSlices, Nodes and ResourceClaims' allocations,
+it answers, per ResourceFlavor and per DeviceClass mapped in
+``deviceClassMappings``: how many devices are published on the nodes matching
+the flavor's ``nodeLabels`` (a slice's ``nodeName``, or every node its
+``nodeSelector`` or ``allNodes`` reaches), and how many of them are allocated.
+A device belongs to a class when the class's CEL selectors accept it
+(`device_cel`); which devices a class selects in a slice is remembered until
+either changes, so a change of one slice costs the devices of that slice.
+
+Only the newest pool generation of each (driver, pool) counts, as the
+scheduler does. Pure: no I/O, no clocks.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass, field
+
+from reconciler.api import DeviceClass, ResourceClaim, ResourceFlavor
+from reconciler.api.slices import ResourceSlice
+
+from .device_cel import CompiledDeviceClass, compile_device_class, device_facts
+
+__all__ = ["DeviceId", "DeviceInventory", "FlavorDevices", "InventoryIndex", "claim_devices"]
+
+# (driver, pool, device): a device's identity, as allocation results name it.
+DeviceId = tuple[str, str, str]
+Key = tuple[str, str]
+
+
+def claim_devices(claim: ResourceClaim) -> tuple[DeviceId, ...]:
+    """The devices a claim's ``status.allocation.devices.results`` holds."""
+    allocation = claim.status.allocation or {}
+    devices = allocation.get("devices")
+    results = devices.get("results") if isinstance(devices, dict) else None
+    out: list[DeviceId] = []
+    for result in results if isinstance(results, list) else []:
+        if isinstance(result, dict):
+            out.append(
+                (str(result.get("driver", "")), str(result.get("pool", "")), str(result.get("device", "")))
+            )
+    return tuple(out)
+
+
+def _requirement(key: str, operator: str, values: list[str], labels: Mapping[str, str]) -> bool:
+    present = key in labels
+    if operator == "In":
+        return present and labels[key] in values
+    if operator == "NotIn":
+        return not present or labels[key] not in values
+    if operator == "Exists":
+        return present
+    if operator == "DoesNotExist":
+        return not present
+    return False
+
+
+@dataclass(frozen=True, slots=True)
+class FlavorDevices:
+    """One flavor's devices of one DeviceClass."""
+
+    published: int = 0
+    allocated: int = 0
+    # Allocated to claims of pods this controller started (admitted workloads).
+    allocated_managed: int = 0
+
+
+@dataclass(frozen=True)
+class DeviceInventory:
+    """A snapshot: per (flavor, DeviceClass) and per (flavor, quota resource), the device counts."""
+
+    by_class: Mapping[tuple[str, str], FlavorDevices] = field(default_factory=dict)
+    by_resource: Mapping[tuple[str, str], FlavorDevices] = field(default_factory=dict)
+    # Quota resource -> the DeviceClasses mapped to it (that exist or not).
+    classes_of: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
+    # Mapped DeviceClasses that do not exist, and the errors of those whose selectors do not compile.
+    missing_classes: tuple[str, ...] = ()
+    class_errors: tuple[str, ...] = ()
+
+    def devices(self, flavor: str, resource: str) -> FlavorDevices | None:
+        """None when ``resource`` is not a DRA-mapped resource."""
+        if resource not in self.classes_of:
+            return None
+        return self.by_resource.get((flavor, resource), FlavorDevices())
+
+
+@dataclass
+class InventoryIndex:
+    """The latest DeviceClasses, slices, node labels and claim allocations, kept incrementally."""
+
+    classes: dict[str, CompiledDeviceClass] = field(default_factory=dict)
+    slices: dict[str, ResourceSlice] = field(default_factory=dict)
+    nodes: dict[str, Mapping[str, str]] = field(default_factory=dict)
+    # Claim key -> (owner pod key or None, allocated devices).
+    claims: dict[Key, tuple[Key | None, tuple[DeviceId, ...]]] = field(default_factory=dict)
+    # (class, slice) -> names of the slice's devices the class selects.
+    _members: dict[tuple[str, str], frozenset[str]] = field(default_factory=dict)
+    # Owner pod -> how many of the recorded claims it owns.
+    _owners: dict[Key, int] = field(default_factory=dict)
+
+    def owns_claims(self, pod: Key) -> bool:
+        return pod in self._owners
+
+    def set_class(self, name: str, device_class: DeviceClass | None) -> None:
+        self._forget(lambda cls, _slice: cls == name)
+        if device_class is None:
+            self.classes.pop(name, None)
+        else:
+            self.classes[name] = compile_device_class(device_class)
+
+    def set_slice(self, name: str, resource_slice: ResourceSlice | None) -> None:
+        self._forget(lambda _cls, sl: sl == name)
+        if resource_slice is None:
+            self.slices.pop(name, None)
+        else:
+            self.slices[name] = resource_slice
+
+    def set_node(self, name: str, labels: Mapping[str, str] | None) -> None:
+        if labels is None:
+            self.nodes.pop(name, None)
+        else:
+            self.nodes[name] = dict(labels)
+
+    def set_claim(self, key: Key, claim: ResourceClaim | None) -> bool:
+        """Record a claim's allocation; True when what it holds changed."""
+        entry: tuple[Key | None, tuple[DeviceId, ...]] | None = None
+        if claim is not None:
+            owner = next((r.name for r in claim.metadata.owner_references if r.kind == "Pod"), None)
+            entry = (None if owner is None else (key[0], owner), claim_devices(claim))
+            if not entry[1]:
+                entry = None  # nothing allocated: nothing to count
+        previous = self.claims.get(key)
+        if previous == entry:
+            return False
+        if previous is not None:
+            self._count_owner(previous[0], -1)
+            del self.claims[key]
+        if entry is not None:
+            self._count_owner(entry[0], 1)
+            self.claims[key] = entry
+        return True
+
+    def _count_owner(self, owner: Key | None, step: int) -> None:
+        if owner is None:
+            return
+        left = self._owners.get(owner, 0) + step
+        if left > 0:
+            self._owners[owner] = left
+        else:
+            self._owners.pop(owner, None)
+
+    def _forget(self, which: Callable[[str, str], bool]) -> None:
+        for key in [k for k in self._members if which(*k)]:
+            del self._members[key]
+
+    def _selected(self, class_name: str, slice_name: str) -> frozenset[str]:
+        key = (class_name, slice_name)
+        known = self._members.get(key)
+        if known is None:
+            compiled, sl = self.classes.get(class_name), self.slices[slice_name]
+            known = frozenset(
+                d.name
+                for d in sl.spec.devices
+                if compiled is not None and compiled.selects(device_facts(sl.spec.driver, d))
+            )
+            self._members[key] = known
+        return known
+
+    def _slice_nodes(self, sl: ResourceSlice) -> list[Mapping[str, str]]:
+        spec = sl.spec
+        if spec.node_name:
+            labels = self.nodes.get(spec.node_name)
+            return [] if labels is None else [labels]
+        if spec.all_nodes:
+            return list(self.nodes.values())
+        if spec.node_selector is not None:
+            terms = spec.node_selector.node_selector_terms
+            return [
+                labels
+                for labels in self.nodes.values()
+                if any(
+                    all(_requirement(e.key, e.operator, e.values, labels) for e in t.match_expressions)
+                    for t in terms
+                )
+            ]
+        return []
+
+    def _current_slices(self) -> list[str]:
+        """Slices of each pool's newest generation."""
+        newest: dict[tuple[str, str], int] = {}
+        for sl in self.slices.values():
+            pool = (sl.spec.driver, sl.spec.pool.name)
+            newest[pool] = max(newest.get(pool, 0), sl.spec.pool.generation)
+        return sorted(
+            name
+            for name, sl in self.slices.items()
+            if sl.spec.pool.generation == newest[(sl.spec.driver, sl.spec.pool.name)]
+        )
+
+    def compute(
+        self,
+        flavors: Mapping[str, ResourceFlavor],
+        class_to_resource: Mapping[str, str],
+        managed_pod: Callable[[Key], bool],
+    ) -> DeviceInventory:
+        """Count, per flavor, the devices of every mapped DeviceClass on its nodes."""
+        allocated: dict[DeviceId, bool] = {}
+        for owner, devices in self.claims.values():
+            managed = owner is not None and managed_pod(owner)
+            for device in devices:
+                allocated[device] = allocated.get(device, False) or managed
+        current = self._current_slices()
+        flavor_slices: dict[str, list[str]] = {}
+        for flavor_name, flavor in flavors.items():
+            wanted = flavor.spec.node_labels
+            flavor_slices[flavor_name] = [
+                name
+                for name in current
+                if any(
+                    all(labels.get(k) == v for k, v in wanted.items())
+                    for labels in self._slice_nodes(self.slices[name])
+                )
+            ]
+        by_class: dict[tuple[str, str], FlavorDevices] = {}
+        by_resource_ids: dict[tuple[str, str], set[DeviceId]] = {}
+        classes_of: dict[str, list[str]] = {}
+        for class_name, resource in sorted(class_to_resource.items()):
+            classes_of.setdefault(resource, []).append(class_name)
+            if class_name not in self.classes:
+                continue
+            for flavor_name, names in flavor_slices.items():
+                ids: set[DeviceId] = set()
+                for name in names:
+                    sl = self.slices[name]
+                    ids.update(
+                        (sl.spec.driver, sl.spec.pool.name, d) for d in self._selected(class_name, name)
+                    )
+                by_class[(flavor_name, class_name)] = _count(ids, allocated)
+                by_resource_ids.setdefault((flavor_name, resource), set()).update(ids)
+        return DeviceInventory(
+            by_class=by_class,
+            by_resource={fr: _count(ids, allocated) for fr, ids in by_resource_ids.items()},
+            classes_of={r: tuple(c) for r, c in classes_of.items()},
+            missing_classes=tuple(sorted(c for c in class_to_resource if c not in self.classes)),
+            class_errors=tuple(
+                e for c in sorted(class_to_resource) if c in self.classes for e in self.classes[c].errors
+            ),
+        )
+
+
+def _count(ids: Iterable[DeviceId], allocated: Mapping[DeviceId, bool]) -> FlavorDevices:
+    published = taken = managed = 0
+    for device in ids:
+        published += 1
+        if device in allocated:
+            taken += 1
+            managed += allocated[device]
+    return FlavorDevices(published, taken, managed)

@@ -1,0 +1,80 @@
+"""Admission against the device inventory (``deviceInventory.mode: Enforce``).
+
+Quota alone admits a workload that no published device can serve: the Job
+starts, its pods stall unallocated, and the admin learns of it late. In
+Enforce mode a flavor assignment that fits quota must also fit the devices of
+the mapped DeviceClasses on the flavor's nodes that are still free:
+
+    free = published - allocated - held
+    held = what admitted workloads were charged in the flavor, less what is
+           already allocated to the pods this controller started
+
+The check runs inside flavor assignment, per flavor: a flavor whose quota
+fits but whose devices do not is passed over for the next one, as for quota.
+A workload no flavor can take waits with a message naming the flavor, the
+class, what it needs and what is free; it is tried again when the inventory
+or the quota in use changes.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from .inventory import DeviceInventory
+from .ledger import FlavorResource, Ledger
+from .quantity import format_amount
+
+__all__ = ["DEVICES_DO_NOT_COVER", "InventoryGate", "free_devices"]
+
+# The words of a flavor's reason when its quota fits but its free devices do not.
+DEVICES_DO_NOT_COVER = "insufficient devices for"
+
+
+def _admitted_usage(ledger: Ledger) -> dict[FlavorResource, int]:
+    total: dict[FlavorResource, int] = {}
+    for usage in ledger.snapshot().values():
+        for fr, amount in usage.items():
+            total[fr] = total.get(fr, 0) + amount
+    return total
+
+
+def free_devices(inventory: DeviceInventory, fr: FlavorResource, admitted: int) -> tuple[int, int] | None:
+    """(published, free) devices for a flavor's resource; None when it is not DRA-mapped."""
+    devices = inventory.devices(*fr)
+    if devices is None:
+        return None
+    held = max(0, admitted - devices.allocated_managed)
+    return devices.published, devices.published - devices.allocated - held
+
+
+@dataclass(frozen=True)
+class InventoryGate:
+    """The check flavor assignment runs on a flavor whose quota fits."""
+
+    inventory: DeviceInventory
+
+    def check(self, ledger: Ledger) -> Callable[[FlavorResource, int], str | None]:
+        """For one assignment: why a flavor's free devices cannot take ``needed`` of a resource."""
+        admitted: dict[FlavorResource, int] | None = None
+
+        def short(fr: FlavorResource, needed: int) -> str | None:
+            nonlocal admitted
+            if needed <= 0 or self.inventory.devices(*fr) is None:
+                return None
+            if admitted is None:  # the ledger does not change while one workload is assigned
+                admitted = _admitted_usage(ledger)
+            counts = free_devices(self.inventory, fr, admitted.get(fr, 0))
+            assert counts is not None
+            published, free = counts
+            if needed <= free:
+                return None
+            flavor, resource = fr
+            classes = ", ".join(self.inventory.classes_of.get(resource, ()))
+            return (
+                f"{DEVICES_DO_NOT_COVER} {resource} in flavor {flavor}: DeviceClass {classes} needs "
+                f"{format_amount(resource, needed)}, {max(0, free)} available "
+                f"({published} published on the flavor's nodes)"
+            )
+
+        return short
