@@ -46,7 +46,8 @@ export DOCKER_BUILDKIT=0
 log() { printf '[build-image] %s\n' "$*" >&2; }
 die() { log "$*"; exit 1; }
 
-[[ $(id -u) == 0 ]] || die "run as root: it installs packages, starts dockerd and debootstraps"
+# Only what is missing needs root: installing packages, starting dockerd, debootstrap.
+need_root() { [[ $(id -u) == 0 ]] || die "$1 needs root: run e2e/build-image.sh as root once"; }
 
 install_packages() {
   local missing=()
@@ -54,6 +55,7 @@ install_packages() {
   command -v debootstrap >/dev/null || missing+=(debootstrap)
   [[ ${#missing[@]} == 0 ]] && return
   command -v apt-get >/dev/null || die "apt-get not found: ${missing[*]} come from Debian's packages"
+  need_root "installing ${missing[*]}"
   log "installing ${missing[*]} (apt-get)"
   local candidate
   candidate=$(apt-cache policy "${missing[0]}" 2>/dev/null | sed -n 's/^[[:space:]]*Candidate:[[:space:]]*//p')
@@ -70,6 +72,7 @@ start_dockerd() {
     log "docker: an engine answers ($(docker info --format '{{.ServerVersion}}, {{.Driver}}, cgroup v{{.CgroupVersion}}' 2>/dev/null))"
     return
   fi
+  need_root "starting dockerd"
   local dir="$cache/docker"
   mkdir -p "$dir"
   # A dockerd that was killed leaves its pid file, and dockerd refuses to start over it.
@@ -121,6 +124,7 @@ unmount_under() {
 
 build_rootfs() {
   local tarball=$1 mirror=$2 work
+  need_root "debootstrap (the root filesystem of $BASE_IMAGE)"
   work=$(mktemp -d "$cache/python-base/work.XXXXXX")
   trap 'unmount_under "'"$work"'"; rm -rf --one-file-system "'"$work"'"' EXIT
   log "base: debootstrap $DEBIAN_SUITE from $mirror (minbase + ${BASE_PACKAGES[*]}; a few minutes)"
@@ -192,8 +196,10 @@ build_controller() {
     die "docker build failed (output above)"
   fi
   rm -f "$out"
-  # The previous build's image, untagged by this one.
+  # The previous build's image, untagged by this one; and stage images of builds older than a
+  # day (younger ones are the layer cache that keeps a rebuild of unchanged sources quick).
   docker image prune --force --filter "label=org.opencontainers.image.title=dra-quota-reconciler" >/dev/null
+  docker image prune --force --filter "label=dra-quota.base-key" --filter "until=24h" >/dev/null
   log "image: $IMAGE built in $((SECONDS - start))s, $(docker image inspect --format '{{.Size}}' "$IMAGE" | awk '{ printf "%.0f MB", $1 / 1e6 }')"
 }
 

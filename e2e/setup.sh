@@ -3,8 +3,11 @@
 # work on a fresh machine (Python >= 3.11 and Go >= 1.26) and cost ~2 s once done:
 #   1. python3 -m venv .venv && .venv/bin/pip install -e '.[dev]'
 #      (again whenever pyproject.toml changed: a stamp in .venv holds its hash);
-#   2. e2e/build-binaries.sh (it reuses whatever its cache already holds).
-# Unattended; progress on stderr.
+#   2. e2e/build-binaries.sh (it reuses whatever its cache already holds);
+#   3. e2e/build-image.sh --base-only: Docker (Debian's docker.io, dockerd started when
+#      none answers) and the base image for the controller image (debootstrap, cached);
+#      the controller image itself is built by e2e/test_image_walkthrough.py's fixture.
+# Unattended; progress on stderr. Step 3 needs root where Docker or the base image is missing.
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 
@@ -26,3 +29,9 @@ else
   log ".venv is up to date with pyproject.toml"
 fi
 e2e/build-binaries.sh >/dev/null
+if [[ $(id -u) == 0 ]]; then
+  e2e/build-image.sh --base-only >/dev/null
+else
+  e2e/build-image.sh --base-only >/dev/null ||
+    log "Docker is not set up (that needs root once); e2e/test_image_walkthrough.py will fail until it is"
+fi

@@ -19,7 +19,14 @@ import aiohttp
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
-from e2e.support.container import IMAGE_GID, IMAGE_UID, ControllerContainer, build_image, docker, remove_leftovers
+from e2e.support.container import (
+    IMAGE_GID,
+    IMAGE_UID,
+    ControllerContainer,
+    build_image,
+    docker,
+    remove_leftovers,
+)
 from e2e.support.deploy import ROOT, install_crds
 from e2e.support.walkthrough_steps import cleanup_walkthrough, walkthrough_items_1_to_6
 from e2e.testbed import KubeClient, Testbed
@@ -65,7 +72,9 @@ def container(
         running.wait_ready()
         yield running
         code = running.stop()
-        assert code == 0, f"the container did not stop cleanly on SIGTERM (exit {code}):\n{running.log_tail(30)}"
+        assert code == 0, (
+            f"the container did not stop cleanly on SIGTERM (exit {code}):\n{running.log_tail(30)}"
+        )
     finally:
         running.remove()
 
@@ -100,17 +109,24 @@ def test_the_container_is_unprivileged_and_cannot_write(container: ControllerCon
     places = ["/", "/tmp", "/opt/venv", "/etc/dra-quota", "/var/tmp"]
     probe = container.exec("python", "-c", WRITE_PROBE, *places)
     assert probe.returncode == 0, probe.stderr
-    assert probe.stdout.split() == [word for place in places for word in (place, errno.errorcode[errno.EROFS])]
+    assert probe.stdout.split() == [
+        word for place in places for word in (place, errno.errorcode[errno.EROFS])
+    ]
 
 
 @pytest.mark.asyncio
-async def test_walkthrough_items_1_to_6_in_the_container(container: ControllerContainer, testbed: Testbed) -> None:
+async def test_walkthrough_items_1_to_6_in_the_container(
+    container: ControllerContainer, testbed: Testbed
+) -> None:
     # Per metric, the sum over p3-dra-cq's series (they also carry status and role labels).
     scraped: dict[str, float] = {}
 
     async def scrape_while_b_waits() -> None:
         url = f"http://127.0.0.1:{container.metrics_port}/metrics"
-        async with aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=10)) as http, http.get(url) as resp:
+        async with (
+            aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=10)) as http,
+            http.get(url) as resp,
+        ):
             assert resp.status == 200
             text = await resp.text()
         for family in text_string_to_metric_families(text):

@@ -46,7 +46,9 @@ def build_image(timeout: float = 1200.0) -> str:
             [str(BUILD_SCRIPT)], capture_output=True, text=True, check=False, timeout=timeout
         )
     except subprocess.TimeoutExpired as exc:
-        pytest.fail(f"e2e/build-image.sh did not finish within {timeout:.0f}s:\n{exc.stderr!s}", pytrace=False)
+        pytest.fail(
+            f"e2e/build-image.sh did not finish within {timeout:.0f}s:\n{exc.stderr!s}", pytrace=False
+        )
     if result.returncode != 0:
         pytest.fail(
             "Docker is needed to run the controller's image and e2e/build-image.sh could not provide it "
