@@ -237,7 +237,8 @@ def _run(args: argparse.Namespace) -> int:
         with contextlib.suppress(KeyboardInterrupt):
             asyncio.run(run_process(config, options))
     except KubeConfigError as err:
-        print(f"error: kubeconfig: {err} (give --kubeconfig FILE or set KUBECONFIG)", file=sys.stderr)
+        hint = "" if args.kubeconfig else " (give --kubeconfig FILE or set KUBECONFIG)"
+        print(f"error: kubeconfig: {err}{hint}", file=sys.stderr)
         return EXIT_USAGE
     return 0
 
