@@ -62,7 +62,9 @@ install_packages() {
   if [[ -z "$candidate" || "$candidate" == "(none)" ]]; then
     apt-get update -qq
   fi
-  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${missing[@]}" >&2
+  mkdir -p "$cache"
+  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${missing[@]}" \
+    >"$cache/apt-install.log" 2>&1 || { tail -n 30 "$cache/apt-install.log" >&2; die "apt-get install failed"; }
 }
 
 engine_answers() { timeout 10 docker info >/dev/null 2>&1; }
