@@ -63,8 +63,14 @@ install_packages() {
     apt-get update -qq
   fi
   mkdir -p "$cache"
-  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${missing[@]}" \
-    >"$cache/apt-install.log" 2>&1 || { tail -n 30 "$cache/apt-install.log" >&2; die "apt-get install failed"; }
+  local install=(apt-get install -y -qq --no-install-recommends "${missing[@]}")
+  # Package lists older than the archive name versions it no longer has: update once, retry.
+  if ! DEBIAN_FRONTEND=noninteractive "${install[@]}" >"$cache/apt-install.log" 2>&1; then
+    log "apt-get install failed; running apt-get update and trying again"
+    apt-get update -qq
+    DEBIAN_FRONTEND=noninteractive "${install[@]}" >"$cache/apt-install.log" 2>&1 ||
+      { tail -n 30 "$cache/apt-install.log" >&2; die "apt-get install ${missing[*]} failed"; }
+  fi
 }
 
 engine_answers() { timeout 10 docker info >/dev/null 2>&1; }
