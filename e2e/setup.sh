@@ -3,8 +3,12 @@
 # work on a fresh machine (Python >= 3.11 and Go >= 1.26) and cost ~2 s once done:
 #   1. python3 -m venv .venv && .venv/bin/pip install -e '.[dev]'
 #      (again whenever pyproject.toml changed: a stamp in .venv holds its hash);
-#   2. e2e/build-binaries.sh (it reuses whatever its cache already holds); arguments go to
-#      it (e2e/test.sh passes --kueue: the conformance tests run real Kueue).
+#   2. e2e/build-binaries.sh (it reuses whatever its cache already holds);
+#   3. with --image: e2e/build-image.sh --base-only: Docker (Debian's docker.io, dockerd
+#      started when none answers) and the base image for the controller image (debootstrap,
+#      cached); the controller image itself is built by e2e/test_image_walkthrough.py's fixture.
+# Options (e2e/test.sh passes both): --kueue also builds Kueue's manager (the conformance
+# tests run real Kueue); --image does step 3 (needs root where Docker or the base image is missing).
 # Unattended; progress on stderr.
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
@@ -26,4 +30,21 @@ if [[ ! -f "$stamp" || "$(cat "$stamp")" != "$wanted" ]]; then
 else
   log ".venv is up to date with pyproject.toml"
 fi
-e2e/build-binaries.sh "$@" >/dev/null
+kueue_args=()
+with_image=0
+for arg in "$@"; do
+  case "$arg" in
+    --kueue) kueue_args+=(--kueue) ;;
+    --image) with_image=1 ;;
+    *) log "usage: $0 [--kueue] [--image]"; exit 2 ;;
+  esac
+done
+e2e/build-binaries.sh "${kueue_args[@]}" >/dev/null
+if (( with_image )); then
+  if [[ $(id -u) == 0 ]]; then
+    e2e/build-image.sh --base-only >/dev/null
+  else
+    e2e/build-image.sh --base-only >/dev/null ||
+      log "Docker is not set up (that needs root once); e2e/test_image_walkthrough.py will fail until it is"
+  fi
+fi

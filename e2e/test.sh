@@ -6,8 +6,8 @@
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 
-echo "== set-up (README: Set up, plus Kueue for the conformance tests; skipped where done)"
-e2e/setup.sh --kueue
+echo "== set-up (README: Set up, plus Kueue and Docker for the conformance and image tests; skipped where done)"
+e2e/setup.sh --kueue --image
 
 echo "== lint and types"
 .venv/bin/ruff check .

@@ -210,6 +210,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 def _run(args: argparse.Namespace) -> int:
+    from .kube.errors import ConfigError as KubeConfigError
     from .kube.leader import ElectionConfig
     from .observability.logging import configure_logging
     from .runtime.controller import ControllerOptions
@@ -248,8 +249,13 @@ def _run(args: argparse.Namespace) -> int:
         version=_version(),
         webhook=_webhook_options(config, args),
     )
-    with contextlib.suppress(KeyboardInterrupt):
-        asyncio.run(run_process(config, options))
+    try:
+        with contextlib.suppress(KeyboardInterrupt):
+            asyncio.run(run_process(config, options))
+    except KubeConfigError as err:
+        hint = "" if args.kubeconfig else " (give --kubeconfig FILE or set KUBECONFIG)"
+        print(f"error: kubeconfig: {err}{hint}", file=sys.stderr)
+        return EXIT_USAGE
     return 0
 
 

@@ -56,6 +56,20 @@ def test_inconsistent_lease_timing_is_a_usage_error(capsys: pytest.CaptureFixtur
     assert "lease duration must be greater than the renew deadline" in capsys.readouterr().err
 
 
+def test_an_unloadable_kubeconfig_is_a_usage_error(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Logging set up for the run would write to this test's captured stdout after it is gone.
+    monkeypatch.setattr("reconciler.observability.logging.configure_logging", lambda *_, **__: None)
+    monkeypatch.delenv("KUBERNETES_SERVICE_HOST", raising=False)
+    off = ["--metrics-bind-address", "0", "--health-probe-bind-address", "0", "--webhook-bind-address", "0"]
+    code = cli.main(["run", "--config", str(CONFIG), "--kubeconfig", str(tmp_path / "absent"), *off])
+    assert code == cli.EXIT_USAGE
+    err = capsys.readouterr().err
+    assert f"error: kubeconfig: cannot load kubeconfig {tmp_path / 'absent'}" in err
+    assert "Traceback" not in err
+
+
 def test_bad_bind_address_is_a_usage_error(capsys: pytest.CaptureFixture[str]) -> None:
     with pytest.raises(SystemExit) as exited:
         cli.main(["run", "--config", str(CONFIG), "--metrics-bind-address", "8080"])

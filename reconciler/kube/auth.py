@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import os
 import ssl
+import tempfile
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -164,7 +165,14 @@ async def load_kubeconfig(path: str | None = None, context: str | None = None) -
             config_file=path, context=context, client_configuration=configuration, persist_config=False
         )
     except (ConfigException, OSError, KeyError, AssertionError) as exc:
-        raise ConfigError(f"cannot load kubeconfig {path} (context {context or 'current'}): {exc}") from exc
+        message = f"cannot load kubeconfig {path} (context {context or 'current'}): {exc}"
+        if isinstance(exc, FileNotFoundError) and not _temporary_directory_usable():
+            message += (
+                "; the loader writes the kubeconfig's inline *-data certificates to temporary files: "
+                "give the controller a writable temporary directory (an emptyDir at /tmp, "
+                "docker run --tmpfs /tmp) or reference the certificate files by path"
+            )
+        raise ConfigError(message) from exc
     server = str(configuration.host).rstrip("/")
     context_ssl: ssl.SSLContext | None = None
     if server.startswith("https://"):
@@ -184,6 +192,14 @@ async def load_kubeconfig(path: str | None = None, context: str | None = None) -
         token_source=_KubeconfigTokenSource(loader, configuration),
         server_hostname=getattr(configuration, "tls_server_name", None) or None,
     )
+
+
+def _temporary_directory_usable() -> bool:
+    try:
+        tempfile.gettempdir()
+    except FileNotFoundError:
+        return False
+    return True
 
 
 async def load_in_cluster(

@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import base64
 import datetime
+import errno
+import tempfile
 from pathlib import Path
 
 import pytest
@@ -151,3 +154,30 @@ async def test_kubeconfig_env_list_is_merged(
     finally:
         await kube.close()
     assert fake.requests[0].headers["Authorization"] == "Bearer merged"
+
+
+@pytest.mark.asyncio
+async def test_inline_certificate_data_without_a_temporary_directory_names_the_fix(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A read-only root filesystem: the loader cannot write the inline CA to a temporary file."""
+    _write_ca(tmp_path / "ca.crt")
+    ca_data = base64.b64encode((tmp_path / "ca.crt").read_bytes()).decode()
+    config = tmp_path / "kubeconfig"
+    config.write_text(
+        f"""
+clusters:
+- name: c
+  cluster: {{server: "https://127.0.0.1:6443", certificate-authority-data: "{ca_data}"}}
+users: [{{name: u, user: {{token: t}}}}]
+contexts: [{{name: x, context: {{cluster: c, user: u}}}}]
+current-context: x
+"""
+    )
+
+    def no_temporary_directory() -> str:
+        raise FileNotFoundError(errno.ENOENT, "No usable temporary directory found in ['/tmp']")
+
+    monkeypatch.setattr(tempfile, "gettempdir", no_temporary_directory)
+    with pytest.raises(ConfigError, match=r"writable temporary directory .*--tmpfs /tmp"):
+        await KubeClient.from_kubeconfig(str(config))
