@@ -11,7 +11,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal, Protocol
 
-import aiohttp
 import yaml
 
 from e2e.conformance.kueue import KueueProcess, kueue_build
@@ -87,25 +86,9 @@ async def start(controller: Controller, bed: Testbed, log_dir: Path, agent: str)
     kueue = KueueProcess(build, bed.kubeconfig, log_dir / "kueue", base)
     kueue.workdir.mkdir(parents=True, exist_ok=True)
     kueue.start(bed.pki.serving_cert, bed.pki.serving_key)
-    await _wait_ready(kueue, 90)
+    await kueue.wait_ready(90)
     assert kueue.process is not None
     return RunningManager("kueue", kueue.process.pid, "kueue", "kueue-admission", kueue)
-
-
-async def _wait_ready(kueue: KueueProcess, within: float) -> None:
-    deadline = time.monotonic() + within
-    async with aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=5)) as http:
-        while time.monotonic() < deadline:
-            if not kueue.alive():
-                raise RuntimeError(f"kueue exited:\n{kueue.log_tail()}")
-            try:
-                async with http.get(f"http://127.0.0.1:{kueue.health_port}/readyz") as resp:
-                    if resp.status == 200:
-                        return
-            except (aiohttp.ClientError, TimeoutError):
-                pass
-            await asyncio.sleep(0.5)
-    raise TimeoutError(f"kueue not ready after {within:.0f}s:\n{kueue.log_tail()}")
 
 
 def _log_has(path: Path, text: str) -> bool:

@@ -13,6 +13,7 @@ it alone and the host's /etc is untouched.
 
 from __future__ import annotations
 
+import asyncio
 import base64
 import os
 import shlex
@@ -23,6 +24,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import aiohttp
 import yaml
 
 from e2e.support.deploy import free_port
@@ -160,6 +162,23 @@ class KueueProcess:
                 os.killpg(self.process.pid, signal.SIGKILL)
                 self.process.wait(timeout=10)
         return self.process.returncode
+
+    async def wait_ready(self, within: float = 90.0) -> None:
+        """Until its readiness probe answers 200; fails early, with its log, if it exits."""
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + within
+        async with aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=5)) as http:
+            while loop.time() < deadline:
+                if not self.alive():
+                    raise RuntimeError(f"kueue exited:\n{self.log_tail()}")
+                try:
+                    async with http.get(f"http://127.0.0.1:{self.health_port}/readyz") as resp:
+                        if resp.status == 200:
+                            return
+                except (aiohttp.ClientError, TimeoutError):
+                    pass
+                await asyncio.sleep(0.5)
+        raise TimeoutError(f"kueue not ready after {within:.0f}s:\n{self.log_tail()}")
 
     def alive(self) -> bool:
         return self.process is not None and self.process.poll() is None

@@ -6,7 +6,6 @@ import asyncio
 from pathlib import Path
 from typing import Any, Literal, Protocol
 
-import aiohttp
 import yaml
 
 from e2e.conformance.kueue import KueueProcess, kueue_build, webhook_configurations
@@ -18,29 +17,11 @@ from e2e.testbed.spec import load_spec
 
 Implementation = Literal["kueue", "ours"]
 Snapshots = dict[str, dict[str, Any]]
-HTTP_TIMEOUT = aiohttp.ClientTimeout(total=5)
 
 
 class Manager(Protocol):
     def stop(self, grace: float = 15.0) -> int | None: ...
     def log_tail(self, lines: int = 40) -> str: ...
-
-
-async def _wait_ready(port: int, manager: KueueProcess, within: float = 90.0) -> None:
-    loop = asyncio.get_running_loop()
-    deadline = loop.time() + within
-    async with aiohttp.ClientSession(timeout=HTTP_TIMEOUT) as http:
-        while loop.time() < deadline:
-            if not manager.alive():
-                raise RuntimeError(f"kueue exited:\n{manager.log_tail()}")
-            try:
-                async with http.get(f"http://127.0.0.1:{port}/readyz") as resp:
-                    if resp.status == 200:
-                        return
-            except (aiohttp.ClientError, TimeoutError):
-                pass
-            await asyncio.sleep(0.5)
-    raise TimeoutError(f"kueue not ready after {within:.0f}s:\n{manager.log_tail()}")
 
 
 async def _workload_of(kube: KubeClient, namespace: str, job: str) -> dict[str, Any] | None:
@@ -138,7 +119,7 @@ async def _with_kueue(bed: Testbed, scenario: Scenario, workdir: Path) -> tuple[
         await apply_objects(kube, [namespace])
         kueue.start(bed.pki.serving_cert, bed.pki.serving_key)
         try:
-            await _wait_ready(kueue.health_port, kueue)
+            await kueue.wait_ready()
             hooks = webhook_configurations(build.webhooks, kueue.webhook_port, bed.pki.ca_cert.read_bytes())
             await apply_objects(kube, hooks)
             return await _steps(kube, scenario), kueue
