@@ -32,6 +32,7 @@ from reconciler.api import (
 
 from .clusterqueues import InvalidClusterQueueError, compile_cluster_queue
 from .engine import Engine
+from .ordering import EVICTION_TIMESTAMP, queue_order_timestamp
 from .priority import MissingPriorityClass, resolve_priority
 from .quantity import QuantityError
 from .scheduler import Admit, Decision, Pending, Preempt
@@ -95,7 +96,12 @@ def _is_admitted(workload: Workload) -> bool:
     return workload.status.admission is not None and reserved is not None and reserved.status == "True"
 
 
-def simulate(objects: Sequence[InputObject], mappings: Mapping[str, str], now: str) -> SimulationResult:
+def simulate(
+    objects: Sequence[InputObject],
+    mappings: Mapping[str, str],
+    now: str,
+    requeuing_timestamp: str = EVICTION_TIMESTAMP,
+) -> SimulationResult:
     result = SimulationResult()
     state = Engine()
     templates: dict[tuple[str, str], ResourceClaimTemplate] = {}
@@ -171,6 +177,7 @@ def simulate(objects: Sequence[InputObject], mappings: Mapping[str, str], now: s
         except (QuantityError, msgspec.ValidationError) as err:
             raise SimulationError(f"{_describe(obj)}: spec.podSets: {err}") from None
         info.uid = info.uid or f"~{seq:08d}"
+        info.created = queue_order_timestamp(workload, requeuing_timestamp) or info.created
         workloads[info.key] = workload
         infos[info.key] = info
         if _is_admitted(workload):

@@ -14,6 +14,7 @@ import structlog
 from reconciler.api import Workload, WorkloadStatus
 from reconciler.api.resources import WORKLOADS
 from reconciler.api.times import epoch
+from reconciler.core.ordering import EVICTION_TIMESTAMP, queue_order_timestamp
 from reconciler.core.podsready import PODS_READY, pods_ready_state
 from reconciler.core.quantity import QuantityError
 from reconciler.core.scheduler import Admit, Pending
@@ -52,11 +53,15 @@ class Workloads:
 
     def compile(self, workload: Workload) -> WorkloadInfo:
         templates = self.ctx.store.templates
-        return compile_workload(
+        info = compile_workload(
             workload,
             lookup_template=lambda ns, name: templates.get((ns, name)),
             mappings=self.ctx.config.class_to_resource,
         )
+        wfpr = self.ctx.config.wait_for_pods_ready
+        strategy = wfpr.requeuing_timestamp if wfpr is not None else EVICTION_TIMESTAMP
+        info.created = queue_order_timestamp(workload, strategy) or info.created
+        return info
 
     # --- keeping the core in line with the API ------------------------------------------
 
