@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 
 from reconciler.api import Admission, ResourceFlavor
 
-from .capacity import CohortCapacity
+from .capacity import CohortModel, CohortTree
 from .clusterqueues import ClusterQueueModel, active_condition
 from .ledger import Charge, FlavorResource, Ledger
 from .quantity import parse_quantity, to_amount
@@ -49,6 +49,9 @@ class QuotaCache:
     workloads: dict[WorkloadKey, WorkloadInfo] = field(default_factory=dict)
     # Cohort name -> its member ClusterQueues.
     cohorts: dict[str, set[str]] = field(default_factory=dict)
+    # Cohort objects (hierarchical cohorts), and each cohort's child cohorts.
+    cohort_models: dict[str, CohortModel] = field(default_factory=dict)
+    child_cohorts: dict[str, set[str]] = field(default_factory=dict)
     # When each admitted workload got its quota (RFC 3339, "" when only known as "just now"),
     # and an admission counter to order equal times: preemption takes the newest first.
     admitted_at: dict[WorkloadKey, tuple[str, int]] = field(default_factory=dict)
@@ -57,18 +60,53 @@ class QuotaCache:
     _admissions: int = 0
 
     @property
-    def capacity(self) -> CohortCapacity:
-        """What each ClusterQueue can still use, its cohort included."""
-        return CohortCapacity(self.ledger, self.cluster_queues, self.cohorts)
+    def capacity(self) -> CohortTree:
+        """What each ClusterQueue can still use, its cohort tree included."""
+        return CohortTree(
+            self.ledger, self.cluster_queues, self.cohorts, self.cohort_models, self.child_cohorts
+        )
 
     def cohort_of(self, cluster_queue: str) -> str | None:
         model = self.cluster_queues.get(cluster_queue)
         return None if model is None else model.cohort
 
     def cohort_members(self, cluster_queue: str) -> set[str]:
-        """The ClusterQueues sharing quota with this one (itself included)."""
-        cohort = self.cohort_of(cluster_queue)
-        return {cluster_queue} if cohort is None else set(self.cohorts.get(cohort, ()))
+        """The ClusterQueues sharing quota with this one: its whole cohort tree (itself included)."""
+        tree = self.capacity
+        root = tree.root(cluster_queue)
+        return {cluster_queue} if root is None else {cluster_queue, *tree.subtree_cluster_queues(root)}
+
+    def cohort_path(self, cluster_queue: str) -> list[str]:
+        """The ClusterQueue's cohorts, from the root down to its parent."""
+        return list(reversed(self.capacity.ancestors(("cq", cluster_queue))))
+
+    # --- cohorts ------------------------------------------------------------------------
+
+    def set_cohort(self, model: CohortModel) -> set[str]:
+        """Add or change a Cohort object; gives the ClusterQueues whose quota it may change."""
+        before = self._tree_members(model.name)
+        self.delete_cohort(model.name)
+        self.cohort_models[model.name] = model
+        if model.parent is not None:
+            self.child_cohorts.setdefault(model.parent, set()).add(model.name)
+        return before | self._tree_members(model.name)
+
+    def delete_cohort(self, name: str) -> set[str]:
+        before = self._tree_members(name)
+        old = self.cohort_models.pop(name, None)
+        if old is not None and old.parent is not None:
+            siblings = self.child_cohorts.get(old.parent, set())
+            siblings.discard(name)
+            if not siblings:
+                self.child_cohorts.pop(old.parent, None)
+        return before
+
+    def _tree_members(self, cohort: str) -> set[str]:
+        tree = self.capacity
+        top = cohort
+        for ancestor in tree.ancestors(("cohort", cohort)):
+            top = ancestor
+        return set(tree.subtree_cluster_queues(top))
 
     # --- queue objects ------------------------------------------------------------------
 
