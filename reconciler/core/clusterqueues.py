@@ -100,9 +100,11 @@ class ClusterQueueModel:
 
 
 def compile_resource_groups(
-    resource_groups: Sequence[ResourceGroup], parent_field: str, has_parent: bool
+    resource_groups: Sequence[ResourceGroup], parent_field: str, has_parent: bool, *, is_cohort: bool = False
 ) -> list[ResourceGroupModel]:
-    """Quotas of a ClusterQueue or Cohort; limits need a parent (`parent_field` names it)."""
+    """Quotas of a ClusterQueue or Cohort; limits need a parent (`parent_field` names it). As in
+    Kueue, only a ClusterQueue's lendingLimit must stay within its nominal quota."""
+    parent_word = "parent" if is_cohort else parent_field
     groups: list[ResourceGroupModel] = []
     seen_resources: set[str] = set()
     for gi, group in enumerate(resource_groups):
@@ -135,11 +137,11 @@ def compile_resource_groups(
                         continue
                     if not has_parent:
                         raise InvalidClusterQueueError(
-                            f"{where}.{field_name}: must be nil when {parent_field} is empty; "
+                            f"{where}.{field_name}: must be nil when {parent_word} is empty; "
                             f"set spec.{parent_field} or remove the limit"
                         )
                     limits[quota.name] = _amount(f"{where}.{field_name}", quota.name, value)
-                if lending.get(quota.name, 0) > nominal[quota.name]:
+                if not is_cohort and lending.get(quota.name, 0) > nominal[quota.name]:
                     raise InvalidClusterQueueError(
                         f"{where}.lendingLimit: must be less than or equal to the nominalQuota; "
                         "lower it or raise nominalQuota"

@@ -13,5 +13,7 @@ __all__ = ["compile_cohort"]
 def compile_cohort(cohort: Cohort) -> CohortModel:
     """Raises InvalidClusterQueueError (naming the field) for a spec that cannot be used."""
     parent = cohort.spec.parent_name or None
-    groups = compile_resource_groups(cohort.spec.resource_groups, "parentName", parent is not None)
+    groups = compile_resource_groups(
+        cohort.spec.resource_groups, "parentName", parent is not None, is_cohort=True
+    )
     return CohortModel(cohort.metadata.name, parent, groups)
