@@ -21,6 +21,7 @@ import structlog
 
 from reconciler.api import (
     ClusterQueue,
+    Cohort,
     Job,
     LocalQueue,
     Namespace,
@@ -34,6 +35,7 @@ from reconciler.api import (
 )
 from reconciler.api.resources import (
     CLUSTER_QUEUES,
+    COHORTS,
     JOBS,
     LOCAL_QUEUES,
     NAMESPACES,
@@ -63,6 +65,7 @@ PROJECTIONS: dict[str, type[Any]] = {
     WORKLOADS.plural: Workload,
     RESOURCE_CLAIM_TEMPLATES.plural: ResourceClaimTemplate,
     CLUSTER_QUEUES.plural: ClusterQueue,
+    COHORTS.plural: Cohort,
     LOCAL_QUEUES.plural: LocalQueue,
     RESOURCE_FLAVORS.plural: ResourceFlavor,
     NAMESPACES.plural: Namespace,
