@@ -250,3 +250,61 @@ def test_simulate_preempts_a_lower_priority_workload(
     preempted = next(o for n, o in found.items() if n.startswith("job-kueue-dra-running-a-"))
     assert conditions(urgent)["QuotaReserved"]["status"] == "True"
     assert conditions(preempted)["QuotaReserved"]["status"] == "False"
+
+
+def _cohort_input(tmp_path: Path, cohort_gpus: int | str) -> None:
+    queues = list(yaml.safe_load_all((EXAMPLES / "10-queues.yaml").read_text()))
+    for obj in queues:
+        if obj["kind"] == "ClusterQueue":
+            obj["spec"]["cohortName"] = "org"
+            gpu = obj["spec"]["resourceGroups"][0]["flavors"][0]["resources"][2]
+            gpu["nominalQuota"] = 0
+    cohort = {
+        "apiVersion": "kueue.x-k8s.io/v1beta2",
+        "kind": "Cohort",
+        "metadata": {"name": "org"},
+        "spec": {
+            "resourceGroups": [
+                {
+                    "coveredResources": ["nvidia.com/gpu"],
+                    "flavors": [
+                        {
+                            "name": "p3-t4",
+                            "resources": [{"name": "nvidia.com/gpu", "nominalQuota": cohort_gpus}],
+                        }
+                    ],
+                }
+            ]
+        },
+    }
+    (tmp_path / "10-queues.yaml").write_text(yaml.safe_dump_all([*queues, cohort]))
+    for name in ("20-resourceclaimtemplate.yaml", "30-job-running-a.yaml", "31-job-pending-b.yaml"):
+        (tmp_path / name).write_text((EXAMPLES / name).read_text())
+
+
+def test_simulate_borrows_a_cohort_objects_quota(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    _cohort_input(tmp_path, 1)
+    code, out, _ = run(
+        capsys, "simulate", "--config", str(EXAMPLES / "00-configuration.yaml"), "-f", str(tmp_path)
+    )
+    assert code == 0
+    found = objects(out)
+    first = next(o for n, o in found.items() if n.startswith("job-kueue-dra-running-a-"))
+    second = next(o for n, o in found.items() if n.startswith("job-kueue-dra-pending-b-"))
+    assert conditions(first)["QuotaReserved"]["status"] == "True"
+    assert conditions(second)["QuotaReserved"]["status"] == "False"
+    (gpu,) = [
+        r
+        for r in found["p3-dra-cq"]["status"]["flavorsReservation"][0]["resources"]
+        if r["name"] == "nvidia.com/gpu"
+    ]
+    assert (gpu["total"], gpu["borrowed"]) == ("1", "1")
+
+
+def test_simulate_names_the_field_of_a_bad_cohort(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    _cohort_input(tmp_path, "lots")
+    code, _, err = run(
+        capsys, "simulate", "--config", str(EXAMPLES / "00-configuration.yaml"), "-f", str(tmp_path)
+    )
+    assert code != 0
+    assert "Cohort org: spec.resourceGroups[0].flavors[0].resources[0].nominalQuota" in err

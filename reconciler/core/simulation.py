@@ -19,6 +19,7 @@ import msgspec
 
 from reconciler.api import (
     ClusterQueue,
+    Cohort,
     Job,
     LocalQueue,
     Namespace,
@@ -31,6 +32,7 @@ from reconciler.api import (
 )
 
 from .clusterqueues import InvalidClusterQueueError, compile_cluster_queue
+from .cohorts import compile_cohort
 from .engine import Engine
 from .ordering import EVICTION_TIMESTAMP, queue_order_timestamp
 from .priority import MissingPriorityClass, resolve_priority
@@ -121,6 +123,11 @@ def simulate(
             except (InvalidClusterQueueError, QuantityError) as err:
                 raise SimulationError(f"{_describe(obj)}: {err}") from None
             cluster_queues.append((cq, obj.body))
+        elif kind == "Cohort" and api_version.startswith(_KUEUE_GROUP):
+            try:
+                state.set_cohort(compile_cohort(_decode(obj, Cohort)))
+            except (InvalidClusterQueueError, QuantityError) as err:
+                raise SimulationError(f"{_describe(obj)}: {err}") from None
         elif kind == "LocalQueue" and api_version.startswith(_KUEUE_GROUP):
             lq = _decode(obj, LocalQueue)
             if not lq.metadata.namespace:
