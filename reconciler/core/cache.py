@@ -66,6 +66,11 @@ class QuotaCache:
             self.ledger, self.cluster_queues, self.cohorts, self.cohort_models, self.child_cohorts
         )
 
+    @property
+    def admissions(self) -> int:
+        """How many admissions the cache has taken (a change means less quota is free)."""
+        return self._admissions
+
     def cohort_of(self, cluster_queue: str) -> str | None:
         model = self.cluster_queues.get(cluster_queue)
         return None if model is None else model.cohort

@@ -1,0 +1,45 @@
+"""ClusterQueues of a cohort take turns as in Kueue's cycle: heads not borrowing first, then
+higher priority, then the older queue-order timestamp."""
+
+from __future__ import annotations
+
+from reconciler.core.engine import Engine
+from reconciler.core.scheduler import Admit
+from tests.test_preemption import engine, gpu_job
+
+
+def admitted(state: Engine) -> list[str]:
+    return [d.key[1] for d in state.schedule() if isinstance(d, Admit)]
+
+
+def test_a_head_within_its_nominal_quota_goes_before_a_borrowing_one() -> None:
+    state = engine(("a", 0, {"cohort": "pool"}), ("b", 1, {"cohort": "pool"}))
+    state.add_workload(gpu_job("a1", queue="lq-a", priority=10, created="2026-01-01T00:00:00Z"))
+    state.add_workload(gpu_job("b1", queue="lq-b", priority=0, created="2026-01-01T00:01:00Z"))
+    assert admitted(state) == ["b1"]  # a1 would borrow b's GPU: b's own head goes first
+
+
+def test_among_borrowing_heads_the_higher_priority_goes_first() -> None:
+    state = engine(("a", 0, {"cohort": "pool"}), ("b", 0, {"cohort": "pool"}), ("c", 1, {"cohort": "pool"}))
+    state.add_workload(gpu_job("a1", queue="lq-a", priority=0, created="2026-01-01T00:00:00Z"))
+    state.add_workload(gpu_job("b1", queue="lq-b", priority=10, created="2026-01-01T00:01:00Z"))
+    assert admitted(state) == ["b1"]
+
+
+def test_at_equal_priority_the_older_head_goes_first() -> None:
+    state = engine(("a", 0, {"cohort": "pool"}), ("b", 0, {"cohort": "pool"}), ("c", 2, {"cohort": "pool"}))
+    state.add_workload(gpu_job("a1", queue="lq-a", created="2026-01-01T00:02:00Z"))
+    state.add_workload(gpu_job("a2", queue="lq-a", created="2026-01-01T00:03:00Z"))
+    state.add_workload(gpu_job("b1", queue="lq-b", created="2026-01-01T00:01:00Z"))
+    state.add_workload(gpu_job("b2", queue="lq-b", created="2026-01-01T00:04:00Z"))
+    # Round one: b1 (older) then a1; the two GPUs of c are then spent.
+    assert admitted(state) == ["b1", "a1"]
+
+
+def test_queues_keep_taking_turns_until_the_quota_is_spent() -> None:
+    state = engine(("a", 1, {"cohort": "pool"}), ("b", 1, {"cohort": "pool"}), ("c", 2, {"cohort": "pool"}))
+    for n in range(3):
+        state.add_workload(gpu_job(f"a{n}", queue="lq-a", created=f"2026-01-01T00:0{n}:00Z"))
+        state.add_workload(gpu_job(f"b{n}", queue="lq-b", created=f"2026-01-01T00:0{n}:30Z"))
+    # Each within its own GPU first, then the two idle GPUs of c, oldest first.
+    assert admitted(state) == ["a0", "b0", "a1", "b1"]
