@@ -16,6 +16,7 @@ from reconciler.api.resources import WORKLOADS
 from reconciler.api.times import epoch
 from reconciler.core.ordering import EVICTION_TIMESTAMP, queue_order_timestamp
 from reconciler.core.podsready import PODS_READY, pods_ready_state
+from reconciler.core.priority import priority_class_name
 from reconciler.core.quantity import QuantityError
 from reconciler.core.scheduler import Admit, Pending
 from reconciler.core.status import (
@@ -283,7 +284,9 @@ class Workloads:
             if workload is None:
                 return
             cq = workload.status.admission.cluster_queue if workload.status.admission else ""
-            ctx.metrics.quota_reserved(cq, workload.metadata.creation_timestamp)
+            ctx.metrics.quota_reserved(
+                cq, workload.metadata.creation_timestamp, priority_class_name(workload)
+            )
             waited = seconds_since(workload.metadata.creation_timestamp, ctx.clock())
             ctx.events.emit(
                 workload,
