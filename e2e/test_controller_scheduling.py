@@ -282,3 +282,53 @@ async def test_a_borrowing_cluster_queue_preempts_a_lower_priority_borrower(
     assert admission["clusterQueue"] == f"urgent-{ns}"
     for name in ("low", "high"):
         await kube.delete(api_path("batch/v1", "jobs", ns, name), params={"propagationPolicy": "Background"})
+
+
+@pytest.mark.asyncio
+async def test_a_cluster_queue_borrows_the_gpu_a_cohort_object_holds(
+    controller: ControllerProcess, kube: KubeClient, scene: Scene
+) -> None:
+    """Hierarchical cohorts: the GPU quota is the parent Cohort's; the ClusterQueue has none."""
+    ns = scene.namespace
+    flavor = await scene.flavor()
+    quota = [{"name": "cpu", "nominalQuota": "4"}, {"name": "nvidia.com/gpu", "nominalQuota": 1}]
+    groups = [
+        {"coveredResources": ["cpu", "nvidia.com/gpu"], "flavors": [{"name": flavor, "resources": quota}]}
+    ]
+    await scene.cluster_object(
+        "cohorts",
+        {
+            "apiVersion": KUEUE,
+            "kind": "Cohort",
+            "metadata": {"name": f"org-{ns}"},
+            "spec": {"resourceGroups": groups},
+        },
+    )
+    await scene.cluster_object(
+        "cohorts",
+        {
+            "apiVersion": KUEUE,
+            "kind": "Cohort",
+            "metadata": {"name": f"team-{ns}"},
+            "spec": {"parentName": f"org-{ns}"},
+        },
+    )
+    await scene.cluster_object(
+        "clusterqueues", cluster_queue(f"team-{ns}", ns, flavor, 0, cohortName=f"team-{ns}")
+    )
+    await scene.local_queue("lq", f"team-{ns}")
+    jobs = api_path("batch/v1", "jobs", ns)
+    await kube.create(jobs, job("first", ns, "lq", run_seconds=300))
+    await kube.create(jobs, job("second", ns, "lq", run_seconds=2))
+
+    async def condition_is(job_name: str, status: str) -> Obj | None:
+        found = await scene.condition(job_name, "QuotaReserved")
+        return found if found.get("status") == status else None
+
+    await wait_for("the first Job to get the Cohort's GPU", lambda: condition_is("first", "True"), within=60)
+    pending = await wait_for("the second Job to wait", lambda: condition_is("second", "False"), within=60)
+    assert pending["message"].endswith(
+        f"insufficient unused quota for nvidia.com/gpu in flavor {flavor}, 1 more needed"
+    )
+    for name in ("first", "second"):
+        await kube.delete(api_path("batch/v1", "jobs", ns, name), params={"propagationPolicy": "Background"})

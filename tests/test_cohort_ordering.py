@@ -43,3 +43,32 @@ def test_queues_keep_taking_turns_until_the_quota_is_spent() -> None:
         state.add_workload(gpu_job(f"b{n}", queue="lq-b", created=f"2026-01-01T00:0{n}:30Z"))
     # Each within its own GPU first, then the two idle GPUs of c, oldest first.
     assert admitted(state) == ["a0", "b0", "a1", "b1"]
+
+
+def test_an_overtaken_head_is_told_it_no_longer_fits_then_why() -> None:
+    state = engine(("a", 0, {"cohort": "pool"}), ("b", 1, {"cohort": "pool"}))
+    state.add_workload(gpu_job("a1", queue="lq-a", priority=10, created="2026-01-01T00:00:00Z"))
+    state.add_workload(gpu_job("b1", queue="lq-b", priority=0, created="2026-01-01T00:01:00Z"))
+    messages = [(d.key[1], getattr(d, "message", "admitted")) for d in state.schedule()]
+    assert messages == [
+        ("b1", "admitted"),
+        ("a1", "Workload no longer fits after processing another workload"),
+        (
+            "a1",
+            "couldn't assign flavors to pod set main: insufficient unused quota for nvidia.com/gpu "
+            "in flavor t4, 1 more needed",
+        ),
+    ]
+
+
+def test_a_borrowing_admission_names_the_flavors_considered() -> None:
+    state = engine(("a", 0, {"cohort": "pool"}), ("b", 1, {"cohort": "pool"}))
+    state.add_workload(gpu_job("a1", queue="lq-a"))
+    (admit,) = state.schedule()
+    assert isinstance(admit, Admit)
+    assert admit.considered == "main: t4(Fit;borrow=1)"
+    state.add_workload(gpu_job("b1", queue="lq-b"))
+    state.remove_workload(("ns", "a1"))
+    (own,) = state.schedule()
+    assert isinstance(own, Admit)
+    assert own.considered == ""

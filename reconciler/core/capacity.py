@@ -37,6 +37,11 @@ class Capacity(Protocol):
         over-committed), given its own nominal quota and usage of `fr`."""
         ...
 
+    def borrow_level(self, cq: ClusterQueueModel, fr: FlavorResource, value: int) -> tuple[int, bool]:
+        """Kueue's FindHeightOfLowestSubtreeThatFits for `value` of `fr` in `cq`: (how high in the
+        cohort tree it must borrow, 0 when not at all; whether a subtree below the root holds it)."""
+        ...
+
 
 @dataclass(frozen=True, slots=True)
 class NominalCapacity:
@@ -49,6 +54,9 @@ class NominalCapacity:
 
     def limits(self, cq: ClusterQueueModel, fr: FlavorResource, nominal: int, used: int) -> tuple[int, int]:
         return nominal, nominal - used
+
+    def borrow_level(self, cq: ClusterQueueModel, fr: FlavorResource, value: int) -> tuple[int, bool]:
+        return 0, False
 
 
 @dataclass(slots=True)
@@ -231,3 +239,26 @@ class CohortTree:
             return nominal, nominal - used
         node = ("cq", cq.name)
         return self.potential(node, fr), self.available(node, fr)
+
+    def height(self, cohort: str, _seen: set[str] | None = None) -> int:
+        """Distance from a cohort to its furthest leaf."""
+        seen = _seen if _seen is not None else set()
+        seen.add(cohort)
+        children = list(self.children(cohort))
+        most = min(len(children), 1)
+        for kind, name in children:
+            if kind == "cohort" and name not in seen:
+                most = max(most, self.height(name, seen) + 1)
+        return most
+
+    def borrow_level(self, cq: ClusterQueueModel, fr: FlavorResource, value: int) -> tuple[int, bool]:
+        node = ("cq", cq.name)
+        parents = self.ancestors(node)
+        if not parents or not self.borrowing_with(node, fr, value):
+            return 0, bool(parents)
+        remaining = value - self.local_available(node, fr)
+        for cohort in parents:
+            if not self.borrowing_with(("cohort", cohort), fr, remaining):
+                return self.height(cohort), self.parent(("cohort", cohort)) is not None
+            remaining -= self.local_available(("cohort", cohort), fr)
+        return self.height(parents[-1]), False

@@ -48,6 +48,8 @@ class FlavorFit:
     usage: dict[FlavorResource, int]
     # Some of it is borrowed from the cohort.
     borrows: bool = False
+    # Kueue's "Flavors considered" of the QuotaReserved Event ("" when every flavor fit plainly).
+    considered: str = ""
 
 
 @dataclass(frozen=True, slots=True)
@@ -65,6 +67,22 @@ class _GroupAttempt:
     quota_bound: bool = False
     # The chosen flavor fits only by borrowing from the cohort.
     borrows: bool = False
+    # Per flavor tried: (mode, borrow level, reasons), for Kueue's "Flavors considered".
+    tried: dict[str, tuple[str, int, list[str]]] = field(default_factory=dict)
+
+
+def _considered(tried: Mapping[str, tuple[str, int, list[str]]]) -> str:
+    """Kueue's wording of the flavors tried for one pod set, plain fits left out."""
+    parts = []
+    for name in sorted(tried):
+        mode, borrow, reasons = tried[name]
+        if mode == "Fit" and borrow == 0:
+            continue
+        text = mode + (f";borrow={borrow}" if borrow > 0 else "")
+        if reasons:
+            text += ";" + ";".join(sorted(set(reasons)))
+        parts.append(f"{name}({text})")
+    return ", ".join(parts)
 
 
 def _try_group(
@@ -86,6 +104,7 @@ def _try_group(
         flavor = flavors.get(name)
         if flavor is None:
             attempt.reasons.append(f"flavor {name} not found")
+            attempt.tried[name] = ("NoFit", 0, [f"flavor {name} not found"])
             continue
         spec = pod_set.placement
         taint = first_untolerated_taint(
@@ -93,11 +112,14 @@ def _try_group(
         )
         if taint is not None:
             attempt.reasons.append(f"untolerated taint {taint_text(taint)} in flavor {name}")
+            attempt.tried[name] = ("NoFit", 0, [attempt.reasons[-1]])
             continue
         if not flavor_matches_pod_spec(spec, flavor.spec.node_labels):
             attempt.reasons.append(f"flavor {name} doesn't match node affinity")
+            attempt.tried[name] = ("NoFit", 0, [attempt.reasons[-1]])
             continue
         fits, borrows = True, False
+        mode, level, notes = "Fit", 0, []
         for resource in wanted:
             fr = (name, resource)
             previous = assumed.get(fr, 0)
@@ -112,16 +134,28 @@ def _try_group(
                     f"request ({format_amount(resource, requests[resource])}) > maximum capacity "
                     f"({format_amount(resource, maximum)})"
                 )
+                mode, level, notes = "NoFit", 0, [attempt.reasons[-1]]
                 fits = False
                 break
             borrows = borrows or used + value > nominal
+            height, reclaimable = capacity.borrow_level(cq, fr, value)
             if value > available:
                 attempt.reasons.append(
                     f"insufficient unused quota for {resource} in flavor {name}, "
                     f"{format_amount(resource, value - available)} more needed"
                 )
+                notes.append(attempt.reasons[-1])
                 attempt.quota_bound = True
                 fits = False
+                # Kueue asks its preemption oracle where preemption could help; this records
+                # only whether it would be asked (the candidates are found later, if at all).
+                if nominal >= value or reclaimable or cq.borrow_within_cohort:
+                    mode = "preemptionMode=NoCandidates" if mode == "Fit" else mode
+                else:
+                    mode = "NoFit"
+            else:
+                level = max(level, height)
+        attempt.tried[name] = (mode, level, notes)
         if not fits:
             continue
         if not borrows or cq.borrow_stops_search:
@@ -142,6 +176,7 @@ def assign_flavors(
 ) -> FlavorFit | FlavorNoFit:
     assumed: dict[FlavorResource, int] = {}
     results: list[PodSetFlavors] = []
+    considered: list[str] = []
     borrows = False
     for pod_set in workload.pod_sets:
         requests = pod_set.total()
@@ -149,6 +184,7 @@ def assign_flavors(
             requests["pods"] = pod_set.count
         assigned: dict[str, str] = {}
         tried_groups: set[int] = set()
+        tried: dict[str, tuple[str, int, list[str]]] = {}
         reasons: list[str] = []
         failed = False
         waiting = True
@@ -165,6 +201,7 @@ def assign_flavors(
             tried_groups.add(index)
             group = cq.groups[index]
             attempt = _try_group(group, requests, pod_set, cq, flavors, capacity, assumed)
+            tried.update(attempt.tried)
             if attempt.flavor is None:
                 failed = True
                 reasons.extend(attempt.reasons)
@@ -183,7 +220,10 @@ def assign_flavors(
             fr = (flavor, resource)
             assumed[fr] = assumed.get(fr, 0) + requests[resource]
         results.append(PodSetFlavors(pod_set.name, pod_set.count, assigned, requests))
-    return FlavorFit(results, assumed, borrows)
+        text = _considered(tried)
+        if text:
+            considered.append(f"{pod_set.name}: {text}")
+    return FlavorFit(results, assumed, borrows, " | ".join(considered))
 
 
 def _flavor_labels(flavor_names: Iterable[str], flavors: Mapping[str, ResourceFlavor]) -> dict[str, str]:

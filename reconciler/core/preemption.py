@@ -152,22 +152,6 @@ def _requests(
     return usage
 
 
-def _may_reclaim_in_hierarchy(
-    tree: CohortTree, model: ClusterQueueModel, fr: FlavorResource, amount: int
-) -> bool:
-    """Kueue's FindHeightOfLowestSubtreeThatFits: some cohort below the root holds the request."""
-    node = ("cq", model.name)
-    parents = tree.ancestors(node)
-    if not tree.borrowing_with(node, fr, amount) or not parents:
-        return bool(parents)
-    remaining = amount - tree.local_available(node, fr)
-    for cohort in parents:
-        if not tree.borrowing_with(("cohort", cohort), fr, remaining):
-            return tree.parent(("cohort", cohort)) is not None
-        remaining -= tree.local_available(("cohort", cohort), fr)
-    return False
-
-
 def _uses(cache: QuotaCache, key: WorkloadKey, needed: set[FlavorResource]) -> bool:
     charge = cache.ledger.charge_of(key)
     return charge is not None and any(charge.usage.get(fr, 0) for fr in needed)
@@ -267,7 +251,7 @@ def preemption_targets(
     for fr in needed:
         if not (
             model.nominal(*fr) >= requests[fr]
-            or _may_reclaim_in_hierarchy(tree, model, fr, requests[fr])
+            or tree.borrow_level(model, fr, requests[fr])[1]
             or model.borrow_within_cohort
         ):
             return []

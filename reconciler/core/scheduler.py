@@ -36,6 +36,7 @@ WorkloadKey = tuple[str, str]
 REASON_PENDING = "Pending"
 REASON_INADMISSIBLE = "Inadmissible"
 NAMESPACE_MISMATCH = "workload namespace doesn't match ClusterQueue selector"
+NO_LONGER_FITS = "Workload no longer fits after processing another workload"
 
 
 @dataclass(frozen=True, slots=True)
@@ -43,6 +44,8 @@ class Admit:
     key: WorkloadKey
     cluster_queue: str
     pod_sets: list[PodSetFlavors]
+    # Kueue's "Flavors considered" for the QuotaReserved Event ("" when nothing to say).
+    considered: str = ""
 
 
 @dataclass(frozen=True, slots=True)
@@ -225,18 +228,24 @@ class _QueuePass:
             scheduler._settle(out, queue, candidate, group, pending)
             return True
         result = self.verdicts.get(info.shape)
+        # It fitted when the round began, but another ClusterQueue's head went first.
+        overtaken = isinstance(head.fit, FlavorFit) and head.admissions != cache.admissions
         if result is None:
             # What the peek found holds unless something was admitted since.
-            fit = head.fit if head.admissions == cache.admissions else None
+            fit = None if overtaken else head.fit
             if fit is None:
                 fit = assign_flavors(info, model, cache.flavors, cache.capacity)
             if isinstance(fit, FlavorFit):
                 queues.remove(key)  # out of its pending queue too
                 cache.admit(info, Charge(model.name, fit.usage))
                 scheduler._last.pop(key, None)
-                out.append(Admit(key, model.name, fit.pod_sets))
+                out.append(Admit(key, model.name, fit.pod_sets, fit.considered))
                 return True
             result = self.verdicts[info.shape] = fit
+        if overtaken:
+            # Kueue's skipped entry: reported, and tried again on the next round as it is.
+            scheduler._report(out, Pending(key, REASON_PENDING, NO_LONGER_FITS, model.name))
+            return True
         pending = Pending(key, REASON_PENDING, result.message, model.name)
         group = info.shape
         if result.waiting_for_quota and _may_preempt(model):

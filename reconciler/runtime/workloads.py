@@ -268,11 +268,11 @@ class Workloads:
                 status_patch(status, workload.metadata.resource_version),
                 subresource="status",
                 slot_name="workload-status",
-                on_done=self._admission_written,
+                on_done=lambda done: self._admission_written(done, decision.considered),
             )
         )
 
-    def _admission_written(self, done: WriteDone) -> None:
+    def _admission_written(self, done: WriteDone, considered: str = "") -> None:
         ctx = self.ctx
         key = done.key
         if done.ok and done.body is not None:
@@ -288,12 +288,10 @@ class Workloads:
                 cq, workload.metadata.creation_timestamp, priority_class_name(workload)
             )
             waited = seconds_since(workload.metadata.creation_timestamp, ctx.clock())
-            ctx.events.emit(
-                workload,
-                "Normal",
-                "QuotaReserved",
-                f"Quota reserved in ClusterQueue {cq}, wait time since queued was {waited}s",
-            )
+            message = f"Quota reserved in ClusterQueue {cq}, wait time since queued was {waited}s"
+            if considered:
+                message += f"; Flavors considered: {considered}"
+            ctx.events.emit(workload, "Normal", "QuotaReserved", message)
             ctx.events.emit(
                 workload,
                 "Normal",
