@@ -72,3 +72,20 @@ def test_a_borrowing_admission_names_the_flavors_considered() -> None:
     (own,) = state.schedule()
     assert isinstance(own, Admit)
     assert own.considered == ""
+
+
+def test_an_overtaken_parked_head_gets_its_real_verdict_back() -> None:
+    state = engine(("a", 0, {"cohort": "pool"}), ("b", 1, {"cohort": "pool"}))
+    state.add_workload(gpu_job("b0", queue="lq-b", created="2026-01-01T00:00:00Z"))
+    state.add_workload(gpu_job("a1", queue="lq-a", priority=10, created="2026-01-01T00:01:00Z"))
+    state.add_workload(gpu_job("b1", queue="lq-b", created="2026-01-01T00:02:00Z"))
+    state.schedule()  # b0 runs; a1 and b1 are parked with the quota message
+    state.remove_workload(("ns", "b0"))
+    decisions = state.schedule()
+    assert [d.key[1] for d in decisions if isinstance(d, Admit)] == ["b1"]
+    a1 = [d.message for d in decisions if d.key[1] == "a1" and not isinstance(d, Admit)]
+    assert a1 == [
+        "Workload no longer fits after processing another workload",
+        "couldn't assign flavors to pod set main: insufficient unused quota for nvidia.com/gpu "
+        "in flavor t4, 1 more needed",
+    ]

@@ -245,6 +245,9 @@ class _QueuePass:
         if overtaken:
             # Kueue's skipped entry: reported, and tried again on the next round as it is.
             scheduler._report(out, Pending(key, REASON_PENDING, NO_LONGER_FITS, model.name))
+            if candidate.group is not None:
+                # Its group's verdict no longer speaks for it: report it again when settled.
+                scheduler._group_verdicts[(model.name, candidate.group)] = None
             return True
         pending = Pending(key, REASON_PENDING, result.message, model.name)
         group = info.shape
