@@ -324,7 +324,10 @@ class Workloads:
         status = pending_workload_status(workload.status, info, decision, now, generation)
         if ctx.config.wait_for_pods_ready is not None:
             status = _waiting_for_start(status, now, generation)
-        if same_workload_status(status, workload.status):
+        # A status write still in flight may carry an older verdict: this one must follow it.
+        if same_workload_status(status, workload.status) and not ctx.workload_writes.in_flight(
+            key, "workload-status"
+        ):
             return
         ctx.write(
             MergePatch(
