@@ -4,7 +4,7 @@ higher priority, then the older queue-order timestamp."""
 from __future__ import annotations
 
 from reconciler.core.engine import Engine
-from reconciler.core.scheduler import Admit
+from reconciler.core.scheduler import Admit, Pending
 from tests.test_preemption import engine, gpu_job
 
 
@@ -83,7 +83,7 @@ def test_an_overtaken_parked_head_gets_its_real_verdict_back() -> None:
     state.remove_workload(("ns", "b0"))
     decisions = state.schedule()
     assert [d.key[1] for d in decisions if isinstance(d, Admit)] == ["b1"]
-    a1 = [d.message for d in decisions if d.key[1] == "a1" and not isinstance(d, Admit)]
+    a1 = [d.message for d in decisions if d.key[1] == "a1" and isinstance(d, Pending)]
     assert a1 == [
         "Workload no longer fits after processing another workload",
         "couldn't assign flavors to pod set main: insufficient unused quota for nvidia.com/gpu "
