@@ -58,12 +58,25 @@ class QuotaCache:
     # Admitted workloads whose eviction (preemption) has been asked for and not yet seen.
     evicting: set[WorkloadKey] = field(default_factory=set)
     _admissions: int = 0
+    # Cohort arithmetic memo, valid for (ledger generation, tree shape version).
+    _tree_memo: dict[tuple[str, FlavorResource, int], tuple[int, int, int]] = field(default_factory=dict)
+    _tree_memo_at: tuple[int, int] = (-1, -1)
+    _shape: int = 0
 
     @property
     def capacity(self) -> CohortTree:
         """What each ClusterQueue can still use, its cohort tree included."""
+        at = (self.ledger.generation, self._shape)
+        if at != self._tree_memo_at:
+            self._tree_memo.clear()
+            self._tree_memo_at = at
         return CohortTree(
-            self.ledger, self.cluster_queues, self.cohorts, self.cohort_models, self.child_cohorts
+            self.ledger,
+            self.cluster_queues,
+            self.cohorts,
+            self.cohort_models,
+            self.child_cohorts,
+            self._tree_memo,
         )
 
     @property
@@ -91,12 +104,14 @@ class QuotaCache:
         """Add or change a Cohort object; gives the ClusterQueues whose quota it may change."""
         before = self._tree_members(model.name)
         self.delete_cohort(model.name)
+        self._shape += 1
         self.cohort_models[model.name] = model
         if model.parent is not None:
             self.child_cohorts.setdefault(model.parent, set()).add(model.name)
         return before | self._tree_members(model.name)
 
     def delete_cohort(self, name: str) -> set[str]:
+        self._shape += 1
         before = self._tree_members(name)
         old = self.cohort_models.pop(name, None)
         if old is not None and old.parent is not None:
@@ -116,12 +131,14 @@ class QuotaCache:
     # --- queue objects ------------------------------------------------------------------
 
     def set_flavor(self, flavor: ResourceFlavor) -> None:
+        self._shape += 1
         self.flavors[flavor.metadata.name] = flavor
 
     def delete_flavor(self, name: str) -> None:
         self.flavors.pop(name, None)
 
     def set_cluster_queue(self, model: ClusterQueueModel) -> None:
+        self._shape += 1
         self.broken_cluster_queues.pop(model.name, None)
         self._leave_cohort(model.name)
         self.cluster_queues[model.name] = model
@@ -129,11 +146,13 @@ class QuotaCache:
             self.cohorts.setdefault(model.cohort, set()).add(model.name)
 
     def set_broken_cluster_queue(self, name: str, reason: str) -> None:
+        self._shape += 1
         self._leave_cohort(name)
         self.cluster_queues.pop(name, None)
         self.broken_cluster_queues[name] = reason
 
     def delete_cluster_queue(self, name: str) -> None:
+        self._shape += 1
         self._leave_cohort(name)
         self.cluster_queues.pop(name, None)
         self.broken_cluster_queues.pop(name, None)

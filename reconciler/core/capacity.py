@@ -100,6 +100,9 @@ class CohortTree:
     cohort_models: Mapping[str, CohortModel] = field(default_factory=dict)
     # Cohort name -> its child cohorts.
     child_cohorts: Mapping[str, Set[str]] = field(default_factory=dict)
+    # Cohorts' (subtree quota, usage, local quota) by (cohort, fr, ledger generation): usage
+    # moves the generation on; the owner clears it when the tree's shape changes.
+    memo: dict[tuple[str, FlavorResource, int], tuple[int, int, int]] = field(default_factory=dict)
 
     # --- structure ----------------------------------------------------------------------
 
@@ -157,6 +160,10 @@ class CohortTree:
     def stats(self, node: Node, fr: FlavorResource, _seen: set[str] | None = None) -> tuple[int, int, int]:
         """(subtree quota, usage, local quota) of a node."""
         kind, name = node
+        if kind == "cohort":
+            known = self.memo.get((name, fr, self.ledger.generation))
+            if known is not None:
+                return known
         nominal, _, lending = self._quota(node, fr)
         if kind == "cq":
             subtree, usage = nominal, self.ledger.used(name, fr)
@@ -171,6 +178,8 @@ class CohortTree:
                 subtree += c_subtree - c_local
                 usage += max(0, c_usage - c_local)
         local = 0 if lending is None else max(0, subtree - lending)
+        if kind == "cohort" and _seen is None:  # a whole subtree (not one cut by a cycle)
+            self.memo[(name, fr, self.ledger.generation)] = (subtree, usage, local)
         return subtree, usage, local
 
     def local_available(self, node: Node, fr: FlavorResource) -> int:
