@@ -129,6 +129,12 @@ class Metrics:
             cq_prio,
             registry=r,
         )
+        self._cohort_admitted = Counter(
+            "kueue_cohort_subtree_admitted_workloads",
+            "The total number of admitted workloads per cohort's subtree",
+            ["cohort", "priority_class", ROLE],
+            registry=r,
+        )
         self._finished = Counter(
             "kueue_finished_workloads",
             "The total number of finished workloads per 'cluster_queue'",
@@ -250,6 +256,11 @@ class Metrics:
             wait = max(0.0, self._now() - since)
             self._reserved_wait.labels(cluster_queue, priority_class, self.role).observe(wait)
             self._admission_wait.labels(cluster_queue, priority_class, self.role).observe(wait)
+
+    def admitted_in_cohorts(self, cohorts: list[str], priority_class: str = NO_PRIORITY) -> None:
+        """A Workload was admitted by a ClusterQueue under these cohorts (its parent up to the root)."""
+        for cohort in cohorts:
+            self._cohort_admitted.labels(cohort, priority_class, self.role).inc()
 
     def workload_finished(self, cluster_queue: str, priority_class: str = NO_PRIORITY) -> None:
         self._finished.labels(cluster_queue, priority_class, self.role).inc()

@@ -284,9 +284,9 @@ class Workloads:
             if workload is None:
                 return
             cq = workload.status.admission.cluster_queue if workload.status.admission else ""
-            ctx.metrics.quota_reserved(
-                cq, workload.metadata.creation_timestamp, priority_class_name(workload)
-            )
+            priority_class = priority_class_name(workload)
+            ctx.metrics.quota_reserved(cq, workload.metadata.creation_timestamp, priority_class)
+            ctx.metrics.admitted_in_cohorts(ctx.engine.cache.cohort_path(cq), priority_class)
             waited = seconds_since(workload.metadata.creation_timestamp, ctx.clock())
             message = f"Quota reserved in ClusterQueue {cq}, wait time since queued was {waited}s"
             if considered:
