@@ -235,11 +235,9 @@ class Workloads:
     def _requeued(self, done: WriteDone) -> None:
         key = done.key
         if done.ok and done.body is not None:
+            # Kueue v0.18.1 sets Requeued=True BackoffFinished without an Event.
             self.ctx.apply_workload_write(key, done.body)
             self.ctx.dirty.workload(key, own_write=True)
-            workload = self.ctx.store.workloads.get(key)
-            if workload is not None:
-                self.ctx.events.emit(workload, "Normal", "Requeued", "The workload backoff was finished")
         else:
             self.ctx.write_failed(done, expected=EXPECTED_MISSES)
 
