@@ -130,3 +130,15 @@ def test_limits_on_a_root_cohort_are_rejected_with_the_field() -> None:
         InvalidClusterQueueError, match=r"lendingLimit: must be nil when parent is empty; set spec.parentName"
     ):
         compile_cohort(cohort("org", 2, lendingLimit=1))
+
+
+def test_the_head_borrowing_nearer_its_own_subtree_goes_first() -> None:
+    # team1 holds the GPU: a (in team1) borrows one level up, b (directly in org) two levels.
+    state = with_cohorts(
+        engine(("a", 0, {"cohort": "team1"}), ("b", 0, {"cohort": "org"})),
+        cohort("org", 0),
+        cohort("team1", 1, parent="org"),
+    )
+    submit(state, "b", "b1", priority=10)
+    submit(state, "a", "a1", priority=0)
+    assert admitted(state) == ["a1"]

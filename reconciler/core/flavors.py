@@ -50,6 +50,8 @@ class FlavorFit:
     borrows: bool = False
     # Kueue's "Flavors considered" of the QuotaReserved Event ("" when every flavor fit plainly).
     considered: str = ""
+    # How high in the cohort tree it borrows (0: not at all); Kueue orders a cohort's heads by it.
+    borrow_level: int = 0
 
 
 @dataclass(frozen=True, slots=True)
@@ -67,6 +69,8 @@ class _GroupAttempt:
     quota_bound: bool = False
     # The chosen flavor fits only by borrowing from the cohort.
     borrows: bool = False
+    # The chosen flavor's borrow level.
+    level: int = 0
     # Per flavor tried: (mode, borrow level, reasons), for Kueue's "Flavors considered".
     tried: dict[str, tuple[str, int, list[str]]] = field(default_factory=dict)
 
@@ -159,12 +163,13 @@ def _try_group(
         if not fits:
             continue
         if not borrows or cq.borrow_stops_search:
-            attempt.flavor, attempt.borrows = name, borrows
+            attempt.flavor, attempt.borrows, attempt.level = name, borrows, level
             return attempt
         if borrowing_fit is None:
             borrowing_fit = name
     if borrowing_fit is not None:
         attempt.flavor, attempt.borrows = borrowing_fit, True
+        attempt.level = attempt.tried[borrowing_fit][1]
     return attempt
 
 
@@ -177,7 +182,7 @@ def assign_flavors(
     assumed: dict[FlavorResource, int] = {}
     results: list[PodSetFlavors] = []
     considered: list[str] = []
-    borrows = False
+    borrows, level = False, 0
     for pod_set in workload.pod_sets:
         requests = pod_set.total()
         if "pods" in cq.group_of:
@@ -210,6 +215,7 @@ def assign_flavors(
                     break
                 continue
             borrows = borrows or attempt.borrows
+            level = max(level, attempt.level)
             for covered in group.covered:
                 if covered in requests:
                     assigned[covered] = attempt.flavor
@@ -223,7 +229,7 @@ def assign_flavors(
         text = _considered(tried)
         if text:
             considered.append(f"{pod_set.name}: {text}")
-    return FlavorFit(results, assumed, borrows, " | ".join(considered))
+    return FlavorFit(results, assumed, borrows, " | ".join(considered), level)
 
 
 def _flavor_labels(flavor_names: Iterable[str], flavors: Mapping[str, ResourceFlavor]) -> dict[str, str]:

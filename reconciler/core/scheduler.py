@@ -125,8 +125,8 @@ class Scheduler:
                 if head is None:
                     continue
                 info = one.queues.workloads[head.candidate.key]
-                borrows = isinstance(head.fit, FlavorFit) and head.fit.borrows
-                heads.append(((int(borrows), -info.priority, info.created, one.model.name), one, head))
+                level = head.fit.borrow_level if isinstance(head.fit, FlavorFit) else 0
+                heads.append(((level, -info.priority, info.created, one.model.name), one, head))
             heads.sort(key=lambda h: h[0])
             live = [one for _, one, head in heads if one.step(head)]
 
