@@ -70,7 +70,7 @@ def job_json(i: int, namespace: str) -> bytes:
     )
 
 
-def build_state(queues: int, per_queue_gpus: int) -> tuple[Engine, ResourceClaimTemplate]:
+def build_state(queues: int, per_queue_gpus: int, cohorts: int = 0) -> tuple[Engine, ResourceClaimTemplate]:
     state = Engine()
     state.set_flavor(
         _decode(
@@ -84,6 +84,7 @@ def build_state(queues: int, per_queue_gpus: int) -> tuple[Engine, ResourceClaim
                 "metadata": {"name": f"cq-{q}"},
                 "spec": {
                     "namespaceSelector": {},
+                    **({"cohortName": f"pool-{q % cohorts}"} if cohorts else {}),
                     "resourceGroups": [
                         {
                             "coveredResources": ["cpu", "memory", "nvidia.com/gpu"],
@@ -148,13 +149,14 @@ def main() -> None:
     parser.add_argument("--workloads", type=int, default=100_000)
     parser.add_argument("--queues", type=int, default=100)
     parser.add_argument("--churn", type=int, default=2_000, help="finish/admit cycles to time")
+    parser.add_argument("--cohorts", type=int, default=0, help="spread the ClusterQueues over N cohorts")
     args = parser.parse_args()
     n, queues = args.workloads, args.queues
     per_queue = n // queues
     gpus = max(1, per_queue // 10)
 
     # Time: decode + compile of Jobs, then decisions.
-    state, template = build_state(queues, gpus)
+    state, template = build_state(queues, gpus, args.cohorts)
     rss_before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
     started = time.perf_counter()
     infos = compile_all(n, queues, template)
@@ -197,7 +199,8 @@ def main() -> None:
     held = (current - base_current) / n
     peak_per = (peak - base_current) / n
 
-    print(f"workloads: {n:,} pending across {queues} ClusterQueues ({gpus} GPUs of quota each)")
+    in_cohorts = f", in {args.cohorts} cohorts" if args.cohorts else ""
+    print(f"workloads: {n:,} pending across {queues} ClusterQueues{in_cohorts} ({gpus} GPUs of quota each)")
     print(f"decode+compile Jobs (incl. DRA charge): {n / compile_s:,.0f} workloads/s")
     print(
         f"first pass: {first_decisions:,} decisions ({first_admits:,} admit) in {first_s:.2f} s "

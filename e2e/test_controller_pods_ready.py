@@ -221,10 +221,10 @@ async def test_stalled_job_is_evicted_restored_requeued_then_deactivated(
         for expected in (
             "QuotaReserved",
             "EvictedDueToPodsReadyTimeout",
-            "Requeued",
             "EvictedDueToDeactivatedDueToRequeuingLimitExceeded",
         ):
             assert expected in reasons, (expected, reasons)
+        assert "Requeued" not in reasons  # Kueue v0.18.1 sets the condition only
         assert ("Stopped", message) in await event_reasons(kube, namespace, "stalled")
     finally:
         await drop_queues(kube, namespace)

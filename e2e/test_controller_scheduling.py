@@ -223,3 +223,112 @@ async def test_a_cluster_queue_borrows_an_idle_gpu_from_its_cohort(
     admission = (await scene.workload("borrowing"))["status"]["admission"]
     assert admission["clusterQueue"] == f"borrower-{ns}"
     await wait_for("the borrowing Job to run and finish", finished, within=90)
+
+
+@pytest.mark.asyncio
+async def test_a_borrowing_cluster_queue_preempts_a_lower_priority_borrower(
+    controller: ControllerProcess, kube: KubeClient, scene: Scene
+) -> None:
+    """borrowWithinCohort: both queues have no GPU of their own; the high-priority one takes the
+    lender's GPU back from the low-priority borrower (InCohortReclaimWhileBorrowing)."""
+    ns = scene.namespace
+    flavor = await scene.flavor()
+    cohort = {"cohortName": f"pool-{ns}"}
+    borrow = {
+        "preemption": {
+            "reclaimWithinCohort": "LowerPriority",
+            "borrowWithinCohort": {"policy": "LowerPriority"},
+        }
+    }
+    await scene.cluster_object(
+        "clusterqueues", cluster_queue(f"urgent-{ns}", ns, flavor, 0, **cohort, **borrow)
+    )
+    await scene.cluster_object("clusterqueues", cluster_queue(f"batch-{ns}", ns, flavor, 0, **cohort))
+    await scene.cluster_object("clusterqueues", cluster_queue(f"lender-{ns}", ns, flavor, 1, **cohort))
+    await scene.local_queue("urgent", f"urgent-{ns}")
+    await scene.local_queue("batch", f"batch-{ns}")
+    for name, value in ((f"low-{ns}", 10), (f"high-{ns}", 1000)):
+        body = {
+            "apiVersion": KUEUE,
+            "kind": "WorkloadPriorityClass",
+            "metadata": {"name": name},
+            "value": value,
+        }
+        await scene.cluster_object("workloadpriorityclasses", body)
+    jobs = api_path("batch/v1", "jobs", ns)
+    await kube.create(jobs, job("low", ns, "batch", run_seconds=300, priority_class=f"low-{ns}"))
+
+    async def reserved(job_name: str) -> bool:
+        return (await scene.condition(job_name, "QuotaReserved")).get("status") == "True"
+
+    await wait_for("the low-priority Job to borrow the GPU", lambda: reserved("low"), within=60)
+    await kube.create(jobs, job("high", ns, "urgent", run_seconds=2, priority_class=f"high-{ns}"))
+
+    async def preempted() -> Obj | None:
+        found = await scene.condition("low", "Preempted")
+        return found if found.get("status") == "True" else None
+
+    condition = await wait_for("the borrower to be preempted", preempted, within=60)
+    high = await scene.workload("high")
+    assert condition["reason"] == "InCohortReclaimWhileBorrowing"
+    assert condition["message"] == (
+        f"Preempted to accommodate a workload (UID: {high['metadata']['uid']}, "
+        f"JobUID: {high['metadata']['labels']['kueue.x-k8s.io/job-uid']}) due to reclamation within the "
+        f"cohort while borrowing; preemptor path: /pool-{ns}/urgent-{ns}; "
+        f"preemptee path: /pool-{ns}/batch-{ns}"
+    )
+    await wait_for("the high-priority Job to be admitted", lambda: reserved("high"), within=60)
+    admission = (await scene.workload("high"))["status"]["admission"]
+    assert admission["clusterQueue"] == f"urgent-{ns}"
+    for name in ("low", "high"):
+        await kube.delete(api_path("batch/v1", "jobs", ns, name), params={"propagationPolicy": "Background"})
+
+
+@pytest.mark.asyncio
+async def test_a_cluster_queue_borrows_the_gpu_a_cohort_object_holds(
+    controller: ControllerProcess, kube: KubeClient, scene: Scene
+) -> None:
+    """Hierarchical cohorts: the GPU quota is the parent Cohort's; the ClusterQueue has none."""
+    ns = scene.namespace
+    flavor = await scene.flavor()
+    quota = [{"name": "cpu", "nominalQuota": "4"}, {"name": "nvidia.com/gpu", "nominalQuota": 1}]
+    groups = [
+        {"coveredResources": ["cpu", "nvidia.com/gpu"], "flavors": [{"name": flavor, "resources": quota}]}
+    ]
+    await scene.cluster_object(
+        "cohorts",
+        {
+            "apiVersion": KUEUE,
+            "kind": "Cohort",
+            "metadata": {"name": f"org-{ns}"},
+            "spec": {"resourceGroups": groups},
+        },
+    )
+    await scene.cluster_object(
+        "cohorts",
+        {
+            "apiVersion": KUEUE,
+            "kind": "Cohort",
+            "metadata": {"name": f"team-{ns}"},
+            "spec": {"parentName": f"org-{ns}"},
+        },
+    )
+    await scene.cluster_object(
+        "clusterqueues", cluster_queue(f"team-{ns}", ns, flavor, 0, cohortName=f"team-{ns}")
+    )
+    await scene.local_queue("lq", f"team-{ns}")
+    jobs = api_path("batch/v1", "jobs", ns)
+    await kube.create(jobs, job("first", ns, "lq", run_seconds=300))
+    await kube.create(jobs, job("second", ns, "lq", run_seconds=2))
+
+    async def condition_is(job_name: str, status: str) -> Obj | None:
+        found = await scene.condition(job_name, "QuotaReserved")
+        return found if found.get("status") == status else None
+
+    await wait_for("the first Job to get the Cohort's GPU", lambda: condition_is("first", "True"), within=60)
+    pending = await wait_for("the second Job to wait", lambda: condition_is("second", "False"), within=60)
+    assert pending["message"].endswith(
+        f"insufficient unused quota for nvidia.com/gpu in flavor {flavor}, 1 more needed"
+    )
+    for name in ("first", "second"):
+        await kube.delete(api_path("batch/v1", "jobs", ns, name), params={"propagationPolicy": "Background"})

@@ -63,7 +63,9 @@ def collect_objects(paths: Iterable[str]) -> list[InputObject]:
 def run_simulation(config_path: str, manifest_paths: Sequence[str]) -> SimulationResult:
     config = load_config(config_path)
     objects = collect_objects(manifest_paths)
-    return simulate(objects, config.class_to_resource, now_rfc3339(), config.device_inventory.mode)
+    wfpr = config.wait_for_pods_ready
+    timestamp = wfpr.requeuing_timestamp if wfpr is not None else "Eviction"
+    return simulate(objects, config.class_to_resource, now_rfc3339(), config.device_inventory.mode, timestamp)
 
 
 def _column(rows: list[list[str]]) -> str:

@@ -55,18 +55,6 @@ def test_a_full_flavor_passed_over_is_listed_with_its_reason_and_no_candidates()
     }
 
 
-def test_with_a_preemption_policy_a_flavor_held_by_a_lower_priority_workload_shows_preempt() -> None:
-    state = two_flavor_state({"withinClusterQueue": "LowerPriority"})
-    low = gpu_job("low", created=1)
-    state.add_workload(low)
-    assert admissions(state) == {"low": ""}
-    high = gpu_job("high", created=2)
-    high.priority = 100
-    state.add_workload(high)
-    (considered,) = admissions(state).values()
-    assert considered.startswith("main: t4(preemptionMode=Preempt;insufficient unused quota")
-
-
 def test_a_flavor_whose_labels_the_pod_cannot_take_is_no_fit() -> None:
     state = two_flavor_state()
     spec = job("pinned", queue="lq", uid="uid-pinned", requests={GPU: "1"}, node_selector={"gpu": "a100"})

@@ -1,4 +1,4 @@
-"""Kueue's objects (kueue.x-k8s.io/v1beta2): ResourceFlavor, ClusterQueue, LocalQueue, Workload."""
+"""Kueue's objects (kueue.x-k8s.io/v1beta2): ResourceFlavor, ClusterQueue, Cohort, LocalQueue, Workload."""
 
 from __future__ import annotations
 
@@ -42,9 +42,15 @@ class FlavorFungibility(ApiStruct):
     when_can_preempt: str = "TryNextFlavor"
 
 
+class BorrowWithinCohort(ApiStruct):
+    policy: str = "Never"
+    max_priority_threshold: int | None = None
+
+
 class ClusterQueuePreemption(ApiStruct):
     reclaim_within_cohort: str = "Never"
     within_cluster_queue: str = "Never"
+    borrow_within_cohort: BorrowWithinCohort | None = None
 
 
 class ClusterQueueSpec(ApiStruct):
@@ -55,6 +61,20 @@ class ClusterQueueSpec(ApiStruct):
     stop_policy: str | None = None
     flavor_fungibility: FlavorFungibility | None = None
     preemption: ClusterQueuePreemption | None = None
+
+
+class CohortSpec(ApiStruct):
+    parent_name: str | None = None
+    resource_groups: list[ResourceGroup] = []
+
+
+class Cohort(ApiStruct, kw_only=True):
+    """A node of a cohort tree: quota of its own, and a parent (hierarchical cohorts)."""
+
+    api_version: str = "kueue.x-k8s.io/v1beta2"
+    kind: str = "Cohort"
+    metadata: ObjectMeta
+    spec: CohortSpec = msgspec.field(default_factory=CohortSpec)
 
 
 class ResourceUsage(msgspec.Struct, rename="camel"):

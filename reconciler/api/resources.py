@@ -7,6 +7,7 @@ from urllib.parse import quote
 
 __all__ = [
     "CLUSTER_QUEUES",
+    "COHORTS",
     "DEVICE_CLASSES",
     "EVENTS",
     "JOBS",
@@ -82,6 +83,7 @@ DEVICE_CLASSES = Resource("resource.k8s.io", "v1", "deviceclasses", "DeviceClass
 RESOURCE_SLICES = Resource("resource.k8s.io", "v1", "resourceslices", "ResourceSlice", namespaced=False)
 WORKLOADS = Resource("kueue.x-k8s.io", "v1beta2", "workloads", "Workload", namespaced=True)
 CLUSTER_QUEUES = Resource("kueue.x-k8s.io", "v1beta2", "clusterqueues", "ClusterQueue", namespaced=False)
+COHORTS = Resource("kueue.x-k8s.io", "v1beta2", "cohorts", "Cohort", namespaced=False)
 LOCAL_QUEUES = Resource("kueue.x-k8s.io", "v1beta2", "localqueues", "LocalQueue", namespaced=True)
 WORKLOAD_PRIORITY_CLASSES = Resource(
     "kueue.x-k8s.io", "v1beta2", "workloadpriorityclasses", "WorkloadPriorityClass", namespaced=False

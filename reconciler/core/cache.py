@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 
 from reconciler.api import Admission, ResourceFlavor
 
-from .capacity import CohortCapacity
+from .capacity import CohortModel, CohortTree
 from .clusterqueues import ClusterQueueModel, active_condition
 from .ledger import Charge, FlavorResource, Ledger
 from .quantity import parse_quantity, to_amount
@@ -49,36 +49,96 @@ class QuotaCache:
     workloads: dict[WorkloadKey, WorkloadInfo] = field(default_factory=dict)
     # Cohort name -> its member ClusterQueues.
     cohorts: dict[str, set[str]] = field(default_factory=dict)
+    # Cohort objects (hierarchical cohorts), and each cohort's child cohorts.
+    cohort_models: dict[str, CohortModel] = field(default_factory=dict)
+    child_cohorts: dict[str, set[str]] = field(default_factory=dict)
     # When each admitted workload got its quota (RFC 3339, "" when only known as "just now"),
     # and an admission counter to order equal times: preemption takes the newest first.
     admitted_at: dict[WorkloadKey, tuple[str, int]] = field(default_factory=dict)
     # Admitted workloads whose eviction (preemption) has been asked for and not yet seen.
     evicting: set[WorkloadKey] = field(default_factory=set)
     _admissions: int = 0
+    # Cohort arithmetic memo, valid for (ledger generation, tree shape version).
+    _tree_memo: dict[tuple[str, FlavorResource, int], tuple[int, int, int]] = field(default_factory=dict)
+    _tree_memo_at: tuple[int, int] = (-1, -1)
+    _shape: int = 0
 
     @property
-    def capacity(self) -> CohortCapacity:
-        """What each ClusterQueue can still use, its cohort included."""
-        return CohortCapacity(self.ledger, self.cluster_queues, self.cohorts)
+    def capacity(self) -> CohortTree:
+        """What each ClusterQueue can still use, its cohort tree included."""
+        at = (self.ledger.generation, self._shape)
+        if at != self._tree_memo_at:
+            self._tree_memo.clear()
+            self._tree_memo_at = at
+        return CohortTree(
+            self.ledger,
+            self.cluster_queues,
+            self.cohorts,
+            self.cohort_models,
+            self.child_cohorts,
+            self._tree_memo,
+        )
+
+    @property
+    def admissions(self) -> int:
+        """How many admissions the cache has taken (a change means less quota is free)."""
+        return self._admissions
 
     def cohort_of(self, cluster_queue: str) -> str | None:
         model = self.cluster_queues.get(cluster_queue)
         return None if model is None else model.cohort
 
     def cohort_members(self, cluster_queue: str) -> set[str]:
-        """The ClusterQueues sharing quota with this one (itself included)."""
-        cohort = self.cohort_of(cluster_queue)
-        return {cluster_queue} if cohort is None else set(self.cohorts.get(cohort, ()))
+        """The ClusterQueues sharing quota with this one: its whole cohort tree (itself included)."""
+        tree = self.capacity
+        root = tree.root(cluster_queue)
+        return {cluster_queue} if root is None else {cluster_queue, *tree.subtree_cluster_queues(root)}
+
+    def cohort_path(self, cluster_queue: str) -> list[str]:
+        """The ClusterQueue's cohorts, from the root down to its parent."""
+        return list(reversed(self.capacity.ancestors(("cq", cluster_queue))))
+
+    # --- cohorts ------------------------------------------------------------------------
+
+    def set_cohort(self, model: CohortModel) -> set[str]:
+        """Add or change a Cohort object; gives the ClusterQueues whose quota it may change."""
+        before = self._tree_members(model.name)
+        self.delete_cohort(model.name)
+        self._shape += 1
+        self.cohort_models[model.name] = model
+        if model.parent is not None:
+            self.child_cohorts.setdefault(model.parent, set()).add(model.name)
+        return before | self._tree_members(model.name)
+
+    def delete_cohort(self, name: str) -> set[str]:
+        self._shape += 1
+        before = self._tree_members(name)
+        old = self.cohort_models.pop(name, None)
+        if old is not None and old.parent is not None:
+            siblings = self.child_cohorts.get(old.parent, set())
+            siblings.discard(name)
+            if not siblings:
+                self.child_cohorts.pop(old.parent, None)
+        return before
+
+    def _tree_members(self, cohort: str) -> set[str]:
+        tree = self.capacity
+        top = cohort
+        for ancestor in tree.ancestors(("cohort", cohort)):
+            top = ancestor
+        return set(tree.subtree_cluster_queues(top))
 
     # --- queue objects ------------------------------------------------------------------
 
     def set_flavor(self, flavor: ResourceFlavor) -> None:
+        self._shape += 1
         self.flavors[flavor.metadata.name] = flavor
 
     def delete_flavor(self, name: str) -> None:
         self.flavors.pop(name, None)
 
     def set_cluster_queue(self, model: ClusterQueueModel) -> None:
+        self._shape += 1
         self.broken_cluster_queues.pop(model.name, None)
         self._leave_cohort(model.name)
         self.cluster_queues[model.name] = model
@@ -86,11 +146,13 @@ class QuotaCache:
             self.cohorts.setdefault(model.cohort, set()).add(model.name)
 
     def set_broken_cluster_queue(self, name: str, reason: str) -> None:
+        self._shape += 1
         self._leave_cohort(name)
         self.cluster_queues.pop(name, None)
         self.broken_cluster_queues[name] = reason
 
     def delete_cluster_queue(self, name: str) -> None:
+        self._shape += 1
         self._leave_cohort(name)
         self.cluster_queues.pop(name, None)
         self.broken_cluster_queues.pop(name, None)

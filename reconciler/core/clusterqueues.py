@@ -2,10 +2,17 @@
 
 from __future__ import annotations
 
-from collections.abc import Container
+from collections.abc import Container, Sequence
 from dataclasses import dataclass, field
 
-from reconciler.api import ClusterQueue, ClusterQueuePreemption, FlavorFungibility, LabelSelector
+from reconciler.api import (
+    BorrowWithinCohort,
+    ClusterQueue,
+    ClusterQueuePreemption,
+    FlavorFungibility,
+    LabelSelector,
+    ResourceGroup,
+)
 
 from .quantity import QuantityError, parse_quantity, to_amount
 
@@ -16,11 +23,13 @@ __all__ = [
     "ResourceGroupModel",
     "active_condition",
     "compile_cluster_queue",
+    "compile_resource_groups",
 ]
 
 
 WITHIN_CLUSTER_QUEUE_POLICIES = ("Never", "LowerPriority", "LowerOrNewerEqualPriority")
 RECLAIM_POLICIES = ("Never", "LowerPriority", "Any")
+BORROW_WITHIN_COHORT_POLICIES = ("Never", "LowerPriority")
 
 
 class InvalidClusterQueueError(ValueError):
@@ -55,6 +64,10 @@ class ClusterQueueModel:
     # preemption.withinClusterQueue and preemption.reclaimWithinCohort.
     within_cluster_queue: str = "Never"
     reclaim_within_cohort: str = "Never"
+    # preemption.borrowWithinCohort: reclaim from lower priorities while borrowing (at or
+    # below maxPriorityThreshold when set).
+    borrow_within_cohort: bool = False
+    max_priority_threshold: int | None = None
     terminating: bool = False  # being deleted: admits nothing new while its workloads finish
     group_of: dict[str, int] = field(default_factory=dict)
 
@@ -86,10 +99,15 @@ class ClusterQueueModel:
         return None if quota is None else quota.lending_limit.get(resource)
 
 
-def compile_cluster_queue(cq: ClusterQueue) -> ClusterQueueModel:
+def compile_resource_groups(
+    resource_groups: Sequence[ResourceGroup], parent_field: str, has_parent: bool, *, is_cohort: bool = False
+) -> list[ResourceGroupModel]:
+    """Quotas of a ClusterQueue or Cohort; limits need a parent (`parent_field` names it). As in
+    Kueue, only a ClusterQueue's lendingLimit must stay within its nominal quota."""
+    parent_word = "parent" if is_cohort else parent_field
     groups: list[ResourceGroupModel] = []
     seen_resources: set[str] = set()
-    for gi, group in enumerate(cq.spec.resource_groups):
+    for gi, group in enumerate(resource_groups):
         path = f"spec.resourceGroups[{gi}]"
         for resource in group.covered_resources:
             if resource in seen_resources:
@@ -117,19 +135,24 @@ def compile_cluster_queue(cq: ClusterQueue) -> ClusterQueueModel:
                 ):
                     if value is None:
                         continue
-                    if not cq.spec.cohort_name:
+                    if not has_parent:
                         raise InvalidClusterQueueError(
-                            f"{where}.{field_name}: must be nil when cohortName is empty; "
-                            "set spec.cohortName or remove the limit"
+                            f"{where}.{field_name}: must be nil when {parent_word} is empty; "
+                            f"set spec.{parent_field} or remove the limit"
                         )
                     limits[quota.name] = _amount(f"{where}.{field_name}", quota.name, value)
-                if lending.get(quota.name, 0) > nominal[quota.name]:
+                if not is_cohort and lending.get(quota.name, 0) > nominal[quota.name]:
                     raise InvalidClusterQueueError(
                         f"{where}.lendingLimit: must be less than or equal to the nominalQuota; "
                         "lower it or raise nominalQuota"
                     )
             flavors.append(FlavorQuota(flavor.name, nominal, borrowing, lending))
         groups.append(ResourceGroupModel(tuple(group.covered_resources), tuple(flavors)))
+    return groups
+
+
+def compile_cluster_queue(cq: ClusterQueue) -> ClusterQueueModel:
+    groups = compile_resource_groups(cq.spec.resource_groups, "cohortName", bool(cq.spec.cohort_name))
     fungibility = cq.spec.flavor_fungibility or FlavorFungibility()
     preemption = cq.spec.preemption or ClusterQueuePreemption()
     for field_name, value, allowed in (
@@ -140,6 +163,18 @@ def compile_cluster_queue(cq: ClusterQueue) -> ClusterQueueModel:
             raise InvalidClusterQueueError(
                 f"spec.preemption.{field_name}: {value!r} is not one of {', '.join(allowed)}; use one of them"
             )
+    borrow = preemption.borrow_within_cohort or BorrowWithinCohort()
+    if borrow.policy not in BORROW_WITHIN_COHORT_POLICIES:
+        raise InvalidClusterQueueError(
+            f"spec.preemption.borrowWithinCohort.policy: {borrow.policy!r} is not one of "
+            f"{', '.join(BORROW_WITHIN_COHORT_POLICIES)}; use one of them"
+        )
+    if preemption.reclaim_within_cohort == "Never" and borrow.policy != "Never":
+        # Kueue's CEL rule on spec.preemption, in its words.
+        raise InvalidClusterQueueError(
+            "spec.preemption: Invalid value: reclaimWithinCohort=Never and borrowWithinCohort.Policy!=Never; "
+            "set reclaimWithinCohort or borrowWithinCohort.policy: Never"
+        )
     return ClusterQueueModel(
         name=cq.metadata.name,
         groups=groups,
@@ -150,6 +185,8 @@ def compile_cluster_queue(cq: ClusterQueue) -> ClusterQueueModel:
         borrow_stops_search=fungibility.when_can_borrow != "TryNextFlavor",
         within_cluster_queue=preemption.within_cluster_queue,
         reclaim_within_cohort=preemption.reclaim_within_cohort,
+        borrow_within_cohort=borrow.policy != "Never",
+        max_priority_threshold=borrow.max_priority_threshold,
         terminating=bool(cq.metadata.deletion_timestamp),
     )
 

@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from reconciler.api import Admission, ResourceFlavor
 
 from .cache import QuotaCache, charge_from_admission
+from .capacity import CohortModel
 from .clusterqueues import ClusterQueueModel
 from .ledger import Charge, Ledger
 from .queues import QueueManager
@@ -71,6 +72,13 @@ class Engine:
         self.cache.delete_cluster_queue(name)
         self.queues.delete_cluster_queue(name)
         self.queues.retry(members)
+
+    def set_cohort(self, model: CohortModel) -> None:
+        """A Cohort object (hierarchical cohorts) was added or changed: its tree's quota moved."""
+        self.queues.retry(self.cache.set_cohort(model))
+
+    def delete_cohort(self, name: str) -> None:
+        self.queues.retry(self.cache.delete_cohort(name))
 
     def set_local_queue(self, namespace: str, name: str, cluster_queue: str) -> None:
         self.queues.set_local_queue(namespace, name, cluster_queue)

@@ -25,14 +25,12 @@ from .workloads import PodSetInfo, WorkloadInfo
 
 __all__ = [
     "DeviceCheck",
-    "FlavorAttempt",
     "FlavorFit",
     "FlavorNoFit",
     "PodSetFlavors",
     "admission_node_labels",
     "admission_tolerations",
     "assign_flavors",
-    "considered_flavors",
     "node_labels_for",
 ]
 
@@ -50,25 +48,15 @@ class PodSetFlavors:
 
 
 @dataclass(frozen=True, slots=True)
-class FlavorAttempt:
-    """One flavor tried for a pod set, as Kueue's QuotaReserved Event lists it."""
-
-    flavor: str
-    fits: bool
-    # Only quota in use stands in the way (preempting could make room).
-    quota_bound: bool = False
-    borrows: bool = False
-    reasons: tuple[str, ...] = ()
-
-
-@dataclass(frozen=True, slots=True)
 class FlavorFit:
     pod_sets: list[PodSetFlavors]
     usage: dict[FlavorResource, int]
     # Some of it is borrowed from the cohort.
     borrows: bool = False
-    # Per pod set, the flavors tried on the way, by flavor name.
-    attempts: tuple[tuple[str, tuple[FlavorAttempt, ...]], ...] = ()
+    # Kueue's "Flavors considered" of the QuotaReserved Event ("" when every flavor fit plainly).
+    considered: str = ""
+    # How high in the cohort tree it borrows (0: not at all); Kueue orders a cohort's heads by it.
+    borrow_level: int = 0
 
 
 @dataclass(frozen=True, slots=True)
@@ -86,13 +74,24 @@ class _GroupAttempt:
     quota_bound: bool = False
     # The chosen flavor fits only by borrowing from the cohort.
     borrows: bool = False
-    tried: list[FlavorAttempt] = field(default_factory=list)
+    # The chosen flavor's borrow level.
+    level: int = 0
+    # Per flavor tried: (mode, borrow level, reasons), for Kueue's "Flavors considered".
+    tried: dict[str, tuple[str, int, list[str]]] = field(default_factory=dict)
 
-    def no_fit(
-        self, flavor: str, reasons: list[str], quota_bound: bool = False, borrows: bool = False
-    ) -> None:
-        self.reasons.extend(reasons)
-        self.tried.append(FlavorAttempt(flavor, False, quota_bound, borrows, tuple(sorted(reasons))))
+
+def _considered(tried: Mapping[str, tuple[str, int, list[str]]]) -> str:
+    """Kueue's wording of the flavors tried for one pod set, plain fits left out."""
+    parts = []
+    for name in sorted(tried):
+        mode, borrow, reasons = tried[name]
+        if mode == "Fit" and borrow == 0:
+            continue
+        text = mode + (f";borrow={borrow}" if borrow > 0 else "")
+        if reasons:
+            text += ";" + ";".join(sorted(set(reasons)))
+        parts.append(f"{name}({text})")
+    return ", ".join(parts)
 
 
 def _try_group(
@@ -114,22 +113,23 @@ def _try_group(
         name = quota.name
         flavor = flavors.get(name)
         if flavor is None:
-            attempt.no_fit(name, [f"flavor {name} not found"])
+            attempt.reasons.append(f"flavor {name} not found")
+            attempt.tried[name] = ("NoFit", 0, [f"flavor {name} not found"])
             continue
         spec = pod_set.placement
         taint = first_untolerated_taint(
             flavor.spec.node_taints, [*spec.tolerations, *flavor.spec.tolerations]
         )
         if taint is not None:
-            attempt.no_fit(name, [f"untolerated taint {taint_text(taint)} in flavor {name}"])
+            attempt.reasons.append(f"untolerated taint {taint_text(taint)} in flavor {name}")
+            attempt.tried[name] = ("NoFit", 0, [attempt.reasons[-1]])
             continue
         if not flavor_matches_pod_spec(spec, flavor.spec.node_labels):
-            attempt.no_fit(name, [f"flavor {name} doesn't match node affinity"])
+            attempt.reasons.append(f"flavor {name} doesn't match node affinity")
+            attempt.tried[name] = ("NoFit", 0, [attempt.reasons[-1]])
             continue
-        fits, borrows, quota_bound = True, False, False
-        # Would it still borrow once preemption freed this ClusterQueue's own quota?
-        borrows_after_preemption = False
-        reasons: list[str] = []
+        fits, borrows = True, False
+        mode, level, notes = "Fit", 0, []
         for resource in wanted:
             fr = (name, resource)
             previous = assumed.get(fr, 0)
@@ -138,42 +138,53 @@ def _try_group(
             used = capacity.used(cq.name, fr)
             maximum, available = capacity.limits(cq, fr, nominal, used)
             if value > maximum:
-                reasons.append(
+                attempt.reasons.append(
                     f"insufficient quota for {resource} in flavor {name}, previously considered "
                     f"podsets requests ({format_amount(resource, previous)}) + current podset "
                     f"request ({format_amount(resource, requests[resource])}) > maximum capacity "
                     f"({format_amount(resource, maximum)})"
                 )
-                fits, quota_bound = False, False
+                mode, level, notes = "NoFit", 0, [attempt.reasons[-1]]
+                fits = False
                 break
             borrows = borrows or used + value > nominal
-            borrows_after_preemption = borrows_after_preemption or (cq.cohort is not None and value > nominal)
+            height, reclaimable = capacity.borrow_level(cq, fr, value)
             if value > available:
-                reasons.append(
+                attempt.reasons.append(
                     f"insufficient unused quota for {resource} in flavor {name}, "
                     f"{format_amount(resource, value - available)} more needed"
                 )
-                attempt.quota_bound = quota_bound = True
+                notes.append(attempt.reasons[-1])
+                attempt.quota_bound = True
                 fits = False
+                # Kueue asks its preemption oracle where preemption could help; this records
+                # only whether it would be asked (the candidates are found later, if at all).
+                if nominal >= value or reclaimable or cq.borrow_within_cohort:
+                    mode = "preemptionMode=NoCandidates" if mode == "Fit" else mode
+                else:
+                    mode = "NoFit"
+            else:
+                level = max(level, height)
         if fits and devices is not None:
             short = next(
                 (s for r in wanted if (s := devices((name, r), assumed.get((name, r), 0) + requests[r]))),
                 None,
             )
             if short is not None:
-                reasons.append(short)  # the next flavor's nodes may have free devices
+                attempt.reasons.append(short)  # the next flavor's nodes may have free devices
+                mode, level, notes = "NoFit", 0, [short]
                 fits = False
+        attempt.tried[name] = (mode, level, notes)
         if not fits:
-            attempt.no_fit(name, reasons, quota_bound, quota_bound and borrows_after_preemption)
             continue
-        attempt.tried.append(FlavorAttempt(name, True, borrows=borrows))
         if not borrows or cq.borrow_stops_search:
-            attempt.flavor, attempt.borrows = name, borrows
+            attempt.flavor, attempt.borrows, attempt.level = name, borrows, level
             return attempt
         if borrowing_fit is None:
             borrowing_fit = name
     if borrowing_fit is not None:
         attempt.flavor, attempt.borrows = borrowing_fit, True
+        attempt.level = attempt.tried[borrowing_fit][1]
     return attempt
 
 
@@ -186,16 +197,16 @@ def assign_flavors(
 ) -> FlavorFit | FlavorNoFit:
     assumed: dict[FlavorResource, int] = {}
     results: list[PodSetFlavors] = []
-    attempts: list[tuple[str, tuple[FlavorAttempt, ...]]] = []
-    borrows = False
+    considered: list[str] = []
+    borrows, level = False, 0
     for pod_set in workload.pod_sets:
         requests = pod_set.total()
         if "pods" in cq.group_of:
             requests["pods"] = pod_set.count
         assigned: dict[str, str] = {}
         tried_groups: set[int] = set()
+        tried: dict[str, tuple[str, int, list[str]]] = {}
         reasons: list[str] = []
-        tried: dict[str, FlavorAttempt] = {}
         failed = False
         waiting = True
         for resource in sorted(requests):
@@ -211,7 +222,7 @@ def assign_flavors(
             tried_groups.add(index)
             group = cq.groups[index]
             attempt = _try_group(group, requests, pod_set, cq, flavors, capacity, assumed, devices)
-            tried.update((a.flavor, a) for a in attempt.tried)
+            tried.update(attempt.tried)
             if attempt.flavor is None:
                 failed = True
                 reasons.extend(attempt.reasons)
@@ -220,6 +231,7 @@ def assign_flavors(
                     break
                 continue
             borrows = borrows or attempt.borrows
+            level = max(level, attempt.level)
             for covered in group.covered:
                 if covered in requests:
                     assigned[covered] = attempt.flavor
@@ -230,33 +242,10 @@ def assign_flavors(
             fr = (flavor, resource)
             assumed[fr] = assumed.get(fr, 0) + requests[resource]
         results.append(PodSetFlavors(pod_set.name, pod_set.count, assigned, requests))
-        attempts.append((pod_set.name, tuple(tried[f] for f in sorted(tried))))
-    return FlavorFit(results, assumed, borrows, tuple(attempts))
-
-
-def considered_flavors(fit: FlavorFit, possibility: Callable[[str], str]) -> str:
-    """The flavors tried on the way to `fit` in Kueue's words, for its QuotaReserved Event:
-    `main: p3-t4(preemptionMode=NoCandidates;insufficient unused quota ...)`; empty when
-    every pod set got its first flavor without borrowing. `possibility(flavor)` tells
-    what preempting could do in a flavor short of unused quota: NoCandidates, Preempt or
-    Reclaim. A borrowing flavor shows `borrow=1`: the cohorts here are one level deep."""
-    parts: list[str] = []
-    for pod_set, attempts in fit.attempts:
-        shown: list[str] = []
-        for a in attempts:
-            if a.fits and not a.borrows:
-                continue
-            if a.fits:
-                mode = "Fit"
-            elif a.quota_bound:
-                mode = f"preemptionMode={possibility(a.flavor)}"
-            else:
-                mode = "NoFit"
-            details = [mode, *(["borrow=1"] if a.borrows else []), *a.reasons]
-            shown.append(f"{a.flavor}({';'.join(details)})")
-        if shown:
-            parts.append(f"{pod_set}: {', '.join(shown)}")
-    return " | ".join(parts)
+        text = _considered(tried)
+        if text:
+            considered.append(f"{pod_set.name}: {text}")
+    return FlavorFit(results, assumed, borrows, " | ".join(considered), level)
 
 
 def _flavor_labels(flavor_names: Iterable[str], flavors: Mapping[str, ResourceFlavor]) -> dict[str, str]:

@@ -31,6 +31,8 @@ class Ledger:
         self._usage: dict[str, dict[FlavorResource, int]] = {}
         self._charges: dict[WorkloadKey, Charge] = {}
         self._holders: dict[str, set[WorkloadKey]] = {}
+        # Bumped on every change of usage: what was computed from usage holds while it stays.
+        self.generation = 0
 
     def reserve(self, key: WorkloadKey, charge: Charge) -> None:
         if key in self._charges:
@@ -40,6 +42,7 @@ class Ledger:
         nonzero = {fr: amount for fr, amount in charge.usage.items() if amount}
         if not nonzero:
             return
+        self.generation += 1
         usage = self._usage.setdefault(charge.cluster_queue, {})
         for fr, amount in nonzero.items():
             usage[fr] = usage.get(fr, 0) + amount
@@ -55,6 +58,7 @@ class Ledger:
         usage = self._usage.get(charge.cluster_queue)
         if usage is None:
             return charge
+        self.generation += 1
         for fr, amount in charge.usage.items():
             if not amount:
                 continue
@@ -68,6 +72,7 @@ class Ledger:
         return charge
 
     def rebuild(self, charges: Iterable[tuple[WorkloadKey, Charge]]) -> None:
+        self.generation += 1
         self._usage.clear()
         self._charges.clear()
         self._holders.clear()

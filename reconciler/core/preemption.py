@@ -1,14 +1,27 @@
 """Which admitted workloads to preempt so that a pending one fits, as Kueue's classical preemption.
 
-Candidates are the admitted workloads the ClusterQueue's `preemption` policy allows:
-- `withinClusterQueue`: in the same ClusterQueue, `LowerPriority` (strictly lower) or
-  `LowerOrNewerEqualPriority` (also equal priority but queued later);
-- `reclaimWithinCohort`: in another member of the cohort that is borrowing the flavor
-  and resource, `Any` or `LowerPriority`.
-They are ordered: already being evicted first, other ClusterQueues before the
-preemptor's own, lower priority first, most recently admitted first. They are
-removed one by one until the workload fits; then those not needed after all are
-put back, newest removal first. The ledger is restored before returning.
+The workload's flavors are those it would get with nothing in the way; the
+flavor-resources it lacks unused quota for are the ones preemption must free.
+Candidates use one of those and are allowed by the ClusterQueue's policy:
+
+- same ClusterQueue (`withinClusterQueue`: `LowerPriority`, or
+  `LowerOrNewerEqualPriority` which adds equal priority queued later);
+- other ClusterQueues of the cohort tree that use more than their quota
+  (`reclaimWithinCohort`: `Any` or `LowerPriority`). Walking from the
+  preemptor's parent to the root, once the requests fit in a subtree's quota
+  the preemptor has the better claim to it and takes back regardless of
+  `borrowWithinCohort` (reason InCohortReclamation). Otherwise a candidate may
+  be preempted while the preemptor borrows only when `borrowWithinCohort` is
+  `LowerPriority` and the candidate has lower priority, at or below
+  `maxPriorityThreshold` when set (InCohortReclaimWhileBorrowing); else only if
+  the preemptor would not borrow afterwards (InCohortReclamation).
+
+Candidates are ordered: already being evicted first, then by kind (cohort
+claim, cohort priority, same queue), each by other ClusterQueues first, lower
+priority, most recently admitted, UID. They are removed one by one until the
+workload fits; those not needed after all are put back, newest removal first.
+One run allows borrowing and one does not, in Kueue's order. The ledger is
+restored before returning.
 """
 
 from __future__ import annotations
@@ -19,27 +32,33 @@ from dataclasses import dataclass
 from reconciler.api import ResourceFlavor
 
 from .cache import QuotaCache
+from .capacity import CohortTree
 from .clusterqueues import ClusterQueueModel
-from .flavors import FlavorFit, assign_flavors
-from .ledger import Charge
+from .ledger import Charge, FlavorResource
+from .selectors import first_untolerated_taint, flavor_matches_pod_spec
 from .workloads import WorkloadInfo
 
 __all__ = [
     "IN_CLUSTER_QUEUE",
+    "IN_COHORT_RECLAIM_WHILE_BORROWING",
     "IN_COHORT_RECLAMATION",
     "Target",
     "preemption_message",
-    "preemption_possibility",
     "preemption_targets",
 ]
 
 WorkloadKey = tuple[str, str]
 IN_CLUSTER_QUEUE = "InClusterQueue"
 IN_COHORT_RECLAMATION = "InCohortReclamation"
+IN_COHORT_RECLAIM_WHILE_BORROWING = "InCohortReclaimWhileBorrowing"
 _REASON_TEXT = {
     IN_CLUSTER_QUEUE: "prioritization in the ClusterQueue",
     IN_COHORT_RECLAMATION: "reclamation within the cohort",
+    IN_COHORT_RECLAIM_WHILE_BORROWING: "reclamation within the cohort while borrowing",
 }
+
+# Kinds of candidate (Kueue's preemption variants).
+_WITHIN_CQ, _HIERARCHY, _WITHOUT_BORROWING, _WHILE_BORROWING = range(4)
 
 
 @dataclass(frozen=True, slots=True)
@@ -49,10 +68,26 @@ class Target:
     reason: str
 
 
+@dataclass(frozen=True, slots=True)
+class _Candidate:
+    key: WorkloadKey
+    cluster_queue: str
+    variant: int
+    # The cohort where the preemptor's and the candidate's paths meet (None: same queue).
+    meet: str | None
+
+    @property
+    def reason(self) -> str:
+        if self.variant == _WITHIN_CQ:
+            return IN_CLUSTER_QUEUE
+        if self.variant == _WHILE_BORROWING:
+            return IN_COHORT_RECLAIM_WHILE_BORROWING
+        return IN_COHORT_RECLAMATION
+
+
 def cluster_queue_path(cache: QuotaCache, cluster_queue: str) -> str:
-    """Kueue's path of a ClusterQueue: its cohort (when it has one) first."""
-    cohort = cache.cohort_of(cluster_queue)
-    return f"/{cohort}/{cluster_queue}" if cohort else f"/{cluster_queue}"
+    """Kueue's path of a ClusterQueue: its cohorts from the root first."""
+    return "/" + "/".join([*cache.cohort_path(cluster_queue), cluster_queue])
 
 
 def preemption_message(preemptor_uid: str, job_uid: str, reason: str, preemptor_path: str, path: str) -> str:
@@ -63,82 +98,135 @@ def preemption_message(preemptor_uid: str, job_uid: str, reason: str, preemptor_
     )
 
 
-def _allowed_in_queue(policy: str, preemptor: WorkloadInfo, candidate: WorkloadInfo) -> bool:
+def _policy_allows(policy: str, preemptor: WorkloadInfo, candidate: WorkloadInfo) -> bool:
     if policy == "LowerPriority":
         return candidate.priority < preemptor.priority
     if policy == "LowerOrNewerEqualPriority":
         newer_equal = candidate.priority == preemptor.priority and preemptor.created < candidate.created
         return candidate.priority < preemptor.priority or newer_equal
-    return False
+    return policy == "Any"
 
 
-def _borrowing(cache: QuotaCache, model: ClusterQueueModel, charge: Charge) -> bool:
-    return any(
-        cache.ledger.used(model.name, fr) > model.nominal(*fr)
-        for fr, amount in charge.usage.items()
-        if amount
-    )
-
-
-def _candidates(cache: QuotaCache, preemptor: WorkloadInfo, model: ClusterQueueModel) -> list[Target]:
-    found: list[Target] = []
-    if model.within_cluster_queue != "Never":
-        for key in cache.ledger.holders(model.name):
-            candidate = cache.workloads.get(key)
-            if candidate is not None and _allowed_in_queue(model.within_cluster_queue, preemptor, candidate):
-                found.append(Target(key, model.name, IN_CLUSTER_QUEUE))
-    if model.cohort is not None and model.reclaim_within_cohort != "Never":
-        for other in sorted(cache.cohorts.get(model.cohort, set()) - {model.name}):
-            other_model = cache.cluster_queues.get(other)
-            if other_model is None:
-                continue
-            for key in cache.ledger.holders(other):
-                candidate, charge = cache.workloads.get(key), cache.ledger.charge_of(key)
-                if candidate is None or charge is None or not _borrowing(cache, other_model, charge):
+def _requests(
+    preemptor: WorkloadInfo, model: ClusterQueueModel, flavors: Mapping[str, ResourceFlavor], tree: CohortTree
+) -> dict[FlavorResource, int] | None:
+    """The flavor-resources the workload would use: per resource group, the first flavor it may run
+    on whose maximum capacity holds it. None when some group has no such flavor."""
+    usage: dict[FlavorResource, int] = {}
+    for pod_set in preemptor.pod_sets:
+        requests = pod_set.total()
+        if "pods" in model.group_of:
+            requests["pods"] = pod_set.count
+        for index in sorted({model.group_of.get(r, -1) for r in requests if requests[r]}):
+            if index < 0:
+                return None
+            group = model.groups[index]
+            wanted = [r for r in requests if r in group.covered]
+            chosen = None
+            for quota in group.flavors:
+                flavor = flavors.get(quota.name)
+                if flavor is None:
                     continue
-                if model.reclaim_within_cohort == "Any" or candidate.priority < preemptor.priority:
-                    found.append(Target(key, other, IN_COHORT_RECLAMATION))
-
-    def order(target: Target) -> tuple[bool, bool, int, tuple[tuple[int, ...], int], str]:
-        candidate = cache.workloads[target.key]
-        at, seq = cache.admitted_at.get(target.key, ("", 0))
-        newest_first = (_invert(at), -seq)
-        return (
-            target.key not in cache.evicting,
-            target.cluster_queue == model.name,
-            candidate.priority,
-            newest_first,
-            candidate.uid,
-        )
-
-    return sorted(found, key=order)
-
-
-def preemption_possibility(
-    preemptor: WorkloadInfo, model: ClusterQueueModel, cache: QuotaCache, flavor: str
-) -> str:
-    """What preempting could do in one flavor, in Kueue's words: NoCandidates when no
-    workload the policy allows holds quota of the flavor, Reclaim when all such
-    workloads are in other ClusterQueues, else Preempt. (Kueue also simulates whether
-    the candidates would free enough; here their presence is what counts.)"""
-    holding = [
-        t
-        for t in _candidates(cache, preemptor, model)
-        if any(fr[0] == flavor and amount for fr, amount in _usage(cache, t.key).items())
-    ]
-    if not holding:
-        return "NoCandidates"
-    return "Reclaim" if all(t.cluster_queue != model.name for t in holding) else "Preempt"
+                spec = pod_set.placement
+                taints = [*spec.tolerations, *flavor.spec.tolerations]
+                if first_untolerated_taint(flavor.spec.node_taints, taints) is not None:
+                    continue
+                if not flavor_matches_pod_spec(spec, flavor.spec.node_labels):
+                    continue
+                if all(
+                    usage.get((quota.name, r), 0) + requests[r]
+                    <= tree.limits(
+                        model,
+                        (quota.name, r),
+                        quota.nominal.get(r, 0),
+                        tree.used(model.name, (quota.name, r)),
+                    )[0]
+                    for r in wanted
+                ):
+                    chosen = quota.name
+                    break
+            if chosen is None:
+                return None
+            for r in wanted:
+                usage[(chosen, r)] = usage.get((chosen, r), 0) + requests[r]
+    return usage
 
 
-def _usage(cache: QuotaCache, key: WorkloadKey) -> Mapping[tuple[str, str], int]:
+def _uses(cache: QuotaCache, key: WorkloadKey, needed: set[FlavorResource]) -> bool:
     charge = cache.ledger.charge_of(key)
-    return charge.usage if charge is not None else {}
+    return charge is not None and any(charge.usage.get(fr, 0) for fr in needed)
 
 
-def _invert(stamp: str) -> tuple[int, ...]:
-    """Sorts RFC 3339 stamps newest first."""
-    return tuple(-ord(c) for c in stamp)
+def _classify(
+    cache: QuotaCache,
+    preemptor: WorkloadInfo,
+    model: ClusterQueueModel,
+    key: WorkloadKey,
+    cq: str,
+    advantage: bool,
+) -> int | None:
+    candidate = cache.workloads.get(key)
+    if candidate is None:
+        return None
+    policy = model.within_cluster_queue if cq == model.name else model.reclaim_within_cohort
+    if not _policy_allows(policy, preemptor, candidate):
+        return None
+    if cq == model.name:
+        return _WITHIN_CQ
+    if advantage:
+        return _HIERARCHY
+    if not model.borrow_within_cohort:
+        return _WITHOUT_BORROWING
+    threshold = model.max_priority_threshold
+    if candidate.priority >= preemptor.priority or (threshold is not None and candidate.priority > threshold):
+        return _WITHOUT_BORROWING
+    return _WHILE_BORROWING
+
+
+def _collect(
+    cache: QuotaCache,
+    tree: CohortTree,
+    preemptor: WorkloadInfo,
+    model: ClusterQueueModel,
+    needed: set[FlavorResource],
+    requests: Mapping[FlavorResource, int],
+) -> tuple[list[_Candidate], list[_Candidate], list[_Candidate]]:
+    """(same queue, cohort claim, cohort priority) candidates."""
+
+    def from_queue(cq: str, meet: str | None, advantage: bool) -> list[_Candidate]:
+        out = []
+        for key in cache.ledger.holders(cq):
+            if not _uses(cache, key, needed):
+                continue
+            variant = _classify(cache, preemptor, model, key, cq, advantage)
+            if variant is not None:
+                out.append(_Candidate(key, cq, variant, meet))
+        return out
+
+    same = from_queue(model.name, None, False) if model.within_cluster_queue != "Never" else []
+    claim: list[_Candidate] = []
+    by_priority: list[_Candidate] = []
+    node = ("cq", model.name)
+    parents = tree.ancestors(node)
+    if not parents or model.reclaim_within_cohort == "Never":
+        return same, claim, by_priority
+    advantage, remaining = tree.fits_in_quota(node, requests)
+    previous: str | None = None
+    for top in parents:
+        into = claim if advantage else by_priority
+        # Over-quota subtrees under `top` (the one already walked excepted), their over-quota queues.
+        stack = [top]
+        while stack:
+            for kind, name in tree.children(stack.pop()):
+                if kind == "cohort":
+                    if name != previous and not tree.within_nominal(("cohort", name), needed):
+                        stack.append(name)
+                elif name != model.name and not tree.within_nominal(("cq", name), needed):
+                    into.extend(from_queue(name, top, advantage))
+        fits, remaining = tree.fits_in_quota(("cohort", top), remaining)
+        advantage = advantage or fits
+        previous = top
+    return same, claim, by_priority
 
 
 def preemption_targets(
@@ -148,36 +236,115 @@ def preemption_targets(
     flavors: Mapping[str, ResourceFlavor],
 ) -> list[Target]:
     """The workloads to evict so that `preemptor` fits in `model`; empty when no set would do."""
-    candidates = _candidates(cache, preemptor, model)
+    tree = cache.capacity
+    requests = _requests(preemptor, model, flavors, tree)
+    if not requests:
+        return []
+    needed = {
+        fr
+        for fr, amount in requests.items()
+        if amount > tree.limits(model, fr, model.nominal(*fr), tree.used(model.name, fr))[1]
+    }
+    if not needed:
+        return []
+    # Kueue's flavor assigner tries preemption only where it could help this queue.
+    for fr in needed:
+        if not (
+            model.nominal(*fr) >= requests[fr]
+            or tree.borrow_level(model, fr, requests[fr])[1]
+            or model.borrow_within_cohort
+        ):
+            return []
+    same, claim, by_priority = _collect(cache, tree, preemptor, model, needed, requests)
+
+    def order(c: _Candidate) -> tuple[bool, int, tuple[int, ...], int, str]:
+        info = cache.workloads[c.key]
+        at, seq = cache.admitted_at.get(c.key, ("", 0))
+        return (c.cluster_queue == model.name, info.priority, _invert(at), -seq, info.uid)
+
+    lists = [sorted(part, key=order) for part in (claim, by_priority, same)]
+    evicting = [c for part in lists for c in part if c.key in cache.evicting]
+    rest = [c for part in lists for c in part if c.key not in cache.evicting]
+    candidates = evicting + rest
     if not candidates:
         return []
+    no_others = not claim and not by_priority
+    under_nominal = all(cache.ledger.used(model.name, fr) < model.nominal(*fr) for fr in needed)
+    if no_others or (not model.borrow_within_cohort and not under_nominal):
+        attempts = [True]
+    elif not model.borrow_within_cohort and not claim:
+        attempts = [False, True]
+    else:
+        attempts = [True, False]
+    for allow_borrowing in attempts:
+        found = _attempt(cache, tree, model, candidates, needed, requests, allow_borrowing)
+        if found:
+            return found
+    return []
+
+
+def _attempt(
+    cache: QuotaCache,
+    tree: CohortTree,
+    model: ClusterQueueModel,
+    candidates: list[_Candidate],
+    needed: set[FlavorResource],
+    requests: Mapping[FlavorResource, int],
+    allow_borrowing: bool,
+) -> list[Target]:
     ledger = cache.ledger
-    removed: list[tuple[Target, Charge]] = []
+    node = ("cq", model.name)
 
     def fits() -> bool:
-        return isinstance(assign_flavors(preemptor, model, flavors, cache.capacity), FlavorFit)
+        for fr, amount in requests.items():
+            if not allow_borrowing and tree.borrowing_with(node, fr, amount):
+                return False
+            if amount > tree.available(node, fr):
+                return False
+        return True
 
+    def valid(c: _Candidate) -> bool:
+        if c.cluster_queue == model.name:
+            return True
+        if allow_borrowing and c.variant == _WITHOUT_BORROWING:
+            return False
+        if tree.within_nominal(("cq", c.cluster_queue), needed):
+            return False
+        for cohort in tree.ancestors(("cq", c.cluster_queue)):
+            if cohort == c.meet:
+                break
+            if tree.within_nominal(("cohort", cohort), needed):
+                return False
+        return True
+
+    removed: list[tuple[_Candidate, Charge]] = []
     try:
-        for target in candidates:
-            charge = ledger.release(target.key)
+        for candidate in candidates:
+            if not valid(candidate):
+                continue
+            charge = ledger.release(candidate.key)
             if charge is None:
                 continue
-            removed.append((target, charge))
+            removed.append((candidate, charge))
             if not fits():
                 continue
             # Fits: put back what turns out not to be needed, newest removal first.
-            needed = [removed[-1]]
-            for earlier in reversed(removed[:-1]):
-                ledger.reserve(earlier[0].key, earlier[1])
+            kept = {candidate.key}
+            for earlier, earlier_charge in reversed(removed[:-1]):
+                ledger.reserve(earlier.key, earlier_charge)
                 if fits():
                     continue  # not needed: it stays put back
-                ledger.release(earlier[0].key)
-                needed.append(earlier)
-            kept = {t.key for t, _ in needed}
-            removed = [(t, c) for t, c in removed if t.key in kept]
-            return [t for t, _ in removed]
+                ledger.release(earlier.key)
+                kept.add(earlier.key)
+            removed = [(c, ch) for c, ch in removed if c.key in kept]
+            return [Target(c.key, c.cluster_queue, c.reason) for c, _ in removed]
         return []
     finally:
-        for target, charge in removed:
-            if not ledger.holds(target.key):
-                ledger.reserve(target.key, charge)
+        for candidate, charge in removed:
+            if not ledger.holds(candidate.key):
+                ledger.reserve(candidate.key, charge)
+
+
+def _invert(stamp: str) -> tuple[int, ...]:
+    """Sorts RFC 3339 stamps newest first."""
+    return tuple(-ord(c) for c in stamp)

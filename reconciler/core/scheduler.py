@@ -5,21 +5,25 @@ assigns flavors against the cache's free quota, and returns decisions: admit a
 workload with its flavors (its quota is reserved in the cache at once, and it
 leaves the queue manager), or leave it pending with Kueue's reason and
 message. A pending verdict is reported only when it changed.
+
+ClusterQueues of one cohort tree compete for the same quota, so they take
+turns as in Kueue's cycle: each offers its head, and the heads that fit
+without borrowing go first, then higher priority, then the older queue-order
+timestamp.
 """
 
 from __future__ import annotations
 
 from collections.abc import Hashable
 from dataclasses import dataclass, field, replace
-from functools import partial
 
 from .cache import QuotaCache
 from .clusterqueues import ClusterQueueModel, active_condition
-from .flavors import FlavorFit, FlavorNoFit, PodSetFlavors, assign_flavors, considered_flavors
+from .flavors import FlavorFit, FlavorNoFit, PodSetFlavors, assign_flavors
 from .inventory_admission import InventoryGate
 from .ledger import Charge
 from .pending_queue import Candidate, PendingQueue
-from .preemption import Target, preemption_possibility, preemption_targets
+from .preemption import Target, preemption_targets
 from .queues import QueueManager
 from .selectors import label_selector_matches
 from .workloads import WorkloadInfo
@@ -34,6 +38,7 @@ WorkloadKey = tuple[str, str]
 REASON_PENDING = "Pending"
 REASON_INADMISSIBLE = "Inadmissible"
 NAMESPACE_MISMATCH = "Workload namespace doesn't match ClusterQueue selector"
+NO_LONGER_FITS = "Workload no longer fits after processing another workload"
 
 
 @dataclass(frozen=True, slots=True)
@@ -41,7 +46,7 @@ class Admit:
     key: WorkloadKey
     cluster_queue: str
     pod_sets: list[PodSetFlavors]
-    # The flavors tried on the way, in Kueue's words ("" when the first flavor fit).
+    # Kueue's "Flavors considered" for the QuotaReserved Event ("" when nothing to say).
     considered: str = ""
 
 
@@ -83,13 +88,51 @@ class Scheduler:
         decisions: list[Decision] = []
         for key, message in queues.take_unreported():
             self._report(decisions, Pending(key, REASON_INADMISSIBLE, message))
+        # Workloads some preemptor in this cycle already counts on evicting.
+        claimed: set[WorkloadKey] = set()
+        # ClusterQueues sharing a cohort tree take turns (see _schedule_cohort).
+        by_root: dict[str | None, list[_QueuePass]] = {}
         for name in queues.take_dirty():
             queue = queues.queues.get(name)
             model = cache.cluster_queues.get(name)
             if queue is None or model is None:
                 continue
-            self._schedule_queue(cache, queues, model, queue, decisions)
+            if active_condition(model, cache.flavors)[0] != "True":
+                # Nothing in this queue can be admitted until the ClusterQueue is fixed.
+                message = f"ClusterQueue {model.name} is inactive"
+                for key in queue.ordered_keys():
+                    self._report(decisions, Pending(key, REASON_INADMISSIBLE, message, model.name))
+                continue
+            if model.cohort is not None and cache.capacity.in_cycle(name):
+                # As in Kueue, a ClusterQueue under a cohort cycle is left out until it is fixed.
+                continue
+            one = _QueuePass(self, cache, queues, model, queue, decisions, claimed)
+            root = cache.capacity.root(name) if model.cohort is not None else None
+            if root is None:
+                while one.step(one.peek()):
+                    pass
+            else:
+                by_root.setdefault(root, []).append(one)
+        for passes in by_root.values():
+            self._schedule_cohort(passes)
         return decisions
+
+    def _schedule_cohort(self, passes: list[_QueuePass]) -> None:
+        """Kueue's cycle over a cohort: each ClusterQueue offers its head; heads that fit without
+        borrowing go first, then higher priority, then the older queue-order timestamp. Rounds
+        repeat until every queue is done."""
+        live = list(passes)
+        while live:
+            heads: list[tuple[tuple[int, int, str, str], _QueuePass, _Head]] = []
+            for one in live:
+                head = one.peek()
+                if head is None:
+                    continue
+                info = one.queues.workloads[head.candidate.key]
+                level = head.fit.borrow_level if isinstance(head.fit, FlavorFit) else 0
+                heads.append(((level, -info.priority, info.created, one.model.name), one, head))
+            heads.sort(key=lambda h: h[0])
+            live = [one for _, one, head in heads if one.step(head)]
 
     def _report(self, out: list[Decision], pending: Pending) -> None:
         """Emit a pending verdict only when it differs from the last one for that workload."""
@@ -97,70 +140,6 @@ class Scheduler:
         if self._last.get(pending.key) != verdict:
             self._last[pending.key] = verdict
             out.append(pending)
-
-    def _schedule_queue(
-        self,
-        cache: QuotaCache,
-        queues: QueueManager,
-        model: ClusterQueueModel,
-        queue: PendingQueue,
-        out: list[Decision],
-    ) -> None:
-        if active_condition(model, cache.flavors)[0] != "True":
-            # Nothing in this queue can be admitted until the ClusterQueue is fixed.
-            message = f"ClusterQueue {model.name} is inactive"
-            for key in queue.ordered_keys():
-                self._report(out, Pending(key, REASON_INADMISSIBLE, message, model.name))
-            return
-        # Verdicts by shape hold until this ClusterQueue's usage changes (an admission).
-        verdicts: dict[bytes, FlavorNoFit] = {}
-        capacity = cache.capacity
-        # Workloads some preemptor in this pass already counts on evicting.
-        claimed: set[WorkloadKey] = set()
-        selector_ok: dict[str, bool] = {}
-        while (candidate := queue.next_candidate()) is not None:
-            key = candidate.key
-            info = queues.workloads[key]
-            ok = selector_ok.get(info.namespace)
-            if ok is None:
-                labels = cache.namespaces.get(info.namespace, {})
-                ok = selector_ok[info.namespace] = label_selector_matches(model.namespace_selector, labels)
-            if not ok:
-                group: Hashable = ("namespace", info.namespace)
-                pending = Pending(key, REASON_PENDING, NAMESPACE_MISMATCH, model.name)
-                self._settle(out, queue, candidate, group, pending)
-                continue
-            result = verdicts.get(info.shape)
-            if result is None:
-                devices = self.gate.check(cache.ledger) if self.gate is not None else None
-                fit = assign_flavors(info, model, cache.flavors, capacity, devices)
-                if isinstance(fit, FlavorFit):
-                    considered = considered_flavors(fit, partial(_possibility, cache, info, model))
-                    queues.remove(key)  # out of its pending queue too
-                    cache.admit(info, Charge(model.name, fit.usage))
-                    self._last.pop(key, None)
-                    out.append(Admit(key, model.name, fit.pod_sets, considered))
-                    verdicts.clear()
-                    continue
-                result = verdicts[info.shape] = fit
-            pending = Pending(key, REASON_PENDING, result.message, model.name)
-            group = info.shape
-            if result.waiting_for_quota and _may_preempt(model):
-                targets = preemption_targets(info, model, cache, cache.flavors)
-                victims = {t.key for t in targets}
-                if targets and not victims & claimed:
-                    claimed |= victims
-                    message = f"{result.message}. Pending the preemption of {len(targets)} workload(s)"
-                    pending = Pending(key, REASON_PENDING, message, model.name)
-                    group = ("preempting", key)  # parked alone: its verdict is its own
-                    fresh = tuple(t for t in targets if t.key not in cache.evicting)
-                    cache.evicting |= victims
-                    if fresh:
-                        out.append(Preempt(key, model.name, fresh))
-            if candidate.group is None and queue.strict_fifo and result.waiting_for_quota:
-                self._report(out, pending)
-                return
-            self._settle(out, queue, candidate, group, pending)
 
     def _settle(
         self,
@@ -186,8 +165,119 @@ class Scheduler:
         queue.settle(candidate.group if candidate.group is not None else group)
 
 
-def _possibility(cache: QuotaCache, info: WorkloadInfo, model: ClusterQueueModel, flavor: str) -> str:
-    return preemption_possibility(info, model, cache, flavor) if _may_preempt(model) else "NoCandidates"
+@dataclass(frozen=True, slots=True)
+class _Head:
+    candidate: Candidate
+    # Its flavor assignment as of `admissions` admissions into the cache; None when not evaluated.
+    fit: FlavorFit | FlavorNoFit | None
+    admissions: int
+
+
+class _QueuePass:
+    """One ClusterQueue's turn in a cycle: its candidates in queue order, one step at a time."""
+
+    def __init__(
+        self,
+        scheduler: Scheduler,
+        cache: QuotaCache,
+        queues: QueueManager,
+        model: ClusterQueueModel,
+        queue: PendingQueue,
+        out: list[Decision],
+        claimed: set[WorkloadKey],
+    ) -> None:
+        self.scheduler, self.cache, self.queues = scheduler, cache, queues
+        self.model, self.queue, self.out, self.claimed = model, queue, out, claimed
+        # Verdicts by shape hold until usage changes (an admission here or in the cohort).
+        self._verdicts: dict[bytes, FlavorNoFit] = {}
+        self._verdicts_at = cache.admissions
+        self.selector_ok: dict[str, bool] = {}
+
+    @property
+    def verdicts(self) -> dict[bytes, FlavorNoFit]:
+        if self._verdicts_at != self.cache.admissions:
+            self._verdicts.clear()
+            self._verdicts_at = self.cache.admissions
+        return self._verdicts
+
+    def _namespace_ok(self, namespace: str) -> bool:
+        ok = self.selector_ok.get(namespace)
+        if ok is None:
+            labels = self.cache.namespaces.get(namespace, {})
+            ok = self.selector_ok[namespace] = label_selector_matches(self.model.namespace_selector, labels)
+        return ok
+
+    def peek(self) -> _Head | None:
+        """The next candidate with its flavor assignment (when its namespace may use the queue)."""
+        candidate = self.queue.next_candidate()
+        if candidate is None:
+            return None
+        info = self.queues.workloads[candidate.key]
+        fit: FlavorFit | FlavorNoFit | None = None
+        if self._namespace_ok(info.namespace):
+            fit = self.verdicts.get(info.shape) or self._assign(info)
+        return _Head(candidate, fit, self.cache.admissions)
+
+    def _assign(self, info: WorkloadInfo) -> FlavorFit | FlavorNoFit:
+        gate = self.scheduler.gate
+        devices = gate.check(self.cache.ledger) if gate is not None else None
+        return assign_flavors(info, self.model, self.cache.flavors, self.cache.capacity, devices)
+
+    def step(self, head: _Head | None) -> bool:
+        """Admit, park or report one candidate; False when the queue is done for this cycle."""
+        if head is None:
+            return False
+        cache, queues, model, queue, out = self.cache, self.queues, self.model, self.queue, self.out
+        scheduler = self.scheduler
+        candidate = head.candidate
+        key = candidate.key
+        info = queues.workloads[key]
+        if not self._namespace_ok(info.namespace):
+            group: Hashable = ("namespace", info.namespace)
+            pending = Pending(key, REASON_PENDING, NAMESPACE_MISMATCH, model.name)
+            scheduler._settle(out, queue, candidate, group, pending)
+            return True
+        result = self.verdicts.get(info.shape)
+        # It fitted when the round began, but another ClusterQueue's head went first.
+        overtaken = isinstance(head.fit, FlavorFit) and head.admissions != cache.admissions
+        if result is None:
+            # What the peek found holds unless something was admitted since.
+            fit = None if overtaken else head.fit
+            if fit is None:
+                fit = self._assign(info)
+            if isinstance(fit, FlavorFit):
+                queues.remove(key)  # out of its pending queue too
+                cache.admit(info, Charge(model.name, fit.usage))
+                scheduler._last.pop(key, None)
+                out.append(Admit(key, model.name, fit.pod_sets, fit.considered))
+                return True
+            result = self.verdicts[info.shape] = fit
+        if overtaken:
+            # Kueue's skipped entry: reported, and tried again on the next round as it is.
+            scheduler._report(out, Pending(key, REASON_PENDING, NO_LONGER_FITS, model.name))
+            if candidate.group is not None:
+                # Its group's verdict no longer speaks for it: report it again when settled.
+                scheduler._group_verdicts[(model.name, candidate.group)] = None
+            return True
+        pending = Pending(key, REASON_PENDING, result.message, model.name)
+        group = info.shape
+        if result.waiting_for_quota and _may_preempt(model):
+            targets = preemption_targets(info, model, cache, cache.flavors)
+            victims = {t.key for t in targets}
+            if targets and not victims & self.claimed:
+                self.claimed |= victims
+                message = f"{result.message}. Pending the preemption of {len(targets)} workload(s)"
+                pending = Pending(key, REASON_PENDING, message, model.name)
+                group = ("preempting", key)  # parked alone: its verdict is its own
+                fresh = tuple(t for t in targets if t.key not in cache.evicting)
+                cache.evicting |= victims
+                if fresh:
+                    out.append(Preempt(key, model.name, fresh))
+        if candidate.group is None and queue.strict_fifo and result.waiting_for_quota:
+            scheduler._report(out, pending)
+            return False
+        scheduler._settle(out, queue, candidate, group, pending)
+        return True
 
 
 def _may_preempt(model: ClusterQueueModel) -> bool:

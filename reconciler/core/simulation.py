@@ -24,6 +24,7 @@ import msgspec
 
 from reconciler.api import (
     ClusterQueue,
+    Cohort,
     DeviceClass,
     Job,
     LocalQueue,
@@ -39,10 +40,12 @@ from reconciler.api import (
 from reconciler.api.slices import Node, ResourceSlice
 
 from .clusterqueues import InvalidClusterQueueError, compile_cluster_queue
+from .cohorts import compile_cohort
 from .engine import Engine
 from .inventory import InventoryIndex
 from .inventory_admission import InventoryGate
 from .inventory_report import DEVICES_COVER_QUOTA, devices_cover_quota
+from .ordering import EVICTION_TIMESTAMP, queue_order_timestamp
 from .priority import MissingPriorityClass, resolve_priority
 from .quantity import QuantityError
 from .scheduler import Admit, Decision, Pending, Preempt
@@ -120,7 +123,11 @@ def _is_admitted(workload: Workload) -> bool:
 
 
 def simulate(
-    objects: Sequence[InputObject], mappings: Mapping[str, str], now: str, inventory_mode: str = "Off"
+    objects: Sequence[InputObject],
+    mappings: Mapping[str, str],
+    now: str,
+    inventory_mode: str = "Off",
+    requeuing_timestamp: str = EVICTION_TIMESTAMP,
 ) -> SimulationResult:
     result = SimulationResult()
     state = Engine()
@@ -144,6 +151,11 @@ def simulate(
             except (InvalidClusterQueueError, QuantityError) as err:
                 raise SimulationError(f"{_describe(obj)}: {err}") from None
             cluster_queues.append((cq, obj.body))
+        elif kind == "Cohort" and api_version.startswith(_KUEUE_GROUP):
+            try:
+                state.set_cohort(compile_cohort(_decode(obj, Cohort)))
+            except (InvalidClusterQueueError, QuantityError) as err:
+                raise SimulationError(f"{_describe(obj)}: {err}") from None
         elif kind == "LocalQueue" and api_version.startswith(_KUEUE_GROUP):
             lq = _decode(obj, LocalQueue)
             if not lq.metadata.namespace:
@@ -234,6 +246,7 @@ def simulate(
         if info.choices:
             # As the controller records it: which firstAvailable subrequests are charged.
             workload.metadata.annotations[FIRST_AVAILABLE_ANNOTATION] = "; ".join(info.choices)
+        info.created = queue_order_timestamp(workload, requeuing_timestamp) or info.created
         workloads[info.key] = workload
         infos[info.key] = info
         if _is_admitted(workload):

@@ -15,7 +15,8 @@ One ``Metrics`` object per process owns a dedicated ``CollectorRegistry``
 
 Every ``kueue_`` series carries ``replica_role`` (``leader``, ``follower`` or
 ``standalone``), read at the moment of the increment or the scrape. ``cohort``
-is the ClusterQueue's cohortName; ``priority_class`` is not reported yet (``""``).
+is the ClusterQueue's cohortName; ``priority_class`` is the Workload's priority class name
+(``""`` without one), on the series where Kueue v0.18 carries it.
 
 Eviction hook: :meth:`Metrics.workload_evicted` is meant to be called where an
 eviction is written (waitForPodsReady, later preemption); readiness timing
@@ -133,6 +134,12 @@ class Metrics:
             cq_prio,
             registry=r,
         )
+        self._cohort_admitted = Counter(
+            "kueue_cohort_subtree_admitted_workloads",
+            "The total number of admitted workloads per cohort's subtree",
+            ["cohort", "priority_class", ROLE],
+            registry=r,
+        )
         self._finished = Counter(
             "kueue_finished_workloads",
             "The total number of finished workloads per 'cluster_queue'",
@@ -148,7 +155,7 @@ class Metrics:
         self._preempted = Counter(
             "kueue_preempted_workloads",
             "The number of preempted workloads per 'preempting_cluster_queue' and 'reason' "
-            "(InClusterQueue, InCohortReclamation)",
+            "(InClusterQueue, InCohortReclamation, InCohortReclaimWhileBorrowing)",
             ["preempting_cluster_queue", "reason", ROLE],
             registry=r,
         )
@@ -264,37 +271,56 @@ class Metrics:
         self._attempts.labels(result, self.role).inc()
         self._attempt_seconds.labels(result, self.role).observe(seconds)
 
-    def quota_reserved(self, cluster_queue: str, created: str | None) -> None:
+    def quota_reserved(
+        self, cluster_queue: str, created: str | None, priority_class: str = NO_PRIORITY
+    ) -> None:
         """A Workload's admission was written (quota reserved and admitted at once: no checks)."""
-        self._reserved.labels(cluster_queue, NO_PRIORITY, self.role).inc()
-        self._admitted.labels(cluster_queue, NO_PRIORITY, self.role).inc()
+        self._reserved.labels(cluster_queue, priority_class, self.role).inc()
+        self._admitted.labels(cluster_queue, priority_class, self.role).inc()
         since = _parse_time(created)
         if since is not None:
             wait = max(0.0, self._now() - since)
-            self._reserved_wait.labels(cluster_queue, NO_PRIORITY, self.role).observe(wait)
-            self._admission_wait.labels(cluster_queue, NO_PRIORITY, self.role).observe(wait)
+            self._reserved_wait.labels(cluster_queue, priority_class, self.role).observe(wait)
+            self._admission_wait.labels(cluster_queue, priority_class, self.role).observe(wait)
 
-    def workload_finished(self, cluster_queue: str) -> None:
-        self._finished.labels(cluster_queue, NO_PRIORITY, self.role).inc()
+    def admitted_in_cohorts(self, cohorts: list[str], priority_class: str = NO_PRIORITY) -> None:
+        """A Workload was admitted by a ClusterQueue under these cohorts (its parent up to the root)."""
+        for cohort in cohorts:
+            self._cohort_admitted.labels(cohort, priority_class, self.role).inc()
 
-    def workload_evicted(self, cluster_queue: str, reason: str, underlying_cause: str = "") -> None:
+    def workload_finished(self, cluster_queue: str, priority_class: str = NO_PRIORITY) -> None:
+        self._finished.labels(cluster_queue, priority_class, self.role).inc()
+
+    def workload_evicted(
+        self,
+        cluster_queue: str,
+        reason: str,
+        underlying_cause: str = "",
+        priority_class: str = NO_PRIORITY,
+    ) -> None:
         """HOOK: call where an eviction is written (e.g. reason ``PodsReadyTimeout``)."""
-        self._evicted.labels(cluster_queue, reason, underlying_cause, NO_PRIORITY, self.role).inc()
+        self._evicted.labels(cluster_queue, reason, underlying_cause, priority_class, self.role).inc()
 
     def workload_preempted(self, preempting_cluster_queue: str, reason: str) -> None:
         """HOOK: call where a preemption's eviction is written."""
         self._preempted.labels(preempting_cluster_queue, reason, self.role).inc()
 
-    def workload_ready(self, cluster_queue: str, created: str | None, admitted: str | None) -> None:
+    def workload_ready(
+        self,
+        cluster_queue: str,
+        created: str | None,
+        admitted: str | None,
+        priority_class: str = NO_PRIORITY,
+    ) -> None:
         """HOOK: call when a Workload's PodsReady turns True (waitForPodsReady)."""
         now = self._now()
         since_created, since_admitted = _parse_time(created), _parse_time(admitted)
         if since_created is not None:
-            self._ready_wait.labels(cluster_queue, NO_PRIORITY, self.role).observe(
+            self._ready_wait.labels(cluster_queue, priority_class, self.role).observe(
                 max(0.0, now - since_created)
             )
         if since_admitted is not None:
-            self._admitted_until_ready.labels(cluster_queue, NO_PRIORITY, self.role).observe(
+            self._admitted_until_ready.labels(cluster_queue, priority_class, self.role).observe(
                 max(0.0, now - since_admitted)
             )
 

@@ -21,6 +21,7 @@ import structlog
 
 from reconciler.api import (
     ClusterQueue,
+    Cohort,
     DeviceClass,
     Job,
     LocalQueue,
@@ -35,6 +36,7 @@ from reconciler.api import (
 )
 from reconciler.api.resources import (
     CLUSTER_QUEUES,
+    COHORTS,
     DEVICE_CLASSES,
     JOBS,
     LOCAL_QUEUES,
@@ -69,6 +71,7 @@ PROJECTIONS: dict[str, type[Any]] = {
     WORKLOADS.plural: Workload,
     RESOURCE_CLAIM_TEMPLATES.plural: ResourceClaimTemplate,
     CLUSTER_QUEUES.plural: ClusterQueue,
+    COHORTS.plural: Cohort,
     LOCAL_QUEUES.plural: LocalQueue,
     RESOURCE_FLAVORS.plural: ResourceFlavor,
     NAMESPACES.plural: Namespace,

@@ -16,6 +16,7 @@ import structlog
 
 from reconciler.api import RequeueState, Workload
 from reconciler.api.resources import WORKLOADS
+from reconciler.core.priority import priority_class_name
 from reconciler.core.status import evicted_workload_status, resource_requests, set_condition
 
 from .actions import MergePatch, WriteDone
@@ -101,7 +102,10 @@ class Evictions:
             return
         charge = ctx.engine.ledger.charge_of(key)
         ctx.metrics.workload_evicted(
-            charge.cluster_queue if charge else "", eviction.reason, eviction.underlying_cause
+            charge.cluster_queue if charge else "",
+            eviction.reason,
+            eviction.underlying_cause,
+            priority_class_name(ctx.store.workloads.get(key)),
         )
         # Until this write's own event, an older one must not look like it is still admitted.
         ctx.apply_workload_write(key, done.body, until_seen=True)

@@ -21,7 +21,12 @@ from reconciler.core.jobs import (
     start_patch,
     suspend_patch,
 )
-from reconciler.core.priority import MissingPriorityClass, priority_update, resolve_priority
+from reconciler.core.priority import (
+    MissingPriorityClass,
+    priority_class_name,
+    priority_update,
+    resolve_priority,
+)
 from reconciler.core.status import set_condition
 from reconciler.core.workloads import workload_for_job
 from reconciler.kube import Conflict, NotFound
@@ -263,7 +268,8 @@ class Jobs:
         if done.ok and done.body is not None:
             ctx.apply_workload_write(key, done.body)
             ctx.engine.remove_workload(key)
-            ctx.metrics.workload_finished(self._cluster_queue_of(key))
+            priority_class = priority_class_name(ctx.store.workloads.get(key))
+            ctx.metrics.workload_finished(self._cluster_queue_of(key), priority_class)
         else:
             ctx.write_failed(done, expected=(NotFound,))
 

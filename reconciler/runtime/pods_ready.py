@@ -33,6 +33,7 @@ from reconciler.core.podstatus import (
     lasting,
     ready_or_succeeded,
 )
+from reconciler.core.priority import priority_class_name
 from reconciler.core.status import condition, set_condition
 
 from .actions import MergePatch, OnDone, Purpose, WriteDone
@@ -176,6 +177,7 @@ class PodsReady:
             admission.cluster_queue if admission else "",
             written.metadata.creation_timestamp,
             reserved.last_transition_time if reserved else None,
+            priority_class_name(written),
         )
 
     # --- deadlines ----------------------------------------------------------------------

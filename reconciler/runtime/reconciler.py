@@ -26,6 +26,7 @@ import structlog
 
 from reconciler.api import (
     ClusterQueue,
+    Cohort,
     Job,
     LocalQueue,
     Namespace,
@@ -35,6 +36,7 @@ from reconciler.api import (
 )
 from reconciler.api.resources import (
     CLUSTER_QUEUES,
+    COHORTS,
     DEVICE_CLASSES,
     JOBS,
     LOCAL_QUEUES,
@@ -52,7 +54,9 @@ from reconciler.api.resources import (
 )
 from reconciler.api.times import now_rfc3339
 from reconciler.config import Configuration
+from reconciler.core.capacity import CohortModel
 from reconciler.core.clusterqueues import InvalidClusterQueueError, compile_cluster_queue
+from reconciler.core.cohorts import compile_cohort
 from reconciler.core.jobs import PODSET_LABEL
 from reconciler.core.priority import PRIORITY_CLASS_LABEL
 from reconciler.core.quantity import QuantityError
@@ -89,6 +93,7 @@ WATCHED: tuple[Resource, ...] = (
     WORKLOADS,
     RESOURCE_CLAIM_TEMPLATES,
     CLUSTER_QUEUES,
+    COHORTS,
     LOCAL_QUEUES,
     RESOURCE_FLAVORS,
     NAMESPACES,
@@ -137,6 +142,7 @@ class Reconciler(ReconcilerViews):
             WORKLOADS.plural: self._on_workload,
             RESOURCE_CLAIM_TEMPLATES.plural: self._on_template,
             CLUSTER_QUEUES.plural: self._on_cluster_queue,
+            COHORTS.plural: self._on_cohort,
             LOCAL_QUEUES.plural: self._on_local_queue,
             RESOURCE_FLAVORS.plural: self._on_flavor,
             NAMESPACES.plural: self._on_namespace,
@@ -337,6 +343,19 @@ class Reconciler(ReconcilerViews):
         if self.ready:
             self.in_use.cluster_queue(name)
             self.in_use.recheck()  # a flavor it listed may be free now
+
+    def _on_cohort(self, key: Key, cohort: Cohort | None) -> None:
+        ctx, name = self.ctx, key[1]
+        ctx.dirty.queue_status = True
+        if cohort is None:
+            ctx.engine.delete_cohort(name)
+            return
+        try:
+            ctx.engine.set_cohort(compile_cohort(cohort))
+        except (InvalidClusterQueueError, QuantityError) as err:
+            # Its ClusterQueues keep serving; the cohort lends nothing of its own meanwhile.
+            log.warning("Cohort cannot be used", cohort=name, error=str(err))
+            ctx.engine.set_cohort(CohortModel(name, cohort.spec.parent_name or None))
 
     def _on_local_queue(self, key: Key, lq: LocalQueue | None) -> None:
         ctx = self.ctx

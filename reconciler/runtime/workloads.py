@@ -14,7 +14,9 @@ import structlog
 from reconciler.api import Workload, WorkloadStatus
 from reconciler.api.resources import WORKLOADS
 from reconciler.api.times import epoch
+from reconciler.core.ordering import EVICTION_TIMESTAMP, queue_order_timestamp
 from reconciler.core.podsready import PODS_READY, pods_ready_state
+from reconciler.core.priority import priority_class_name
 from reconciler.core.quantity import QuantityError
 from reconciler.core.scheduler import REASON_PENDING, Admit, Pending
 from reconciler.core.status import (
@@ -59,13 +61,17 @@ class Workloads:
     def compile(self, workload: Workload) -> WorkloadInfo:
         templates, claims = self.ctx.store.templates, self.ctx.pod_index.claims
         engine = self.ctx.engine
-        return compile_workload(
+        info = compile_workload(
             workload,
             lookup_template=lambda ns, name: templates.get((ns, name)),
             lookup_claim=lambda ns, name: claims.get((ns, name)),
             mappings=self.ctx.config.class_to_resource,
             covered=covered_by(engine.queues.local_queues, engine.cache.cluster_queues, workload),
         )
+        wfpr = self.ctx.config.wait_for_pods_ready
+        strategy = wfpr.requeuing_timestamp if wfpr is not None else EVICTION_TIMESTAMP
+        info.created = queue_order_timestamp(workload, strategy) or info.created
+        return info
 
     # --- keeping the core in line with the API ------------------------------------------
 
@@ -379,11 +385,9 @@ class Workloads:
     def _requeued(self, done: WriteDone) -> None:
         key = done.key
         if done.ok and done.body is not None:
+            # Kueue v0.18.1 sets Requeued=True BackoffFinished without an Event.
             self.ctx.apply_workload_write(key, done.body)
             self.ctx.dirty.workload(key, own_write=True)
-            workload = self.ctx.store.workloads.get(key)
-            if workload is not None:
-                self.ctx.events.emit(workload, "Normal", "Requeued", "The workload backoff was finished")
         else:
             self.ctx.write_failed(done, expected=EXPECTED_MISSES)
 
@@ -414,11 +418,11 @@ class Workloads:
                 status_patch(status, workload.metadata.resource_version),
                 subresource="status",
                 slot_name="workload-status",
-                on_done=self._admission_written,
+                on_done=lambda done: self._admission_written(done, decision.considered),
             )
         )
 
-    def _admission_written(self, done: WriteDone) -> None:
+    def _admission_written(self, done: WriteDone, considered: str = "") -> None:
         ctx = self.ctx
         key = done.key
         considered = self._considered.pop(key, "")
@@ -431,7 +435,9 @@ class Workloads:
             if workload is None:
                 return
             cq = workload.status.admission.cluster_queue if workload.status.admission else ""
-            ctx.metrics.quota_reserved(cq, workload.metadata.creation_timestamp)
+            priority_class = priority_class_name(workload)
+            ctx.metrics.quota_reserved(cq, workload.metadata.creation_timestamp, priority_class)
+            ctx.metrics.admitted_in_cohorts(ctx.engine.cache.cohort_path(cq), priority_class)
             waited = seconds_since(workload.metadata.creation_timestamp, ctx.clock())
             message = f"Quota reserved in ClusterQueue {cq}, wait time since queued was {waited}s"
             if considered:
@@ -471,7 +477,10 @@ class Workloads:
         if ctx.tracks_pods_ready(key):
             status = _waiting_for_start(status, now, generation)
         self._record_choices(workload, info)
-        if same_workload_status(status, workload.status):
+        # A status write still in flight may carry an older verdict: this one must follow it.
+        if same_workload_status(status, workload.status) and not ctx.workload_writes.in_flight(
+            key, "workload-status"
+        ):
             return
         ctx.write(
             MergePatch(

@@ -89,5 +89,10 @@ def test_a_high_priority_job_preempts_the_running_low_one() -> None:
     _, samples = scrape(metrics)
     labels = {"preempting_cluster_queue": "cq", "reason": "InClusterQueue", "replica_role": "leader"}
     assert metric(samples, "kueue_preempted_workloads_total", **labels) == 1
-    eviction = {"cluster_queue": "cq", "reason": "Preempted", "underlying_cause": "", "priority_class": ""}
+    eviction = {
+        "cluster_queue": "cq",
+        "reason": "Preempted",
+        "underlying_cause": "",
+        "priority_class": "low",
+    }  # the victim's class
     assert metric(samples, "kueue_evicted_workloads_total", replica_role="leader", **eviction) == 1
