@@ -22,6 +22,7 @@ from reconciler.api import DeviceClass, ResourceClaim, ResourceFlavor
 from reconciler.api.slices import ResourceSlice
 
 from .device_cel import CompiledDeviceClass, compile_device_class, device_facts
+from .selectors import requirement_matches
 
 __all__ = ["DeviceId", "DeviceInventory", "FlavorDevices", "InventoryIndex", "claim_devices"]
 
@@ -42,19 +43,6 @@ def claim_devices(claim: ResourceClaim) -> tuple[DeviceId, ...]:
                 (str(result.get("driver", "")), str(result.get("pool", "")), str(result.get("device", "")))
             )
     return tuple(out)
-
-
-def _requirement(key: str, operator: str, values: list[str], labels: Mapping[str, str]) -> bool:
-    present = key in labels
-    if operator == "In":
-        return present and labels[key] in values
-    if operator == "NotIn":
-        return not present or labels[key] not in values
-    if operator == "Exists":
-        return present
-    if operator == "DoesNotExist":
-        return not present
-    return False
 
 
 @dataclass(frozen=True, slots=True)
@@ -181,7 +169,7 @@ class InventoryIndex:
                 labels
                 for labels in self.nodes.values()
                 if any(
-                    all(_requirement(e.key, e.operator, e.values, labels) for e in t.match_expressions)
+                    all(requirement_matches(e.key, e.operator, e.values, labels) for e in t.match_expressions)
                     for t in terms
                 )
             ]

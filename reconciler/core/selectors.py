@@ -19,11 +19,12 @@ __all__ = [
     "first_untolerated_taint",
     "flavor_matches_pod_spec",
     "label_selector_matches",
+    "requirement_matches",
     "taint_text",
 ]
 
 
-def _requirement_matches(key: str, operator: str, values: Sequence[str], labels: Mapping[str, str]) -> bool:
+def requirement_matches(key: str, operator: str, values: Sequence[str], labels: Mapping[str, str]) -> bool:
     present = key in labels
     if operator == "In":
         return present and labels[key] in values
@@ -49,11 +50,11 @@ def label_selector_matches(selector: LabelSelector | None, labels: Mapping[str, 
     for key, value in selector.match_labels.items():
         if labels.get(key) != value:
             return False
-    return all(_requirement_matches(e.key, e.operator, e.values, labels) for e in selector.match_expressions)
+    return all(requirement_matches(e.key, e.operator, e.values, labels) for e in selector.match_expressions)
 
 
 def _term_matches(terms: Sequence[NodeSelectorRequirement], labels: Mapping[str, str]) -> bool:
-    return all(_requirement_matches(e.key, e.operator, e.values, labels) for e in terms)
+    return all(requirement_matches(e.key, e.operator, e.values, labels) for e in terms)
 
 
 @dataclass(frozen=True, slots=True)

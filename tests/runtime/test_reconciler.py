@@ -164,8 +164,8 @@ def test_second_job_waits_with_kueues_message_and_its_status_is_written_once() -
     assert of(h.take(), "workload-status") == []
 
 
-@pytest.mark.parametrize("finished", ["Complete", "Failed"])
-def test_a_finished_job_finishes_its_workload_and_frees_quota(finished: str) -> None:
+def admitted_job_a() -> tuple[Harness, Job, Workload]:
+    """Job a admitted and its admission seen back through the watch."""
     h = Harness()
     queues(h)
     h.sync_all()
@@ -179,6 +179,12 @@ def test_a_finished_job_finishes_its_workload_and_frees_quota(finished: str) -> 
     h.reconciler.handle(WriteDone(admit, body=msgspec.json.encode(admitted)))
     h.event("MODIFIED", WORKLOADS, admitted)
     h.take()
+    return h, job, admitted
+
+
+@pytest.mark.parametrize("finished", ["Complete", "Failed"])
+def test_a_finished_job_finishes_its_workload_and_frees_quota(finished: str) -> None:
+    h, job, admitted = admitted_job_a()
     done_body = msgspec.json.decode(msgspec.json.encode(job))
     done_body["spec"]["suspend"] = False
     done_body["status"] = {"conditions": [{"type": finished, "status": "True", "message": "done"}]}
@@ -201,19 +207,7 @@ def test_a_finished_job_finishes_its_workload_and_frees_quota(finished: str) -> 
 def test_a_deleted_admitted_jobs_workload_is_finished_owner_not_found_and_frees_quota() -> None:
     """As Kueue (FinishOrphanedWorkloads): the Workload of a Job that is gone is finished with
     OwnerNotFound, which returns its quota, and Kueue's finalizer is taken off."""
-    h = Harness()
-    queues(h)
-    h.sync_all()
-    job = gpu_job(h, "a")
-    h.event("ADDED", JOBS, job)
-    (create,) = of(h.take(), "create-workload")
-    workload = created_workload(h, create)
-    h.event("ADDED", WORKLOADS, workload)
-    (admit,) = of(h.take(), "admit")
-    admitted = apply_patch(h, workload, admit)
-    h.reconciler.handle(WriteDone(admit, body=msgspec.json.encode(admitted)))
-    h.event("MODIFIED", WORKLOADS, admitted)
-    h.take()
+    h, job, admitted = admitted_job_a()
     h.event("DELETED", JOBS, job)
     actions = h.take()
     (finish,) = of(actions, "finish")
