@@ -182,9 +182,15 @@ class Workloads:
                     status_patch(status, meta.resource_version),
                     subresource="status",
                     slot_name="workload-status",
-                    on_done=self._status_written,
+                    on_done=self._waiting_for_start_written,
                 )
             )
+
+    def _waiting_for_start_written(self, done: WriteDone) -> None:
+        self._status_written(done)
+        if not done.ok:
+            # Lost a race (a newer version, or a superseded write): look at it again.
+            self.ctx.dirty.workload(done.key)
 
     def _record_choices(self, workload: Workload, info: WorkloadInfo | None) -> None:
         """Show on the Workload which firstAvailable subrequests it is charged for (an annotation).
