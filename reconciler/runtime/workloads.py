@@ -53,8 +53,6 @@ class Workloads:
         self._fed: dict[Key, int] = {}
         # The firstAvailable annotation last asked for, per workload.
         self._annotating: dict[Key, str | None] = {}
-        # The flavors tried by an admission in flight, for its QuotaReserved Event.
-        self._considered: dict[Key, str] = {}
         # Waiting workloads seen without a PodsReady condition (see write_waiting_for_start).
         self._without_pods_ready: set[Key] = set()
 
@@ -413,8 +411,6 @@ class Workloads:
             workload.metadata.generation or None,
             pods_ready=ctx.tracks_pods_ready(key),
         )
-        if decision.considered:
-            self._considered[key] = decision.considered
         ctx.write(
             MergePatch(
                 "admit",
@@ -431,7 +427,6 @@ class Workloads:
     def _admission_written(self, done: WriteDone, considered: str = "") -> None:
         ctx = self.ctx
         key = done.key
-        considered = self._considered.pop(key, "")
         if done.ok and done.body is not None:
             ctx.stats.admitted += 1
             ctx.apply_workload_write(key, done.body, until_seen=True)
