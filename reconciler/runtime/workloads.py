@@ -165,7 +165,11 @@ class Workloads:
         keys, self._without_pods_ready = self._without_pods_ready, set()
         for key in keys:
             workload = ctx.store.workloads.get(key)
-            if workload is None or ctx.engine.is_admitted(key) or ctx.workload_writes.in_flight(key):
+            if workload is None or ctx.engine.is_admitted(key):
+                continue
+            if ctx.workload_writes.in_flight(key):
+                # E.g. its create, when the watch showed it before the response: try after it lands.
+                self._without_pods_ready.add(key)
                 continue
             if condition(workload.status.conditions, PODS_READY) is not None:
                 continue

@@ -301,3 +301,42 @@ def test_a_workload_no_verdict_is_written_for_still_shows_waiting_for_start() ->
         msgspec.json.decode(wait.patch)["metadata"]["resourceVersion"] == follower.metadata.resource_version
     )
     assert of(h.take(), "waiting-for-start") == []  # in flight: not asked for twice
+
+
+def test_waiting_for_start_is_written_when_the_watch_shows_the_workload_before_the_create_returns() -> None:
+    """The watch's ADDED event may come before the create's response: the create is then still in
+    flight when the scheduler runs, and the follower must still get WaitForStart once it returns."""
+    h = Clocked()
+    queues(h)
+    cq = h.reconciler.ctx.store.cluster_queues["cq"]
+    body = msgspec.json.decode(msgspec.json.encode(cq))
+    body["spec"]["queueingStrategy"] = "StrictFIFO"
+    body["spec"]["resourceGroups"][0]["flavors"][0]["resources"][0]["nominalQuota"] = 2
+    h.event("MODIFIED", CLUSTER_QUEUES, decode(body, ClusterQueue))
+    h.sync_all()
+    admitted_job(h, "a")
+    big = job_body(
+        "big",
+        uid="uid-big",
+        parallelism=2,
+        completions=2,
+        claims=[{"name": "g", "resourceClaimTemplateName": "gpu"}],
+    )
+    big["metadata"]["resourceVersion"] = h.next_rv()
+    h.event("ADDED", JOBS, decode(big, Job))
+    (create,) = of(h.take(), "create-workload")
+    h.event("ADDED", WORKLOADS, created_workload(h, create))
+    h.take()
+    follower_job = job_body("c", uid="uid-c", claims=[{"name": "g", "resourceClaimTemplateName": "gpu"}])
+    follower_job["metadata"]["resourceVersion"] = h.next_rv()
+    h.event("ADDED", JOBS, decode(follower_job, Job))
+    (create_c,) = of(h.take(), "create-workload")
+    follower = created_workload(h, create_c)
+    h.event("ADDED", WORKLOADS, follower)  # before the create's response
+    early = h.take()
+    h.reconciler.handle(WriteDone(create_c, body=msgspec.json.encode(follower)))
+    waits = of(early + h.take(), "waiting-for-start")
+    assert len(waits) == 1
+    assert conditions(waits[0]) == {
+        "PodsReady": ("False", "WaitForStart", "Not all pods are ready or succeeded")
+    }
