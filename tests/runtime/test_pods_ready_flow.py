@@ -9,6 +9,7 @@ from reconciler.api.resources import CLUSTER_QUEUES, JOBS, PODS, WORKLOADS
 from reconciler.api.times import epoch
 from reconciler.config import parse_config
 from reconciler.kube import Conflict
+from reconciler.runtime.actions import Action
 from reconciler.runtime.writer import WriteDone
 from tests.support.builders import job_body
 from tests.support.pods_ready_harness import (
@@ -29,6 +30,8 @@ from tests.support.reconciler_harness import (
     of,
     queues,
 )
+
+GPU_CLAIM = {"name": "g", "resourceClaimTemplateName": "gpu"}
 
 
 def test_a_stalled_job_is_evicted_at_the_deadline_and_its_quota_goes_to_the_next() -> None:
@@ -267,11 +270,8 @@ def test_a_deactivated_workload_loses_its_requeue_count_and_is_requeued_when_rea
     assert h.reconciler.core.workload(("ns", evicted.metadata.name)) is not None
 
 
-def test_a_workload_no_verdict_is_written_for_still_shows_waiting_for_start() -> None:
-    """Behind a StrictFIFO head nothing is decided for the followers; Kueue's job reconciler
-    still gives their Workloads PodsReady=False WaitForStart, and so does the controller,
-    once, after the scheduler's decisions (never racing an admission)."""
-    h = Clocked()
+def strict_fifo_with_a_blocked_head(h: Clocked) -> list[Action]:
+    """StrictFIFO over 2 GPUs: Job a admitted, then a two-GPU head that waits; what it was given."""
     queues(h)
     cq = h.reconciler.ctx.store.cluster_queues["cq"]
     body = msgspec.json.decode(msgspec.json.encode(cq))
@@ -280,18 +280,20 @@ def test_a_workload_no_verdict_is_written_for_still_shows_waiting_for_start() ->
     h.event("MODIFIED", CLUSTER_QUEUES, decode(body, ClusterQueue))
     h.sync_all()
     admitted_job(h, "a")
-    big = job_body(
-        "big",
-        uid="uid-big",
-        parallelism=2,
-        completions=2,
-        claims=[{"name": "g", "resourceClaimTemplateName": "gpu"}],
-    )
+    big = job_body("big", uid="uid-big", parallelism=2, completions=2, claims=[GPU_CLAIM])
     big["metadata"]["resourceVersion"] = h.next_rv()
     h.event("ADDED", JOBS, decode(big, Job))
     (create,) = of(h.take(), "create-workload")
     h.event("ADDED", WORKLOADS, created_workload(h, create))
-    (pending,) = of(h.take(), "workload-status")  # the head's verdict carries the condition
+    return h.take()
+
+
+def test_a_workload_no_verdict_is_written_for_still_shows_waiting_for_start() -> None:
+    """Behind a StrictFIFO head nothing is decided for the followers; Kueue's job reconciler
+    still gives their Workloads PodsReady=False WaitForStart, and so does the controller,
+    once, after the scheduler's decisions (never racing an admission)."""
+    h = Clocked()
+    (pending,) = of(strict_fifo_with_a_blocked_head(h), "workload-status")  # the head's verdict
     assert conditions(pending)["PodsReady"][1] == "WaitForStart"
     _, follower, actions = queued_job(h, "c")
     assert of(actions, "workload-status") == []  # no verdict behind a StrictFIFO head
@@ -307,27 +309,8 @@ def test_waiting_for_start_is_written_when_the_watch_shows_the_workload_before_t
     """The watch's ADDED event may come before the create's response: the create is then still in
     flight when the scheduler runs, and the follower must still get WaitForStart once it returns."""
     h = Clocked()
-    queues(h)
-    cq = h.reconciler.ctx.store.cluster_queues["cq"]
-    body = msgspec.json.decode(msgspec.json.encode(cq))
-    body["spec"]["queueingStrategy"] = "StrictFIFO"
-    body["spec"]["resourceGroups"][0]["flavors"][0]["resources"][0]["nominalQuota"] = 2
-    h.event("MODIFIED", CLUSTER_QUEUES, decode(body, ClusterQueue))
-    h.sync_all()
-    admitted_job(h, "a")
-    big = job_body(
-        "big",
-        uid="uid-big",
-        parallelism=2,
-        completions=2,
-        claims=[{"name": "g", "resourceClaimTemplateName": "gpu"}],
-    )
-    big["metadata"]["resourceVersion"] = h.next_rv()
-    h.event("ADDED", JOBS, decode(big, Job))
-    (create,) = of(h.take(), "create-workload")
-    h.event("ADDED", WORKLOADS, created_workload(h, create))
-    h.take()
-    follower_job = job_body("c", uid="uid-c", claims=[{"name": "g", "resourceClaimTemplateName": "gpu"}])
+    strict_fifo_with_a_blocked_head(h)
+    follower_job = job_body("c", uid="uid-c", claims=[GPU_CLAIM])
     follower_job["metadata"]["resourceVersion"] = h.next_rv()
     h.event("ADDED", JOBS, decode(follower_job, Job))
     (create_c,) = of(h.take(), "create-workload")
