@@ -292,8 +292,9 @@ def _parse_mappings(raw: object, version: str) -> tuple[DeviceClassMapping, ...]
         _check_unknown(entry, allowed, ipath)
         if "sources" in entry:
             raise ConfigError(
-                f"{ipath}.sources: counter and capacity sources are not supported by this "
-                "controller yet; charge whole devices by removing sources"
+                f"{ipath}.sources: Kueue's counter and capacity sources are not supported by this "
+                "controller; remove sources, and charge a device capacity with this controller's "
+                "capacity field instead (capacity: [{name: memory, resource: example.com/gpu-memory}])"
             )
         name = entry.get("name")
         if not isinstance(name, str) or not name:
