@@ -227,7 +227,9 @@ def test_no_device_of_the_class_on_the_flavor_is_said_with_class_and_flavor() ->
 def test_a_capacity_is_the_largest_among_the_class_devices_of_the_flavor() -> None:
     inv = inventory(node_slice("node-a", 1, ["10Gi", "20Gi"]), node_slice("node-b", 0, ["5Gi"]))
     assert inv.largest_capacity[("t4", "mig.example.com", "memory")] == 20 * GI
-    amount, how = inv.size("t4", DeviceDemand(MEMORY, "mig.example.com", 2, "memory"))
+    sized = inv.size("t4", DeviceDemand(MEMORY, "mig.example.com", 2, "memory"))
+    assert isinstance(sized, tuple)
+    amount, how = sized
     assert amount == 40 * GI
     assert "the largest on flavor t4's nodes" in how
 
