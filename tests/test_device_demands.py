@@ -243,6 +243,32 @@ def test_an_unknown_capacity_name_is_said() -> None:
     )
 
 
+def test_the_request_selectors_narrow_all_and_the_capacity() -> None:
+    inv = inventory(node_slice("node-a", 1, ["5Gi", "10Gi", "5Gi"]), node_slice("node-b", 0, ["10Gi"]))
+    small = (f'device.capacity["{DRIVER}"].memory.compareTo(quantity("5Gi")) == 0',)
+    all_small = DeviceDemand(MIG, "mig.example.com", None, selectors=small)
+    assert inv.size("t4", all_small)[0] == 2  # node-a has two 5Gi partitions; the class alone: 3
+    assert inv.size("t4", DeviceDemand(MIG, "mig.example.com", None))[0] == 3
+    memory = DeviceDemand(MEMORY, "mig.example.com", 1, "memory", selectors=small)
+    assert inv.size("t4", memory)[0] == 5 * GI  # the largest the selectors accept, not 10Gi
+    none = (f'device.capacity["{DRIVER}"].memory.compareTo(quantity("80Gi")) == 0',)
+    assert inv.size("t4", DeviceDemand(MIG, "mig.example.com", None, selectors=none)) == (
+        "no device of DeviceClass mig.example.com accepted by the request's selectors is published on the "
+        "nodes of flavor t4 (allocationMode All needs at least one)"
+    )
+    broken = inv.size("t4", DeviceDemand(MIG, "mig.example.com", None, selectors=("device.driver ==",)))
+    assert isinstance(broken, str)
+    assert broken.startswith("the request's selectors do not compile: DeviceClass (request): ")
+
+
+def test_request_selectors_are_read_from_the_claim() -> None:
+    selector = {"cel": {"expression": 'device.attributes["gpu.example.com"].profile == "1g"'}}
+    info = compile_("a", [all_request("mig.example.com", selectors=[selector])])
+    (demand, memory) = info.pod_sets[0].demands
+    assert demand.selectors == memory.selectors == ('device.attributes["gpu.example.com"].profile == "1g"',)
+    assert compile_("a", [all_request("mig.example.com")]).shape != info.shape
+
+
 def test_a_mapped_class_that_does_not_exist_is_said() -> None:
     index = InventoryIndex()
     inv = index.compute(FLAVORS, MAPPINGS, lambda pod: False)

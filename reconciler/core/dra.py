@@ -95,6 +95,8 @@ class DeviceDemand:
     per_device: int | None = None
     # Where it comes from, for what is recorded on the Workload.
     label: str = ""
+    # The request's own CEL selectors: only the class's devices they accept count.
+    selectors: tuple[str, ...] = ()
 
 
 @dataclass(slots=True)
@@ -186,6 +188,7 @@ def _charge_device(
     mode: str,
     count: int,
     capacity: object,
+    selectors: object,
     path: str,
     prefix: str,
     label: str,
@@ -194,8 +197,9 @@ def _charge_device(
     """Charge one request (or chosen subrequest) of a mapped DeviceClass: its devices, then the
     capacities its mapping charges. `path` is the request's, `capacity` its `capacity` field."""
     all_devices = mode == "All"
+    cel = _expressions(selectors)
     if all_devices:
-        into.demands.append(DeviceDemand(logical, device_class, None, label=label))
+        into.demands.append(DeviceDemand(logical, device_class, None, label=label, selectors=cel))
         into.devices.setdefault(device_class, 0)
     else:
         into.amounts[logical] = into.amounts.get(logical, 0) + count
@@ -216,8 +220,8 @@ def _charge_device(
                         f"the amount in capacity.requests.{name}",
                     )
                 )
-            demand = DeviceDemand(resource, device_class, None if all_devices else count, name, None, label)
-            into.demands.append(demand)
+            count_of = None if all_devices else count
+            into.demands.append(DeviceDemand(resource, device_class, count_of, name, None, label, cel))
             continue
         try:
             per_device = to_amount(resource, parse_quantity(asked))
@@ -226,10 +230,21 @@ def _charge_device(
                 _field_error(f"{path}.capacity.requests.{name}", "Invalid value", asked, prefix + str(err))
             )
         if all_devices:
-            into.demands.append(DeviceDemand(resource, device_class, None, name, per_device, label))
+            into.demands.append(DeviceDemand(resource, device_class, None, name, per_device, label, cel))
         else:
             into.amounts[resource] = into.amounts.get(resource, 0) + count * per_device
     return None
+
+
+def _expressions(selectors: object) -> tuple[str, ...]:
+    """The CEL expressions of a request's ``selectors`` (``[{cel: {expression: ...}}]``)."""
+    out: list[str] = []
+    for selector in selectors if isinstance(selectors, list) else []:
+        cel = selector.get("cel") if isinstance(selector, dict) else None
+        expression = cel.get("expression") if isinstance(cel, dict) else None
+        if isinstance(expression, str) and expression.strip():
+            out.append(expression)
+    return tuple(out)
 
 
 def _first_available(
@@ -269,6 +284,7 @@ def _first_available(
             mode=mode,
             count=count,
             capacity=sub.get("capacity"),
+            selectors=sub.get("selectors"),
             path=sub_path,
             prefix=prefix,
             label=label,
@@ -343,6 +359,7 @@ def _charge_requests(
             mode=mode,
             count=1 if exact.count is None else exact.count,
             capacity=exact.capacity,
+            selectors=exact.selectors,
             path=f"{req_path}.exactly",
             prefix=prefix,
             label=f"{label}, request {request.name or k}",

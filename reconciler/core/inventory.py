@@ -24,9 +24,10 @@ from __future__ import annotations
 from collections.abc import Callable, Collection, Iterable, Mapping
 from dataclasses import dataclass, field
 from fractions import Fraction
+from functools import lru_cache
 
-from reconciler.api import DeviceClass, ResourceClaim, ResourceFlavor
-from reconciler.api.slices import ResourceSlice
+from reconciler.api import DeviceClass, DeviceClassSpec, ObjectMeta, ResourceClaim, ResourceFlavor
+from reconciler.api.slices import ResourceSlice, SliceDevice
 
 from .device_cel import CompiledDeviceClass, compile_device_class, device_facts
 from .dra import DeviceDemand
@@ -38,6 +39,8 @@ __all__ = ["DeviceId", "DeviceInventory", "FlavorDevices", "InventoryIndex", "cl
 # (driver, pool, device): a device's identity, as allocation results name it.
 DeviceId = tuple[str, str, str]
 Key = tuple[str, str]
+# A slice and the names of the devices of one class in it.
+NodeSlice = tuple[ResourceSlice, frozenset[str]]
 
 
 def claim_devices(claim: ResourceClaim) -> tuple[DeviceId, ...]:
@@ -80,6 +83,13 @@ class DeviceInventory:
     # (flavor, DeviceClass, capacity name) -> the largest such capacity of the class's devices there.
     largest_capacity: Mapping[tuple[str, str, str], Fraction] = field(default_factory=dict)
 
+    # (flavor, DeviceClass) -> per node of the flavor, its slices and the class's devices in each.
+    node_slices: Mapping[tuple[str, str], Mapping[str, tuple[NodeSlice, ...]]] = field(default_factory=dict)
+    # What requests with selectors of their own come to: (most on one node, largest capacity).
+    _by_request: dict[tuple[object, ...], tuple[int, Fraction | None]] = field(
+        default_factory=dict, compare=False, repr=False
+    )
+
     def size(self, flavor: str, demand: DeviceDemand) -> tuple[int, str] | str:
         """What a charge the flavor decides amounts to in ``flavor`` (per pod, with how it was
         reckoned), or why the flavor cannot take it."""
@@ -91,10 +101,14 @@ class DeviceInventory:
             )
         if any(e.startswith(f"DeviceClass {cls}:") for e in self.class_errors):
             return f"DeviceClass {cls} has selectors that do not compile, so it selects no device"
-        most = self.most_on_node.get((flavor, cls), 0)
+        reckoned = self._reckon(flavor, demand)
+        if isinstance(reckoned, str):
+            return reckoned
+        most, largest = reckoned
+        which = f"DeviceClass {cls}" + (" accepted by the request's selectors" if demand.selectors else "")
         if demand.count is None and most == 0:
             return (
-                f"no device of DeviceClass {cls} is published on the nodes of flavor {flavor} "
+                f"no device of {which} is published on the nodes of flavor {flavor} "
                 "(allocationMode All needs at least one)"
             )
         count = most if demand.count is None else demand.count
@@ -107,10 +121,9 @@ class DeviceInventory:
         if demand.per_device is not None:
             per_device, how = demand.per_device, "requested"
         else:
-            largest = self.largest_capacity.get((flavor, cls, demand.capacity))
             if largest is None:
                 return (
-                    f"no device of DeviceClass {cls} on the nodes of flavor {flavor} publishes capacity "
+                    f"no device of {which} on the nodes of flavor {flavor} publishes capacity "
                     f"{demand.capacity} (charged as {resource}); fix the name in deviceClassMappings "
                     "capacity or request the amount in capacity.requests"
                 )
@@ -120,6 +133,36 @@ class DeviceInventory:
             f"{devices} x {format_amount(resource, per_device)} {demand.capacity} ({how}) charged as "
             f"{format_amount(resource, amount)} {resource}"
         )
+
+    def _reckon(self, flavor: str, demand: DeviceDemand) -> tuple[int, Fraction | None] | str:
+        """(most devices on one node, largest capacity) of the class's devices in the flavor that
+        the request's own selectors (if any) accept."""
+        cls, capacity = demand.device_class, demand.capacity
+        if not demand.selectors:
+            largest = self.largest_capacity.get((flavor, cls, capacity)) if capacity else None
+            return self.most_on_node.get((flavor, cls), 0), largest
+        key = (flavor, cls, demand.selectors, capacity)
+        known = self._by_request.get(key)
+        if known is not None:
+            return known
+        compiled = _request_selectors(demand.selectors)
+        if compiled.errors:
+            return "the request's selectors do not compile: " + "; ".join(compiled.errors)
+        most, top = 0, Fraction(-1)
+        for pairs in self.node_slices.get((flavor, cls), {}).values():
+            on_node = 0
+            for sl, names in pairs:
+                driver = sl.spec.driver
+                for device in sl.spec.devices:
+                    if device.name not in names or not compiled.selects(device_facts(driver, device)):
+                        continue
+                    on_node += 1
+                    value = _capacity_of(driver, device, capacity) if capacity else None
+                    if value is not None and value > top:
+                        top = value
+            most = max(most, on_node)
+        known = self._by_request[key] = (most, top if top >= 0 else None)
+        return known
 
     def devices(self, flavor: str, resource: str) -> FlavorDevices | None:
         """None when ``resource`` is not a DRA-mapped resource."""
@@ -276,6 +319,7 @@ class InventoryIndex:
             flavor_slices[flavor_name] = list(reach)
         by_class: dict[tuple[str, str], FlavorDevices] = {}
         most_on_node: dict[tuple[str, str], int] = {}
+        node_slices: dict[tuple[str, str], dict[str, tuple[NodeSlice, ...]]] = {}
         largest: dict[tuple[str, str, str], Fraction] = {}
         by_resource_ids: dict[tuple[str, str], set[DeviceId]] = {}
         classes_of: dict[str, list[str]] = {}
@@ -287,16 +331,21 @@ class InventoryIndex:
             for flavor_name, names in flavor_slices.items():
                 ids: set[DeviceId] = set()
                 per_node: dict[str, int] = {}
+                on_nodes: dict[str, tuple[NodeSlice, ...]] = {}
                 for name in names:
                     sl = self.slices[name]
                     selected = self._selected(class_name, name)
+                    if not selected:
+                        continue
                     ids.update((sl.spec.driver, sl.spec.pool.name, d) for d in selected)
                     for node in slice_nodes[flavor_name][name]:
                         per_node[node] = per_node.get(node, 0) + len(selected)
+                        on_nodes[node] = (*on_nodes.get(node, ()), (sl, selected))
                     if wanted_capacities and selected:
                         _largest(largest, (flavor_name, class_name), sl, selected, wanted_capacities)
                 by_class[(flavor_name, class_name)] = _count(ids, allocated)
                 most_on_node[(flavor_name, class_name)] = max(per_node.values(), default=0)
+                node_slices[(flavor_name, class_name)] = on_nodes
                 by_resource_ids.setdefault((flavor_name, resource), set()).update(ids)
         return DeviceInventory(
             by_class=by_class,
@@ -308,7 +357,27 @@ class InventoryIndex:
             ),
             most_on_node=most_on_node,
             largest_capacity=largest,
+            node_slices=node_slices,
         )
+
+
+@lru_cache(maxsize=256)
+def _request_selectors(expressions: tuple[str, ...]) -> CompiledDeviceClass:
+    """A request's own selectors, compiled as a class of their own (cached by their text)."""
+    selectors = [{"cel": {"expression": e}} for e in expressions]
+    request = DeviceClass(metadata=ObjectMeta(name="(request)"), spec=DeviceClassSpec(selectors=selectors))
+    return compile_device_class(request)
+
+
+def _capacity_of(driver: str, device: SliceDevice, name: str) -> Fraction | None:
+    wanted = _qualified(driver, name)
+    for key, capacity in device.capacity.items():
+        if _qualified(driver, key) == wanted:
+            try:
+                return parse_quantity(capacity.value)
+            except QuantityError:
+                return None
+    return None
 
 
 def _qualified(driver: str, name: str) -> tuple[str, str]:

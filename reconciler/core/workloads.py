@@ -328,4 +328,11 @@ def _shape(pod_sets: list[PodSetInfo]) -> bytes:
 
 
 def _demand_key(demand: DeviceDemand) -> list[object]:
-    return [demand.resource, demand.device_class, demand.count, demand.capacity, demand.per_device]
+    return [
+        demand.resource,
+        demand.device_class,
+        demand.count,
+        demand.capacity,
+        demand.per_device,
+        list(demand.selectors),
+    ]

@@ -106,9 +106,9 @@ class Inventory:
         ctx.device_inventory = inventory
         # allocationMode All and device capacities are charged by what the flavors' nodes hold.
         ctx.engine.scheduler.sizes = inventory
-        if previous is None or (previous.most_on_node, previous.largest_capacity) != (
-            inventory.most_on_node,
+        if previous is None or (previous.largest_capacity, previous.node_slices) != (
             inventory.largest_capacity,
+            inventory.node_slices,  # unchanged slices are the same objects: a cheap comparison
         ):
             ctx.engine.queues.retry()  # the charges the flavors decide may have changed
         if ctx.config.device_inventory.enforce:
