@@ -80,3 +80,14 @@ def test_an_all_devices_request_with_the_inventory_off_names_the_fix() -> None:
     ex = explain(state)
     text = " ".join([ex.summary, *ex.findings])
     assert "set deviceInventory.mode to Report or Enforce in the Configuration" in text
+
+
+def test_unreadable_slices_and_nodes_are_noted_only_when_they_size_the_charge() -> None:
+    state = walkthrough_state("job", B)
+    state.unreadable = ["ResourceSlices (forbidden)", "Nodes (forbidden)"]
+    assert [n for n in explain(state).notes if n.startswith("could not read")] == []
+    _all_devices(state)
+    assert [n for n in explain(state).notes if n.startswith("could not read")] == [
+        "could not read ResourceSlices (forbidden); the answer may be incomplete",
+        "could not read Nodes (forbidden); the answer may be incomplete",
+    ]
