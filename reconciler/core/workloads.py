@@ -66,6 +66,7 @@ class DeviceSizes(Protocol):
 
 
 _NOTHING: Mapping[str, int] = MappingProxyType({})
+_NO_RESOURCES: frozenset[str] = frozenset()
 _MAX_NAME = 253
 _HASH_LEN = 5
 # Labels the Job controller adds to a template; a Workload's template omits them.
@@ -155,6 +156,8 @@ class PodSetInfo:
     @property
     def demanded(self) -> frozenset[str]:
         """The resources some charge the flavor decides is for."""
+        if not self.demands and not self.demands_once:
+            return _NO_RESOURCES
         return frozenset(d.resource for d in (*self.demands, *self.demands_once))
 
     def total_in(
