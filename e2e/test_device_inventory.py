@@ -488,24 +488,13 @@ async def test_all_devices_and_gpu_memory_are_charged_from_the_published_devices
                 return found if words in found.get("message", "") else None
 
             # allocationMode All: 2 GPUs on the node, so 2 charged; a quota of 3 leaves 1.
-            await kube.create(jobs, claim_job("whole-a", ns, "all-gpus", run_seconds=20))
+            await kube.create(jobs, claim_job("whole-a", ns, "all-gpus", run_seconds=40))
             admitted = await wait_for("the All Job to be admitted", lambda: reserved("whole-a"), within=90)
             (assignment,) = admitted["status"]["admission"]["podSetAssignments"]
             assert assignment["resourceUsage"] == {GPU: "2"}
             assert admitted["metadata"]["annotations"]["dra-quota-reconciler/device-charges"] == (
                 "podset main, claim dev, request dev: 2 device(s) of DeviceClass gpu.nvidia.com "
                 "(allocationMode All: the most on one node of flavor a100) charged as 2 nvidia.com/gpu"
-            )
-            await kube.create(jobs, claim_job("whole-b", ns, "all-gpus", run_seconds=2))
-            pending = await wait_for(
-                "the second All Job to wait for quota",
-                lambda: waiting("whole-b", "insufficient unused quota"),
-                within=60,
-            )
-            assert (pending["status"], pending["reason"]) == ("False", "Pending")
-            assert pending["message"] == (
-                "couldn't assign flavors to pod set main: insufficient unused quota for nvidia.com/gpu in "
-                "flavor a100, 1 more needed"
             )
 
             # The scheduler really allocates both GPUs to the first Job's claim.
@@ -524,8 +513,20 @@ async def test_all_devices_and_gpu_memory_are_charged_from_the_published_devices
             results = await wait_for("the All claim to be allocated", allocated, within=90)
             assert sorted(r["device"] for r in results) == ["gpu-0", "gpu-1"]
 
+            await kube.create(jobs, claim_job("whole-b", ns, "all-gpus", run_seconds=2))
+            pending = await wait_for(
+                "the second All Job to wait for quota",
+                lambda: waiting("whole-b", "insufficient unused quota"),
+                within=60,
+            )
+            assert (pending["status"], pending["reason"]) == ("False", "Pending")
+            assert pending["message"] == (
+                "couldn't assign flavors to pod set main: insufficient unused quota for nvidia.com/gpu in "
+                "flavor a100, 1 more needed"
+            )
+
             # Memory capacity: one partition is charged the largest partition memory, 10Gi.
-            await kube.create(jobs, claim_job("part-a", ns, "one-partition", run_seconds=20))
+            await kube.create(jobs, claim_job("part-a", ns, "one-partition", run_seconds=60))
             admitted = await wait_for(
                 "the partition Job to be admitted", lambda: reserved("part-a"), within=60
             )
@@ -542,7 +543,7 @@ async def test_all_devices_and_gpu_memory_are_charged_from_the_published_devices
                 "nvidia.com/gpu-memory in flavor a100, 5Gi more needed"
             )
             # The first All Job ends: its 2 GPUs of quota come back and the second is admitted.
-            await wait_for("the second All Job to be admitted", lambda: reserved("whole-b"), within=120)
+            await wait_for("the second All Job to be admitted", lambda: reserved("whole-b"), within=150)
         finally:
             code = await asyncio.to_thread(controller.stop)
         assert code == 0, controller.log_tail(30)
