@@ -6,7 +6,9 @@ the second waits with the inventory message until the first ends and frees its d
 ClusterQueue shows ``DevicesCoverQuota=False`` (``QuotaExceedsDevices``). A mapping to a
 DeviceClass that does not exist gives a Warning Event and the condition on the ClusterQueue
 covering its resource. On a test-bed of its own, the fake driver's MIG-like partitions and extra
-DeviceClasses (one selecting by memory capacity) are counted per class.
+DeviceClasses (one selecting by memory capacity) are counted per class; on another, a Job asking
+for all GPUs of a node (allocationMode All) and one charged by partition memory are admitted with
+the charge the published devices decide, and a second of each waits for quota.
 """
 
 from __future__ import annotations
@@ -356,6 +358,192 @@ async def test_partitions_and_classes_published_by_the_fake_driver_are_counted_p
             )
             assert (found["status"], found["reason"]) == ("False", "QuotaExceedsDevices")
             assert "nominal quota 8 nvidia.com/mig-1g.5gb exceeds the 4 device(s)" in found["message"]
+        finally:
+            code = await asyncio.to_thread(controller.stop)
+        assert code == 0, controller.log_tail(30)
+
+
+GPU_MEMORY = "nvidia.com/gpu-memory"
+MIG = "nvidia.com/mig"
+
+
+def claim_job(name: str, namespace: str, template: str, *, run_seconds: int) -> Obj:
+    """A Job of one pod whose claim comes from ``template``, in LocalQueue ``lq``."""
+    body = job(name, namespace, run_seconds=run_seconds)
+    spec = body["spec"]["template"]["spec"]
+    spec["resourceClaims"] = [{"name": "dev", "resourceClaimTemplateName": template}]
+    spec["containers"][0]["resources"] = {"claims": [{"name": "dev"}]}
+    return body
+
+
+def claim_template(name: str, namespace: str, exactly: Obj) -> Obj:
+    return {
+        "apiVersion": "resource.k8s.io/v1",
+        "kind": "ResourceClaimTemplate",
+        "metadata": {"name": name, "namespace": namespace},
+        "spec": {"spec": {"devices": {"requests": [{"name": "dev", "exactly": exactly}]}}},
+    }
+
+
+@pytest.mark.timeout(300)
+@pytest.mark.asyncio
+async def test_all_devices_and_gpu_memory_are_charged_from_the_published_devices(
+    tmp_path_factory: pytest.TempPathFactory,
+) -> None:
+    """Its own test-bed: one A100 node with 2 GPUs, each split into a 5Gi and a 10Gi partition.
+
+    A Job asking for all GPUs (allocationMode All) is charged 2 nvidia.com/gpu and really gets
+    both; with a quota of 3 a second one waits. A Job asking for one partition is charged the
+    largest partition memory (10Gi of nvidia.com/gpu-memory); with 15Gi a second one waits."""
+    spec = TestbedSpec(
+        nodes=[
+            NodeSpec(
+                name="a100-node",
+                labels={"pool": "a100"},
+                gpus=GpuSpec(
+                    count=2,
+                    model="A100-SXM4-40GB",
+                    partitions=[
+                        PartitionSpec(profile="1g.5gb", count=1, memory="5Gi"),
+                        PartitionSpec(profile="2g.10gb", count=1, memory="10Gi"),
+                    ],
+                ),
+            )
+        ],
+        device_classes=[DeviceClassSpec(name=MIG_CLASS, selector=MIG_SELECTOR)],
+    )
+    config = {
+        **CONFIGURATION,
+        "resources": {
+            "deviceClassMappings": [
+                {"name": GPU, "deviceClassNames": ["gpu.nvidia.com"]},
+                {
+                    "name": MIG,
+                    "deviceClassNames": [MIG_CLASS],
+                    "capacity": [{"name": "memory", "resource": GPU_MEMORY}],
+                },
+            ]
+        },
+        "deviceInventory": {"mode": "Report"},
+    }
+    run_dir = tmp_path_factory.mktemp("testbed-all-devices")
+    path = run_dir / "configuration.yaml"
+    path.write_text(yaml.safe_dump(config))
+    ns = "devices"
+    async with own_testbed(run_dir / "bed", spec) as bed, KubeClient.from_kubeconfig(bed.kubeconfig) as kube:
+        await install_crds(kube)
+        await kube.create(
+            api_path("v1", "namespaces"), {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": ns}}
+        )
+        flavor = {"apiVersion": KUEUE, "kind": "ResourceFlavor", "metadata": {"name": "a100"}}
+        await kube.create(
+            api_path(KUEUE, "resourceflavors"), {**flavor, "spec": {"nodeLabels": {"pool": "a100"}}}
+        )
+        quotas = [(GPU, 3), (MIG, 4), (GPU_MEMORY, "15Gi")]
+        cq = {
+            "apiVersion": KUEUE,
+            "kind": "ClusterQueue",
+            "metadata": {"name": "devices-cq"},
+            "spec": {
+                "namespaceSelector": {},
+                "resourceGroups": [
+                    {
+                        "coveredResources": [r for r, _ in quotas],
+                        "flavors": [
+                            {"name": "a100", "resources": [{"name": r, "nominalQuota": q} for r, q in quotas]}
+                        ],
+                    }
+                ],
+            },
+        }
+        await kube.create(api_path(KUEUE, "clusterqueues"), cq)
+        local_queue = {"apiVersion": KUEUE, "kind": "LocalQueue", "metadata": {"name": "lq", "namespace": ns}}
+        await kube.create(
+            api_path(KUEUE, "localqueues", ns), {**local_queue, "spec": {"clusterQueue": "devices-cq"}}
+        )
+        templates = api_path("resource.k8s.io/v1", "resourceclaimtemplates", ns)
+        await kube.create(
+            templates,
+            claim_template("all-gpus", ns, {"deviceClassName": "gpu.nvidia.com", "allocationMode": "All"}),
+        )
+        await kube.create(templates, claim_template("one-partition", ns, {"deviceClassName": MIG_CLASS}))
+        controller = ControllerProcess(path, bed.kubeconfig, run_dir / "controller.log")
+        await asyncio.to_thread(controller.start)
+        try:
+            scene = Scene(kube, ns)
+            jobs = api_path("batch/v1", "jobs", ns)
+
+            async def workload(job_name: str) -> Obj:
+                created = await kube.get(api_path("batch/v1", "jobs", ns, job_name))
+                name = workload_name_for_job(job_name, created["metadata"]["uid"])
+                found: Obj = await kube.get(api_path(KUEUE, "workloads", ns, name))
+                return found
+
+            async def reserved(name: str) -> Obj | None:
+                found = await scene.condition(name, "QuotaReserved")
+                return (await workload(name)) if found.get("status") == "True" else None
+
+            async def waiting(name: str, words: str) -> Obj | None:
+                found = await scene.condition(name, "QuotaReserved")
+                return found if words in found.get("message", "") else None
+
+            # allocationMode All: 2 GPUs on the node, so 2 charged; a quota of 3 leaves 1.
+            await kube.create(jobs, claim_job("whole-a", ns, "all-gpus", run_seconds=40))
+            admitted = await wait_for("the All Job to be admitted", lambda: reserved("whole-a"), within=90)
+            (assignment,) = admitted["status"]["admission"]["podSetAssignments"]
+            assert assignment["resourceUsage"] == {GPU: "2"}
+            assert admitted["metadata"]["annotations"]["dra-quota-reconciler/device-charges"] == (
+                "podset main, claim dev, request dev: 2 device(s) of DeviceClass gpu.nvidia.com "
+                "(allocationMode All: the most on one node of flavor a100) charged as 2 nvidia.com/gpu"
+            )
+
+            # The scheduler really allocates both GPUs to the first Job's claim.
+            async def allocated() -> list[Obj] | None:
+                claims = await kube.get(api_path("resource.k8s.io/v1", "resourceclaims", ns))
+                for item in claims.get("items", []):
+                    if not item["metadata"]["name"].startswith("whole-a-"):
+                        continue
+                    results: list[Obj] = (
+                        item.get("status", {}).get("allocation", {}).get("devices", {}).get("results", [])
+                    )
+                    if results:
+                        return results
+                return None
+
+            results = await wait_for("the All claim to be allocated", allocated, within=90)
+            assert sorted(r["device"] for r in results) == ["gpu-0", "gpu-1"]
+
+            await kube.create(jobs, claim_job("whole-b", ns, "all-gpus", run_seconds=2))
+            pending = await wait_for(
+                "the second All Job to wait for quota",
+                lambda: waiting("whole-b", "insufficient unused quota"),
+                within=60,
+            )
+            assert (pending["status"], pending["reason"]) == ("False", "Pending")
+            assert pending["message"] == (
+                "couldn't assign flavors to pod set main: insufficient unused quota for nvidia.com/gpu in "
+                "flavor a100, 1 more needed"
+            )
+
+            # Memory capacity: one partition is charged the largest partition memory, 10Gi.
+            await kube.create(jobs, claim_job("part-a", ns, "one-partition", run_seconds=60))
+            admitted = await wait_for(
+                "the partition Job to be admitted", lambda: reserved("part-a"), within=60
+            )
+            (assignment,) = admitted["status"]["admission"]["podSetAssignments"]
+            assert assignment["resourceUsage"] == {MIG: "1", GPU_MEMORY: "10Gi"}
+            await kube.create(jobs, claim_job("part-b", ns, "one-partition", run_seconds=2))
+            pending = await wait_for(
+                "the second partition Job to wait for memory quota",
+                lambda: waiting("part-b", "insufficient unused quota"),
+                within=60,
+            )
+            assert pending["message"] == (
+                "couldn't assign flavors to pod set main: insufficient unused quota for "
+                "nvidia.com/gpu-memory in flavor a100, 5Gi more needed"
+            )
+            # The first All Job ends: its 2 GPUs of quota come back and the second is admitted.
+            await wait_for("the second All Job to be admitted", lambda: reserved("whole-b"), within=150)
         finally:
             code = await asyncio.to_thread(controller.stop)
         assert code == 0, controller.log_tail(30)

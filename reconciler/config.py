@@ -19,6 +19,7 @@ import yaml
 __all__ = [
     "INVENTORY_MODES",
     "LIVE_FIELDS",
+    "CapacityMapping",
     "ConfigError",
     "Configuration",
     "DeviceClassMapping",
@@ -108,9 +109,19 @@ class ConfigError(ValueError):
 
 
 @dataclass(frozen=True)
+class CapacityMapping:
+    """``capacity[i]`` of a mapping: charge a device capacity (``name``) as a quota resource."""
+
+    name: str
+    resource: str
+
+
+@dataclass(frozen=True)
 class DeviceClassMapping:
     name: str
     device_class_names: tuple[str, ...]
+    # This controller's extension: device capacities charged as quota resources too.
+    capacity: tuple[CapacityMapping, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -179,16 +190,28 @@ class Configuration:
     device_inventory: DeviceInventoryConfig = field(default_factory=DeviceInventoryConfig)
     ignored_fields: tuple[str, ...] = ()
     _class_to_resource: dict[str, str] = field(default_factory=dict, init=False, compare=False, repr=False)
+    _class_capacities: dict[str, tuple[tuple[str, str], ...]] = field(
+        default_factory=dict, init=False, compare=False, repr=False
+    )
 
     def __post_init__(self) -> None:
         for mapping in self.device_class_mappings:
             for cls in mapping.device_class_names:
                 self._class_to_resource.setdefault(cls, mapping.name)
+                if mapping.capacity:
+                    self._class_capacities.setdefault(
+                        cls, tuple((c.name, c.resource) for c in mapping.capacity)
+                    )
 
     @property
     def class_to_resource(self) -> Mapping[str, str]:
         """DeviceClass name → logical quota resource name."""
         return self._class_to_resource
+
+    @property
+    def class_capacities(self) -> Mapping[str, tuple[tuple[str, str], ...]]:
+        """DeviceClass name → (device capacity name, quota resource) pairs charged besides the count."""
+        return self._class_capacities
 
 
 # Fields a running controller takes from a changed file (the rest need a restart), and the
@@ -259,7 +282,7 @@ def _parse_mappings(raw: object, version: str) -> tuple[DeviceClassMapping, ...]
             f"{path}: Too many: {len(items)}: must have at most {MAX_MAPPINGS} items; "
             "merge mappings or drop unused ones"
         )
-    allowed = {"name", "deviceClassNames"} | ({"sources"} if version == "v1beta2" else set())
+    allowed = {"name", "deviceClassNames", "capacity"} | ({"sources"} if version == "v1beta2" else set())
     out: list[DeviceClassMapping] = []
     seen_names: set[str] = set()
     owner: dict[str, str] = {}
@@ -269,8 +292,9 @@ def _parse_mappings(raw: object, version: str) -> tuple[DeviceClassMapping, ...]
         _check_unknown(entry, allowed, ipath)
         if "sources" in entry:
             raise ConfigError(
-                f"{ipath}.sources: counter and capacity sources are not supported by this "
-                "controller yet; charge whole devices by removing sources"
+                f"{ipath}.sources: Kueue's counter and capacity sources are not supported by this "
+                "controller; remove sources, and charge a device capacity with this controller's "
+                "capacity field instead (capacity: [{name: memory, resource: example.com/gpu-memory}])"
             )
         name = entry.get("name")
         if not isinstance(name, str) or not name:
@@ -316,7 +340,66 @@ def _parse_mappings(raw: object, version: str) -> tuple[DeviceClassMapping, ...]
                     f"{owner[cls]}; a DeviceClass may appear in one mapping only"
                 )
             owner[cls] = name
-        out.append(DeviceClassMapping(name, tuple(classes)))
+        out.append(DeviceClassMapping(name, tuple(classes), _parse_capacity(entry.get("capacity"), ipath)))
+    counts = {m.name: f"{path}[{i}].name" for i, m in enumerate(out)}
+    for i, mapping in enumerate(out):
+        for k, cap in enumerate(mapping.capacity):
+            if cap.resource in counts:
+                raise ConfigError(
+                    f"{path}[{i}].capacity[{k}].resource: Invalid value: {cap.resource!r}: already the "
+                    f"device count resource of {counts[cap.resource]}; charge the capacity as a resource "
+                    "of its own, e.g. example.com/gpu-memory"
+                )
+    return tuple(out)
+
+
+def _parse_capacity(raw: object, ipath: str) -> tuple[CapacityMapping, ...]:
+    """``capacity``: [{name: memory, resource: example.com/gpu-memory}] (this controller's extension)."""
+    if raw is None:
+        return ()
+    path = f"{ipath}.capacity"
+    items = _expect(
+        raw, list, path, "a list of {name, resource}, e.g. [{name: memory, resource: example.com/gpu-memory}]"
+    )
+    out: list[CapacityMapping] = []
+    names: set[str] = set()
+    resources: set[str] = set()
+    for k, item in enumerate(items):
+        cpath = f"{path}[{k}]"
+        entry = _expect(item, dict, cpath, "an object with name and resource")
+        _check_unknown(entry, {"name", "resource"}, cpath)
+        name = entry.get("name")
+        if not isinstance(name, str) or not name:
+            raise ConfigError(
+                f"{cpath}.name: Required value: name the device capacity to charge, as the "
+                "ResourceSlices publish it (e.g. memory)"
+            )
+        if not _QUALIFIED_NAME.match(name):
+            raise ConfigError(
+                f"{cpath}.name: Invalid value: {name!r}: must be a capacity name such as memory or "
+                "gpu.nvidia.com/memory (optional DNS prefix, '/', then alphanumerics, '-', '_', '.')"
+            )
+        if name in names:
+            raise ConfigError(f"{cpath}.name: Duplicate value: {name!r}: list each capacity once")
+        names.add(name)
+        resource = entry.get("resource")
+        if not isinstance(resource, str) or not resource:
+            raise ConfigError(
+                f"{cpath}.resource: Required value: name the quota resource the capacity is charged as, "
+                "e.g. example.com/gpu-memory"
+            )
+        if not _QUALIFIED_NAME.match(resource):
+            raise ConfigError(
+                f"{cpath}.resource: Invalid value: {resource!r}: must be a qualified name such as "
+                "example.com/gpu-memory (optional DNS prefix, '/', then alphanumerics, '-', '_', '.')"
+            )
+        if resource in resources:
+            raise ConfigError(
+                f"{cpath}.resource: Duplicate value: {resource!r}: two capacities of one mapping need "
+                "two quota resources"
+            )
+        resources.add(resource)
+        out.append(CapacityMapping(name, resource))
     return tuple(out)
 
 

@@ -65,7 +65,14 @@ def run_simulation(config_path: str, manifest_paths: Sequence[str]) -> Simulatio
     objects = collect_objects(manifest_paths)
     wfpr = config.wait_for_pods_ready
     timestamp = wfpr.requeuing_timestamp if wfpr is not None else "Eviction"
-    return simulate(objects, config.class_to_resource, now_rfc3339(), config.device_inventory.mode, timestamp)
+    return simulate(
+        objects,
+        config.class_to_resource,
+        now_rfc3339(),
+        config.device_inventory.mode,
+        timestamp,
+        config.class_capacities,
+    )
 
 
 def _column(rows: list[list[str]]) -> str:

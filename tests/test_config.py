@@ -238,3 +238,72 @@ def test_only_the_mappings_change_live_and_the_others_are_named() -> None:
     assert running.wait_for_pods_ready == current.wait_for_pods_ready
     assert running.manage_jobs_without_queue_name is False
     assert restart == ["waitForPodsReady", "manageJobsWithoutQueueName"]
+
+
+# --- capacity: device capacities charged as quota (this controller's extension) ------------------
+
+
+def with_capacity(*capacity: Any) -> dict[str, Any]:
+    entry = {**mapping("example.com/mig", "mig.example.com"), "capacity": list(capacity)}
+    return doc(resources={"deviceClassMappings": [mapping("example.com/gpu", "gpu.example.com"), entry]})
+
+
+def test_capacity_mappings_are_parsed_per_device_class() -> None:
+    config = parse_config(with_capacity({"name": "memory", "resource": "example.com/gpu-memory"}))
+    assert config.class_capacities == {"mig.example.com": (("memory", "example.com/gpu-memory"),)}
+    assert config.class_to_resource["mig.example.com"] == "example.com/mig"
+    assert config.device_class_mappings[1].capacity[0].resource == "example.com/gpu-memory"
+
+
+@pytest.mark.parametrize(
+    ("capacity", "error"),
+    [
+        (
+            [{"name": "memory", "resource": "example.com/gpu-memory"}, {"name": "cores"}],
+            r"^resources\.deviceClassMappings\[1\]\.capacity\[1\]\.resource: Required value: name the quota "
+            r"resource the capacity is charged as, e\.g\. example\.com/gpu-memory$",
+        ),
+        (
+            [{"resource": "example.com/gpu-memory"}],
+            r"^resources\.deviceClassMappings\[1\]\.capacity\[0\]\.name: Required value: name the device "
+            r"capacity to charge",
+        ),
+        (
+            [{"name": "memory", "resource": "Not A Name"}],
+            r"^resources\.deviceClassMappings\[1\]\.capacity\[0\]\.resource: Invalid value: 'Not A Name': "
+            r"must be a qualified name",
+        ),
+        (
+            [{"name": "memory", "resource": "example.com/gpu"}],
+            r"^resources\.deviceClassMappings\[1\]\.capacity\[0\]\.resource: Invalid value: "
+            r"'example\.com/gpu': already the device count resource of resources\.deviceClassMappings\[0\]"
+            r"\.name; charge the capacity as a resource of its own",
+        ),
+        (
+            [{"name": "memory", "resource": "a.com/x"}, {"name": "memory", "resource": "a.com/y"}],
+            r"^resources\.deviceClassMappings\[1\]\.capacity\[1\]\.name: Duplicate value: 'memory'",
+        ),
+        (
+            [{"name": "memory", "resource": "a.com/x", "unit": "Gi"}],
+            r"^resources\.deviceClassMappings\[1\]\.capacity\[0\]\.unit: unknown field; known fields here "
+            r"are: name, resource$",
+        ),
+        (
+            {"name": "memory"},
+            r"^resources\.deviceClassMappings\[1\]\.capacity: expected a list of \{name, resource\}",
+        ),
+    ],
+)
+def test_bad_capacity_mappings_name_the_field_and_the_fix(capacity: Any, error: str) -> None:
+    body = with_capacity()
+    body["resources"]["deviceClassMappings"][1]["capacity"] = capacity
+    with pytest.raises(ConfigError, match=error):
+        parse_config(body)
+
+
+def test_capacity_mappings_reload_live() -> None:
+    before = parse_config(with_capacity())
+    after = parse_config(with_capacity({"name": "memory", "resource": "example.com/gpu-memory"}))
+    merged, restart = with_live_changes(before, after)
+    assert restart == []
+    assert merged.class_capacities == {"mig.example.com": (("memory", "example.com/gpu-memory"),)}

@@ -178,7 +178,7 @@ def test_unmapped_device_class_message_is_kueues() -> None:
     assert not problem.retryable
 
 
-def test_allocation_mode_all_is_rejected() -> None:
+def test_allocation_mode_all_is_rejected_without_the_device_inventory() -> None:
     t = claim_template(
         "gpu-template",
         [{"name": "gpu", "exactly": {"deviceClassName": "gpu.nvidia.com", "allocationMode": "All"}}],
@@ -186,7 +186,9 @@ def test_allocation_mode_all_is_rejected() -> None:
     problem = _problem([{"name": "g", "resourceClaimTemplateName": "gpu-template"}], [t])
     assert problem.message == (
         "spec.podSets[0].template.spec.resourceClaims[0].devices.requests[0].exactly.allocationMode: "
-        "Invalid value: \"All\": ResourceClaimTemplate gpu-template: AllocationMode 'All' is not supported"
+        "Invalid value: \"All\": ResourceClaimTemplate gpu-template: AllocationMode 'All' is not supported; "
+        "this controller charges it from the device inventory: set deviceInventory.mode to Report or "
+        "Enforce in the Configuration"
     )
 
 

@@ -86,3 +86,53 @@ def test_a_slice_on_a_node_not_given_is_warned_about(
         if n.startswith("job-") and conditions(o)["QuotaReserved"]["status"] == "True"
     ]
     assert admitted == []  # no device on the flavor's nodes
+
+
+DEVICES = Path(__file__).resolve().parent.parent / "examples" / "dra-beyond-kueue" / "devices"
+
+
+def test_all_devices_and_gpu_memory_quota_offline(capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, _ = run(
+        capsys, "simulate", "--config", str(DEVICES / "00-configuration.yaml"), "-f", str(DEVICES)
+    )
+    assert code == 0
+    found = {name.rsplit("-", 1)[0]: obj for name, obj in objects(out).items() if name.startswith("job-")}
+    whole_a, whole_b = found["job-whole-node-a"], found["job-whole-node-b"]
+    part_a, part_b = found["job-partition-a"], found["job-partition-b"]
+    assert conditions(whole_a)["Admitted"]["status"] == "True"
+    (assignment,) = whole_a["status"]["admission"]["podSetAssignments"]
+    assert assignment["resourceUsage"] == {"nvidia.com/gpu": "2"}  # the most GPUs on one A100 node
+    assert whole_a["metadata"]["annotations"]["dra-quota-reconciler/device-charges"] == (
+        "podset main, claim gpus, request gpus: 2 device(s) of DeviceClass gpu.nvidia.com (allocationMode "
+        "All: the most on one node of flavor a100) charged as 2 nvidia.com/gpu"
+    )
+    assert conditions(whole_b)["QuotaReserved"]["message"] == (
+        "couldn't assign flavors to pod set main: insufficient unused quota for nvidia.com/gpu in flavor "
+        "a100, 1 more needed"
+    )
+    (assignment,) = part_a["status"]["admission"]["podSetAssignments"]
+    assert assignment["resourceUsage"] == {"nvidia.com/mig": "1", "nvidia.com/gpu-memory": "10Gi"}
+    assert conditions(part_b)["QuotaReserved"]["message"] == (
+        "couldn't assign flavors to pod set main: insufficient unused quota for nvidia.com/gpu-memory in "
+        "flavor a100, 5Gi more needed"
+    )
+    cq = conditions(objects(out)["devices-cq"])["DevicesCoverQuota"]
+    assert cq["status"] == "True"
+
+
+def test_all_devices_without_the_inventory_is_refused_with_the_fix(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    config = yaml.safe_load((DEVICES / "00-configuration.yaml").read_text())
+    config["deviceInventory"]["mode"] = "Off"
+    path = tmp_path / "off.yaml"
+    path.write_text(yaml.safe_dump(config))
+    code, out, _ = run(capsys, "simulate", "--config", str(path), "-f", str(DEVICES))
+    assert code == 0
+    found = {name.rsplit("-", 1)[0]: obj for name, obj in objects(out).items() if name.startswith("job-")}
+    message = conditions(found["job-whole-node-a"])["QuotaReserved"]["message"]
+    assert message.endswith(
+        "AllocationMode 'All' is not supported; this controller charges it from the device inventory: "
+        "set deviceInventory.mode to Report or Enforce in the Configuration"
+    )
+    assert "capacity.requests.memory" in conditions(found["job-partition-a"])["QuotaReserved"]["message"]

@@ -15,6 +15,8 @@ class ExactDeviceRequest(ApiStruct):
     count: int | None = None
     admin_access: bool | None = None
     selectors: list[dict[str, Any]] = []
+    # DRA consumable capacity: {"requests": {"memory": "10Gi"}}.
+    capacity: dict[str, Any] | None = None
 
 
 class DeviceRequest(ApiStruct):

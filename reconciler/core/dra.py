@@ -13,6 +13,14 @@ rejects are charged here:
   it. It depends on the configuration and the ClusterQueue's resources, never
   on what happens to be free: a Workload's charge does not change while it
   waits for room.
+- `allocationMode: All` (with the device inventory on): the pod gets every device
+  of the class on its node, so the charge is a `DeviceDemand` the flavor
+  resolves at flavor assignment (the most devices of the class on one of its
+  nodes). Without the inventory it is refused with Kueue's words and the fix.
+- device capacities (a mapping's `capacity`, this controller's extension): each
+  device is charged the capacity the request asks for
+  (`exactly.capacity.requests[name]`), else, as a `DeviceDemand`, the largest
+  capacity of the class's devices on the flavor's nodes.
 - shared claims (`resourceClaimName`, a pre-created ResourceClaim): all pods
   of a pod set share the claim's devices, so they are charged once per
   Workload, on the first pod set that names the claim, whatever the pod
@@ -30,10 +38,12 @@ from typing import Any
 from reconciler.api import DeviceRequest, PodSpecView, ResourceClaim, ResourceClaimTemplate
 
 from .podrequests import Amounts, add_amounts
+from .quantity import QuantityError, parse_quantity, to_amount
 
 __all__ = [
     "CLAIMS_NOT_SUPPORTED",
     "ClaimCharge",
+    "DeviceDemand",
     "DraProblem",
     "claim_charges",
     "uses_dra",
@@ -43,6 +53,10 @@ CLAIMS_NOT_SUPPORTED = "KueueDRAIntegration feature does not support use of reso
 CLAIMS_NOT_SUPPORTED_REQUEUE = "DRA resource claims not supported"
 
 ClaimLookup = Callable[[str, str], ResourceClaim | None]
+# DeviceClass -> (device capacity name, quota resource) pairs charged besides the device count.
+Capacities = Mapping[str, Sequence[tuple[str, str]]]
+_NO_CAPACITIES: Capacities = {}
+INVENTORY_FIX = "set deviceInventory.mode to Report or Enforce in the Configuration"
 # Whether the Workload's ClusterQueue has quota for a logical resource.
 Covered = Callable[[str], bool]
 TemplateLookup = Callable[[str, str], ResourceClaimTemplate | None]
@@ -64,6 +78,27 @@ class DraProblem:
     unmapped_class: str | None = None
 
 
+@dataclass(frozen=True, slots=True)
+class DeviceDemand:
+    """A charge whose amount the flavor decides, from the devices published on its nodes.
+
+    `count` devices per pod (None: allocationMode All, every device of the class on the
+    pod's node); charged as that many devices of `resource`, or with `capacity`, as that
+    capacity of each device: `per_device` when the request asks for an amount, else the
+    largest capacity among the class's devices on the flavor's nodes.
+    """
+
+    resource: str
+    device_class: str
+    count: int | None
+    capacity: str | None = None
+    per_device: int | None = None
+    # Where it comes from, for what is recorded on the Workload.
+    label: str = ""
+    # The request's own CEL selectors: only the class's devices they accept count.
+    selectors: tuple[str, ...] = ()
+
+
 @dataclass(slots=True)
 class ClaimCharge:
     """What one pod set's claims charge: per pod (templates), once (shared claims), and why."""
@@ -78,6 +113,9 @@ class ClaimCharge:
     devices_once: Amounts = field(default_factory=dict)
     claims_per_pod: Amounts = field(default_factory=dict)
     claims_once: Amounts = field(default_factory=dict)
+    # Charges the flavor decides (allocationMode All, device capacities), per pod and once.
+    demands_per_pod: list[DeviceDemand] = field(default_factory=list)
+    demands_once: list[DeviceDemand] = field(default_factory=list)
 
 
 def uses_dra(spec: PodSpecView) -> bool:
@@ -97,6 +135,17 @@ class _Requests:
     amounts: Amounts = field(default_factory=dict)
     devices: Amounts = field(default_factory=dict)
     choices: list[str] = field(default_factory=list)
+    demands: list[DeviceDemand] = field(default_factory=list)
+
+
+@dataclass(frozen=True, slots=True)
+class _Charging:
+    """What charging a device request depends on besides the request."""
+
+    mappings: Mapping[str, str]
+    capacities: Capacities
+    # The device inventory is on: allocationMode All and device capacities can be charged.
+    sized: bool
 
 
 def _unmapped(path: str, device_class: str, pod_set_name: str) -> DraProblem:
@@ -111,10 +160,18 @@ def _unmapped(path: str, device_class: str, pod_set_name: str) -> DraProblem:
     )
 
 
-def _mode_problem(path: str, mode: str, prefix: str) -> DraProblem | None:
+def _mode_problem(path: str, mode: str, prefix: str, sized: bool) -> DraProblem | None:
     if mode == "All":
+        if sized:
+            return None
         return DraProblem(
-            _field_error(path, "Invalid value", "All", prefix + "AllocationMode 'All' is not supported")
+            _field_error(
+                path,
+                "Invalid value",
+                "All",
+                prefix + "AllocationMode 'All' is not supported; this controller charges it from the "
+                f"device inventory: {INVENTORY_FIX}",
+            )
         )
     if mode != "ExactCount":
         return DraProblem(
@@ -123,18 +180,86 @@ def _mode_problem(path: str, mode: str, prefix: str) -> DraProblem | None:
     return None
 
 
+def _charge_device(
+    into: _Requests,
+    *,
+    device_class: str,
+    logical: str,
+    mode: str,
+    count: int,
+    capacity: object,
+    selectors: object,
+    path: str,
+    prefix: str,
+    label: str,
+    charging: _Charging,
+) -> DraProblem | None:
+    """Charge one request (or chosen subrequest) of a mapped DeviceClass: its devices, then the
+    capacities its mapping charges. `path` is the request's, `capacity` its `capacity` field."""
+    all_devices = mode == "All"
+    cel = _expressions(selectors)
+    if all_devices:
+        into.demands.append(DeviceDemand(logical, device_class, None, label=label, selectors=cel))
+        into.devices.setdefault(device_class, 0)
+    else:
+        into.amounts[logical] = into.amounts.get(logical, 0) + count
+        into.devices[device_class] = into.devices.get(device_class, 0) + count
+    wanted = capacity.get("requests") if isinstance(capacity, dict) else None
+    requests = wanted if isinstance(wanted, dict) else {}
+    for name, resource in charging.capacities.get(device_class, ()):
+        asked = requests.get(name)
+        if asked is None:
+            if not charging.sized:
+                return DraProblem(
+                    _field_error(
+                        f"{path}.capacity.requests",
+                        "Required value",
+                        None,
+                        prefix + f"DeviceClass {device_class} charges its devices' {name} capacity as "
+                        f"{resource}, which needs the device inventory: {INVENTORY_FIX}, or request "
+                        f"the amount in capacity.requests.{name}",
+                    )
+                )
+            count_of = None if all_devices else count
+            into.demands.append(DeviceDemand(resource, device_class, count_of, name, None, label, cel))
+            continue
+        try:
+            per_device = to_amount(resource, parse_quantity(asked))
+        except QuantityError as err:
+            return DraProblem(
+                _field_error(f"{path}.capacity.requests.{name}", "Invalid value", asked, prefix + str(err))
+            )
+        if all_devices:
+            into.demands.append(DeviceDemand(resource, device_class, None, name, per_device, label, cel))
+        else:
+            into.amounts[resource] = into.amounts.get(resource, 0) + count * per_device
+    return None
+
+
+def _expressions(selectors: object) -> tuple[str, ...]:
+    """The CEL expressions of a request's ``selectors`` (``[{cel: {expression: ...}}]``)."""
+    out: list[str] = []
+    for selector in selectors if isinstance(selectors, list) else []:
+        cel = selector.get("cel") if isinstance(selector, dict) else None
+        expression = cel.get("expression") if isinstance(cel, dict) else None
+        if isinstance(expression, str) and expression.strip():
+            out.append(expression)
+    return tuple(out)
+
+
 def _first_available(
     subrequests: Sequence[Mapping[str, Any]],
     *,
     path: str,
     prefix: str,
     what: str,
-    mappings: Mapping[str, str],
+    charging: _Charging,
     pod_set_name: str,
     into: _Requests,
     covered: Covered | None,
 ) -> DraProblem | None:
     """Charge the first mapped subrequest the ClusterQueue covers (else the first mapped one)."""
+    mappings = charging.mappings
     mapped = [
         (index, sub, mappings[str(sub.get("deviceClassName") or "")])
         for index, sub in enumerate(subrequests)
@@ -145,17 +270,30 @@ def _first_available(
     for index, sub, logical in mapped[:1]:
         device_class = str(sub.get("deviceClassName") or "")
         mode = str(sub.get("allocationMode") or "ExactCount")
-        problem = _mode_problem(f"{path}.firstAvailable[{index}].allocationMode", mode, prefix)
+        sub_path = f"{path}.firstAvailable[{index}]"
+        problem = _mode_problem(f"{sub_path}.allocationMode", mode, prefix, charging.sized)
         if problem is not None:
             return problem
         raw_count = sub.get("count")
         count = raw_count if isinstance(raw_count, int) and not isinstance(raw_count, bool) else 1
-        into.amounts[logical] = into.amounts.get(logical, 0) + count
-        into.devices[device_class] = into.devices.get(device_class, 0) + count
-        into.choices.append(
-            f"{what}: subrequest {sub.get('name') or index} "
-            f"(DeviceClass {device_class} charged as {count} {logical})"
+        label = f"{what}: subrequest {sub.get('name') or index}"
+        problem = _charge_device(
+            into,
+            device_class=device_class,
+            logical=logical,
+            mode=mode,
+            count=count,
+            capacity=sub.get("capacity"),
+            selectors=sub.get("selectors"),
+            path=sub_path,
+            prefix=prefix,
+            label=label,
+            charging=charging,
         )
+        if problem is not None:
+            return problem
+        amount = "all devices on the node" if mode == "All" else str(count)
+        into.choices.append(f"{label} (DeviceClass {device_class} charged as {amount} {logical})")
         return None
     classes = sorted({str(s.get("deviceClassName") or "") for s in subrequests} - {""})
     if not classes:
@@ -173,12 +311,13 @@ def _charge_requests(
     path: str,
     prefix: str,
     label: str,
-    mappings: Mapping[str, str],
+    charging: _Charging,
     pod_set_name: str,
     unmapped_path: str,
     covered: Covered | None,
 ) -> _Requests | DraProblem:
     out = _Requests()
+    mappings = charging.mappings
     for k, request in enumerate(requests):
         req_path = f"{path}.devices.requests[{k}]"
         if request.first_available is not None:
@@ -187,7 +326,7 @@ def _charge_requests(
                 path=req_path,
                 prefix=prefix,
                 what=f"{label}, request {request.name or k}",
-                mappings=mappings,
+                charging=charging,
                 pod_set_name=pod_set_name,
                 into=out,
                 covered=covered,
@@ -204,9 +343,8 @@ def _charge_requests(
             )
         if exact.admin_access:
             continue
-        problem = _mode_problem(
-            f"{req_path}.exactly.allocationMode", exact.allocation_mode or "ExactCount", prefix
-        )
+        mode = exact.allocation_mode or "ExactCount"
+        problem = _mode_problem(f"{req_path}.exactly.allocationMode", mode, prefix, charging.sized)
         if problem is not None:
             return problem
         if not exact.device_class_name:
@@ -214,9 +352,21 @@ def _charge_requests(
         logical = mappings.get(exact.device_class_name)
         if logical is None:
             return _unmapped(unmapped_path, exact.device_class_name, pod_set_name)
-        count = 1 if exact.count is None else exact.count
-        out.amounts[logical] = out.amounts.get(logical, 0) + count
-        out.devices[exact.device_class_name] = out.devices.get(exact.device_class_name, 0) + count
+        problem = _charge_device(
+            out,
+            device_class=exact.device_class_name,
+            logical=logical,
+            mode=mode,
+            count=1 if exact.count is None else exact.count,
+            capacity=exact.capacity,
+            selectors=exact.selectors,
+            path=f"{req_path}.exactly",
+            prefix=prefix,
+            label=f"{label}, request {request.name or k}",
+            charging=charging,
+        )
+        if problem is not None:
+            return problem
     return out
 
 
@@ -236,6 +386,8 @@ def claim_charges(
     lookup_claim: ClaimLookup | None = None,
     charged_claims: set[str] | None = None,
     covered: Covered | None = None,
+    capacities: Capacities = _NO_CAPACITIES,
+    sized: bool = False,
 ) -> ClaimCharge | DraProblem:
     """Logical-resource amounts this pod set is charged for its claims.
 
@@ -244,8 +396,11 @@ def claim_charges(
     `charged_claims` holds the shared claims earlier pod sets of the same
     Workload were charged for; the ones charged here are added to it.
     `covered` tells the resources the Workload's ClusterQueue has quota for
-    (firstAvailable prefers those).
+    (firstAvailable prefers those). `capacities`: the device capacities each DeviceClass's
+    mapping charges; `sized`: the device inventory is on, so charges the flavor decides
+    (allocationMode All, capacities read from ResourceSlices) are accepted as `DeviceDemand`s.
     """
+    charging = _Charging(mappings, capacities, sized)
     if lookup_claim is None and any(c.resource_claim_name for c in spec.resource_claims):
         return DraProblem(CLAIMS_NOT_SUPPORTED, requeue_message=CLAIMS_NOT_SUPPORTED_REQUEUE)
     charged = set() if charged_claims is None else charged_claims
@@ -274,7 +429,7 @@ def claim_charges(
                 path=f"ResourceClaim {namespace}/{name}: spec",
                 prefix="",
                 label=f"podset {pod_set_name}, claim {pod_claim.name} (ResourceClaim {name}, shared)",
-                mappings=mappings,
+                charging=charging,
                 pod_set_name=pod_set_name,
                 unmapped_path=f"{claim_path}.resourceClaimName",
                 covered=covered,
@@ -286,6 +441,7 @@ def claim_charges(
             add_amounts(out.devices_once, shared.devices)
             _count_claim(out.claims_once, shared.devices)
             out.choices.extend(shared.choices)
+            out.demands_once.extend(shared.demands)
             continue
         template_name = pod_claim.resource_claim_template_name
         if not template_name:
@@ -307,7 +463,7 @@ def claim_charges(
             path=claim_path,
             prefix=f"ResourceClaimTemplate {template_name}: ",
             label=f"podset {pod_set_name}, claim {pod_claim.name}",
-            mappings=mappings,
+            charging=charging,
             pod_set_name=pod_set_name,
             unmapped_path=f"{claim_path}.resourceClaimTemplateName",
             covered=covered,
@@ -318,4 +474,5 @@ def claim_charges(
         add_amounts(out.devices_per_pod, per_pod.devices)
         _count_claim(out.claims_per_pod, per_pod.devices)
         out.choices.extend(per_pod.choices)
+        out.demands_per_pod.extend(per_pod.demands)
     return out

@@ -21,7 +21,7 @@ from .ledger import FlavorResource
 from .podrequests import Amounts
 from .quantity import format_amount
 from .selectors import first_untolerated_taint, flavor_matches_pod_spec, taint_text
-from .workloads import PodSetInfo, WorkloadInfo
+from .workloads import DeviceSizes, PodSetInfo, WorkloadInfo
 
 __all__ = [
     "DeviceCheck",
@@ -57,6 +57,8 @@ class FlavorFit:
     considered: str = ""
     # How high in the cohort tree it borrows (0: not at all); Kueue orders a cohort's heads by it.
     borrow_level: int = 0
+    # What the charges the chosen flavors decided came to (allocationMode All, device capacities).
+    charged: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -78,6 +80,13 @@ class _GroupAttempt:
     level: int = 0
     # Per flavor tried: (mode, borrow level, reasons), for Kueue's "Flavors considered".
     tried: dict[str, tuple[str, int, list[str]]] = field(default_factory=dict)
+    # Per flavor whose charge it decided: the amounts there and how they were reckoned.
+    sized: dict[str, tuple[Amounts, list[str]]] = field(default_factory=dict)
+
+    def amount(self, resource: str, requests: Amounts) -> int:
+        """The chosen flavor's charge of a resource."""
+        sized = self.sized.get(self.flavor or "")
+        return sized[0][resource] if sized is not None else requests[resource]
 
 
 def _considered(tried: Mapping[str, tuple[str, int, list[str]]]) -> str:
@@ -103,9 +112,12 @@ def _try_group(
     capacity: Capacity,
     assumed: Mapping[FlavorResource, int],
     devices: DeviceCheck | None = None,
+    sizes: DeviceSizes | None = None,
 ) -> _GroupAttempt:
     attempt = _GroupAttempt()
     wanted = sorted(r for r in requests if r in group.covered)
+    demanded = pod_set.demanded.intersection(wanted)
+    base = requests
     # With flavorFungibility.whenCanBorrow TryNextFlavor, a flavor that fits only by
     # borrowing is kept in reserve while later flavors are tried for one that does not.
     borrowing_fit: str | None = None
@@ -128,6 +140,16 @@ def _try_group(
             attempt.reasons.append(f"flavor {name} doesn't match node affinity")
             attempt.tried[name] = ("NoFit", 0, [attempt.reasons[-1]])
             continue
+        requests = base
+        if demanded:
+            # allocationMode All, device capacities: the flavor's devices decide the amount.
+            resolved = pod_set.total_in(name, sizes)
+            if isinstance(resolved, str):
+                attempt.reasons.append(resolved)
+                attempt.tried[name] = ("NoFit", 0, [resolved])
+                continue
+            requests = {**base, **{r: resolved[0].get(r, 0) for r in demanded}}
+            attempt.sized[name] = (requests, [line for r, line in resolved[1] if r in demanded])
         fits, borrows = True, False
         mode, level, notes = "Fit", 0, []
         for resource in wanted:
@@ -194,16 +216,24 @@ def assign_flavors(
     flavors: Mapping[str, ResourceFlavor],
     capacity: Capacity,
     devices: DeviceCheck | None = None,
+    sizes: DeviceSizes | None = None,
 ) -> FlavorFit | FlavorNoFit:
+    """`sizes`: the device inventory, which decides the charges of allocationMode All and of
+    device capacities per flavor (without it a workload with such charges fits no flavor)."""
     assumed: dict[FlavorResource, int] = {}
     results: list[PodSetFlavors] = []
     considered: list[str] = []
+    charged: list[str] = []
     borrows, level = False, 0
     for pod_set in workload.pod_sets:
         requests = pod_set.total()
+        demanded = pod_set.demanded
+        for resource in demanded:
+            requests.setdefault(resource, 0)
         if "pods" in cq.group_of:
             requests["pods"] = pod_set.count
         assigned: dict[str, str] = {}
+        usage = dict(requests)
         tried_groups: set[int] = set()
         tried: dict[str, tuple[str, int, list[str]]] = {}
         reasons: list[str] = []
@@ -212,7 +242,7 @@ def assign_flavors(
         for resource in sorted(requests):
             index = cq.group_of.get(resource)
             if index is None:
-                if requests[resource] == 0:
+                if requests[resource] == 0 and resource not in demanded:
                     continue
                 reasons.append(f"resource {resource} unavailable in ClusterQueue")
                 failed, waiting = True, False
@@ -221,7 +251,7 @@ def assign_flavors(
                 continue
             tried_groups.add(index)
             group = cq.groups[index]
-            attempt = _try_group(group, requests, pod_set, cq, flavors, capacity, assumed, devices)
+            attempt = _try_group(group, requests, pod_set, cq, flavors, capacity, assumed, devices, sizes)
             tried.update(attempt.tried)
             if attempt.flavor is None:
                 failed = True
@@ -235,17 +265,19 @@ def assign_flavors(
             for covered in group.covered:
                 if covered in requests:
                     assigned[covered] = attempt.flavor
+                    usage[covered] = attempt.amount(covered, requests)
+            charged.extend(attempt.sized.get(attempt.flavor, ({}, []))[1])
         if failed:
             message = f"couldn't assign flavors to pod set {pod_set.name}: " + ", ".join(sorted(reasons))
             return FlavorNoFit(message, waiting_for_quota=waiting)
         for resource, flavor in assigned.items():
             fr = (flavor, resource)
-            assumed[fr] = assumed.get(fr, 0) + requests[resource]
-        results.append(PodSetFlavors(pod_set.name, pod_set.count, assigned, requests))
+            assumed[fr] = assumed.get(fr, 0) + usage[resource]
+        results.append(PodSetFlavors(pod_set.name, pod_set.count, assigned, usage))
         text = _considered(tried)
         if text:
             considered.append(f"{pod_set.name}: {text}")
-    return FlavorFit(results, assumed, borrows, " | ".join(considered), level)
+    return FlavorFit(results, assumed, borrows, " | ".join(considered), level, tuple(charged))
 
 
 def _flavor_labels(flavor_names: Iterable[str], flavors: Mapping[str, ResourceFlavor]) -> dict[str, str]:

@@ -9,19 +9,29 @@ A device belongs to a class when the class's CEL selectors accept it
 (`device_cel`); which devices a class selects in a slice is remembered until
 either changes, so a change of one slice costs the devices of that slice.
 
+It also sizes the charges a flavor decides (`DeviceDemand`s): for
+``allocationMode: All``, the most devices of the class on any one node of the
+flavor (a pod gets every device of its node); for a mapping's ``capacity``,
+the largest capacity among the class's devices on the flavor's nodes (which
+device is allocated is not known at admission, so the largest is charged).
+
 Only the newest pool generation of each (driver, pool) counts, as the
 scheduler does. Pure: no I/O, no clocks.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Collection, Iterable, Mapping
 from dataclasses import dataclass, field
+from fractions import Fraction
+from functools import lru_cache
 
-from reconciler.api import DeviceClass, ResourceClaim, ResourceFlavor
-from reconciler.api.slices import ResourceSlice
+from reconciler.api import DeviceClass, DeviceClassSpec, ObjectMeta, ResourceClaim, ResourceFlavor
+from reconciler.api.slices import ResourceSlice, SliceDevice
 
 from .device_cel import CompiledDeviceClass, compile_device_class, device_facts
+from .dra import DeviceDemand
+from .quantity import QuantityError, format_amount, parse_quantity, to_amount
 from .selectors import requirement_matches
 
 __all__ = ["DeviceId", "DeviceInventory", "FlavorDevices", "InventoryIndex", "claim_devices"]
@@ -29,6 +39,8 @@ __all__ = ["DeviceId", "DeviceInventory", "FlavorDevices", "InventoryIndex", "cl
 # (driver, pool, device): a device's identity, as allocation results name it.
 DeviceId = tuple[str, str, str]
 Key = tuple[str, str]
+# A slice and the names of the devices of one class in it.
+NodeSlice = tuple[ResourceSlice, frozenset[str]]
 
 
 def claim_devices(claim: ResourceClaim) -> tuple[DeviceId, ...]:
@@ -66,6 +78,91 @@ class DeviceInventory:
     # Mapped DeviceClasses that do not exist, and the errors of those whose selectors do not compile.
     missing_classes: tuple[str, ...] = ()
     class_errors: tuple[str, ...] = ()
+    # (flavor, DeviceClass) -> the most devices of the class on one node of the flavor.
+    most_on_node: Mapping[tuple[str, str], int] = field(default_factory=dict)
+    # (flavor, DeviceClass, capacity name) -> the largest such capacity of the class's devices there.
+    largest_capacity: Mapping[tuple[str, str, str], Fraction] = field(default_factory=dict)
+
+    # (flavor, DeviceClass) -> per node of the flavor, its slices and the class's devices in each.
+    node_slices: Mapping[tuple[str, str], Mapping[str, tuple[NodeSlice, ...]]] = field(default_factory=dict)
+    # What requests with selectors of their own come to: (most on one node, largest capacity).
+    _by_request: dict[tuple[object, ...], tuple[int, Fraction | None]] = field(
+        default_factory=dict, compare=False, repr=False
+    )
+
+    def size(self, flavor: str, demand: DeviceDemand) -> tuple[int, str] | str:
+        """What a charge the flavor decides amounts to in ``flavor`` (per pod, with how it was
+        reckoned), or why the flavor cannot take it."""
+        cls = demand.device_class
+        if cls in self.missing_classes:
+            return (
+                f"DeviceClass {cls} does not exist, so its devices cannot be counted for flavor {flavor}; "
+                "create it or fix deviceClassMappings"
+            )
+        if any(e.startswith(f"DeviceClass {cls}:") for e in self.class_errors):
+            return f"DeviceClass {cls} has selectors that do not compile, so it selects no device"
+        reckoned = self._reckon(flavor, demand)
+        if isinstance(reckoned, str):
+            return reckoned
+        most, largest = reckoned
+        which = f"DeviceClass {cls}" + (" accepted by the request's selectors" if demand.selectors else "")
+        if demand.count is None and most == 0:
+            return (
+                f"no device of {which} is published on the nodes of flavor {flavor} "
+                "(allocationMode All needs at least one)"
+            )
+        count = most if demand.count is None else demand.count
+        devices = f"{count} device(s) of DeviceClass {cls}"
+        if demand.count is None:
+            devices += f" (allocationMode All: the most on one node of flavor {flavor})"
+        if demand.capacity is None:
+            return count, f"{devices} charged as {count} {demand.resource}"
+        resource = demand.resource
+        if demand.per_device is not None:
+            per_device, how = demand.per_device, "requested"
+        else:
+            if largest is None:
+                return (
+                    f"no device of {which} on the nodes of flavor {flavor} publishes capacity "
+                    f"{demand.capacity} (charged as {resource}); fix the name in deviceClassMappings "
+                    "capacity or request the amount in capacity.requests"
+                )
+            per_device, how = to_amount(resource, largest), f"the largest on flavor {flavor}'s nodes"
+        amount = count * per_device
+        return amount, (
+            f"{devices} x {format_amount(resource, per_device)} {demand.capacity} ({how}) charged as "
+            f"{format_amount(resource, amount)} {resource}"
+        )
+
+    def _reckon(self, flavor: str, demand: DeviceDemand) -> tuple[int, Fraction | None] | str:
+        """(most devices on one node, largest capacity) of the class's devices in the flavor that
+        the request's own selectors (if any) accept."""
+        cls, capacity = demand.device_class, demand.capacity
+        if not demand.selectors:
+            largest = self.largest_capacity.get((flavor, cls, capacity)) if capacity else None
+            return self.most_on_node.get((flavor, cls), 0), largest
+        key = (flavor, cls, demand.selectors, capacity)
+        known = self._by_request.get(key)
+        if known is not None:
+            return known
+        compiled = _request_selectors(demand.selectors)
+        if compiled.errors:
+            return "the request's selectors do not compile: " + "; ".join(compiled.errors)
+        most, top = 0, Fraction(-1)
+        for pairs in self.node_slices.get((flavor, cls), {}).values():
+            on_node = 0
+            for sl, names in pairs:
+                driver = sl.spec.driver
+                for device in sl.spec.devices:
+                    if device.name not in names or not compiled.selects(device_facts(driver, device)):
+                        continue
+                    on_node += 1
+                    value = _capacity_of(driver, device, capacity) if capacity else None
+                    if value is not None and value > top:
+                        top = value
+            most = max(most, on_node)
+        known = self._by_request[key] = (most, top if top >= 0 else None)
+        return known
 
     def devices(self, flavor: str, resource: str) -> FlavorDevices | None:
         """None when ``resource`` is not a DRA-mapped resource."""
@@ -156,18 +253,19 @@ class InventoryIndex:
             self._members[key] = known
         return known
 
-    def _slice_nodes(self, sl: ResourceSlice) -> list[Mapping[str, str]]:
+    def _slice_nodes(self, sl: ResourceSlice) -> list[tuple[str, Mapping[str, str]]]:
+        """The nodes (name, labels) a slice's devices are available on."""
         spec = sl.spec
         if spec.node_name:
             labels = self.nodes.get(spec.node_name)
-            return [] if labels is None else [labels]
+            return [] if labels is None else [(spec.node_name, labels)]
         if spec.all_nodes:
-            return list(self.nodes.values())
+            return list(self.nodes.items())
         if spec.node_selector is not None:
             terms = spec.node_selector.node_selector_terms
             return [
-                labels
-                for labels in self.nodes.values()
+                (node, labels)
+                for node, labels in self.nodes.items()
                 if any(
                     all(requirement_matches(e.key, e.operator, e.values, labels) for e in t.match_expressions)
                     for t in terms
@@ -192,8 +290,11 @@ class InventoryIndex:
         flavors: Mapping[str, ResourceFlavor],
         class_to_resource: Mapping[str, str],
         managed_pod: Callable[[Key], bool],
+        capacities: Mapping[str, Collection[str]] | None = None,
     ) -> DeviceInventory:
-        """Count, per flavor, the devices of every mapped DeviceClass on its nodes."""
+        """Count, per flavor, the devices of every mapped DeviceClass on its nodes (and the most on
+        one node); ``capacities``: per DeviceClass, the device capacities whose largest value on
+        each flavor's nodes is wanted."""
         allocated: dict[DeviceId, bool] = {}
         for owner, devices in self.claims.values():
             managed = owner is not None and managed_pod(owner)
@@ -201,31 +302,50 @@ class InventoryIndex:
                 allocated[device] = allocated.get(device, False) or managed
         current = self._current_slices()
         flavor_slices: dict[str, list[str]] = {}
+        # Per flavor, per slice it reaches: the flavor's nodes the slice's devices are on.
+        slice_nodes: dict[str, dict[str, list[str]]] = {}
         for flavor_name, flavor in flavors.items():
             wanted = flavor.spec.node_labels
-            flavor_slices[flavor_name] = [
-                name
-                for name in current
-                if any(
-                    all(labels.get(k) == v for k, v in wanted.items())
-                    for labels in self._slice_nodes(self.slices[name])
-                )
-            ]
+            reach: dict[str, list[str]] = {}
+            for name in current:
+                nodes = [
+                    node
+                    for node, labels in self._slice_nodes(self.slices[name])
+                    if all(labels.get(k) == v for k, v in wanted.items())
+                ]
+                if nodes:
+                    reach[name] = nodes
+            slice_nodes[flavor_name] = reach
+            flavor_slices[flavor_name] = list(reach)
         by_class: dict[tuple[str, str], FlavorDevices] = {}
+        most_on_node: dict[tuple[str, str], int] = {}
+        node_slices: dict[tuple[str, str], dict[str, tuple[NodeSlice, ...]]] = {}
+        largest: dict[tuple[str, str, str], Fraction] = {}
         by_resource_ids: dict[tuple[str, str], set[DeviceId]] = {}
         classes_of: dict[str, list[str]] = {}
         for class_name, resource in sorted(class_to_resource.items()):
             classes_of.setdefault(resource, []).append(class_name)
             if class_name not in self.classes:
                 continue
+            wanted_capacities = (capacities or {}).get(class_name, ())
             for flavor_name, names in flavor_slices.items():
                 ids: set[DeviceId] = set()
+                per_node: dict[str, int] = {}
+                on_nodes: dict[str, tuple[NodeSlice, ...]] = {}
                 for name in names:
                     sl = self.slices[name]
-                    ids.update(
-                        (sl.spec.driver, sl.spec.pool.name, d) for d in self._selected(class_name, name)
-                    )
+                    selected = self._selected(class_name, name)
+                    if not selected:
+                        continue
+                    ids.update((sl.spec.driver, sl.spec.pool.name, d) for d in selected)
+                    for node in slice_nodes[flavor_name][name]:
+                        per_node[node] = per_node.get(node, 0) + len(selected)
+                        on_nodes[node] = (*on_nodes.get(node, ()), (sl, selected))
+                    if wanted_capacities and selected:
+                        _largest(largest, (flavor_name, class_name), sl, selected, wanted_capacities)
                 by_class[(flavor_name, class_name)] = _count(ids, allocated)
+                most_on_node[(flavor_name, class_name)] = max(per_node.values(), default=0)
+                node_slices[(flavor_name, class_name)] = on_nodes
                 by_resource_ids.setdefault((flavor_name, resource), set()).update(ids)
         return DeviceInventory(
             by_class=by_class,
@@ -235,7 +355,60 @@ class InventoryIndex:
             class_errors=tuple(
                 e for c in sorted(class_to_resource) if c in self.classes for e in self.classes[c].errors
             ),
+            most_on_node=most_on_node,
+            largest_capacity=largest,
+            node_slices=node_slices,
         )
+
+
+@lru_cache(maxsize=256)
+def _request_selectors(expressions: tuple[str, ...]) -> CompiledDeviceClass:
+    """A request's own selectors, compiled as a class of their own (cached by their text)."""
+    selectors = [{"cel": {"expression": e}} for e in expressions]
+    request = DeviceClass(metadata=ObjectMeta(name="(request)"), spec=DeviceClassSpec(selectors=selectors))
+    return compile_device_class(request)
+
+
+def _capacity_of(driver: str, device: SliceDevice, name: str) -> Fraction | None:
+    wanted = _qualified(driver, name)
+    for key, capacity in device.capacity.items():
+        if _qualified(driver, key) == wanted:
+            try:
+                return parse_quantity(capacity.value)
+            except QuantityError:
+                return None
+    return None
+
+
+def _qualified(driver: str, name: str) -> tuple[str, str]:
+    domain, sep, short = name.rpartition("/")
+    return (domain, short) if sep else (driver, name)
+
+
+def _largest(
+    into: dict[tuple[str, str, str], Fraction],
+    where: tuple[str, str],
+    sl: ResourceSlice,
+    selected: frozenset[str],
+    names: Collection[str],
+) -> None:
+    """Keep, per capacity name, the largest value among a slice's selected devices."""
+    driver = sl.spec.driver
+    wanted = {_qualified(driver, n): n for n in names}
+    for device in sl.spec.devices:
+        if device.name not in selected:
+            continue
+        for key, capacity in device.capacity.items():
+            name = wanted.get(_qualified(driver, key))
+            if name is None:
+                continue
+            try:
+                value = parse_quantity(capacity.value)
+            except QuantityError:
+                continue  # the API server validates quantities; a bad one is not counted
+            slot = (*where, name)
+            if value > into.get(slot, Fraction(-1)):
+                into[slot] = value
 
 
 def _count(ids: Iterable[DeviceId], allocated: Mapping[DeviceId, bool]) -> FlavorDevices:

@@ -36,7 +36,7 @@ from .capacity import CohortTree
 from .clusterqueues import ClusterQueueModel
 from .ledger import Charge, FlavorResource
 from .selectors import first_untolerated_taint, flavor_matches_pod_spec
-from .workloads import WorkloadInfo
+from .workloads import DeviceSizes, WorkloadInfo
 
 __all__ = [
     "IN_CLUSTER_QUEUE",
@@ -108,21 +108,29 @@ def _policy_allows(policy: str, preemptor: WorkloadInfo, candidate: WorkloadInfo
 
 
 def _requests(
-    preemptor: WorkloadInfo, model: ClusterQueueModel, flavors: Mapping[str, ResourceFlavor], tree: CohortTree
+    preemptor: WorkloadInfo,
+    model: ClusterQueueModel,
+    flavors: Mapping[str, ResourceFlavor],
+    tree: CohortTree,
+    sizes: DeviceSizes | None = None,
 ) -> dict[FlavorResource, int] | None:
     """The flavor-resources the workload would use: per resource group, the first flavor it may run
     on whose maximum capacity holds it. None when some group has no such flavor."""
     usage: dict[FlavorResource, int] = {}
     for pod_set in preemptor.pod_sets:
-        requests = pod_set.total()
+        base = pod_set.total()
+        demanded = pod_set.demanded
+        for resource in demanded:
+            base.setdefault(resource, 0)
         if "pods" in model.group_of:
-            requests["pods"] = pod_set.count
-        for index in sorted({model.group_of.get(r, -1) for r in requests if requests[r]}):
+            base["pods"] = pod_set.count
+        for index in sorted({model.group_of.get(r, -1) for r in base if base[r] or r in demanded}):
             if index < 0:
                 return None
             group = model.groups[index]
-            wanted = [r for r in requests if r in group.covered]
+            wanted = [r for r in base if r in group.covered]
             chosen = None
+            requests = base
             for quota in group.flavors:
                 flavor = flavors.get(quota.name)
                 if flavor is None:
@@ -133,6 +141,12 @@ def _requests(
                     continue
                 if not flavor_matches_pod_spec(spec, flavor.spec.node_labels):
                     continue
+                requests = base
+                if demanded.intersection(wanted):
+                    resolved = pod_set.total_in(quota.name, sizes)
+                    if isinstance(resolved, str):
+                        continue
+                    requests = {**base, **{r: resolved[0].get(r, 0) for r in demanded}}
                 if all(
                     usage.get((quota.name, r), 0) + requests[r]
                     <= tree.limits(
@@ -234,10 +248,12 @@ def preemption_targets(
     model: ClusterQueueModel,
     cache: QuotaCache,
     flavors: Mapping[str, ResourceFlavor],
+    sizes: DeviceSizes | None = None,
 ) -> list[Target]:
-    """The workloads to evict so that `preemptor` fits in `model`; empty when no set would do."""
+    """The workloads to evict so that `preemptor` fits in `model`; empty when no set would do
+    (`sizes`: the device inventory, for charges the flavor decides)."""
     tree = cache.capacity
-    requests = _requests(preemptor, model, flavors, tree)
+    requests = _requests(preemptor, model, flavors, tree, sizes)
     if not requests:
         return []
     needed = {

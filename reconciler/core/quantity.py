@@ -67,7 +67,9 @@ def to_amount(resource: str, quantity: Fraction) -> int:
 
 
 def _is_binary(resource: str) -> bool:
-    return resource in _BINARY_RESOURCES or resource.startswith("hugepages-")
+    # Extended resources named for memory (example.com/gpu-memory, charged from device
+    # capacities) read as memory does: 20Gi, not 21474836480.
+    return resource in _BINARY_RESOURCES or resource.startswith("hugepages-") or resource.endswith("-memory")
 
 
 def format_amount(resource: str, amount: int) -> str:

@@ -26,7 +26,7 @@ from .pending_queue import Candidate, PendingQueue
 from .preemption import Target, preemption_targets
 from .queues import QueueManager
 from .selectors import label_selector_matches
-from .workloads import WorkloadInfo
+from .workloads import DeviceSizes, WorkloadInfo
 
 __all__ = ["REASON_INADMISSIBLE", "REASON_PENDING", "Admit", "Decision", "Pending", "Preempt", "Scheduler"]
 
@@ -48,6 +48,8 @@ class Admit:
     pod_sets: list[PodSetFlavors]
     # Kueue's "Flavors considered" for the QuotaReserved Event ("" when nothing to say).
     considered: str = ""
+    # What the charges the flavors decided came to (allocationMode All, device capacities).
+    charged: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -78,6 +80,8 @@ class Scheduler:
     _group_verdicts: dict[tuple[str | None, Hashable], tuple[str, str] | None] = field(default_factory=dict)
     # deviceInventory.mode Enforce: what fits quota must fit the free devices too.
     gate: InventoryGate | None = None
+    # The device inventory (Report or Enforce): sizes allocationMode All and device capacities.
+    sizes: DeviceSizes | None = None
 
     def forget(self, key: WorkloadKey) -> None:
         """The workload changed or left: its next verdict is reported whatever it is."""
@@ -221,7 +225,8 @@ class _QueuePass:
     def _assign(self, info: WorkloadInfo) -> FlavorFit | FlavorNoFit:
         gate = self.scheduler.gate
         devices = gate.check(self.cache.ledger) if gate is not None else None
-        return assign_flavors(info, self.model, self.cache.flavors, self.cache.capacity, devices)
+        sizes = self.scheduler.sizes
+        return assign_flavors(info, self.model, self.cache.flavors, self.cache.capacity, devices, sizes)
 
     def step(self, head: _Head | None) -> bool:
         """Admit, park or report one candidate; False when the queue is done for this cycle."""
@@ -249,7 +254,7 @@ class _QueuePass:
                 queues.remove(key)  # out of its pending queue too
                 cache.admit(info, Charge(model.name, fit.usage))
                 scheduler._last.pop(key, None)
-                out.append(Admit(key, model.name, fit.pod_sets, fit.considered))
+                out.append(Admit(key, model.name, fit.pod_sets, fit.considered, fit.charged))
                 return True
             result = self.verdicts[info.shape] = fit
         if overtaken:
@@ -262,7 +267,7 @@ class _QueuePass:
         pending = Pending(key, REASON_PENDING, result.message, model.name)
         group = info.shape
         if result.waiting_for_quota and _may_preempt(model):
-            targets = preemption_targets(info, model, cache, cache.flavors)
+            targets = preemption_targets(info, model, cache, cache.flavors, scheduler.sizes)
             victims = {t.key for t in targets}
             if targets and not victims & self.claimed:
                 self.claimed |= victims

@@ -57,6 +57,7 @@ from .status import (
     set_condition,
 )
 from .workloads import (
+    DEVICE_CHARGES_ANNOTATION,
     FIRST_AVAILABLE_ANNOTATION,
     QUEUE_NAME_LABEL,
     WorkloadInfo,
@@ -128,7 +129,11 @@ def simulate(
     now: str,
     inventory_mode: str = "Off",
     requeuing_timestamp: str = EVICTION_TIMESTAMP,
+    capacities: Mapping[str, Sequence[tuple[str, str]]] | None = None,
 ) -> SimulationResult:
+    """`capacities`: per DeviceClass, the (device capacity, quota resource) pairs its mapping
+    charges (the Configuration's `class_capacities`)."""
+    capacities = capacities or {}
     result = SimulationResult()
     state = Engine()
     index = InventoryIndex()
@@ -201,8 +206,10 @@ def simulate(
     for ns_name in {ns for ns, _ in state.queues.local_queues} - state.cache.namespaces.keys():
         state.set_namespace(ns_name, {"kubernetes.io/metadata.name": ns_name})
 
-    inventory = index.compute(state.flavors, mappings, lambda pod: False) if inventory_on else None
+    names = {cls: [name for name, _ in caps] for cls, caps in capacities.items()}
+    inventory = index.compute(state.flavors, mappings, lambda pod: False, names) if inventory_on else None
     if inventory is not None:
+        state.scheduler.sizes = inventory
         for name, sl in index.slices.items():
             if sl.spec.node_name and sl.spec.node_name not in index.nodes:
                 result.warnings.append(
@@ -239,6 +246,8 @@ def simulate(
                 lookup_claim=lambda ns, name: claims.get((ns, name)),
                 mappings=mappings,
                 covered=covered_by(state.queues.local_queues, state.cache.cluster_queues, workload),
+                capacities=capacities,
+                sized=inventory_on,
             )
         except (QuantityError, msgspec.ValidationError) as err:
             raise SimulationError(f"{_describe(obj)}: spec.podSets: {err}") from None
@@ -276,6 +285,9 @@ def simulate(
         status: WorkloadStatus = workload.status
         if isinstance(outcome, Admit):
             status = admitted_workload_status(status, outcome, now)
+            if outcome.charged:
+                # As the controller records it: what the charges the flavors decided came to.
+                workload.metadata.annotations[DEVICE_CHARGES_ANNOTATION] = "; ".join(outcome.charged)
         elif isinstance(outcome, Pending):
             status = pending_workload_status(status, infos[key], outcome, now)
         workload.status = status

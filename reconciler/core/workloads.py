@@ -12,6 +12,7 @@ import hashlib
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from types import MappingProxyType
+from typing import Protocol
 
 import msgspec
 
@@ -27,16 +28,18 @@ from reconciler.api import (
 )
 
 from .clusterqueues import ClusterQueueModel
-from .dra import ClaimCharge, ClaimLookup, Covered, DraProblem, claim_charges
+from .dra import Capacities, ClaimCharge, ClaimLookup, Covered, DeviceDemand, DraProblem, claim_charges
 from .podrequests import Amounts, add_amounts, pod_requests, scale_amounts
 from .priority import ResolvedPriority
 from .selectors import PodPlacement
 
 __all__ = [
+    "DEVICE_CHARGES_ANNOTATION",
     "FIRST_AVAILABLE_ANNOTATION",
     "JOB_UID_LABEL",
     "QUEUE_NAME_LABEL",
     "RESOURCE_IN_USE_FINALIZER",
+    "DeviceSizes",
     "PodSetInfo",
     "WorkloadInfo",
     "compile_workload",
@@ -51,8 +54,19 @@ JOB_UID_LABEL = "kueue.x-k8s.io/job-uid"
 RESOURCE_IN_USE_FINALIZER = "kueue.x-k8s.io/resource-in-use"
 # Which firstAvailable subrequest each device request is charged for (absent when none).
 FIRST_AVAILABLE_ANNOTATION = "dra-quota-reconciler/first-available"
+# What the charges the flavor decided (allocationMode All, device capacities) came to at admission.
+DEVICE_CHARGES_ANNOTATION = "dra-quota-reconciler/device-charges"
+NOT_COUNTED_YET = "the device inventory has not been counted yet"
+
+
+class DeviceSizes(Protocol):
+    """The device inventory as flavor assignment sees it (`DeviceInventory`)."""
+
+    def size(self, flavor: str, demand: DeviceDemand) -> tuple[int, str] | str: ...
+
 
 _NOTHING: Mapping[str, int] = MappingProxyType({})
+_NO_RESOURCES: frozenset[str] = frozenset()
 _MAX_NAME = 253
 _HASH_LEN = 5
 # Labels the Job controller adds to a template; a Workload's template omits them.
@@ -129,11 +143,43 @@ class PodSetInfo:
     per_pod: Amounts
     # Charged once for the Workload whatever the count: the shared claims this pod set names first.
     once: Mapping[str, int] = field(default_factory=lambda: _NOTHING)
+    # Charges the flavor decides (allocationMode All, device capacities): per pod, and once.
+    demands: tuple[DeviceDemand, ...] = ()
+    demands_once: tuple[DeviceDemand, ...] = ()
 
     def total(self) -> Amounts:
+        """What is charged whatever the flavor (without the charges the flavor decides)."""
         total = scale_amounts(self.per_pod, self.count)
         add_amounts(total, self.once)
         return total
+
+    @property
+    def demanded(self) -> frozenset[str]:
+        """The resources some charge the flavor decides is for."""
+        if not self.demands and not self.demands_once:
+            return _NO_RESOURCES
+        return frozenset(d.resource for d in (*self.demands, *self.demands_once))
+
+    def total_in(
+        self, flavor: str, sizes: DeviceSizes | None
+    ) -> tuple[Amounts, tuple[tuple[str, str], ...]] | str:
+        """The whole charge in `flavor`, with (resource, how) per charge the flavor decided; or
+        why the flavor cannot take this pod set."""
+        total = self.total()
+        if not self.demands and not self.demands_once:
+            return total, ()
+        if sizes is None:
+            return NOT_COUNTED_YET
+        lines: list[tuple[str, str]] = []
+        for demand, times in [*((d, self.count) for d in self.demands), *((d, 1) for d in self.demands_once)]:
+            sized = sizes.size(flavor, demand)
+            if isinstance(sized, str):
+                return sized
+            amount, how = sized
+            total[demand.resource] = total.get(demand.resource, 0) + amount * times
+            pods = f"{times} pod(s) x " if times != 1 else ""
+            lines.append((demand.resource, f"{demand.label}: {pods}{how}"))
+        return total, tuple(lines)
 
 
 @dataclass(slots=True)
@@ -183,12 +229,15 @@ def compile_workload(
     created: str = "",
     lookup_claim: ClaimLookup | None = None,
     covered: Covered | None = None,
+    capacities: Capacities | None = None,
+    sized: bool = False,
 ) -> WorkloadInfo:
     """Compute requests (including DRA charges) for every pod set of a Workload.
 
     With `lookup_claim`, shared claims (`resourceClaimName`) are charged once per
     Workload (see dra.py); without it they are refused as Kueue refuses them. `covered`:
-    the resources the Workload's ClusterQueue has quota for (see `covered_by`)."""
+    the resources the Workload's ClusterQueue has quota for (see `covered_by`). `capacities` and
+    `sized`: see `claim_charges` (device capacities charged, device inventory on)."""
     meta = workload.metadata
     info = WorkloadInfo(
         namespace=meta.namespace,
@@ -206,6 +255,8 @@ def compile_workload(
         spec = pod_template_view(pod_set.template).spec
         per_pod = pod_requests(spec)
         once: Mapping[str, int] = _NOTHING
+        demands: tuple[DeviceDemand, ...] = ()
+        demands_once: tuple[DeviceDemand, ...] = ()
         count = 1 if pod_set.count is None else pod_set.count
         if spec.resource_claims:
             charge = claim_charges(
@@ -218,15 +269,20 @@ def compile_workload(
                 lookup_claim=lookup_claim,
                 charged_claims=charged_claims,
                 covered=covered,
+                capacities=capacities or {},
+                sized=sized,
             )
             if isinstance(charge, DraProblem):
                 info.problem = charge
             else:
                 add_amounts(per_pod, charge.per_pod)
                 once = charge.once or _NOTHING
+                demands, demands_once = tuple(charge.demands_per_pod), tuple(charge.demands_once)
                 choices.extend(charge.choices)
                 _count_devices(devices, claims, charge, count)
-        info.pod_sets.append(PodSetInfo(pod_set.name, count, PodPlacement.of(spec), per_pod, once))
+        info.pod_sets.append(
+            PodSetInfo(pod_set.name, count, PodPlacement.of(spec), per_pod, once, demands, demands_once)
+        )
         if info.problem is not None:
             break
     info.choices = tuple(choices)
@@ -266,7 +322,20 @@ def _shape(pod_sets: list[PodSetInfo]) -> bytes:
                 ps.placement.node_selector,
                 ps.placement.affinity,
                 ps.placement.tolerations,
+                [_demand_key(d) for d in ps.demands],
+                [_demand_key(d) for d in ps.demands_once],
             ]
             for ps in pod_sets
         ]
     )
+
+
+def _demand_key(demand: DeviceDemand) -> list[object]:
+    return [
+        demand.resource,
+        demand.device_class,
+        demand.count,
+        demand.capacity,
+        demand.per_device,
+        list(demand.selectors),
+    ]

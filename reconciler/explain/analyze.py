@@ -36,6 +36,11 @@ SHOWN_CONDITIONS = (
     "Finished",
 )
 MAX_AHEAD = 5
+_DEVICE_READS = ("ResourceSlices", "Nodes")
+
+
+def _unread(what: str) -> str:
+    return f"could not read {what}; the answer may be incomplete"
 
 
 def find_workload(state: ClusterState) -> Workload | None:
@@ -81,7 +86,8 @@ def explain(state: ClusterState) -> Explanation:
         subject, states.PENDING, "", workload=f"{workload.metadata.namespace}/{workload.metadata.name}"
     )
     ex.controller_says = _controller_says(workload)
-    ex.notes = [f"could not read {what}; the answer may be incomplete" for what in state.unreadable]
+    # ResourceSlices and Nodes matter only to a pending charge they size (see _pending).
+    ex.notes = [_unread(what) for what in state.unreadable if not what.startswith(_DEVICE_READS)]
     _describe_claims(state, workload, ex)
     if found is None:
         ex.state = states.NO_WORKLOAD
@@ -222,6 +228,9 @@ def _pending(state: ClusterState, workload: Workload, ex: Explanation) -> None:
     engine = ledgered.engine
     if ledgered.compile_error is not None:
         ex.findings.append(f"its pod sets cannot be read: {ledgered.compile_error}")
+    if ledgered.info is not None and any(ps.demanded for ps in ledgered.info.pod_sets):
+        # allocationMode All or a device capacity: the published devices size the charge.
+        ex.notes[:0] = [_unread(what) for what in state.unreadable if what.startswith(_DEVICE_READS)]
     model = engine.cache.cluster_queues.get(cq_name) if cq_name else None
     if cq_name and model is None:
         reason = engine.cache.broken_cluster_queues.get(cq_name, "")

@@ -75,6 +75,8 @@ def run(args: argparse.Namespace) -> int:
         return EXIT_UNREADABLE
     if config is not None:
         state.mappings = config.class_to_resource
+        state.capacities = config.class_capacities
+        state.inventory_on = config.device_inventory.enabled
         wait = config.wait_for_pods_ready
         if wait is not None:
             state.pods_ready = PodsReadyClock(wait.timeout_seconds, wait.recovery_timeout_seconds)

@@ -38,6 +38,8 @@ from reconciler.api import (
     ResourceFlavor,
     Workload,
 )
+from reconciler.api.resources import NODES, RESOURCE_SLICES
+from reconciler.api.slices import Node, ResourceSlice
 from reconciler.kube import DecodeError, Forbidden, KubeClient, NotFound
 from reconciler.kube.watchwire import ListPage
 
@@ -154,6 +156,9 @@ async def fetch_state(
     claims = _start(
         f"ResourceClaims in {ns}", missing, _list(client, RESOURCE_CLAIMS, ResourceClaim, request_timeout, ns)
     )
+    # What the DRA drivers publish: sizes allocationMode All and device capacities per flavor.
+    slices = _start("ResourceSlices", missing, _list(client, RESOURCE_SLICES, ResourceSlice, request_timeout))
+    nodes = _start("Nodes", missing, _list(client, NODES, Node, request_timeout))
     warnings = {"fieldSelector": "type=Warning"}
     events = _start(f"Events in {ns}", missing, _list(client, EVENTS, Event, request_timeout, ns, warnings))
     pods = (
@@ -162,7 +167,7 @@ async def fetch_state(
         else None
     )
     tasks: list[asyncio.Task[Any]] = [workloads, cluster_queues, local_queues, flavors, namespaces]
-    tasks += [templates, classes, claims, events, *([pods] if pods is not None else [])]
+    tasks += [templates, classes, claims, slices, nodes, events, *([pods] if pods is not None else [])]
     try:
         await asyncio.gather(*tasks)
     except BaseException:
@@ -178,6 +183,8 @@ async def fetch_state(
     state.templates = await templates
     state.device_classes = await classes
     state.claims = await claims
+    state.resource_slices = await slices
+    state.nodes = await nodes
     state.events = await events
     state.pods = await pods if pods is not None else []
     return state  # a Job's Workload is found among state.workloads (analyze.find_workload)

@@ -18,6 +18,7 @@ from reconciler.api import Workload
 from reconciler.api.times import epoch
 from reconciler.core.clusterqueues import ClusterQueueModel, InvalidClusterQueueError, compile_cluster_queue
 from reconciler.core.engine import Engine
+from reconciler.core.inventory import DeviceInventory, InventoryIndex
 from reconciler.core.ledger import Ledger
 from reconciler.core.quantity import QuantityError, format_amount
 from reconciler.core.scheduler import Admit, Decision
@@ -62,8 +63,25 @@ class Ledgered:
     decision: Decision | None
 
 
+def _inventory(state: ClusterState, mappings: Mapping[str, str]) -> DeviceInventory:
+    """The device inventory from the live classes, slices and nodes (allocations left out)."""
+    index = InventoryIndex()
+    for device_class in state.device_classes:
+        index.set_class(device_class.metadata.name, device_class)
+    for resource_slice in state.resource_slices:
+        index.set_slice(resource_slice.metadata.name, resource_slice)
+    for node in state.nodes:
+        index.set_node(node.metadata.name, node.metadata.labels)
+    flavors = {f.metadata.name: f for f in state.flavors}
+    names = {cls: [name for name, _ in caps] for cls, caps in state.capacities.items()}
+    return index.compute(flavors, mappings, lambda pod: False, names)
+
+
 def load_engine(state: ClusterState, target: Workload, mappings: Mapping[str, str]) -> Ledgered:
     engine = Engine()
+    sized = state.inventory_on is not False
+    if sized:
+        engine.scheduler.sizes = _inventory(state, mappings)
     for flavor in state.flavors:
         engine.set_flavor(flavor)
     for cq in state.cluster_queues:
@@ -89,6 +107,8 @@ def load_engine(state: ClusterState, target: Workload, mappings: Mapping[str, st
                 lookup_claim=lambda ns, name: claims.get((ns, name)),
                 mappings=mappings,
                 covered=covered_by(engine.queues.local_queues, engine.cache.cluster_queues, workload),
+                capacities=state.capacities,
+                sized=sized,
             )
         except (QuantityError, msgspec.ValidationError) as err:
             return f"spec.podSets: {err}"

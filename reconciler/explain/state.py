@@ -26,6 +26,7 @@ from reconciler.api import (
     Workload,
 )
 from reconciler.api.meta import ApiStruct
+from reconciler.api.slices import Node, ResourceSlice
 
 __all__ = ["ClusterState", "Event", "Kind", "ObjectReference", "PodsReadyClock", "Target", "TargetError"]
 
@@ -104,10 +105,17 @@ class ClusterState:
     device_classes: list[DeviceClass] = field(default_factory=list)
     pods: list[Pod] = field(default_factory=list)  # the Job's pods
     claims: list[ResourceClaim] = field(default_factory=list)  # the target's namespace
+    # What the DRA drivers publish (sizes allocationMode All and device capacities per flavor).
+    resource_slices: list[ResourceSlice] = field(default_factory=list)
+    nodes: list[Node] = field(default_factory=list)
     events: list[Event] = field(default_factory=list)  # Warnings in the target's namespace
     # Kinds that could not be read, with why ("ResourceFlavors: forbidden").
     unreadable: list[str] = field(default_factory=list)
     # From the controller's Configuration when given (--config); otherwise learned from what the
     # controller charged (see mappings.py).
     mappings: Mapping[str, str] | None = None
+    # From the Configuration too: the device capacities mappings charge, and whether the device
+    # inventory is on (None: not known; then charges the flavor decides are sized when they can be).
+    capacities: Mapping[str, tuple[tuple[str, str], ...]] = field(default_factory=dict)
+    inventory_on: bool | None = None
     pods_ready: PodsReadyClock | None = None

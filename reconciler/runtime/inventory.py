@@ -48,8 +48,8 @@ class Inventory:
         self._said: set[tuple[str, str, str]] = set()
         # DeviceClasses asked for by templates and not mapped (for the metrics).
         self._unmapped: set[str] = set()
-        # The mappings the inventory was last counted with.
-        self._mappings: dict[str, str] = {}
+        # The mappings (and charged capacities) the inventory was last counted with.
+        self._mappings: tuple[dict[str, str], dict[str, tuple[tuple[str, str], ...]]] = ({}, {})
 
     @property
     def enabled(self) -> bool:
@@ -90,16 +90,27 @@ class Inventory:
         if not self.enabled:
             return
         ctx = self.ctx
-        if ctx.config.class_to_resource != self._mappings:  # deviceClassMappings reloaded
-            self._mappings = dict(ctx.config.class_to_resource)
+        mappings = (dict(ctx.config.class_to_resource), dict(ctx.config.class_capacities))
+        if mappings != self._mappings:  # deviceClassMappings reloaded
+            self._mappings = mappings
             self._changed = True
         if not self._changed:
             return
         self._changed = False
         pods = ctx.pod_index.pods
-        inventory = self.index.compute(ctx.engine.flavors, ctx.config.class_to_resource, pods.__contains__)
+        capacities = {cls: [name for name, _ in caps] for cls, caps in ctx.config.class_capacities.items()}
+        inventory = self.index.compute(
+            ctx.engine.flavors, ctx.config.class_to_resource, pods.__contains__, capacities
+        )
         previous = ctx.device_inventory
         ctx.device_inventory = inventory
+        # allocationMode All and device capacities are charged by what the flavors' nodes hold.
+        ctx.engine.scheduler.sizes = inventory
+        if previous is None or (previous.largest_capacity, previous.node_slices) != (
+            inventory.largest_capacity,
+            inventory.node_slices,  # unchanged slices are the same objects: a cheap comparison
+        ):
+            ctx.engine.queues.retry()  # the charges the flavors decide may have changed
         if ctx.config.device_inventory.enforce:
             ctx.engine.scheduler.gate = InventoryGate(inventory)
             if previous is None or previous.by_resource != inventory.by_resource:

@@ -26,7 +26,13 @@ from reconciler.core.status import (
     pending_workload_status,
     set_condition,
 )
-from reconciler.core.workloads import FIRST_AVAILABLE_ANNOTATION, WorkloadInfo, compile_workload, covered_by
+from reconciler.core.workloads import (
+    DEVICE_CHARGES_ANNOTATION,
+    FIRST_AVAILABLE_ANNOTATION,
+    WorkloadInfo,
+    compile_workload,
+    covered_by,
+)
 from reconciler.kube import Conflict, NotFound
 
 from .actions import MergePatch, WriteDone
@@ -34,7 +40,7 @@ from .context import EXPECTED_MISSES, Context
 from .patches import holds_quota, is_true, same_workload_status, status_patch
 from .store import Key
 
-__all__ = ["FIRST_AVAILABLE_ANNOTATION", "Workloads", "seconds_since"]
+__all__ = ["DEVICE_CHARGES_ANNOTATION", "FIRST_AVAILABLE_ANNOTATION", "Workloads", "seconds_since"]
 
 log = structlog.get_logger(__name__)
 
@@ -52,7 +58,7 @@ class Workloads:
         # The generation of each workload as last given to the core.
         self._fed: dict[Key, int] = {}
         # The firstAvailable annotation last asked for, per workload.
-        self._annotating: dict[Key, str | None] = {}
+        self._annotating: dict[Key, tuple[str | None, str | None]] = {}
         # Waiting workloads seen without a PodsReady condition (see write_waiting_for_start).
         self._without_pods_ready: set[Key] = set()
 
@@ -65,6 +71,8 @@ class Workloads:
             lookup_claim=lambda ns, name: claims.get((ns, name)),
             mappings=self.ctx.config.class_to_resource,
             covered=covered_by(engine.queues.local_queues, engine.cache.cluster_queues, workload),
+            capacities=self.ctx.config.class_capacities,
+            sized=self.ctx.config.device_inventory.enabled,
         )
         wfpr = self.ctx.config.wait_for_pods_ready
         strategy = wfpr.requeuing_timestamp if wfpr is not None else EVICTION_TIMESTAMP
@@ -194,23 +202,31 @@ class Workloads:
             # Lost a race (a newer version, or a superseded write): look at it again.
             self.ctx.dirty.workload(done.key)
 
-    def _record_choices(self, workload: Workload, info: WorkloadInfo | None) -> None:
-        """Show on the Workload which firstAvailable subrequests it is charged for (an annotation).
+    def _record_choices(
+        self, workload: Workload, info: WorkloadInfo | None, charged: tuple[str, ...] = ()
+    ) -> None:
+        """Show on the Workload which firstAvailable subrequests it is charged for, and what the
+        charges its flavors decided came to when admitted (`charged`; none while it waits): two
+        annotations.
 
         Written once a decision is out (pending written, admission landed), never before: a metadata
         write in between would make the admission's resourceVersion-conditioned write conflict."""
         if info is None:
             return
         meta = workload.metadata
-        wanted = "; ".join(info.choices) or None
-        if meta.annotations.get(FIRST_AVAILABLE_ANNOTATION) == wanted:
+        wanted = ("; ".join(info.choices) or None, "; ".join(charged) or None)
+        annotations = meta.annotations
+        have = (annotations.get(FIRST_AVAILABLE_ANNOTATION), annotations.get(DEVICE_CHARGES_ANNOTATION))
+        if have == wanted:
             return
         key = (meta.namespace, meta.name)
         # Asked for already (in flight, or landed and its event not seen yet).
-        if self._annotating.get(key, "") == wanted:
+        if self._annotating.get(key) == wanted:
             return
         self._annotating[key] = wanted
-        patch = msgspec.json.encode({"metadata": {"annotations": {FIRST_AVAILABLE_ANNOTATION: wanted}}})
+        names = (FIRST_AVAILABLE_ANNOTATION, DEVICE_CHARGES_ANNOTATION)
+        asked = {name: value for name, value, now in zip(names, wanted, have, strict=True) if value != now}
+        patch = msgspec.json.encode({"metadata": {"annotations": asked}})
         self.ctx.write(
             MergePatch(
                 "workload-annotate", WORKLOADS, meta.namespace, meta.name, patch, on_done=self._annotated
@@ -424,11 +440,13 @@ class Workloads:
                 status_patch(status, workload.metadata.resource_version),
                 subresource="status",
                 slot_name="workload-status",
-                on_done=lambda done: self._admission_written(done, decision.considered),
+                on_done=lambda done: self._admission_written(done, decision.considered, decision.charged),
             )
         )
 
-    def _admission_written(self, done: WriteDone, considered: str = "") -> None:
+    def _admission_written(
+        self, done: WriteDone, considered: str = "", charged: tuple[str, ...] = ()
+    ) -> None:
         ctx = self.ctx
         key = done.key
         if done.ok and done.body is not None:
@@ -457,7 +475,7 @@ class Workloads:
             owner = ctx.store.job_key(key)
             if owner is not None:
                 ctx.dirty.jobs.add(owner)
-            self._record_choices(workload, ctx.engine.workload(key))
+            self._record_choices(workload, ctx.engine.workload(key), charged)
             return
         # Not admitted after all: give the quota back and decide again on fresh state.
         if isinstance(done.error, Conflict):

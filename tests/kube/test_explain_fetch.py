@@ -20,6 +20,7 @@ from reconciler.api import (
     WORKLOADS,
     Resource,
 )
+from reconciler.api.resources import NODES, RESOURCE_SLICES
 from reconciler.explain.fetch import ExplainError, fetch_state
 from reconciler.explain.state import Target
 from reconciler.kube import KubeClient, ServerError
@@ -40,6 +41,8 @@ LISTS: list[tuple[Resource, str | None]] = [
     (RESOURCE_CLAIM_TEMPLATES, None),
     (DEVICE_CLASSES, None),
     (RESOURCE_CLAIMS, NS),
+    (RESOURCE_SLICES, None),
+    (NODES, None),
     (EVENTS, NS),
     (PODS, NS),
 ]

@@ -18,12 +18,21 @@ from reconciler.api.resources import (
 )
 from reconciler.api.slices import Node, ResourceSlice
 from reconciler.config import parse_config
+from reconciler.core.workloads import DEVICE_CHARGES_ANNOTATION
 from reconciler.kube import WatchEvent
 from reconciler.runtime.actions import Create, PostEvent
 from reconciler.runtime.reconciler import ALL_WATCHED, WATCHED, Reconciler
 from reconciler.runtime.writer import WriteDone
 from tests.support.builders import cluster_queue_body
-from tests.support.reconciler_harness import Harness, created_workload, decode, gpu_job, of, queues
+from tests.support.reconciler_harness import (
+    Harness,
+    apply_patch,
+    created_workload,
+    decode,
+    gpu_job,
+    of,
+    queues,
+)
 
 DRIVER = "gpu.nvidia.com"
 
@@ -235,3 +244,62 @@ def test_a_template_asking_for_an_unmapped_class_gets_an_event() -> None:
     sample = h.reconciler.inventory.sample()
     assert sample is not None
     assert ("fpga.example.com", "unmapped") in sample.mapping_problems
+
+
+def all_gpus_template(h: Harness) -> None:
+    body = {
+        "metadata": {"name": "gpu", "namespace": "ns"},
+        "spec": {
+            "spec": {
+                "devices": {
+                    "requests": [
+                        {"name": "g", "exactly": {"deviceClassName": DRIVER, "allocationMode": "All"}}
+                    ]
+                }
+            }
+        },
+    }
+    h.event("MODIFIED", RESOURCE_CLAIM_TEMPLATES, decode(body, ResourceClaimTemplate))
+
+
+def test_all_devices_are_charged_from_the_inventory_and_recorded_once_admitted() -> None:
+    h = enforcing("Report")
+    queues(h, gpus=3)
+    all_gpus_template(h)
+    devices(h, 2)
+    sync(h)
+    h.event("ADDED", JOBS, gpu_job(h, "a"))
+    (create,) = of(h.take(), "create-workload")
+    workload = created_workload(h, create)
+    h.reconciler.handle(WriteDone(create, body=msgspec.json.encode(workload)))
+    h.event("ADDED", WORKLOADS, workload)
+    (admit,) = of(h.take(), "admit")
+    (assignment,) = msgspec.json.decode(admit.patch)["status"]["admission"]["podSetAssignments"]
+    assert assignment["resourceUsage"] == {"nvidia.com/gpu": "2"}  # both GPUs of node-1
+    admitted = apply_patch(h, workload, admit)
+    h.reconciler.handle(WriteDone(admit, body=msgspec.json.encode(admitted)))
+    (annotate,) = of(h.take(), "workload-annotate")
+    assert msgspec.json.decode(annotate.patch) == {
+        "metadata": {
+            "annotations": {
+                DEVICE_CHARGES_ANNOTATION: "podset main, claim g, request g: 2 device(s) of DeviceClass "
+                "gpu.nvidia.com (allocationMode All: the most on one node of flavor t4) charged as 2 "
+                "nvidia.com/gpu"
+            }
+        }
+    }
+    submit(h, "b")
+    (waiting,) = of(h.take(), "workload-status")
+    conditions = msgspec.json.decode(waiting.patch)["status"]["conditions"]
+    reserved = next(c for c in conditions if c["type"] == "QuotaReserved")
+    assert reserved["message"] == (
+        "couldn't assign flavors to pod set main: insufficient unused quota for nvidia.com/gpu in flavor t4, "
+        "1 more needed"
+    )
+    # The node now publishes one GPU: the waiting workload is charged 1 and admitted; the admitted
+    # one keeps its charge of 2 (status.admission is its record).
+    devices(h, 1)
+    (admit_b,) = of(h.take(), "admit")
+    (assignment,) = msgspec.json.decode(admit_b.patch)["status"]["admission"]["podSetAssignments"]
+    assert assignment["resourceUsage"] == {"nvidia.com/gpu": "1"}
+    assert h.reconciler.ctx.engine.ledger.used("cq", ("t4", "nvidia.com/gpu")) == 3
