@@ -23,8 +23,10 @@ from reconciler.api import (
     RESOURCE_CLAIM_TEMPLATES,
     RESOURCE_CLAIMS,
     RESOURCE_FLAVORS,
+    RESOURCE_SLICES,
     WORKLOADS,
 )
+from reconciler.api.resources import NODES
 from tests.support.explain_state import NS, PENDING_MESSAGE, walkthrough_state
 from tests.support.fake_apiserver import FakeApiServer, json_reply, page
 
@@ -66,6 +68,8 @@ def _serve_walkthrough(fake: FakeApiServer) -> None:
         RESOURCE_CLAIMS.list_path(NS): [],
         EVENTS.list_path(NS): [],
         PODS.list_path(NS): [],
+        RESOURCE_SLICES.list_path(): [],
+        NODES.list_path(): [],
     }
     for path, items in lists.items():
         fake.fallback(("LIST", path), page(_builtins(items), 42))
@@ -79,8 +83,9 @@ async def test_explains_job_b_in_words_and_json(
     kubeconfig = str(_kubeconfig(fake, tmp_path / "kubeconfig"))
     args = ["explain", "job", f"{NS}/kueue-dra-pending-b", "--kubeconfig", kubeconfig]
     code = await asyncio.to_thread(cli.main, args)
-    out = capsys.readouterr().out
-    assert code == 0
+    captured = capsys.readouterr()
+    out = captured.out
+    assert code == 0, captured.err
     assert out.startswith(
         f"Job {NS}/kueue-dra-pending-b is PENDING: it waits for quota in ClusterQueue p3-dra-cq"
     )
