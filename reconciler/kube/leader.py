@@ -170,17 +170,28 @@ class LeaderElector:
             return False
         self.is_leader = False
         lease = self._lease
-        spec = dict(lease.get("spec") or {})
-        now = rfc3339_micro(self._wall())
-        spec.pop("holderIdentity", None)
-        spec.update(leaseDurationSeconds=1, renewTime=now, acquireTime=now)
         try:
-            await self._call("update", "PUT", {**lease, "spec": spec}, self.config.call_timeout)
+            try:
+                await self._put_released(lease)
+            except Conflict:
+                # A renewal cancelled mid-flight may have landed after all: read the Lease
+                # again and release it if it is still ours.
+                lease = await self._call("get", "GET", None, self.config.call_timeout)
+                if _record(lease).holder != self.config.identity:
+                    return False
+                await self._put_released(lease)
         except (KubeError, TimeoutError) as exc:
             log.warning("could not release the lease", lease=self._path, error=str(exc))
             return False
         log.info("released the lease", lease=self._path)
         return True
+
+    async def _put_released(self, lease: dict[str, Any]) -> None:
+        spec = dict(lease.get("spec") or {})
+        now = rfc3339_micro(self._wall())
+        spec.pop("holderIdentity", None)
+        spec.update(leaseDurationSeconds=1, renewTime=now, acquireTime=now)
+        await self._call("update", "PUT", {**lease, "spec": spec}, self.config.call_timeout)
 
     # --- one round -----------------------------------------------------------------------------
 

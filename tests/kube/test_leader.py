@@ -229,6 +229,29 @@ async def test_release_lets_a_follower_take_over_at_once(kube: KubeClient, store
 
 
 @pytest.mark.asyncio
+async def test_release_after_a_renewal_that_landed_unseen_still_releases(
+    kube: KubeClient, store: LeaseStore
+) -> None:
+    """A renewal cancelled at shutdown may land after all: the release's write then conflicts,
+    and the Lease, read again and still ours, is released (not left to expire)."""
+    me = elector(kube)
+    await asyncio.wait_for(me.acquire(), 2)
+    store.put({**store.spec, "renewTime": "2026-12-01T10:00:00.000000Z"})  # our renewal, unseen
+    assert await me.release()
+    assert "holderIdentity" not in store.spec
+    assert store.spec["leaseDurationSeconds"] == 1
+
+
+@pytest.mark.asyncio
+async def test_release_leaves_a_lease_someone_else_took_alone(kube: KubeClient, store: LeaseStore) -> None:
+    me = elector(kube)
+    await asyncio.wait_for(me.acquire(), 2)
+    store.put({**store.spec, "holderIdentity": "other"})
+    assert not await me.release()
+    assert store.spec["holderIdentity"] == "other"
+
+
+@pytest.mark.asyncio
 async def test_create_conflict_is_not_leadership(
     kube: KubeClient, store: LeaseStore, fake: FakeApiServer
 ) -> None:
