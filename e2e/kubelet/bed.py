@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from e2e.kubelet.node import NODE_NAME, NodeError, RealNode
+from e2e.kubelet.service import ServiceForwarder
 from e2e.testbed import KubeClient, Testbed, TestbedSpec, api_path
 from e2e.testbed.components import AGENTS
 from e2e.testbed.names import DRIVER_NAME
@@ -31,8 +32,11 @@ Obj = dict[str, Any]
 class RealKubeletBed:
     def __init__(self, run_dir: Path) -> None:
         self.run_dir = run_dir
-        self.testbed = Testbed(run_dir, TestbedSpec(nodes=[]))
+        # Webhook calls go to the Service's endpoints (pod IPs), not its ClusterIP: there is
+        # no kube-proxy.
+        self.testbed = Testbed(run_dir, TestbedSpec(nodes=[]), apiserver_args=("--enable-aggregator-routing=true",))
         self.node: RealNode | None = None
+        self.service: ServiceForwarder | None = None
         self._plugin: subprocess.Popen[bytes] | None = None
         self.timings: dict[str, float] = {}
 
@@ -47,6 +51,8 @@ class RealKubeletBed:
         self.testbed.stop_component(AGENTS)
         self.timings["control plane"] = time.monotonic() - t0
         t0 = time.monotonic()
+        self.service = ServiceForwarder(self.testbed.ports["kube-apiserver"])
+        self.service.start()
         self.node = RealNode(self.run_dir, self.testbed.kubeconfig, self.testbed.pki.ca_cert)
         self.node.start()
         asyncio.run(self._wait_node_ready())
@@ -65,6 +71,8 @@ class RealKubeletBed:
                 self._plugin.kill()
         if self.node is not None:
             self.node.stop()
+        if self.service is not None:
+            self.service.stop()
         self.testbed.stop()
 
     def __enter__(self) -> RealKubeletBed:

@@ -29,6 +29,7 @@ NODE_NAME = "kubelet-node-1"
 GPU_LABEL = "nvidia.com/gpu.product=Tesla-T4"
 # Pod addresses of the bridge CNI (no kube-proxy: pods reach no Service, only the host).
 POD_SUBNET = "10.244.0.0/24"
+BRIDGE = "dqtb0"
 
 
 @dataclass(frozen=True)
@@ -37,6 +38,7 @@ class NodeBinaries:
     containerd: Path
     shim: Path
     ctr: Path
+    crictl: Path
 
     def missing(self) -> list[str]:
         return [str(p) for p in (self.kubelet, self.containerd, self.shim, self.ctr) if not os.access(p, os.X_OK)]
@@ -58,6 +60,7 @@ def node_binaries() -> NodeBinaries:
         containerd=containerd / "containerd",
         shim=containerd / "containerd-shim-runc-v2",
         ctr=containerd / "ctr",
+        crictl=cache / f"cri-tools-{values['CRI_TOOLS_VERSION']}" / "bin" / "crictl",
     )
 
 
@@ -138,7 +141,7 @@ state = "{d / "state"}"
                 "plugins": [
                     {
                         "type": "bridge",
-                        "bridge": "dqtb0",
+                        "bridge": BRIDGE,
                         "isGateway": True,
                         "ipMasq": False,
                         "ipam": {
@@ -237,10 +240,18 @@ state = "{d / "state"}"
         return import_archive(self.bins.ctr, self.socket, archive)
 
     def stop(self) -> None:
-        """Stop the kubelet, kill every container (shims outlive containerd), stop
-        containerd, unmount what was mounted under the node folder."""
+        """Stop the kubelet, remove every pod sandbox through the CRI (containerd tears down
+        their network namespaces), kill what is left (shims outlive containerd), stop
+        containerd, delete the bridge and unmount what was mounted under the node folder."""
         self._terminate("kubelet")
         if "containerd" in self._procs and self._procs["containerd"].poll() is None:
+            if self.bins.crictl.exists():
+                subprocess.run(
+                    [str(self.bins.crictl), "--runtime-endpoint", f"unix://{self.socket}", "rmp", "--all", "--force"],
+                    capture_output=True,
+                    timeout=120,
+                    check=False,
+                )
             tasks = self._ctr("tasks", "ls", "-q").stdout.split()
             for task in tasks:
                 self._ctr("tasks", "kill", "-s", "SIGKILL", task)
@@ -250,6 +261,7 @@ state = "{d / "state"}"
                     time.sleep(0.3)
         self._terminate("containerd")
         self._kill_shims()
+        subprocess.run(["ip", "link", "del", BRIDGE], capture_output=True, check=False)
         self.unmount_all()
 
     def _kill_shims(self) -> None:
