@@ -28,7 +28,7 @@ import pytest
 from e2e.kubelet.bed import RealKubeletBed, run_pod
 from e2e.kubelet.images import BUSYBOX_IMAGE
 from e2e.kubelet.node import NODE_NAME, node_binaries
-from e2e.kubelet.walkthrough import walkthrough_real, wait_for
+from e2e.kubelet.walkthrough import wait_for, walkthrough_real
 from e2e.support.deploy import ControllerProcess, apply_objects, install_crds, kustomize_build
 from e2e.support.walkthrough_steps import EXAMPLES, cleanup_walkthrough
 from e2e.testbed import KubeClient, api_path
@@ -60,7 +60,9 @@ def bed(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RealKubeletBed]:
 def test_a_busybox_pod_runs_and_its_log_is_read_back(bed: RealKubeletBed) -> None:
     async def run() -> str:
         async with KubeClient.from_kubeconfig(bed.kubeconfig) as kube:
-            return await run_pod(kube, "default", "busybox", BUSYBOX_IMAGE, "echo hello from $(hostname); cat /proc/1/cmdline")
+            return await run_pod(
+                kube, "default", "busybox", BUSYBOX_IMAGE, "echo hello from $(hostname); cat /proc/1/cmdline"
+            )
 
     log = asyncio.run(run())
     assert "hello from busybox" in log
@@ -68,7 +70,9 @@ def test_a_busybox_pod_runs_and_its_log_is_read_back(bed: RealKubeletBed) -> Non
 
 def test_walkthrough_jobs_run_in_real_containers_with_the_cdi_environment(bed: RealKubeletBed) -> None:
     assert bed.node is not None
-    controller = ControllerProcess(EXAMPLES / "00-configuration.yaml", bed.kubeconfig, bed.node.logs_dir / "controller.log")
+    controller = ControllerProcess(
+        EXAMPLES / "00-configuration.yaml", bed.kubeconfig, bed.node.logs_dir / "controller.log"
+    )
 
     async def run() -> dict[str, str]:
         async with KubeClient.from_kubeconfig(bed.kubeconfig) as kube:
@@ -103,9 +107,13 @@ def _import_controller_image(bed: RealKubeletBed) -> None:
     if shutil.which("docker") is None:
         pytest.fail("docker is needed to export the controller image (e2e/build-image.sh builds it)")
     archive = bed.node.dir / "controller-image.tar"
-    result = subprocess.run(["docker", "save", "-o", str(archive), CONTROLLER_IMAGE], capture_output=True, text=True)
+    result = subprocess.run(
+        ["docker", "save", "-o", str(archive), CONTROLLER_IMAGE], capture_output=True, text=True
+    )
     if result.returncode != 0:
-        pytest.fail(f"docker save {CONTROLLER_IMAGE} failed ({result.stderr.strip()}): run e2e/build-image.sh")
+        pytest.fail(
+            f"docker save {CONTROLLER_IMAGE} failed ({result.stderr.strip()}): run e2e/build-image.sh"
+        )
     bed.node.import_image(archive)
     archive.unlink()
 
@@ -132,15 +140,22 @@ def test_walkthrough_with_the_controller_deployed_from_manifests(bed: RealKubele
                     )
                 )["items"]
                 names = {p["metadata"]["name"] for p in pods}
-                assert len(names) == 2 and all(p["spec"]["nodeName"] == NODE_NAME for p in pods)
-                lease = await kube.get(api_path("coordination.k8s.io/v1", "leases", SYSTEM_NS, "dra-quota-reconciler"))
+                assert len(names) == 2
+                assert all(p["spec"]["nodeName"] == NODE_NAME for p in pods)
+                lease = await kube.get(
+                    api_path("coordination.k8s.io/v1", "leases", SYSTEM_NS, "dra-quota-reconciler")
+                )
                 assert lease["spec"]["holderIdentity"] in names, lease["spec"]
                 await walkthrough_real(kube, NODE_NAME)
                 await cleanup_walkthrough(kube)
             except BaseException:
                 for pod in (await kube.get(api_path("v1", "pods", SYSTEM_NS)))["items"]:
                     name = pod["metadata"]["name"]
-                    print(name, pod.get("status", {}).get("phase"), pod.get("status", {}).get("containerStatuses"))
+                    print(
+                        name,
+                        pod.get("status", {}).get("phase"),
+                        pod.get("status", {}).get("containerStatuses"),
+                    )
                     log = await kube.get(api_path("v1", "pods", SYSTEM_NS, name, "log"), {"tailLines": "40"})
                     print(log.get("raw", log))
                 raise

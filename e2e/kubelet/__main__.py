@@ -21,7 +21,9 @@ from e2e.testbed.paths import cache_dir
 
 async def _smoke(bed: RealKubeletBed) -> str:
     async with KubeClient.from_kubeconfig(bed.kubeconfig) as kube:
-        return await run_pod(kube, "default", "busybox-smoke", BUSYBOX_IMAGE, "echo hello from a real container; env")
+        return await run_pod(
+            kube, "default", "busybox-smoke", BUSYBOX_IMAGE, "echo hello from a real container; env"
+        )
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -40,7 +42,10 @@ def main(argv: list[str] | None = None) -> int:
             log = asyncio.run(_smoke(bed))
             print(f"== busybox pod ran in {time.monotonic() - t1:.1f}s; its log:\n{log}", flush=True)
         else:
-            print(f"export KUBECONFIG={bed.kubeconfig}\n(logs in {args.run_dir}/node/logs; Ctrl-C stops)", flush=True)
+            print(
+                f"export KUBECONFIG={bed.kubeconfig}\n(logs in {args.run_dir}/node/logs; Ctrl-C stops)",
+                flush=True,
+            )
             asyncio.run(asyncio.Event().wait())
     except KeyboardInterrupt:
         pass

@@ -34,7 +34,13 @@ class RealKubeletBed:
         self.run_dir = run_dir
         # Webhook calls go to the Service's endpoints (pod IPs), not its ClusterIP: there is
         # no kube-proxy.
-        self.testbed = Testbed(run_dir, TestbedSpec(nodes=[]), apiserver_args=("--enable-aggregator-routing=true",))
+        self.testbed = Testbed(
+            run_dir, TestbedSpec(nodes=[]), apiserver_args=(
+                "--enable-aggregator-routing=true",
+                # The node's Hostname address does not resolve; its InternalIP is the bridge's.
+                "--kubelet-preferred-address-types=InternalIP",
+            ),
+        )
         self.node: RealNode | None = None
         self.service: ServiceForwarder | None = None
         self._plugin: subprocess.Popen[bytes] | None = None
@@ -109,9 +115,9 @@ class RealKubeletBed:
             start_new_session=True,
         )
 
-    async def _poll(self, what: str, check: Any, timeout: float = 120.0) -> Any:
+    async def _poll(self, what: str, check: Any, within: float = 120.0) -> Any:
         async with KubeClient.from_kubeconfig(self.kubeconfig) as kube:
-            deadline = time.monotonic() + timeout
+            deadline = time.monotonic() + within
             while time.monotonic() < deadline:
                 result = await check(kube)
                 if result:
@@ -120,11 +126,14 @@ class RealKubeletBed:
                     raise NodeError(f"the kubelet plugin exited:\n{self.node.log_tail('kubelet-plugin')}")
                 await asyncio.sleep(0.5)
         tail = self.node.log_tail("kubelet") if self.node else ""
-        raise NodeError(f"{what}: not within {timeout:.0f}s; kubelet log tail:\n{tail}")
+        raise NodeError(f"{what}: not within {within:.0f}s; kubelet log tail:\n{tail}")
 
     async def _wait_device_class(self) -> None:
         async def check(kube: KubeClient) -> bool:
-            return await kube.get_or_none(api_path("resource.k8s.io/v1", "deviceclasses", name=DRIVER_NAME)) is not None
+            return (
+                await kube.get_or_none(api_path("resource.k8s.io/v1", "deviceclasses", name=DRIVER_NAME))
+                is not None
+            )
 
         await self._poll("DeviceClass gpu.nvidia.com", check, 60)
 
@@ -150,7 +159,9 @@ class RealKubeletBed:
         await self._poll("the kubelet plugin registered and its ResourceSlice published", check, 90)
 
 
-async def run_pod(kube: KubeClient, namespace: str, name: str, image: str, script: str, timeout: float = 120.0) -> str:
+async def run_pod(
+    kube: KubeClient, namespace: str, name: str, image: str, script: str, within: float = 120.0
+) -> str:
     """Create a one-container pod running ``sh -c script`` and return its log once it ended."""
     pod: Obj = {
         "apiVersion": "v1",
@@ -159,11 +170,13 @@ async def run_pod(kube: KubeClient, namespace: str, name: str, image: str, scrip
         "spec": {
             "restartPolicy": "Never",
             "automountServiceAccountToken": False,
-            "containers": [{"name": "main", "image": image, "imagePullPolicy": "Never", "command": ["sh", "-c", script]}],
+            "containers": [
+                {"name": "main", "image": image, "imagePullPolicy": "Never", "command": ["sh", "-c", script]}
+            ],
         },
     }
     await kube.create(api_path("v1", "pods", namespace), pod)
-    deadline = time.monotonic() + timeout
+    deadline = time.monotonic() + within
     phase = ""
     while time.monotonic() < deadline:
         got = await kube.get(api_path("v1", "pods", namespace, name))
@@ -172,6 +185,6 @@ async def run_pod(kube: KubeClient, namespace: str, name: str, image: str, scrip
             break
         await asyncio.sleep(0.5)
     else:
-        raise NodeError(f"pod {namespace}/{name} still {phase or 'unscheduled'} after {timeout:.0f}s")
+        raise NodeError(f"pod {namespace}/{name} still {phase or 'unscheduled'} after {within:.0f}s")
     log = await kube.get(api_path("v1", "pods", namespace, name, "log"))
     return str(log.get("raw", log))

@@ -23,13 +23,17 @@ from pathlib import Path
 from e2e.kubelet.images import PAUSE_IMAGE, busybox_archive, import_archive
 from e2e.testbed.paths import cache_dir, read_versions
 
-RUNC = Path("/usr/sbin/runc")
+RUNC = Path(os.environ.get("TESTBED_RUNC", "/usr/sbin/runc"))
 CNI_BIN_DIR = Path("/usr/lib/cni")
 NODE_NAME = "kubelet-node-1"
 GPU_LABEL = "nvidia.com/gpu.product=Tesla-T4"
 # Pod addresses of the bridge CNI (no kube-proxy: pods reach no Service, only the host).
 POD_SUBNET = "10.244.0.0/24"
 BRIDGE = "dqtb0"
+# The bridge's own address: the node's InternalIP and where the kubelet's API listens. The
+# kubelet refuses a loopback node IP ("nodeIP can't be loopback address"), and the host's
+# external address would expose the kubelet's (anonymous) API; this one is host-only.
+NODE_IP = "10.244.0.1"
 
 
 @dataclass(frozen=True)
@@ -41,7 +45,9 @@ class NodeBinaries:
     crictl: Path
 
     def missing(self) -> list[str]:
-        return [str(p) for p in (self.kubelet, self.containerd, self.shim, self.ctr) if not os.access(p, os.X_OK)]
+        return [
+            str(p) for p in (self.kubelet, self.containerd, self.shim, self.ctr) if not os.access(p, os.X_OK)
+        ]
 
 
 def node_binaries() -> NodeBinaries:
@@ -121,6 +127,9 @@ state = "{d / "state"}"
   # containerd 2; the directory is the run folder's).
   enable_cdi = true
   cdi_spec_dirs = ["{self.cdi_dir}"]
+  # No CAP_SYS_RESOURCE in this sandbox's bounding set: runc cannot lower a process's
+  # oom_score_adj (the kubelet asks -998 for sandboxes). Clamp to containerd's own value.
+  restrict_oom_score_adj = true
   [{cri}.containerd]
     default_runtime_name = "runc"
     [{cri}.containerd.runtimes.runc]
@@ -146,7 +155,8 @@ state = "{d / "state"}"
                         "ipMasq": False,
                         "ipam": {
                             "type": "host-local",
-                            "ranges": [[{"subnet": POD_SUBNET}]],
+                            "ranges": [[{"subnet": POD_SUBNET, "gateway": NODE_IP}]],
+                            "routes": [{"dst": "0.0.0.0/0"}],
                             "dataDir": str(self.dir / "cni" / "ipam"),
                         },
                     }
@@ -170,9 +180,9 @@ state = "{d / "state"}"
                 "enforceNodeAllocatable": [],
                 "protectKernelDefaults": False,
                 "containerRuntimeEndpoint": f"unix://{self.socket}",
-                # Loopback only; the API server (no kubelet client certificate here) reads
-                # logs anonymously, so the kubelet's API allows anonymous requests.
-                "address": "127.0.0.1",
+                # On the host-only bridge address; the API server (no kubelet client
+                # certificate here) reads logs anonymously, so the kubelet's API allows that.
+                "address": NODE_IP,
                 "port": self.kubelet_port,
                 "readOnlyPort": 0,
                 "healthzBindAddress": "127.0.0.1",
@@ -186,7 +196,11 @@ state = "{d / "state"}"
                 "podLogsDir": str(self.pod_logs_dir),
                 "resolvConf": "/etc/resolv.conf",
                 # The sandbox's disk may be nearly full: never evict or GC images for it.
-                "evictionHard": {"memory.available": "1Mi", "nodefs.available": "0%", "imagefs.available": "0%"},
+                "evictionHard": {
+                    "memory.available": "1Mi",
+                    "nodefs.available": "0%",
+                    "imagefs.available": "0%",
+                },
                 "imageGCHighThresholdPercent": 100,
                 "imageGCLowThresholdPercent": 99,
                 "localStorageCapacityIsolation": False,
@@ -209,15 +223,30 @@ state = "{d / "state"}"
         for tool in (RUNC, CNI_BIN_DIR / "bridge", CNI_BIN_DIR / "host-local"):
             if not tool.exists():
                 raise NodeError(f"{tool} missing: apt-get install runc containernetworking-plugins")
-        for d in (self.containerd_dir, self.kubelet_dir, self.cdi_dir, self.pod_logs_dir, self.logs_dir,
-                  self.dir / "cni" / "net.d", self.registry_dir, self.plugins_dir):
+        for d in (
+            self.containerd_dir,
+            self.kubelet_dir,
+            self.cdi_dir,
+            self.pod_logs_dir,
+            self.logs_dir,
+            self.dir / "cni" / "net.d",
+            self.registry_dir,
+            self.plugins_dir,
+        ):
             d.mkdir(parents=True, exist_ok=True)
+        self._bridge()
         (self.containerd_dir / "config.toml").write_text(self.containerd_config())
         (self.dir / "cni" / "net.d" / "10-dra-quota-testbed.conflist").write_text(self.cni_config())
         (self.kubelet_dir / "config.json").write_text(self.kubelet_config())
         env = {**os.environ, "PATH": f"{self.bins.shim.parent}:{os.environ.get('PATH', '/usr/bin:/bin')}"}
-        self._spawn("containerd", [str(self.bins.containerd), "--config", str(self.containerd_dir / "config.toml")], env)
-        self._wait(lambda: self.socket.exists() and self._ctr("version").returncode == 0, "containerd", timeout)
+        self._spawn(
+            "containerd",
+            [str(self.bins.containerd), "--config", str(self.containerd_dir / "config.toml")],
+            env,
+        )
+        self._wait(
+            lambda: self.socket.exists() and self._ctr("version").returncode == 0, "containerd", timeout
+        )
         import_archive(self.bins.ctr, self.socket, busybox_archive(self.dir / "busybox.tar"))
         self._spawn(
             "kubelet",
@@ -228,13 +257,21 @@ state = "{d / "state"}"
                 f"--root-dir={self.kubelet_dir}",
                 f"--cert-dir={self.kubelet_dir / 'pki'}",
                 f"--hostname-override={self.name}",
-                "--node-ip=127.0.0.1",
+                f"--node-ip={NODE_IP}",
                 f"--node-labels={GPU_LABEL}",
                 "--v=2",
             ],
             env,
         )
         self._wait(self._healthy, "kubelet /healthz", timeout)
+
+    def _bridge(self) -> None:
+        """Create the CNI's bridge with the node's address before the kubelet starts (the
+        bridge plugin would create it only with the first pod)."""
+        if subprocess.run(["ip", "link", "show", BRIDGE], capture_output=True).returncode != 0:
+            subprocess.run(["ip", "link", "add", BRIDGE, "type", "bridge"], check=True, capture_output=True)
+        subprocess.run(["ip", "addr", "replace", f"{NODE_IP}/24", "dev", BRIDGE], check=True, capture_output=True)
+        subprocess.run(["ip", "link", "set", BRIDGE, "up"], check=True, capture_output=True)
 
     def import_image(self, archive: Path) -> str:
         return import_archive(self.bins.ctr, self.socket, archive)
@@ -247,7 +284,14 @@ state = "{d / "state"}"
         if "containerd" in self._procs and self._procs["containerd"].poll() is None:
             if self.bins.crictl.exists():
                 subprocess.run(
-                    [str(self.bins.crictl), "--runtime-endpoint", f"unix://{self.socket}", "rmp", "--all", "--force"],
+                    [
+                        str(self.bins.crictl),
+                        "--runtime-endpoint",
+                        f"unix://{self.socket}",
+                        "rmp",
+                        "--all",
+                        "--force",
+                    ],
                     capture_output=True,
                     timeout=120,
                     check=False,
@@ -297,7 +341,12 @@ state = "{d / "state"}"
     def _spawn(self, name: str, argv: list[str], env: dict[str, str]) -> None:
         log = (self.logs_dir / f"{name}.log").open("ab")
         self._procs[name] = subprocess.Popen(
-            argv, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, env=env, start_new_session=True
+            argv,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            stdin=subprocess.DEVNULL,
+            env=env,
+            start_new_session=True,
         )
 
     def _terminate(self, name: str, grace: float = 15.0) -> None:
@@ -335,7 +384,9 @@ state = "{d / "state"}"
         while time.monotonic() < deadline:
             for name, proc in self._procs.items():
                 if proc.poll() is not None:
-                    raise NodeError(f"{name} exited ({proc.returncode}) while waiting for {what}:\n{self.log_tail(name)}")
+                    raise NodeError(
+                        f"{name} exited ({proc.returncode}) while waiting for {what}:\n{self.log_tail(name)}"
+                    )
             if check():
                 return
             time.sleep(0.5)

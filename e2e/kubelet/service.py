@@ -35,7 +35,9 @@ class ServiceForwarder:
         self._added_address = False
 
     def start(self) -> None:
-        result = subprocess.run(["ip", "addr", "add", f"{self.ip}/32", "dev", "lo"], capture_output=True, text=True)
+        result = subprocess.run(
+            ["ip", "addr", "add", f"{self.ip}/32", "dev", "lo"], capture_output=True, text=True
+        )
         if result.returncode == 0:
             self._added_address = True
         elif "File exists" not in result.stderr:

@@ -58,7 +58,7 @@ async def pod_log(kube: KubeClient, name: str) -> str:
 async def workload_of(kube: KubeClient, job: str) -> Obj | None:
     for wl in (await kube.get(api_path(KUEUE, "workloads", NS)))["items"]:
         if wl["metadata"]["name"].startswith(f"job-{job}-"):
-            return wl
+            return dict(wl)
     return None
 
 
