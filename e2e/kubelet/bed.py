@@ -144,6 +144,19 @@ class RealKubeletBed:
             return any(c["type"] == "Ready" and c["status"] == "True" for c in conditions)
 
         await self._poll(f"node {NODE_NAME} Ready", check, 180)
+        await self._untaint()
+
+    async def _untaint(self) -> None:
+        """The kubelet registers its node with the not-ready taint; the node lifecycle
+        controller removes it once Ready, but the test-bed runs without that controller
+        (it would mark the simulated nodes NotReady). So it is removed here."""
+        async with KubeClient.from_kubeconfig(self.kubeconfig) as kube:
+            path = api_path("v1", "nodes", name=NODE_NAME)
+            node = await kube.get(path)
+            taints = node["spec"].get("taints", [])
+            kept = [t for t in taints if t["key"] != "node.kubernetes.io/not-ready"]
+            if kept != taints:
+                await kube.patch(path, {"spec": {"taints": kept or None}})
 
     async def _wait_slice(self) -> None:
         async def check(kube: KubeClient) -> bool:
