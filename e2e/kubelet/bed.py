@@ -35,7 +35,9 @@ class RealKubeletBed:
         # Webhook calls go to the Service's endpoints (pod IPs), not its ClusterIP: there is
         # no kube-proxy.
         self.testbed = Testbed(
-            run_dir, TestbedSpec(nodes=[]), apiserver_args=(
+            run_dir,
+            TestbedSpec(nodes=[]),
+            apiserver_args=(
                 "--enable-aggregator-routing=true",
                 # The node's Hostname address does not resolve; its InternalIP is the bridge's.
                 "--kubelet-preferred-address-types=InternalIP",
@@ -92,28 +94,30 @@ class RealKubeletBed:
 
     def _start_plugin(self) -> None:
         assert self.node is not None
-        log = (self.node.logs_dir / "kubelet-plugin.log").open("ab")
-        self._plugin = subprocess.Popen(
-            [
-                sys.executable,
-                "-m",
-                "e2e.testbed.kubeletplugin",
-                f"--node-name={self.node.name}",
-                f"--kubeconfig={self.kubeconfig}",
-                f"--driver-name={DRIVER_NAME}",
-                f"--registry-dir={self.node.registry_dir}",
-                f"--plugins-dir={self.node.plugins_dir}",
-                f"--cdi-dir={self.node.cdi_dir}",
-                "--gpus=1",
-                "--gpu-model=Tesla-T4",
-                "--republish-interval=30",
-            ],
-            stdout=log,
-            stderr=subprocess.STDOUT,
-            stdin=subprocess.DEVNULL,
-            env={**os.environ, "PYTHONPATH": str(REPO_ROOT), "PYTHONUNBUFFERED": "1"},
-            start_new_session=True,
-        )
+        with (self.node.logs_dir / "kubelet-plugin.log").open(
+            "ab"
+        ) as log:  # the child keeps its own descriptor
+            self._plugin = subprocess.Popen(
+                [
+                    sys.executable,
+                    "-m",
+                    "e2e.testbed.kubeletplugin",
+                    f"--node-name={self.node.name}",
+                    f"--kubeconfig={self.kubeconfig}",
+                    f"--driver-name={DRIVER_NAME}",
+                    f"--registry-dir={self.node.registry_dir}",
+                    f"--plugins-dir={self.node.plugins_dir}",
+                    f"--cdi-dir={self.node.cdi_dir}",
+                    "--gpus=1",
+                    "--gpu-model=Tesla-T4",
+                    "--republish-interval=30",
+                ],
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                stdin=subprocess.DEVNULL,
+                env={**os.environ, "PYTHONPATH": str(REPO_ROOT), "PYTHONUNBUFFERED": "1"},
+                start_new_session=True,
+            )
 
     async def _poll(self, what: str, check: Any, within: float = 120.0) -> Any:
         async with KubeClient.from_kubeconfig(self.kubeconfig) as kube:

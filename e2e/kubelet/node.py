@@ -270,7 +270,9 @@ state = "{d / "state"}"
         bridge plugin would create it only with the first pod)."""
         if subprocess.run(["ip", "link", "show", BRIDGE], capture_output=True).returncode != 0:
             subprocess.run(["ip", "link", "add", BRIDGE, "type", "bridge"], check=True, capture_output=True)
-        subprocess.run(["ip", "addr", "replace", f"{NODE_IP}/24", "dev", BRIDGE], check=True, capture_output=True)
+        subprocess.run(
+            ["ip", "addr", "replace", f"{NODE_IP}/24", "dev", BRIDGE], check=True, capture_output=True
+        )
         subprocess.run(["ip", "link", "set", BRIDGE, "up"], check=True, capture_output=True)
 
     def import_image(self, archive: Path) -> str:
@@ -339,15 +341,15 @@ state = "{d / "state"}"
     # -- helpers -------------------------------------------------------------------------
 
     def _spawn(self, name: str, argv: list[str], env: dict[str, str]) -> None:
-        log = (self.logs_dir / f"{name}.log").open("ab")
-        self._procs[name] = subprocess.Popen(
-            argv,
-            stdout=log,
-            stderr=subprocess.STDOUT,
-            stdin=subprocess.DEVNULL,
-            env=env,
-            start_new_session=True,
-        )
+        with (self.logs_dir / f"{name}.log").open("ab") as log:  # the child keeps its own descriptor
+            self._procs[name] = subprocess.Popen(
+                argv,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                stdin=subprocess.DEVNULL,
+                env=env,
+                start_new_session=True,
+            )
 
     def _terminate(self, name: str, grace: float = 15.0) -> None:
         proc = self._procs.get(name)
