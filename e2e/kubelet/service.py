@@ -33,6 +33,8 @@ class ServiceForwarder:
         self.port = port
         self._listener: socket.socket | None = None
         self._added_address = False
+        self._open: set[socket.socket] = set()
+        self._lock = threading.Lock()
 
     def start(self) -> None:
         result = subprocess.run(
@@ -62,14 +64,33 @@ class ServiceForwarder:
             except OSError:
                 client.close()
                 continue
-            for a, b in ((client, upstream), (upstream, client)):
-                threading.Thread(target=_pipe, args=(a, b), daemon=True).start()
+            with self._lock:
+                self._open.update((client, upstream))
+            threading.Thread(target=self._relay, args=(client, upstream), daemon=True).start()
+
+    def _relay(self, client: socket.socket, upstream: socket.socket) -> None:
+        """Both directions until each side has finished sending, then close both."""
+        back = threading.Thread(target=_pipe, args=(upstream, client), daemon=True)
+        back.start()
+        _pipe(client, upstream)
+        back.join()
+        with self._lock:
+            for sock in (client, upstream):
+                self._open.discard(sock)
+                sock.close()
 
     def stop(self) -> None:
         if self._listener is not None:
             with contextlib.suppress(OSError):
-                self._listener.close()
+                self._listener.shutdown(socket.SHUT_RDWR)  # wakes the accept()
+            self._listener.close()
             self._listener = None
+        with self._lock:
+            for sock in self._open:
+                with contextlib.suppress(OSError):
+                    sock.shutdown(socket.SHUT_RDWR)
+                sock.close()
+            self._open.clear()
         if self._added_address:
             subprocess.run(["ip", "addr", "del", f"{self.ip}/32", "dev", "lo"], capture_output=True)
             self._added_address = False
