@@ -40,5 +40,5 @@ if [[ -z "${SKIP_IMAGE:-}" ]]; then
   log "image ready after $(( $(date +%s) - start ))s"
 fi
 # shellcheck disable=SC2086
-"$PYTHON" -m pytest $PYTEST_ARGS -p no:cacheprovider --durations=0
+PYTHONPATH="$root${PYTHONPATH:+:$PYTHONPATH}" "$PYTHON" -m pytest $PYTEST_ARGS -p no:cacheprovider --durations=0
 log "done in $(( $(date +%s) - start ))s"
