@@ -22,16 +22,18 @@ import shutil
 import subprocess
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from e2e.kubelet.bed import RealKubeletBed, run_pod
+from e2e.kubelet.driver import build_driver_image, driver_objects
 from e2e.kubelet.images import BUSYBOX_IMAGE
 from e2e.kubelet.node import NODE_NAME, node_binaries
 from e2e.kubelet.walkthrough import wait_for, walkthrough_real
 from e2e.support.deploy import ControllerProcess, apply_objects, install_crds, kustomize_build
 from e2e.support.walkthrough_steps import EXAMPLES, cleanup_walkthrough
-from e2e.testbed import KubeClient, api_path
+from e2e.testbed import ApiError, KubeClient, api_path
 from e2e.testbed.fakedriver import gpu_uuid
 
 pytestmark = [pytest.mark.real_kubelet, pytest.mark.timeout(900)]
@@ -118,46 +120,94 @@ def _import_controller_image(bed: RealKubeletBed) -> None:
     archive.unlink()
 
 
+async def deploy_controller(kube: KubeClient, objects: list[dict[str, Any]]) -> set[str]:
+    """Apply the overlay; wait for 2 Ready replicas on the node and a leader; their names."""
+    await apply_objects(kube, objects)
+    deployment = api_path("apps/v1", "deployments", SYSTEM_NS, "dra-quota-reconciler")
+
+    async def available() -> bool:
+        status = (await kube.get(deployment)).get("status", {})
+        return bool(status.get("readyReplicas") == 2 and status.get("availableReplicas") == 2)
+
+    await wait_for("2 controller replicas Ready (readiness probe)", available, 240)
+    pods = (
+        await kube.get(
+            api_path("v1", "pods", SYSTEM_NS),
+            {"labelSelector": "app.kubernetes.io/name=dra-quota-reconciler"},
+        )
+    )["items"]
+    names = {p["metadata"]["name"] for p in pods if not p["metadata"].get("deletionTimestamp")}
+    assert len(names) == 2
+    assert all(p["spec"]["nodeName"] == NODE_NAME for p in pods)
+    lease_path = api_path("coordination.k8s.io/v1", "leases", SYSTEM_NS, "dra-quota-reconciler")
+
+    async def led() -> bool:
+        lease = await kube.get_or_none(lease_path)
+        return bool(lease and lease["spec"].get("holderIdentity") in names)
+
+    await wait_for("one replica to hold the Lease", led, 60)
+    return names
+
+
+async def print_pods(kube: KubeClient, namespace: str) -> None:
+    for pod in (await kube.get(api_path("v1", "pods", namespace)))["items"]:
+        name = pod["metadata"]["name"]
+        print(name, pod.get("status", {}).get("phase"), pod.get("status", {}).get("containerStatuses"))
+        try:
+            log = await kube.get(api_path("v1", "pods", namespace, name, "log"), {"tailLines": "40"})
+            print(log.get("raw", log))
+        except ApiError as err:
+            print(f"no log: {err}")
+
+
 def test_walkthrough_with_the_controller_deployed_from_manifests(bed: RealKubeletBed) -> None:
     _import_controller_image(bed)
     objects = kustomize_build(OVERLAY)
 
     async def run() -> None:
         async with KubeClient.from_kubeconfig(bed.kubeconfig) as kube:
-            await apply_objects(kube, objects)
-            deployment = api_path("apps/v1", "deployments", SYSTEM_NS, "dra-quota-reconciler")
-
-            async def available() -> bool:
-                status = (await kube.get(deployment)).get("status", {})
-                return bool(status.get("readyReplicas") == 2 and status.get("availableReplicas") == 2)
-
             try:
-                await wait_for("2 controller replicas Ready (readiness probe)", available, 240)
-                pods = (
-                    await kube.get(
-                        api_path("v1", "pods", SYSTEM_NS),
-                        {"labelSelector": "app.kubernetes.io/name=dra-quota-reconciler"},
-                    )
-                )["items"]
-                names = {p["metadata"]["name"] for p in pods}
-                assert len(names) == 2
-                assert all(p["spec"]["nodeName"] == NODE_NAME for p in pods)
-                lease = await kube.get(
-                    api_path("coordination.k8s.io/v1", "leases", SYSTEM_NS, "dra-quota-reconciler")
-                )
-                assert lease["spec"]["holderIdentity"] in names, lease["spec"]
+                await deploy_controller(kube, objects)
                 await walkthrough_real(kube, NODE_NAME)
                 await cleanup_walkthrough(kube)
             except BaseException:
-                for pod in (await kube.get(api_path("v1", "pods", SYSTEM_NS)))["items"]:
-                    name = pod["metadata"]["name"]
-                    print(
-                        name,
-                        pod.get("status", {}).get("phase"),
-                        pod.get("status", {}).get("containerStatuses"),
-                    )
-                    log = await kube.get(api_path("v1", "pods", SYSTEM_NS, name, "log"), {"tailLines": "40"})
-                    print(log.get("raw", log))
+                await print_pods(kube, SYSTEM_NS)
+                raise
+
+    asyncio.run(run())
+
+
+def test_the_fake_driver_as_the_kind_daemonset(bed: RealKubeletBed) -> None:
+    """The kind path's driver DaemonSet (its image built here) instead of the plugin process,
+    with the controller from manifests/: the walkthrough again."""
+    assert bed.node is not None
+    node = bed.node
+    build_driver_image(node)
+    _import_controller_image(bed)
+    controller_objects = kustomize_build(OVERLAY)
+    before = bed.registrations()
+    bed.stop_plugin()
+
+    async def run() -> None:
+        async with KubeClient.from_kubeconfig(bed.kubeconfig) as kube:
+            try:
+                await apply_objects(kube, driver_objects(node))
+                daemonset = api_path(
+                    "apps/v1", "daemonsets", "fake-dra-driver", "fake-dra-driver-kubelet-plugin"
+                )
+
+                async def ready() -> bool:
+                    status = (await kube.get(daemonset)).get("status", {})
+                    return bool(status.get("numberReady") == 1)
+
+                await wait_for("the driver DaemonSet's pod Ready", ready, 180)
+                await bed.wait_registered(more_than=before)
+                await deploy_controller(kube, controller_objects)
+                await walkthrough_real(kube, NODE_NAME)
+                await cleanup_walkthrough(kube)
+            except BaseException:
+                await print_pods(kube, "fake-dra-driver")
+                await print_pods(kube, SYSTEM_NS)
                 raise
 
     asyncio.run(run())

@@ -67,16 +67,11 @@ class RealKubeletBed:
         self.timings["containerd + kubelet, node Ready"] = time.monotonic() - t0
         t0 = time.monotonic()
         self._start_plugin()
-        asyncio.run(self._wait_slice())
+        asyncio.run(self.wait_registered())
         self.timings["kubelet plugin registered, slice published"] = time.monotonic() - t0
 
     def stop(self) -> None:
-        if self._plugin is not None and self._plugin.poll() is None:
-            self._plugin.terminate()
-            try:
-                self._plugin.wait(15)
-            except subprocess.TimeoutExpired:
-                self._plugin.kill()
+        self.stop_plugin()
         if self.node is not None:
             self.node.stop()
         if self.service is not None:
@@ -162,18 +157,41 @@ class RealKubeletBed:
             if kept != taints:
                 await kube.patch(path, {"spec": {"taints": kept or None}})
 
-    async def _wait_slice(self) -> None:
+    def registrations(self) -> int:
+        """How often the kubelet connected to the driver's DRA socket (from its log)."""
+        if self.node is None:
+            return 0
+        path = self.node.logs_dir / "kubelet.log"
+        text = path.read_text(errors="replace") if path.exists() else ""
+        return sum(
+            1
+            for line in text.splitlines()
+            if '"Connection changed"' in line
+            and f'driverName="{DRIVER_NAME}"' in line
+            and "connected=true" in line
+        )
+
+    def stop_plugin(self) -> None:
+        """Stop the plugin process (SIGTERM: it removes its sockets, the kubelet drops it)."""
+        if self._plugin is not None and self._plugin.poll() is None:
+            self._plugin.terminate()
+            try:
+                self._plugin.wait(15)
+            except subprocess.TimeoutExpired:
+                self._plugin.kill()
+                self._plugin.wait(5)
+        self._plugin = None
+
+    async def wait_registered(self, more_than: int = 0, within: float = 90.0) -> None:
+        """Until the kubelet has connected to the driver (more than ``more_than`` times in all)
+        and the node's ResourceSlice exists."""
+
         async def check(kube: KubeClient) -> bool:
             slices = (await kube.get(api_path("resource.k8s.io/v1", "resourceslices")))["items"]
             published = any(s["spec"].get("nodeName") == NODE_NAME for s in slices)
-            assert self.node is not None
-            registered = "gpu.nvidia.com" in self.node.log_tail("kubelet", 400) and any(
-                "Register" in line and "gpu.nvidia.com" in line
-                for line in self.node.log_tail("kubelet", 400).splitlines()
-            )
-            return published and registered
+            return published and self.registrations() > more_than
 
-        await self._poll("the kubelet plugin registered and its ResourceSlice published", check, 90)
+        await self._poll("the kubelet plugin registered and its ResourceSlice published", check, within)
 
 
 async def run_pod(
