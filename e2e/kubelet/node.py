@@ -309,6 +309,8 @@ state = "{d / "state"}"
         self._kill_shims()
         subprocess.run(["ip", "link", "del", BRIDGE], capture_output=True, check=False)
         self.unmount_all()
+        # The images (a few hundred MB); logs, configuration and CDI specs stay for a look.
+        shutil.rmtree(self.containerd_dir / "root", ignore_errors=True)
 
     def _kill_shims(self) -> None:
         needle = str(self.socket).encode()
