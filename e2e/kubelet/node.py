@@ -17,11 +17,13 @@ import signal
 import socket
 import subprocess
 import time
+import urllib.request
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
 from e2e.kubelet.images import PAUSE_IMAGE, busybox_archive, import_archive
-from e2e.testbed.paths import cache_dir, read_versions
+from e2e.testbed.paths import VERSIONS_FILE, cache_dir, read_versions
 
 RUNC = Path(os.environ.get("TESTBED_RUNC", "/usr/sbin/runc"))
 CNI_BIN_DIR = Path("/usr/lib/cni")
@@ -52,8 +54,6 @@ class NodeBinaries:
 
 def node_binaries() -> NodeBinaries:
     values: dict[str, str] = {}
-    from e2e.testbed.paths import VERSIONS_FILE
-
     for raw in VERSIONS_FILE.read_text().splitlines():
         key, sep, value = raw.strip().partition("=")
         if sep and not key.startswith("#"):
@@ -374,16 +374,13 @@ state = "{d / "state"}"
         )
 
     def _healthy(self) -> bool:
-        import urllib.request
-
         try:
             with urllib.request.urlopen(f"http://127.0.0.1:{self.healthz_port}/healthz", timeout=2) as r:
                 return bool(r.status == 200)
         except OSError:
             return False
 
-    def _wait(self, check: object, what: str, timeout: float) -> None:
-        assert callable(check)
+    def _wait(self, check: Callable[[], bool], what: str, timeout: float) -> None:
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             for name, proc in self._procs.items():
