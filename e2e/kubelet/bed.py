@@ -18,7 +18,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from e2e.kubelet.node import NODE_NAME, NodeError, RealNode
+from e2e.kubelet.node import BRIDGE, NODE_NAME, NodeError, RealNode
 from e2e.kubelet.service import ServiceForwarder
 from e2e.testbed import KubeClient, Testbed, TestbedSpec, api_path
 from e2e.testbed.components import AGENTS
@@ -59,10 +59,10 @@ class RealKubeletBed:
         self.testbed.stop_component(AGENTS)
         self.timings["control plane"] = time.monotonic() - t0
         t0 = time.monotonic()
-        self.service = ServiceForwarder(self.testbed.ports["kube-apiserver"])
-        self.service.start()
         self.node = RealNode(self.run_dir, self.testbed.kubeconfig, self.testbed.pki.ca_cert)
         self.node.start()
+        self.service = ServiceForwarder(self.testbed.ports["kube-apiserver"], BRIDGE)
+        self.service.start()
         asyncio.run(self._wait_node_ready())
         self.timings["containerd + kubelet, node Ready"] = time.monotonic() - t0
         t0 = time.monotonic()
