@@ -10,13 +10,21 @@
 # --kueue also builds Kueue's manager (cmd/kueue of sigs.k8s.io/kueue@$KUEUE_VERSION)
 # and copies its CRDs and webhook manifests, for the conformance runner
 # (python -m e2e.conformance). Not part of the default set-up: ~10 min cold.
+#
+# --node builds what a real node needs (e2e/kubelet/run.sh): the kubelet of the same
+# Kubernetes module build, containerd (containerd, containerd-shim-runc-v2, ctr) from
+# github.com/containerd/containerd/v2@$CONTAINERD_VERSION and crictl from
+# sigs.k8s.io/cri-tools@$CRI_TOOLS_VERSION. runc and the CNI plugins come from Debian
+# (e2e/kubelet/run.sh installs them). Not part of the default set-up.
 set -euo pipefail
 
 with_kueue=0
+with_node=0
 for arg in "$@"; do
   case "$arg" in
     --kueue) with_kueue=1 ;;
-    *) echo "usage: $0 [--kueue]" >&2; exit 2 ;;
+    --node) with_node=1 ;;
+    *) echo "usage: $0 [--kueue] [--node]" >&2; exit 2 ;;
   esac
 done
 
@@ -32,6 +40,8 @@ helm_dir="$cache/helm-$HELM_VERSION"
 prometheus_dir="$cache/prometheus-$PROMETHEUS_VERSION"
 monitoring_crds_dir="$cache/prometheus-operator-crds-$PROMETHEUS_OPERATOR_VERSION"
 kueue_dir="$cache/kueue-$KUEUE_VERSION"
+containerd_dir="$cache/containerd-$CONTAINERD_VERSION"
+cri_tools_dir="$cache/cri-tools-$CRI_TOOLS_VERSION"
 monitoring_crds=(monitoring.coreos.com_servicemonitors.yaml monitoring.coreos.com_prometheusrules.yaml)
 export CGO_ENABLED=0 GOFLAGS=-mod=mod GOTOOLCHAIN=local
 
@@ -81,6 +91,13 @@ SRC
   log "etcd: done ($("$etcd_dir/bin/etcd" --version | head -n1))"
 }
 
+kubernetes_ldflags() {
+  local minor=${KUBERNETES_VERSION#v1.}; minor=${minor%%.*}
+  local pkg=k8s.io/component-base/version
+  local ldflags="-s -w -X $pkg.gitVersion=$KUBERNETES_VERSION -X $pkg.gitMajor=1 -X $pkg.gitMinor=$minor -X $pkg.gitTreeState=clean -X $pkg.buildDate=$(date -u +%Y-%m-%dT%H:%M:%SZ)"
+  echo "$ldflags -X k8s.io/client-go/pkg/version.gitVersion=$KUBERNETES_VERSION -X k8s.io/client-go/pkg/version.gitMajor=1 -X k8s.io/client-go/pkg/version.gitMinor=$minor"
+}
+
 build_kubernetes() {
   local cmds=(kube-apiserver kube-controller-manager kube-scheduler)
   local missing=0 c
@@ -110,10 +127,8 @@ build_kubernetes() {
   } > go.mod
   log "kubernetes: resolving modules (go get -tool; large download on a new machine)"
   for c in "${cmds[@]}"; do go get -tool "k8s.io/kubernetes/cmd/$c@$KUBERNETES_VERSION"; done
-  local minor=${KUBERNETES_VERSION#v1.}; minor=${minor%%.*}
-  local pkg=k8s.io/component-base/version
-  local ldflags="-s -w -X $pkg.gitVersion=$KUBERNETES_VERSION -X $pkg.gitMajor=1 -X $pkg.gitMinor=$minor -X $pkg.gitTreeState=clean -X $pkg.buildDate=$(date -u +%Y-%m-%dT%H:%M:%SZ)"
-  ldflags="$ldflags -X k8s.io/client-go/pkg/version.gitVersion=$KUBERNETES_VERSION -X k8s.io/client-go/pkg/version.gitMajor=1 -X k8s.io/client-go/pkg/version.gitMinor=$minor"
+  local ldflags
+  ldflags=$(kubernetes_ldflags)
   for c in "${cmds[@]}"; do
     if [[ -x "$k8s_dir/bin/$c" ]]; then log "$c: cached"; continue; fi
     log "$c: compiling (several minutes on 2 cores)"
@@ -121,6 +136,60 @@ build_kubernetes() {
     mv "$k8s_dir/bin/$c.tmp" "$k8s_dir/bin/$c"
   done
   log "kubernetes: done ($("$k8s_dir/bin/kube-apiserver" --version))"
+}
+
+# The kubelet, from the same pinned module set as the control plane (a copy of its go.mod
+# in src-kubelet, so adding the kubelet never changes the control plane's build).
+build_kubelet() {
+  if [[ -x "$k8s_dir/bin/kubelet" ]]; then
+    log "kubelet $KUBERNETES_VERSION: cached at $k8s_dir/bin/kubelet"
+    return
+  fi
+  [[ -f "$k8s_dir/src/go.mod" ]] || { log "kubelet: $k8s_dir/src/go.mod missing (build_kubernetes first)"; exit 1; }
+  mkdir -p "$k8s_dir/src-kubelet"
+  cd "$k8s_dir/src-kubelet"
+  cp "$k8s_dir/src/go.mod" go.mod
+  [[ -f "$k8s_dir/src/go.sum" ]] && cp "$k8s_dir/src/go.sum" go.sum
+  log "kubelet: resolving modules (go get -tool)"
+  go get -tool "k8s.io/kubernetes/cmd/kubelet@$KUBERNETES_VERSION"
+  log "kubelet: compiling (several minutes on 2 cores)"
+  go build -v -trimpath -ldflags "$(kubernetes_ldflags)" -o "$k8s_dir/bin/kubelet.tmp" k8s.io/kubernetes/cmd/kubelet 2>&1 | progress kubelet
+  mv "$k8s_dir/bin/kubelet.tmp" "$k8s_dir/bin/kubelet"
+  log "kubelet: done ($("$k8s_dir/bin/kubelet" --version))"
+}
+
+# containerd 2 (CDI is on by default since 2.0; Debian bookworm's containerd 1.6 has no CDI).
+# Static, without the btrfs snapshotter (cgo); overlayfs and native remain.
+build_containerd() {
+  local c missing=0
+  for c in containerd containerd-shim-runc-v2 ctr; do [[ -x "$containerd_dir/bin/$c" ]] || missing=1; done
+  if [[ $missing == 0 ]]; then
+    log "containerd $CONTAINERD_VERSION: cached in $containerd_dir/bin"
+    return
+  fi
+  log "containerd $CONTAINERD_VERSION: building (go install)"
+  mkdir -p "$containerd_dir/bin"
+  local pkg=github.com/containerd/containerd/v2/version
+  for c in containerd containerd-shim-runc-v2 ctr; do
+    (cd "$containerd_dir" && GOFLAGS= GOBIN="$containerd_dir/bin" \
+      go install -trimpath -tags "no_btrfs" \
+        -ldflags "-s -w -X $pkg.Version=$CONTAINERD_VERSION -X $pkg.Package=github.com/containerd/containerd/v2" \
+        "github.com/containerd/containerd/v2/cmd/$c@$CONTAINERD_VERSION")
+  done
+  log "containerd: done ($("$containerd_dir/bin/containerd" --version))"
+}
+
+build_crictl() {
+  if [[ -x "$cri_tools_dir/bin/crictl" ]]; then
+    log "crictl $CRI_TOOLS_VERSION: cached at $cri_tools_dir/bin/crictl"
+    return
+  fi
+  log "crictl $CRI_TOOLS_VERSION: building (go install)"
+  mkdir -p "$cri_tools_dir/bin"
+  (cd "$cri_tools_dir" && GOFLAGS= GOBIN="$cri_tools_dir/bin" \
+    go install -trimpath -ldflags "-s -w -X sigs.k8s.io/cri-tools/pkg/version.Version=$CRI_TOOLS_VERSION" \
+      "sigs.k8s.io/cri-tools/cmd/crictl@$CRI_TOOLS_VERSION")
+  log "crictl: done"
 }
 
 build_kustomize() {
@@ -284,5 +353,6 @@ build_helm
 fetch_prometheus
 fetch_monitoring_crds
 if [[ $with_kueue == 1 ]]; then build_kueue; fi
+if [[ $with_node == 1 ]]; then build_kubelet; build_containerd; build_crictl; fi
 log "finished in $(( $(date +%s) - start ))s; cache $(du -sh "$cache" | cut -f1), Go module cache $(du -sh "$(go env GOMODCACHE)" 2>/dev/null | cut -f1), Go build cache $(du -sh "$(go env GOCACHE)" 2>/dev/null | cut -f1)"
 echo "$cache"

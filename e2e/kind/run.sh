@@ -14,9 +14,9 @@
 #   DRIVER_IMAGE         fake driver image tag (default fake-dra-driver:dev)
 #   CONTROLLER_IMAGE     controller image tag (default dra-quota-reconciler:dev)
 #   CONTROLLER_DOCKERFILE   (default ./Dockerfile at the repository root)
-#   CONTROLLER_MANIFESTS    file or directory applied with kubectl to deploy the
-#                           controller (default deploy/kubernetes); skipped with a
-#                           warning when absent
+#   CONTROLLER_MANIFESTS    kustomize directory of the controller (default manifests/,
+#                           the production base), applied with `kubectl apply
+#                           --server-side -k`; its Deployment then runs $CONTROLLER_IMAGE
 #   PYTEST_ARGS          what to run (default: e2e -m kind)
 set -euo pipefail
 
@@ -29,7 +29,7 @@ KIND_NODE_IMAGE="${KIND_NODE_IMAGE:-kindest/node:v1.36.1}"
 DRIVER_IMAGE="${DRIVER_IMAGE:-fake-dra-driver:dev}"
 CONTROLLER_IMAGE="${CONTROLLER_IMAGE:-dra-quota-reconciler:dev}"
 CONTROLLER_DOCKERFILE="${CONTROLLER_DOCKERFILE:-$root/Dockerfile}"
-CONTROLLER_MANIFESTS="${CONTROLLER_MANIFESTS:-$root/deploy/kubernetes}"
+CONTROLLER_MANIFESTS="${CONTROLLER_MANIFESTS:-$root/manifests}"
 PYTEST_ARGS="${PYTEST_ARGS:-e2e -m kind}"
 PYTHON="${PYTHON:-$root/.venv/bin/python}"
 
@@ -83,12 +83,11 @@ for _ in $(seq 1 60); do
 done
 kubectl get resourceslices -o wide
 
-if [[ -e "$CONTROLLER_MANIFESTS" ]]; then
-  echo "== deploying the controller from $CONTROLLER_MANIFESTS"
-  kubectl apply -f "$CONTROLLER_MANIFESTS"
-else
-  echo "!! $CONTROLLER_MANIFESTS not found: controller not deployed" >&2
-fi
+echo "== deploying the controller from $CONTROLLER_MANIFESTS (kustomize)"
+kubectl apply --server-side -k "$CONTROLLER_MANIFESTS"
+# The base names the release tag; kind has the image built above.
+kubectl -n dra-quota-system set image deployment/dra-quota-reconciler "reconciler=$CONTROLLER_IMAGE"
+kubectl -n dra-quota-system rollout status deployment/dra-quota-reconciler --timeout=180s
 
 echo "== running: pytest $PYTEST_ARGS (E2E_KUBECONFIG=$kubeconfig)"
 # shellcheck disable=SC2086
