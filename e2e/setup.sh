@@ -7,8 +7,12 @@
 #   3. with --image: e2e/build-image.sh --base-only: Docker (Debian's docker.io, dockerd
 #      started when none answers) and the base image for the controller image (debootstrap,
 #      cached); the controller image itself is built by e2e/test_image_walkthrough.py's fixture.
-# Options (e2e/test.sh passes both): --kueue also builds Kueue's manager (the conformance
-# tests run real Kueue); --image does step 3 (needs root where Docker or the base image is missing).
+#   4. with --node: a real node's parts (e2e/kubelet/): Debian's runc, containernetworking-plugins
+#      and busybox-static (as root, where missing), and build-binaries.sh --node (kubelet,
+#      containerd, crictl; cached).
+# Options (e2e/test.sh passes all three): --kueue also builds Kueue's manager (the conformance
+# tests run real Kueue); --image does step 3 (needs root where Docker or the base image is missing);
+# --node does step 4 (e2e/test_real_kubelet.py).
 # Unattended; progress on stderr.
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
@@ -30,16 +34,29 @@ if [[ ! -f "$stamp" || "$(cat "$stamp")" != "$wanted" ]]; then
 else
   log ".venv is up to date with pyproject.toml"
 fi
-kueue_args=()
+binaries_args=()
 with_image=0
 for arg in "$@"; do
   case "$arg" in
-    --kueue) kueue_args+=(--kueue) ;;
+    --kueue | --node) binaries_args+=("$arg") ;;
     --image) with_image=1 ;;
-    *) log "usage: $0 [--kueue] [--image]"; exit 2 ;;
+    *) log "usage: $0 [--kueue] [--image] [--node]"; exit 2 ;;
   esac
 done
-e2e/build-binaries.sh "${kueue_args[@]}" >/dev/null
+if [[ " ${binaries_args[*]} " == *" --node "* ]]; then
+  missing=()
+  [[ -x /usr/sbin/runc ]] || missing+=(runc)
+  [[ -x /usr/lib/cni/bridge ]] || missing+=(containernetworking-plugins)
+  dpkg -s busybox-static >/dev/null 2>&1 || missing+=(busybox-static)  # static: the image has no libc
+  if [[ ${#missing[@]} -gt 0 ]]; then
+    [[ $(id -u) == 0 ]] || { log "a real node needs ${missing[*]} from Debian: run this as root once"; exit 1; }
+    log "installing ${missing[*]} (apt-get)"
+    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null ||
+      { apt-get update -qq &&
+        DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null; }
+  fi
+fi
+e2e/build-binaries.sh "${binaries_args[@]}" >/dev/null
 if (( with_image )); then
   if [[ $(id -u) == 0 ]]; then
     e2e/build-image.sh --base-only >/dev/null

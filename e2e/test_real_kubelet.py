@@ -2,8 +2,8 @@
 
 The test-bed's control plane, one real node (containerd 2 + runc + the bridge CNI + the
 kubelet of the same Kubernetes build) and the fake DRA driver's kubelet plugin registered
-with that kubelet. Needs root and ``e2e/build-binaries.sh --node``; run with
-``e2e/kubelet/run.sh`` (``-m real_kubelet``; left out of the default run by ``addopts``).
+with that kubelet. Needs root and ``e2e/setup.sh --node``; ``e2e/test.sh`` (CI) runs it, and
+``e2e/kubelet/run.sh`` alone (``-m real_kubelet``; a bare ``pytest`` leaves it out by ``addopts``).
 
 1. a busybox pod runs and its log is read back through the API server;
 2. the walkthrough's Jobs A and B (busybox instead of the CUDA image) with the controller as a
@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import asyncio
 import os
-import shutil
 import subprocess
 from collections.abc import Iterator
 from pathlib import Path
@@ -31,6 +30,7 @@ from e2e.kubelet.driver import build_driver_image, driver_objects
 from e2e.kubelet.images import BUSYBOX_IMAGE
 from e2e.kubelet.node import NODE_NAME, node_binaries
 from e2e.kubelet.walkthrough import wait_for, walkthrough_real
+from e2e.support.container import build_image
 from e2e.support.deploy import ControllerProcess, apply_objects, install_crds, kustomize_build
 from e2e.support.walkthrough_steps import EXAMPLES, cleanup_walkthrough
 from e2e.testbed import ApiError, KubeClient, api_path
@@ -39,7 +39,6 @@ from e2e.testbed.fakedriver import gpu_uuid
 pytestmark = [pytest.mark.real_kubelet, pytest.mark.timeout(900)]
 
 OVERLAY = Path(__file__).parent / "kubelet" / "deploy"
-CONTROLLER_IMAGE = "dra-quota-reconciler:dev"
 SYSTEM_NS = "dra-quota-system"
 
 
@@ -105,17 +104,13 @@ async def cleanup_after(kube: KubeClient, controller: ControllerProcess | None) 
 
 
 def _import_controller_image(bed: RealKubeletBed) -> None:
+    """The image of this checkout (built, or found up to date, by e2e/build-image.sh) into containerd."""
     assert bed.node is not None
-    if shutil.which("docker") is None:
-        pytest.fail("docker is needed to export the controller image (e2e/build-image.sh builds it)")
+    image = build_image()
     archive = bed.node.dir / "controller-image.tar"
-    result = subprocess.run(
-        ["docker", "save", "-o", str(archive), CONTROLLER_IMAGE], capture_output=True, text=True
-    )
+    result = subprocess.run(["docker", "save", "-o", str(archive), image], capture_output=True, text=True)
     if result.returncode != 0:
-        pytest.fail(
-            f"docker save {CONTROLLER_IMAGE} failed ({result.stderr.strip()}): run e2e/build-image.sh"
-        )
+        pytest.fail(f"docker save {image} failed ({result.stderr.strip()}): run e2e/build-image.sh")
     bed.node.import_image(archive)
     archive.unlink()
 
