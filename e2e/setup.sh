@@ -7,8 +7,8 @@
 #   3. with --image: e2e/build-image.sh --base-only: Docker (Debian's docker.io, dockerd
 #      started when none answers) and the base image for the controller image (debootstrap,
 #      cached); the controller image itself is built by e2e/test_image_walkthrough.py's fixture.
-#   4. with --node: a real node's parts (e2e/kubelet/): Debian's runc, containernetworking-plugins
-#      and busybox-static (as root, where missing), and build-binaries.sh --node (kubelet,
+#   4. with --node: a real node's parts (e2e/kubelet/): Debian's runc, containernetworking-plugins,
+#      busybox-static, iptables and iproute2 (as root, where missing), and build-binaries.sh --node (kubelet,
 #      containerd, crictl; cached).
 # Options (e2e/test.sh passes all three): --kueue also builds Kueue's manager (the conformance
 # tests run real Kueue); --image does step 3 (needs root where Docker or the base image is missing);
@@ -48,6 +48,8 @@ if [[ " ${binaries_args[*]} " == *" --node "* ]]; then
   [[ -x /usr/sbin/runc ]] || missing+=(runc)
   [[ -x /usr/lib/cni/bridge ]] || missing+=(containernetworking-plugins)
   dpkg -s busybox-static >/dev/null 2>&1 || missing+=(busybox-static)  # static: the image has no libc
+  command -v iptables >/dev/null || missing+=(iptables)  # the kubernetes Service's DNAT rule
+  command -v ip >/dev/null || missing+=(iproute2)  # the node's bridge
   if [[ ${#missing[@]} -gt 0 ]]; then
     [[ $(id -u) == 0 ]] || { log "a real node needs ${missing[*]} from Debian: run this as root once"; exit 1; }
     log "installing ${missing[*]} (apt-get)"
