@@ -143,13 +143,13 @@ def _try_group(
         requests = base
         if demanded:
             # allocationMode All, device capacities: the flavor's devices decide the amount.
-            resolved = pod_set.total_in(name, sizes)
+            resolved = pod_set.requests_in(base, name, sizes)
             if isinstance(resolved, str):
                 attempt.reasons.append(resolved)
                 attempt.tried[name] = ("NoFit", 0, [resolved])
                 continue
-            requests = {**base, **{r: resolved[0].get(r, 0) for r in demanded}}
-            attempt.sized[name] = (requests, [line for r, line in resolved[1] if r in demanded])
+            requests, lines = resolved
+            attempt.sized[name] = (requests, [line for r, line in lines if r in demanded])
         fits, borrows = True, False
         mode, level, notes = "Fit", 0, []
         for resource in wanted:
@@ -226,10 +226,8 @@ def assign_flavors(
     charged: list[str] = []
     borrows, level = False, 0
     for pod_set in workload.pod_sets:
-        requests = pod_set.total()
+        requests = pod_set.base_requests()
         demanded = pod_set.demanded
-        for resource in demanded:
-            requests.setdefault(resource, 0)
         if "pods" in cq.group_of:
             requests["pods"] = pod_set.count
         assigned: dict[str, str] = {}

@@ -118,10 +118,8 @@ def _requests(
     on whose maximum capacity holds it. None when some group has no such flavor."""
     usage: dict[FlavorResource, int] = {}
     for pod_set in preemptor.pod_sets:
-        base = pod_set.total()
+        base = pod_set.base_requests()
         demanded = pod_set.demanded
-        for resource in demanded:
-            base.setdefault(resource, 0)
         if "pods" in model.group_of:
             base["pods"] = pod_set.count
         for index in sorted({model.group_of.get(r, -1) for r in base if base[r] or r in demanded}):
@@ -143,10 +141,10 @@ def _requests(
                     continue
                 requests = base
                 if demanded.intersection(wanted):
-                    resolved = pod_set.total_in(quota.name, sizes)
+                    resolved = pod_set.requests_in(base, quota.name, sizes)
                     if isinstance(resolved, str):
                         continue
-                    requests = {**base, **{r: resolved[0].get(r, 0) for r in demanded}}
+                    requests = resolved[0]
                 if all(
                     usage.get((quota.name, r), 0) + requests[r]
                     <= tree.limits(

@@ -160,6 +160,24 @@ class PodSetInfo:
             return _NO_RESOURCES
         return frozenset(d.resource for d in (*self.demands, *self.demands_once))
 
+    def base_requests(self) -> Amounts:
+        """`total()`, with a 0 for each resource a charge the flavor decides is for."""
+        total = self.total()
+        for resource in self.demanded:
+            total.setdefault(resource, 0)
+        return total
+
+    def requests_in(
+        self, base: Amounts, flavor: str, sizes: DeviceSizes | None
+    ) -> tuple[Amounts, tuple[tuple[str, str], ...]] | str:
+        """`base` (from `base_requests`) with the amounts `flavor` decides for the demanded
+        resources, and how each was reckoned (see `total_in`); or why the flavor cannot take it."""
+        resolved = self.total_in(flavor, sizes)
+        if isinstance(resolved, str):
+            return resolved
+        amounts, lines = resolved
+        return {**base, **{r: amounts.get(r, 0) for r in self.demanded}}, lines
+
     def total_in(
         self, flavor: str, sizes: DeviceSizes | None
     ) -> tuple[Amounts, tuple[tuple[str, str], ...]] | str:
