@@ -341,7 +341,7 @@ class InventoryIndex:
                     for node in slice_nodes[flavor_name][name]:
                         per_node[node] = per_node.get(node, 0) + len(selected)
                         on_nodes[node] = (*on_nodes.get(node, ()), (sl, selected))
-                    if wanted_capacities and selected:
+                    if wanted_capacities:
                         _largest(largest, (flavor_name, class_name), sl, selected, wanted_capacities)
                 by_class[(flavor_name, class_name)] = _count(ids, allocated)
                 most_on_node[(flavor_name, class_name)] = max(per_node.values(), default=0)
