@@ -60,6 +60,7 @@ KNOWN_FRAMEWORKS = frozenset(
         "leaderworkerset.x-k8s.io/leaderworkerset",
     }
 )
+# The frameworks reconciler.integrations implements (its registry has exactly these).
 SUPPORTED_FRAMEWORKS = frozenset({"batch/job"})
 
 # Top-level Kueue fields this controller accepts but does not act on.
@@ -475,10 +476,15 @@ def _parse_frameworks(raw: object) -> tuple[str, ...]:
     frameworks = obj.get("frameworks") or ["batch/job"]
     _expect(frameworks, list, f"{path}.frameworks", "a list of framework names")
     for i, name in enumerate(frameworks):
-        if name not in KNOWN_FRAMEWORKS:
+        if name not in SUPPORTED_FRAMEWORKS:
+            # Kueue knows more frameworks than are implemented here: say which ones are.
+            later = ""
+            if name in KNOWN_FRAMEWORKS:
+                later = f" (Kueue's {name!r} integration is not implemented yet)"
             raise ConfigError(
                 f"{path}.frameworks[{i}]: Unsupported value: {name!r}: supported values: "
-                + ", ".join(f'"{f}"' for f in sorted(KNOWN_FRAMEWORKS))
+                + ", ".join(f'"{f}"' for f in sorted(SUPPORTED_FRAMEWORKS))
+                + later
             )
     return tuple(frameworks)
 

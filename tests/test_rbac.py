@@ -34,6 +34,7 @@ import yaml
 
 from reconciler.api import resources
 from reconciler.api.resources import Resource
+from reconciler.integrations import REGISTRY
 
 ROOT = Path(__file__).resolve().parent.parent
 PACKAGE = ROOT / "reconciler"
@@ -44,7 +45,7 @@ Access = tuple[str, str, str]  # (apiGroup, resource[/subresource], verb)
 CONSTANTS: dict[str, Resource] = {
     name: value for name, value in vars(resources).items() if isinstance(value, Resource)
 }
-ACTION_VERBS = {"Create": "create", "PostEvent": "create", "MergePatch": "patch"}
+ACTION_VERBS = {"Create": "create", "PostEvent": "create", "MergePatch": "patch", "Delete": "delete"}
 CLIENT_VERBS = {"create": "create", "merge_patch": "patch", "json_patch": "patch", "delete": "delete"}
 HTTP_VERBS = {"POST": "create", "PUT": "update", "PATCH": "patch", "DELETE": "delete"}
 KUBE_VERBS = frozenset({"get", "list", "watch", "create", "update", "patch", "delete"})
@@ -105,6 +106,9 @@ class Scope:
 
 def _resource_of(node: ast.expr, scope: Scope) -> list[Resource]:
     """The resource constant(s) an expression stands for; [] when it cannot be told statically."""
+    if isinstance(node, ast.Attribute) and node.attr == "resource" and _names_integration(node.value):
+        # `<integration>.resource`: the kind of any registered integration.
+        return [integration.resource for integration in REGISTRY.values()]
     if isinstance(node, ast.Name):
         if node.id in CONSTANTS:
             return [CONSTANTS[node.id]]
@@ -114,6 +118,12 @@ def _resource_of(node: ast.expr, scope: Scope) -> list[Resource]:
             if isinstance(value, tuple) and all(isinstance(v, Resource) for v in value):
                 return list(value)
     return []
+
+
+def _names_integration(node: ast.expr) -> bool:
+    """`integration` or `self.integration`."""
+    name = node.id if isinstance(node, ast.Name) else node.attr if isinstance(node, ast.Attribute) else ""
+    return name == "integration"
 
 
 def _path_call(node: ast.expr) -> tuple[ast.expr, str, ast.expr | None] | None:
@@ -296,7 +306,7 @@ def test_leases_only_in_the_own_namespace() -> None:
     ("change", "expected"),
     [
         (
-            {"apiGroups": ["kueue.x-k8s.io"], "resources": ["workloads"], "verbs": ["delete"]},
+            {"apiGroups": ["kueue.x-k8s.io"], "resources": ["workloads"], "verbs": ["update"]},
             "granted but not used",
         ),
         ({"apiGroups": [""], "resources": ["configmaps"], "verbs": ["get"]}, "granted but not used"),

@@ -36,6 +36,7 @@ from .selectors import PodPlacement
 __all__ = [
     "DEVICE_CHARGES_ANNOTATION",
     "FIRST_AVAILABLE_ANNOTATION",
+    "JOB_POD_SET",
     "JOB_UID_LABEL",
     "QUEUE_NAME_LABEL",
     "RESOURCE_IN_USE_FINALIZER",
@@ -46,7 +47,9 @@ __all__ = [
     "covered_by",
     "job_pod_count",
     "workload_for_job",
+    "workload_for_object",
     "workload_name_for_job",
+    "workload_template",
 ]
 
 QUEUE_NAME_LABEL = "kueue.x-k8s.io/queue-name"
@@ -71,6 +74,8 @@ _MAX_NAME = 253
 _HASH_LEN = 5
 # Labels the Job controller adds to a template; a Workload's template omits them.
 _JOB_CONTROLLER_LABELS = ("controller-uid", "batch.kubernetes.io/controller-uid", "job-name")
+# The one pod set of a batch/v1 Job, named as Kueue names it.
+JOB_POD_SET = "main"
 
 
 def workload_name_for_job(job_name: str, job_uid: str, kind: str = "Job", group: str = "batch") -> str:
@@ -87,6 +92,11 @@ def job_pod_count(job: Job) -> int:
     return parallelism
 
 
+def workload_template(raw: msgspec.Raw) -> msgspec.Raw:
+    """A Job's pod template as its Workload records it: without the job controller's labels."""
+    return _workload_template(raw)
+
+
 def _workload_template(raw: msgspec.Raw) -> msgspec.Raw:
     template = msgspec.json.decode(raw)
     if not isinstance(template, dict):
@@ -101,17 +111,30 @@ def _workload_template(raw: msgspec.Raw) -> msgspec.Raw:
 
 def workload_for_job(job: Job, priority: ResolvedPriority | None = None) -> Workload:
     """The Workload Kueue creates for a queue-labelled batch/v1 Job (with its resolved priority)."""
-    meta = job.metadata
+    template = _workload_template(job.spec.template)
+    pod_set = PodSet(name=JOB_POD_SET, template=template, count=job_pod_count(job))
+    return workload_for_object(job.metadata, "batch/v1", "Job", [pod_set], priority)
+
+
+def workload_for_object(
+    meta: ObjectMeta,
+    api_version: str,
+    kind: str,
+    pod_sets: list[PodSet],
+    priority: ResolvedPriority | None = None,
+) -> Workload:
+    """The Workload Kueue creates for a job of any kind: its pod sets, owned by the job."""
+    group = api_version.rpartition("/")[0]
     return Workload(
         metadata=ObjectMeta(
-            name=workload_name_for_job(meta.name, meta.uid),
+            name=workload_name_for_job(meta.name, meta.uid, kind, group),
             namespace=meta.namespace,
             labels={JOB_UID_LABEL: meta.uid} if meta.uid else {},
             finalizers=[RESOURCE_IN_USE_FINALIZER],
             owner_references=[
                 OwnerReference(
-                    api_version="batch/v1",
-                    kind="Job",
+                    api_version=api_version,
+                    kind=kind,
                     name=meta.name,
                     uid=meta.uid,
                     controller=True,
@@ -121,13 +144,7 @@ def workload_for_job(job: Job, priority: ResolvedPriority | None = None) -> Work
             creation_timestamp=meta.creation_timestamp,
         ),
         spec=WorkloadSpec(
-            pod_sets=[
-                PodSet(
-                    name="main",
-                    template=_workload_template(job.spec.template),
-                    count=job_pod_count(job),
-                )
-            ],
+            pod_sets=pod_sets,
             queue_name=meta.labels.get(QUEUE_NAME_LABEL, ""),
             priority=priority.value if priority is not None else None,
             priority_class_ref=priority.ref if priority is not None else None,

@@ -16,7 +16,7 @@ from typing import Literal
 from reconciler.api.resources import Resource
 from reconciler.kube import KubeClient, KubeError
 
-__all__ = ["Action", "Create", "MergePatch", "OnDone", "PostEvent", "Purpose", "Slot", "WriteDone"]
+__all__ = ["Action", "Create", "Delete", "MergePatch", "OnDone", "PostEvent", "Purpose", "Slot", "WriteDone"]
 
 Slot = tuple[str, str, str] | None  # (purpose, namespace, name); None: never coalesced
 Purpose = Literal[
@@ -32,6 +32,8 @@ Purpose = Literal[
     "deactivate",
     "workload-priority",
     "workload-annotate",
+    "workload-update",
+    "delete-workload",
     "job-start",
     "job-suspend",
     "job-restore",
@@ -84,6 +86,23 @@ class MergePatch:
 
 
 @dataclass(frozen=True, slots=True)
+class Delete:
+    purpose: Purpose
+    resource: Resource
+    namespace: str | None
+    name: str
+    on_done: OnDone | None = field(default=None, compare=False, repr=False)
+
+    @property
+    def slot(self) -> Slot:
+        return (self.purpose, self.namespace or "", self.name)
+
+    async def perform(self, client: KubeClient) -> bytes:
+        await client.delete(self.resource, self.namespace, self.name, propagation="Background")
+        return b""
+
+
+@dataclass(frozen=True, slots=True)
 class PostEvent:
     purpose: Purpose
     resource: Resource
@@ -99,7 +118,7 @@ class PostEvent:
         return await client.create(self.resource, self.namespace, self.body)
 
 
-Action = Create | MergePatch | PostEvent
+Action = Create | MergePatch | Delete | PostEvent
 
 
 @dataclass(frozen=True, slots=True)

@@ -10,17 +10,9 @@ from typing import Literal
 import msgspec
 import structlog
 
-from reconciler.api import Job, Workload, pod_template_view
-from reconciler.api.resources import JOBS, WORKLOADS
-from reconciler.core.flavors import admission_node_labels, admission_tolerations
-from reconciler.core.jobs import (
-    PODSET_LABEL,
-    is_managed,
-    job_outcome,
-    restore_patch,
-    start_patch,
-    suspend_patch,
-)
+from reconciler.api import Job, PodSet, Workload
+from reconciler.api.resources import WORKLOADS
+from reconciler.core.jobs import is_managed
 from reconciler.core.priority import (
     MissingPriorityClass,
     priority_class_name,
@@ -28,73 +20,140 @@ from reconciler.core.priority import (
     resolve_priority,
 )
 from reconciler.core.status import set_condition
-from reconciler.core.workloads import workload_for_job
+from reconciler.core.workloads import QUEUE_NAME_LABEL, workload_for_object
+from reconciler.integrations import (
+    BATCH_JOB,
+    CreateWorkload,
+    DeleteMismatched,
+    Finish,
+    Integration,
+    Known,
+    Patch,
+    Restore,
+    Start,
+    Step,
+    Suspend,
+    UpdateMismatched,
+    decide,
+)
 from reconciler.kube import Conflict, NotFound
 
-from .actions import Create, MergePatch, WriteDone
+from .actions import Create, Delete, MergePatch, WriteDone
 from .context import Context
 from .events import WORKLOAD_API
-from .patches import api_body, is_true
+from .patches import api_body
 from .store import Key, owner_job
 
 __all__ = ["Jobs"]
 
 log = structlog.get_logger(__name__)
 
-_PODSET_LABEL_BYTES = PODSET_LABEL.encode()
 JobWrite = Literal["job-start", "job-suspend", "job-restore", "job-clear-start"]
+_NO_MATCH = "No matching Workload; restoring pod templates according to existent Workload"
 
 
 class Jobs:
-    def __init__(self, ctx: Context) -> None:
+    def __init__(self, ctx: Context, integration: Integration = BATCH_JOB) -> None:
         self.ctx = ctx
+        self.integration = integration
         # Jobs whose Workload waits for a priority class, with what they were told.
         self._unresolved: dict[Key, str] = {}
+        # Workloads (by UID) we asked the API to delete because they no longer match their job.
+        self._deleted: set[str] = set()
 
     def reconcile(self, key: Key) -> None:
         ctx = self.ctx
         job = ctx.store.jobs.get(key)
         if job is None or job.metadata.deletion_timestamp:
             return
-        if "batch/job" not in ctx.config.frameworks or not is_managed(
+        if self.integration.framework not in ctx.config.frameworks or not is_managed(
             job, manage_without_queue_name=ctx.config.manage_jobs_without_queue_name
         ):
             return
         wl_key = ctx.store.workload_key(job)
         workload = ctx.store.workloads.get(wl_key)
-        outcome = job_outcome(job)
+        if workload is not None:
+            self._follow_priority_label(job, workload)
         writes = ctx.workload_writes
-        if workload is None:
-            if outcome is not None:
-                return
-            if not job.spec.suspend and self._write(job, "job-suspend", suspend_patch()):
-                queue = job.metadata.labels.get("kueue.x-k8s.io/queue-name", "")
-                ctx.events.emit(
+        known = Known(
+            admitted=ctx.engine.is_admitted(wl_key),
+            creating=writes.in_flight(wl_key, "create-workload"),
+            admitting=writes.in_flight(wl_key, "admit"),
+            finishing=writes.in_flight(wl_key, "finish"),
+            deleting=writes.in_flight(wl_key, "delete-workload")
+            or (workload is not None and workload.metadata.uid in self._deleted),
+            updating=writes.in_flight(wl_key, "workload-update"),
+        )
+        step = decide(self.integration, job, workload, known, ctx.engine.flavors)
+        self._perform(job, wl_key, workload, step)
+
+    def _perform(self, job: Job, wl_key: Key, workload: Workload | None, step: Step) -> None:
+        if isinstance(step, CreateWorkload):
+            if step.suspend is not None and self._write(job, "job-suspend", step.suspend):
+                queue = job.metadata.labels.get(QUEUE_NAME_LABEL, "")
+                self.ctx.events.emit(
                     job, "Normal", "Suspended", f"Suspended until its Workload is admitted by queue {queue}"
                 )
-            if not writes.in_flight(wl_key, "create-workload"):
+            if step.create:
                 self._create_workload(job, wl_key)
+        elif workload is None:
             return
-        self._follow_priority_label(job, workload)
-        if outcome is not None:
-            if not is_true(workload.status.conditions, "Finished") and not writes.in_flight(wl_key, "finish"):
-                self._finish(workload, outcome.succeeded, outcome.message)
-            return
-        admitting = writes.in_flight(wl_key, "admit")
-        admitted = ctx.engine.is_admitted(wl_key) and not admitting
-        if admitted and job.spec.suspend:
-            admission = workload.status.admission
-            if admission is None:
-                return  # our write succeeded but its event has not been applied yet
-            selector = admission_node_labels(admission, ctx.engine.flavors).get("main", {})
-            tolerations = admission_tolerations(admission, ctx.engine.flavors).get("main", [])
-            current = pod_template_view(job.spec.template).spec.tolerations if tolerations else []
-            patch = start_patch(selector, {PODSET_LABEL: "main"}, tolerations, current)
-            self._write(job, "job-start", patch)
-        elif not admitted and not job.spec.suspend and not admitting:
-            self._write(job, "job-suspend", suspend_patch())
-        elif not admitted and job.spec.suspend and not admitting:
-            self._restore(job, workload)
+        elif isinstance(step, Finish):
+            self._finish(workload, step.outcome.succeeded, step.outcome.message)
+        elif isinstance(step, Start):
+            self._write(job, "job-start", step.patch)
+        elif isinstance(step, Suspend):
+            self._write(job, "job-suspend", step.patch)
+        elif isinstance(step, Restore):
+            self._write(job, "job-clear-start" if step.patch.subresource else "job-restore", step.patch)
+        elif isinstance(step, DeleteMismatched):
+            if step.stop is not None and self._write(job, "job-suspend", step.stop):
+                self.ctx.events.emit(job, "Normal", "Stopped", _NO_MATCH)
+            self._delete_mismatched(job, workload)
+        elif isinstance(step, UpdateMismatched):
+            self._update_mismatched(job, workload, step.pod_sets)
+
+    # --- a Workload that no longer matches its job (Kueue's ensureOneWorkload) -----------
+
+    def _delete_mismatched(self, job: Job, workload: Workload) -> None:
+        ctx, meta = self.ctx, workload.metadata
+        self._deleted.add(meta.uid)
+
+        def done(result: WriteDone) -> None:
+            if result.ok:
+                message = f"Deleted not matching Workload: {meta.namespace}/{meta.name}"
+                ctx.events.emit(job, "Normal", "DeletedWorkload", message)
+            else:
+                self._deleted.discard(meta.uid)
+                ctx.write_failed(result, expected=(NotFound,))
+            ctx.dirty.jobs.add((job.metadata.namespace, job.metadata.name))
+
+        ctx.write(Delete("delete-workload", WORKLOADS, meta.namespace, meta.name, on_done=done))
+
+    def _update_mismatched(self, job: Job, workload: Workload, pod_sets: list[PodSet]) -> None:
+        ctx, meta = self.ctx, workload.metadata
+        patch = msgspec.json.encode(
+            {
+                "metadata": {"resourceVersion": meta.resource_version},
+                "spec": {"podSets": pod_sets},
+            }
+        )
+
+        def done(result: WriteDone) -> None:
+            if result.ok and result.body is not None:
+                ctx.apply_workload_write(result.key, result.body)
+                ctx.dirty.workload(result.key, own_write=True)
+                ctx.events.emit(
+                    job,
+                    "Normal",
+                    "UpdatedWorkload",
+                    f"Updated not matching Workload for suspended job: {meta.namespace}/{meta.name}",
+                )
+            else:
+                ctx.write_failed(result, expected=(NotFound, Conflict))
+            ctx.dirty.jobs.add((job.metadata.namespace, job.metadata.name))
+
+        ctx.write(MergePatch("workload-update", WORKLOADS, meta.namespace, meta.name, patch, on_done=done))
 
     def _create_workload(self, job: Job, wl_key: Key) -> None:
         ctx = self.ctx
@@ -110,7 +169,11 @@ class Jobs:
                 ctx.events.emit(job, "Warning", "PriorityClassNotFound", priority.message)
             return
         self._unresolved.pop(key, None)
-        body = api_body(workload_for_job(job, priority), WORKLOAD_API, "Workload")
+        integration = self.integration
+        workload = workload_for_object(
+            job.metadata, integration.api_version, integration.kind, integration.pod_sets(job), priority
+        )
+        body = api_body(workload, WORKLOAD_API, "Workload")
         ctx.write(Create("create-workload", WORKLOADS, *wl_key, body, on_done=self._workload_created))
 
     def _follow_priority_label(self, job: Job, workload: Workload) -> None:
@@ -148,6 +211,9 @@ class Jobs:
         """A Job is gone: its Workload is let go (or forgotten, if the API never showed it)."""
         self._unresolved.pop((job.metadata.namespace, job.metadata.name), None)
         wl_key = self.ctx.store.workload_key(job)
+        known = self.ctx.store.workloads.get(wl_key)
+        if known is not None:
+            self._deleted.discard(known.metadata.uid)
         if wl_key in self.ctx.store.workloads:
             self.ctx.dirty.workload(wl_key)
         else:
@@ -155,39 +221,23 @@ class Jobs:
 
     # --- writes to the Job --------------------------------------------------------------
 
-    def _write(self, job: Job, purpose: JobWrite, patch: bytes) -> bool:
+    def _write(self, job: Job, purpose: JobWrite, patch: Patch) -> bool:
         """Ask for a start, suspend or restore once; False when it is already asked for."""
         key = (job.metadata.namespace, job.metadata.name)
         if self.ctx.job_writes.in_flight(key, purpose):
             return False  # in flight; its response updates the cached Job
-        subresource = "status" if purpose == "job-clear-start" else None
         self.ctx.write(
             MergePatch(
                 purpose,
-                JOBS,
+                self.integration.resource,
                 *key,
-                patch,
-                subresource=subresource,
+                patch.body,
+                subresource="status" if purpose == "job-clear-start" else None,
                 slot_name="job",
                 on_done=self._job_written,
             )
         )
         return True
-
-    def _restore(self, job: Job, workload: Workload) -> None:
-        """A suspended Job gets its pod template back as the Workload recorded it (after eviction)."""
-        if not workload.spec.pod_sets or _PODSET_LABEL_BYTES not in bytes(job.spec.template):
-            return
-        if job.status.start_time:
-            # The API allows template changes only to a suspended Job that has not started.
-            if job.status.active == 0:
-                self._write(job, "job-clear-start", b'{"status":{"startTime":null}}')
-            return
-        patch = restore_patch(
-            pod_template_view(job.spec.template), pod_template_view(workload.spec.pod_sets[0].template)
-        )
-        if patch is not None:
-            self._write(job, "job-restore", patch)
 
     def _job_written(self, done: WriteDone) -> None:
         ctx = self.ctx

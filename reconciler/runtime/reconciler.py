@@ -290,9 +290,12 @@ class Reconciler(ReconcilerViews):
     def _on_workload(self, key: Key, workload: Workload | None) -> None:
         ctx = self.ctx
         if workload is None:
+            owner = ctx.store.job_key(key)
             ctx.store.put_workload(key, None)
             ctx.workload_writes.forget(key)
             ctx.dirty.workload(key)
+            if owner is not None and self.ready:
+                ctx.dirty.jobs.add(owner)  # a job whose Workload is gone gets a new one
             return
         if not ctx.workload_writes.accept_event(key, workload.metadata.resource_version):
             return  # older than our own write, which we already applied

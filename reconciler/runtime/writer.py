@@ -17,7 +17,7 @@ import structlog
 from reconciler.kube import ApiError, KubeClient, KubeError, TransportError
 from reconciler.observability.metrics import Metrics
 
-from .actions import Action, Create, PostEvent, Slot, WriteDone
+from .actions import Action, Create, Delete, PostEvent, Slot, WriteDone
 
 __all__ = ["WriteDone", "Writer"]
 
@@ -91,6 +91,8 @@ class Writer:
         if self._metrics is None:
             return
         verb = "create" if isinstance(action, (Create, PostEvent)) else "patch"
+        if isinstance(action, Delete):
+            verb = "delete"
         code = None
         if isinstance(error, ApiError):
             code = str(error.status)

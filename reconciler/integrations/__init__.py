@@ -1,0 +1,49 @@
+"""The integration seam: what the controller knows about each kind of job, one module per kind.
+
+`base.Integration` is the protocol (Kueue's GenericJob); `decide.decide` the pure decision the
+runtime performs; `registry.REGISTRY` maps Kueue framework names to integrations.
+"""
+
+from .base import Integration, Outcome, Patch, PodSetStart
+from .batchjob import BATCH_JOB
+from .decide import (
+    PODSET_LABEL,
+    CreateWorkload,
+    DeleteMismatched,
+    Finish,
+    Known,
+    Nothing,
+    Restore,
+    Start,
+    Step,
+    Suspend,
+    UpdateMismatched,
+    decide,
+    pod_set_starts,
+)
+from .equivalence import equivalent
+from .registry import REGISTRY, enabled
+
+__all__ = [
+    "BATCH_JOB",
+    "PODSET_LABEL",
+    "REGISTRY",
+    "CreateWorkload",
+    "DeleteMismatched",
+    "Finish",
+    "Integration",
+    "Known",
+    "Nothing",
+    "Outcome",
+    "Patch",
+    "PodSetStart",
+    "Restore",
+    "Start",
+    "Step",
+    "Suspend",
+    "UpdateMismatched",
+    "decide",
+    "enabled",
+    "equivalent",
+    "pod_set_starts",
+]

@@ -1,0 +1,105 @@
+"""What the controller needs to know about a kind of job: one protocol, one module per kind.
+
+The shape follows Kueue's GenericJob (jobframework): the pod sets a job asks quota for, whether
+it is suspended, the patches that start it on its flavors and that stop it with its pod templates
+restored, whether it is active, ready or finished. Everything here is pure: objects in, patches
+and facts out; the runtime performs what these return.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+from reconciler.api import PodSet, Toleration
+from reconciler.api.resources import Resource
+
+__all__ = ["Integration", "Outcome", "Patch", "PodSetStart"]
+
+_EMPTY: Mapping[str, str] = {}
+
+
+@dataclass(frozen=True, slots=True)
+class PodSetStart:
+    """What starting injects into one pod set's template: its flavors' node labels and
+    tolerations, and the labels and annotations Kueue puts on its pods."""
+
+    name: str
+    node_selector: Mapping[str, str] = field(default_factory=lambda: _EMPTY)
+    tolerations: Sequence[Toleration] = ()
+    labels: Mapping[str, str] = field(default_factory=lambda: _EMPTY)
+    annotations: Mapping[str, str] = field(default_factory=lambda: _EMPTY)
+
+
+@dataclass(frozen=True, slots=True)
+class Patch:
+    """A merge patch for the job (or its `subresource`)."""
+
+    body: bytes
+    subresource: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Outcome:
+    """A job has finished: whether it succeeded, and its message (for the Workload's Finished)."""
+
+    succeeded: bool
+    message: str
+
+
+class Integration(Protocol):
+    """One kind of job (Kueue's GenericJob, for the parts this controller acts on).
+
+    `obj` is always an instance of `projection`, the decoded subset of the kind's API object.
+    """
+
+    @property
+    def framework(self) -> str:
+        """The Kueue framework name that enables it in `integrations.frameworks` (e.g. batch/job)."""
+
+    @property
+    def kind(self) -> str: ...
+
+    @property
+    def api_version(self) -> str: ...
+
+    @property
+    def resource(self) -> Resource:
+        """Where the kind is served (group, version, plural)."""
+
+    @property
+    def projection(self) -> type[Any]:
+        """The msgspec type its objects are decoded to."""
+
+    def pod_sets(self, obj: Any) -> list[PodSet]:
+        """The pod sets its Workload asks quota for, each with its name, template and count."""
+
+    def is_suspended(self, obj: Any) -> bool: ...
+
+    def start_patch(self, obj: Any, starts: Sequence[PodSetStart]) -> bytes:
+        """The merge patch that unsuspends it, with each pod set's start injected."""
+
+    def suspend_patch(self, obj: Any) -> bytes:
+        """The merge patch that suspends it."""
+
+    def restore_patch(self, obj: Any, recorded: Sequence[PodSet]) -> Patch | None:
+        """The next patch towards giving a suspended job back the pod templates its Workload
+        recorded (None: nothing to restore now)."""
+
+    def restore_pending(self, obj: Any) -> bool:
+        """Whether a suspended job still carries what starting injected (restore first)."""
+
+    def is_active(self, obj: Any) -> bool:
+        """Whether some of its pods still run."""
+
+    def pods_ready(self, obj: Any) -> bool:
+        """Whether as many pods as it asked for are ready."""
+
+    def finished(self, obj: Any) -> Outcome | None: ...
+
+    def reclaimable_pods(self, obj: Any) -> Mapping[str, int]:
+        """Per pod set, pods that finished and no longer need quota."""
+
+    def owns(self, obj: Any, owner_kind: str, owner_api_version: str, owner_name: str) -> bool:
+        """Whether an object with this controller reference (a pod, a child) is this job's."""

@@ -1,0 +1,91 @@
+"""batch/v1 Job behind the integration protocol: one pod set, named "main" as Kueue names it."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from reconciler.api import Job, PodSet, pod_template_view
+from reconciler.api.resources import JOBS, Resource
+from reconciler.core.jobs import job_outcome, restore_patch, start_patch, suspend_patch
+from reconciler.core.workloads import JOB_POD_SET, job_pod_count, workload_template
+
+from .base import Outcome, Patch, PodSetStart
+from .decide import PODSET_LABEL
+
+__all__ = ["BATCH_JOB", "BatchJob"]
+
+_PODSET_LABEL_BYTES = PODSET_LABEL.encode()
+_CLEAR_START = Patch(b'{"status":{"startTime":null}}', "status")
+
+
+class BatchJob:
+    """Kueue's `batch/job` framework."""
+
+    @property
+    def framework(self) -> str:
+        return "batch/job"
+
+    @property
+    def kind(self) -> str:
+        return "Job"
+
+    @property
+    def api_version(self) -> str:
+        return "batch/v1"
+
+    @property
+    def resource(self) -> Resource:
+        return JOBS
+
+    @property
+    def projection(self) -> type[Any]:
+        return Job
+
+    def pod_sets(self, obj: Job) -> list[PodSet]:
+        template = workload_template(obj.spec.template)
+        return [PodSet(name=JOB_POD_SET, template=template, count=job_pod_count(obj))]
+
+    def is_suspended(self, obj: Job) -> bool:
+        return bool(obj.spec.suspend)
+
+    def start_patch(self, obj: Job, starts: Sequence[PodSetStart]) -> bytes:
+        start = next((s for s in starts if s.name == JOB_POD_SET), PodSetStart(JOB_POD_SET))
+        current = pod_template_view(obj.spec.template).spec.tolerations if start.tolerations else []
+        return start_patch(start.node_selector, start.labels, start.tolerations, current)
+
+    def suspend_patch(self, obj: Job) -> bytes:
+        return suspend_patch()
+
+    def restore_pending(self, obj: Job) -> bool:
+        return _PODSET_LABEL_BYTES in bytes(obj.spec.template)
+
+    def restore_patch(self, obj: Job, recorded: Sequence[PodSet]) -> Patch | None:
+        original = next((ps for ps in recorded if ps.name == JOB_POD_SET), None)
+        if original is None:
+            return None
+        if obj.status.start_time:
+            # The API allows template changes only to a suspended Job that has not started.
+            return _CLEAR_START if obj.status.active == 0 else None
+        patch = restore_patch(pod_template_view(obj.spec.template), pod_template_view(original.template))
+        return None if patch is None else Patch(patch)
+
+    def is_active(self, obj: Job) -> bool:
+        return obj.status.active > 0
+
+    def pods_ready(self, obj: Job) -> bool:
+        return obj.status.succeeded + (obj.status.ready or 0) >= job_pod_count(obj)
+
+    def finished(self, obj: Job) -> Outcome | None:
+        outcome = job_outcome(obj)
+        return None if outcome is None else Outcome(outcome.succeeded, outcome.message)
+
+    def reclaimable_pods(self, obj: Job) -> Mapping[str, int]:
+        # Kueue reclaims a Job's pods only while completions exceed parallelism: not tracked here.
+        return {}
+
+    def owns(self, obj: Job, owner_kind: str, owner_api_version: str, owner_name: str) -> bool:
+        return owner_kind == "Job" and owner_api_version == "batch/v1" and owner_name == obj.metadata.name
+
+
+BATCH_JOB = BatchJob()

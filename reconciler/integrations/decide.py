@@ -1,0 +1,176 @@
+"""The one step the runtime takes for a job, decided from plain data (no I/O).
+
+`decide` looks at a job (through its integration), its Workload and the writes still in
+flight, and returns one step: create the Workload, start the job, suspend it, restore its pod
+templates, finish the Workload, replace a Workload that no longer matches the job, or nothing.
+The runtime performs the step and comes back when something changes.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from reconciler.api import Admission, PodSet, ResourceFlavor, Workload
+from reconciler.core.flavors import admission_node_labels, admission_tolerations
+from reconciler.core.jobs import PODSET_LABEL
+
+from .base import Integration, Outcome, Patch, PodSetStart
+from .equivalence import equivalent
+
+__all__ = [
+    "PODSET_LABEL",
+    "CreateWorkload",
+    "DeleteMismatched",
+    "Finish",
+    "Known",
+    "Nothing",
+    "Restore",
+    "Start",
+    "Step",
+    "Suspend",
+    "UpdateMismatched",
+    "decide",
+    "pod_set_starts",
+]
+
+
+@dataclass(frozen=True, slots=True)
+class Known:
+    """What the runtime knows besides the objects: the ledger's view and writes in flight."""
+
+    admitted: bool = False  # the ledger holds the Workload's admission
+    creating: bool = False
+    admitting: bool = False
+    finishing: bool = False
+    deleting: bool = False
+    updating: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class Nothing:
+    pass
+
+
+@dataclass(frozen=True, slots=True)
+class CreateWorkload:
+    """Create the job's Workload; suspend the job first when it runs (`suspend`)."""
+
+    suspend: Patch | None
+    create: bool
+
+
+@dataclass(frozen=True, slots=True)
+class Start:
+    patch: Patch
+
+
+@dataclass(frozen=True, slots=True)
+class Suspend:
+    patch: Patch
+
+
+@dataclass(frozen=True, slots=True)
+class Restore:
+    patch: Patch
+
+
+@dataclass(frozen=True, slots=True)
+class Finish:
+    outcome: Outcome
+
+
+@dataclass(frozen=True, slots=True)
+class DeleteMismatched:
+    """The Workload no longer matches the job: stop the job (`stop`) and delete the Workload."""
+
+    stop: Patch | None
+
+
+@dataclass(frozen=True, slots=True)
+class UpdateMismatched:
+    """A suspended job's Workload holds no quota and no longer matches: it takes these pod sets."""
+
+    pod_sets: list[PodSet]
+
+
+Step = Nothing | CreateWorkload | Start | Suspend | Restore | Finish | DeleteMismatched | UpdateMismatched
+
+
+def pod_set_starts(
+    admission: Admission, flavors: Mapping[str, ResourceFlavor], pod_sets: list[PodSet]
+) -> list[PodSetStart]:
+    """Each pod set's node labels and tolerations from its assigned flavors, and its pod set label."""
+    labels = admission_node_labels(admission, flavors)
+    tolerations = admission_tolerations(admission, flavors)
+    return [
+        PodSetStart(
+            name=ps.name,
+            node_selector=labels.get(ps.name, {}),
+            tolerations=tolerations.get(ps.name, []),
+            labels={PODSET_LABEL: ps.name},
+        )
+        for ps in pod_sets
+    ]
+
+
+def _is_finished(workload: Workload) -> bool:
+    return any(c.type == "Finished" and c.status == "True" for c in workload.status.conditions)
+
+
+def _mismatch(integration: Integration, obj: Any, workload: Workload, known: Known) -> Step | None:
+    """Kueue's ensureOneWorkload: a Workload that no longer matches its job is replaced."""
+    reserved = known.admitted or known.admitting or workload.status.admission is not None
+    pod_sets = integration.pod_sets(obj)
+    if equivalent(pod_sets, workload.spec.pod_sets, admitted=reserved):
+        return None
+    suspended = integration.is_suspended(obj)
+    if known.deleting or known.updating or workload.metadata.deletion_timestamp:
+        # On its way out or being rewritten: a running job waits suspended.
+        return Nothing() if suspended else Suspend(Patch(integration.suspend_patch(obj)))
+    if suspended and integration.restore_pending(obj):
+        return None  # what starting injected goes first; then compare again
+    if suspended and not reserved:
+        return UpdateMismatched(pod_sets)
+    return DeleteMismatched(None if suspended else Patch(integration.suspend_patch(obj)))
+
+
+def decide(
+    integration: Integration,
+    obj: Any,
+    workload: Workload | None,
+    known: Known,
+    flavors: Mapping[str, ResourceFlavor],
+) -> Step:
+    """The next step for `obj` (a managed job of `integration`) and its Workload."""
+    outcome = integration.finished(obj)
+    suspended = integration.is_suspended(obj)
+    if workload is None:
+        if outcome is not None:
+            return Nothing()
+        suspend = None if suspended else Patch(integration.suspend_patch(obj))
+        return CreateWorkload(suspend, not known.creating)
+    if outcome is None and not _is_finished(workload):
+        replace = _mismatch(integration, obj, workload, known)
+        if replace is not None:
+            return replace
+    if outcome is not None:
+        if not _is_finished(workload) and not known.finishing:
+            return Finish(outcome)
+        return Nothing()
+    if known.admitting:
+        return Nothing()
+    if known.admitted and suspended:
+        admission = workload.status.admission
+        if admission is None:
+            return Nothing()  # our write succeeded but its event has not been applied yet
+        starts = pod_set_starts(admission, flavors, workload.spec.pod_sets)
+        return Start(Patch(integration.start_patch(obj, starts)))
+    if not known.admitted and not suspended:
+        return Suspend(Patch(integration.suspend_patch(obj)))
+    if not known.admitted and suspended and workload.spec.pod_sets and integration.restore_pending(obj):
+        patch = integration.restore_patch(obj, workload.spec.pod_sets)
+        if patch is not None:
+            return Restore(patch)
+    return Nothing()

@@ -1,0 +1,18 @@
+"""Kueue framework names -> the integrations that implement them."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from types import MappingProxyType
+
+from .base import Integration
+from .batchjob import BATCH_JOB
+
+__all__ = ["REGISTRY", "enabled"]
+
+REGISTRY: Mapping[str, Integration] = MappingProxyType({BATCH_JOB.framework: BATCH_JOB})
+
+
+def enabled(frameworks: Iterable[str]) -> list[Integration]:
+    """The integrations `integrations.frameworks` selects (the Configuration has checked the names)."""
+    return [REGISTRY[name] for name in frameworks if name in REGISTRY]

@@ -1,0 +1,145 @@
+"""Issue 28 item 1: a Job whose parallelism is raised no longer matches its Workload.
+
+As Kueue v0.18.1's job reconciler: an admitted (or running) Job is stopped and its Workload
+deleted ("Deleted not matching Workload"), then a new Workload is created for what the Job asks
+now; a suspended Job whose Workload holds no quota gets its Workload updated in place.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import msgspec
+
+from reconciler.api import Job, Workload
+from reconciler.api.resources import JOBS, WORKLOADS
+from reconciler.runtime.actions import Create, Delete, MergePatch, PostEvent
+from reconciler.runtime.writer import WriteDone
+from tests.support.reconciler_harness import (
+    GPU,
+    Harness,
+    apply_patch,
+    created_workload,
+    decode,
+    gpu_job,
+    of,
+    queues,
+)
+
+
+def _reasons(actions: Sequence[object]) -> list[tuple[str, str]]:
+    out: list[tuple[str, str]] = []
+    for action in actions:
+        if isinstance(action, PostEvent):
+            body = msgspec.json.decode(action.body)
+            out.append((body["reason"], body["message"]))
+    return out
+
+
+def _with(h: Harness, job: Job, **spec: object) -> Job:
+    body = msgspec.json.decode(msgspec.json.encode(job))
+    body["spec"].update(spec)
+    body["metadata"]["resourceVersion"] = h.next_rv()
+    changed: Job = decode(body, Job)
+    return changed
+
+
+def _admitted(h: Harness) -> tuple[Job, Workload]:
+    queues(h)
+    h.sync_all()
+    job = gpu_job(h, "a")
+    h.event("ADDED", JOBS, job)
+    (create,) = of(h.take(), "create-workload")
+    workload = created_workload(h, create)
+    h.reconciler.handle(WriteDone(create, body=msgspec.json.encode(workload)))
+    h.event("ADDED", WORKLOADS, workload)
+    (admit,) = of(h.take(), "admit")
+    admitted = apply_patch(h, workload, admit)
+    h.reconciler.handle(WriteDone(admit, body=msgspec.json.encode(admitted)))
+    h.event("MODIFIED", WORKLOADS, admitted)
+    (start,) = of(h.take(), "job-start")
+    running = _with(h, job, suspend=False)
+    h.reconciler.handle(WriteDone(start, body=msgspec.json.encode(running)))
+    h.event("MODIFIED", JOBS, running)
+    h.take()
+    return running, admitted
+
+
+def test_raising_parallelism_of_a_running_job_stops_it_and_replaces_its_workload() -> None:
+    h = Harness()
+    running, admitted = _admitted(h)
+    assert h.reconciler.core.ledger.used("cq", ("t4", GPU)) == 1
+    h.event("MODIFIED", JOBS, _with(h, running, parallelism=3, completions=3))
+    actions = h.take()
+    (suspend,) = of(actions, "job-suspend")
+    assert msgspec.json.decode(suspend.patch) == {"spec": {"suspend": True}}
+    (delete,) = of(actions, "delete-workload")
+    assert isinstance(delete, Delete)
+    assert (delete.resource, delete.name) == (WORKLOADS, admitted.metadata.name)
+    assert ("Stopped", "No matching Workload; restoring pod templates according to existent Workload") in (
+        _reasons(actions)
+    )
+    h.reconciler.handle(WriteDone(delete, body=b""))
+    assert ("DeletedWorkload", f"Deleted not matching Workload: ns/{admitted.metadata.name}") in _reasons(
+        h.take()
+    )
+    # The old Workload is gone: a new one asks for the 3 pods, and waits for quota (1 GPU).
+    h.event("DELETED", WORKLOADS, admitted)
+    actions = h.take()
+    (create,) = of(actions, "create-workload")
+    assert isinstance(create, Create)
+    assert msgspec.json.decode(create.body)["spec"]["podSets"][0]["count"] == 3
+    h.event("ADDED", WORKLOADS, created_workload(h, create))
+    assert of(h.take(), "admit") == []
+    assert h.reconciler.core.ledger.used("cq", ("t4", GPU)) == 0
+
+
+def test_a_replaced_workload_is_deleted_once() -> None:
+    h = Harness()
+    running, _ = _admitted(h)
+    h.event("MODIFIED", JOBS, _with(h, running, parallelism=2, completions=2))
+    (delete,) = of(h.take(), "delete-workload")
+    h.reconciler.handle(WriteDone(delete, body=b""))
+    h.take()
+    # Events before the watch shows the deletion do not ask again.
+    h.event("MODIFIED", JOBS, _with(h, running, parallelism=2, completions=2, suspend=True))
+    assert of(h.take(), "delete-workload") == []
+
+
+def test_raising_parallelism_while_pending_updates_the_workload() -> None:
+    h = Harness()
+    queues(h, gpus=0)  # no quota: the Workload pends
+    h.sync_all()
+    job = gpu_job(h, "a")
+    h.event("ADDED", JOBS, job)
+    (create,) = of(h.take(), "create-workload")
+    workload = created_workload(h, create)
+    h.reconciler.handle(WriteDone(create, body=msgspec.json.encode(workload)))
+    h.event("ADDED", WORKLOADS, workload)
+    assert of(h.take(), "admit") == []
+    h.event("MODIFIED", JOBS, _with(h, job, parallelism=3, completions=3))
+    actions = h.take()
+    (update,) = of(actions, "workload-update")
+    assert isinstance(update, MergePatch)
+    patch = msgspec.json.decode(update.patch)
+    assert [ps["count"] for ps in patch["spec"]["podSets"]] == [3]
+    assert patch["metadata"]["resourceVersion"] == workload.metadata.resource_version
+    assert of(actions, "delete-workload") == []
+    assert of(actions, "job-suspend") == []
+    updated = decode(
+        {**msgspec.json.decode(msgspec.json.encode(workload)), "spec": patch["spec"] | {"queueName": "lq"}},
+        Workload,
+    )
+    h.reconciler.handle(WriteDone(update, body=msgspec.json.encode(updated)))
+    message = f"Updated not matching Workload for suspended job: ns/{workload.metadata.name}"
+    assert ("UpdatedWorkload", message) in _reasons(h.take())
+
+
+def test_a_matching_job_keeps_its_workload() -> None:
+    h = Harness()
+    running, _ = _admitted(h)
+    # Labels and status changes are not a different job.
+    h.event("MODIFIED", JOBS, _with(h, running, parallelism=1))
+    actions = h.take()
+    assert of(actions, "delete-workload") == []
+    assert of(actions, "job-suspend") == []

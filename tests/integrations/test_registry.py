@@ -1,0 +1,41 @@
+"""The registry of integrations and `integrations.frameworks`."""
+
+from __future__ import annotations
+
+import pytest
+
+from reconciler.config import SUPPORTED_FRAMEWORKS, ConfigError, parse_config
+from reconciler.integrations import BATCH_JOB, REGISTRY, enabled
+
+
+def _config(frameworks: list[str]) -> dict[str, object]:
+    return {
+        "apiVersion": "config.kueue.x-k8s.io/v1beta2",
+        "kind": "Configuration",
+        "integrations": {"frameworks": frameworks},
+    }
+
+
+def test_the_configuration_accepts_exactly_the_registered_frameworks() -> None:
+    assert set(REGISTRY) == SUPPORTED_FRAMEWORKS
+    assert enabled(parse_config(_config(["batch/job"])).frameworks) == [BATCH_JOB]
+
+
+@pytest.mark.parametrize(
+    ("frameworks", "message"),
+    [
+        (
+            ["batch/job", "foo"],
+            "integrations.frameworks[1]: Unsupported value: 'foo': supported values: \"batch/job\"",
+        ),
+        (
+            ["pod"],
+            "integrations.frameworks[0]: Unsupported value: 'pod': supported values: \"batch/job\" "
+            "(Kueue's 'pod' integration is not implemented yet)",
+        ),
+    ],
+)
+def test_an_unknown_or_unimplemented_framework_is_a_field_error(frameworks: list[str], message: str) -> None:
+    with pytest.raises(ConfigError) as error:
+        parse_config(_config(frameworks))
+    assert str(error.value) == message
