@@ -19,7 +19,6 @@ from reconciler.core.podsready import (
     Deactivate,
     deactivation_reason,
     plan_timeout,
-    pods_needed,
     pods_ready_deadline,
     pods_ready_state,
     timeout_message,
@@ -130,7 +129,8 @@ class PodsReady:
         now, generation = ctx.clock(), workload.metadata.generation or None
         if ctx.config.wait_for_pods_ready is not None:
             job = ctx.store.jobs.get(owner)
-            needed = pods_needed(job.spec.parallelism, job.spec.completions) if job else 1
+            # Every pod set's pods, as the Workload charged them (any number of pod sets).
+            needed = sum(1 if ps.count is None else ps.count for ps in workload.spec.pod_sets) or 1
             previous = condition(conditions, PODS_READY)
             state = pods_ready_state(
                 admitted=True, ready=ready_or_succeeded(pods, job), needed=needed, previous=previous
