@@ -18,7 +18,14 @@ from .clusterqueues import validate_cluster_queue, validate_cluster_queue_update
 from .fielderrors import FieldError
 from .flavors import validate_resource_flavor
 from .inuse import add_in_use_finalizer
-from .jobs import JobPolicy, default_job, needs_default_queue_lookup, validate_job, validate_job_update
+from .jobs import (
+    JobPolicy,
+    default_job,
+    needs_default_queue_lookup,
+    needs_default_queue_lookup_on_update,
+    validate_job,
+    validate_job_update,
+)
 from .localqueues import validate_local_queue, validate_local_queue_update
 from .review import AdmissionRequest, Verdict, decode_object
 from .workloads import validate_workload, validate_workload_update
@@ -103,9 +110,16 @@ async def _validate_job(request: AdmissionRequest, policy: JobPolicy, lookups: L
     new, old, errors = _decoded(request, Job)
     if new is None or errors:
         return Verdict.deny(errors)
-    return Verdict.judge(
-        validate_job_update(new, old, policy) if old is not None else validate_job(new, policy)
-    )
+    if old is None:
+        return Verdict.judge(validate_job(new, policy))
+    exists = False
+    if needs_default_queue_lookup_on_update(new, old, policy):
+        namespace = request.namespace or new.metadata.namespace
+        try:
+            exists = await lookups.default_local_queue_exists(namespace)
+        except Exception as err:
+            return Verdict.fail(f"cannot tell whether namespace {namespace} has a default LocalQueue: {err}")
+    return Verdict.judge(validate_job_update(new, old, policy, default_queue_exists=exists))
 
 
 _KUEUE = "kueue.x-k8s.io"

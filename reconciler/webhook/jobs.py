@@ -26,6 +26,7 @@ __all__ = [
     "JobPolicy",
     "default_job",
     "needs_default_queue_lookup",
+    "needs_default_queue_lookup_on_update",
     "validate_job",
     "validate_job_update",
 ]
@@ -91,12 +92,27 @@ def validate_job(job: Job, policy: JobPolicy) -> list[FieldError]:
     return errors
 
 
-def validate_job_update(new: Job, old: Job, policy: JobPolicy) -> list[FieldError]:
+def needs_default_queue_lookup_on_update(new: Job, old: Job, policy: JobPolicy) -> bool:
+    """Whether validating an update depends on a LocalQueue named ``default``: the queue name
+    is being removed."""
+    return policy.enabled and not _queue_name(new) and bool(_queue_name(old))
+
+
+def validate_job_update(
+    new: Job, old: Job, policy: JobPolicy, *, default_queue_exists: bool = False
+) -> list[FieldError]:
+    """Kueue's rules for an update: the queue name cannot change while the Job runs, nor be
+    removed in a namespace with a default LocalQueue; the max-exec-time label cannot change
+    unless the Job is and was suspended. Everything else (parallelism, completions, the
+    template) may change: the controller replaces a Workload the Job no longer matches."""
     if not policy.enabled:
         return []
     errors = validate_job(new, policy)
     if not new.spec.suspend and _queue_name(new) != _queue_name(old):
         errors.append(invalid(_LABELS.key(QUEUE_NAME_LABEL), _queue_name(new), IMMUTABLE))
+    if default_queue_exists and not _queue_name(new) and _queue_name(old):
+        message = "queue-name must not be empty in namespace with default queue"
+        errors.append(invalid(_LABELS.key(QUEUE_NAME_LABEL), "", message))
     if (not new.spec.suspend or not old.spec.suspend) and new.metadata.labels.get(
         MAX_EXEC_TIME_LABEL
     ) != old.metadata.labels.get(MAX_EXEC_TIME_LABEL):
