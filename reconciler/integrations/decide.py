@@ -83,9 +83,11 @@ class Finish:
 
 @dataclass(frozen=True, slots=True)
 class DeleteMismatched:
-    """The Workload no longer matches the job: stop the job (`stop`) and delete the Workload."""
+    """The Workload no longer matches the job: first the job is stopped (`stop`), then (once its
+    pod templates are restored from the Workload) the Workload is deleted (`delete`)."""
 
     stop: Patch | None
+    delete: bool
 
 
 @dataclass(frozen=True, slots=True)
@@ -129,11 +131,15 @@ def _mismatch(integration: Integration, obj: Any, workload: Workload, known: Kno
     if known.deleting or known.updating or workload.metadata.deletion_timestamp:
         # On its way out or being rewritten: a running job waits suspended.
         return Nothing() if suspended else Suspend(Patch(integration.suspend_patch(obj)))
-    if suspended and integration.restore_pending(obj):
-        return None  # what starting injected goes first; then compare again
-    if suspended and not reserved:
+    if not suspended:
+        return DeleteMismatched(Patch(integration.suspend_patch(obj)), delete=False)
+    if integration.restore_pending(obj):
+        # The templates come back as the Workload recorded them before it goes (Kueue's stopJob).
+        patch = integration.restore_patch(obj, workload.spec.pod_sets)
+        return Nothing() if patch is None else Restore(patch)
+    if not reserved:
         return UpdateMismatched(pod_sets)
-    return DeleteMismatched(None if suspended else Patch(integration.suspend_patch(obj)))
+    return DeleteMismatched(None, delete=True)
 
 
 def decide(

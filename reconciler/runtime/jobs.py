@@ -109,7 +109,8 @@ class Jobs:
         elif isinstance(step, DeleteMismatched):
             if step.stop is not None and self._write(job, "job-suspend", step.stop):
                 self.ctx.events.emit(job, "Normal", "Stopped", _NO_MATCH)
-            self._delete_mismatched(job, workload)
+            if step.delete:
+                self._delete_mismatched(job, workload)
         elif isinstance(step, UpdateMismatched):
             self._update_mismatched(job, workload, step.pod_sets)
 
@@ -253,8 +254,8 @@ class Jobs:
             admission = owned.status.admission if owned is not None else None
             cq_name = admission.cluster_queue if admission is not None else ""
             ctx.events.emit(started, "Normal", "Started", f"Admitted by clusterQueue {cq_name}")
-        elif action.purpose == "job-clear-start":
-            ctx.dirty.jobs.add(key)  # the template can be restored now
+        elif action.purpose in ("job-clear-start", "job-suspend", "job-restore"):
+            ctx.dirty.jobs.add(key)  # the template can be restored now (or the next step taken)
 
     def _workload_created(self, done: WriteDone) -> None:
         ctx = self.ctx

@@ -8,6 +8,7 @@ now; a suspended Job whose Workload holds no quota gets its Workload updated in 
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import Any
 
 import msgspec
 
@@ -44,6 +45,26 @@ def _with(h: Harness, job: Job, **spec: object) -> Job:
     return changed
 
 
+def _merge(target: Any, patch: Any) -> Any:
+    """RFC 7386 JSON merge patch, as the API server applies it."""
+    if not isinstance(patch, dict):
+        return patch
+    out = dict(target) if isinstance(target, dict) else {}
+    for key, value in patch.items():
+        if value is None:
+            out.pop(key, None)
+        else:
+            out[key] = _merge(out.get(key), value)
+    return out
+
+
+def _patched(h: Harness, job: Job, patch: bytes) -> Job:
+    body = _merge(msgspec.json.decode(msgspec.json.encode(job)), msgspec.json.decode(patch))
+    body["metadata"]["resourceVersion"] = h.next_rv()
+    patched: Job = decode(body, Job)
+    return patched
+
+
 def _admitted(h: Harness) -> tuple[Job, Workload]:
     queues(h)
     h.sync_all()
@@ -58,7 +79,7 @@ def _admitted(h: Harness) -> tuple[Job, Workload]:
     h.reconciler.handle(WriteDone(admit, body=msgspec.json.encode(admitted)))
     h.event("MODIFIED", WORKLOADS, admitted)
     (start,) = of(h.take(), "job-start")
-    running = _with(h, job, suspend=False)
+    running = _patched(h, job, start.patch)
     h.reconciler.handle(WriteDone(start, body=msgspec.json.encode(running)))
     h.event("MODIFIED", JOBS, running)
     h.take()
@@ -69,16 +90,29 @@ def test_raising_parallelism_of_a_running_job_stops_it_and_replaces_its_workload
     h = Harness()
     running, admitted = _admitted(h)
     assert h.reconciler.core.ledger.used("cq", ("t4", GPU)) == 1
-    h.event("MODIFIED", JOBS, _with(h, running, parallelism=3, completions=3))
+    raised = _with(h, running, parallelism=3, completions=3)
+    h.event("MODIFIED", JOBS, raised)
     actions = h.take()
     (suspend,) = of(actions, "job-suspend")
     assert msgspec.json.decode(suspend.patch) == {"spec": {"suspend": True}}
-    (delete,) = of(actions, "delete-workload")
-    assert isinstance(delete, Delete)
-    assert (delete.resource, delete.name) == (WORKLOADS, admitted.metadata.name)
+    assert of(actions, "delete-workload") == []  # the templates are restored from it first
     assert ("Stopped", "No matching Workload; restoring pod templates according to existent Workload") in (
         _reasons(actions)
     )
+    stopped = _with(h, raised, suspend=True)
+    h.reconciler.handle(WriteDone(suspend, body=msgspec.json.encode(stopped)))
+    # Its pod template back as the Workload recorded it (no flavor nodeSelector, no pod set label).
+    (restore,) = of(h.take(), "job-restore")
+    restored = _patched(h, stopped, restore.patch)
+    template = msgspec.json.decode(restored.spec.template)
+    assert template["spec"].get("nodeSelector", {}) == {}
+    assert "kueue.x-k8s.io/podset" not in template.get("metadata", {}).get("labels", {})
+    h.reconciler.handle(WriteDone(restore, body=msgspec.json.encode(restored)))
+    h.event("MODIFIED", JOBS, _with(h, restored))
+    actions = h.take()
+    (delete,) = of(actions, "delete-workload")
+    assert isinstance(delete, Delete)
+    assert (delete.resource, delete.name) == (WORKLOADS, admitted.metadata.name)
     h.reconciler.handle(WriteDone(delete, body=b""))
     assert ("DeletedWorkload", f"Deleted not matching Workload: ns/{admitted.metadata.name}") in _reasons(
         h.take()
@@ -97,7 +131,15 @@ def test_raising_parallelism_of_a_running_job_stops_it_and_replaces_its_workload
 def test_a_replaced_workload_is_deleted_once() -> None:
     h = Harness()
     running, _ = _admitted(h)
-    h.event("MODIFIED", JOBS, _with(h, running, parallelism=2, completions=2))
+    raised = _with(h, running, parallelism=2, completions=2)
+    h.event("MODIFIED", JOBS, raised)
+    (suspend,) = of(h.take(), "job-suspend")
+    stopped = _with(h, raised, suspend=True)
+    h.reconciler.handle(WriteDone(suspend, body=msgspec.json.encode(stopped)))
+    (restore,) = of(h.take(), "job-restore")
+    restored = _patched(h, stopped, restore.patch)
+    h.reconciler.handle(WriteDone(restore, body=msgspec.json.encode(restored)))
+    h.event("MODIFIED", JOBS, _with(h, restored))
     (delete,) = of(h.take(), "delete-workload")
     h.reconciler.handle(WriteDone(delete, body=b""))
     h.take()

@@ -152,13 +152,17 @@ def test_raising_one_role_after_admission_replaces_the_workload() -> None:
     run = _patched(run, step.patch.body)
     raised = msgspec.json.decode(msgspec.json.encode(run))
     raised["spec"]["roles"][1]["replicas"] = 3
-    step = decide(
-        TRAINING_RUN,
-        msgspec.json.decode(msgspec.json.encode(raised), type=TrainingRun),
-        workload,
-        Known(admitted=True),
-        engine.flavors,
-    )
+    run = msgspec.json.decode(msgspec.json.encode(raised), type=TrainingRun)
+    step = decide(TRAINING_RUN, run, workload, Known(admitted=True), engine.flavors)
     assert isinstance(step, DeleteMismatched)
     assert step.stop is not None
+    assert not step.delete
     assert msgspec.json.decode(step.stop.body) == {"spec": {"suspend": True}}
+    # Stopped: the templates come back as the Workload recorded them, then the Workload goes.
+    run = _patched(run, step.stop.body)
+    step = decide(TRAINING_RUN, run, workload, Known(admitted=True), engine.flavors)
+    assert isinstance(step, Restore)
+    run = _patched(run, step.patch.body)
+    assert not TRAINING_RUN.restore_pending(run)
+    step = decide(TRAINING_RUN, run, workload, Known(admitted=True), engine.flavors)
+    assert step == DeleteMismatched(None, delete=True)
