@@ -19,16 +19,17 @@ from reconciler.api import (
     WorkloadPriorityClass,
 )
 from reconciler.core.workloads import workload_name_for_job
+from reconciler.integrations import BATCH_JOB, Integration
 
 __all__ = ["Key", "Store", "owner_job"]
 
 Key = tuple[str, str]
 
 
-def owner_job(workload: Workload) -> Key | None:
-    """The Job that controls a Workload, from its owner references."""
+def owner_job(workload: Workload, integration: Integration = BATCH_JOB) -> Key | None:
+    """The job (of `integration`'s kind) that controls a Workload, from its owner references."""
     for ref in workload.metadata.owner_references:
-        if ref.kind == "Job" and ref.api_version == "batch/v1" and ref.controller:
+        if ref.kind == integration.kind and ref.api_version == integration.api_version and ref.controller:
             return (workload.metadata.namespace, ref.name)
     return None
 
@@ -76,7 +77,9 @@ class Store:
         known = self._workload_of.get(key)
         if known is not None and known[0] == job.metadata.uid:
             return known[1]
-        wl_key = (job.metadata.namespace, workload_name_for_job(job.metadata.name, job.metadata.uid))
+        group = BATCH_JOB.api_version.rpartition("/")[0]
+        name = workload_name_for_job(job.metadata.name, job.metadata.uid, BATCH_JOB.kind, group)
+        wl_key = (job.metadata.namespace, name)
         if key in self.jobs:
             self._workload_of[key] = (job.metadata.uid, wl_key)
         return wl_key
