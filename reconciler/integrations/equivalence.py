@@ -4,6 +4,10 @@ As Kueue v0.18.1 compares them: the same number of pod sets, and pod set by pod 
 count, minCount, containers and init containers, and (unless the Workload is admitted, when
 the flavors' tolerations were injected) the same tolerations. Anything else (labels, node
 selectors, which starting changes) does not make a job a different one.
+
+Kueue compares decoded Go structs, which drop fields its API version does not know on both
+sides. Here the raw objects are compared, so a container field the Workload's copy lacks (the
+Workload CRD pruned it) is not a difference; every field the Workload recorded must match.
 """
 
 from __future__ import annotations
@@ -27,6 +31,18 @@ def _spec_parts(template: msgspec.Raw) -> tuple[Any, Any, Any]:
     return (spec.get("containers") or [], spec.get("initContainers") or [], spec.get("tolerations") or [])
 
 
+def _same_containers(job: Any, recorded: Any) -> bool:
+    if not isinstance(job, list) or not isinstance(recorded, list) or len(job) != len(recorded):
+        return bool(job == recorded)
+    for ours, theirs in zip(job, recorded, strict=True):
+        if not isinstance(ours, dict) or not isinstance(theirs, dict):
+            if ours != theirs:
+                return False
+        elif any(key not in ours or ours[key] != value for key, value in theirs.items()):
+            return False
+    return True
+
+
 def _count(pod_set: PodSet) -> int:
     return 1 if pod_set.count is None else pod_set.count
 
@@ -40,7 +56,7 @@ def equivalent(job_pod_sets: Sequence[PodSet], recorded: Sequence[PodSet], *, ad
             return False
         containers, init, tolerations = _spec_parts(ours.template)
         w_containers, w_init, w_tolerations = _spec_parts(theirs.template)
-        if containers != w_containers or init != w_init:
+        if not _same_containers(containers, w_containers) or not _same_containers(init, w_init):
             return False
         if not admitted and tolerations != w_tolerations:
             return False

@@ -1,0 +1,39 @@
+"""Whether a job still matches its Workload, as Kueue's EquivalentToWorkload decides."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import msgspec
+
+from reconciler.api import PodSet
+from reconciler.integrations import equivalent
+
+
+def pod_set(
+    count: int = 1, *, image: str = "busybox", tolerations: list[Any] | None = None, **extra: Any
+) -> PodSet:
+    container = {"name": "c", "image": image, **extra}
+    spec: dict[str, Any] = {"containers": [container]}
+    if tolerations:
+        spec["tolerations"] = tolerations
+    return PodSet(name="main", template=msgspec.Raw(msgspec.json.encode({"spec": spec})), count=count)
+
+
+def test_counts_and_containers_decide() -> None:
+    assert equivalent([pod_set()], [pod_set()], admitted=False)
+    assert not equivalent([pod_set(3)], [pod_set()], admitted=True)
+    assert not equivalent([pod_set(image="other")], [pod_set()], admitted=True)
+    assert not equivalent([pod_set(), pod_set()], [pod_set()], admitted=False)
+
+
+def test_tolerations_count_only_before_admission() -> None:
+    toleration = [{"key": "gpu", "operator": "Exists", "effect": "NoSchedule"}]
+    assert not equivalent([pod_set(tolerations=toleration)], [pod_set()], admitted=False)
+    assert equivalent([pod_set(tolerations=toleration)], [pod_set()], admitted=True)
+
+
+def test_a_field_the_workload_copy_lacks_is_no_difference() -> None:
+    # The Workload CRD may prune a container field it does not know; what it recorded must match.
+    assert equivalent([pod_set(newField="x")], [pod_set()], admitted=False)
+    assert not equivalent([pod_set()], [pod_set(newField="x")], admitted=False)
