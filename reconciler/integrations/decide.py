@@ -125,7 +125,10 @@ def _mismatch(integration: Integration, obj: Any, workload: Workload, known: Kno
     """Kueue's ensureOneWorkload: a Workload that no longer matches its job is replaced."""
     reserved = known.admitted or known.admitting or workload.status.admission is not None
     pod_sets = integration.pod_sets(obj)
-    if equivalent(pod_sets, workload.spec.pod_sets, admitted=reserved):
+    # A started job's tolerations include its flavors' until restored (Kueue ignores them while
+    # the quota is reserved, which it keeps until the job is stopped; an eviction here lets go first).
+    injected = integration.restore_pending(obj)
+    if equivalent(pod_sets, workload.spec.pod_sets, admitted=reserved or injected):
         return None
     suspended = integration.is_suspended(obj)
     if known.deleting or known.updating or workload.metadata.deletion_timestamp:

@@ -6,8 +6,13 @@ from typing import Any
 
 import msgspec
 
-from reconciler.api import PodSet
-from reconciler.integrations import equivalent
+from reconciler.api import Job, ObjectMeta, PodSet, Workload, WorkloadSpec
+from reconciler.integrations import BATCH_JOB, Known, Suspend, decide, equivalent
+
+
+def decode_job(body: dict[str, Any]) -> Job:
+    job: Job = msgspec.json.decode(msgspec.json.encode(body), type=Job)
+    return job
 
 
 def pod_set(
@@ -37,3 +42,27 @@ def test_a_field_the_workload_copy_lacks_is_no_difference() -> None:
     # The Workload CRD may prune a container field it does not know; what it recorded must match.
     assert equivalent([pod_set(newField="x")], [pod_set()], admitted=False)
     assert not equivalent([pod_set()], [pod_set(newField="x")], admitted=False)
+
+
+def test_an_evicted_job_still_carrying_its_flavor_tolerations_is_only_suspended() -> None:
+    toleration = [{"key": "gpu", "operator": "Exists", "effect": "NoSchedule"}]
+    job = decode_job(
+        {
+            "metadata": {"name": "j", "namespace": "ns", "labels": {"kueue.x-k8s.io/queue-name": "lq"}},
+            "spec": {
+                "suspend": False,
+                "template": {
+                    "metadata": {"labels": {"kueue.x-k8s.io/podset": "main"}},
+                    "spec": {"containers": [{"name": "c", "image": "busybox"}], "tolerations": toleration},
+                },
+            },
+        }
+    )
+    recorded = PodSet(
+        name="main",
+        template=msgspec.Raw(b'{"spec":{"containers":[{"name":"c","image":"busybox"}]}}'),
+        count=1,
+    )
+    workload = Workload(metadata=ObjectMeta(name="w", namespace="ns"), spec=WorkloadSpec(pod_sets=[recorded]))
+    step = decide(BATCH_JOB, job, workload, Known(admitted=False), {})
+    assert isinstance(step, Suspend)
