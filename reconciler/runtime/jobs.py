@@ -59,7 +59,7 @@ class Jobs:
         # Jobs whose Workload waits for a priority class, with what they were told.
         self._unresolved: dict[Key, str] = {}
         # Workloads (by UID) we asked the API to delete because they no longer match their job.
-        self._deleted: set[str] = set()
+        self._deleted: dict[Key, str] = {}
 
     def reconcile(self, key: Key) -> None:
         ctx = self.ctx
@@ -72,6 +72,8 @@ class Jobs:
             return
         wl_key = ctx.store.workload_key(job)
         workload = ctx.store.workloads.get(wl_key)
+        if workload is None or self._deleted.get(wl_key, workload.metadata.uid) != workload.metadata.uid:
+            self._deleted.pop(wl_key, None)  # the deleted one is gone
         if workload is not None:
             self._follow_priority_label(job, workload)
         writes = ctx.workload_writes
@@ -81,7 +83,7 @@ class Jobs:
             admitting=writes.in_flight(wl_key, "admit"),
             finishing=writes.in_flight(wl_key, "finish"),
             deleting=writes.in_flight(wl_key, "delete-workload")
-            or (workload is not None and workload.metadata.uid in self._deleted),
+            or (workload is not None and self._deleted.get(wl_key) == workload.metadata.uid),
             updating=writes.in_flight(wl_key, "workload-update"),
         )
         step = decide(self.integration, job, workload, known, ctx.engine.flavors)
@@ -118,14 +120,14 @@ class Jobs:
 
     def _delete_mismatched(self, job: Job, workload: Workload) -> None:
         ctx, meta = self.ctx, workload.metadata
-        self._deleted.add(meta.uid)
+        self._deleted[(meta.namespace, meta.name)] = meta.uid
 
         def done(result: WriteDone) -> None:
             if result.ok:
                 message = f"Deleted not matching Workload: {meta.namespace}/{meta.name}"
                 ctx.events.emit(job, "Normal", "DeletedWorkload", message)
             else:
-                self._deleted.discard(meta.uid)
+                self._deleted.pop((meta.namespace, meta.name), None)
                 ctx.write_failed(result, expected=(NotFound,))
             ctx.dirty.jobs.add((job.metadata.namespace, job.metadata.name))
 
@@ -212,9 +214,7 @@ class Jobs:
         """A Job is gone: its Workload is let go (or forgotten, if the API never showed it)."""
         self._unresolved.pop((job.metadata.namespace, job.metadata.name), None)
         wl_key = self.ctx.store.workload_key(job)
-        known = self.ctx.store.workloads.get(wl_key)
-        if known is not None:
-            self._deleted.discard(known.metadata.uid)
+        self._deleted.pop(wl_key, None)
         if wl_key in self.ctx.store.workloads:
             self.ctx.dirty.workload(wl_key)
         else:
