@@ -168,13 +168,20 @@ def test_raising_parallelism_while_pending_updates_the_workload() -> None:
     assert patch["metadata"]["resourceVersion"] == workload.metadata.resource_version
     assert of(actions, "delete-workload") == []
     assert of(actions, "job-suspend") == []
-    updated = decode(
-        {**msgspec.json.decode(msgspec.json.encode(workload)), "spec": patch["spec"] | {"queueName": "lq"}},
-        Workload,
-    )
+    body = msgspec.json.decode(msgspec.json.encode(workload))
+    body["spec"]["podSets"] = patch["spec"]["podSets"]
+    body["metadata"] |= {"resourceVersion": h.next_rv(), "generation": 2}
+    updated = decode(body, Workload)
     h.reconciler.handle(WriteDone(update, body=msgspec.json.encode(updated)))
     message = f"Updated not matching Workload for suspended job: ns/{workload.metadata.name}"
-    assert ("UpdatedWorkload", message) in _reasons(h.take())
+    actions = h.take()
+    assert ("UpdatedWorkload", message) in _reasons(actions)
+    # The queue now holds it for 3 pods; the Job, still matching, is left alone.
+    info = h.reconciler.ctx.engine.workload(("ns", workload.metadata.name))
+    assert info is not None
+    assert [ps.count for ps in info.pod_sets] == [3]
+    h.event("MODIFIED", JOBS, _with(h, job, parallelism=3, completions=3))
+    assert of(h.take(), "workload-update") == []
 
 
 def test_a_matching_job_keeps_its_workload() -> None:
