@@ -57,6 +57,7 @@ def start_patch(
     pod_labels: Mapping[str, str],
     tolerations: Sequence[Toleration] = (),
     current_tolerations: Sequence[Toleration] = (),
+    pod_annotations: Mapping[str, str] | None = None,
 ) -> bytes:
     """Unsuspend, with the flavors' nodeLabels merged into the pod template's nodeSelector and
     their tolerations appended to the template's own (a merge patch replaces the whole list)."""
@@ -69,8 +70,13 @@ def start_patch(
         spec_patch["tolerations"] = msgspec.to_builtins([*current_tolerations, *added])
     if spec_patch:
         template["spec"] = spec_patch
+    metadata: dict[str, object] = {}
     if pod_labels:
-        template["metadata"] = {"labels": dict(pod_labels)}
+        metadata["labels"] = dict(pod_labels)
+    if pod_annotations:
+        metadata["annotations"] = dict(pod_annotations)
+    if metadata:
+        template["metadata"] = metadata
     spec: dict[str, object] = {"suspend": False}
     if template:
         spec["template"] = template

@@ -52,7 +52,7 @@ class BatchJob:
     def start_patch(self, obj: Job, starts: Sequence[PodSetStart]) -> bytes:
         start = next((s for s in starts if s.name == JOB_POD_SET), PodSetStart(JOB_POD_SET))
         current = pod_template_view(obj.spec.template).spec.tolerations if start.tolerations else []
-        return start_patch(start.node_selector, start.labels, start.tolerations, current)
+        return start_patch(start.node_selector, start.labels, start.tolerations, current, start.annotations)
 
     def suspend_patch(self, obj: Job) -> bytes:
         return suspend_patch()

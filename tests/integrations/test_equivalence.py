@@ -7,7 +7,7 @@ from typing import Any
 import msgspec
 
 from reconciler.api import Job, ObjectMeta, PodSet, Workload, WorkloadSpec
-from reconciler.integrations import BATCH_JOB, Known, Suspend, decide, equivalent
+from reconciler.integrations import BATCH_JOB, Known, PodSetStart, Suspend, decide, equivalent
 
 
 def decode_job(body: dict[str, Any]) -> Job:
@@ -66,3 +66,13 @@ def test_an_evicted_job_still_carrying_its_flavor_tolerations_is_only_suspended(
     workload = Workload(metadata=ObjectMeta(name="w", namespace="ns"), spec=WorkloadSpec(pod_sets=[recorded]))
     step = decide(BATCH_JOB, job, workload, Known(admitted=False), {})
     assert isinstance(step, Suspend)
+
+
+def test_the_job_start_patch_carries_its_pod_sets_labels_and_annotations() -> None:
+    job = decode_job({"metadata": {"name": "j"}, "spec": {"template": {"spec": {"containers": []}}}})
+    start = PodSetStart("main", {"pool": "gpu"}, (), {"kueue.x-k8s.io/podset": "main"}, {"note": "x"})
+    patch = msgspec.json.decode(BATCH_JOB.start_patch(job, [start]))
+    assert patch["spec"]["template"] == {
+        "spec": {"nodeSelector": {"pool": "gpu"}},
+        "metadata": {"labels": {"kueue.x-k8s.io/podset": "main"}, "annotations": {"note": "x"}},
+    }
