@@ -78,6 +78,9 @@ class Scheduler:
     # The last pending verdict reported per workload, and per parked group.
     _last: dict[WorkloadKey, tuple[str, str]] = field(default_factory=dict)
     _group_verdicts: dict[tuple[str | None, Hashable], tuple[str, str] | None] = field(default_factory=dict)
+    # Members of a parked group told something else than its verdict (an overtaken head): only
+    # they are told the verdict again when the group settles on the same one.
+    _group_strays: dict[tuple[str | None, Hashable], set[WorkloadKey]] = field(default_factory=dict)
     # deviceInventory.mode Enforce: what fits quota must fit the free devices too.
     gate: InventoryGate | None = None
     # The device inventory (Report or Enforce): sizes allocationMode All and device capacities.
@@ -157,10 +160,16 @@ class Scheduler:
         verdict = (pending.reason, pending.message)
         group_id = (pending.cluster_queue, group)
         if candidate.group is not None:
+            strays = self._group_strays.pop(group_id, None)
             if self._group_verdicts.get(group_id) != verdict:
                 for member in list(queue.group_members(candidate.group)):
                     self._report(out, replace(pending, key=member))
                 self._group_verdicts[group_id] = verdict
+            elif strays:
+                # The rest of the group was told this verdict already; walking it would cost
+                # its size on every release.
+                for member in queue.group_members_among(candidate.group, strays):
+                    self._report(out, replace(pending, key=member))
         else:
             self._report(out, pending)
             queue.park(candidate.key, group)
@@ -262,7 +271,7 @@ class _QueuePass:
             scheduler._report(out, Pending(key, REASON_PENDING, NO_LONGER_FITS, model.name))
             if candidate.group is not None:
                 # Its group's verdict no longer speaks for it: report it again when settled.
-                scheduler._group_verdicts[(model.name, candidate.group)] = None
+                scheduler._group_strays.setdefault((model.name, candidate.group), set()).add(key)
             return True
         pending = Pending(key, REASON_PENDING, result.message, model.name)
         group = info.shape
