@@ -14,14 +14,15 @@ timestamp.
 
 from __future__ import annotations
 
-from collections.abc import Hashable
+from collections.abc import Hashable, Iterable
 from dataclasses import dataclass, field, replace
 
 from .cache import QuotaCache
 from .clusterqueues import ClusterQueueModel, active_condition
 from .flavors import FlavorFit, FlavorNoFit, PodSetFlavors, assign_flavors
 from .inventory_admission import InventoryGate
-from .ledger import Charge
+from .kept_verdicts import KeptVerdicts
+from .ledger import Charge, FlavorResource
 from .pending_queue import Candidate, PendingQueue
 from .preemption import Target, preemption_targets
 from .queues import QueueManager
@@ -85,6 +86,16 @@ class Scheduler:
     gate: InventoryGate | None = None
     # The device inventory (Report or Enforce): sizes allocationMode All and device capacities.
     sizes: DeviceSizes | None = None
+
+    # Quota no-fit verdicts kept across cycles by (ClusterQueue, shape), with what they read.
+    # None: every woken head is evaluated afresh (the reference the kept verdicts are tested against).
+    kept: KeptVerdicts | None = field(default_factory=KeptVerdicts)
+
+    def usage_changed(self, frs: Iterable[FlavorResource]) -> None:
+        """Usage of these flavor/resources moved (an admission, a release): verdicts that read
+        them are evaluated again; the others stand."""
+        if self.kept is not None:
+            self.kept.touch(frs)
 
     def forget(self, key: WorkloadKey) -> None:
         """The workload changed or left: its next verdict is reported whatever it is."""
@@ -233,9 +244,17 @@ class _QueuePass:
 
     def _assign(self, info: WorkloadInfo) -> FlavorFit | FlavorNoFit:
         gate = self.scheduler.gate
-        devices = gate.check(self.cache.ledger) if gate is not None else None
         sizes = self.scheduler.sizes
-        return assign_flavors(info, self.model, self.cache.flavors, self.cache.capacity, devices, sizes)
+        kept = self.scheduler.kept if gate is None else None  # free devices are not tracked
+        if kept is not None:
+            verdict = kept.get(self.model, info.shape, self.queues.epoch, sizes)
+            if verdict is not None:
+                return verdict
+        devices = gate.check(self.cache.ledger) if gate is not None else None
+        fit = assign_flavors(info, self.model, self.cache.flavors, self.cache.capacity, devices, sizes)
+        if kept is not None and isinstance(fit, FlavorNoFit):
+            kept.put(self.model, info.shape, self.queues.epoch, sizes, fit)
+        return fit
 
     def step(self, head: _Head | None) -> bool:
         """Admit, park or report one candidate; False when the queue is done for this cycle."""
@@ -262,6 +281,7 @@ class _QueuePass:
             if isinstance(fit, FlavorFit):
                 queues.remove(key)  # out of its pending queue too
                 cache.admit(info, Charge(model.name, fit.usage))
+                scheduler.usage_changed(fit.usage)
                 scheduler._last.pop(key, None)
                 out.append(Admit(key, model.name, fit.pod_sets, fit.considered, fit.charged))
                 return True
