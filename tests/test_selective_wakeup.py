@@ -249,3 +249,39 @@ def test_a_configuration_change_drops_kept_verdicts() -> None:
     body = cluster_queue_body("cq-a100", [("a100", {GPU: 2})], cohort="pool")
     state.set_cluster_queue(compile_cluster_queue(decode(body, ClusterQueue)))
     assert [d.key[1] for d in state.schedule() if isinstance(d, Admit)] == ["a100-wait"]
+
+
+def test_quota_taken_again_in_the_same_cycle_leaves_the_other_heads_their_verdicts(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """a and b (1 t4 GPU each) share a cohort, each runs one and parks two; a's ends."""
+    state = Engine()
+    state.set_flavor(flavor("t4"))
+    state.set_namespace("ns", {})
+    for name in ("a", "b"):
+        body = cluster_queue_body(name, [("t4", {GPU: 1})], cohort="pool")
+        state.set_cluster_queue(compile_cluster_queue(decode(body, ClusterQueue)))
+        state.set_local_queue("ns", f"lq-{name}", name)
+    for n, name in enumerate(["a-run", "b-run", "a-w1", "b-w1", "a-w2", "b-w2"]):
+        spec = job(name, queue=f"lq-{name[0]}", uid=f"u{n}", requests={GPU: "1"})
+        info = compile_workload(workload_for_job(spec), lookup_template=no_template, mappings={})
+        info.name = name
+        info.created = f"2026-01-01T00:00:0{n}Z"
+        state.add_workload(info)
+    assert sorted(d.key[1] for d in state.schedule() if isinstance(d, Admit)) == ["a-run", "b-run"]
+    counter = CountingAssign()
+    monkeypatch.setattr("reconciler.core.scheduler.assign_flavors", counter)
+    state.remove_workload(("ns", "a-run"))
+    decisions = [(d.key[1], getattr(d, "message", "admitted")) for d in state.schedule()]
+    assert decisions == [
+        ("a-w1", "admitted"),
+        ("b-w1", "Workload no longer fits after processing another workload"),
+        (
+            "b-w1",
+            "couldn't assign flavors to pod set main: insufficient unused quota for nvidia.com/gpu "
+            "in flavor t4, 1 more needed",
+        ),
+    ]
+    # Both heads are tried on the freed GPU; once a-w1 took it, b-w1 and a-w2 find the usage as
+    # it was when their verdicts were made, and keep them.
+    assert sorted(counter.names) == ["a-w1", "b-w1"]

@@ -107,8 +107,7 @@ class Engine:
         evicting = key in self.cache.evicting
         self.queues.remove(key)
         charge = charge_from_admission(admission) if admission is not None else None
-        same = charge is not None and self.cache.ledger.charge_of(key) == charge
-        if same:
+        if charge is not None and self.cache.ledger.charge_of(key) == charge:
             # The same quota seen again (its own admission coming back): nothing was freed,
             # so nothing parked is woken; like Kueue, which retries only on quota released.
             self.cache.release(key)
@@ -117,8 +116,6 @@ class Engine:
         self.scheduler.forget(key)
         if charge is not None:
             self.cache.admit(info, charge, reserved_at)
-            if not same:
-                self.scheduler.usage_changed(charge.usage)
             if evicting:
                 self.cache.evicting.add(key)
         else:
@@ -167,7 +164,6 @@ class Engine:
     def _release(self, key: WorkloadKey) -> WorkloadInfo | None:
         charge, info = self.cache.release(key)
         if charge is not None:
-            self.scheduler.usage_changed(charge.usage)
             self._freed(charge)
         return info
 

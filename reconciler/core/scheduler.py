@@ -14,15 +14,16 @@ timestamp.
 
 from __future__ import annotations
 
-from collections.abc import Hashable, Iterable
+from collections.abc import Hashable
 from dataclasses import dataclass, field, replace
+from functools import partial
 
 from .cache import QuotaCache
 from .clusterqueues import ClusterQueueModel, active_condition
 from .flavors import FlavorFit, FlavorNoFit, PodSetFlavors, assign_flavors
 from .inventory_admission import InventoryGate
 from .kept_verdicts import KeptVerdicts
-from .ledger import Charge, FlavorResource
+from .ledger import Charge
 from .pending_queue import Candidate, PendingQueue
 from .preemption import Target, preemption_targets
 from .queues import QueueManager
@@ -90,12 +91,6 @@ class Scheduler:
     # Quota no-fit verdicts kept across cycles by (ClusterQueue, shape), with what they read.
     # None: every woken head is evaluated afresh (the reference the kept verdicts are tested against).
     kept: KeptVerdicts | None = field(default_factory=KeptVerdicts)
-
-    def usage_changed(self, frs: Iterable[FlavorResource]) -> None:
-        """Usage of these flavor/resources moved (an admission, a release): verdicts that read
-        them are evaluated again; the others stand."""
-        if self.kept is not None:
-            self.kept.touch(frs)
 
     def forget(self, key: WorkloadKey) -> None:
         """The workload changed or left: its next verdict is reported whatever it is."""
@@ -247,13 +242,14 @@ class _QueuePass:
         sizes = self.scheduler.sizes
         kept = self.scheduler.kept if gate is None else None  # free devices are not tracked
         if kept is not None:
-            verdict = kept.get(self.model, info.shape, self.queues.epoch, sizes)
+            verdict = kept.get(self.model, info.shape, self.queues.epoch, sizes, self.cache.ledger)
             if verdict is not None:
                 return verdict
         devices = gate.check(self.cache.ledger) if gate is not None else None
         fit = assign_flavors(info, self.model, self.cache.flavors, self.cache.capacity, devices, sizes)
         if kept is not None and isinstance(fit, FlavorNoFit):
-            kept.put(self.model, info.shape, self.queues.epoch, sizes, fit)
+            members = partial(self.cache.cohort_members, self.model.name)
+            kept.put(self.model, info.shape, self.queues.epoch, sizes, self.cache.ledger, members, fit)
         return fit
 
     def step(self, head: _Head | None) -> bool:
@@ -281,7 +277,6 @@ class _QueuePass:
             if isinstance(fit, FlavorFit):
                 queues.remove(key)  # out of its pending queue too
                 cache.admit(info, Charge(model.name, fit.usage))
-                scheduler.usage_changed(fit.usage)
                 scheduler._last.pop(key, None)
                 out.append(Admit(key, model.name, fit.pod_sets, fit.considered, fit.charged))
                 return True
