@@ -10,6 +10,11 @@ ClusterQueues of one cohort tree compete for the same quota, so they take
 turns as in Kueue's cycle: each offers its head, and the heads that fit
 without borrowing go first, then higher priority, then the older queue-order
 timestamp.
+
+Quota released in a cohort wakes every parked head of its tree, as in Kueue;
+a woken head whose no-fit verdict read nothing that moved keeps it without a
+new flavor assignment (see `kept_verdicts`), so the decisions are the same
+and a release costs only the heads it could let in.
 """
 
 from __future__ import annotations
