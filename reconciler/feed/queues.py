@@ -10,7 +10,7 @@ reason is returned, so each caller decides what to do with it (the controller lo
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 from reconciler.api import ClusterQueue, Cohort, LocalQueue, Namespace, ResourceFlavor
 from reconciler.core.capacity import CohortModel
@@ -96,24 +96,24 @@ class QueueObjects:
     cohorts: Sequence[Cohort] = ()
     local_queues: Sequence[LocalQueue] = ()
     namespaces: Sequence[Namespace] = ()
-    # Filled by feed_queue_objects: "ClusterQueue NAME" or "Cohort NAME" -> why it cannot be used.
-    broken: dict[str, str] = field(default_factory=dict)
 
 
 def feed_queue_objects(engine: Engine, objects: QueueObjects) -> dict[str, str]:
-    """Every queue object into the engine; returns what could not be used, with why."""
+    """Every queue object into the engine; returns what could not be used ("ClusterQueue NAME" or
+    "Cohort NAME") with why."""
+    broken: dict[str, str] = {}
     for flavor in objects.flavors:
         feed_flavor(engine, flavor.metadata.name, flavor)
     for cq in objects.cluster_queues:
         reason = feed_cluster_queue(engine, cq.metadata.name, cq)
         if reason is not None:
-            objects.broken[f"ClusterQueue {cq.metadata.name}"] = reason
+            broken[f"ClusterQueue {cq.metadata.name}"] = reason
     for cohort in objects.cohorts:
         reason = feed_cohort(engine, cohort.metadata.name, cohort)
         if reason is not None:
-            objects.broken[f"Cohort {cohort.metadata.name}"] = reason
+            broken[f"Cohort {cohort.metadata.name}"] = reason
     for lq in objects.local_queues:
         feed_local_queue(engine, lq.metadata.namespace, lq.metadata.name, lq)
     for ns in objects.namespaces:
         feed_namespace(engine, ns)
-    return objects.broken
+    return broken
