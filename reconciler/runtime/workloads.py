@@ -30,9 +30,8 @@ from reconciler.core.workloads import (
     DEVICE_CHARGES_ANNOTATION,
     FIRST_AVAILABLE_ANNOTATION,
     WorkloadInfo,
-    compile_workload,
-    covered_by,
 )
+from reconciler.feed import WorkloadSources, compile_for
 from reconciler.kube import Conflict, NotFound
 
 from .actions import MergePatch, WriteDone
@@ -63,17 +62,15 @@ class Workloads:
         self._without_pods_ready: set[Key] = set()
 
     def compile(self, workload: Workload) -> WorkloadInfo:
-        templates, claims = self.ctx.store.templates, self.ctx.pod_index.claims
-        engine = self.ctx.engine
-        info = compile_workload(
-            workload,
-            lookup_template=lambda ns, name: templates.get((ns, name)),
-            lookup_claim=lambda ns, name: claims.get((ns, name)),
-            mappings=self.ctx.config.class_to_resource,
-            covered=covered_by(engine.queues.local_queues, engine.cache.cluster_queues, workload),
-            capacities=self.ctx.config.class_capacities,
-            sized=self.ctx.config.device_inventory.enabled,
+        config = self.ctx.config
+        sources = WorkloadSources(
+            config.class_to_resource,
+            self.ctx.store.templates,
+            self.ctx.pod_index.claims,
+            config.class_capacities,
+            config.device_inventory.enabled,
         )
+        info = compile_for(self.ctx.engine, workload, sources)
         wfpr = self.ctx.config.wait_for_pods_ready
         strategy = wfpr.requeuing_timestamp if wfpr is not None else EVICTION_TIMESTAMP
         info.created = queue_order_timestamp(workload, strategy) or info.created
