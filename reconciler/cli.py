@@ -9,7 +9,6 @@ import datetime as dt
 import os
 import re
 import socket
-import ssl
 import sys
 import uuid
 from collections.abc import Sequence
@@ -21,6 +20,7 @@ from .config import ConfigError, Configuration, load_config
 from .simulate import InputError, SimulationError, render, run_simulation
 
 if TYPE_CHECKING:
+    from .observability.tls import ServingCertificate
     from .webhook.service import WebhookOptions
 
 EXIT_USAGE = 2
@@ -290,10 +290,10 @@ def _run(args: argparse.Namespace) -> int:
     return 0
 
 
-def _metrics_tls(args: argparse.Namespace) -> ssl.SSLContext | None:
-    """The metrics server's TLS context; None for plain HTTP (--metrics-secure=false, loopback only)."""
+def _metrics_tls(args: argparse.Namespace) -> ServingCertificate | None:
+    """The metrics server's certificate; None for plain HTTP (--metrics-secure=false, loopback only)."""
     from .observability.server import is_loopback, parse_bind_address
-    from .observability.tls import context_from_files, context_from_pem
+    from .observability.tls import CertificateFiles, ServingCertificate, context_from_pem
     from .webhook.certs import new_bundle
 
     bind = parse_bind_address(args.metrics_bind_address)
@@ -310,12 +310,14 @@ def _metrics_tls(args: argparse.Namespace) -> ssl.SSLContext | None:
     if args.metrics_cert_dir:
         directory = Path(args.metrics_cert_dir)
         try:
-            return context_from_files(directory / "tls.crt", directory / "tls.key")
+            return CertificateFiles(directory / "tls.crt", directory / "tls.key")
         except ValueError as err:
             raise ValueError(f"--metrics-cert-dir: {err}") from None
     hosts = ["localhost", "127.0.0.1", socket.gethostname()]
     bundle = new_bundle(hosts, dt.datetime.now(dt.UTC))
-    return context_from_pem(bundle.serving.cert_pem + bundle.ca.cert_pem, bundle.serving.key_pem)
+    return ServingCertificate(
+        context_from_pem(bundle.serving.cert_pem + bundle.ca.cert_pem, bundle.serving.key_pem)
+    )
 
 
 def _webhook_options(config: Configuration, args: argparse.Namespace) -> WebhookOptions | None:

@@ -15,7 +15,8 @@ CONFIG = Path(__file__).resolve().parent.parent / "examples" / "walkthrough" / "
 
 
 def tls_of(*flags: str) -> ssl.SSLContext | None:
-    return cli._metrics_tls(cli._parser().parse_args(["run", "--config", str(CONFIG), *flags]))
+    certificate = cli._metrics_tls(cli._parser().parse_args(["run", "--config", str(CONFIG), *flags]))
+    return None if certificate is None else certificate.context
 
 
 def test_secure_by_default_with_a_certificate_made_at_start() -> None:

@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import asyncio
 import os
-import ssl
 import sys
 from collections.abc import Callable, Coroutine
 from dataclasses import dataclass, field
@@ -34,6 +33,7 @@ from reconciler.kube.leader import ElectionConfig, LeaderElector
 from reconciler.observability.health import Health
 from reconciler.observability.metrics import Metrics, ReplicaRole
 from reconciler.observability.server import Server, health_app, start_server
+from reconciler.observability.tls import ServingCertificate
 from reconciler.webhook.service import WebhookOptions, build_webhooks
 
 from .controller import ControllerOptions, make_client, run_controller, signal_stop
@@ -51,7 +51,7 @@ class ProcessOptions:
     controller: ControllerOptions = field(default_factory=ControllerOptions)
     metrics_bind_address: str = "127.0.0.1:8080"
     # /metrics over HTTPS with token authentication and authorization; None: plain HTTP, loopback only.
-    metrics_tls: ssl.SSLContext | None = None
+    metrics_tls: ServingCertificate | None = None
     health_bind_address: str = ":8081"
     leader_election: ElectionConfig | None = None
     version: str = "0+unknown"
@@ -121,8 +121,8 @@ async def run_process(
             await webhook_client.close()
         for server in servers:
             await server.close()
-        if endpoint is not None and endpoint.client is not None:
-            await endpoint.client.close()
+        if endpoint is not None:
+            await endpoint.close()
 
 
 async def _alongside(

@@ -7,11 +7,13 @@ which authenticates two tokens (``reader-token`` for a user bound to get on
 
 from __future__ import annotations
 
+import asyncio
 import datetime as dt
 import json
 import ssl
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import aiohttp
@@ -25,7 +27,7 @@ from reconciler.kube.reviews import ApiReviewer, ReviewedUser
 from reconciler.observability.access import AccessGuard, CachePolicy, TtlCache
 from reconciler.observability.metrics import Metrics
 from reconciler.observability.server import Server, is_loopback, start_metrics_server
-from reconciler.observability.tls import context_from_pem
+from reconciler.observability.tls import CertificateFiles, context_from_pem
 from reconciler.webhook.certs import new_bundle
 from tests.support.fake_apiserver import FakeApiServer, Recorded, status_reply
 
@@ -246,3 +248,54 @@ async def test_the_reviewer_reads_users_and_decisions() -> None:
             assert (decision.allowed, decision.reason) == (True, "bound to metrics-reader")
     finally:
         await fake.close()
+
+
+async def served_certificate(port: int) -> bytes:
+    """The DER certificate the server at 127.0.0.1:port presents (no SNI: an IP address)."""
+    client = ssl.create_default_context()
+    client.check_hostname = False
+    client.verify_mode = ssl.CERT_NONE
+    _reader, writer = await asyncio.open_connection("127.0.0.1", port, ssl=client)
+    try:
+        der: bytes = writer.get_extra_info("ssl_object").getpeercert(binary_form=True)
+        return der
+    finally:
+        writer.close()
+        await writer.wait_closed()
+
+
+@pytest.mark.asyncio
+async def test_a_certificate_from_files_is_followed(tmp_path: Path) -> None:
+    def write(host: str) -> None:
+        bundle = new_bundle([host], dt.datetime.now(dt.UTC))
+        # A new file put in place, as the kubelet's projected volumes do.
+        for name, data in (("tls.crt", bundle.serving.cert_pem), ("tls.key", bundle.serving.key_pem)):
+            (tmp_path / f"{name}.new").write_bytes(data)
+            (tmp_path / f"{name}.new").replace(tmp_path / name)
+
+    write("first.example")
+    files = CertificateFiles(tmp_path / "tls.crt", tmp_path / "tls.key", interval=0.05)
+    guard = AccessGuard(ApiReviewer(KubeClient("http://127.0.0.1:9")))
+    server = await start_metrics_server(Metrics("leader"), "127.0.0.1:0", files.context, guard)
+    assert server is not None
+    try:
+        first = await served_certificate(server.port)
+        assert await files.reload_if_changed() is False  # nothing changed
+        (tmp_path / "tls.key").write_bytes(b"not a key")  # half-written: the old pair is kept
+        assert await files.reload_if_changed() is False
+        assert await served_certificate(server.port) == first
+        write("second.example")
+        following = asyncio.get_running_loop().create_task(files.follow())
+        try:
+            for _ in range(100):
+                if await served_certificate(server.port) != first:
+                    break
+                await asyncio.sleep(0.05)
+            second = await served_certificate(server.port)
+        finally:
+            following.cancel()
+            await asyncio.gather(following, return_exceptions=True)
+        assert second != first
+        assert b"second.example" in second
+    finally:
+        await server.close()

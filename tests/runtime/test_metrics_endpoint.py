@@ -10,7 +10,7 @@ import pytest
 from reconciler.api.resources import SUBJECT_ACCESS_REVIEWS, TOKEN_REVIEWS
 from reconciler.kube import KubeClient
 from reconciler.observability.metrics import Metrics
-from reconciler.observability.tls import context_from_pem
+from reconciler.observability.tls import ServingCertificate, context_from_pem
 from reconciler.runtime.metrics_endpoint import serve_metrics
 from reconciler.webhook.certs import new_bundle
 from tests.support.fake_apiserver import FakeApiServer, json_reply
@@ -34,7 +34,7 @@ async def test_secure_endpoint_reviews_through_its_own_client() -> None:
         return made[-1]
 
     bundle = new_bundle(["127.0.0.1"], dt.datetime.now(dt.UTC))
-    tls = context_from_pem(bundle.serving.cert_pem, bundle.serving.key_pem)
+    tls = ServingCertificate(context_from_pem(bundle.serving.cert_pem, bundle.serving.key_pem))
     endpoint = await serve_metrics(Metrics("standalone"), "127.0.0.1:0", tls, make_client)
     try:
         assert endpoint.server is not None
@@ -52,6 +52,9 @@ async def test_secure_endpoint_reviews_through_its_own_client() -> None:
     finally:
         if endpoint.server is not None:
             await endpoint.server.close()
+        await endpoint.close()
+        assert endpoint.following is not None
+        assert endpoint.following.done()
         for client in made:
             await client.close()
         await fake.close()
