@@ -89,6 +89,29 @@ def _version() -> str:
         return "0+unknown"
 
 
+def _add_metrics_arguments(run: argparse.ArgumentParser) -> None:
+    run.add_argument(
+        "--metrics-bind-address",
+        type=_bind_address,
+        default=":8080",
+        help="HOST:PORT serving /metrics (':PORT' = all interfaces, '0' disables; default :8080)",
+    )
+    run.add_argument(
+        "--metrics-secure",
+        type=_boolean,
+        default=True,
+        metavar="true|false",
+        help="serve /metrics over HTTPS to bearer tokens the API server authenticates (TokenReview) "
+        "and authorizes for get on /metrics (SubjectAccessReview); false serves plain HTTP, allowed "
+        "only with a loopback --metrics-bind-address (default true)",
+    )
+    run.add_argument(
+        "--metrics-cert-dir",
+        help="directory with the metrics server's tls.crt and tls.key (default: a self-signed "
+        "certificate made at start)",
+    )
+
+
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="reconciler",
@@ -117,26 +140,7 @@ def _parser() -> argparse.ArgumentParser:
     run.add_argument("--log-level", default="info", choices=("debug", "info", "warning", "error"))
     run.add_argument("--log-format", choices=("json", "console"), help="default: console on a terminal")
     run.add_argument("--write-concurrency", type=int, default=32, help="concurrent API writes (default 32)")
-    run.add_argument(
-        "--metrics-bind-address",
-        type=_bind_address,
-        default=":8080",
-        help="HOST:PORT serving /metrics (':PORT' = all interfaces, '0' disables; default :8080)",
-    )
-    run.add_argument(
-        "--metrics-secure",
-        type=_boolean,
-        default=True,
-        metavar="true|false",
-        help="serve /metrics over HTTPS to bearer tokens the API server authenticates (TokenReview) "
-        "and authorizes for get on /metrics (SubjectAccessReview); false serves plain HTTP, allowed "
-        "only with a loopback --metrics-bind-address (default true)",
-    )
-    run.add_argument(
-        "--metrics-cert-dir",
-        help="directory with the metrics server's tls.crt and tls.key (default: a self-signed "
-        "certificate made at start)",
-    )
+    _add_metrics_arguments(run)
     run.add_argument(
         "--health-probe-bind-address",
         type=_bind_address,
