@@ -156,7 +156,9 @@ def test_everything_rendered_is_applied(installed: list[Obj]) -> None:
             *["CustomResourceDefinition"] * len(list((ROOT / "manifests" / "crds").glob("*.yaml"))),
             "ServiceAccount",
             "ClusterRole",
+            "ClusterRole",  # dra-quota-reconciler-metrics-reader
             "ClusterRoleBinding",
+            "ClusterRoleBinding",  # of metrics-reader, to Prometheus' ServiceAccount (the add-on)
             "Role",
             "Role",
             "RoleBinding",
