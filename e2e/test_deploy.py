@@ -40,7 +40,7 @@ from e2e.support.deploy import (
     request_token,
     token_kubeconfig,
 )
-from e2e.support.metrics_access import scrape
+from e2e.support.metrics_access import scrape, wait_listening
 from e2e.support.walkthrough_steps import cleanup_walkthrough, walkthrough_items_1_to_6
 from e2e.support.webhooks import configuration_path, on_loopback, wait_until_jobs_are_suspended
 from e2e.testbed import KubeClient, Testbed, api_path
@@ -324,6 +324,7 @@ async def test_walkthrough_as_the_service_account(
         # The TokenReview and the SubjectAccessReview succeed with the ClusterRole: the account's
         # own token is authenticated (not 401) and denied get on /metrics (403, not 500).
         async with aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=10)) as http:
+            await wait_listening(http, controller.metrics_port)
             assert (await scrape(http, controller.metrics_port, None))[0] == 401
             status, text = await scrape(http, controller.metrics_port, token)
             assert (status, text.strip()) == (403, f"Authorization denied for user {USERNAME}: get /metrics")

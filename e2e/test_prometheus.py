@@ -36,7 +36,7 @@ import pytest_asyncio
 import yaml
 
 from e2e.support.deploy import ROOT, ControllerProcess, free_port, install_crds
-from e2e.support.metrics_access import Scrapers, make_scrapers, remove_scrapers, scrape
+from e2e.support.metrics_access import Scrapers, make_scrapers, remove_scrapers, scrape, wait_listening
 from e2e.support.walkthrough_steps import cleanup_walkthrough, walkthrough_items_1_to_6
 from e2e.testbed import KubeClient, Testbed
 from e2e.testbed.paths import binary_paths
@@ -324,6 +324,7 @@ async def test_the_controller_declares_every_metric_used(
     controller: ControllerProcess, scrapers: Scrapers, http: aiohttp.ClientSession
 ) -> None:
     """Each metric the dashboard and alerts use is in the controller's /metrics, typed as agreed."""
+    await wait_listening(http, controller.metrics_port)
     status, text = await scrape(http, controller.metrics_port, scrapers.reader_token)
     assert status == 200, text
     declared: dict[str, str] = {}
@@ -350,6 +351,7 @@ async def test_metrics_refused_without_a_token_or_the_permission(
     an authenticated ServiceAccount not bound to the metrics-reader ClusterRole is 403, Prometheus'
     is 200; plain HTTP is not served."""
     port = controller.metrics_port
+    await wait_listening(http, port)
     assert (await scrape(http, port, None))[0] == 401
     assert (await scrape(http, port, "not-a-token"))[0] == 401
     status, text = await scrape(http, port, scrapers.unbound_token)

@@ -16,8 +16,9 @@ import aiohttp
 
 from e2e.support.deploy import ROOT, apply_objects, load_documents, request_token
 from e2e.testbed import KubeClient, api_path
+from e2e.testbed.scenario import wait_for
 
-__all__ = ["READER_ROLE", "Scrapers", "make_scrapers", "remove_scrapers", "scrape"]
+__all__ = ["READER_ROLE", "Scrapers", "make_scrapers", "remove_scrapers", "scrape", "wait_listening"]
 
 READER_ROLE = "dra-quota-reconciler-metrics-reader"
 BINDING_FILE = ROOT / "manifests" / "prometheus" / "metrics-reader-binding.yaml"
@@ -67,3 +68,16 @@ async def scrape(http: aiohttp.ClientSession, port: int, token: str | None) -> t
     headers = {"Authorization": f"Bearer {token}"} if token is not None else {}
     async with http.get(f"https://127.0.0.1:{port}/metrics", headers=headers, ssl=False) as resp:
         return resp.status, await resp.text()
+
+
+async def wait_listening(http: aiohttp.ClientSession, port: int, within: float = 60.0) -> None:
+    """Until the metrics server answers HTTPS at all (the process may still be starting)."""
+
+    async def answers() -> bool:
+        try:
+            await scrape(http, port, None)
+        except aiohttp.ClientConnectionError:
+            return False
+        return True
+
+    await wait_for(f"the metrics server on 127.0.0.1:{port}", answers, within=within)
