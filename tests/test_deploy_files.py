@@ -23,6 +23,7 @@ from tests.support.deploy_files import BUILD_WHEEL, COMPILE_VENV, CONTRACT_ARGS,
 ROOT = Path(__file__).resolve().parent.parent
 DOCKERFILE = ROOT / "Dockerfile"
 MANIFESTS = ROOT / "manifests"
+METRICS_READER = "dra-quota-reconciler-metrics-reader"
 
 
 @dataclass
@@ -236,6 +237,9 @@ def test_deployment_follows_the_contract() -> None:
     assert env == {"POD_NAME": "metadata.name", "POD_NAMESPACE": "metadata.namespace"}
     ports = {p["name"]: p["containerPort"] for p in container["ports"]}
     assert ports == {"metrics": 8080, "health": 8081, "webhook": 9443}
+    # /metrics is HTTPS behind token review (the default: no --metrics-secure=false); the kubelet's
+    # probes send no token, so they stay plain HTTP on their own port.
+    assert not any(a.startswith("--metrics-secure") for a in container["args"])
     assert container["livenessProbe"]["httpGet"] == {"path": "/healthz", "port": "health"}
     assert container["readinessProbe"]["httpGet"] == {"path": "/readyz", "port": "health"}
     assert set(container["resources"]) == {"requests", "limits"}
@@ -293,6 +297,10 @@ def test_one_namespace_everywhere() -> None:
             meta = doc.get("metadata", {})
             if "namespace" in meta:
                 assert meta["namespace"] == namespace, f"{path}: {meta}"
+            if doc.get("roleRef", {}).get("name") == METRICS_READER:
+                # The scraper's binding names Prometheus' ServiceAccount, in Prometheus' namespace.
+                assert path.parent == MANIFESTS / "prometheus", f"{path}: binds {METRICS_READER}"
+                continue
             for subject in doc.get("subjects", []):
                 assert subject.get("namespace") == namespace, f"{path}: {subject}"
             for webhook in doc.get("webhooks", []):

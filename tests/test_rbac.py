@@ -39,6 +39,8 @@ from reconciler.api.resources import Resource
 ROOT = Path(__file__).resolve().parent.parent
 PACKAGE = ROOT / "reconciler"
 RBAC = ROOT / "manifests" / "rbac.yaml"
+CONTROLLER = "dra-quota-reconciler"
+METRICS_READER = "dra-quota-reconciler-metrics-reader"
 
 Access = tuple[str, str, str]  # (apiGroup, resource[/subresource], verb)
 
@@ -269,7 +271,7 @@ def compare(granted: set[Access], used: set[Access]) -> list[str]:
 def _roles() -> tuple[dict[str, Any], dict[str, Any]]:
     """The ClusterRole, and the Roles of the controller's namespace as one."""
     docs = [d for d in yaml.safe_load_all(RBAC.read_text()) if d]
-    (cluster_role,) = [d for d in docs if d["kind"] == "ClusterRole"]
+    (cluster_role,) = [d for d in docs if d["kind"] == "ClusterRole" and d["metadata"]["name"] == CONTROLLER]
     roles = [d for d in docs if d["kind"] == "Role"]
     assert len({r["metadata"]["namespace"] for r in roles}) == 1
     return cluster_role, {"rules": [rule for r in roles for rule in r["rules"]]}
@@ -428,3 +430,19 @@ def test_the_scan_reads_a_path_held_in_a_name() -> None:
     scope = Scope.of("reconciler.webhook", tree, {"SECRETS"})
     access = {a for n in ast.walk(tree) if isinstance(n, ast.Call) for a in _call_access(n, scope)}
     assert access == {("", "secrets", "get"), ("", "secrets", "update"), ("", "secrets", "create")}
+
+
+def test_the_metrics_reader_may_get_exactly_what_the_metrics_server_authorizes() -> None:
+    """The scrapers' ClusterRole grants the non-resource URL and verb the server's
+    SubjectAccessReview asks about, nothing else; the controller's binds nothing to it."""
+    from reconciler.observability.server import METRICS_PATH
+
+    docs = [d for d in yaml.safe_load_all(RBAC.read_text()) if d]
+    (reader,) = [d for d in docs if d["kind"] == "ClusterRole" and d["metadata"]["name"] == METRICS_READER]
+    assert reader["rules"] == [{"nonResourceURLs": [METRICS_PATH], "verbs": ["get"]}]
+    bound = {d["roleRef"]["name"] for d in docs if d["kind"].endswith("Binding")}
+    assert METRICS_READER not in bound  # bound to the scraper by the Prometheus add-on, not here
+    assert {
+        ("authentication.k8s.io", "tokenreviews", "create"),
+        ("authorization.k8s.io", "subjectaccessreviews", "create"),
+    } <= used_access()
