@@ -18,7 +18,7 @@ from collections.abc import Hashable
 from dataclasses import dataclass, field, replace
 
 from .cache import QuotaCache
-from .clusterqueues import ClusterQueueModel, active_condition
+from .clusterqueues import ClusterQueueModel
 from .flavors import FlavorFit, FlavorNoFit, PodSetFlavors, assign_flavors
 from .inventory_admission import InventoryGate
 from .ledger import Charge
@@ -101,14 +101,15 @@ class Scheduler:
             model = cache.cluster_queues.get(name)
             if queue is None or model is None:
                 continue
-            if active_condition(model, cache.flavors)[0] != "True":
-                # Nothing in this queue can be admitted until the ClusterQueue is fixed.
+            if cache.cluster_queue_active(name)[0] != "True":
+                # Nothing in this queue can be admitted until the ClusterQueue is fixed; under a
+                # cohort cycle (left out by Kueue too) the message names the cycle.
                 message = f"ClusterQueue {model.name} is inactive"
+                cycle = cache.cycle_problem(name)
+                if cycle:
+                    message = f"{message}: {cycle}"
                 for key in queue.ordered_keys():
                     self._report(decisions, Pending(key, REASON_INADMISSIBLE, message, model.name))
-                continue
-            if model.cohort is not None and cache.capacity.in_cycle(name):
-                # As in Kueue, a ClusterQueue under a cohort cycle is left out until it is fixed.
                 continue
             one = _QueuePass(self, cache, queues, model, queue, decisions, claimed)
             root = cache.capacity.root(name) if model.cohort is not None else None

@@ -11,6 +11,7 @@ quoted beside it.
 from __future__ import annotations
 
 from reconciler.api import Workload, pod_template_view
+from reconciler.core.cohorts import HAS_CYCLE
 from reconciler.core.inventory_admission import DEVICES_DO_NOT_COVER
 from reconciler.core.scheduler import NAMESPACE_MISMATCH, REASON_PENDING, Admit, Pending
 from reconciler.core.status import condition
@@ -238,9 +239,14 @@ def _pending(state: ClusterState, workload: Workload, ex: Explanation) -> None:
     elif model is not None:
         status, reason, message = engine.cache.cluster_queue_active(model.name)
         if status != "True":
+            fix = (
+                "give one cohort of the cycle no spec.parentName (or a parent outside it)"
+                if reason == HAS_CYCLE
+                else "create the missing ResourceFlavors, or clear spec.stopPolicy"
+            )
             ex.findings.append(
-                f"ClusterQueue {model.name} is inactive ({reason}): {message} Fix it (create the missing "
-                "ResourceFlavors, or clear spec.stopPolicy) and it admits again"
+                f"ClusterQueue {model.name} is inactive ({reason}): {message} "
+                f"Fix it ({fix}) and it admits again"
             )
     by_key = {(w.metadata.namespace, w.metadata.name): w for w in state.workloads}
     if model is not None and ledgered.info is not None and ledgered.info.problem is None:

@@ -16,7 +16,9 @@ import msgspec
 
 from reconciler.api import Workload
 from reconciler.api.times import epoch
+from reconciler.core.capacity import CohortModel
 from reconciler.core.clusterqueues import ClusterQueueModel, InvalidClusterQueueError, compile_cluster_queue
+from reconciler.core.cohorts import compile_cohort
 from reconciler.core.engine import Engine
 from reconciler.core.inventory import DeviceInventory, InventoryIndex
 from reconciler.core.ledger import Ledger
@@ -89,6 +91,12 @@ def load_engine(state: ClusterState, target: Workload, mappings: Mapping[str, st
             engine.set_cluster_queue(compile_cluster_queue(cq))
         except (InvalidClusterQueueError, QuantityError) as err:
             engine.set_broken_cluster_queue(cq.metadata.name, str(err))
+    for cohort in state.cohorts:
+        try:
+            engine.set_cohort(compile_cohort(cohort))
+        except (InvalidClusterQueueError, QuantityError):
+            # As the controller: the cohort keeps its place in the tree and lends nothing.
+            engine.set_cohort(CohortModel(cohort.metadata.name, cohort.spec.parent_name or None))
     for lq in state.local_queues:
         engine.set_local_queue(lq.metadata.namespace, lq.metadata.name, lq.spec.cluster_queue)
     for ns in state.namespaces:

@@ -20,7 +20,7 @@ from reconciler.api import (
     WORKLOADS,
     Resource,
 )
-from reconciler.api.resources import NODES, RESOURCE_SLICES
+from reconciler.api.resources import COHORTS, NODES, RESOURCE_SLICES
 from reconciler.explain.fetch import ExplainError, fetch_state
 from reconciler.explain.state import Target
 from reconciler.kube import KubeClient, ServerError
@@ -35,6 +35,7 @@ JOB["metadata"]["labels"] = {"kueue.x-k8s.io/queue-name": "q"}
 LISTS: list[tuple[Resource, str | None]] = [
     (WORKLOADS, None),
     (CLUSTER_QUEUES, None),
+    (COHORTS, None),
     (LOCAL_QUEUES, None),
     (RESOURCE_FLAVORS, None),
     (NAMESPACES, None),
