@@ -37,8 +37,7 @@ def test_a_two_cohort_cycle_makes_the_cluster_queue_inactive_and_names_it() -> N
     submit(state, "a", "a1", "a2")
     decisions = state.schedule()
     assert decisions == [
-        Pending(("ns", name), "Inadmissible", f"ClusterQueue a is inactive: {CYCLE}", "a")
-        for name in ("a1", "a2")
+        Pending(("ns", name), "Pending", f"ClusterQueue a is inactive: {CYCLE}", "a") for name in ("a1", "a2")
     ]
     with_cohorts(state, cohort("y"))  # broken: admitted, and Active again
     assert sorted(d.key[1] for d in state.schedule() if isinstance(d, Admit)) == ["a1"]
@@ -124,9 +123,13 @@ def test_the_controller_writes_the_conditions_and_logs_the_cycle_once() -> None:
     assert pending, actions
     assert _conditions(pending[-1])["QuotaReserved"] == (
         "False",
-        "Inadmissible",
+        "Pending",
         f"ClusterQueue cq is inactive: {CYCLE}",
     )
+    events = [msgspec.json.decode(a.body) for a in of(actions, "event")]
+    assert [(e["type"], e["reason"], e["message"]) for e in events if e["type"] == "Warning"] == [
+        ("Warning", "Pending", f"ClusterQueue cq is inactive: {CYCLE}")
+    ]
     warnings = [e for e in logs if e["log_level"] == "warning" and e.get("cluster_queue") == "cq"]
     assert [w["problem"] for w in warnings] == [CYCLE]
     with capture_logs() as logs:
@@ -151,7 +154,7 @@ def test_explain_names_the_cycle_instead_of_saying_it_fits() -> None:
     ]
     ex = explain(state)
     problem = "cohort has a cycle: x -> y -> x"
-    assert ex.summary == f"it waits (Inadmissible): ClusterQueue {cq.metadata.name} is inactive: {problem}"
+    assert ex.summary == f"it waits (Pending): ClusterQueue {cq.metadata.name} is inactive: {problem}"
     assert any(
         f.startswith(
             f"ClusterQueue {cq.metadata.name} is inactive (HasCycle): Can't admit new workloads: {problem}."

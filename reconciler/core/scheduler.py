@@ -18,7 +18,7 @@ from collections.abc import Hashable
 from dataclasses import dataclass, field, replace
 
 from .cache import QuotaCache
-from .clusterqueues import ClusterQueueModel
+from .clusterqueues import ClusterQueueModel, active_condition
 from .flavors import FlavorFit, FlavorNoFit, PodSetFlavors, assign_flavors
 from .inventory_admission import InventoryGate
 from .ledger import Charge
@@ -102,14 +102,16 @@ class Scheduler:
             if queue is None or model is None:
                 continue
             if cache.cluster_queue_active(name)[0] != "True":
-                # Nothing in this queue can be admitted until the ClusterQueue is fixed; under a
-                # cohort cycle (left out by Kueue too) the message names the cycle.
+                # Nothing in this queue can be admitted until the ClusterQueue is fixed. Under a
+                # cohort cycle alone Kueue's scheduler leaves it out with reason Pending (its
+                # ClusterQueue stays Active there); here the message also names the cycle.
                 message = f"ClusterQueue {model.name} is inactive"
+                reason = REASON_INADMISSIBLE
                 cycle = cache.cycle_problem(name)
-                if cycle:
-                    message = f"{message}: {cycle}"
+                if cycle and active_condition(model, cache.flavors)[0] == "True":
+                    message, reason = f"{message}: {cycle}", REASON_PENDING
                 for key in queue.ordered_keys():
-                    self._report(decisions, Pending(key, REASON_INADMISSIBLE, message, model.name))
+                    self._report(decisions, Pending(key, reason, message, model.name))
                 continue
             one = _QueuePass(self, cache, queues, model, queue, decisions, claimed)
             root = cache.capacity.root(name) if model.cohort is not None else None

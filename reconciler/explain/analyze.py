@@ -276,7 +276,10 @@ def _pending(state: ClusterState, workload: Workload, ex: Explanation) -> None:
                 f"the namespaceSelector of ClusterQueue {decision.cluster_queue} does not match the labels "
                 f"of namespace {workload.metadata.namespace}: label the namespace or widen the selector"
             )
-        quota_wait = decision.reason == REASON_PENDING and decision.message != NAMESPACE_MISMATCH
+        cycle = bool(model is not None and engine.cache.cycle_problem(model.name))
+        quota_wait = (
+            decision.reason == REASON_PENDING and decision.message != NAMESPACE_MISMATCH and not cycle
+        )
         if quota_wait and ex.holders and ex.to_fit:
             holders = sorted({h.name for h in ex.holders})
             ex.summary = (
