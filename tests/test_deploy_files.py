@@ -192,7 +192,16 @@ def test_entrypoint_and_command(dockerfile: tuple[dict[str, str], list[Stage]]) 
     # Standalone by default; the Deployment adds leader election (it knows the namespace).
     assert command == [a for a in CONTRACT_ARGS if "leader-el" not in a and a != "$(POD_NAMESPACE)"]
     exposed = {int(p) for line in final.args("EXPOSE") for p in line.split()}
-    assert exposed == {8080, 8081}
+    assert exposed == {8080, 8081, 9443}  # metrics, health probes, admission webhooks
+
+
+def test_every_port_the_deployment_serves_is_exposed(dockerfile: tuple[dict[str, str], list[Stage]]) -> None:
+    _, stages = dockerfile
+    exposed = {int(p) for line in stages[-1].args("EXPOSE") for p in line.split()}
+    (container,) = _deployment()["spec"]["template"]["spec"]["containers"]
+    served = {port["containerPort"] for port in container["ports"]}
+    assert served == {8080, 8081, 9443}
+    assert served <= exposed, f"ports the Deployment serves but the image does not EXPOSE: {served - exposed}"
 
 
 def test_dockerignore_sends_only_the_package() -> None:

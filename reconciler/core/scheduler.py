@@ -115,14 +115,17 @@ class Scheduler:
             model = cache.cluster_queues.get(name)
             if queue is None or model is None:
                 continue
-            if active_condition(model, cache.flavors)[0] != "True":
-                # Nothing in this queue can be admitted until the ClusterQueue is fixed.
+            if cache.cluster_queue_active(name)[0] != "True":
+                # Nothing in this queue can be admitted until the ClusterQueue is fixed. Under a
+                # cohort cycle alone Kueue's scheduler leaves it out with reason Pending (its
+                # ClusterQueue stays Active there); here the message also names the cycle.
                 message = f"ClusterQueue {model.name} is inactive"
+                reason = REASON_INADMISSIBLE
+                cycle = cache.cycle_problem(name)
+                if cycle and active_condition(model, cache.flavors)[0] == "True":
+                    message, reason = f"{message}: {cycle}", REASON_PENDING
                 for key in queue.ordered_keys():
-                    self._report(decisions, Pending(key, REASON_INADMISSIBLE, message, model.name))
-                continue
-            if model.cohort is not None and cache.capacity.in_cycle(name):
-                # As in Kueue, a ClusterQueue under a cohort cycle is left out until it is fixed.
+                    self._report(decisions, Pending(key, reason, message, model.name))
                 continue
             one = _QueuePass(self, cache, queues, model, queue, decisions, claimed)
             root = cache.capacity.root(name) if model.cohort is not None else None
