@@ -7,6 +7,14 @@
 # writes to its root filesystem (bytecode is compiled at build time), so it
 # works with readOnlyRootFilesystem: true.
 
+# The base is pinned by tag, not by digest: a digest is the registry's manifest hash and no
+# registry is reachable where this repository is built and tested (e2e/build-image.sh passes
+# PYTHON_IMAGE=dra-quota/python-base:bookworm, debootstrapped and `docker import`ed locally:
+# such an image has no registry digest, only a local ID, which FROM cannot name portably). Where
+# Docker Hub is reachable, pin it at build time:
+#   docker pull python:3.11.11-slim-bookworm
+#   digest=$(docker inspect --format '{{index .RepoDigests 0}}' python:3.11.11-slim-bookworm)
+#   docker build --build-arg PYTHON_IMAGE="$digest" -t REGISTRY/dra-quota-reconciler:0.1.0 .
 ARG PYTHON_IMAGE=python:3.11.11-slim-bookworm
 
 FROM ${PYTHON_IMAGE} AS builder
@@ -36,6 +44,7 @@ ENV PATH=/opt/venv/bin:$PATH \
 RUN python -m compileall -q -j 0 "$(python -c 'import sysconfig; print(sysconfig.get_path("stdlib"))')"
 COPY --from=venv /opt/venv /opt/venv
 USER 65532:65532
-EXPOSE 8080 8081
+# Metrics, health probes and the admission webhooks (HTTPS; the Configuration's webhook.port).
+EXPOSE 8080 8081 9443
 ENTRYPOINT ["reconciler"]
 CMD ["run", "--config", "/etc/dra-quota/config.yaml", "--metrics-bind-address", ":8080", "--health-probe-bind-address", ":8081", "--log-format", "json"]

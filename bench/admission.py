@@ -17,11 +17,11 @@ from typing import TypeVar
 
 import msgspec
 
-from reconciler.api import ClusterQueue, Job, ResourceClaimTemplate, ResourceFlavor
-from reconciler.core.clusterqueues import compile_cluster_queue
+from reconciler.api import ClusterQueue, Job, LocalQueue, Namespace, ResourceClaimTemplate, ResourceFlavor
 from reconciler.core.engine import Engine
 from reconciler.core.scheduler import Admit
-from reconciler.core.workloads import WorkloadInfo, compile_workload, workload_for_job
+from reconciler.core.workloads import WorkloadInfo, workload_for_job
+from reconciler.feed import QueueObjects, WorkloadSources, compile_for, feed_queue_objects
 
 MAPPINGS = {"gpu.nvidia.com": "nvidia.com/gpu"}
 
@@ -71,13 +71,12 @@ def job_json(i: int, namespace: str) -> bytes:
 
 
 def build_state(queues: int, per_queue_gpus: int, cohorts: int = 0) -> tuple[Engine, ResourceClaimTemplate]:
-    state = Engine()
-    state.set_flavor(
-        _decode(
-            {"metadata": {"name": "t4"}, "spec": {"nodeLabels": {"nvidia.com/gpu.product": "Tesla-T4"}}},
-            ResourceFlavor,
-        )
-    )
+    """The queue objects, fed to a new engine as the controller feeds them (reconciler.feed)."""
+    flavor = {"metadata": {"name": "t4"}, "spec": {"nodeLabels": {"nvidia.com/gpu.product": "Tesla-T4"}}}
+    objects = QueueObjects(flavors=[_decode(flavor, ResourceFlavor)])
+    cluster_queues: list[ClusterQueue] = []
+    local_queues: list[LocalQueue] = []
+    namespaces: list[Namespace] = []
     for q in range(queues):
         cq = _decode(
             {
@@ -105,9 +104,22 @@ def build_state(queues: int, per_queue_gpus: int, cohorts: int = 0) -> tuple[Eng
             ClusterQueue,
         )
         assert isinstance(cq, ClusterQueue)
-        state.set_cluster_queue(compile_cluster_queue(cq))
-        state.set_namespace(f"ns-{q}", {"kubernetes.io/metadata.name": f"ns-{q}"})
-        state.set_local_queue(f"ns-{q}", "lq", f"cq-{q}")
+        cluster_queues.append(cq)
+        namespaces.append(_decode({"metadata": {"name": f"ns-{q}"}}, Namespace))
+        local_queues.append(
+            _decode(
+                {"metadata": {"name": "lq", "namespace": f"ns-{q}"}, "spec": {"clusterQueue": f"cq-{q}"}},
+                LocalQueue,
+            )
+        )
+    objects.cluster_queues, objects.local_queues, objects.namespaces = (
+        cluster_queues,
+        local_queues,
+        namespaces,
+    )
+    state = Engine()
+    broken = feed_queue_objects(state, objects)
+    assert not broken, broken
     template = _decode(
         {
             "metadata": {"name": "single-gpu"},
@@ -134,13 +146,14 @@ def build_state(queues: int, per_queue_gpus: int, cohorts: int = 0) -> tuple[Eng
     return state, template
 
 
-def compile_all(n: int, queues: int, template: ResourceClaimTemplate) -> list[WorkloadInfo]:
+def compile_all(n: int, queues: int, state: Engine, template: ResourceClaimTemplate) -> list[WorkloadInfo]:
+    """Each Job's Workload compiled through the feed (against its ClusterQueue, as the controller does)."""
+    templates = {(f"ns-{q}", template.metadata.name): template for q in range(queues)}
+    sources = WorkloadSources(MAPPINGS, templates)
     infos = []
     for i in range(n):
         job = msgspec.json.decode(job_json(i, f"ns-{i % queues}"), type=Job)
-        infos.append(
-            compile_workload(workload_for_job(job), lookup_template=lambda ns, n: template, mappings=MAPPINGS)
-        )
+        infos.append(compile_for(state, workload_for_job(job), sources))
     return infos
 
 
@@ -159,7 +172,7 @@ def main() -> None:
     state, template = build_state(queues, gpus, args.cohorts)
     rss_before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
     started = time.perf_counter()
-    infos = compile_all(n, queues, template)
+    infos = compile_all(n, queues, state, template)
     compile_s = time.perf_counter() - started
     for info in infos:
         state.add_workload(info)
@@ -191,7 +204,7 @@ def main() -> None:
     state, template = build_state(queues, gpus)
     base_current, _ = tracemalloc.get_traced_memory()
     tracemalloc.reset_peak()
-    infos = compile_all(n, queues, template)
+    infos = compile_all(n, queues, state, template)
     for info in infos:
         state.add_workload(info)
     current, peak = tracemalloc.get_traced_memory()

@@ -8,7 +8,9 @@ No network, no event loop: the figure is the reconciler's own CPU cost per Job, 
 versions comparable on a busy machine (run each a few times, or under `valgrind --tool=callgrind`
 for instruction counts). Prints figures; asserts only that every Job finished.
 
-Run: `.venv/bin/python -m bench.reconciler_replay [--jobs N] [--queues Q]`
+Run: `.venv/bin/python -m bench.reconciler_replay [--jobs N] [--queues Q]`; against another
+version's `reconciler` package (base vs head): `PYTHONPATH=DIR .venv/bin/python bench/reconciler_replay.py`
+from a directory holding that version (e.g. `git archive BASE | tar -x -C DIR`).
 """
 
 from __future__ import annotations
@@ -110,9 +112,12 @@ class ReplayApi:
                 continue
             obj = self.objects[(plural, action.namespace or "", action.name)]
             patch = msgspec.json.decode(action.patch)
-            patch.pop("metadata", None)
+            meta_patch = patch.pop("metadata", None) or {}
+            meta_patch.pop("resourceVersion", None)  # a precondition, not a change
             if action.subresource == "status":
                 patch = {"status": patch.get("status", {})}
+            elif meta_patch:
+                patch["metadata"] = meta_patch  # e.g. the in-use finalizers
             obj.setdefault("status", {})
             merge(obj, patch)
             if "spec" in patch:

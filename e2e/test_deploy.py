@@ -26,6 +26,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import aiohttp
 import pytest
 import pytest_asyncio
 import yaml
@@ -39,6 +40,7 @@ from e2e.support.deploy import (
     request_token,
     token_kubeconfig,
 )
+from e2e.support.metrics_access import scrape, wait_listening
 from e2e.support.walkthrough_steps import cleanup_walkthrough, walkthrough_items_1_to_6
 from e2e.support.webhooks import configuration_path, on_loopback, wait_until_jobs_are_suspended
 from e2e.testbed import KubeClient, Testbed, api_path
@@ -154,7 +156,9 @@ def test_everything_rendered_is_applied(installed: list[Obj]) -> None:
             *["CustomResourceDefinition"] * len(list((ROOT / "manifests" / "crds").glob("*.yaml"))),
             "ServiceAccount",
             "ClusterRole",
+            "ClusterRole",  # dra-quota-reconciler-metrics-reader
             "ClusterRoleBinding",
+            "ClusterRoleBinding",  # of metrics-reader, to Prometheus' ServiceAccount (the add-on)
             "Role",
             "Role",
             "RoleBinding",
@@ -279,7 +283,8 @@ async def test_service_account_token_has_exactly_its_roles(
 async def test_walkthrough_as_the_service_account(
     installed: list[Obj], admin: KubeClient, testbed: Testbed, tmp_path: Path
 ) -> None:
-    """Items 1 to 6 with the controller holding only the manifests' RBAC, and their configuration."""
+    """Items 1 to 6 with the controller holding only the manifests' RBAC, and their configuration;
+    its secure /metrics reviews tokens with that RBAC (a token not allowed get on /metrics: 403)."""
     config_map = next(o for o in installed if o["kind"] == "ConfigMap" and "config.yaml" in o.get("data", {}))
     config = tmp_path / "config.yaml"
     config.write_text(config_map["data"]["config.yaml"])
@@ -294,6 +299,7 @@ async def test_walkthrough_as_the_service_account(
         "--webhook-cert-extra-sans",
         "127.0.0.1",
         webhook_port=WEBHOOK_PORT,
+        metrics_secure=True,
     )
     controller.start()
     try:
@@ -315,6 +321,13 @@ async def test_walkthrough_as_the_service_account(
             await wait_for(f"the CA bundle in {configuration['metadata']['name']}", injected, within=60)
         await wait_until_jobs_are_suspended(admin, "default")
         await walkthrough_items_1_to_6(admin)
+        # The TokenReview and the SubjectAccessReview succeed with the ClusterRole: the account's
+        # own token is authenticated (not 401) and denied get on /metrics (403, not 500).
+        async with aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=10)) as http:
+            await wait_listening(http, controller.metrics_port)
+            assert (await scrape(http, controller.metrics_port, None))[0] == 401
+            status, text = await scrape(http, controller.metrics_port, token)
+            assert (status, text.strip()) == (403, f"Authorization denied for user {USERNAME}: get /metrics")
     except BaseException:
         print(controller.log_tail(60))
         raise

@@ -107,7 +107,13 @@ def test_prometheus_add_on_is_the_kustomize_render(helm: Helm, default_render: l
     defaults = {key(o) for o in default_render}
     addon = [o for o in with_addon if key(o) not in defaults]
     assert_same_objects(addon, kustomize_build(ROOT / "manifests" / "prometheus"))
-    assert len(addon) == 3
+    # ServiceMonitor, PrometheusRule, the dashboard's ConfigMap and the metrics-reader binding.
+    assert sorted(o["kind"] for o in addon) == [
+        "ClusterRoleBinding",
+        "ConfigMap",
+        "PrometheusRule",
+        "ServiceMonitor",
+    ]
 
 
 def test_the_comparison_can_fail(default_render: list[Obj]) -> None:
@@ -201,6 +207,10 @@ def test_leader_election_timings_become_flags(helm: Helm) -> None:
         ({"replicas": "two"}, "at '/replicas': got string, want integer"),
         ({"leaderElection": {"leaseDuration": "fifteen"}}, "at '/leaderElection/leaseDuration'"),
         ({"imagee": {"tag": "x"}}, "additional properties 'imagee' not allowed"),
+        (
+            {"prometheus": {"enabled": True, "serviceAccount": {"name": ""}}},
+            "at '/prometheus/serviceAccount/name'",
+        ),
     ],
 )
 def test_refused_values_name_the_value(helm: Helm, tmp_path: Path, values: Obj, message: str) -> None:

@@ -126,7 +126,9 @@ async def test_install_creates_every_object(release: list[Obj], helm: Helm, admi
             "Namespace",
             "ServiceAccount",
             "ClusterRole",
+            "ClusterRole",  # <name>-metrics-reader
             "ClusterRoleBinding",
+            "ClusterRoleBinding",  # of metrics-reader, to prometheus.serviceAccount
             "Role",
             "RoleBinding",
             "ConfigMap",

@@ -4,7 +4,12 @@ Prometheus and promtool are Debian bookworm's (unpacked by e2e/build-binaries.sh
 never installed as a service). Prometheus runs as a child process on a free
 loopback port, scrapes the controller's metrics port every second under the
 job name the ServiceMonitor gives (the metrics Service's name) and loads the
-PrometheusRule's groups as its rule file. While job A runs and job B waits,
+PrometheusRule's groups as its rule file. It scrapes as the ServiceMonitor does:
+over HTTPS (the controller's self-signed certificate not verified) with the
+token of the ServiceAccount that manifests/prometheus binds to the metrics-reader
+ClusterRole, which the real kube-apiserver reviews for the controller
+(TokenReview, SubjectAccessReview); requests without a token, with a bad one or
+with one not allowed get on /metrics are refused. While job A runs and job B waits,
 PromQL sees one GPU in use and one pending workload in p3-dra-cq; afterwards
 every query of the Grafana dashboard and every alert expression evaluates
 without error, every rule is healthy, the controller declares every metric
@@ -31,6 +36,7 @@ import pytest_asyncio
 import yaml
 
 from e2e.support.deploy import ROOT, ControllerProcess, free_port, install_crds
+from e2e.support.metrics_access import Scrapers, make_scrapers, remove_scrapers, scrape, wait_listening
 from e2e.support.walkthrough_steps import cleanup_walkthrough, walkthrough_items_1_to_6
 from e2e.testbed import KubeClient, Testbed
 from e2e.testbed.paths import binary_paths
@@ -64,15 +70,22 @@ class Prometheus:
         return "\n".join(self.log_path.read_text(errors="replace").splitlines()[-lines:])
 
 
-def _write_config(directory: Path, metrics_port: int) -> Path:
+def _write_config(directory: Path, metrics_port: int, token: str) -> Path:
     rules = directory / "rules.yaml"
     rules.write_text(yaml.safe_dump({"groups": rule_groups()}, sort_keys=False))
+    token_file = directory / "token"
+    token_file.write_text(token)
+    token_file.chmod(0o600)
     config = {
         "global": {"scrape_interval": "1s", "scrape_timeout": "1s", "evaluation_interval": "1s"},
         "rule_files": [str(rules)],
         "scrape_configs": [
             {
                 "job_name": SCRAPE_JOB,
+                # What the ServiceMonitor says: https, a bearer token from a file, no CA check.
+                "scheme": "https",
+                "authorization": {"type": "Bearer", "credentials_file": str(token_file)},
+                "tls_config": {"insecure_skip_verify": True},
                 "static_configs": [
                     {
                         "targets": [f"127.0.0.1:{metrics_port}"],
@@ -109,6 +122,7 @@ def controller(testbed: Testbed, tmp_path_factory: pytest.TempPathFactory) -> It
         "dra-quota-prometheus-test",
         "--leader-election-identity",
         "dra-quota-reconciler-0",
+        metrics_secure=True,
     )
     process.start()
     yield process
@@ -117,11 +131,28 @@ def controller(testbed: Testbed, tmp_path_factory: pytest.TempPathFactory) -> It
 
 
 @pytest.fixture(scope="module")
+def scrapers(testbed: Testbed) -> Iterator[Scrapers]:
+    """Prometheus' ServiceAccount bound to the metrics-reader ClusterRole, and one bound to nothing."""
+
+    async def make() -> Scrapers:
+        async with KubeClient.from_kubeconfig(testbed.kubeconfig) as kube:
+            return await make_scrapers(kube)
+
+    async def remove(made: Scrapers) -> None:
+        async with KubeClient.from_kubeconfig(testbed.kubeconfig) as kube:
+            await remove_scrapers(kube, made)
+
+    made = asyncio.run(make())
+    yield made
+    asyncio.run(remove(made))
+
+
+@pytest.fixture(scope="module")
 def prometheus(
-    controller: ControllerProcess, tmp_path_factory: pytest.TempPathFactory
+    controller: ControllerProcess, scrapers: Scrapers, tmp_path_factory: pytest.TempPathFactory
 ) -> Iterator[Prometheus]:
     directory = tmp_path_factory.mktemp("prometheus")
-    config = _write_config(directory, controller.metrics_port)
+    config = _write_config(directory, controller.metrics_port, scrapers.reader_token)
     port = free_port()
     log_path = directory / "prometheus.log"
     with log_path.open("ab") as log:
@@ -290,12 +321,12 @@ async def _up(http: aiohttp.ClientSession, prometheus: Prometheus) -> bool:
 
 @pytest.mark.asyncio
 async def test_the_controller_declares_every_metric_used(
-    controller: ControllerProcess, http: aiohttp.ClientSession
+    controller: ControllerProcess, scrapers: Scrapers, http: aiohttp.ClientSession
 ) -> None:
     """Each metric the dashboard and alerts use is in the controller's /metrics, typed as agreed."""
-    async with http.get(f"http://127.0.0.1:{controller.metrics_port}/metrics") as resp:
-        assert resp.status == 200
-        text = await resp.text()
+    await wait_listening(http, controller.metrics_port)
+    status, text = await scrape(http, controller.metrics_port, scrapers.reader_token)
+    assert status == 200, text
     declared: dict[str, str] = {}
     for line in text.splitlines():
         if line.startswith("# TYPE "):
@@ -310,3 +341,28 @@ async def test_the_controller_declares_every_metric_used(
         for name in re.findall(r"\b(?:kueue|dra_quota)_[a-z0-9_]+\b", expr)
     }
     assert used <= set(declared)
+
+
+@pytest.mark.asyncio
+async def test_metrics_refused_without_a_token_or_the_permission(
+    controller: ControllerProcess, scrapers: Scrapers, http: aiohttp.ClientSession
+) -> None:
+    """The real kube-apiserver's answers decide: no token or a token it does not authenticate is 401,
+    an authenticated ServiceAccount not bound to the metrics-reader ClusterRole is 403, Prometheus'
+    is 200; plain HTTP is not served."""
+    port = controller.metrics_port
+    await wait_listening(http, port)
+    assert (await scrape(http, port, None))[0] == 401
+    assert (await scrape(http, port, "not-a-token"))[0] == 401
+    status, text = await scrape(http, port, scrapers.unbound_token)
+    assert (status, text.strip()) == (
+        403,
+        f"Authorization denied for user system:serviceaccount:{scrapers.namespace}:metrics-nobody: "
+        "get /metrics",
+    )
+    status, text = await scrape(http, port, scrapers.reader_token)
+    assert status == 200
+    assert "kueue_build_info" in text
+    with pytest.raises(aiohttp.ClientError):
+        async with http.get(f"http://127.0.0.1:{port}/metrics") as resp:
+            await resp.read()

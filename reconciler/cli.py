@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
+import datetime as dt
 import os
 import re
 import socket
@@ -19,6 +20,7 @@ from .config import ConfigError, Configuration, load_config
 from .simulate import InputError, SimulationError, render, run_simulation
 
 if TYPE_CHECKING:
+    from .observability.tls import ServingCertificate
     from .webhook.service import WebhookOptions
 
 EXIT_USAGE = 2
@@ -52,6 +54,15 @@ def _bind_address(text: str) -> str:
     return text
 
 
+def _boolean(text: str) -> bool:
+    value = text.strip().lower()
+    if value in ("true", "1", "yes"):
+        return True
+    if value in ("false", "0", "no"):
+        return False
+    raise argparse.ArgumentTypeError(f"not true or false: {text!r}")
+
+
 def default_election_namespace() -> str:
     """$POD_NAMESPACE, else the in-cluster service-account namespace, else kueue-system."""
     if os.environ.get("POD_NAMESPACE"):
@@ -76,6 +87,29 @@ def _version() -> str:
         return version("dra-quota-reconciler")
     except PackageNotFoundError:
         return "0+unknown"
+
+
+def _add_metrics_arguments(run: argparse.ArgumentParser) -> None:
+    run.add_argument(
+        "--metrics-bind-address",
+        type=_bind_address,
+        default=":8080",
+        help="HOST:PORT serving /metrics (':PORT' = all interfaces, '0' disables; default :8080)",
+    )
+    run.add_argument(
+        "--metrics-secure",
+        type=_boolean,
+        default=True,
+        metavar="true|false",
+        help="serve /metrics over HTTPS to bearer tokens the API server authenticates (TokenReview) "
+        "and authorizes for get on /metrics (SubjectAccessReview); false serves plain HTTP, allowed "
+        "only with a loopback --metrics-bind-address (default true)",
+    )
+    run.add_argument(
+        "--metrics-cert-dir",
+        help="directory with the metrics server's tls.crt and tls.key (default: a self-signed "
+        "certificate made at start)",
+    )
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -106,12 +140,7 @@ def _parser() -> argparse.ArgumentParser:
     run.add_argument("--log-level", default="info", choices=("debug", "info", "warning", "error"))
     run.add_argument("--log-format", choices=("json", "console"), help="default: console on a terminal")
     run.add_argument("--write-concurrency", type=int, default=32, help="concurrent API writes (default 32)")
-    run.add_argument(
-        "--metrics-bind-address",
-        type=_bind_address,
-        default=":8080",
-        help="HOST:PORT serving /metrics (':PORT' = all interfaces, '0' disables; default :8080)",
-    )
+    _add_metrics_arguments(run)
     run.add_argument(
         "--health-probe-bind-address",
         type=_bind_address,
@@ -235,6 +264,11 @@ def _run(args: argparse.Namespace) -> int:
         except ValueError as err:
             print(f"error: leader election: {err}", file=sys.stderr)
             return EXIT_USAGE
+    try:
+        metrics_tls = _metrics_tls(args)
+    except ValueError as err:
+        print(f"error: {err}", file=sys.stderr)
+        return EXIT_USAGE
     configure_logging(args.log_level, json=None if args.log_format is None else args.log_format == "json")
     options = ProcessOptions(
         controller=ControllerOptions(
@@ -244,6 +278,7 @@ def _run(args: argparse.Namespace) -> int:
             config_reload_interval=args.config_reload_interval,
         ),
         metrics_bind_address=args.metrics_bind_address,
+        metrics_tls=metrics_tls,
         health_bind_address=args.health_probe_bind_address,
         leader_election=election,
         version=_version(),
@@ -257,6 +292,36 @@ def _run(args: argparse.Namespace) -> int:
         print(f"error: kubeconfig: {err}{hint}", file=sys.stderr)
         return EXIT_USAGE
     return 0
+
+
+def _metrics_tls(args: argparse.Namespace) -> ServingCertificate | None:
+    """The metrics server's certificate; None for plain HTTP (--metrics-secure=false, loopback only)."""
+    from .observability.server import is_loopback, parse_bind_address
+    from .observability.tls import CertificateFiles, ServingCertificate, context_from_pem
+    from .webhook.certs import new_bundle
+
+    bind = parse_bind_address(args.metrics_bind_address)
+    if not args.metrics_secure:
+        if bind is not None and not is_loopback(bind[0]):
+            raise ValueError(
+                f"--metrics-secure=false serves /metrics without TLS or authentication, so only on a "
+                f"loopback address, not --metrics-bind-address {args.metrics_bind_address}: bind "
+                "127.0.0.1:PORT (or [::1]:PORT), or drop --metrics-secure=false"
+            )
+        return None
+    if bind is None:
+        return None
+    if args.metrics_cert_dir:
+        directory = Path(args.metrics_cert_dir)
+        try:
+            return CertificateFiles(directory / "tls.crt", directory / "tls.key")
+        except ValueError as err:
+            raise ValueError(f"--metrics-cert-dir: {err}") from None
+    hosts = ["localhost", "127.0.0.1", socket.gethostname()]
+    bundle = new_bundle(hosts, dt.datetime.now(dt.UTC))
+    return ServingCertificate(
+        context_from_pem(bundle.serving.cert_pem + bundle.ca.cert_pem, bundle.serving.key_pem)
+    )
 
 
 def _webhook_options(config: Configuration, args: argparse.Namespace) -> WebhookOptions | None:

@@ -23,6 +23,7 @@ from tests.support.deploy_files import BUILD_WHEEL, COMPILE_VENV, CONTRACT_ARGS,
 ROOT = Path(__file__).resolve().parent.parent
 DOCKERFILE = ROOT / "Dockerfile"
 MANIFESTS = ROOT / "manifests"
+METRICS_READER = "dra-quota-reconciler-metrics-reader"
 
 
 @dataclass
@@ -191,7 +192,16 @@ def test_entrypoint_and_command(dockerfile: tuple[dict[str, str], list[Stage]]) 
     # Standalone by default; the Deployment adds leader election (it knows the namespace).
     assert command == [a for a in CONTRACT_ARGS if "leader-el" not in a and a != "$(POD_NAMESPACE)"]
     exposed = {int(p) for line in final.args("EXPOSE") for p in line.split()}
-    assert exposed == {8080, 8081}
+    assert exposed == {8080, 8081, 9443}  # metrics, health probes, admission webhooks
+
+
+def test_every_port_the_deployment_serves_is_exposed(dockerfile: tuple[dict[str, str], list[Stage]]) -> None:
+    _, stages = dockerfile
+    exposed = {int(p) for line in stages[-1].args("EXPOSE") for p in line.split()}
+    (container,) = _deployment()["spec"]["template"]["spec"]["containers"]
+    served = {port["containerPort"] for port in container["ports"]}
+    assert served == {8080, 8081, 9443}
+    assert served <= exposed, f"ports the Deployment serves but the image does not EXPOSE: {served - exposed}"
 
 
 def test_dockerignore_sends_only_the_package() -> None:
@@ -236,6 +246,9 @@ def test_deployment_follows_the_contract() -> None:
     assert env == {"POD_NAME": "metadata.name", "POD_NAMESPACE": "metadata.namespace"}
     ports = {p["name"]: p["containerPort"] for p in container["ports"]}
     assert ports == {"metrics": 8080, "health": 8081, "webhook": 9443}
+    # /metrics is HTTPS behind token review (the default: no --metrics-secure=false); the kubelet's
+    # probes send no token, so they stay plain HTTP on their own port.
+    assert not any(a.startswith("--metrics-secure") for a in container["args"])
     assert container["livenessProbe"]["httpGet"] == {"path": "/healthz", "port": "health"}
     assert container["readinessProbe"]["httpGet"] == {"path": "/readyz", "port": "health"}
     assert set(container["resources"]) == {"requests", "limits"}
@@ -293,6 +306,10 @@ def test_one_namespace_everywhere() -> None:
             meta = doc.get("metadata", {})
             if "namespace" in meta:
                 assert meta["namespace"] == namespace, f"{path}: {meta}"
+            if doc.get("roleRef", {}).get("name") == METRICS_READER:
+                # The scraper's binding names Prometheus' ServiceAccount, in Prometheus' namespace.
+                assert path.parent == MANIFESTS / "prometheus", f"{path}: binds {METRICS_READER}"
+                continue
             for subject in doc.get("subjects", []):
                 assert subject.get("namespace") == namespace, f"{path}: {subject}"
             for webhook in doc.get("webhooks", []):

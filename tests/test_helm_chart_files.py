@@ -68,3 +68,21 @@ def test_the_copy_check_can_fail(tmp_path: Path) -> None:
     copy.write_text("a: 2\n")
     with pytest.raises(AssertionError, match="copy it again"):
         _same(source, copy)
+
+
+def test_the_chart_scrapes_as_the_add_on_does() -> None:
+    """The chart's ServiceMonitor and binding mirror manifests/prometheus (what they render is
+    compared in e2e/test_helm_chart.py); the values default to the add-on's subject and TLS."""
+    values = yaml.safe_load((CHART / "values.yaml").read_text())["prometheus"]
+    (binding,) = [
+        d
+        for d in yaml.safe_load_all((MANIFESTS / "prometheus" / "metrics-reader-binding.yaml").read_text())
+        if d
+    ]
+    ((subject),) = binding["subjects"]
+    assert values["serviceAccount"] == {"name": subject["name"], "namespace": subject["namespace"]}
+    assert values["serviceMonitor"]["tlsConfig"] == {"insecureSkipVerify": True}
+    monitor = (CHART / "templates" / "prometheus" / "servicemonitor.yaml").read_text()
+    assert "scheme: https" in monitor
+    assert "bearerTokenFile: /var/run/secrets/kubernetes.io/serviceaccount/token" in monitor
+    assert (CHART / "templates" / "prometheus" / "metrics-reader-binding.yaml").is_file()

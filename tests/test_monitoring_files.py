@@ -154,3 +154,28 @@ def test_dashboard_configmap_and_service_agree() -> None:
     assert endpoint["port"] == service["spec"]["ports"][0]["name"] == "metrics"
     service_labels = {**service["metadata"]["labels"], "app.kubernetes.io/name": "dra-quota-reconciler"}
     assert monitor["spec"]["selector"]["matchLabels"].items() <= service_labels.items()
+
+
+def test_prometheus_scrapes_over_https_with_its_token_and_may_read_metrics() -> None:
+    """The ServiceMonitor speaks what the controller serves (HTTPS, bearer token) and the add-on
+    binds the metrics-reader ClusterRole, which the base grants get on /metrics, to a ServiceAccount."""
+    (monitor,) = [d for d in yaml.safe_load_all((MONITORING / "servicemonitor.yaml").read_text()) if d]
+    (endpoint,) = monitor["spec"]["endpoints"]
+    assert endpoint["scheme"] == "https"
+    assert endpoint["bearerTokenFile"] == "/var/run/secrets/kubernetes.io/serviceaccount/token"
+    assert endpoint["tlsConfig"] == {"insecureSkipVerify": True}  # the certificate is made at start
+    kustomization = yaml.safe_load((MONITORING / "kustomization.yaml").read_text())
+    assert "metrics-reader-binding.yaml" in kustomization["resources"]
+    (binding,) = [
+        d for d in yaml.safe_load_all((MONITORING / "metrics-reader-binding.yaml").read_text()) if d
+    ]
+    assert binding["kind"] == "ClusterRoleBinding"
+    role_ref = binding["roleRef"]
+    assert (role_ref["kind"], role_ref["name"]) == ("ClusterRole", "dra-quota-reconciler-metrics-reader")
+    ((kind, name, namespace),) = [(s["kind"], s["name"], s["namespace"]) for s in binding["subjects"]]
+    assert kind == "ServiceAccount"
+    assert name
+    assert namespace
+    base = [d for d in yaml.safe_load_all((ROOT / "manifests" / "rbac.yaml").read_text()) if d]
+    (reader,) = [d for d in base if d["kind"] == "ClusterRole" and d["metadata"]["name"] == role_ref["name"]]
+    assert reader["rules"] == [{"nonResourceURLs": ["/metrics"], "verbs": ["get"]}]

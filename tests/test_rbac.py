@@ -1,8 +1,9 @@
 """manifests/rbac.yaml grants exactly the API access the code uses: nothing missing, nothing extra.
 
 The access is derived from the code, not listed by hand:
-- every informer's resource (`Informer(client, RESOURCE, ...)`, also through a
-  tuple such as `WATCHED`) needs list and watch;
+- every row of the table of watched kinds (`reconciler.runtime.watched.WATCHED_KINDS`, from
+  which the controller's informers are made) needs list and watch, and so does any other
+  informer's resource (`Informer(client, RESOURCE, ...)`, also through a tuple of resources);
 - every writer action (`Create`, `MergePatch`, `PostEvent` with a resource
   constant and maybe a `subresource`) needs create or patch;
 - every direct client call on a resource constant (`client.create(RES, ...)`,
@@ -39,6 +40,8 @@ from reconciler.integrations import REGISTRY
 ROOT = Path(__file__).resolve().parent.parent
 PACKAGE = ROOT / "reconciler"
 RBAC = ROOT / "manifests" / "rbac.yaml"
+CONTROLLER = "dra-quota-reconciler"
+METRICS_READER = "dra-quota-reconciler-metrics-reader"
 
 Access = tuple[str, str, str]  # (apiGroup, resource[/subresource], verb)
 
@@ -162,9 +165,18 @@ def _named(resource: Resource, sub: ast.expr | None, scope: Scope) -> list[str]:
     return [resource.plural if s is None else f"{resource.plural}/{s}" for s in _subresources(sub, scope)]
 
 
+def watched_access() -> set[Access]:
+    """List and watch for every watched kind, from the table the informers are made from."""
+    from reconciler.runtime.watched import WATCHED_KINDS
+
+    return {
+        (row.resource.group, row.resource.plural, verb) for row in WATCHED_KINDS for verb in ("list", "watch")
+    }
+
+
 def derive_access() -> tuple[set[Access], set[str]]:
     """(access the code needs, names of resource constants the code mentions)."""
-    found: set[Access] = set()
+    found: set[Access] = watched_access()
     mentioned: set[str] = set()
     for module, tree in _sources():
         here = {node.id for node in ast.walk(tree) if isinstance(node, ast.Name) and node.id in CONSTANTS}
@@ -269,7 +281,7 @@ def compare(granted: set[Access], used: set[Access]) -> list[str]:
 def _roles() -> tuple[dict[str, Any], dict[str, Any]]:
     """The ClusterRole, and the Roles of the controller's namespace as one."""
     docs = [d for d in yaml.safe_load_all(RBAC.read_text()) if d]
-    (cluster_role,) = [d for d in docs if d["kind"] == "ClusterRole"]
+    (cluster_role,) = [d for d in docs if d["kind"] == "ClusterRole" and d["metadata"]["name"] == CONTROLLER]
     roles = [d for d in docs if d["kind"] == "Role"]
     assert len({r["metadata"]["namespace"] for r in roles}) == 1
     return cluster_role, {"rules": [rule for r in roles for rule in r["rules"]]}
@@ -278,7 +290,7 @@ def _roles() -> tuple[dict[str, Any], dict[str, Any]]:
 def test_the_scan_finds_what_the_code_does() -> None:
     found, mentioned = derive_access()
     # Spot checks that the scan itself works: one of each kind of use.
-    assert ("kueue.x-k8s.io", "workloads", "watch") in found  # Informer over WATCHED
+    assert ("kueue.x-k8s.io", "workloads", "watch") in found  # a row of the watched kinds' table
     assert ("kueue.x-k8s.io", "workloads", "create") in found  # Create action
     assert ("kueue.x-k8s.io", "workloads/status", "patch") in found  # MergePatch with subresource
     assert ("batch", "jobs", "patch") in found
@@ -428,3 +440,19 @@ def test_the_scan_reads_a_path_held_in_a_name() -> None:
     scope = Scope.of("reconciler.webhook", tree, {"SECRETS"})
     access = {a for n in ast.walk(tree) if isinstance(n, ast.Call) for a in _call_access(n, scope)}
     assert access == {("", "secrets", "get"), ("", "secrets", "update"), ("", "secrets", "create")}
+
+
+def test_the_metrics_reader_may_get_exactly_what_the_metrics_server_authorizes() -> None:
+    """The scrapers' ClusterRole grants the non-resource URL and verb the server's
+    SubjectAccessReview asks about, nothing else; the controller's binds nothing to it."""
+    from reconciler.observability.server import METRICS_PATH
+
+    docs = [d for d in yaml.safe_load_all(RBAC.read_text()) if d]
+    (reader,) = [d for d in docs if d["kind"] == "ClusterRole" and d["metadata"]["name"] == METRICS_READER]
+    assert reader["rules"] == [{"nonResourceURLs": [METRICS_PATH], "verbs": ["get"]}]
+    bound = {d["roleRef"]["name"] for d in docs if d["kind"].endswith("Binding")}
+    assert METRICS_READER not in bound  # bound to the scraper by the Prometheus add-on, not here
+    assert {
+        ("authentication.k8s.io", "tokenreviews", "create"),
+        ("authorization.k8s.io", "subjectaccessreviews", "create"),
+    } <= used_access()

@@ -143,6 +143,7 @@ class ControllerContainer:
             "json",
             "--metrics-bind-address",
             f"127.0.0.1:{self.metrics_port}",
+            "--metrics-secure=false",  # plain HTTP on loopback: the test reads /metrics without a token
             "--health-probe-bind-address",
             f"127.0.0.1:{self.health_port}",
             "--webhook-bind-address",

@@ -188,6 +188,8 @@ class ControllerProcess:
 
     Its metrics and health probes listen on 127.0.0.1 ports of their own (``metrics_port``,
     ``health_port``; chosen once, kept across restarts), never on the default :8080/:8081.
+    Its metrics are plain HTTP (``--metrics-secure=false``, allowed on loopback) unless
+    ``metrics_secure``: then HTTPS, for bearer tokens allowed get on /metrics.
     Its admission webhooks are off unless ``webhook_port`` is given (then they listen on that
     127.0.0.1 port; certificate flags go in ``extra``).
     """
@@ -201,8 +203,10 @@ class ControllerProcess:
         metrics_port: int | None = None,
         health_port: int | None = None,
         webhook_port: int | None = None,
+        metrics_secure: bool = False,
     ) -> None:
         self.config = config
+        self.metrics_secure = metrics_secure
         self.kubeconfig = kubeconfig
         self.log_path = log_path
         self.extra = extra
@@ -229,6 +233,7 @@ class ControllerProcess:
                 "json",
                 "--metrics-bind-address",
                 f"127.0.0.1:{self.metrics_port}",
+                f"--metrics-secure={'true' if self.metrics_secure else 'false'}",
                 "--health-probe-bind-address",
                 f"127.0.0.1:{self.health_port}",
                 "--webhook-bind-address",

@@ -23,6 +23,8 @@ __all__ = [
     "RESOURCE_FLAVORS",
     "RESOURCE_SLICES",
     "SECRETS",
+    "SUBJECT_ACCESS_REVIEWS",
+    "TOKEN_REVIEWS",
     "VALIDATING_WEBHOOK_CONFIGURATIONS",
     "WORKLOADS",
     "WORKLOAD_PRIORITY_CLASSES",
@@ -93,6 +95,11 @@ RESOURCE_FLAVORS = Resource(
     "kueue.x-k8s.io", "v1beta2", "resourceflavors", "ResourceFlavor", namespaced=False
 )
 SECRETS = Resource("", "v1", "secrets", "Secret", namespaced=True)
+# Created only: the metrics server's delegated authentication and authorization.
+TOKEN_REVIEWS = Resource("authentication.k8s.io", "v1", "tokenreviews", "TokenReview", namespaced=False)
+SUBJECT_ACCESS_REVIEWS = Resource(
+    "authorization.k8s.io", "v1", "subjectaccessreviews", "SubjectAccessReview", namespaced=False
+)
 MUTATING_WEBHOOK_CONFIGURATIONS = Resource(
     "admissionregistration.k8s.io",
     "v1",

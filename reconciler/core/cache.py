@@ -15,6 +15,7 @@ from reconciler.api import Admission, ResourceFlavor
 
 from .capacity import CohortModel, CohortTree
 from .clusterqueues import ClusterQueueModel, active_condition
+from .cohorts import cohort_cycle, cycle_message
 from .ledger import Charge, FlavorResource, Ledger
 from .quantity import parse_quantity, to_amount
 from .workloads import WorkloadInfo
@@ -173,7 +174,12 @@ class QuotaCache:
         if model is None:
             reason = self.broken_cluster_queues.get(name, "not found")
             return "False", "Unknown", f"Can't admit new workloads: {reason}."
-        return active_condition(model, self.flavors)
+        return active_condition(model, self.flavors, self.cycle_problem(name))
+
+    def cycle_problem(self, cluster_queue: str) -> str:
+        """`cohort has a cycle: a -> b -> a` when the cohorts above it form a cycle, else ""."""
+        cycle = cohort_cycle(self.capacity, cluster_queue)
+        return "" if cycle is None else cycle_message(cycle)
 
     # --- admitted workloads -------------------------------------------------------------
 

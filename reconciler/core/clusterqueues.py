@@ -204,8 +204,14 @@ def _amount(where: str, resource: str, value: str | int) -> int:
     return amount
 
 
-def active_condition(model: ClusterQueueModel, flavors: Container[str]) -> tuple[str, str, str]:
-    """(status, reason, message) of the ClusterQueue's Active condition, as Kueue words it."""
+def active_condition(
+    model: ClusterQueueModel, flavors: Container[str], cycle_problem: str = ""
+) -> tuple[str, str, str]:
+    """(status, reason, message) of the ClusterQueue's Active condition, as Kueue words it.
+
+    `cycle_problem` (`cohort has a cycle: a -> b -> a`) is set when the cohorts above it form
+    a cycle: Kueue leaves such a ClusterQueue out of scheduling but still calls it Ready; here it
+    is Active=False with reason HasCycle (an intended difference, see the README)."""
     if model.terminating:
         return "False", "Terminating", "Can't admit new workloads; clusterQueue is terminating"
     reasons: list[str] = []
@@ -217,6 +223,9 @@ def active_condition(model: ClusterQueueModel, flavors: Container[str]) -> tuple
     if missing:
         reasons.append("FlavorNotFound")
         messages.append(f"references missing ResourceFlavor(s): {','.join(missing)}")
+    if cycle_problem:
+        reasons.append("HasCycle")
+        messages.append(cycle_problem)
     if reasons:
         return "False", reasons[0], f"Can't admit new workloads: {', '.join(messages)}."
     return "True", "Ready", "Can admit new workloads"

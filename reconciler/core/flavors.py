@@ -16,11 +16,11 @@ from dataclasses import dataclass, field
 from reconciler.api import Admission, ResourceFlavor, Toleration
 
 from .capacity import Capacity
-from .clusterqueues import ClusterQueueModel, ResourceGroupModel
+from .clusterqueues import ClusterQueueModel, FlavorQuota, ResourceGroupModel
 from .ledger import FlavorResource
 from .podrequests import Amounts
 from .quantity import format_amount
-from .selectors import first_untolerated_taint, flavor_matches_pod_spec, taint_text
+from .selectors import PodPlacement, first_untolerated_taint, flavor_matches_pod_spec, taint_text
 from .workloads import DeviceSizes, PodSetInfo, WorkloadInfo
 
 __all__ = [
@@ -103,6 +103,72 @@ def _considered(tried: Mapping[str, tuple[str, int, list[str]]]) -> str:
     return ", ".join(parts)
 
 
+def _flavor_refusal(name: str, flavor: ResourceFlavor | None, placement: PodPlacement) -> str | None:
+    """Why the pod set cannot use the flavor at all (missing, a taint, node affinity), or None."""
+    if flavor is None:
+        return f"flavor {name} not found"
+    taint = first_untolerated_taint(
+        flavor.spec.node_taints, [*placement.tolerations, *flavor.spec.tolerations]
+    )
+    if taint is not None:
+        return f"untolerated taint {taint_text(taint)} in flavor {name}"
+    if not flavor_matches_pod_spec(placement, flavor.spec.node_labels):
+        return f"flavor {name} doesn't match node affinity"
+    return None
+
+
+def _check_quota(
+    attempt: _GroupAttempt,
+    quota: FlavorQuota,
+    wanted: list[str],
+    requests: Amounts,
+    cq: ClusterQueueModel,
+    capacity: Capacity,
+    assumed: Mapping[FlavorResource, int],
+) -> tuple[bool, bool, str, int, list[str]]:
+    """The group's resources against the flavor's quota: (fits, borrows, mode, borrowing level,
+    notes); what does not fit is added to the attempt's reasons."""
+    name = quota.name
+    fits, borrows = True, False
+    mode, level, notes = "Fit", 0, []
+    for resource in wanted:
+        fr = (name, resource)
+        previous = assumed.get(fr, 0)
+        value = previous + requests[resource]
+        nominal = quota.nominal.get(resource, 0)
+        used = capacity.used(cq.name, fr)
+        maximum, available = capacity.limits(cq, fr, nominal, used)
+        if value > maximum:
+            attempt.reasons.append(
+                f"insufficient quota for {resource} in flavor {name}, previously considered "
+                f"podsets requests ({format_amount(resource, previous)}) + current podset "
+                f"request ({format_amount(resource, requests[resource])}) > maximum capacity "
+                f"({format_amount(resource, maximum)})"
+            )
+            mode, level, notes = "NoFit", 0, [attempt.reasons[-1]]
+            fits = False
+            break
+        borrows = borrows or used + value > nominal
+        height, reclaimable = capacity.borrow_level(cq, fr, value)
+        if value > available:
+            attempt.reasons.append(
+                f"insufficient unused quota for {resource} in flavor {name}, "
+                f"{format_amount(resource, value - available)} more needed"
+            )
+            notes.append(attempt.reasons[-1])
+            attempt.quota_bound = True
+            fits = False
+            # Kueue asks its preemption oracle where preemption could help; this records
+            # only whether it would be asked (the candidates are found later, if at all).
+            if nominal >= value or reclaimable or cq.borrow_within_cohort:
+                mode = "preemptionMode=NoCandidates" if mode == "Fit" else mode
+            else:
+                mode = "NoFit"
+        else:
+            level = max(level, height)
+    return fits, borrows, mode, level, notes
+
+
 def _try_group(
     group: ResourceGroupModel,
     requests: Amounts,
@@ -123,22 +189,10 @@ def _try_group(
     borrowing_fit: str | None = None
     for quota in group.flavors:
         name = quota.name
-        flavor = flavors.get(name)
-        if flavor is None:
-            attempt.reasons.append(f"flavor {name} not found")
-            attempt.tried[name] = ("NoFit", 0, [f"flavor {name} not found"])
-            continue
-        spec = pod_set.placement
-        taint = first_untolerated_taint(
-            flavor.spec.node_taints, [*spec.tolerations, *flavor.spec.tolerations]
-        )
-        if taint is not None:
-            attempt.reasons.append(f"untolerated taint {taint_text(taint)} in flavor {name}")
-            attempt.tried[name] = ("NoFit", 0, [attempt.reasons[-1]])
-            continue
-        if not flavor_matches_pod_spec(spec, flavor.spec.node_labels):
-            attempt.reasons.append(f"flavor {name} doesn't match node affinity")
-            attempt.tried[name] = ("NoFit", 0, [attempt.reasons[-1]])
+        refusal = _flavor_refusal(name, flavors.get(name), pod_set.placement)
+        if refusal is not None:
+            attempt.reasons.append(refusal)
+            attempt.tried[name] = ("NoFit", 0, [refusal])
             continue
         requests = base
         if demanded:
@@ -150,43 +204,8 @@ def _try_group(
                 continue
             requests, lines = resolved
             attempt.sized[name] = (requests, [line for r, line in lines if r in demanded])
-        fits, borrows = True, False
-        mode, level, notes = "Fit", 0, []
-        for resource in wanted:
-            fr = (name, resource)
-            previous = assumed.get(fr, 0)
-            value = previous + requests[resource]
-            nominal = quota.nominal.get(resource, 0)
-            used = capacity.used(cq.name, fr)
-            maximum, available = capacity.limits(cq, fr, nominal, used)
-            if value > maximum:
-                attempt.reasons.append(
-                    f"insufficient quota for {resource} in flavor {name}, previously considered "
-                    f"podsets requests ({format_amount(resource, previous)}) + current podset "
-                    f"request ({format_amount(resource, requests[resource])}) > maximum capacity "
-                    f"({format_amount(resource, maximum)})"
-                )
-                mode, level, notes = "NoFit", 0, [attempt.reasons[-1]]
-                fits = False
-                break
-            borrows = borrows or used + value > nominal
-            height, reclaimable = capacity.borrow_level(cq, fr, value)
-            if value > available:
-                attempt.reasons.append(
-                    f"insufficient unused quota for {resource} in flavor {name}, "
-                    f"{format_amount(resource, value - available)} more needed"
-                )
-                notes.append(attempt.reasons[-1])
-                attempt.quota_bound = True
-                fits = False
-                # Kueue asks its preemption oracle where preemption could help; this records
-                # only whether it would be asked (the candidates are found later, if at all).
-                if nominal >= value or reclaimable or cq.borrow_within_cohort:
-                    mode = "preemptionMode=NoCandidates" if mode == "Fit" else mode
-                else:
-                    mode = "NoFit"
-            else:
-                level = max(level, height)
+        checked = _check_quota(attempt, quota, wanted, requests, cq, capacity, assumed)
+        fits, borrows, mode, level, notes = checked
         if fits and devices is not None:
             short = next(
                 (s for r in wanted if (s := devices((name, r), assumed.get((name, r), 0) + requests[r]))),

@@ -16,7 +16,7 @@ shapes, not the number of waiting workloads.
 from __future__ import annotations
 
 import heapq
-from collections.abc import Hashable, Iterator
+from collections.abc import Hashable, Iterator, Set
 from dataclasses import dataclass, field
 
 __all__ = ["Candidate", "PendingQueue", "QueueEntry"]
@@ -153,6 +153,18 @@ class PendingQueue:
         if group is None:
             return iter(())
         return (e.key for e in group.heap if self._parked.get(e.key, (None, None))[1] is e)
+
+    def group_members_among(self, group_key: Hashable, keys: Set[WorkloadKey]) -> list[WorkloadKey]:
+        """The members of a parked group found in `keys`, in the order of `group_members`."""
+        group = self._groups.get(group_key)
+        if group is None:
+            return []
+        parked = self._parked
+        found = [k for k in keys if (p := parked.get(k)) is not None and p[0] == group_key]
+        if len(found) < 2:
+            return found
+        entries = {id(parked[k][1]): k for k in found}
+        return [entries[id(e)] for e in group.heap if id(e) in entries]
 
     def ordered_keys(self) -> list[WorkloadKey]:
         """Every waiting workload in queue order (for status and tests)."""

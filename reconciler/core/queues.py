@@ -45,6 +45,8 @@ class QueueManager:
     _by_local_queue: dict[LocalQueueKey, set[WorkloadKey]] = field(default_factory=dict)
     # ClusterQueues whose queue changed since the scheduler last looked.
     _dirty: set[str] = field(default_factory=set)
+    # Moves on every `retry` (configuration changed): verdicts from before no longer hold.
+    epoch: int = 0
 
     # --- queue objects ------------------------------------------------------------------
 
@@ -112,6 +114,7 @@ class QueueManager:
 
     def retry(self, names: Iterable[str] | None = None) -> None:
         """Quota, flavors or selectors changed: set-aside workloads get another chance."""
+        self.epoch += 1
         for name in self.queues if names is None else names:
             queue = self.queues.get(name)
             if queue is not None:

@@ -10,17 +10,24 @@ ClusterQueues of one cohort tree compete for the same quota, so they take
 turns as in Kueue's cycle: each offers its head, and the heads that fit
 without borrowing go first, then higher priority, then the older queue-order
 timestamp.
+
+Quota released in a cohort wakes every parked head of its tree, as in Kueue;
+a woken head whose no-fit verdict read nothing that moved keeps it without a
+new flavor assignment (see `kept_verdicts`), so the decisions are the same
+and a release costs only the heads it could let in.
 """
 
 from __future__ import annotations
 
 from collections.abc import Hashable
 from dataclasses import dataclass, field, replace
+from functools import partial
 
 from .cache import QuotaCache
 from .clusterqueues import ClusterQueueModel, active_condition
 from .flavors import FlavorFit, FlavorNoFit, PodSetFlavors, assign_flavors
 from .inventory_admission import InventoryGate
+from .kept_verdicts import KeptVerdicts
 from .ledger import Charge
 from .pending_queue import Candidate, PendingQueue
 from .preemption import Target, preemption_targets
@@ -78,10 +85,17 @@ class Scheduler:
     # The last pending verdict reported per workload, and per parked group.
     _last: dict[WorkloadKey, tuple[str, str]] = field(default_factory=dict)
     _group_verdicts: dict[tuple[str | None, Hashable], tuple[str, str] | None] = field(default_factory=dict)
+    # Members of a parked group told something else than its verdict (an overtaken head): only
+    # they are told the verdict again when the group settles on the same one.
+    _group_strays: dict[tuple[str | None, Hashable], set[WorkloadKey]] = field(default_factory=dict)
     # deviceInventory.mode Enforce: what fits quota must fit the free devices too.
     gate: InventoryGate | None = None
     # The device inventory (Report or Enforce): sizes allocationMode All and device capacities.
     sizes: DeviceSizes | None = None
+
+    # Quota no-fit verdicts kept across cycles by (ClusterQueue, shape), with what they read.
+    # None: every woken head is evaluated afresh (the reference the kept verdicts are tested against).
+    kept: KeptVerdicts | None = field(default_factory=KeptVerdicts)
 
     def forget(self, key: WorkloadKey) -> None:
         """The workload changed or left: its next verdict is reported whatever it is."""
@@ -101,14 +115,17 @@ class Scheduler:
             model = cache.cluster_queues.get(name)
             if queue is None or model is None:
                 continue
-            if active_condition(model, cache.flavors)[0] != "True":
-                # Nothing in this queue can be admitted until the ClusterQueue is fixed.
+            if cache.cluster_queue_active(name)[0] != "True":
+                # Nothing in this queue can be admitted until the ClusterQueue is fixed. Under a
+                # cohort cycle alone Kueue's scheduler leaves it out with reason Pending (its
+                # ClusterQueue stays Active there); here the message also names the cycle.
                 message = f"ClusterQueue {model.name} is inactive"
+                reason = REASON_INADMISSIBLE
+                cycle = cache.cycle_problem(name)
+                if cycle and active_condition(model, cache.flavors)[0] == "True":
+                    message, reason = f"{message}: {cycle}", REASON_PENDING
                 for key in queue.ordered_keys():
-                    self._report(decisions, Pending(key, REASON_INADMISSIBLE, message, model.name))
-                continue
-            if model.cohort is not None and cache.capacity.in_cycle(name):
-                # As in Kueue, a ClusterQueue under a cohort cycle is left out until it is fixed.
+                    self._report(decisions, Pending(key, reason, message, model.name))
                 continue
             one = _QueuePass(self, cache, queues, model, queue, decisions, claimed)
             root = cache.capacity.root(name) if model.cohort is not None else None
@@ -157,10 +174,16 @@ class Scheduler:
         verdict = (pending.reason, pending.message)
         group_id = (pending.cluster_queue, group)
         if candidate.group is not None:
+            strays = self._group_strays.pop(group_id, None)
             if self._group_verdicts.get(group_id) != verdict:
                 for member in list(queue.group_members(candidate.group)):
                     self._report(out, replace(pending, key=member))
                 self._group_verdicts[group_id] = verdict
+            elif strays:
+                # The rest of the group was told this verdict already; walking it would cost
+                # its size on every release.
+                for member in queue.group_members_among(candidate.group, strays):
+                    self._report(out, replace(pending, key=member))
         else:
             self._report(out, pending)
             queue.park(candidate.key, group)
@@ -224,9 +247,18 @@ class _QueuePass:
 
     def _assign(self, info: WorkloadInfo) -> FlavorFit | FlavorNoFit:
         gate = self.scheduler.gate
-        devices = gate.check(self.cache.ledger) if gate is not None else None
         sizes = self.scheduler.sizes
-        return assign_flavors(info, self.model, self.cache.flavors, self.cache.capacity, devices, sizes)
+        kept = self.scheduler.kept if gate is None else None  # free devices are not tracked
+        if kept is not None:
+            verdict = kept.get(self.model, info.shape, self.queues.epoch, sizes, self.cache.ledger)
+            if verdict is not None:
+                return verdict
+        devices = gate.check(self.cache.ledger) if gate is not None else None
+        fit = assign_flavors(info, self.model, self.cache.flavors, self.cache.capacity, devices, sizes)
+        if kept is not None and isinstance(fit, FlavorNoFit):
+            members = partial(self.cache.cohort_members, self.model.name)
+            kept.put(self.model, info.shape, self.queues.epoch, sizes, self.cache.ledger, members, fit)
+        return fit
 
     def step(self, head: _Head | None) -> bool:
         """Admit, park or report one candidate; False when the queue is done for this cycle."""
@@ -262,7 +294,7 @@ class _QueuePass:
             scheduler._report(out, Pending(key, REASON_PENDING, NO_LONGER_FITS, model.name))
             if candidate.group is not None:
                 # Its group's verdict no longer speaks for it: report it again when settled.
-                scheduler._group_verdicts[(model.name, candidate.group)] = None
+                scheduler._group_strays.setdefault((model.name, candidate.group), set()).add(key)
             return True
         pending = Pending(key, REASON_PENDING, result.message, model.name)
         group = info.shape

@@ -11,6 +11,7 @@ quoted beside it.
 from __future__ import annotations
 
 from reconciler.api import Workload, pod_template_view
+from reconciler.core.cohorts import HAS_CYCLE
 from reconciler.core.inventory_admission import DEVICES_DO_NOT_COVER
 from reconciler.core.scheduler import NAMESPACE_MISMATCH, REASON_PENDING, Admit, Pending
 from reconciler.core.status import condition
@@ -238,9 +239,14 @@ def _pending(state: ClusterState, workload: Workload, ex: Explanation) -> None:
     elif model is not None:
         status, reason, message = engine.cache.cluster_queue_active(model.name)
         if status != "True":
+            fix = (
+                "give one cohort of the cycle no spec.parentName (or a parent outside it)"
+                if reason == HAS_CYCLE
+                else "create the missing ResourceFlavors, or clear spec.stopPolicy"
+            )
             ex.findings.append(
-                f"ClusterQueue {model.name} is inactive ({reason}): {message} Fix it (create the missing "
-                "ResourceFlavors, or clear spec.stopPolicy) and it admits again"
+                f"ClusterQueue {model.name} is inactive ({reason}): {message} "
+                f"Fix it ({fix}) and it admits again"
             )
     by_key = {(w.metadata.namespace, w.metadata.name): w for w in state.workloads}
     if model is not None and ledgered.info is not None and ledgered.info.problem is None:
@@ -270,7 +276,10 @@ def _pending(state: ClusterState, workload: Workload, ex: Explanation) -> None:
                 f"the namespaceSelector of ClusterQueue {decision.cluster_queue} does not match the labels "
                 f"of namespace {workload.metadata.namespace}: label the namespace or widen the selector"
             )
-        quota_wait = decision.reason == REASON_PENDING and decision.message != NAMESPACE_MISMATCH
+        cycle = bool(model is not None and engine.cache.cycle_problem(model.name))
+        quota_wait = (
+            decision.reason == REASON_PENDING and decision.message != NAMESPACE_MISMATCH and not cycle
+        )
         if quota_wait and ex.holders and ex.to_fit:
             holders = sorted({h.name for h in ex.holders})
             ex.summary = (

@@ -27,6 +27,7 @@ from reconciler.api import (
     RESOURCE_FLAVORS,
     WORKLOADS,
     ClusterQueue,
+    Cohort,
     DeviceClass,
     Job,
     LocalQueue,
@@ -38,7 +39,7 @@ from reconciler.api import (
     ResourceFlavor,
     Workload,
 )
-from reconciler.api.resources import NODES, RESOURCE_SLICES
+from reconciler.api.resources import COHORTS, NODES, RESOURCE_SLICES
 from reconciler.api.slices import Node, ResourceSlice
 from reconciler.kube import DecodeError, Forbidden, KubeClient, NotFound
 from reconciler.kube.watchwire import ListPage
@@ -142,6 +143,7 @@ async def fetch_state(
     cluster_queues = _start(
         "ClusterQueues", missing, _list(client, CLUSTER_QUEUES, ClusterQueue, request_timeout)
     )
+    cohorts = _start("Cohorts", missing, _list(client, COHORTS, Cohort, request_timeout))
     local_queues = _start("LocalQueues", missing, _list(client, LOCAL_QUEUES, LocalQueue, request_timeout))
     flavors = _start(
         "ResourceFlavors", missing, _list(client, RESOURCE_FLAVORS, ResourceFlavor, request_timeout)
@@ -166,7 +168,7 @@ async def fetch_state(
         if pods_query is not None
         else None
     )
-    tasks: list[asyncio.Task[Any]] = [workloads, cluster_queues, local_queues, flavors, namespaces]
+    tasks: list[asyncio.Task[Any]] = [workloads, cluster_queues, cohorts, local_queues, flavors, namespaces]
     tasks += [templates, classes, claims, slices, nodes, events, *([pods] if pods is not None else [])]
     try:
         await asyncio.gather(*tasks)
@@ -177,6 +179,7 @@ async def fetch_state(
         raise
     state.workloads = await workloads
     state.cluster_queues = await cluster_queues
+    state.cohorts = await cohorts
     state.local_queues = await local_queues
     state.flavors = await flavors
     state.namespaces = await namespaces

@@ -1,7 +1,8 @@
 """Quota in an explanation: the core's engine rebuilt from the live objects, and what it says.
 
-The engine is fed as the controller feeds it: flavors, ClusterQueues (compiled by
-the core; a broken one is set aside with its reason), LocalQueues and namespaces;
+The engine is fed as the controller feeds it, through the same feed (`reconciler.feed`):
+flavors, ClusterQueues (a broken one set aside with its reason), Cohort objects (hierarchical
+cohorts), LocalQueues and namespaces;
 admitted Workloads charged from their `status.admission`, Workloads backing off
 held, the others queued. One scheduling cycle then gives the target's verdict in
 Kueue's words, and the ledger tells who holds the quota it needs.
@@ -16,19 +17,29 @@ import msgspec
 
 from reconciler.api import Workload
 from reconciler.api.times import epoch
-from reconciler.core.clusterqueues import ClusterQueueModel, InvalidClusterQueueError, compile_cluster_queue
+from reconciler.core.clusterqueues import ClusterQueueModel
 from reconciler.core.engine import Engine
-from reconciler.core.inventory import DeviceInventory, InventoryIndex
+from reconciler.core.inventory import DeviceInventory
 from reconciler.core.ledger import Ledger
 from reconciler.core.quantity import QuantityError, format_amount
 from reconciler.core.scheduler import Admit, Decision
 from reconciler.core.status import condition
-from reconciler.core.workloads import WorkloadInfo, compile_workload, covered_by
+from reconciler.core.workloads import WorkloadInfo
+from reconciler.feed import QueueObjects, WorkloadSources, compile_for, feed_queue_objects, inventory_index
 
 from .explanation import Holder, QuotaRow
 from .state import ClusterState
 
-__all__ = ["Ledgered", "backing_off", "holds_quota", "load_engine", "quota_rows", "to_fit"]
+__all__ = [
+    "Ledgered",
+    "backing_off",
+    "fed_engine",
+    "holds_quota",
+    "load_engine",
+    "queue_objects",
+    "quota_rows",
+    "to_fit",
+]
 
 Key = tuple[str, str]
 
@@ -65,51 +76,40 @@ class Ledgered:
 
 def _inventory(state: ClusterState, mappings: Mapping[str, str]) -> DeviceInventory:
     """The device inventory from the live classes, slices and nodes (allocations left out)."""
-    index = InventoryIndex()
-    for device_class in state.device_classes:
-        index.set_class(device_class.metadata.name, device_class)
-    for resource_slice in state.resource_slices:
-        index.set_slice(resource_slice.metadata.name, resource_slice)
-    for node in state.nodes:
-        index.set_node(node.metadata.name, node.metadata.labels)
+    index = inventory_index(state.device_classes, state.resource_slices, state.nodes)
     flavors = {f.metadata.name: f for f in state.flavors}
     names = {cls: [name for name, _ in caps] for cls, caps in state.capacities.items()}
     return index.compute(flavors, mappings, lambda pod: False, names)
 
 
-def load_engine(state: ClusterState, target: Workload, mappings: Mapping[str, str]) -> Ledgered:
+def queue_objects(state: ClusterState) -> QueueObjects:
+    return QueueObjects(
+        state.flavors, state.cluster_queues, state.cohorts, state.local_queues, state.namespaces
+    )
+
+
+def fed_engine(
+    state: ClusterState, target: Workload, mappings: Mapping[str, str]
+) -> tuple[Engine, WorkloadInfo | str]:
+    """The engine fed with every live object, before any cycle; and the target compiled (or why
+    it cannot be)."""
     engine = Engine()
     sized = state.inventory_on is not False
     if sized:
         engine.scheduler.sizes = _inventory(state, mappings)
-    for flavor in state.flavors:
-        engine.set_flavor(flavor)
-    for cq in state.cluster_queues:
-        try:
-            engine.set_cluster_queue(compile_cluster_queue(cq))
-        except (InvalidClusterQueueError, QuantityError) as err:
-            engine.set_broken_cluster_queue(cq.metadata.name, str(err))
-    for lq in state.local_queues:
-        engine.set_local_queue(lq.metadata.namespace, lq.metadata.name, lq.spec.cluster_queue)
-    for ns in state.namespaces:
-        engine.set_namespace(
-            ns.metadata.name, {**ns.metadata.labels, "kubernetes.io/metadata.name": ns.metadata.name}
-        )
-    templates = {(t.metadata.namespace, t.metadata.name): t for t in state.templates}
+    feed_queue_objects(engine, queue_objects(state))
     # Claims are fetched for the target's namespace only: elsewhere a shared claim reads as missing.
-    claims = {(c.metadata.namespace, c.metadata.name): c for c in state.claims}
+    sources = WorkloadSources(
+        mappings,
+        {(t.metadata.namespace, t.metadata.name): t for t in state.templates},
+        {(c.metadata.namespace, c.metadata.name): c for c in state.claims},
+        state.capacities,
+        sized,
+    )
 
     def compiled(workload: Workload) -> WorkloadInfo | str:
         try:
-            return compile_workload(
-                workload,
-                lookup_template=lambda ns, name: templates.get((ns, name)),
-                lookup_claim=lambda ns, name: claims.get((ns, name)),
-                mappings=mappings,
-                covered=covered_by(engine.queues.local_queues, engine.cache.cluster_queues, workload),
-                capacities=state.capacities,
-                sized=sized,
-            )
+            return compile_for(engine, workload, sources)
         except (QuantityError, msgspec.ValidationError) as err:
             return f"spec.podSets: {err}"
 
@@ -136,6 +136,12 @@ def load_engine(state: ClusterState, target: Workload, mappings: Mapping[str, st
             engine.hold(info)
         else:
             engine.add_workload(info)
+    return engine, target_info
+
+
+def load_engine(state: ClusterState, target: Workload, mappings: Mapping[str, str]) -> Ledgered:
+    engine, target_info = fed_engine(state, target, mappings)
+    key = (target.metadata.namespace, target.metadata.name)
     ahead: list[Key] = []
     queued_in = engine.queues.local_queues.get((target.metadata.namespace, target.spec.queue_name))
     queue = engine.queues.queues.get(queued_in) if queued_in is not None else None

@@ -14,6 +14,7 @@ import msgspec
 
 from reconciler.api import (
     ClusterQueue,
+    Cohort,
     DeviceClass,
     Job,
     LocalQueue,
@@ -98,6 +99,7 @@ class ClusterState:
     workload: Workload | None = None  # the asked-for Workload, or the Job's
     workloads: list[Workload] = field(default_factory=list)
     cluster_queues: list[ClusterQueue] = field(default_factory=list)
+    cohorts: list[Cohort] = field(default_factory=list)  # Cohort objects (hierarchical cohorts)
     local_queues: list[LocalQueue] = field(default_factory=list)
     flavors: list[ResourceFlavor] = field(default_factory=list)
     namespaces: list[Namespace] = field(default_factory=list)

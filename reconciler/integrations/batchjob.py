@@ -7,11 +7,10 @@ from typing import Any
 
 from reconciler.api import Job, PodSet, pod_template_view
 from reconciler.api.resources import JOBS, Resource
-from reconciler.core.jobs import job_outcome, restore_patch, start_patch, suspend_patch
+from reconciler.core.jobs import PODSET_LABEL, job_outcome, restore_patch, start_patch, suspend_patch
 from reconciler.core.workloads import JOB_POD_SET, job_pod_count, workload_template
 
 from .base import Outcome, Patch, PodSetStart
-from .decide import PODSET_LABEL
 
 __all__ = ["BATCH_JOB", "BatchJob"]
 

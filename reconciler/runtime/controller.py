@@ -19,70 +19,19 @@ from typing import Any
 
 import structlog
 
-from reconciler.api import (
-    ClusterQueue,
-    Cohort,
-    DeviceClass,
-    Job,
-    LocalQueue,
-    Namespace,
-    Pod,
-    PriorityClass,
-    ResourceClaim,
-    ResourceClaimTemplate,
-    ResourceFlavor,
-    Workload,
-    WorkloadPriorityClass,
-)
-from reconciler.api.resources import (
-    CLUSTER_QUEUES,
-    COHORTS,
-    DEVICE_CLASSES,
-    JOBS,
-    LOCAL_QUEUES,
-    NAMESPACES,
-    NODES,
-    PODS,
-    PRIORITY_CLASSES,
-    RESOURCE_CLAIM_TEMPLATES,
-    RESOURCE_CLAIMS,
-    RESOURCE_FLAVORS,
-    RESOURCE_SLICES,
-    WORKLOAD_PRIORITY_CLASSES,
-    WORKLOADS,
-)
-from reconciler.api.slices import Node, ResourceSlice
 from reconciler.config import Configuration
 from reconciler.kube import Informer, KubeClient, WatchEvent
 from reconciler.observability.health import ControllerState, Health, WatchState
 from reconciler.observability.metrics import Metrics
 
 from .config_reload import ConfigReload, watch_config
-from .reconciler import ALL_WATCHED, LABEL_SELECTORS, Reconciler
+from .reconciler import Reconciler
 from .snapshot import state_snapshot
 from .writer import WriteDone, Writer
 
 __all__ = ["ControllerOptions", "make_client", "run_controller", "signal_stop"]
 
 log = structlog.get_logger(__name__)
-
-PROJECTIONS: dict[str, type[Any]] = {
-    JOBS.plural: Job,
-    WORKLOADS.plural: Workload,
-    RESOURCE_CLAIM_TEMPLATES.plural: ResourceClaimTemplate,
-    CLUSTER_QUEUES.plural: ClusterQueue,
-    COHORTS.plural: Cohort,
-    LOCAL_QUEUES.plural: LocalQueue,
-    RESOURCE_FLAVORS.plural: ResourceFlavor,
-    NAMESPACES.plural: Namespace,
-    PODS.plural: Pod,
-    RESOURCE_CLAIMS.plural: ResourceClaim,
-    WORKLOAD_PRIORITY_CLASSES.plural: WorkloadPriorityClass,
-    PRIORITY_CLASSES.plural: PriorityClass,
-    DEVICE_CLASSES.plural: DeviceClass,
-    RESOURCE_SLICES.plural: ResourceSlice,
-    NODES.plural: Node,
-}
 
 
 class _Flush:
@@ -221,15 +170,8 @@ async def run_controller(
     writer = Writer(client, inbox.put_nowait, concurrency=options.write_concurrency, metrics=metrics)
     reconciler = Reconciler(config, writer.submit, instance=socket.gethostname(), metrics=metrics)
     informers: list[Informer[Any]] = [
-        Informer(
-            client,
-            resource,
-            PROJECTIONS[resource.plural],
-            inbox.put_nowait,
-            label_selector=LABEL_SELECTORS.get(resource.plural),
-        )
-        for resource in ALL_WATCHED
-        if resource in reconciler.watched
+        Informer(client, row.resource, row.projection, inbox.put_nowait, label_selector=row.label_selector)
+        for row in reconciler.watched_kinds
     ]
     progress = _Progress(time.monotonic())
     consumer: asyncio.Task[None] | None = None

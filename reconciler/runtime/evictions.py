@@ -15,13 +15,12 @@ import msgspec
 import structlog
 
 from reconciler.api import RequeueState, Workload
-from reconciler.api.resources import WORKLOADS
 from reconciler.core.priority import priority_class_name
 from reconciler.core.status import evicted_workload_status, resource_requests, set_condition
 
-from .actions import MergePatch, WriteDone
+from .actions import WriteDone
 from .context import EXPECTED_MISSES, Context
-from .patches import status_patch
+from .patches import status_patch, workload_status_write
 from .store import Key
 
 __all__ = ["Eviction", "Evictions"]
@@ -77,15 +76,11 @@ class Evictions:
             )
             status = msgspec.structs.replace(status, conditions=conditions)
         ctx.write(
-            MergePatch(
+            workload_status_write(
                 "evict",
-                WORKLOADS,
-                meta.namespace,
-                meta.name,
+                (meta.namespace, meta.name),
                 status_patch(status, meta.resource_version),
-                subresource="status",
-                slot_name="workload-status",
-                on_done=partial(self._done, eviction=eviction),
+                partial(self._done, eviction=eviction),
             )
         )
         return True

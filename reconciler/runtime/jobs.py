@@ -41,7 +41,7 @@ from reconciler.kube import Conflict, NotFound
 from .actions import Create, Delete, MergePatch, WriteDone
 from .context import Context
 from .events import WORKLOAD_API
-from .patches import api_body
+from .patches import api_body, workload_status_write
 from .store import Key, owner_job
 
 __all__ = ["Jobs"]
@@ -285,15 +285,11 @@ class Jobs:
         patch = msgspec.json.encode({"status": {"conditions": msgspec.to_builtins(conditions)}})
         meta = workload.metadata
         ctx.write(
-            MergePatch(
+            workload_status_write(
                 "finish",
-                WORKLOADS,
-                meta.namespace,
-                meta.name,
+                (meta.namespace, meta.name),
                 patch,
-                subresource="status",
-                slot_name="workload-status",
-                on_done=self._finished,
+                self._finished,
             )
         )
         # The quota is released when the write lands (or the watch shows it finished), never

@@ -13,7 +13,10 @@ from reconciler.api import (
     Workload,
     WorkloadStatus,
 )
+from reconciler.api.resources import WORKLOADS
 from reconciler.core.status import condition
+
+from .actions import MergePatch, OnDone, Purpose
 
 __all__ = [
     "api_body",
@@ -23,6 +26,7 @@ __all__ = [
     "same_local_queue_status",
     "same_workload_status",
     "status_patch",
+    "workload_status_write",
 ]
 
 
@@ -95,3 +99,22 @@ def status_patch(status: msgspec.Struct, resource_version: str | None = None) ->
     if resource_version:
         body["metadata"] = {"resourceVersion": resource_version}
     return msgspec.json.encode(body)
+
+
+def workload_status_write(
+    purpose: Purpose, key: tuple[str, str], patch: bytes, on_done: OnDone
+) -> MergePatch:
+    """A merge patch of a Workload's status subresource. Every such write of one Workload shares
+    the slot "workload-status", so they land in the order they were asked for and a newer one
+    replaces the one still waiting."""
+    namespace, name = key
+    return MergePatch(
+        purpose,
+        WORKLOADS,
+        namespace,
+        name,
+        patch,
+        subresource="status",
+        slot_name="workload-status",
+        on_done=on_done,
+    )

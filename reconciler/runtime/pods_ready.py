@@ -38,7 +38,7 @@ from reconciler.core.status import condition, set_condition
 from .actions import MergePatch, OnDone, Purpose, WriteDone
 from .context import EXPECTED_MISSES, Context
 from .evictions import Eviction, Evictions
-from .patches import holds_quota, status_patch
+from .patches import holds_quota, status_patch, workload_status_write
 from .store import Key
 
 __all__ = ["CLAIM_REPORT_GRACE_SECONDS", "PodsReady"]
@@ -264,15 +264,11 @@ class PodsReady:
     ) -> None:
         meta = workload.metadata
         self.ctx.write(
-            MergePatch(
+            workload_status_write(
                 purpose,
-                WORKLOADS,
-                meta.namespace,
-                meta.name,
+                (meta.namespace, meta.name),
                 status_patch(status, meta.resource_version),
-                subresource="status",
-                slot_name="workload-status",
-                on_done=on_done,
+                on_done,
             )
         )
 

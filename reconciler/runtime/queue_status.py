@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import msgspec
+import structlog
 
 from reconciler.api import ClusterQueue, LocalQueue
 from reconciler.api.resources import CLUSTER_QUEUES, LOCAL_QUEUES
@@ -15,16 +16,36 @@ from .patches import same_cluster_queue_status, same_local_queue_status, status_
 
 __all__ = ["QueueStatus"]
 
+log = structlog.get_logger(__name__)
+
 
 class QueueStatus:
     def __init__(self, ctx: Context) -> None:
         self.ctx = ctx
+        # ClusterQueues under a cohort cycle, with the cycle: logged once when it appears or ends.
+        self._cycles: dict[str, str] = {}
+
+    def _log_cycles(self) -> None:
+        cache = self.ctx.engine.cache
+        now = {name: problem for name in cache.cluster_queues if (problem := cache.cycle_problem(name))}
+        for name, problem in sorted(now.items()):
+            if self._cycles.get(name) != problem:
+                log.warning(
+                    "ClusterQueue admits nothing: the cohorts above it form a cycle; "
+                    "give one of them no spec.parentName (or a parent outside the cycle)",
+                    cluster_queue=name,
+                    problem=problem,
+                )
+        for name in sorted(self._cycles.keys() - now.keys() & cache.cluster_queues.keys()):
+            log.info("ClusterQueue is out of the cohort cycle", cluster_queue=name)
+        self._cycles = now
 
     def flush(self) -> None:
         ctx = self.ctx
         if not ctx.dirty.queue_status:
             return
         ctx.dirty.queue_status = False
+        self._log_cycles()
         now = ctx.clock()
         for name, cq in ctx.store.cluster_queues.items():
             desired = cluster_queue_status(ctx.engine, name, cq.status, now, cq.metadata.generation or None)

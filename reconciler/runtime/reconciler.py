@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
+from operator import attrgetter
 from typing import Any
 
 import structlog
@@ -34,33 +35,12 @@ from reconciler.api import (
     Workload,
     WorkloadPriorityClass,
 )
-from reconciler.api.resources import (
-    CLUSTER_QUEUES,
-    COHORTS,
-    DEVICE_CLASSES,
-    JOBS,
-    LOCAL_QUEUES,
-    NAMESPACES,
-    NODES,
-    PODS,
-    PRIORITY_CLASSES,
-    RESOURCE_CLAIM_TEMPLATES,
-    RESOURCE_CLAIMS,
-    RESOURCE_FLAVORS,
-    RESOURCE_SLICES,
-    WORKLOAD_PRIORITY_CLASSES,
-    WORKLOADS,
-    Resource,
-)
+from reconciler.api.resources import JOBS, WORKLOADS, Resource
 from reconciler.api.times import now_rfc3339
 from reconciler.config import Configuration
-from reconciler.core.capacity import CohortModel
-from reconciler.core.clusterqueues import InvalidClusterQueueError, compile_cluster_queue
-from reconciler.core.cohorts import compile_cohort
-from reconciler.core.jobs import PODSET_LABEL
 from reconciler.core.priority import PRIORITY_CLASS_LABEL
-from reconciler.core.quantity import QuantityError
 from reconciler.core.scheduler import Admit, Preempt
+from reconciler.feed import feed_cluster_queue, feed_cohort, feed_flavor, feed_local_queue, feed_namespace
 from reconciler.kube import WatchEvent
 from reconciler.observability.metrics import Metrics
 
@@ -77,6 +57,7 @@ from .preemption import Preemption
 from .queue_status import QueueStatus
 from .store import Key
 from .views import ReconcilerViews
+from .watched import WATCHED_KINDS, watched_kinds
 from .workloads import Workloads
 
 __all__ = ["ALL_WATCHED", "INVENTORY_WATCHED", "LABEL_SELECTORS", "WATCHED", "Reconciler", "ReconcilerStats"]
@@ -87,26 +68,14 @@ log = structlog.get_logger(__name__)
 RESYNC_SECONDS = 30.0
 # Rounds of dirty processing per pass; what one round marks is handled by the next.
 MAX_ROUNDS = 4
-# Every kind the reconciler needs synced before it decides anything.
-WATCHED: tuple[Resource, ...] = (
-    JOBS,
-    WORKLOADS,
-    RESOURCE_CLAIM_TEMPLATES,
-    CLUSTER_QUEUES,
-    COHORTS,
-    LOCAL_QUEUES,
-    RESOURCE_FLAVORS,
-    NAMESPACES,
-    PODS,
-    RESOURCE_CLAIMS,
-    WORKLOAD_PRIORITY_CLASSES,
-    PRIORITY_CLASSES,
-)
+# Every kind the reconciler needs synced before it decides anything (the table's rows).
+WATCHED: tuple[Resource, ...] = tuple(row.resource for row in watched_kinds(inventory_on=False))
 # Watched too with deviceInventory.mode Report or Enforce.
-INVENTORY_WATCHED: tuple[Resource, ...] = (DEVICE_CLASSES, RESOURCE_SLICES, NODES)
+INVENTORY_WATCHED: tuple[Resource, ...] = tuple(row.resource for row in WATCHED_KINDS if row.inventory)
 ALL_WATCHED = WATCHED + INVENTORY_WATCHED
-# Only the pods of Jobs this controller started carry the pod set label.
-LABEL_SELECTORS: dict[str, str] = {PODS.plural: PODSET_LABEL}
+LABEL_SELECTORS: dict[str, str] = {
+    row.resource.plural: row.label_selector for row in WATCHED_KINDS if row.label_selector is not None
+}
 
 
 class Reconciler(ReconcilerViews):
@@ -133,26 +102,14 @@ class Reconciler(ReconcilerViews):
         self.in_use = InUse(self.ctx)
         self.config_reloads = ConfigReloads(self.ctx, self.workload_sync.mappings_changed)
         self.inventory = Inventory(self.ctx)
-        self.watched = WATCHED + (INVENTORY_WATCHED if config.device_inventory.enabled else ())
+        self.watched_kinds = watched_kinds(config.device_inventory.enabled)
+        self.watched = tuple(row.resource for row in self.watched_kinds)
         self.synced: set[str] = set()
         self.ready = False
         self._next_resync = 0.0
+        # The event dispatch, from the table: each watched kind's handler.
         self._on_object: dict[str, Callable[[Key, Any], None]] = {
-            JOBS.plural: self._on_job,
-            WORKLOADS.plural: self._on_workload,
-            RESOURCE_CLAIM_TEMPLATES.plural: self._on_template,
-            CLUSTER_QUEUES.plural: self._on_cluster_queue,
-            COHORTS.plural: self._on_cohort,
-            LOCAL_QUEUES.plural: self._on_local_queue,
-            RESOURCE_FLAVORS.plural: self._on_flavor,
-            NAMESPACES.plural: self._on_namespace,
-            PODS.plural: self._on_pod,
-            RESOURCE_CLAIMS.plural: self._on_claim,
-            WORKLOAD_PRIORITY_CLASSES.plural: self._on_workload_priority_class,
-            PRIORITY_CLASSES.plural: self._on_priority_class,
-            DEVICE_CLASSES.plural: self.inventory.device_class,
-            RESOURCE_SLICES.plural: self.inventory.resource_slice,
-            NODES.plural: self.inventory.node,
+            row.resource.plural: attrgetter(row.handler)(self) for row in WATCHED_KINDS
         }
 
     # --- the inbox ----------------------------------------------------------------------
@@ -325,7 +282,7 @@ class Reconciler(ReconcilerViews):
             self.inventory.changed()  # its covered resources decide which mapping problems it is told of
         if cq is None:
             ctx.store.cluster_queues.pop(name, None)
-            ctx.engine.delete_cluster_queue(name)
+            feed_cluster_queue(ctx.engine, name, None)
         else:
             previous = ctx.store.cluster_queues.get(name)
             ctx.store.cluster_queues[name] = cq
@@ -336,11 +293,9 @@ class Reconciler(ReconcilerViews):
                 or _models_differ(previous, cq)
                 or name not in ctx.engine.cache.cluster_queues
             ):
-                try:
-                    ctx.engine.set_cluster_queue(compile_cluster_queue(cq))
-                except (InvalidClusterQueueError, QuantityError) as err:
-                    log.warning("ClusterQueue cannot be used", cluster_queue=name, error=str(err))
-                    ctx.engine.set_broken_cluster_queue(name, str(err))
+                reason = feed_cluster_queue(ctx.engine, name, cq)
+                if reason is not None:
+                    log.warning("ClusterQueue cannot be used", cluster_queue=name, error=reason)
                 if self.ready:
                     self.workload_sync.cluster_queue_changed(name)
         if self.ready:
@@ -350,41 +305,30 @@ class Reconciler(ReconcilerViews):
     def _on_cohort(self, key: Key, cohort: Cohort | None) -> None:
         ctx, name = self.ctx, key[1]
         ctx.dirty.queue_status = True
-        if cohort is None:
-            ctx.engine.delete_cohort(name)
-            return
-        try:
-            ctx.engine.set_cohort(compile_cohort(cohort))
-        except (InvalidClusterQueueError, QuantityError) as err:
+        reason = feed_cohort(ctx.engine, name, cohort)
+        if reason is not None:
             # Its ClusterQueues keep serving; the cohort lends nothing of its own meanwhile.
-            log.warning("Cohort cannot be used", cohort=name, error=str(err))
-            ctx.engine.set_cohort(CohortModel(name, cohort.spec.parent_name or None))
+            log.warning("Cohort cannot be used", cohort=name, error=reason)
 
     def _on_local_queue(self, key: Key, lq: LocalQueue | None) -> None:
         ctx = self.ctx
         ctx.dirty.queue_status = True
         if lq is None:
             ctx.store.local_queues.pop(key, None)
-            ctx.engine.delete_local_queue(*key)
         else:
             ctx.store.local_queues[key] = lq
-            ctx.engine.set_local_queue(key[0], key[1], lq.spec.cluster_queue)
+        feed_local_queue(ctx.engine, key[0], key[1], lq)
 
     def _on_flavor(self, key: Key, flavor: Any) -> None:
         self.ctx.dirty.queue_status = True
         self.inventory.changed()
-        if flavor is None:
-            self.ctx.engine.delete_flavor(key[1])
-        else:
-            self.ctx.engine.set_flavor(flavor)
+        feed_flavor(self.ctx.engine, key[1], flavor)
         if self.ready:
             self.in_use.flavor(key[1])
 
     def _on_namespace(self, key: Key, namespace: Namespace | None) -> None:
         self.ctx.dirty.queue_status = True
-        if namespace is not None:
-            labels = {**namespace.metadata.labels, "kubernetes.io/metadata.name": namespace.metadata.name}
-            self.ctx.engine.set_namespace(namespace.metadata.name, labels)
+        feed_namespace(self.ctx.engine, namespace)
 
     def _on_workload_priority_class(self, key: Key, wpc: WorkloadPriorityClass | None) -> None:
         classes = self.ctx.store.workload_priority_classes

@@ -32,10 +32,12 @@ from reconciler.config import Configuration
 from reconciler.kube.leader import ElectionConfig, LeaderElector
 from reconciler.observability.health import Health
 from reconciler.observability.metrics import Metrics, ReplicaRole
-from reconciler.observability.server import Server, health_app, metrics_app, start_server
+from reconciler.observability.server import Server, health_app, start_server
+from reconciler.observability.tls import ServingCertificate
 from reconciler.webhook.service import WebhookOptions, build_webhooks
 
 from .controller import ControllerOptions, make_client, run_controller, signal_stop
+from .metrics_endpoint import MetricsEndpoint, serve_metrics
 
 __all__ = ["EXIT_LEADERSHIP_LOST", "ProcessOptions", "run_process"]
 
@@ -47,7 +49,9 @@ EXIT_LEADERSHIP_LOST = 1
 @dataclass(frozen=True)
 class ProcessOptions:
     controller: ControllerOptions = field(default_factory=ControllerOptions)
-    metrics_bind_address: str = ":8080"
+    metrics_bind_address: str = "127.0.0.1:8080"
+    # /metrics over HTTPS with token authentication and authorization; None: plain HTTP, loopback only.
+    metrics_tls: ServingCertificate | None = None
     health_bind_address: str = ":8081"
     leader_election: ElectionConfig | None = None
     version: str = "0+unknown"
@@ -76,15 +80,27 @@ async def run_process(
     servers: list[Server] = []
     webhook_client = None
     webhooks: asyncio.Task[None] | None = None
+    endpoint: MetricsEndpoint | None = None
     try:
-        for what, app, address in (
-            ("metrics", metrics_app(metrics), options.metrics_bind_address),
-            ("health probes", health_app(health), options.health_bind_address),
-        ):
-            server = await start_server(app, address)
-            if server is not None:
-                servers.append(server)
-                log.info(f"serving {what}", address=address, port=server.port)
+        endpoint = await serve_metrics(
+            metrics,
+            options.metrics_bind_address,
+            options.metrics_tls,
+            lambda: make_client(options.controller.kubeconfig),
+        )
+        if endpoint.server is not None:
+            servers.append(endpoint.server)
+            https = options.metrics_tls is not None
+            log.info(
+                "serving metrics",
+                address=options.metrics_bind_address,
+                port=endpoint.server.port,
+                https=https,
+            )
+        probes = await start_server(health_app(health), options.health_bind_address)
+        if probes is not None:
+            servers.append(probes)
+            log.info("serving health probes", address=options.health_bind_address, port=probes.port)
         if options.webhook is not None:
             webhook_client = await make_client(options.controller.kubeconfig)
             service = build_webhooks(config, options.webhook, webhook_client)
@@ -105,6 +121,8 @@ async def run_process(
             await webhook_client.close()
         for server in servers:
             await server.close()
+        if endpoint is not None:
+            await endpoint.close()
 
 
 async def _alongside(

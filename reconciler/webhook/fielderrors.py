@@ -21,6 +21,7 @@ __all__ = [
     "duplicate",
     "forbidden",
     "invalid",
+    "invalid_omitted",
     "not_found",
     "not_supported",
     "required",
@@ -101,7 +102,13 @@ class FieldError:
 
 
 def invalid(path: str, value: object, detail: str) -> FieldError:
+    """`path: Invalid value: <the value given>: detail`; give the value as decoded (int, str, list...)."""
     return FieldError(path, "Invalid value", detail, value, True)
+
+
+def invalid_omitted(path: str, detail: str) -> FieldError:
+    """`path: Invalid value: detail`, for a value that cannot be shown (apimachinery's omitted value)."""
+    return FieldError(path, "Invalid value", detail)
 
 
 def required(path: str, detail: str = "") -> FieldError:

@@ -11,12 +11,13 @@ aggregated field errors as its message (the API server shows it after
 from __future__ import annotations
 
 import base64
+import re
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
 import msgspec
 
-from .fielderrors import FieldError, aggregate, invalid
+from .fielderrors import FieldError, aggregate, invalid, invalid_omitted, required
 
 __all__ = [
     "AdmissionRequest",
@@ -32,6 +33,8 @@ __all__ = [
 
 API_VERSION = "admission.k8s.io/v1"
 PatchOp = dict[str, Any]
+# Deeper than any Kubernetes object, well within what the decoder can read.
+MAX_DEPTH = 100
 T = TypeVar("T")
 
 
@@ -99,10 +102,19 @@ class BadReviewError(ValueError):
 
 
 def decode_review(body: bytes) -> AdmissionRequest:
+    """Raises BadReviewError, naming what is wrong, for any body that cannot be decoded."""
     try:
         review = msgspec.json.decode(body, type=AdmissionReview)
+        if review.request is not None:
+            # Its objects are read later: one that cannot be (nested too deeply) fails here.
+            _check_decodable(review.request.object, "request.object")
+            _check_decodable(review.request.old_object, "request.oldObject")
     except msgspec.DecodeError as err:
         raise BadReviewError(f"not an AdmissionReview: {err}") from None
+    except RecursionError:
+        raise BadReviewError(
+            f"not an AdmissionReview: JSON nested deeper than {MAX_DEPTH} levels cannot be decoded"
+        ) from None
     if review.api_version != API_VERSION or review.kind != "AdmissionReview" or review.request is None:
         raise BadReviewError(
             f"expected an {API_VERSION} AdmissionReview with a request, got {review.api_version!r} "
@@ -111,14 +123,59 @@ def decode_review(body: bytes) -> AdmissionRequest:
     return review.request
 
 
+def _depth(value: object) -> int:
+    """How deeply lists and objects nest in a decoded JSON value (iterative: no recursion)."""
+    deepest, stack = 0, [(value, 1)]
+    while stack:
+        item, depth = stack.pop()
+        if isinstance(item, dict | list):
+            deepest = max(deepest, depth)
+            children = item.values() if isinstance(item, dict) else item
+            stack.extend((child, depth + 1) for child in children)
+    return deepest
+
+
+def _check_decodable(raw: msgspec.Raw, where: str) -> None:
+    value = msgspec.json.decode(raw)
+    if _depth(value) > MAX_DEPTH:
+        raise BadReviewError(
+            f"not an AdmissionReview: {where} is nested deeper than {MAX_DEPTH} levels; "
+            "no Kubernetes object is, send the object as the API server does"
+        )
+
+
+_STEP = re.compile(r"\.([^.\[]+)|\[(\d+)\]|\['((?:[^'\\]|\\.)*)'\]")
+
+
+def _value_at(raw: msgspec.Raw, where: str) -> tuple[bool, object]:
+    """(found, value) at a decoder path such as `spec.podSets[0].count`."""
+    value: object = msgspec.json.decode(raw)
+    for key, index, quoted in _STEP.findall("." + where):
+        if isinstance(value, list) and index and int(index) < len(value):
+            value = value[int(index)]
+            continue
+        name = quoted or key
+        if not (isinstance(value, dict) and name and name in value):
+            return False, None
+        value = value[name]
+    return True, value
+
+
 def decode_object(raw: msgspec.Raw, kind: type[T]) -> tuple[T | None, list[FieldError]]:
-    """The object as its slim type; a field error (path from the decoder) when it does not fit."""
+    """The object as its slim type; a field error (path from the decoder, the value given) when it
+    does not fit."""
     try:
         return msgspec.json.decode(raw, type=kind), []
     except msgspec.ValidationError as err:
         text = str(err)
         where = text.rpartition(" - at `$.")[2].rstrip("`") if " - at `$." in text else ""
-        return None, [invalid(where or "(object)", None, text.partition(" - at ")[0])]
+        detail = text.partition(" - at ")[0]
+        if detail.startswith("Object missing required field"):
+            return None, [required(where or "(object)", detail)]
+        found, value = _value_at(raw, where) if where else (False, None)
+        if not found:
+            return None, [invalid_omitted(where or "(object)", detail)]
+        return None, [invalid(where, value, detail)]
 
 
 def _status(verdict: Verdict) -> dict[str, Any]:

@@ -39,6 +39,10 @@ def make_app(policy: JobPolicy, lookups: Lookups, routes: tuple[Route, ...] = RO
             try:
                 admission = decode_review(await request.read())
             except BadReviewError as err:
+                # One line, no traceback: a bad body is the sender's error, not ours.
+                log.warning(
+                    "webhook request rejected: its body cannot be decoded", webhook=route.name, error=str(err)
+                )
                 return web.Response(status=400, text=f"{err}\n")
             try:
                 verdict = await handle(route, admission, policy, lookups)

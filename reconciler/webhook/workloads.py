@@ -20,7 +20,17 @@ from reconciler.api import PodSet, PodTemplateView, Workload
 from reconciler.core.podrequests import pod_requests
 from reconciler.core.quantity import QuantityError, parse_quantity, to_amount
 
-from .fielderrors import IMMUTABLE, FieldError, Path, duplicate, invalid, not_found, required, too_many
+from .fielderrors import (
+    IMMUTABLE,
+    FieldError,
+    Path,
+    duplicate,
+    invalid,
+    invalid_omitted,
+    not_found,
+    required,
+    too_many,
+)
 from .names import dns1123_label, non_negative_quantity
 from .review import decode_object
 
@@ -52,7 +62,7 @@ def _template(path: Path, pod_set: PodSet) -> list[FieldError]:
     try:
         template = msgspec.json.decode(pod_set.template)
     except msgspec.DecodeError as err:
-        return [invalid(path, None, f"not JSON: {err}")]
+        return [invalid_omitted(path, f"not JSON: {err}")]
     spec = template.get("spec") if isinstance(template, dict) else None
     if not isinstance(spec, dict):
         return [required(path.child("spec"), "a pod template needs a spec with containers")]
@@ -63,12 +73,12 @@ def _template(path: Path, pod_set: PodSet) -> list[FieldError]:
     for kind in ("initContainers", "containers"):
         containers = spec.get(kind) or []
         if not isinstance(containers, list):
-            errors.append(invalid(spec_path.child(kind), None, "must be a list of containers"))
+            errors.append(invalid(spec_path.child(kind), containers, "must be a list of containers"))
             continue
         for i, container in enumerate(containers):
             where = spec_path.child(kind).item(i)
             if not isinstance(container, dict):
-                errors.append(invalid(where, None, "must be a container object"))
+                errors.append(invalid(where, container, "must be a container object"))
                 continue
             if not container.get("name"):
                 errors.append(required(where.child("name")))
@@ -90,7 +100,7 @@ def _compiles(path: Path, pod_set: PodSet) -> list[FieldError]:
         try:
             pod_requests(view.spec)
         except QuantityError as err:
-            errors.append(invalid(path.child("spec"), None, str(err)))
+            errors.append(invalid_omitted(path.child("spec"), str(err)))
     return errors
 
 

@@ -26,7 +26,7 @@ from reconciler.api import (
     RESOURCE_SLICES,
     WORKLOADS,
 )
-from reconciler.api.resources import NODES
+from reconciler.api.resources import COHORTS, NODES
 from tests.support.explain_state import NS, PENDING_MESSAGE, walkthrough_state
 from tests.support.fake_apiserver import FakeApiServer, json_reply, page
 
@@ -60,6 +60,7 @@ def _serve_walkthrough(fake: FakeApiServer) -> None:
     lists: dict[str, list[Any]] = {
         WORKLOADS.list_path(): state.workloads,
         CLUSTER_QUEUES.list_path(): state.cluster_queues,
+        COHORTS.list_path(): state.cohorts,
         LOCAL_QUEUES.list_path(): state.local_queues,
         RESOURCE_FLAVORS.list_path(): state.flavors,
         NAMESPACES.list_path(): state.namespaces,

@@ -20,7 +20,7 @@ from reconciler.api import (
     WORKLOADS,
     Resource,
 )
-from reconciler.api.resources import NODES, RESOURCE_SLICES
+from reconciler.api.resources import COHORTS, NODES, RESOURCE_SLICES
 from reconciler.explain.fetch import ExplainError, fetch_state
 from reconciler.explain.state import Target
 from reconciler.kube import KubeClient, ServerError
@@ -35,6 +35,7 @@ JOB["metadata"]["labels"] = {"kueue.x-k8s.io/queue-name": "q"}
 LISTS: list[tuple[Resource, str | None]] = [
     (WORKLOADS, None),
     (CLUSTER_QUEUES, None),
+    (COHORTS, None),
     (LOCAL_QUEUES, None),
     (RESOURCE_FLAVORS, None),
     (NAMESPACES, None),
@@ -108,3 +109,29 @@ async def test_a_failing_list_fails_the_whole_read(fake: FakeApiServer, client: 
     fake.fallback(("LIST", RESOURCE_FLAVORS.list_path()), status_reply(500, "InternalError", "etcd down"))
     with pytest.raises(ServerError, match="etcd down"):
         await fetch_state(client, Target("job", NS, "train"), now="", request_timeout=5)
+
+
+@pytest.mark.asyncio
+async def test_cohort_objects_are_read(fake: FakeApiServer, client: KubeClient) -> None:
+    """Hierarchical cohorts: the Cohort objects are listed like the queues (their quota counts)."""
+    fake.script(("LIST", JOBS.item_path(NS, "train")), json_reply(200, JOB))
+    _empty_lists(fake)
+    org = obj("org", 3, "", spec={"resourceGroups": []})
+    research = obj("research", 4, "", spec={"parentName": "org"})
+    fake.script(("LIST", COHORTS.list_path()), page([org, research], 5))
+    state = await fetch_state(client, Target("job", NS, "train"), now="", request_timeout=5)
+    assert [(c.metadata.name, c.spec.parent_name) for c in state.cohorts] == [
+        ("org", None),
+        ("research", "org"),
+    ]
+    assert state.unreadable == []
+
+
+@pytest.mark.asyncio
+async def test_unreadable_cohorts_are_named(fake: FakeApiServer, client: KubeClient) -> None:
+    fake.script(("LIST", JOBS.item_path(NS, "train")), json_reply(200, JOB))
+    _empty_lists(fake)
+    fake.script(("LIST", COHORTS.list_path()), status_reply(403, "Forbidden", "no"))
+    state = await fetch_state(client, Target("job", NS, "train"), now="", request_timeout=5)
+    assert state.cohorts == []
+    assert state.unreadable == ["Cohorts (forbidden)"]

@@ -25,8 +25,8 @@ from reconciler.api import (
     ResourceFlavor,
     Workload,
 )
-from reconciler.core.simulation import InputObject, simulate
 from reconciler.explain.state import ClusterState, Target
+from reconciler.simulate import InputObject, simulate
 
 ROOT = Path(__file__).resolve().parents[2]
 EXAMPLES = ROOT / "examples" / "walkthrough"

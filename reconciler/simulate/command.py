@@ -9,9 +9,11 @@ from typing import Any
 
 import yaml
 
-from .api.times import now_rfc3339
-from .config import ConfigError, load_config
-from .core.simulation import InputObject, SimulationError, SimulationResult, simulate
+from reconciler.api.times import now_rfc3339
+from reconciler.config import ConfigError, load_config
+
+from .inputs import InputObject, SimulationError, SimulationResult
+from .run import simulate
 
 __all__ = ["InputError", "collect_objects", "render", "run_simulation"]
 

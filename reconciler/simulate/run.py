@@ -1,0 +1,215 @@
+"""An offline admission run over plain objects: what `reconciler simulate` shows.
+
+Objects are admitted in creation order: by `metadata.creationTimestamp`
+where present, otherwise in the order given (file order). Each Job or
+Workload arrives in turn and the scheduler runs after each arrival, as the
+controller would do when they are created one by one. The result is what the
+API would show afterwards: Workloads with conditions, admission and resource
+requests, and ClusterQueues with usage and counts.
+
+With the device inventory on (``inventory_mode`` Report or Enforce), DeviceClass,
+ResourceSlice and Node objects in the input make the inventory: ClusterQueues get
+the DevicesCoverQuota condition, and in Enforce mode admission also waits for free
+devices.
+
+The objects reach the engine through the feed (`reconciler.feed`), as the controller's do.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import msgspec
+
+from reconciler.api import Job, Workload, WorkloadStatus
+from reconciler.core.inventory import DeviceInventory
+from reconciler.core.inventory_admission import InventoryGate
+from reconciler.core.inventory_report import DEVICES_COVER_QUOTA, devices_cover_quota
+from reconciler.core.ordering import EVICTION_TIMESTAMP, queue_order_timestamp
+from reconciler.core.priority import MissingPriorityClass, resolve_priority
+from reconciler.core.quantity import QuantityError
+from reconciler.core.scheduler import Admit, Decision, Pending, Preempt
+from reconciler.core.status import (
+    admitted_workload_status,
+    cluster_queue_status,
+    condition,
+    pending_workload_status,
+    set_condition,
+)
+from reconciler.core.workloads import (
+    DEVICE_CHARGES_ANNOTATION,
+    FIRST_AVAILABLE_ANNOTATION,
+    QUEUE_NAME_LABEL,
+    WorkloadInfo,
+    workload_for_job,
+)
+from reconciler.feed import WorkloadSources, compile_for, inventory_index
+
+from .inputs import Collected, InputObject, SimulationError, SimulationResult, collect, decode, describe
+
+__all__ = ["Prepared", "prepare", "simulate"]
+
+WORKLOAD_API = "kueue.x-k8s.io/v1beta2"
+Key = tuple[str, str]
+
+
+def _api_dict(struct: msgspec.Struct, api_version: str, kind: str) -> dict[str, Any]:
+    body: dict[str, Any] = msgspec.json.decode(msgspec.json.encode(struct))
+    body.pop("apiVersion", None)
+    body.pop("kind", None)
+    return {"apiVersion": api_version, "kind": kind, **body}
+
+
+def _is_admitted(workload: Workload) -> bool:
+    reserved = condition(workload.status.conditions, "QuotaReserved")
+    return workload.status.admission is not None and reserved is not None and reserved.status == "True"
+
+
+@dataclass
+class Prepared:
+    """Every object fed: queue objects, admitted workloads charged; `waiting` not added yet."""
+
+    collected: Collected
+    inventory: DeviceInventory | None
+    workloads: dict[Key, Workload] = field(default_factory=dict)
+    infos: dict[Key, WorkloadInfo] = field(default_factory=dict)
+    waiting: list[WorkloadInfo] = field(default_factory=list)
+
+
+def _inventory(
+    collected: Collected,
+    mappings: Mapping[str, str],
+    inventory_mode: str,
+    capacities: Mapping[str, Sequence[tuple[str, str]]],
+) -> DeviceInventory | None:
+    if inventory_mode == "Off":
+        return None
+    index = inventory_index(collected.device_classes, collected.slices, collected.nodes)
+    names = {cls: [name for name, _ in caps] for cls, caps in capacities.items()}
+    inventory = index.compute(collected.engine.flavors, mappings, lambda pod: False, names)
+    collected.engine.scheduler.sizes = inventory
+    for name, sl in index.slices.items():
+        if sl.spec.node_name and sl.spec.node_name not in index.nodes:
+            collected.warnings.append(
+                f"ResourceSlice {name}: spec.nodeName: Node {sl.spec.node_name} is not in the input; "
+                "its devices count for no flavor"
+            )
+    if inventory_mode == "Enforce":
+        collected.engine.scheduler.gate = InventoryGate(inventory)
+    return inventory
+
+
+def _workload(obj: InputObject, collected: Collected) -> Workload | None:
+    """The Workload an arriving object stands for (None: a Job this controller leaves alone)."""
+    if obj.body.get("kind") != "Job":
+        return decode(obj, Workload)
+    job = decode(obj, Job)
+    if QUEUE_NAME_LABEL not in job.metadata.labels:
+        collected.warnings.append(f"{describe(obj)}: no {QUEUE_NAME_LABEL} label; not managed")
+        return None
+    priority = resolve_priority(job, collected.workload_classes, collected.pod_classes)
+    if isinstance(priority, MissingPriorityClass):
+        raise SimulationError(f"{describe(obj)}: {priority.message}")
+    return workload_for_job(job, priority)
+
+
+def prepare(
+    objects: Sequence[InputObject],
+    mappings: Mapping[str, str],
+    inventory_mode: str = "Off",
+    requeuing_timestamp: str = EVICTION_TIMESTAMP,
+    capacities: Mapping[str, Sequence[tuple[str, str]]] | None = None,
+) -> Prepared:
+    capacities = capacities or {}
+    collected = collect(objects, inventory_mode != "Off")
+    prepared = Prepared(collected, _inventory(collected, mappings, inventory_mode, capacities))
+    engine = collected.engine
+    sources = WorkloadSources(
+        mappings, collected.templates, collected.claims, capacities, prepared.inventory is not None
+    )
+    for _, seq, obj in sorted(collected.arrivals, key=lambda a: (a[0], a[1])):
+        workload = _workload(obj, collected)
+        if workload is None:
+            continue
+        if not workload.metadata.namespace:
+            raise SimulationError(f"{describe(obj)}: metadata.namespace: set the namespace")
+        try:
+            info = compile_for(engine, workload, sources)
+        except (QuantityError, msgspec.ValidationError) as err:
+            raise SimulationError(f"{describe(obj)}: spec.podSets: {err}") from None
+        info.uid = info.uid or f"~{seq:08d}"
+        if info.choices:
+            # As the controller records it: which firstAvailable subrequests are charged.
+            workload.metadata.annotations[FIRST_AVAILABLE_ANNOTATION] = "; ".join(info.choices)
+        info.created = queue_order_timestamp(workload, requeuing_timestamp) or info.created
+        prepared.workloads[info.key] = workload
+        prepared.infos[info.key] = info
+        if _is_admitted(workload):
+            # Already admitted: it holds its quota before anything new is considered.
+            assert workload.status.admission is not None
+            engine.add_workload(info, workload.status.admission)
+        else:
+            prepared.waiting.append(info)
+    return prepared
+
+
+def _admit_in_turn(prepared: Prepared) -> dict[Key, Decision]:
+    """Each waiting workload arrives, then a cycle runs; the last decision for each workload."""
+    engine = prepared.collected.engine
+    last: dict[Key, Decision] = {}
+    for info in prepared.waiting:
+        engine.add_workload(info)
+        decisions = engine.schedule()
+        while decisions:
+            preempts = [d for d in decisions if isinstance(d, Preempt)]
+            for decision in decisions:
+                if not isinstance(decision, Preempt):
+                    last[decision.key] = decision
+            # Offline, an eviction lands at once: the victims go back to their queues.
+            for preempt in preempts:
+                for target in preempt.targets:
+                    engine.release(target.key)
+            decisions = engine.schedule() if preempts else []
+    return last
+
+
+def simulate(
+    objects: Sequence[InputObject],
+    mappings: Mapping[str, str],
+    now: str,
+    inventory_mode: str = "Off",
+    requeuing_timestamp: str = EVICTION_TIMESTAMP,
+    capacities: Mapping[str, Sequence[tuple[str, str]]] | None = None,
+) -> SimulationResult:
+    """`capacities`: per DeviceClass, the (device capacity, quota resource) pairs its mapping
+    charges (the Configuration's `class_capacities`)."""
+    prepared = prepare(objects, mappings, inventory_mode, requeuing_timestamp, capacities)
+    collected, engine, inventory = prepared.collected, prepared.collected.engine, prepared.inventory
+    result = SimulationResult(warnings=collected.warnings)
+    last = _admit_in_turn(prepared)
+    for key, workload in prepared.workloads.items():
+        outcome = last.get(key)
+        status: WorkloadStatus = workload.status
+        if isinstance(outcome, Admit):
+            status = admitted_workload_status(status, outcome, now)
+            if outcome.charged:
+                # As the controller records it: what the charges the flavors decided came to.
+                workload.metadata.annotations[DEVICE_CHARGES_ANNOTATION] = "; ".join(outcome.charged)
+        elif isinstance(outcome, Pending):
+            status = pending_workload_status(status, prepared.infos[key], outcome, now)
+        workload.status = status
+        result.workloads.append(_api_dict(workload, WORKLOAD_API, "Workload"))
+    for cq, body in collected.cluster_queues:
+        status_obj = cluster_queue_status(engine, cq.metadata.name, cq.status, now)
+        model = engine.cache.cluster_queues.get(cq.metadata.name)
+        if inventory is not None and model is not None:
+            covered = devices_cover_quota(model, inventory)
+            conditions = set_condition(status_obj.conditions, DEVICES_COVER_QUOTA, *covered, now)
+            status_obj = msgspec.structs.replace(status_obj, conditions=conditions)
+        out = {k: v for k, v in body.items() if k != "status"}
+        out["apiVersion"] = WORKLOAD_API
+        out["status"] = msgspec.to_builtins(status_obj)
+        result.cluster_queues.append(out)
+    return result

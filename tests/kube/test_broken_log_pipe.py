@@ -1,0 +1,77 @@
+"""`reconciler run ... 2>&1 | head -1`: once the reader of its log pipe is gone the process keeps
+running, and SIGTERM still stops it, promptly and cleanly."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import signal
+import sys
+from pathlib import Path
+
+import pytest
+
+from tests.support.fake_apiserver import FakeApiServer
+
+CONFIG = Path(__file__).resolve().parents[2] / "examples" / "walkthrough" / "00-configuration.yaml"
+EXIT_BOUND = 10.0  # seconds from SIGTERM to exit
+
+
+def _kubeconfig(fake: FakeApiServer, path: Path) -> Path:
+    path.write_text(
+        f"""
+apiVersion: v1
+kind: Config
+clusters: [{{name: c, cluster: {{server: "{fake.url}"}}}}]
+users: [{{name: u, user: {{token: t0ken}}}}]
+contexts: [{{name: x, context: {{cluster: c, user: u}}}}]
+current-context: x
+"""
+    )
+    return path
+
+
+@pytest.mark.asyncio
+async def test_sigterm_stops_the_process_after_its_log_pipe_is_closed(
+    fake: FakeApiServer, tmp_path: Path
+) -> None:
+    # Nothing is scripted: every request fails with a 500 and is retried, so the process logs all
+    # the time and hits the closed pipe at once.
+    kubeconfig = _kubeconfig(fake, tmp_path / "kubeconfig")
+    read_end, write_end = os.pipe()
+    proc = await asyncio.create_subprocess_exec(
+        sys.executable,
+        "-c",
+        "from reconciler.cli import main; raise SystemExit(main())",
+        "run",
+        "--config",
+        str(CONFIG),
+        "--kubeconfig",
+        str(kubeconfig),
+        "--metrics-bind-address",
+        "0",
+        "--health-probe-bind-address",
+        "0",
+        "--log-format",
+        "json",
+        stdin=asyncio.subprocess.DEVNULL,
+        stdout=write_end,
+        stderr=write_end,
+    )
+    os.close(write_end)
+    try:
+        first = await asyncio.to_thread(os.read, read_end, 1)
+        assert first  # it has started logging
+        os.close(read_end)  # as `head -1` does once it has its line
+        read_end = -1
+        await asyncio.sleep(2.0)  # it keeps logging into the closed pipe meanwhile
+        assert proc.returncode is None, "the process died when its log pipe was closed"
+        proc.send_signal(signal.SIGTERM)
+        code = await asyncio.wait_for(proc.wait(), EXIT_BOUND)
+        assert code == 0
+    finally:
+        if read_end >= 0:
+            os.close(read_end)
+        if proc.returncode is None:
+            proc.kill()
+            await proc.wait()

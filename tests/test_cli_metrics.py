@@ -1,0 +1,66 @@
+"""`reconciler run`'s metrics flags: HTTPS by default, plain HTTP on loopback only, certificate files."""
+
+from __future__ import annotations
+
+import datetime as dt
+import ssl
+from pathlib import Path
+
+import pytest
+
+from reconciler import cli
+from reconciler.webhook.certs import new_bundle
+
+CONFIG = Path(__file__).resolve().parent.parent / "examples" / "walkthrough" / "00-configuration.yaml"
+
+
+def tls_of(*flags: str) -> ssl.SSLContext | None:
+    certificate = cli._metrics_tls(cli._parser().parse_args(["run", "--config", str(CONFIG), *flags]))
+    return None if certificate is None else certificate.context
+
+
+def test_secure_by_default_with_a_certificate_made_at_start() -> None:
+    context = tls_of()
+    assert isinstance(context, ssl.SSLContext)
+    assert context.minimum_version == ssl.TLSVersion.TLSv1_2
+    assert tls_of("--metrics-bind-address", "0") is None  # disabled: nothing to serve
+
+
+@pytest.mark.parametrize("address", ["127.0.0.1:8080", "[::1]:8080", "localhost:8080", "0"])
+def test_plain_http_on_loopback_for_development(address: str) -> None:
+    assert tls_of("--metrics-secure=false", "--metrics-bind-address", address) is None
+
+
+@pytest.mark.parametrize("address", [":8080", "0.0.0.0:8080", "[::]:8080", "10.1.2.3:8080"])
+def test_plain_http_elsewhere_is_a_usage_error_naming_the_flags(
+    address: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    code = cli.main(
+        ["run", "--config", str(CONFIG), "--metrics-secure=false", "--metrics-bind-address", address]
+    )
+    assert code == cli.EXIT_USAGE
+    err = capsys.readouterr().err
+    assert "--metrics-secure=false" in err
+    assert f"--metrics-bind-address {address}" in err
+    assert "127.0.0.1:PORT" in err
+
+
+def test_metrics_secure_takes_true_or_false(capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit) as exited:
+        cli.main(["run", "--config", str(CONFIG), "--metrics-secure=maybe"])
+    assert exited.value.code == 2
+    assert "--metrics-secure: not true or false: 'maybe'" in capsys.readouterr().err
+
+
+def test_certificate_from_a_directory(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    bundle = new_bundle(["metrics.example"], dt.datetime.now(dt.UTC))
+    (tmp_path / "tls.crt").write_bytes(bundle.serving.cert_pem)
+    (tmp_path / "tls.key").write_bytes(bundle.serving.key_pem)
+    assert isinstance(tls_of("--metrics-cert-dir", str(tmp_path)), ssl.SSLContext)
+    (tmp_path / "tls.key").write_bytes(new_bundle(["x"], dt.datetime.now(dt.UTC)).serving.key_pem)
+    code = cli.main(["run", "--config", str(CONFIG), "--metrics-cert-dir", str(tmp_path)])
+    assert code == cli.EXIT_USAGE
+    assert f"error: --metrics-cert-dir: cannot load {tmp_path / 'tls.crt'}" in capsys.readouterr().err
+    code = cli.main(["run", "--config", str(CONFIG), "--metrics-cert-dir", str(tmp_path / "absent")])
+    assert code == cli.EXIT_USAGE
+    assert f"{tmp_path / 'absent' / 'tls.crt'} does not exist" in capsys.readouterr().err
