@@ -27,6 +27,7 @@ from e2e.conformance.recording import (
     inputs_hash,
     load_recording,
     read_pins,
+    record_command,
     recording_path,
 )
 from e2e.conformance.runner import run
@@ -134,7 +135,7 @@ def main(argv: list[str] | None = None) -> int:
         names = [n for n in names if _is_stale(n, known[n])]
         if not args.record and not args.replay:
             for name in names:
-                print(f"{name}: recording missing or stale; run: python -m e2e.conformance --record {name}")
+                print(f"{name}: recording missing or stale; run: {record_command(name)}")
             return 1 if names else 0
     failed = False
     for name in names:

@@ -42,7 +42,7 @@ class StaleRecordingError(Exception):
 
 
 def record_command(name: str) -> str:
-    return f"python -m e2e.conformance --record {name}"
+    return f".venv/bin/python -m e2e.conformance --record {name}"
 
 
 def read_pins(path: Path = VERSIONS_FILE) -> dict[str, str]:
