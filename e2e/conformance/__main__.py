@@ -16,6 +16,7 @@ from __future__ import annotations
 import argparse
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 from e2e.conformance.compare import Difference, closest_result, compare_runs, load_intentional, unexplained
@@ -139,11 +140,13 @@ def main(argv: list[str] | None = None) -> int:
             return 1 if names else 0
     failed = False
     for name in names:
+        began = time.monotonic()
         try:
             failed = _one(args, name, known[name]) or failed
         except Exception as err:  # a runner: say which scenario failed and go on
             print(f"{name}: failed: {err}", flush=True)
             failed = True
+        print(f"{name}: {time.monotonic() - began:.0f} s", flush=True)
     return 1 if failed else 0
 
 
