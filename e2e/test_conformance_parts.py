@@ -161,7 +161,8 @@ def test_a_scenario_changed_after_its_recording_fails_naming_the_command(tmp_pat
     changed.write_text(yaml.safe_dump(raw))
     fresh_recording(load_scenario(original), original)  # the unchanged one is fresh
     with pytest.raises(
-        StaleRecordingError, match=r"record it again with: python -m e2e\.conformance --record walkthrough"
+        StaleRecordingError,
+        match=r"record it again with: \.venv/bin/python -m e2e\.conformance --record walkthrough$",
     ):
         fresh_recording(load_scenario(changed), changed)
 
@@ -169,7 +170,8 @@ def test_a_scenario_changed_after_its_recording_fails_naming_the_command(tmp_pat
 def test_a_missing_recording_fails_naming_the_command(tmp_path: Path) -> None:
     path = all_scenarios()["walkthrough"]
     with pytest.raises(
-        StaleRecordingError, match=r"no recording .*run: python -m e2e\.conformance --record walkthrough"
+        StaleRecordingError,
+        match=r"no recording .*run: \.venv/bin/python -m e2e\.conformance --record walkthrough$",
     ):
         fresh_recording(load_scenario(path), path, directory=tmp_path)
 

@@ -152,9 +152,11 @@ def fresh_recording(scenario: Scenario, scenario_path: Path, directory: Path = R
     recording = load_recording(path)
     now = inputs_hash(scenario_path)
     if recording.inputs != now:
+        pins = read_pins()
+        versions = f" (pinned versions then {recording.pins}, now {pins})" if recording.pins != pins else ""
         raise StaleRecordingError(
-            f"{scenario.name}: the scenario, a file it uses, the snapshot code or a pinned version "
-            f"(recorded with {recording.pins}, now {read_pins()}) changed after Kueue's result was recorded "
-            f"({path}: inputs {recording.inputs}, now {now}); record it again with: {command}"
+            f"{scenario.name}: the scenario, a file it uses, the snapshot code or a pinned version changed"
+            f" after Kueue's result was recorded{versions} ({path}: inputs {recording.inputs}, now {now});"
+            f" record it again with: {command}"
         )
     return recording
