@@ -9,10 +9,11 @@
 #
 # --kueue also builds Kueue's manager (cmd/kueue of sigs.k8s.io/kueue@$KUEUE_VERSION)
 # and copies its CRDs and webhook manifests, for the conformance runner
-# (python -m e2e.conformance). Not part of the default set-up: ~10 min cold.
+# (python -m e2e.conformance, --record and the live side-by-side run). Not part of the
+# default set-up nor of CI's (CI compares with the recorded results): ~10 min cold.
 #
 # --node builds what a real node needs (e2e/kubelet/run.sh): the kubelet of the same
-# Kubernetes module build, containerd (containerd, containerd-shim-runc-v2, ctr) from
+# Kubernetes module build (in the control plane's `go build`), containerd (containerd, containerd-shim-runc-v2, ctr) from
 # github.com/containerd/containerd/v2@$CONTAINERD_VERSION and crictl from
 # sigs.k8s.io/cri-tools@$CRI_TOOLS_VERSION. runc and the CNI plugins come from Debian
 # (e2e/kubelet/run.sh installs them). Not part of the default set-up.
@@ -98,64 +99,56 @@ kubernetes_ldflags() {
   echo "$ldflags -X k8s.io/client-go/pkg/version.gitVersion=$KUBERNETES_VERSION -X k8s.io/client-go/pkg/version.gitMajor=1 -X k8s.io/client-go/pkg/version.gitMinor=$minor"
 }
 
+# The control plane (kube-apiserver, kube-controller-manager, kube-scheduler) and, with
+# --node, the kubelet: one module set (src/go.mod pins every staging module to the release's
+# tag) and one `go build` for all the commands missing from the cache, so the packages they
+# share are loaded and compiled once and the links run side by side. Each binary is cached on
+# its own ($k8s_dir/bin/<command>), so a cache filled by the earlier one-command-per-build
+# script stays valid.
 build_kubernetes() {
   local cmds=(kube-apiserver kube-controller-manager kube-scheduler)
-  local missing=0 c
-  for c in "${cmds[@]}"; do [[ -x "$k8s_dir/bin/$c" ]] || missing=1; done
-  if [[ $missing == 0 ]]; then
-    log "kubernetes $KUBERNETES_VERSION: cached in $k8s_dir/bin"
+  if [[ $with_node == 1 ]]; then cmds+=(kubelet); fi
+  local wanted=() c
+  for c in "${cmds[@]}"; do [[ -x "$k8s_dir/bin/$c" ]] || wanted+=("$c"); done
+  if [[ ${#wanted[@]} == 0 ]]; then
+    log "kubernetes $KUBERNETES_VERSION: ${cmds[*]} cached in $k8s_dir/bin"
     return
   fi
   local staging_version="v0.${KUBERNETES_VERSION#v1.}"
-  log "kubernetes $KUBERNETES_VERSION (staging modules $staging_version): building in $k8s_dir/src"
+  log "kubernetes $KUBERNETES_VERSION (staging modules $staging_version): building ${wanted[*]} in $k8s_dir/src"
   mkdir -p "$k8s_dir/src" "$k8s_dir/bin"
   cd "$k8s_dir/src"
-  log "kubernetes: downloading k8s.io/kubernetes@$KUBERNETES_VERSION go.mod"
-  local upstream_mod
-  upstream_mod=$(go mod download -json "k8s.io/kubernetes@$KUBERNETES_VERSION" | sed -n 's/^[[:space:]]*"GoMod": "\(.*\)",$/\1/p')
-  [[ -f "$upstream_mod" ]] || { log "could not find the go.mod of k8s.io/kubernetes@$KUBERNETES_VERSION"; exit 1; }
-  # Every staging module is replaced by ./staging/src/... upstream; pin each to
-  # the published tag of the same release instead.
-  local replaces
-  replaces=$(sed -n 's#^[[:space:]]*\(k8s\.io/[A-Za-z0-9._-]*\)[[:space:]]*=>[[:space:]]*\./staging/src/.*#\1#p' "$upstream_mod" | sort -u)
-  [[ -n "$replaces" ]] || { log "no staging replace directives found in $upstream_mod"; exit 1; }
-  log "kubernetes: pinning $(wc -l <<<"$replaces") staging modules to $staging_version"
-  {
-    printf 'module testbed.invalid/kubernetes\n\ngo 1.25\n\nrequire k8s.io/kubernetes %s\n\nreplace (\n' "$KUBERNETES_VERSION"
-    while read -r m; do printf '\t%s => %s %s\n' "$m" "$m" "$staging_version"; done <<<"$replaces"
-    printf ')\n'
-  } > go.mod
-  log "kubernetes: resolving modules (go get -tool; large download on a new machine)"
-  for c in "${cmds[@]}"; do go get -tool "k8s.io/kubernetes/cmd/$c@$KUBERNETES_VERSION"; done
-  local ldflags
-  ldflags=$(kubernetes_ldflags)
-  for c in "${cmds[@]}"; do
-    if [[ -x "$k8s_dir/bin/$c" ]]; then log "$c: cached"; continue; fi
-    log "$c: compiling (several minutes on 2 cores)"
-    go build -v -trimpath -ldflags "$ldflags" -o "$k8s_dir/bin/$c.tmp" "k8s.io/kubernetes/cmd/$c" 2>&1 | progress "$c"
-    mv "$k8s_dir/bin/$c.tmp" "$k8s_dir/bin/$c"
-  done
-  log "kubernetes: done ($("$k8s_dir/bin/kube-apiserver" --version))"
-}
-
-# The kubelet, from the same pinned module set as the control plane (a copy of its go.mod
-# in src-kubelet, so adding the kubelet never changes the control plane's build).
-build_kubelet() {
-  if [[ -x "$k8s_dir/bin/kubelet" ]]; then
-    log "kubelet $KUBERNETES_VERSION: cached at $k8s_dir/bin/kubelet"
-    return
+  if ! grep -qs "k8s.io/kubernetes $KUBERNETES_VERSION\$" go.mod; then
+    log "kubernetes: downloading k8s.io/kubernetes@$KUBERNETES_VERSION go.mod"
+    local upstream_mod
+    upstream_mod=$(go mod download -json "k8s.io/kubernetes@$KUBERNETES_VERSION" | sed -n 's/^[[:space:]]*"GoMod": "\(.*\)",$/\1/p')
+    [[ -f "$upstream_mod" ]] || { log "could not find the go.mod of k8s.io/kubernetes@$KUBERNETES_VERSION"; exit 1; }
+    # Every staging module is replaced by ./staging/src/... upstream; pin each to
+    # the published tag of the same release instead.
+    local replaces
+    replaces=$(sed -n 's#^[[:space:]]*\(k8s\.io/[A-Za-z0-9._-]*\)[[:space:]]*=>[[:space:]]*\./staging/src/.*#\1#p' "$upstream_mod" | sort -u)
+    [[ -n "$replaces" ]] || { log "no staging replace directives found in $upstream_mod"; exit 1; }
+    log "kubernetes: pinning $(wc -l <<<"$replaces") staging modules to $staging_version"
+    {
+      printf 'module testbed.invalid/kubernetes\n\ngo 1.25\n\nrequire k8s.io/kubernetes %s\n\nreplace (\n' "$KUBERNETES_VERSION"
+      while read -r m; do printf '\t%s => %s %s\n' "$m" "$m" "$staging_version"; done <<<"$replaces"
+      printf ')\n'
+    } > go.mod
   fi
-  [[ -f "$k8s_dir/src/go.mod" ]] || { log "kubelet: $k8s_dir/src/go.mod missing (build_kubernetes first)"; exit 1; }
-  mkdir -p "$k8s_dir/src-kubelet"
-  cd "$k8s_dir/src-kubelet"
-  cp "$k8s_dir/src/go.mod" go.mod
-  [[ -f "$k8s_dir/src/go.sum" ]] && cp "$k8s_dir/src/go.sum" go.sum
-  log "kubelet: resolving modules (go get -tool)"
-  go get -tool "k8s.io/kubernetes/cmd/kubelet@$KUBERNETES_VERSION"
-  log "kubelet: compiling (several minutes on 2 cores)"
-  go build -v -trimpath -ldflags "$(kubernetes_ldflags)" -o "$k8s_dir/bin/kubelet.tmp" k8s.io/kubernetes/cmd/kubelet 2>&1 | progress kubelet
-  mv "$k8s_dir/bin/kubelet.tmp" "$k8s_dir/bin/kubelet"
-  log "kubelet: done ($("$k8s_dir/bin/kubelet" --version))"
+  log "kubernetes: resolving modules (go get -tool; large download on a new machine)"
+  local pkgs=()
+  for c in "${wanted[@]}"; do
+    go get -tool "k8s.io/kubernetes/cmd/$c@$KUBERNETES_VERSION"
+    pkgs+=("k8s.io/kubernetes/cmd/$c")
+  done
+  log "kubernetes: compiling ${wanted[*]} in one go build (several minutes on 2 cores)"
+  local out="$k8s_dir/bin/.build"
+  rm -rf "$out"
+  mkdir -p "$out"
+  go build -v -trimpath -ldflags "$(kubernetes_ldflags)" -o "$out/" "${pkgs[@]}" 2>&1 | progress kubernetes
+  for c in "${wanted[@]}"; do mv "$out/$c" "$k8s_dir/bin/$c"; done
+  rmdir "$out"
+  log "kubernetes: done ($("$k8s_dir/bin/kube-apiserver" --version); ${wanted[*]})"
 }
 
 # containerd 2 (CDI is on by default since 2.0; Debian bookworm's containerd 1.6 has no CDI).
@@ -345,14 +338,29 @@ build_kueue() {
   log "kueue: done ($kueue_dir/bin/kueue, $(ls "$kueue_dir/crds" | wc -l) CRDs)"
 }
 
+# timed LABEL FUNCTION: runs it; with $PHASE_TIMES naming a file (e2e/test.sh), appends
+# `set-up: LABEL<TAB>SECONDS` to it for the test command's table of phase times.
+timed() {
+  local began=$SECONDS
+  ( cd "$here"; "$2" )
+  if [[ -n "${PHASE_TIMES:-}" ]]; then printf 'set-up: %s\t%s\n' "$1" $((SECONDS - began)) >> "$PHASE_TIMES"; fi
+}
+
 start=$(date +%s)
-build_etcd
-build_kubernetes
-build_kustomize
-build_helm
-fetch_prometheus
-fetch_monitoring_crds
-if [[ $with_kueue == 1 ]]; then build_kueue; fi
-if [[ $with_node == 1 ]]; then build_kubelet; build_containerd; build_crictl; fi
+timed "etcd" build_etcd
+if [[ $with_node == 1 ]]; then
+  timed "kube-apiserver, -controller-manager, -scheduler, kubelet" build_kubernetes
+else
+  timed "kube-apiserver, -controller-manager, -scheduler" build_kubernetes
+fi
+timed "kustomize" build_kustomize
+timed "helm" build_helm
+timed "prometheus (Debian package)" fetch_prometheus
+timed "prometheus-operator CRDs" fetch_monitoring_crds
+if [[ $with_kueue == 1 ]]; then timed "kueue" build_kueue; fi
+if [[ $with_node == 1 ]]; then
+  timed "containerd" build_containerd
+  timed "crictl" build_crictl
+fi
 log "finished in $(( $(date +%s) - start ))s; cache $(du -sh "$cache" | cut -f1), Go module cache $(du -sh "$(go env GOMODCACHE)" 2>/dev/null | cut -f1), Go build cache $(du -sh "$(go env GOCACHE)" 2>/dev/null | cut -f1)"
 echo "$cache"

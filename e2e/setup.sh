@@ -10,14 +10,22 @@
 #   4. with --node: a real node's parts (e2e/kubelet/): Debian's runc, containernetworking-plugins,
 #      busybox-static, iptables and iproute2 (as root, where missing), and build-binaries.sh --node (kubelet,
 #      containerd, crictl; cached).
-# Options (e2e/test.sh passes all three): --kueue also builds Kueue's manager (the conformance
-# tests run real Kueue); --image does step 3 (needs root where Docker or the base image is missing);
-# --node does step 4 (e2e/test_real_kubelet.py).
+# Options (e2e/test.sh passes --image --node): --kueue also builds Kueue's manager (only for
+# recording Kueue's results, `python -m e2e.conformance --record`, or the live side-by-side
+# run; CI compares with the recordings and does not build it); --image does step 3 (needs root
+# where Docker or the base image is missing); --node does step 4 (e2e/test_real_kubelet.py).
+# With $PHASE_TIMES naming a file (e2e/test.sh), each part's wall time is appended to it as
+# `set-up: PART<TAB>SECONDS` (build-binaries.sh adds one line per build).
 # Unattended; progress on stderr.
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 
 log() { printf '[setup] %s\n' "$*" >&2; }
+part_began=$SECONDS
+part_done() {
+  if [[ -n "${PHASE_TIMES:-}" ]]; then printf 'set-up: %s\t%s\n' "$1" $((SECONDS - part_began)) >> "$PHASE_TIMES"; fi
+  part_began=$SECONDS
+}
 
 stamp=.venv/.dra-quota-setup
 wanted="$(sha256sum pyproject.toml | cut -d' ' -f1) $(pwd)"
@@ -34,6 +42,7 @@ if [[ ! -f "$stamp" || "$(cat "$stamp")" != "$wanted" ]]; then
 else
   log ".venv is up to date with pyproject.toml"
 fi
+part_done "venv (pip install -e '.[dev]')"
 binaries_args=()
 with_image=0
 for arg in "$@"; do
@@ -57,8 +66,10 @@ if [[ " ${binaries_args[*]} " == *" --node "* ]]; then
       { apt-get update -qq &&
         DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null; }
   fi
+  part_done "a real node's Debian packages"
 fi
 e2e/build-binaries.sh "${binaries_args[@]}" >/dev/null
+part_began=$SECONDS
 if (( with_image )); then
   if [[ $(id -u) == 0 ]]; then
     e2e/build-image.sh --base-only >/dev/null
@@ -66,4 +77,5 @@ if (( with_image )); then
     e2e/build-image.sh --base-only >/dev/null ||
       log "Docker is not set up (that needs root once); e2e/test_image_walkthrough.py will fail until it is"
   fi
+  part_done "Docker and the image's base (build-image.sh --base-only)"
 fi

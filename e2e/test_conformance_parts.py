@@ -1,7 +1,9 @@
 """The conformance runner's pure parts (no Kueue, no test-bed): scenario files, snapshot
 normalization, comparison, intentional differences, Kueue's derived configuration and webhook
-registration. Running the scenarios against Kueue is `python -m e2e.conformance` (see
-e2e/README.md): Kueue's build is not part of CI's set-up."""
+registration, and Kueue's recorded results: every scenario has a recording made from its
+current inputs, and one changed after its recording is refused with the command to record it
+again. Recording runs real Kueue (`python -m e2e.conformance --record`, see e2e/README.md);
+Kueue's build is not part of CI's set-up."""
 
 from __future__ import annotations
 
@@ -11,8 +13,24 @@ from pathlib import Path
 import pytest
 import yaml
 
-from e2e.conformance.compare import Difference, Intentional, compare, load_intentional, unexplained
+from e2e.conformance.compare import (
+    Difference,
+    Intentional,
+    closest_result,
+    compare,
+    load_intentional,
+    unexplained,
+)
 from e2e.conformance.kueue import kueue_configuration, webhook_configurations
+from e2e.conformance.recording import (
+    Recording,
+    StaleRecordingError,
+    fresh_recording,
+    inputs_hash,
+    load_recording,
+    read_pins,
+    recording_path,
+)
 from e2e.conformance.scenario import all_scenarios, load_scenario
 from e2e.conformance.snapshot import Normalizer
 from e2e.support.deploy import ROOT
@@ -123,3 +141,92 @@ def test_only_job_and_kueue_webhooks_are_registered_by_url(tmp_path: Path) -> No
         "url": "https://127.0.0.1:9443/mutate-batch-v1-job",
         "caBundle": base64.b64encode(b"CA").decode(),
     }
+
+
+def test_every_scenario_has_a_recording_of_its_current_inputs() -> None:
+    """CI compares with recordings, so each must be there and fresh (else: the command)."""
+    for name, path in all_scenarios().items():
+        recording = fresh_recording(load_scenario(path), path)
+        assert recording.scenario == name
+        assert recording.pins == read_pins()
+        assert recording.results, name
+        assert all(r.checkpoints for r in recording.results), name
+
+
+def test_a_scenario_changed_after_its_recording_fails_naming_the_command(tmp_path: Path) -> None:
+    original = all_scenarios()["walkthrough"]
+    changed = tmp_path / "walkthrough.yaml"  # same name, so the checked-in recording is the one read
+    raw = yaml.safe_load(original.read_text())
+    raw["steps"].insert(-1, {"sleep": 1})
+    changed.write_text(yaml.safe_dump(raw))
+    fresh_recording(load_scenario(original), original)  # the unchanged one is fresh
+    with pytest.raises(
+        StaleRecordingError,
+        match=r"record it again with: \.venv/bin/python -m e2e\.conformance --record walkthrough$",
+    ):
+        fresh_recording(load_scenario(changed), changed)
+
+
+def test_a_missing_recording_fails_naming_the_command(tmp_path: Path) -> None:
+    path = all_scenarios()["walkthrough"]
+    with pytest.raises(
+        StaleRecordingError,
+        match=r"no recording .*run: \.venv/bin/python -m e2e\.conformance --record walkthrough$",
+    ):
+        fresh_recording(load_scenario(path), path, directory=tmp_path)
+
+
+def test_the_inputs_hash_covers_manifests_and_the_pinned_kueue(tmp_path: Path) -> None:
+    manifest = tmp_path / "queues.yaml"
+    manifest.write_text("kind: ConfigMap\n")
+    scenario = tmp_path / "s.yaml"
+    scenario.write_text(
+        yaml.safe_dump(
+            {
+                "configuration": "e2e/conformance/manifests/configuration.yaml",
+                "namespaces": ["x"],
+                "steps": [{"apply": str(manifest)}, {"checkpoint": "c"}],
+            }
+        )
+    )
+    pins = read_pins()
+    before = inputs_hash(scenario, pins)
+    assert inputs_hash(scenario, pins) == before
+    assert inputs_hash(scenario, {**pins, "KUEUE_VERSION": "v0.18.2"}) != before
+    manifest.write_text("kind: Secret\n")
+    assert inputs_hash(scenario, pins) != before
+
+
+def test_a_recording_keeps_every_distinct_result_and_ours_matches_any(tmp_path: Path) -> None:
+    one = {"c": {"Job[ns/a].suspend": False, "Events": []}}
+    other = {"c": {"Job[ns/a].suspend": True, "Events": []}}
+    recording = Recording("s", "sha256:x", {"KUEUE_VERSION": "v0"})
+    for result in (one, other, one):
+        recording.add(result)
+    assert [(r.runs, r.checkpoints) for r in recording.results] == [(2, one), (1, other)]
+    path = recording_path("s", tmp_path)
+    path.write_text(recording.to_yaml())
+    loaded = load_recording(path)
+    assert loaded == recording
+    assert "2 distinct results in 3 runs" in path.read_text()
+    results = [r.checkpoints for r in loaded.results]
+    assert closest_result("s", results, other, []) == (1, [])
+    index, diffs = closest_result("s", results, {"c": {"Job[ns/a].suspend": None, "Events": []}}, [])
+    assert index == 0
+    assert [d.field for d in diffs] == ["Job[ns/a].suspend"]
+
+
+def test_record_runs_must_be_a_positive_whole_number(tmp_path: Path) -> None:
+    bad = tmp_path / "bad.yaml"
+    bad.write_text(
+        yaml.safe_dump(
+            {
+                "configuration": "examples/walkthrough/00-configuration.yaml",
+                "namespaces": ["x"],
+                "recordRuns": 0,
+                "steps": [{"checkpoint": "c"}],
+            }
+        )
+    )
+    with pytest.raises(ValueError, match="recordRuns must be a whole number >= 1"):
+        load_scenario(bad)

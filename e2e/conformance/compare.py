@@ -66,3 +66,32 @@ def load_intentional(path: Path = INTENTIONAL_FILE) -> list[Intentional]:
 
 def unexplained(diffs: list[Difference], intentional: list[Intentional]) -> list[Difference]:
     return [d for d in diffs if not any(i.covers(d) for i in intentional)]
+
+
+def compare_runs(
+    scenario: str, kueue: dict[str, dict[str, Any]], ours: dict[str, dict[str, Any]]
+) -> list[Difference]:
+    """Every checkpoint of either run, compared (a checkpoint one run lacks compares with {})."""
+    diffs: list[Difference] = []
+    for checkpoint in dict.fromkeys([*kueue, *ours]):
+        diffs += compare(scenario, checkpoint, kueue.get(checkpoint, {}), ours.get(checkpoint, {}))
+    return diffs
+
+
+def closest_result(
+    scenario: str,
+    results: list[dict[str, dict[str, Any]]],
+    ours: dict[str, dict[str, Any]],
+    intentional: list[Intentional],
+) -> tuple[int, list[Difference]]:
+    """Of Kueue's recorded results, the one `ours` matches best: (its index, the differences).
+
+    A match has no unexplained difference; otherwise the result with the fewest unexplained."""
+    if not results:
+        raise ValueError(f"{scenario}: the recording holds no result")
+    scored = []
+    for index, kueue in enumerate(results):
+        diffs = compare_runs(scenario, kueue, ours)
+        scored.append((len(unexplained(diffs, intentional)), index, diffs))
+    _, index, diffs = min(scored, key=lambda s: (s[0], s[1]))
+    return index, diffs

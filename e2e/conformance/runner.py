@@ -101,8 +101,22 @@ async def _steps(kube: KubeClient, scenario: Scenario) -> Snapshots:
         if step.sleep:
             await asyncio.sleep(step.sleep)
         if step.checkpoint is not None:
-            snapshots[step.checkpoint] = await take_snapshot(kube, scenario.namespaces)
+            snapshots[step.checkpoint] = await _snapshot(kube, scenario.namespaces)
     return snapshots
+
+
+async def _snapshot(kube: KubeClient, namespaces: tuple[str, ...], within: float = 30.0) -> dict[str, Any]:
+    """take_snapshot, tried again while the API answers 429/503: a CRD installed a moment ago
+    answers "storage is (re)initializing" (seen at a checkpoint right after the first apply)."""
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + within
+    while True:
+        try:
+            return await take_snapshot(kube, namespaces)
+        except ApiError as err:
+            if err.status not in (429, 503) or loop.time() > deadline:
+                raise
+        await asyncio.sleep(0.5)
 
 
 async def _with_kueue(bed: Testbed, scenario: Scenario, workdir: Path) -> tuple[Snapshots, Manager]:

@@ -20,7 +20,9 @@ for that condition on the Job's Workload (`status`, `reason` optional); with nei
 the Job's Workload to exist. `workload: NAME` instead of `job` names a Workload created
 directly (no owner). Without `testbed`, the test-bed's default spec (one node, one T4).
 Manifests of the scenarios are in e2e/conformance/manifests/. `within` (seconds,
-default 120) bounds every wait.
+default 120) bounds every wait. `recordRuns: N` (default 1): `python -m e2e.conformance
+--record` runs Kueue N times and keeps every distinct result (for scenarios where Kueue's
+own result varies from run to run).
 """
 
 from __future__ import annotations
@@ -71,6 +73,7 @@ class Scenario:
     namespaces: tuple[str, ...]
     steps: tuple[Step, ...] = field(default_factory=tuple)
     testbed: Path | None = None  # a test-bed spec; None: the default spec
+    record_runs: int = 1  # runs of Kueue per `--record` (more where Kueue's result varies)
 
 
 def _step(raw: dict[str, Any], where: str) -> Step:
@@ -108,7 +111,16 @@ def load_scenario(path: Path) -> Scenario:
         namespaces=tuple(raw["namespaces"]),
         steps=steps,
         testbed=_files(raw["testbed"], f"{path.name} testbed")[0] if "testbed" in raw else None,
+        record_runs=_record_runs(raw.get("recordRuns", 1), path.name),
     )
+
+
+def _record_runs(value: Any, where: str) -> int:
+    if not isinstance(value, int) or isinstance(value, bool) or value < 1:
+        raise ValueError(
+            f"{where}: recordRuns must be a whole number >= 1 (runs of Kueue per recording), not {value!r}"
+        )
+    return value
 
 
 def all_scenarios() -> dict[str, Path]:
