@@ -276,6 +276,7 @@ def _run(args: argparse.Namespace) -> int:
             write_concurrency=args.write_concurrency,
             config_path=args.config,
             config_reload_interval=args.config_reload_interval,
+            namespace=config.namespace or default_election_namespace(),
         ),
         metrics_bind_address=args.metrics_bind_address,
         metrics_tls=metrics_tls,

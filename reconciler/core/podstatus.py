@@ -7,7 +7,7 @@ learns from the Workload why an admitted job does not start.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Collection, Iterable, Mapping
 from dataclasses import dataclass, field
 
 from reconciler.api import Condition, Job, Pod, ResourceClaim
@@ -19,9 +19,11 @@ __all__ = [
     "all_claims_allocated",
     "claim_problems",
     "claims_condition",
+    "controller_of",
     "eviction_cause",
     "lasting",
     "owner_job",
+    "ready_or_counted",
     "ready_or_succeeded",
 ]
 
@@ -33,12 +35,18 @@ ALLOCATED_MESSAGE = "All ResourceClaims of the workload's pods are allocated"
 Key = tuple[str, str]
 
 
+def controller_of(pod: Pod, kinds: Collection[str]) -> tuple[str, str] | None:
+    """The (kind, name) of the controller of this pod, when its kind is one of `kinds`."""
+    for ref in pod.metadata.owner_references:
+        if ref.controller and ref.kind in kinds:
+            return ref.kind, ref.name
+    return None
+
+
 def owner_job(pod: Pod) -> str | None:
     """The name of the Job that controls this pod, if any."""
-    for ref in pod.metadata.owner_references:
-        if ref.kind == "Job" and ref.controller:
-            return ref.name
-    return None
+    owner = controller_of(pod, ("Job",))
+    return None if owner is None else owner[1]
 
 
 def lasting(
@@ -70,8 +78,13 @@ def ready_or_succeeded(pods: Iterable[Pod], job: Job | None) -> int:
 
     The Job's counts cover succeeded pods that were already deleted.
     """
-    seen = sum(1 for p in pods if _is_ready(p) or p.status.phase == "Succeeded")
     counted = 0 if job is None else job.status.succeeded + (job.status.ready or 0)
+    return ready_or_counted(pods, counted)
+
+
+def ready_or_counted(pods: Iterable[Pod], counted: int) -> int:
+    """Pods ready or succeeded, from the pods seen or a job's own count, whichever is larger."""
+    seen = sum(1 for p in pods if _is_ready(p) or p.status.phase == "Succeeded")
     return max(seen, counted)
 
 

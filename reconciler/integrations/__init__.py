@@ -8,6 +8,7 @@ from .base import Integration, Outcome, Patch, PodSetStart
 from .batchjob import BATCH_JOB
 from .decide import (
     PODSET_LABEL,
+    SYSTEM_NAMESPACE,
     CreateWorkload,
     DeleteMismatched,
     Finish,
@@ -19,6 +20,7 @@ from .decide import (
     Suspend,
     UpdateMismatched,
     decide,
+    is_managed,
     pod_set_starts,
 )
 from .equivalence import equivalent
@@ -28,6 +30,7 @@ __all__ = [
     "BATCH_JOB",
     "PODSET_LABEL",
     "REGISTRY",
+    "SYSTEM_NAMESPACE",
     "CreateWorkload",
     "DeleteMismatched",
     "Finish",
@@ -45,5 +48,6 @@ __all__ = [
     "decide",
     "enabled",
     "equivalent",
+    "is_managed",
     "pod_set_starts",
 ]

@@ -96,6 +96,10 @@ class Integration(Protocol):
     def pods_ready(self, obj: Any) -> bool:
         """Whether as many pods as it asked for are ready."""
 
+    def pods_ready_count(self, obj: Any) -> int:
+        """Pods ready or succeeded by the job's own status (it covers succeeded pods already
+        deleted; 0 when the kind does not count them)."""
+
     def finished(self, obj: Any) -> Outcome | None: ...
 
     def reclaimable_pods(self, obj: Any) -> Mapping[str, int]:

@@ -75,6 +75,9 @@ class BatchJob:
     def pods_ready(self, obj: Job) -> bool:
         return obj.status.succeeded + (obj.status.ready or 0) >= job_pod_count(obj)
 
+    def pods_ready_count(self, obj: Job) -> int:
+        return obj.status.succeeded + (obj.status.ready or 0)
+
     def finished(self, obj: Job) -> Outcome | None:
         outcome = job_outcome(obj)
         return None if outcome is None else Outcome(outcome.succeeded, outcome.message)

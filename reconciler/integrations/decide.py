@@ -15,12 +15,14 @@ from typing import Any
 from reconciler.api import Admission, PodSet, ResourceFlavor, Workload
 from reconciler.core.flavors import admission_node_labels, admission_tolerations
 from reconciler.core.jobs import PODSET_LABEL
+from reconciler.core.workloads import QUEUE_NAME_LABEL
 
 from .base import Integration, Outcome, Patch, PodSetStart
 from .equivalence import equivalent
 
 __all__ = [
     "PODSET_LABEL",
+    "SYSTEM_NAMESPACE",
     "CreateWorkload",
     "DeleteMismatched",
     "Finish",
@@ -32,8 +34,27 @@ __all__ = [
     "Suspend",
     "UpdateMismatched",
     "decide",
+    "is_managed",
     "pod_set_starts",
 ]
+
+SYSTEM_NAMESPACE = "kube-system"
+
+
+def is_managed(
+    labels: Mapping[str, str], namespace: str, *, manage_without_queue_name: bool, own_namespace: str
+) -> bool:
+    """Whether the controller manages a job with these labels in this namespace.
+
+    As Kueue v0.18.1 with its default managedJobsNamespaceSelector (the namespace's name not
+    kube-system nor the controller's own), which it applies to every job (the feature
+    ManagedJobsNamespaceSelectorAlwaysRespected, on by default): a job there is left alone, with
+    or without a queue name. Elsewhere a job is managed when it names a queue, or always with
+    manageJobsWithoutQueueName.
+    """
+    if namespace in (SYSTEM_NAMESPACE, own_namespace):
+        return False
+    return QUEUE_NAME_LABEL in labels or manage_without_queue_name
 
 
 @dataclass(frozen=True, slots=True)

@@ -13,6 +13,7 @@ __all__ = ["REGISTRY", "enabled"]
 REGISTRY: Mapping[str, Integration] = MappingProxyType({BATCH_JOB.framework: BATCH_JOB})
 
 
-def enabled(frameworks: Iterable[str]) -> list[Integration]:
-    """The integrations `integrations.frameworks` selects (the Configuration has checked the names)."""
-    return [REGISTRY[name] for name in frameworks if name in REGISTRY]
+def enabled(frameworks: Iterable[str], registry: Mapping[str, Integration] = REGISTRY) -> list[Integration]:
+    """The integrations `integrations.frameworks` selects from `registry` (the Configuration has
+    checked the names against the registry it knows)."""
+    return [registry[name] for name in frameworks if name in registry]

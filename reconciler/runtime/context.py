@@ -11,18 +11,20 @@ from __future__ import annotations
 
 import math
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 import msgspec
 import structlog
 
-from reconciler.api import Job, Workload
-from reconciler.api.resources import JOBS, WORKLOADS
+from reconciler.api import Workload
+from reconciler.api.resources import WORKLOADS
 from reconciler.api.times import now_rfc3339
 from reconciler.config import Configuration
 from reconciler.core.engine import Engine
 from reconciler.core.inventory import DeviceInventory
+from reconciler.integrations import BATCH_JOB, Integration
 from reconciler.kube import Conflict, NotFound
 from reconciler.observability.metrics import Metrics
 
@@ -30,7 +32,7 @@ from .actions import Action, PostEvent, WriteDone
 from .events import EventRecorder
 from .own_writes import OwnWrites
 from .podindex import PodIndex
-from .store import Key, Store
+from .store import JobRef, Key, Store
 from .timers import Timers
 
 __all__ = ["Context", "Dirty", "ReconcilerStats"]
@@ -54,11 +56,12 @@ class Dirty:
 
     # Workload key -> whether the cache holds our own write's response (decide on it at once).
     workloads: dict[Key, bool] = field(default_factory=dict)
-    jobs: set[Key] = field(default_factory=set)
+    # Jobs (of any integration) to reconcile.
+    jobs: set[JobRef] = field(default_factory=set)
     # Workloads whose PodsReady tracking (deadline, blockAdmission) must be looked at again.
     pods_ready: set[Key] = field(default_factory=set)
     # Jobs whose pods or claims changed.
-    pods: set[Key] = field(default_factory=set)
+    pods: set[JobRef] = field(default_factory=set)
     queue_status: bool = True
 
     def workload(self, key: Key, *, own_write: bool = False) -> None:
@@ -86,12 +89,21 @@ class Context:
     stats: ReconcilerStats = field(default_factory=ReconcilerStats)
     # The latest device inventory (deviceInventory.mode Report or Enforce), None before the first count.
     device_inventory: DeviceInventory | None = None
+    # The integrations integrations.frameworks enables (the kinds of jobs managed).
+    integrations: Sequence[Integration] = (BATCH_JOB,)
     workload_writes: OwnWrites[Key] = field(init=False)
+    # Our own writes to jobs, one tracker per kind; `job_writes` is batch/v1 Job's.
+    kind_writes: dict[str, OwnWrites[Key]] = field(init=False)
     job_writes: OwnWrites[Key] = field(init=False)
+    _by_plural: dict[str, str] = field(init=False)
 
     def __post_init__(self) -> None:
         self.workload_writes = OwnWrites(self.monotonic)
-        self.job_writes = OwnWrites(self.monotonic)
+        self.kind_writes = {i.kind: OwnWrites(self.monotonic) for i in self.integrations}
+        self.job_writes = self.kind_writes.get(BATCH_JOB.kind) or OwnWrites(self.monotonic)
+        self._by_plural = {i.resource.plural: i.kind for i in self.integrations}
+        self.store.integrations = {i.kind: i for i in self.integrations}
+        self.pod_index.kinds = frozenset(i.kind for i in self.integrations)
 
     # --- the write path -----------------------------------------------------------------
 
@@ -119,12 +131,11 @@ class Context:
         plural = action.resource.plural
         if plural == WORKLOADS.plural:
             return self.workload_writes
-        if plural == JOBS.plural:
-            return self.job_writes
-        return None
+        kind = self._by_plural.get(plural)
+        return None if kind is None else self.kind_writes[kind]
 
     def tracks_pods_ready(self, key: Key) -> bool:
-        """waitForPodsReady applies to this Workload: it is on, and a Job owns the Workload
+        """waitForPodsReady applies to this Workload: it is on, and a job owns the Workload
         (as in Kueue, whose job reconciler writes PodsReady; a bare Workload has no pods)."""
         return self.config.wait_for_pods_ready is not None and self.store.job_key(key) is not None
 
@@ -145,13 +156,15 @@ class Context:
         )
         return workload
 
-    def apply_job_write(self, key: Key, body: bytes) -> Job | None:
-        job = msgspec.json.decode(body, type=Job)
+    def apply_job_write(self, key: Key, body: bytes, integration: Integration = BATCH_JOB) -> Any | None:
+        """Our write's response is the job's newest state: apply it (None when it is stale)."""
+        job = msgspec.json.decode(body, type=integration.projection)
         rv = job.metadata.resource_version
-        if self.job_writes.response_is_stale(key, rv):
+        writes = self.kind_writes[integration.kind]
+        if writes.response_is_stale(key, rv):
             return None
-        previous = self.store.put_job(key, job)
-        self.job_writes.applied(key, rv, changed=previous is None or previous.metadata.resource_version != rv)
+        previous = self.store.put_job(key, job, integration.kind)
+        writes.applied(key, rv, changed=previous is None or previous.metadata.resource_version != rv)
         return job
 
     def write_failed(self, done: WriteDone, *, expected: tuple[type[Exception], ...] = ()) -> None:

@@ -54,6 +54,9 @@ class ControllerOptions:
     # The Configuration file, polled for new DeviceClass mappings (None: never reloaded).
     config_path: str | None = None
     config_reload_interval: float = 2.0
+    # The controller's own namespace (its jobs are not managed, as kube-system's); None: the
+    # Configuration's `namespace`, else kueue-system.
+    namespace: str | None = None
 
 
 async def make_client(kubeconfig: str | None) -> KubeClient:
@@ -168,7 +171,9 @@ async def run_controller(
     client = await make_client(options.kubeconfig)
     inbox: asyncio.Queue[Item] = asyncio.Queue()
     writer = Writer(client, inbox.put_nowait, concurrency=options.write_concurrency, metrics=metrics)
-    reconciler = Reconciler(config, writer.submit, instance=socket.gethostname(), metrics=metrics)
+    reconciler = Reconciler(
+        config, writer.submit, instance=socket.gethostname(), metrics=metrics, namespace=options.namespace
+    )
     informers: list[Informer[Any]] = [
         Informer(client, row.resource, row.projection, inbox.put_nowait, label_selector=row.label_selector)
         for row in reconciler.watched_kinds

@@ -112,8 +112,8 @@ class Evictions:
         if workload is None:
             return
         ctx.events.emit(workload, "Normal", f"EvictedDueTo{eviction.reason}", eviction.message)
-        owner = ctx.store.job_key(key)
-        job = ctx.store.jobs.get(owner) if owner is not None else None
+        owner = ctx.store.owner(key)
+        job = ctx.store.job(owner) if owner is not None else None
         if job is not None:
             ctx.events.emit(job, "Normal", "Stopped", eviction.message)
         if owner is not None:

@@ -1,19 +1,21 @@
-"""The batch/v1 Job integration: a Workload for each queued Job, the Job suspended until its
-Workload is admitted, started with its flavors' node labels, suspended and restored after an
-eviction, and its Workload finished when the Job ends.
+"""The jobs of one integration (batch/v1 Job, or any kind in the registry): a Workload for each
+queued job, the job suspended until its Workload is admitted, started with its flavors' node
+labels, suspended and restored after an eviction, and its Workload finished when the job ends.
+The steps are decided by `integrations.decide`; nothing here knows a particular kind.
 """
 
 from __future__ import annotations
 
-from typing import Literal
+from collections.abc import Sequence
+from typing import Any, Literal
 
 import msgspec
 import structlog
 
-from reconciler.api import Job, PodSet, Workload
+from reconciler.api import PodSet, Workload
 from reconciler.api.resources import WORKLOADS
-from reconciler.core.jobs import is_managed
 from reconciler.core.priority import (
+    PRIORITY_CLASS_LABEL,
     MissingPriorityClass,
     priority_class_name,
     priority_update,
@@ -35,6 +37,7 @@ from reconciler.integrations import (
     Suspend,
     UpdateMismatched,
     decide,
+    is_managed,
 )
 from reconciler.kube import Conflict, NotFound
 
@@ -42,9 +45,9 @@ from .actions import Create, Delete, MergePatch, WriteDone
 from .context import Context
 from .events import WORKLOAD_API
 from .patches import api_body, workload_status_write
-from .store import Key, owner_job
+from .store import JobRef, Key
 
-__all__ = ["Jobs"]
+__all__ = ["JobKinds", "Jobs"]
 
 log = structlog.get_logger(__name__)
 
@@ -53,9 +56,12 @@ _NO_MATCH = "No matching Workload; restoring pod templates according to existent
 
 
 class Jobs:
-    def __init__(self, ctx: Context, integration: Integration = BATCH_JOB) -> None:
+    def __init__(self, ctx: Context, integration: Integration = BATCH_JOB, own_namespace: str = "") -> None:
         self.ctx = ctx
         self.integration = integration
+        self.kind = integration.kind
+        # The controller's namespace: its jobs are not managed (as kube-system's).
+        self.own_namespace = own_namespace
         # Jobs whose Workload waits for a priority class, with what they were told.
         self._unresolved: dict[Key, str] = {}
         # Workloads (by UID) we asked the API to delete because they no longer match their job.
@@ -63,14 +69,17 @@ class Jobs:
 
     def reconcile(self, key: Key) -> None:
         ctx = self.ctx
-        job = ctx.store.jobs.get(key)
+        job = ctx.store.of_kind(self.kind).get(key)
         if job is None or job.metadata.deletion_timestamp:
             return
         if self.integration.framework not in ctx.config.frameworks or not is_managed(
-            job, manage_without_queue_name=ctx.config.manage_jobs_without_queue_name
+            job.metadata.labels,
+            key[0],
+            manage_without_queue_name=ctx.config.manage_jobs_without_queue_name,
+            own_namespace=self.own_namespace,
         ):
             return
-        wl_key = ctx.store.workload_key(job)
+        wl_key = ctx.store.workload_key(job, self.kind)
         workload = ctx.store.workloads.get(wl_key)
         if workload is None or self._deleted.get(wl_key, workload.metadata.uid) != workload.metadata.uid:
             self._deleted.pop(wl_key, None)  # the deleted one is gone
@@ -89,7 +98,7 @@ class Jobs:
         step = decide(self.integration, job, workload, known, ctx.engine.flavors)
         self._perform(job, wl_key, workload, step)
 
-    def _perform(self, job: Job, wl_key: Key, workload: Workload | None, step: Step) -> None:
+    def _perform(self, job: Any, wl_key: Key, workload: Workload | None, step: Step) -> None:
         if isinstance(step, CreateWorkload):
             if step.suspend is not None and self._write(job, "job-suspend", step.suspend):
                 queue = job.metadata.labels.get(QUEUE_NAME_LABEL, "")
@@ -118,7 +127,7 @@ class Jobs:
 
     # --- a Workload that no longer matches its job (Kueue's ensureOneWorkload) -----------
 
-    def _delete_mismatched(self, job: Job, workload: Workload) -> None:
+    def _delete_mismatched(self, job: Any, workload: Workload) -> None:
         ctx, meta = self.ctx, workload.metadata
         self._deleted[(meta.namespace, meta.name)] = meta.uid
 
@@ -129,11 +138,11 @@ class Jobs:
             else:
                 self._deleted.pop((meta.namespace, meta.name), None)
                 ctx.write_failed(result, expected=(NotFound,))
-            ctx.dirty.jobs.add((job.metadata.namespace, job.metadata.name))
+            ctx.dirty.jobs.add(self._ref(job))
 
         ctx.write(Delete("delete-workload", WORKLOADS, meta.namespace, meta.name, on_done=done))
 
-    def _update_mismatched(self, job: Job, workload: Workload, pod_sets: list[PodSet]) -> None:
+    def _update_mismatched(self, job: Any, workload: Workload, pod_sets: list[PodSet]) -> None:
         ctx, meta = self.ctx, workload.metadata
         patch = msgspec.json.encode(
             {
@@ -154,11 +163,11 @@ class Jobs:
                 )
             else:
                 ctx.write_failed(result, expected=(NotFound, Conflict))
-            ctx.dirty.jobs.add((job.metadata.namespace, job.metadata.name))
+            ctx.dirty.jobs.add(self._ref(job))
 
         ctx.write(MergePatch("workload-update", WORKLOADS, meta.namespace, meta.name, patch, on_done=done))
 
-    def _create_workload(self, job: Job, wl_key: Key) -> None:
+    def _create_workload(self, job: Any, wl_key: Key) -> None:
         ctx = self.ctx
         key = (job.metadata.namespace, job.metadata.name)
         priority = resolve_priority(job, ctx.store.workload_priority_classes, ctx.store.priority_classes)
@@ -179,8 +188,8 @@ class Jobs:
         body = api_body(workload, WORKLOAD_API, "Workload")
         ctx.write(Create("create-workload", WORKLOADS, *wl_key, body, on_done=self._workload_created))
 
-    def _follow_priority_label(self, job: Job, workload: Workload) -> None:
-        """The Job's priority-class label changed: the Workload takes the new class's priority."""
+    def _follow_priority_label(self, job: Any, workload: Workload) -> None:
+        """The job's priority-class label changed: the Workload takes the new class's priority."""
         ctx = self.ctx
         update = priority_update(job, workload, ctx.store.workload_priority_classes)
         meta = workload.metadata
@@ -206,14 +215,14 @@ class Jobs:
         ctx.write(MergePatch("workload-priority", WORKLOADS, meta.namespace, meta.name, patch, on_done=done))
 
     def priority_classes_changed(self) -> None:
-        """A class appeared or changed: Jobs still without a Workload may resolve now."""
+        """A class appeared or changed: jobs still without a Workload may resolve now."""
         for key in self._unresolved:
-            self.ctx.dirty.jobs.add(key)
+            self.ctx.dirty.jobs.add((self.kind, *key))
 
-    def deleted(self, job: Job) -> None:
-        """A Job is gone: its Workload is let go (or forgotten, if the API never showed it)."""
+    def deleted(self, job: Any) -> None:
+        """A job is gone: its Workload is let go (or forgotten, if the API never showed it)."""
         self._unresolved.pop((job.metadata.namespace, job.metadata.name), None)
-        wl_key = self.ctx.store.workload_key(job)
+        wl_key = self.ctx.store.workload_key(job, self.kind)
         self._deleted.pop(wl_key, None)
         if wl_key in self.ctx.store.workloads:
             self.ctx.dirty.workload(wl_key)
@@ -222,10 +231,10 @@ class Jobs:
 
     # --- writes to the Job --------------------------------------------------------------
 
-    def _write(self, job: Job, purpose: JobWrite, patch: Patch) -> bool:
+    def _write(self, job: Any, purpose: JobWrite, patch: Patch) -> bool:
         """Ask for a start, suspend or restore once; False when it is already asked for."""
         key = (job.metadata.namespace, job.metadata.name)
-        if self.ctx.job_writes.in_flight(key, purpose):
+        if self.ctx.kind_writes[self.kind].in_flight(key, purpose):
             return False  # in flight; its response updates the cached Job
         self.ctx.write(
             MergePatch(
@@ -245,24 +254,23 @@ class Jobs:
         action = done.action
         key = done.key
         if done.ok and done.body is not None:
-            ctx.apply_job_write(key, done.body)
+            ctx.apply_job_write(key, done.body, self.integration)
         if done.error is not None or done.superseded:
             ctx.write_failed(done, expected=(NotFound,))
         elif action.purpose == "job-start" and done.body is not None:
-            started = msgspec.json.decode(done.body, type=Job)
-            owned = ctx.store.workloads.get(ctx.store.workload_key(started))
+            started = msgspec.json.decode(done.body, type=self.integration.projection)
+            owned = ctx.store.workloads.get(ctx.store.workload_key(started, self.kind))
             admission = owned.status.admission if owned is not None else None
             cq_name = admission.cluster_queue if admission is not None else ""
             ctx.events.emit(started, "Normal", "Started", f"Admitted by clusterQueue {cq_name}")
         elif action.purpose in ("job-clear-start", "job-suspend", "job-restore"):
-            ctx.dirty.jobs.add(key)  # the template can be restored now (or the next step taken)
+            ctx.dirty.jobs.add((self.kind, *key))  # the template can be restored now (or the next step taken)
 
     def _workload_created(self, done: WriteDone) -> None:
         ctx = self.ctx
         key = done.key
         if done.ok and done.body is not None:
-            owner = owner_job(msgspec.json.decode(done.body, type=Workload))
-            job = ctx.store.jobs.get(owner) if owner is not None else None
+            job = self._owner(msgspec.json.decode(done.body, type=Workload))
             if job is not None:
                 ctx.events.emit(job, "Normal", "CreatedWorkload", f"Created Workload: {key[0]}/{key[1]}")
             ctx.apply_workload_write(key, done.body)
@@ -295,8 +303,7 @@ class Jobs:
         # The quota is released when the write lands (or the watch shows it finished), never
         # before: until then the API still counts this workload against the quota.
         # on the Job, as Kueue's job reconciler records it
-        owner = owner_job(workload)
-        job = ctx.store.jobs.get(owner) if owner is not None else None
+        job = self._owner(workload)
         ctx.events.emit(
             job if job is not None else workload,
             "Normal",
@@ -308,7 +315,7 @@ class Jobs:
         ctx = self.ctx
         key = done.key
         if done.superseded and key in ctx.store.workloads:
-            owner = ctx.store.job_key(key)
+            owner = ctx.store.owner(key)
             if owner is not None:
                 ctx.dirty.jobs.add(owner)  # write it again
             return
@@ -320,6 +327,17 @@ class Jobs:
         else:
             ctx.write_failed(done, expected=(NotFound,))
 
+    def _ref(self, job: Any) -> JobRef:
+        return (self.kind, job.metadata.namespace, job.metadata.name)
+
+    def _owner(self, workload: Workload) -> Any | None:
+        """The stored job (of this integration) that controls a Workload."""
+        meta = workload.metadata
+        for ref in meta.owner_references:
+            if ref.controller and (ref.kind, ref.api_version) == (self.kind, self.integration.api_version):
+                return self.ctx.store.of_kind(self.kind).get((meta.namespace, ref.name))
+        return None
+
     def _cluster_queue_of(self, key: Key) -> str:
         workload = self.ctx.store.workloads.get(key)
         if workload is None:
@@ -327,3 +345,58 @@ class Jobs:
         if workload.status.admission is not None:
             return workload.status.admission.cluster_queue
         return self.ctx.engine.queues.local_queues.get((key[0], workload.spec.queue_name), "")
+
+
+class JobKinds:
+    """The Jobs concern of every enabled integration, and their jobs' watch events (by kind)."""
+
+    def __init__(self, ctx: Context, integrations: Sequence[Integration], own_namespace: str) -> None:
+        self.ctx = ctx
+        self.by_kind = {i.kind: Jobs(ctx, i, own_namespace) for i in integrations}
+        # A job resource's plural -> its kind.
+        self.kind_of = {i.resource.plural: i.kind for i in integrations}
+
+    def reconcile(self, ref: JobRef) -> None:
+        self.by_kind[ref[0]].reconcile((ref[1], ref[2]))
+
+    def on_job(self, key: Key, job: Any, *, kind: str, ready: bool) -> None:
+        """A job's watch event: stored, and (once synced) its Workload and pods looked at again."""
+        ctx = self.ctx
+        writes = ctx.kind_writes[kind]
+        if job is None:
+            gone = ctx.store.put_job(key, None, kind)
+            writes.forget(key)
+            if gone is not None and ready:
+                self.by_kind[kind].deleted(gone)
+            return
+        if not writes.accept_event(key, job.metadata.resource_version):
+            return  # older than our own write, already applied
+        ctx.store.put_job(key, job, kind)
+        if ready:
+            ref: JobRef = (kind, *key)
+            ctx.dirty.pods.add(ref)
+            ctx.dirty.jobs.add(ref)
+
+    def relisted(self, plural: str) -> None:
+        kind = self.kind_of.get(plural)
+        if kind is not None:
+            self.ctx.kind_writes[kind].relisted()
+
+    def resync(self, plural: str, *, all_kinds: bool) -> None:
+        """Every job of the kind listed as `plural` (of every kind with `all_kinds`) is marked."""
+        kinds = self.by_kind if all_kinds else [self.kind_of[plural]] if plural in self.kind_of else []
+        store = self.ctx.store
+        for kind in kinds:
+            self.ctx.dirty.jobs.update((kind, *key) for key in store.of_kind(kind))
+
+    def priority_classes_changed(self) -> None:
+        for jobs in self.by_kind.values():
+            jobs.priority_classes_changed()
+
+    def follow_labels(self) -> None:
+        """Jobs naming a WorkloadPriorityClass may follow it now (Kueue re-reads the label on reconcile)."""
+        store = self.ctx.store
+        for kind in self.by_kind:
+            for key, job in store.of_kind(kind).items():
+                if PRIORITY_CLASS_LABEL in job.metadata.labels:
+                    self.ctx.dirty.jobs.add((kind, *key))

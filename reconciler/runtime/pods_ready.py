@@ -30,7 +30,7 @@ from reconciler.core.podstatus import (
     claims_condition,
     eviction_cause,
     lasting,
-    ready_or_succeeded,
+    ready_or_counted,
 )
 from reconciler.core.priority import priority_class_name
 from reconciler.core.status import condition, set_condition
@@ -91,7 +91,7 @@ class PodsReady:
             ctx.timers.cancel(key, "pods-ready")
         else:
             ctx.timers.set(key, "pods-ready", deadline.at)
-        owner = ctx.store.job_key(key)
+        owner = ctx.store.owner(key)
         if owner is not None:
             ctx.dirty.pods.add(owner)
 
@@ -110,7 +110,7 @@ class PodsReady:
     # --- pods and claims ----------------------------------------------------------------
 
     def check_pods(self, key: Key) -> None:
-        """PodsReady and the claim report of an admitted workload, from its Job's pods."""
+        """PodsReady and the claim report of an admitted workload, from its job's pods."""
         ctx = self.ctx
         workload = ctx.store.workloads.get(key)
         if (
@@ -120,20 +120,22 @@ class PodsReady:
             or ctx.workload_writes.awaiting(key)
         ):
             return
-        owner = ctx.store.job_key(key)
+        owner = ctx.store.owner(key)
         if owner is None:
             return
-        pods = ctx.pod_index.pods_of(owner)
+        pods = ctx.pod_index.pods_of((owner[1], owner[2]), owner[0])
         claims = ctx.pod_index.claims
         conditions = workload.status.conditions
         now, generation = ctx.clock(), workload.metadata.generation or None
         if ctx.config.wait_for_pods_ready is not None:
-            job = ctx.store.jobs.get(owner)
+            job = ctx.store.job(owner)
+            integration = ctx.store.integrations[owner[0]]
+            counted = 0 if job is None else integration.pods_ready_count(job)
             # Every pod set's pods, as the Workload charged them (any number of pod sets).
             needed = sum(1 if ps.count is None else ps.count for ps in workload.spec.pod_sets) or 1
             previous = condition(conditions, PODS_READY)
             state = pods_ready_state(
-                admitted=True, ready=ready_or_succeeded(pods, job), needed=needed, previous=previous
+                admitted=True, ready=ready_or_counted(pods, counted), needed=needed, previous=previous
             )
             if previous is None or (previous.status, previous.reason) != (state.status, state.reason):
                 conditions = set_condition(
@@ -227,10 +229,11 @@ class PodsReady:
         )
 
     def _claim_cause(self, key: Key) -> str | None:
-        owner = self.ctx.store.job_key(key)
+        owner = self.ctx.store.owner(key)
         if owner is None:
             return None
-        return eviction_cause(key[0], self.ctx.pod_index.pods_of(owner), self.ctx.pod_index.claims)
+        pods = self.ctx.pod_index.pods_of((owner[1], owner[2]), owner[0])
+        return eviction_cause(key[0], pods, self.ctx.pod_index.claims)
 
     # --- eviction -----------------------------------------------------------------------
 

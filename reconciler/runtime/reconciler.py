@@ -6,8 +6,9 @@ result goes to the completion handler its action carries. After each item,
 and on every status tick, the dirty marks are processed in a fixed order:
 
 1. workloads: the core fed with what the API shows (`workloads.Workloads`);
-2. jobs: Workloads created, Jobs suspended, started, restored (`jobs.Jobs`);
-3. PodsReady: deadlines armed or dropped, then the pods of changed Jobs checked
+2. jobs: Workloads created, jobs suspended, started, restored (`jobs.Jobs`, one per
+   integration `integrations.frameworks` enables);
+3. PodsReady: deadlines armed or dropped, then the pods of changed jobs checked
    (`pods_ready.PodsReady`);
 4. (after a batch) the scheduler's cycle, whose decisions become admission and
    pending writes; (on a tick) queue status (`queue_status.QueueStatus`).
@@ -19,7 +20,8 @@ the writer.
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
+from functools import partial
 from operator import attrgetter
 from typing import Any
 
@@ -28,19 +30,18 @@ import structlog
 from reconciler.api import (
     ClusterQueue,
     Cohort,
-    Job,
     LocalQueue,
     Namespace,
     PriorityClass,
     Workload,
     WorkloadPriorityClass,
 )
-from reconciler.api.resources import JOBS, WORKLOADS, Resource
+from reconciler.api.resources import WORKLOADS, Resource
 from reconciler.api.times import now_rfc3339
 from reconciler.config import Configuration
-from reconciler.core.priority import PRIORITY_CLASS_LABEL
 from reconciler.core.scheduler import Admit, Preempt
 from reconciler.feed import feed_cluster_queue, feed_cohort, feed_flavor, feed_local_queue, feed_namespace
+from reconciler.integrations import REGISTRY, Integration, enabled
 from reconciler.kube import WatchEvent
 from reconciler.observability.metrics import Metrics
 
@@ -50,14 +51,14 @@ from .context import Context, ReconcilerStats
 from .events import EventRecorder
 from .in_use import InUse
 from .inventory import Inventory
-from .jobs import Jobs
+from .jobs import JobKinds
 from .patches import holds_quota
 from .pods_ready import PodsReady
 from .preemption import Preemption
 from .queue_status import QueueStatus
 from .store import Key
 from .views import ReconcilerViews
-from .watched import WATCHED_KINDS, watched_kinds
+from .watched import JOB_HANDLER, WATCHED_KINDS, watched_kinds
 from .workloads import Workloads
 
 __all__ = ["ALL_WATCHED", "INVENTORY_WATCHED", "LABEL_SELECTORS", "WATCHED", "Reconciler", "ReconcilerStats"]
@@ -66,6 +67,8 @@ log = structlog.get_logger(__name__)
 
 # Every so often every Workload and Job is reconciled again, whatever the events said.
 RESYNC_SECONDS = 30.0
+# The controller's namespace when neither the caller nor the Configuration names one (Kueue's).
+DEFAULT_NAMESPACE = "kueue-system"
 # Rounds of dirty processing per pass; what one round marks is handled by the next.
 MAX_ROUNDS = 4
 # Every kind the reconciler needs synced before it decides anything (the table's rows).
@@ -89,27 +92,42 @@ class Reconciler(ReconcilerViews):
         monotonic: Callable[[], float] = time.monotonic,
         wall: Callable[[], float] = time.time,
         metrics: Metrics | None = None,
+        namespace: str | None = None,
+        registry: Mapping[str, Integration] = REGISTRY,
     ) -> None:
+        """`namespace`: the controller's own (default: the Configuration's, else kueue-system);
+        `registry`: framework names -> integrations, of which `integrations.frameworks` enables some."""
         events = EventRecorder(submit, clock, instance)
+        integrations = enabled(config.frameworks, registry)
         self.ctx = Context(
-            config, submit, events, clock=clock, monotonic=monotonic, wall=wall, metrics=metrics or Metrics()
+            config,
+            submit,
+            events,
+            clock=clock,
+            monotonic=monotonic,
+            wall=wall,
+            metrics=metrics or Metrics(),
+            integrations=integrations,
         )
         self.workload_sync = Workloads(self.ctx)
-        self.job_sync = Jobs(self.ctx)
+        own_namespace = namespace or config.namespace or DEFAULT_NAMESPACE
+        # One Jobs concern per integration, by kind (a kind's jobs never meet another's).
+        self.job_kinds = JobKinds(self.ctx, integrations, own_namespace)
         self.pods_ready = PodsReady(self.ctx)
         self.queue_status = QueueStatus(self.ctx)
         self.preemption = Preemption(self.ctx)
         self.in_use = InUse(self.ctx)
         self.config_reloads = ConfigReloads(self.ctx, self.workload_sync.mappings_changed)
         self.inventory = Inventory(self.ctx)
-        self.watched_kinds = watched_kinds(config.device_inventory.enabled)
+        self.watched_kinds = watched_kinds(config.device_inventory.enabled, integrations)
         self.watched = tuple(row.resource for row in self.watched_kinds)
         self.synced: set[str] = set()
         self.ready = False
         self._next_resync = 0.0
-        # The event dispatch, from the table: each watched kind's handler.
+        # The event dispatch, from the table: each watched kind's handler (a job's with its kind).
         self._on_object: dict[str, Callable[[Key, Any], None]] = {
-            row.resource.plural: attrgetter(row.handler)(self) for row in WATCHED_KINDS
+            row.resource.plural: _handler(self, row.handler, self.job_kinds.kind_of.get(row.resource.plural))
+            for row in watched_kinds(True, integrations)
         }
 
     # --- the inbox ----------------------------------------------------------------------
@@ -186,16 +204,16 @@ class Reconciler(ReconcilerViews):
             for key, own_write in workloads.items():
                 self.workload_sync.sync(key, own_write=own_write)
             jobs, dirty.jobs = dirty.jobs, set()
-            for key in jobs:
-                self.job_sync.reconcile(key)
+            for ref in jobs:
+                self.job_kinds.reconcile(ref)
             tracked, dirty.pods_ready = dirty.pods_ready, set()
             for key in tracked:
                 self.pods_ready.refresh(key)
             pods, dirty.pods = dirty.pods, set()
-            for job_key in pods:
-                job = store.jobs.get(job_key)
+            for ref in pods:
+                job = store.job(ref)
                 if job is not None:
-                    self.pods_ready.check_pods(store.workload_key(job))
+                    self.pods_ready.check_pods(store.workload_key(job, ref[0]))
 
     # --- watch events -------------------------------------------------------------------
 
@@ -203,8 +221,7 @@ class Reconciler(ReconcilerViews):
         self.synced.add(kind)
         if kind == WORKLOADS.plural:
             self.ctx.workload_writes.relisted()
-        if kind == JOBS.plural:
-            self.ctx.job_writes.relisted()
+        self.job_kinds.relisted(kind)
         if not self.ready and all(r.plural in self.synced for r in self.watched):
             self._become_ready()
         elif self.ready:
@@ -226,28 +243,15 @@ class Reconciler(ReconcilerViews):
         if kind == WORKLOADS.plural:
             for key in store.workloads:
                 dirty.workload(key)
-        if kind in (JOBS.plural, WORKLOADS.plural):
-            dirty.jobs.update(store.jobs)
+        self.job_kinds.resync(kind, all_kinds=kind == WORKLOADS.plural)
 
-    def _on_job(self, key: Key, job: Job | None) -> None:
-        ctx = self.ctx
-        if job is None:
-            gone = ctx.store.put_job(key, None)
-            ctx.job_writes.forget(key)
-            if gone is not None and self.ready:
-                self.job_sync.deleted(gone)
-            return
-        if not ctx.job_writes.accept_event(key, job.metadata.resource_version):
-            return  # older than our own write, already applied
-        ctx.store.put_job(key, job)
-        if self.ready:
-            ctx.dirty.pods.add(key)
-            ctx.dirty.jobs.add(key)
+    def _on_job(self, key: Key, job: Any, *, kind: str) -> None:
+        self.job_kinds.on_job(key, job, kind=kind, ready=self.ready)
 
     def _on_workload(self, key: Key, workload: Workload | None) -> None:
         ctx = self.ctx
         if workload is None:
-            owner = ctx.store.job_key(key)
+            owner = ctx.store.owner(key)
             ctx.store.put_workload(key, None)
             ctx.workload_writes.forget(key)
             ctx.dirty.workload(key)
@@ -259,7 +263,7 @@ class Reconciler(ReconcilerViews):
         ctx.store.put_workload(key, workload)
         if self.ready:
             ctx.dirty.workload(key)
-            owner = ctx.store.job_key(key)
+            owner = ctx.store.owner(key)
             if owner is not None:
                 ctx.dirty.jobs.add(owner)
 
@@ -337,8 +341,8 @@ class Reconciler(ReconcilerViews):
         else:
             classes[key[1]] = wpc
         if self.ready:
-            self.job_sync.priority_classes_changed()
-        self._dirty_jobs_follow_labels()
+            self.job_kinds.priority_classes_changed()
+            self.job_kinds.follow_labels()
 
     def _on_priority_class(self, key: Key, pc: PriorityClass | None) -> None:
         classes = self.ctx.store.priority_classes
@@ -347,27 +351,20 @@ class Reconciler(ReconcilerViews):
         else:
             classes[key[1]] = pc
         if self.ready:
-            self.job_sync.priority_classes_changed()
-
-    def _dirty_jobs_follow_labels(self) -> None:
-        """Jobs naming a WorkloadPriorityClass may follow it now (Kueue re-reads the label on reconcile)."""
-        if self.ready:
-            for key, job in self.ctx.store.jobs.items():
-                if PRIORITY_CLASS_LABEL in job.metadata.labels:
-                    self.ctx.dirty.jobs.add(key)
+            self.job_kinds.priority_classes_changed()
 
     def _on_pod(self, key: Key, pod: Any) -> None:
-        job_key = self.ctx.pod_index.on_pod(key, pod)
+        job = self.ctx.pod_index.on_pod_ref(key, pod)
         self.inventory.pod(key)
-        if job_key is not None:
-            self.ctx.dirty.pods.add(job_key)
+        if job is not None:
+            self.ctx.dirty.pods.add(job)
 
     def _on_claim(self, key: Key, claim: Any) -> None:
         previous = self.ctx.pod_index.claims.get(key)
-        job_key = self.ctx.pod_index.on_claim(key, claim)
+        job = self.ctx.pod_index.on_claim_ref(key, claim)
         self.inventory.claim(key, claim)
-        if job_key is not None:
-            self.ctx.dirty.pods.add(job_key)
+        if job is not None:
+            self.ctx.dirty.pods.add(job)
         # A pre-created (shared) claim appeared or went: waiting workloads are charged again. Its
         # spec is immutable, so its status updates change nothing.
         shared = claim if claim is not None else previous
@@ -378,6 +375,14 @@ class Reconciler(ReconcilerViews):
             and not any(r.kind == "Pod" for r in shared.metadata.owner_references)
         ):
             self.workload_sync.shared_claim_changed(key[0])
+
+
+def _handler(reconciler: Reconciler, name: str, job_kind: str | None) -> Callable[[Key, Any], None]:
+    """A table row's handler: the Reconciler's attribute it names (a job's bound to its kind)."""
+    handler: Callable[..., None] = attrgetter(name)(reconciler)
+    if name == JOB_HANDLER and job_kind is not None:
+        return partial(handler, kind=job_kind)
+    return handler
 
 
 def _models_differ(previous: ClusterQueue, current: ClusterQueue) -> bool:

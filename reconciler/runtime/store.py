@@ -1,13 +1,16 @@
-"""The latest known object of every kind the reconciler decides on, with the Job <-> Workload index.
+"""The latest known object of every kind the reconciler decides on, with the job <-> Workload index.
 
-A Job's Workload name is a hash of the Job's name and UID, and a Workload
-names its Job in an owner reference; both directions are computed once, when
-the object is stored, and looked up afterwards.
+Jobs are kept per integration: `by_kind[kind][(namespace, name)]` (`jobs` is the batch/v1 Job
+table). A job's Workload name is a hash of the job's name, UID and kind, and a Workload names its
+job in an owner reference; both directions are computed once, when the object is stored, and
+looked up afterwards.
 """
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
+from typing import Any
 
 from reconciler.api import (
     ClusterQueue,
@@ -21,39 +24,69 @@ from reconciler.api import (
 from reconciler.core.workloads import workload_name_for_job
 from reconciler.integrations import BATCH_JOB, Integration
 
-__all__ = ["Key", "Store", "owner_job"]
+__all__ = ["JobRef", "Key", "Store", "owner_job", "owner_ref"]
 
 Key = tuple[str, str]
+# A job of any integration: (kind, namespace, name).
+JobRef = tuple[str, str, str]
+
+
+def owner_ref(workload: Workload, integrations: Mapping[str, Integration]) -> JobRef | None:
+    """The job (of one of `integrations`, by kind) that controls a Workload, from its owner references."""
+    for ref in workload.metadata.owner_references:
+        integration = integrations.get(ref.kind)
+        if integration is not None and ref.api_version == integration.api_version and ref.controller:
+            return (ref.kind, workload.metadata.namespace, ref.name)
+    return None
 
 
 def owner_job(workload: Workload, integration: Integration = BATCH_JOB) -> Key | None:
     """The job (of `integration`'s kind) that controls a Workload, from its owner references."""
-    for ref in workload.metadata.owner_references:
-        if ref.kind == integration.kind and ref.api_version == integration.api_version and ref.controller:
-            return (workload.metadata.namespace, ref.name)
-    return None
+    ref = owner_ref(workload, {integration.kind: integration})
+    return None if ref is None else (ref[1], ref[2])
+
+
+def _default_integrations() -> dict[str, Integration]:
+    return {BATCH_JOB.kind: BATCH_JOB}
 
 
 @dataclass
 class Store:
-    jobs: dict[Key, Job] = field(default_factory=dict)
+    # The enabled integrations, by kind (the reconciler sets them from integrations.frameworks).
+    integrations: dict[str, Integration] = field(default_factory=_default_integrations)
+    by_kind: dict[str, dict[Key, Any]] = field(default_factory=dict)
     workloads: dict[Key, Workload] = field(default_factory=dict)
     templates: dict[Key, ResourceClaimTemplate] = field(default_factory=dict)
     cluster_queues: dict[str, ClusterQueue] = field(default_factory=dict)
     local_queues: dict[Key, LocalQueue] = field(default_factory=dict)
     workload_priority_classes: dict[str, WorkloadPriorityClass] = field(default_factory=dict)
     priority_classes: dict[str, PriorityClass] = field(default_factory=dict)
-    # Job key -> (its UID, its Workload's key); Workload key -> its owning Job's key.
-    _workload_of: dict[Key, tuple[str, Key]] = field(default_factory=dict)
-    _job_of: dict[Key, Key] = field(default_factory=dict)
+    # Job -> (its UID, its Workload's key); Workload key -> its owning job.
+    _workload_of: dict[JobRef, tuple[str, Key]] = field(default_factory=dict)
+    _job_of: dict[Key, JobRef] = field(default_factory=dict)
 
-    def put_job(self, key: Key, job: Job | None) -> Job | None:
-        """Store (or with None, forget) a Job; returns what was stored before."""
+    @property
+    def jobs(self) -> dict[Key, Job]:
+        """The batch/v1 Jobs."""
+        return self.of_kind(BATCH_JOB.kind)
+
+    def of_kind(self, kind: str) -> dict[Key, Any]:
+        return self.by_kind.setdefault(kind, {})
+
+    def job(self, ref: JobRef) -> Any | None:
+        return self.by_kind.get(ref[0], {}).get((ref[1], ref[2]))
+
+    def all_jobs(self) -> list[JobRef]:
+        return [(kind, *key) for kind, table in self.by_kind.items() for key in table]
+
+    def put_job(self, key: Key, job: Any | None, kind: str = BATCH_JOB.kind) -> Any | None:
+        """Store (or with None, forget) a job of `kind`; returns what was stored before."""
+        table = self.of_kind(kind)
         if job is None:
-            self._workload_of.pop(key, None)
-            return self.jobs.pop(key, None)
-        previous = self.jobs.get(key)
-        self.jobs[key] = job
+            self._workload_of.pop((kind, *key), None)
+            return table.pop(key, None)
+        previous = table.get(key)
+        table[key] = job
         return previous
 
     def put_workload(self, key: Key, workload: Workload | None) -> Workload | None:
@@ -64,26 +97,32 @@ class Store:
         previous = self.workloads.get(key)
         self.workloads[key] = workload
         if previous is None or previous.metadata.owner_references != workload.metadata.owner_references:
-            owner = owner_job(workload)
+            owner = owner_ref(workload, self.integrations)
             if owner is None:
                 self._job_of.pop(key, None)
             else:
                 self._job_of[key] = owner
         return previous
 
-    def workload_key(self, job: Job) -> Key:
-        """The key of the Workload that stands for a Job (whether it exists yet or not)."""
-        key = (job.metadata.namespace, job.metadata.name)
-        known = self._workload_of.get(key)
+    def workload_key(self, job: Any, kind: str = BATCH_JOB.kind) -> Key:
+        """The key of the Workload that stands for a job of `kind` (whether it exists yet or not)."""
+        ref = (kind, job.metadata.namespace, job.metadata.name)
+        known = self._workload_of.get(ref)
         if known is not None and known[0] == job.metadata.uid:
             return known[1]
-        group = BATCH_JOB.api_version.rpartition("/")[0]
-        name = workload_name_for_job(job.metadata.name, job.metadata.uid, BATCH_JOB.kind, group)
+        integration = self.integrations.get(kind, BATCH_JOB)
+        group = integration.api_version.rpartition("/")[0]
+        name = workload_name_for_job(job.metadata.name, job.metadata.uid, kind, group)
         wl_key = (job.metadata.namespace, name)
-        if key in self.jobs:
-            self._workload_of[key] = (job.metadata.uid, wl_key)
+        if (ref[1], ref[2]) in self.of_kind(kind):
+            self._workload_of[ref] = (job.metadata.uid, wl_key)
         return wl_key
 
-    def job_key(self, workload_key: Key) -> Key | None:
-        """The key of the Job that owns a stored Workload."""
+    def owner(self, workload_key: Key) -> JobRef | None:
+        """The job that owns a stored Workload."""
         return self._job_of.get(workload_key)
+
+    def job_key(self, workload_key: Key) -> Key | None:
+        """The (namespace, name) of the job that owns a stored Workload."""
+        ref = self._job_of.get(workload_key)
+        return None if ref is None else (ref[1], ref[2])

@@ -1,12 +1,16 @@
 """The one table of watched kinds: what the controller lists and watches, decoded how, handled where.
 
 The informers (controller.py), the reconciler's event dispatch (reconciler.py) and the RBAC
-check (tests/test_rbac.py: list and watch for each row) are all derived from `WATCHED_KINDS`;
+check (tests/test_rbac.py: list and watch for each row) are all derived from this table;
 a kind added here is watched, dispatched and granted, or a test says which part is missing.
+The jobs' rows come from the integrations `integrations.frameworks` enables (one row each,
+handled by `_on_job` with the row's kind); `WATCHED_KINDS` is the table of the default
+Configuration.
 """
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -14,7 +18,6 @@ from reconciler.api import (
     ClusterQueue,
     Cohort,
     DeviceClass,
-    Job,
     LocalQueue,
     Namespace,
     Pod,
@@ -29,7 +32,6 @@ from reconciler.api.resources import (
     CLUSTER_QUEUES,
     COHORTS,
     DEVICE_CLASSES,
-    JOBS,
     LOCAL_QUEUES,
     NAMESPACES,
     NODES,
@@ -44,9 +46,14 @@ from reconciler.api.resources import (
     Resource,
 )
 from reconciler.api.slices import Node, ResourceSlice
+from reconciler.config import Configuration
 from reconciler.core.jobs import PODSET_LABEL
+from reconciler.integrations import Integration, enabled
 
-__all__ = ["WATCHED_KINDS", "Watched", "watched_kinds"]
+__all__ = ["DEFAULT_INTEGRATIONS", "JOB_HANDLER", "WATCHED_KINDS", "Watched", "job_rows", "watched_kinds"]
+
+# The handler of every integration's row; it is given the row's kind.
+JOB_HANDLER = "_on_job"
 
 
 @dataclass(frozen=True, slots=True)
@@ -63,8 +70,15 @@ class Watched:
     label_selector: str | None = None
 
 
-WATCHED_KINDS: tuple[Watched, ...] = (
-    Watched(JOBS, Job, "_on_job"),
+def job_rows(integrations: Sequence[Integration]) -> tuple[Watched, ...]:
+    """One row per enabled integration: its resource, its projection, the job handler."""
+    return tuple(Watched(i.resource, i.projection, JOB_HANDLER) for i in integrations)
+
+
+# The integrations of the default Configuration (integrations.frameworks: batch/job).
+DEFAULT_INTEGRATIONS: tuple[Integration, ...] = tuple(enabled(Configuration().frameworks))
+
+_OTHER_KINDS: tuple[Watched, ...] = (
     Watched(WORKLOADS, Workload, "_on_workload"),
     Watched(RESOURCE_CLAIM_TEMPLATES, ResourceClaimTemplate, "_on_template"),
     Watched(CLUSTER_QUEUES, ClusterQueue, "_on_cluster_queue"),
@@ -72,7 +86,7 @@ WATCHED_KINDS: tuple[Watched, ...] = (
     Watched(LOCAL_QUEUES, LocalQueue, "_on_local_queue"),
     Watched(RESOURCE_FLAVORS, ResourceFlavor, "_on_flavor"),
     Watched(NAMESPACES, Namespace, "_on_namespace"),
-    # Only the pods of Jobs this controller started carry the pod set label.
+    # Only the pods of jobs this controller started carry the pod set label.
     Watched(PODS, Pod, "_on_pod", label_selector=PODSET_LABEL),
     Watched(RESOURCE_CLAIMS, ResourceClaim, "_on_claim"),
     Watched(WORKLOAD_PRIORITY_CLASSES, WorkloadPriorityClass, "_on_workload_priority_class"),
@@ -84,6 +98,13 @@ WATCHED_KINDS: tuple[Watched, ...] = (
 )
 
 
-def watched_kinds(inventory_on: bool) -> tuple[Watched, ...]:
-    """The rows a controller watches: all of them with the device inventory on."""
-    return tuple(row for row in WATCHED_KINDS if inventory_on or not row.inventory)
+WATCHED_KINDS: tuple[Watched, ...] = job_rows(DEFAULT_INTEGRATIONS) + _OTHER_KINDS
+
+
+def watched_kinds(
+    inventory_on: bool, integrations: Sequence[Integration] = DEFAULT_INTEGRATIONS
+) -> tuple[Watched, ...]:
+    """The rows a controller watches: its integrations' jobs and the other kinds, the device
+    inventory's too when it is on."""
+    rows = job_rows(integrations) + _OTHER_KINDS
+    return tuple(row for row in rows if inventory_on or not row.inventory)

@@ -178,7 +178,7 @@ class Verdicts:
                 "Admitted",
                 f"Admitted by ClusterQueue {cq}, wait time since reservation was 0s",
             )
-            owner = ctx.store.job_key(key)
+            owner = ctx.store.owner(key)
             if owner is not None:
                 ctx.dirty.jobs.add(owner)
             self._record_choices(workload, ctx.engine.workload(key), charged)

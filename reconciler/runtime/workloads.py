@@ -112,8 +112,8 @@ class Workloads:
 
     def _let_go(self, key: Key, workload: Workload) -> bool:
         """Its Job is gone, it is being deleted or it finished: out of the core. True if so."""
-        owner = self.ctx.store.job_key(key)
-        orphaned = owner is not None and owner not in self.ctx.store.jobs
+        owner = self.ctx.store.owner(key)
+        orphaned = owner is not None and self.ctx.store.job(owner) is None
         if orphaned or workload.metadata.deletion_timestamp:
             # As Kueue, an orphan not yet being deleted is first finished (OwnerNotFound), which
             # returns its quota; one being deleted keeps its quota until the API no longer shows it.

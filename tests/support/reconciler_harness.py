@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
 import msgspec
@@ -23,10 +24,11 @@ from reconciler.api.resources import (
     RESOURCE_FLAVORS,
     Resource,
 )
-from reconciler.config import parse_config
+from reconciler.config import Configuration, parse_config
+from reconciler.integrations import REGISTRY, Integration
 from reconciler.kube import WatchEvent
 from reconciler.runtime.actions import Action, Create, MergePatch
-from reconciler.runtime.reconciler import WATCHED, Reconciler
+from reconciler.runtime.reconciler import Reconciler
 from tests.support.builders import cluster_queue_body, job_body
 
 CONFIG = parse_config(
@@ -46,17 +48,28 @@ def decode(body: dict[str, Any], kind: type[Any]) -> Any:
 
 
 class Harness:
-    def __init__(self) -> None:
+    def __init__(
+        self,
+        config: Configuration = CONFIG,
+        registry: Mapping[str, Integration] = REGISTRY,
+        namespace: str | None = None,
+    ) -> None:
         self.actions: list[Action] = []
         self.rv = 100
-        self.reconciler = Reconciler(CONFIG, self.actions.append, clock=lambda: "2026-01-01T00:00:00Z")
+        self.reconciler = Reconciler(
+            config,
+            self.actions.append,
+            clock=lambda: "2026-01-01T00:00:00Z",
+            namespace=namespace,
+            registry=registry,
+        )
 
     def event(self, kind: str, resource: Resource, obj: Any) -> None:
         meta = obj.metadata
         self.reconciler.handle(WatchEvent(kind, resource, (meta.namespace, meta.name), obj))  # type: ignore[arg-type]
 
     def sync_all(self) -> None:
-        for resource in WATCHED:
+        for resource in self.reconciler.watched:
             self.reconciler.handle(WatchEvent("SYNCED", resource, ("", ""), None))
 
     def take(self) -> list[Action]:

@@ -102,6 +102,9 @@ class TrainingRunIntegration:
     def pods_ready(self, obj: TrainingRun) -> bool:
         return obj.status.ready >= sum(r.replicas for r in obj.spec.roles)
 
+    def pods_ready_count(self, obj: TrainingRun) -> int:
+        return obj.status.ready
+
     def finished(self, obj: TrainingRun) -> Outcome | None:
         for c in obj.status.conditions:
             if c.type in ("Succeeded", "Failed") and c.status == "True":
