@@ -9,8 +9,10 @@ does not exist leaves the Job without a Workload until it appears.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+
+import msgspec
 
 from reconciler.api import (
     Job,
@@ -27,6 +29,7 @@ __all__ = [
     "ResolvedPriority",
     "priority_update",
     "resolve_priority",
+    "resolve_priority_of",
 ]
 
 PRIORITY_CLASS_LABEL = "kueue.x-k8s.io/priority-class"
@@ -62,7 +65,18 @@ def resolve_priority(
     workload_classes: Mapping[str, WorkloadPriorityClass],
     pod_classes: Mapping[str, PriorityClass],
 ) -> ResolvedPriority | MissingPriorityClass:
-    wanted = job.metadata.labels.get(PRIORITY_CLASS_LABEL, "")
+    return resolve_priority_of(job.metadata.labels, [job.spec.template], workload_classes, pod_classes)
+
+
+def resolve_priority_of(
+    labels: Mapping[str, str],
+    templates: Sequence[msgspec.Raw],
+    workload_classes: Mapping[str, WorkloadPriorityClass],
+    pod_classes: Mapping[str, PriorityClass],
+) -> ResolvedPriority | MissingPriorityClass:
+    """A job's priority from its labels and its pod sets' templates (the first that names a
+    priorityClassName, as Kueue's extractPriorityFromPodSets), for any kind of job."""
+    wanted = labels.get(PRIORITY_CLASS_LABEL, "")
     if wanted:
         wpc = workload_classes.get(wanted)
         if wpc is None:
@@ -71,8 +85,11 @@ def resolve_priority(
             wpc.value, PriorityClassRef(WORKLOAD_PRIORITY_GROUP, WORKLOAD_PRIORITY_KIND, wanted)
         )
     pod_class = ""
-    if b"priorityClassName" in bytes(job.spec.template):  # most templates have none: skip the decode
-        pod_class = pod_template_view(job.spec.template).spec.priority_class_name or ""
+    for template in templates:
+        if b"priorityClassName" in bytes(template):  # most templates have none: skip the decode
+            pod_class = pod_template_view(template).spec.priority_class_name or ""
+        if pod_class:
+            break
     if pod_class:
         pc = pod_classes.get(pod_class)
         if pc is None:

@@ -104,6 +104,7 @@ class Context:
         self._by_plural = {i.resource.plural: i.kind for i in self.integrations}
         self.store.integrations = {i.kind: i for i in self.integrations}
         self.pod_index.kinds = frozenset(i.kind for i in self.integrations)
+        self.events.kinds.update({i.projection: (i.api_version, i.kind) for i in self.integrations})
 
     # --- the write path -----------------------------------------------------------------
 

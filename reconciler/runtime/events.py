@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from typing import Any
 
 import msgspec
 import structlog
 
-from reconciler.api import Job, ObjectMeta, Workload
+from reconciler.api import Job, ObjectMeta
 from reconciler.api.resources import EVENTS
 
 from .actions import PostEvent, WriteDone
@@ -69,14 +70,18 @@ WORKLOAD_API = "kueue.x-k8s.io/v1beta2"
 
 @dataclass
 class EventRecorder:
-    """Posts Events about Jobs and Workloads (fire and forget: a lost Event is only logged)."""
+    """Posts Events about jobs and Workloads (fire and forget: a lost Event is only logged)."""
 
     submit: Callable[[PostEvent], None]
     clock: Callable[[], str]
     instance: str
+    # The jobs' projections -> the (apiVersion, kind) an Event names (the context adds every
+    # enabled integration's); anything else is a Workload.
+    kinds: dict[type[Any], tuple[str, str]] = field(default_factory=lambda: {Job: ("batch/v1", "Job")})
 
-    def emit(self, obj: Job | Workload, event_type: str, reason: str, message: str) -> None:
-        api_version, kind = ("batch/v1", "Job") if isinstance(obj, Job) else (WORKLOAD_API, "Workload")
+    def emit(self, obj: Any, event_type: str, reason: str, message: str) -> None:
+        """An Event about a Workload or a job (of a kind in `kinds`)."""
+        api_version, kind = self.kinds.get(type(obj), (WORKLOAD_API, "Workload"))
         body = event_body(
             api_version=api_version,
             kind=kind,

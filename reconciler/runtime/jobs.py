@@ -19,7 +19,7 @@ from reconciler.core.priority import (
     MissingPriorityClass,
     priority_class_name,
     priority_update,
-    resolve_priority,
+    resolve_priority_of,
 )
 from reconciler.core.status import set_condition
 from reconciler.core.workloads import QUEUE_NAME_LABEL, workload_for_object
@@ -170,7 +170,14 @@ class Jobs:
     def _create_workload(self, job: Any, wl_key: Key) -> None:
         ctx = self.ctx
         key = (job.metadata.namespace, job.metadata.name)
-        priority = resolve_priority(job, ctx.store.workload_priority_classes, ctx.store.priority_classes)
+        integration = self.integration
+        pod_sets = integration.pod_sets(job)
+        priority = resolve_priority_of(
+            job.metadata.labels,
+            [ps.template for ps in pod_sets],
+            ctx.store.workload_priority_classes,
+            ctx.store.priority_classes,
+        )
         if isinstance(priority, MissingPriorityClass):
             # Kueue retries without a word; say once which field names what, and how to fix it.
             if self._unresolved.get(key) != priority.message:
@@ -181,9 +188,8 @@ class Jobs:
                 ctx.events.emit(job, "Warning", "PriorityClassNotFound", priority.message)
             return
         self._unresolved.pop(key, None)
-        integration = self.integration
         workload = workload_for_object(
-            job.metadata, integration.api_version, integration.kind, integration.pod_sets(job), priority
+            job.metadata, integration.api_version, integration.kind, pod_sets, priority
         )
         body = api_body(workload, WORKLOAD_API, "Workload")
         ctx.write(Create("create-workload", WORKLOADS, *wl_key, body, on_done=self._workload_created))

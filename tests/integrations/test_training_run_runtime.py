@@ -1,0 +1,266 @@
+"""The two-pod-set TrainingRun (tests/support/trainingrun.py) through the runtime, end to end:
+the reconciler watches it from its table row, creates its Workload with both pod sets, admits it,
+starts it with each pod set's node labels, evicts it on a PodsReady timeout (its pods found
+through their owner references), suspends and restores it, starts it again and finishes it.
+
+The runtime has no knowledge of the kind: the test enables it by registering it (the registry
+passed to the Reconciler) and naming its framework in integrations.frameworks.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+from collections.abc import AsyncIterator
+from typing import Any
+
+import msgspec
+import pytest
+import pytest_asyncio
+
+from reconciler.api.resources import (
+    CLUSTER_QUEUES,
+    LOCAL_QUEUES,
+    NAMESPACES,
+    PODS,
+    RESOURCE_FLAVORS,
+    WORKLOADS,
+)
+from reconciler.api.times import rfc3339
+from reconciler.config import parse_config
+from reconciler.integrations import PODSET_LABEL
+from reconciler.kube import Backoff, Informer, KubeClient, WatchEvent
+from reconciler.runtime.actions import Action
+from reconciler.runtime.reconciler import Reconciler
+from tests.support.builders import cluster_queue_body
+from tests.support.fake_apiserver import FakeApiServer, page, stream
+from tests.support.informers import until
+from tests.support.memory_api import MemoryApi
+from tests.support.trainingrun import REGISTRY_WITH_TRAINING_RUN, TRAINING_RUN, training_run
+
+GPU = "nvidia.com/gpu"
+ROLES = [("leader", 1, {"cpu": "1"}), ("workers", 2, {"cpu": "1", GPU: "1"})]
+T0 = 1767225600.0  # 2026-01-01T00:00:00Z
+RUNS = TRAINING_RUN.resource
+CONFIG = dataclasses.replace(
+    parse_config(
+        {
+            "apiVersion": "config.kueue.x-k8s.io/v1beta2",
+            "kind": "Configuration",
+            "waitForPodsReady": {"timeout": "60s", "requeuingStrategy": {"backoffBaseSeconds": 10}},
+        }
+    ),
+    frameworks=("batch/job", TRAINING_RUN.framework),
+)
+
+
+class Cluster:
+    """The reconciler with the TrainingRun registered, its clock, and the in-memory API."""
+
+    def __init__(self) -> None:
+        self.now = T0
+        self.actions: list[Action] = []
+        self.reconciler = Reconciler(
+            CONFIG,
+            self.actions.append,
+            clock=lambda: rfc3339(self.now),
+            wall=lambda: self.now,
+            registry=REGISTRY_WITH_TRAINING_RUN,
+        )
+        self.api = MemoryApi(self.reconciler, lambda: rfc3339(self.now))
+
+    def take(self) -> list[Action]:
+        self.reconciler.after_batch()
+        out, self.actions[:] = list(self.actions), []
+        return out
+
+    def settle(self) -> list[Action]:
+        return self.api.settle(self.take)
+
+    def tick(self, to: float) -> list[Action]:
+        self.now = to
+        self.reconciler.flush_status()
+        return self.settle()
+
+    def run(self) -> dict[str, Any]:
+        return self.api.get(RUNS, "ns", "r")
+
+    def workload(self) -> dict[str, Any]:
+        (body,) = [b for (plural, _, _), b in self.api.objects.items() if plural == WORKLOADS.plural]
+        return body
+
+    def used(self, flavor: str, resource: str) -> int:
+        return self.reconciler.core.ledger.used("cq", (flavor, resource))
+
+
+def templates(run: dict[str, Any]) -> dict[str, Any]:
+    return {role["name"]: role["template"] for role in run["spec"]["roles"]}
+
+
+def condition(workload: dict[str, Any], kind: str) -> dict[str, Any] | None:
+    return next((c for c in workload.get("status", {}).get("conditions", []) if c["type"] == kind), None)
+
+
+def queues(c: Cluster) -> None:
+    c.api.add(NAMESPACES, {"metadata": {"name": "ns", "labels": {"kubernetes.io/metadata.name": "ns"}}})
+    c.api.add(RESOURCE_FLAVORS, {"metadata": {"name": "small"}, "spec": {"nodeLabels": {"pool": "cpu"}}})
+    c.api.add(RESOURCE_FLAVORS, {"metadata": {"name": "big"}, "spec": {"nodeLabels": {"pool": "gpu"}}})
+    c.api.add(
+        CLUSTER_QUEUES, cluster_queue_body("cq", [("small", {"cpu": 4, GPU: 0}), ("big", {"cpu": 4, GPU: 2})])
+    )
+    c.api.add(LOCAL_QUEUES, {"metadata": {"name": "lq", "namespace": "ns"}, "spec": {"clusterQueue": "cq"}})
+
+
+def pod(c: Cluster, name: str, role: str, *, ready: bool) -> None:
+    run = c.run()
+    owner = {
+        "apiVersion": "example.com/v1",
+        "kind": "TrainingRun",
+        "name": "r",
+        "uid": run["metadata"]["uid"],
+        "controller": True,
+    }
+    c.api.add(
+        PODS,
+        {
+            "metadata": {
+                "name": name,
+                "namespace": "ns",
+                "labels": {PODSET_LABEL: role},
+                "ownerReferences": [owner],
+            },
+            "spec": {"nodeName": "node-1", "containers": [{"name": "c", "image": "busybox"}]},
+            "status": {
+                "phase": "Running",
+                "conditions": [{"type": "Ready", "status": "True" if ready else "False"}],
+            },
+        },
+    )
+
+
+def test_a_training_run_from_creation_through_a_pods_ready_eviction_to_finish() -> None:
+    c = Cluster()
+    queues(c)
+    c.api.sync()
+    original = msgspec.json.decode(msgspec.json.encode(training_run("r", ROLES, suspend=False)))
+    c.api.add(RUNS, original)
+    recorded = templates(c.run())
+    c.settle()
+    # Suspended, its Workload created with both pod sets and owned by the TrainingRun, admitted
+    # with a flavor per pod set, and started with each pod set's node labels.
+    workload = c.workload()
+    assert [(ps["name"], ps["count"]) for ps in workload["spec"]["podSets"]] == [
+        ("leader", 1),
+        ("workers", 2),
+    ]
+    (owner,) = workload["metadata"]["ownerReferences"]
+    assert (owner["apiVersion"], owner["kind"], owner["name"]) == ("example.com/v1", "TrainingRun", "r")
+    flavors = {a["name"]: a["flavors"] for a in workload["status"]["admission"]["podSetAssignments"]}
+    assert flavors == {"leader": {"cpu": "small"}, "workers": {"cpu": "big", GPU: "big"}}
+    assert (c.used("small", "cpu"), c.used("big", "cpu"), c.used("big", GPU)) == (1000, 2000, 2)
+    run = c.run()
+    assert run["spec"]["suspend"] is False
+    started = templates(run)
+    assert started["leader"]["spec"]["nodeSelector"] == {"pool": "cpu"}
+    assert started["workers"]["spec"]["nodeSelector"] == {"pool": "gpu"}
+    assert started["workers"]["metadata"]["labels"] == {PODSET_LABEL: "workers"}
+    assert c.api.reasons("TrainingRun", "r") == ["Suspended", "CreatedWorkload", "Started"]
+    # Its pods (found through their owner references) are not all ready: PodsReady False.
+    pod(c, "r-leader-0", "leader", ready=True)
+    pod(c, "r-workers-0", "workers", ready=True)
+    pod(c, "r-workers-1", "workers", ready=False)
+    c.settle()
+    ready = condition(c.workload(), "PodsReady")
+    assert ready is not None
+    assert ready["status"] == "False"
+    # The timeout passes: evicted, the TrainingRun stopped, suspended and its templates restored.
+    c.tick(T0 + 61)
+    evicted = condition(c.workload(), "Evicted")
+    assert evicted is not None
+    assert (evicted["status"], evicted["reason"]) == ("True", "PodsReadyTimeout")
+    assert c.used("big", GPU) == 0
+    run = c.run()
+    assert run["spec"]["suspend"] is True
+    assert templates(run) == recorded
+    assert "Stopped" in c.api.reasons("TrainingRun", "r")
+    # After the backoff it is admitted and started again; with every pod ready, PodsReady True.
+    c.tick(T0 + 61 + 30)
+    assert c.run()["spec"]["suspend"] is False
+    assert templates(c.run())["workers"]["spec"]["nodeSelector"] == {"pool": "gpu"}
+    assert c.used("big", GPU) == 2
+    c.api.change(PODS, "ns", "r-workers-1", {"status": {"conditions": [{"type": "Ready", "status": "True"}]}})
+    c.settle()
+    ready = condition(c.workload(), "PodsReady")
+    assert ready is not None
+    assert ready["status"] == "True"
+    # It succeeds: its Workload is declared finished and the quota returns.
+    c.api.change(
+        RUNS,
+        "ns",
+        "r",
+        {"status": {"conditions": [{"type": "Succeeded", "status": "True", "message": "ok"}]}},
+    )
+    c.settle()
+    finished = condition(c.workload(), "Finished")
+    assert finished is not None
+    assert (finished["status"], finished["reason"], finished["message"]) == ("True", "Succeeded", "ok")
+    assert (c.used("small", "cpu"), c.used("big", GPU)) == (0, 0)
+    assert c.api.reasons("TrainingRun", "r")[-1] == "FinishedWorkload"
+
+
+def test_its_table_row_is_the_integrations_own() -> None:
+    c = Cluster()
+    rows = {row.resource.plural: row for row in c.reconciler.watched_kinds}
+    assert rows["trainingruns"].projection is TRAINING_RUN.projection
+    assert rows["jobs"].resource.kind == "Job"
+    # Not enabled by integrations.frameworks: not watched, though registered.
+    only_jobs = Reconciler(parse_config(CONFIG_DOC), lambda a: None, registry=REGISTRY_WITH_TRAINING_RUN)
+    assert "trainingruns" not in {r.resource.plural for r in only_jobs.watched_kinds}
+
+
+CONFIG_DOC = {"apiVersion": "config.kueue.x-k8s.io/v1beta2", "kind": "Configuration"}
+
+
+@pytest_asyncio.fixture
+async def fake() -> AsyncIterator[FakeApiServer]:
+    server = FakeApiServer()
+    await server.start()
+    try:
+        yield server
+    finally:
+        await server.close()
+
+
+@pytest.mark.asyncio
+async def test_the_informer_from_its_row_lists_and_watches_training_runs(fake: FakeApiServer) -> None:
+    """From the wire: the API server lists one TrainingRun and the watch shows it suspended; the
+    reconciler, fed by an Informer made from its table row, queues its Workload with both pod sets."""
+    c = Cluster()
+    queues(c)
+    row = next(r for r in c.reconciler.watched_kinds if r.resource == RUNS)
+    body = msgspec.json.decode(msgspec.json.encode(training_run("r", ROLES, suspend=True)))
+    body["metadata"]["resourceVersion"] = "5"
+    path = RUNS.list_path()
+    fake.script(("LIST", path), page([body], 5))
+    fake.fallback(("WATCH", path), stream(end="hang"))
+    events: list[WatchEvent[Any]] = []
+    client = KubeClient(fake.url, token="t0ken", retry_backoff=Backoff(initial=0.01, maximum=0.04))
+    informer = Informer(client, row.resource, row.projection, events.append)
+    task = asyncio.create_task(informer.run())
+    try:
+        await until(lambda: any(e.kind == "SYNCED" for e in events))
+    finally:
+        task.cancel()
+        await asyncio.gather(task, return_exceptions=True)
+        await client.close()
+    for resource in c.reconciler.watched:
+        if resource != RUNS:
+            c.reconciler.handle(WatchEvent("SYNCED", resource, ("", ""), None))
+    for event in events:
+        c.reconciler.handle(event)
+    (create,) = [a for a in c.take() if a.purpose == "create-workload"]
+    assert create.resource == WORKLOADS
+    created = msgspec.json.decode(getattr(create, "body", b"{}"))
+    assert [ps["name"] for ps in created["spec"]["podSets"]] == ["leader", "workers"]
+    assert created["metadata"]["ownerReferences"][0]["kind"] == "TrainingRun"
+    assert [r.path for r in fake.recorded("GET")][:1] == [path]

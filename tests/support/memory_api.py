@@ -1,0 +1,147 @@
+"""An in-memory API server for the reconciler harness: objects, resource versions, merge patches,
+and the watch events that follow each write, so a flow runs end to end without hand-made events.
+
+Each action the reconciler submits is performed as the API server would (a Create gets a UID and
+a resource version, a merge patch is applied as RFC 7386 says, a Delete removes the object), its
+`WriteDone` carries the API's response, and the watch event of the change is delivered after it.
+Posted Events are kept in `events`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import msgspec
+
+from reconciler.api.resources import Resource
+from reconciler.kube import NotFound, WatchEvent
+from reconciler.runtime.actions import Action, Create, Delete, MergePatch, PostEvent, WriteDone
+from reconciler.runtime.reconciler import Reconciler
+
+__all__ = ["MemoryApi", "merge"]
+
+Ref = tuple[str, str, str]  # (plural, namespace, name)
+
+
+def merge(target: Any, patch: Any) -> Any:
+    """RFC 7386 JSON merge patch."""
+    if not isinstance(patch, dict):
+        return patch
+    out = dict(target) if isinstance(target, dict) else {}
+    for key, value in patch.items():
+        if value is None:
+            out.pop(key, None)
+        else:
+            out[key] = merge(out.get(key), value)
+    return out
+
+
+class MemoryApi:
+    def __init__(self, reconciler: Reconciler, clock: Callable[[], str]) -> None:
+        self.reconciler = reconciler
+        self.clock = clock
+        self.objects: dict[Ref, dict[str, Any]] = {}
+        self.events: list[dict[str, Any]] = []
+        self.resources = {row.resource.plural: row for row in reconciler.watched_kinds}
+        self._rv = 1000
+        self._uid = 0
+
+    # --- what tests do to the cluster ---------------------------------------------------
+
+    def add(self, resource: Resource, body: dict[str, Any]) -> None:
+        """An object created by someone else (a user, another controller)."""
+        meta = body.setdefault("metadata", {})
+        self._uid += 1
+        meta.setdefault("uid", f"uid-{self._uid}")
+        meta.setdefault("namespace", "" if not resource.namespaced else meta.get("namespace", ""))
+        meta["resourceVersion"] = self._next_rv()
+        meta.setdefault("creationTimestamp", self.clock())
+        self.objects[self._ref(resource, meta)] = body
+        self._watch("ADDED", resource, body)
+
+    def change(self, resource: Resource, namespace: str, name: str, patch: dict[str, Any]) -> None:
+        """Someone else (the kubelet, the job's own controller) changes an object."""
+        ref = (resource.plural, namespace, name)
+        body = merge(self.objects[ref], patch)
+        body["metadata"]["resourceVersion"] = self._next_rv()
+        self.objects[ref] = body
+        self._watch("MODIFIED", resource, body)
+
+    def get(self, resource: Resource, namespace: str, name: str) -> dict[str, Any]:
+        return self.objects[(resource.plural, namespace, name)]
+
+    def sync(self) -> None:
+        for resource in self.reconciler.watched:
+            self.reconciler.handle(WatchEvent("SYNCED", resource, ("", ""), None))
+
+    def reasons(self, kind: str, name: str) -> list[str]:
+        """The reasons of the Events posted about an object, in order."""
+        return [
+            e["reason"]
+            for e in self.events
+            if e["involvedObject"]["kind"] == kind and e["involvedObject"]["name"] == name
+        ]
+
+    # --- the reconciler's writes ---------------------------------------------------------
+
+    def settle(self, take: Callable[[], list[Action]], rounds: int = 20) -> list[Action]:
+        """Perform what the reconciler asks for, and what that leads to, until it asks nothing."""
+        performed: list[Action] = []
+        for _ in range(rounds):
+            actions = take()
+            if not actions:
+                return performed
+            for action in actions:
+                self.perform(action)
+            performed.extend(actions)
+        raise AssertionError(f"still writing after {rounds} rounds: {[a.purpose for a in take()]}")
+
+    def perform(self, action: Action) -> None:
+        if isinstance(action, PostEvent):
+            self.events.append(msgspec.json.decode(action.body))
+            self.reconciler.handle(WriteDone(action, body=action.body))
+            return
+        ref = (action.resource.plural, action.namespace or "", action.name)
+        if isinstance(action, Create):
+            self.reconciler.handle(WriteDone(action, body=self._create(action, ref)))
+            self._watch("ADDED", action.resource, self.objects[ref])
+        elif ref not in self.objects:
+            self.reconciler.handle(WriteDone(action, error=NotFound(404, "NotFound", f"{ref} not found")))
+        elif isinstance(action, MergePatch):
+            body = merge(self.objects[ref], msgspec.json.decode(action.patch))
+            body["metadata"]["resourceVersion"] = self._next_rv()
+            self.objects[ref] = body
+            self.reconciler.handle(WriteDone(action, body=msgspec.json.encode(body)))
+            self._watch("MODIFIED", action.resource, body)
+        elif isinstance(action, Delete):
+            gone = self.objects.pop(ref)
+            self.reconciler.handle(WriteDone(action, body=b""))
+            self._watch("DELETED", action.resource, gone)
+
+    def _create(self, action: Create, ref: Ref) -> bytes:
+        body = msgspec.json.decode(action.body)
+        meta = body.setdefault("metadata", {})
+        self._uid += 1
+        meta.update(uid=f"uid-{self._uid}", resourceVersion=self._next_rv(), generation=1)
+        meta.setdefault("creationTimestamp", self.clock())
+        self.objects[ref] = body
+        return msgspec.json.encode(body)
+
+    # --- watch events --------------------------------------------------------------------
+
+    def _watch(self, kind: str, resource: Resource, body: dict[str, Any]) -> None:
+        row = self.resources.get(resource.plural)
+        if row is None:
+            return  # not a watched kind
+        meta = body["metadata"]
+        obj = msgspec.json.decode(msgspec.json.encode(body), type=row.projection)
+        key = (meta.get("namespace", ""), meta["name"])
+        self.reconciler.handle(WatchEvent(kind, row.resource, key, obj))  # type: ignore[arg-type]
+
+    def _ref(self, resource: Resource, meta: dict[str, Any]) -> Ref:
+        return (resource.plural, meta.get("namespace", ""), meta["name"])
+
+    def _next_rv(self) -> str:
+        self._rv += 1
+        return str(self._rv)
