@@ -92,15 +92,13 @@ class Context:
     # The integrations integrations.frameworks enables (the kinds of jobs managed).
     integrations: Sequence[Integration] = (BATCH_JOB,)
     workload_writes: OwnWrites[Key] = field(init=False)
-    # Our own writes to jobs, one tracker per kind; `job_writes` is batch/v1 Job's.
+    # Our own writes to jobs, one tracker per kind.
     kind_writes: dict[str, OwnWrites[Key]] = field(init=False)
-    job_writes: OwnWrites[Key] = field(init=False)
     _by_plural: dict[str, str] = field(init=False)
 
     def __post_init__(self) -> None:
         self.workload_writes = OwnWrites(self.monotonic)
         self.kind_writes = {i.kind: OwnWrites(self.monotonic) for i in self.integrations}
-        self.job_writes = self.kind_writes.get(BATCH_JOB.kind) or OwnWrites(self.monotonic)
         self._by_plural = {i.resource.plural: i.kind for i in self.integrations}
         self.store.integrations = {i.kind: i for i in self.integrations}
         self.pod_index.kinds = frozenset(i.kind for i in self.integrations)

@@ -20,6 +20,7 @@ import pytest_asyncio
 
 from reconciler.api.resources import (
     CLUSTER_QUEUES,
+    JOBS,
     LOCAL_QUEUES,
     NAMESPACES,
     PODS,
@@ -32,7 +33,7 @@ from reconciler.integrations import PODSET_LABEL
 from reconciler.kube import Backoff, Informer, KubeClient, WatchEvent
 from reconciler.runtime.actions import Action
 from reconciler.runtime.reconciler import Reconciler
-from tests.support.builders import cluster_queue_body
+from tests.support.builders import cluster_queue_body, job_body
 from tests.support.fake_apiserver import FakeApiServer, page, stream
 from tests.support.informers import until
 from tests.support.memory_api import MemoryApi
@@ -264,3 +265,23 @@ async def test_the_informer_from_its_row_lists_and_watches_training_runs(fake: F
     assert [ps["name"] for ps in created["spec"]["podSets"]] == ["leader", "workers"]
     assert created["metadata"]["ownerReferences"][0]["kind"] == "TrainingRun"
     assert [r.path for r in fake.recorded("GET")][:1] == [path]
+
+
+def test_a_job_and_a_training_run_of_one_name_are_two_jobs() -> None:
+    """Jobs are kept per kind: a batch/v1 Job and a TrainingRun both named r get a Workload each,
+    each owned by its own kind."""
+    c = Cluster()
+    queues(c)
+    c.api.sync()
+    c.api.add(RUNS, msgspec.json.decode(msgspec.json.encode(training_run("r", ROLES, suspend=True))))
+    c.api.add(JOBS, job_body("r", requests={"cpu": "1"}))
+    c.settle()
+    owners = sorted(
+        (ref["kind"], ref["name"])
+        for (plural, _, _), body in c.api.objects.items()
+        if plural == WORKLOADS.plural
+        for ref in body["metadata"]["ownerReferences"]
+    )
+    assert owners == [("Job", "r"), ("TrainingRun", "r")]
+    assert set(c.reconciler.store.by_kind) >= {"Job", "TrainingRun"}
+    assert c.reconciler.store.jobs[("ns", "r")].kind == "Job"
