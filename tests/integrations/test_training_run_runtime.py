@@ -25,6 +25,7 @@ from reconciler.api.resources import (
     NAMESPACES,
     PODS,
     RESOURCE_FLAVORS,
+    WORKLOAD_PRIORITY_CLASSES,
     WORKLOADS,
 )
 from reconciler.api.times import rfc3339
@@ -285,3 +286,45 @@ def test_a_job_and_a_training_run_of_one_name_are_two_jobs() -> None:
     assert owners == [("Job", "r"), ("TrainingRun", "r")]
     assert set(c.reconciler.store.by_kind) >= {"Job", "TrainingRun"}
     assert c.reconciler.store.jobs[("ns", "r")].kind == "Job"
+
+
+def test_a_running_training_run_is_preempted_by_a_higher_priority_job() -> None:
+    """Preemption through the runtime: the TrainingRun's Workload is evicted, the run stopped,
+    suspended and its templates restored; the Job that preempted it starts on the GPUs."""
+    c = Cluster()
+    queues(c)
+    body = cluster_queue_body("cq", [("small", {"cpu": 4, GPU: 0}), ("big", {"cpu": 4, GPU: 2})])
+    body["spec"]["preemption"] = {"withinClusterQueue": "LowerPriority"}
+    c.api.change(CLUSTER_QUEUES, "", "cq", {"spec": body["spec"]})
+    for name, value in (("low", 10), ("high", 1000)):
+        c.api.add(WORKLOAD_PRIORITY_CLASSES, {"metadata": {"name": name}, "value": value})
+    c.api.sync()
+    run = msgspec.json.decode(msgspec.json.encode(training_run("r", ROLES, suspend=False)))
+    run["metadata"]["labels"]["kueue.x-k8s.io/priority-class"] = "low"
+    c.api.add(RUNS, run)
+    recorded = templates(c.run())
+    c.settle()
+    assert c.run()["spec"]["suspend"] is False
+    assert c.used("big", GPU) == 2
+    urgent = job_body("urgent", requests={"cpu": "1", GPU: "2"})
+    urgent["metadata"]["labels"]["kueue.x-k8s.io/priority-class"] = "high"
+    urgent["spec"]["suspend"] = True
+    c.api.add(JOBS, urgent)
+    c.settle()
+    workloads = {
+        b["metadata"]["ownerReferences"][0]["kind"]: b
+        for (plural, _, _), b in c.api.objects.items()
+        if plural == WORKLOADS.plural
+    }
+    evicted = condition(workloads["TrainingRun"], "Evicted")
+    assert evicted is not None
+    assert (evicted["status"], evicted["reason"]) == ("True", "Preempted")
+    assert c.run()["spec"]["suspend"] is True
+    assert templates(c.run()) == recorded
+    assert "Stopped" in c.api.reasons("TrainingRun", "r")
+    assert workloads["Job"]["status"]["admission"]["podSetAssignments"][0]["flavors"] == {
+        "cpu": "big",
+        GPU: "big",
+    }
+    assert c.api.get(JOBS, "ns", "urgent")["spec"]["suspend"] is False
+    assert c.used("big", GPU) == 2
