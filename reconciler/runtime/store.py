@@ -110,7 +110,7 @@ class Store:
         known = self._workload_of.get(ref)
         if known is not None and known[0] == job.metadata.uid:
             return known[1]
-        integration = self.integrations.get(kind, BATCH_JOB)
+        integration = self.integrations[kind]
         group = integration.api_version.rpartition("/")[0]
         name = workload_name_for_job(job.metadata.name, job.metadata.uid, kind, group)
         wl_key = (job.metadata.namespace, name)
