@@ -27,7 +27,7 @@ from __future__ import annotations
 
 import datetime as dt
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from typing import Literal
 
 from prometheus_client import (
@@ -216,6 +216,12 @@ class Metrics:
         self._leader = Gauge(
             "dra_quota_leader", "1 when this replica is the one that decides and writes", registry=r
         )
+        self._config_ignored = Gauge(
+            "dra_quota_config_ignored_fields",
+            "1 for each Configuration field given but without effect in this controller (see the log)",
+            ["field"],
+            registry=r,
+        )
         self._batch = Histogram(
             "dra_quota_reconcile_batch_seconds",
             "Time the reconciler spent on one inbox batch (apply events, decide, write status)",
@@ -253,6 +259,12 @@ class Metrics:
         self.role = role
         self._build.labels(*self._build_labels, role).set(1)
         self._leader.set(0 if role == "follower" else 1)
+
+    def config_ignored(self, fields: Iterable[str]) -> None:
+        """The Configuration fields that were given but have no effect (reconciler.config)."""
+        self._config_ignored.clear()
+        for name in fields:
+            self._config_ignored.labels(name).set(1)
 
     def render(self) -> bytes:
         """The exposition in Prometheus text format."""
