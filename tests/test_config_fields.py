@@ -3,11 +3,14 @@ change what is charged are refused; managedJobsNamespaceSelector is parsed and k
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 import pytest
+import yaml
 
 from reconciler.api.meta import LabelSelector, LabelSelectorRequirement
+from reconciler.cli import main
 from reconciler.config import ConfigError, parse_config, with_live_changes
 
 
@@ -192,3 +195,21 @@ def test_a_bad_namespace_selector_is_refused_naming_the_field(selector: object, 
     with pytest.raises(ConfigError) as err:
         parse_config(doc(managedJobsNamespaceSelector=selector))
     assert str(err.value).startswith(message)
+
+
+def test_kueue_counter_sources_are_refused_with_capacity_as_the_fix() -> None:
+    entry = {"name": "nvidia.com/gpu", "deviceClassNames": ["gpu.nvidia.com"], "sources": [{"counter": {}}]}
+    with pytest.raises(ConfigError) as err:
+        parse_config(doc(resources={"deviceClassMappings": [entry]}))
+    assert str(err.value).startswith("resources.deviceClassMappings[0].sources: Kueue's counter and capacity")
+    assert "capacity: [{name: memory" in str(err.value)
+
+
+def test_run_refuses_to_start_on_a_field_that_changes_charging(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    file = tmp_path / "config.yaml"
+    file.write_text(yaml.safe_dump(doc(resources={"excludeResourcePrefixes": ["example.com/"]})))
+    assert main(["run", "--config", str(file)]) == 2
+    err = capsys.readouterr().err
+    assert f"error: {file}: resources.excludeResourcePrefixes: Forbidden: not supported" in err
