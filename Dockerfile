@@ -43,6 +43,17 @@ ENV PATH=/opt/venv/bin:$PATH \
 # here so nothing is compiled (or written) at start.
 RUN python -m compileall -q -j 0 "$(python -c 'import sysconfig; print(sysconfig.get_path("stdlib"))')"
 COPY --from=venv /opt/venv /opt/venv
+# kueue_build_info's labels (reconciler/observability/build_info.py), e.g.
+#   --build-arg BUILD_DATE="$(date -u +%Y-%m-%dT%H:%M:%SZ)" --build-arg GIT_COMMIT="$(git rev-parse HEAD)"
+#   --build-arg GIT_VERSION="$(git describe --tags --dirty --always)"
+# Left empty, the build date is when the wheel was installed in the venv stage, the version the
+# package's own. Last, so a new date rebuilds no earlier layer.
+ARG BUILD_DATE=""
+ARG GIT_VERSION=""
+ARG GIT_COMMIT=""
+ENV DRA_QUOTA_BUILD_DATE=$BUILD_DATE \
+    DRA_QUOTA_GIT_VERSION=$GIT_VERSION \
+    DRA_QUOTA_GIT_COMMIT=$GIT_COMMIT
 USER 65532:65532
 # Metrics, health probes and the admission webhooks (HTTPS; the Configuration's webhook.port).
 EXPOSE 8080 8081 9443

@@ -1,9 +1,11 @@
 """The controller's configuration: Kueue's `config.kueue.x-k8s.io` Configuration.
 
 Both v1beta1 and v1beta2 files are read, each with its own defaults, as Kueue
-does. Only the parts this controller acts on are modelled; other Kueue fields
-are accepted and reported as ignored, unknown fields are errors (Kueue
-decodes strictly). Every error names the field and says how to fix it.
+does. Only the parts this controller acts on are modelled. Kueue fields without
+effect here are accepted and kept in ``Configuration.ignored_fields`` with the
+reason, which the controller logs and exports at start-up; fields that would
+change what is charged are refused (config_sections/ignored.py). Unknown fields
+are errors (Kueue decodes strictly). Every error names the field and the fix.
 """
 
 from __future__ import annotations
@@ -14,9 +16,16 @@ from pathlib import Path
 
 import yaml
 
+from reconciler.api.meta import LabelSelector, LabelSelectorRequirement
 from reconciler.config_sections.fields import ConfigError, parse_duration
 from reconciler.config_sections.fields import check_unknown as _check_unknown
 from reconciler.config_sections.fields import expect as _expect
+from reconciler.config_sections.ignored import (
+    IgnoredField,
+    ignored_fields,
+    refuse_charging_fields,
+    top_level_ignored,
+)
 from reconciler.config_sections.inventory import (
     INVENTORY_MODES,
     DeviceInventoryConfig,
@@ -24,6 +33,7 @@ from reconciler.config_sections.inventory import (
 )
 from reconciler.config_sections.queueing import WaitForPodsReady, parse_wait_for_pods_ready
 from reconciler.config_sections.resources import CapacityMapping, DeviceClassMapping, parse_mappings
+from reconciler.config_sections.selectors import parse_label_selector
 from reconciler.config_sections.serving import (
     InternalCertManagement,
     WebhookServer,
@@ -40,6 +50,7 @@ __all__ = [
     "Configuration",
     "DeviceClassMapping",
     "DeviceInventoryConfig",
+    "IgnoredField",
     "InternalCertManagement",
     "WaitForPodsReady",
     "WebhookServer",
@@ -77,28 +88,9 @@ KNOWN_FRAMEWORKS = frozenset(
 # The frameworks reconciler.integrations implements (its registry has exactly these).
 SUPPORTED_FRAMEWORKS = frozenset({"batch/job"})
 
-# Top-level Kueue fields this controller accepts but does not act on.
-_ACCEPTED_IGNORED = frozenset(
-    {
-        "managedJobsNamespaceSelector",
-        "clientConnection",
-        "multiKueue",
-        "fairSharing",
-        "admissionFairSharing",
-        "featureGates",
-        "objectRetentionPolicies",
-        "health",
-        "metrics",
-        "leaderElection",
-        "controller",
-        "pprofBindAddress",
-        "queueVisibility",
-        "kind",
-        "apiVersion",
-    }
-)
 _HANDLED = frozenset({"resources", "waitForPodsReady", "integrations", "manageJobsWithoutQueueName"})
-_HANDLED |= {"namespace", "internalCertManagement", "webhook"}
+_HANDLED |= {"namespace", "internalCertManagement", "webhook", "managedJobsNamespaceSelector"}
+_HANDLED |= {"apiVersion", "kind"}
 # This controller's own: not a Kueue field (Kueue has no device inventory).
 _HANDLED |= {"deviceInventory"}
 
@@ -110,13 +102,17 @@ class Configuration:
     wait_for_pods_ready: WaitForPodsReady | None = None
     frameworks: tuple[str, ...] = ("batch/job",)
     manage_jobs_without_queue_name: bool = False
+    # Kueue's managedJobsNamespaceSelector as given; None: Kueue's default (every namespace but
+    # kube-system and the controller's own), applied where the namespace is known.
+    managed_jobs_namespace_selector: LabelSelector | None = None
     # The controller's own namespace (Kueue's ``namespace``); None: $POD_NAMESPACE, the service
     # account's namespace, else kueue-system (decided by the command line).
     namespace: str | None = None
     internal_cert_management: InternalCertManagement = field(default_factory=InternalCertManagement)
     webhook: WebhookServer = field(default_factory=WebhookServer)
     device_inventory: DeviceInventoryConfig = field(default_factory=DeviceInventoryConfig)
-    ignored_fields: tuple[str, ...] = ()
+    # Fields given but without effect here, each with the reason (named at start-up).
+    ignored_fields: tuple[IgnoredField, ...] = ()
     _class_to_resource: dict[str, str] = field(default_factory=dict, init=False, compare=False, repr=False)
     _class_capacities: dict[str, tuple[tuple[str, str], ...]] = field(
         default_factory=dict, init=False, compare=False, repr=False
@@ -150,6 +146,7 @@ _RESTART_FIELDS = {
     "wait_for_pods_ready": "waitForPodsReady",
     "frameworks": "integrations.frameworks",
     "manage_jobs_without_queue_name": "manageJobsWithoutQueueName",
+    "managed_jobs_namespace_selector": "managedJobsNamespaceSelector",
     "namespace": "namespace",
     "internal_cert_management": "internalCertManagement",
     "webhook": "webhook",
@@ -165,10 +162,13 @@ def with_live_changes(current: Configuration, new: Configuration) -> tuple[Confi
     return replace(current, device_class_mappings=new.device_class_mappings), restart
 
 
-def _parse_frameworks(raw: object) -> tuple[str, ...]:
+def _parse_frameworks(raw: object, version: str) -> tuple[str, ...]:
     path = "integrations"
     obj = _expect(raw or {}, dict, path, "an object")
-    _check_unknown(obj, {"frameworks", "externalFrameworks", "labelKeysToCopy", "podOptions"}, path)
+    allowed = {"frameworks", "externalFrameworks", "labelKeysToCopy"}
+    if version == "v1beta1":
+        allowed |= {"podOptions"}  # v1beta2 has none
+    _check_unknown(obj, allowed, path)
     frameworks = obj.get("frameworks") or ["batch/job"]
     _expect(frameworks, list, f"{path}.frameworks", "a list of framework names")
     for i, name in enumerate(frameworks):
@@ -185,6 +185,15 @@ def _parse_frameworks(raw: object) -> tuple[str, ...]:
     return tuple(frameworks)
 
 
+def _namespace_selector(raw: object) -> LabelSelector | None:
+    parsed = parse_label_selector(raw, "managedJobsNamespaceSelector")
+    if parsed is None:
+        return None
+    labels, requirements = parsed
+    expressions = [LabelSelectorRequirement(key, op, values) for key, op, values in requirements]
+    return LabelSelector(match_labels=labels, match_expressions=expressions)
+
+
 def parse_config(data: object) -> Configuration:
     """Validate and default a decoded Configuration document."""
     doc = _expect(data, dict, "(document)", "a Configuration object")
@@ -196,29 +205,29 @@ def parse_config(data: object) -> Configuration:
         )
     if doc.get("kind") != "Configuration":
         raise ConfigError(f"kind: {doc.get('kind')!r}: must be Configuration")
-    _check_unknown(doc, _ACCEPTED_IGNORED | _HANDLED, "")
+    _check_unknown(doc, top_level_ignored(version) | _HANDLED, "")
     resources = _expect(doc.get("resources") or {}, dict, "resources", "an object")
     res_allowed = {"excludeResourcePrefixes", "transformations", "deviceClassMappings"}
     if version == "v1beta2":
         res_allowed |= {"quotaCheckStrategy"}
     _check_unknown(resources, res_allowed, "resources")
+    refuse_charging_fields(resources)
     mappings = parse_mappings(resources.get("deviceClassMappings") or [], version)
     manage = _expect(
         doc.get("manageJobsWithoutQueueName", False), bool, "manageJobsWithoutQueueName", "true or false"
     )
-    ignored = sorted(k for k in doc if k in _ACCEPTED_IGNORED - {"kind", "apiVersion"})
-    ignored += sorted(f"resources.{k}" for k in resources if k != "deviceClassMappings")
     return Configuration(
         api_version=f"{GROUP}/{version}",
         device_class_mappings=mappings,
         wait_for_pods_ready=parse_wait_for_pods_ready(doc.get("waitForPodsReady"), version),
-        frameworks=_parse_frameworks(doc.get("integrations")),
+        frameworks=_parse_frameworks(doc.get("integrations"), version),
         manage_jobs_without_queue_name=manage,
+        managed_jobs_namespace_selector=_namespace_selector(doc.get("managedJobsNamespaceSelector")),
         namespace=parse_namespace(doc.get("namespace")),
         internal_cert_management=parse_internal_cert_management(doc.get("internalCertManagement")),
         webhook=parse_webhook(doc.get("webhook")),
         device_inventory=parse_device_inventory(doc.get("deviceInventory")),
-        ignored_fields=tuple(ignored),
+        ignored_fields=ignored_fields(doc, version),
     )
 
 

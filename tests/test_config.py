@@ -182,7 +182,7 @@ def test_webhook_and_certificate_fields() -> None:
         "127.0.0.1",
         "/certs",
     )
-    assert "webhook" not in config.ignored_fields
+    assert "webhook" not in [f.path for f in config.ignored_fields]
 
 
 @pytest.mark.parametrize(

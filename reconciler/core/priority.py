@@ -126,11 +126,6 @@ def priority_update(
     )
 
 
-def _from_workload_class(wpc: WorkloadPriorityClass) -> ResolvedPriority:
-    ref = PriorityClassRef(WORKLOAD_PRIORITY_GROUP, WORKLOAD_PRIORITY_KIND, wpc.metadata.name)
-    return ResolvedPriority(wpc.value, ref)
-
-
 def priority_class_name(workload: Workload | None) -> str:
     """The `priority_class` label of Kueue's metrics: the Workload's class name, "" without one."""
     ref = workload.spec.priority_class_ref if workload is not None else None

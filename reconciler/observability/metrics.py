@@ -26,10 +26,8 @@ has :meth:`Metrics.workload_ready`.
 from __future__ import annotations
 
 import datetime as dt
-import platform
-import sys
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from typing import Literal
 
 from prometheus_client import (
@@ -41,6 +39,7 @@ from prometheus_client import (
     generate_latest,
 )
 
+from .build_info import build_labels
 from .inventory_metrics import InventoryCollector, InventorySource
 from .state_metrics import (
     ClusterQueueSample,
@@ -100,7 +99,8 @@ class Metrics:
         *,
         wall_clock: Callable[[], float] = time.time,
         version: str = "0+unknown",
-        git_commit: str = "",
+        git_commit: str | None = None,
+        build_date: str | None = None,
     ) -> None:
         self.registry = CollectorRegistry(auto_describe=True)
         self.role: ReplicaRole = role
@@ -194,14 +194,8 @@ class Metrics:
             ["git_version", "git_commit", "build_date", "go_version", "compiler", "platform", ROLE],
             registry=r,
         )
-        self._build_labels = (
-            version,
-            git_commit,
-            "",
-            f"python{platform.python_version()}",
-            sys.implementation.name,
-            f"{sys.platform}/{platform.machine()}",
-        )
+        # None: what the build says (build_info.py: the image's environment, else the installed package).
+        self._build_labels = build_labels(version, git_commit, build_date)
         self._api_seconds = Histogram(
             "dra_quota_api_request_duration_seconds",
             "Duration of the controller's API writes (and Lease calls), per verb and resource",
@@ -221,6 +215,12 @@ class Metrics:
         )
         self._leader = Gauge(
             "dra_quota_leader", "1 when this replica is the one that decides and writes", registry=r
+        )
+        self._config_ignored = Gauge(
+            "dra_quota_config_ignored_fields",
+            "1 for each Configuration field given but without effect in this controller (see the log)",
+            ["field"],
+            registry=r,
         )
         self._batch = Histogram(
             "dra_quota_reconcile_batch_seconds",
@@ -259,6 +259,12 @@ class Metrics:
         self.role = role
         self._build.labels(*self._build_labels, role).set(1)
         self._leader.set(0 if role == "follower" else 1)
+
+    def config_ignored(self, fields: Iterable[str]) -> None:
+        """The Configuration fields that were given but have no effect (reconciler.config)."""
+        self._config_ignored.clear()
+        for name in fields:
+            self._config_ignored.labels(name).set(1)
 
     def render(self) -> bytes:
         """The exposition in Prometheus text format."""

@@ -76,6 +76,10 @@ async def run_process(
     election = options.leader_election
     role: ReplicaRole = "standalone" if election is None else "follower"
     metrics = Metrics(role, version=options.version)
+    metrics.config_ignored(f.path for f in config.ignored_fields)
+    if config.ignored_fields:
+        ignored = {f.path: f.reason for f in config.ignored_fields}
+        log.warning("configuration fields without effect in this controller", ignored=ignored)
     health = Health(role=role, identity=election.identity if election else "")
     servers: list[Server] = []
     webhook_client = None
