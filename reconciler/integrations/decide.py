@@ -13,8 +13,10 @@ from dataclasses import dataclass
 from typing import Any
 
 from reconciler.api import Admission, PodSet, ResourceFlavor, Workload
+from reconciler.api.meta import LabelSelector
 from reconciler.core.flavors import admission_node_labels, admission_tolerations
 from reconciler.core.jobs import PODSET_LABEL
+from reconciler.core.selectors import label_selector_matches
 from reconciler.core.workloads import QUEUE_NAME_LABEL
 
 from .base import Integration, Outcome, Patch, PodSetStart
@@ -39,10 +41,17 @@ __all__ = [
 ]
 
 SYSTEM_NAMESPACE = "kube-system"
+NAMESPACE_NAME_LABEL = "kubernetes.io/metadata.name"
 
 
 def is_managed(
-    labels: Mapping[str, str], namespace: str, *, manage_without_queue_name: bool, own_namespace: str
+    labels: Mapping[str, str],
+    namespace: str,
+    *,
+    manage_without_queue_name: bool,
+    own_namespace: str,
+    selector: LabelSelector | None = None,
+    namespace_labels: Mapping[str, str] | None = None,
 ) -> bool:
     """Whether the controller manages a job with these labels in this namespace.
 
@@ -51,8 +60,16 @@ def is_managed(
     ManagedJobsNamespaceSelectorAlwaysRespected, on by default): a job there is left alone, with
     or without a queue name. Elsewhere a job is managed when it names a queue, or always with
     manageJobsWithoutQueueName.
+
+    A `selector` (the Configuration's managedJobsNamespaceSelector) replaces that default, matched
+    against the namespace's labels (`namespace_labels`; its name label when the Namespace is not
+    known yet), as Kueue does.
     """
-    if namespace in (SYSTEM_NAMESPACE, own_namespace):
+    if selector is not None:
+        known = namespace_labels if namespace_labels is not None else {NAMESPACE_NAME_LABEL: namespace}
+        if not label_selector_matches(selector, known):
+            return False
+    elif namespace in (SYSTEM_NAMESPACE, own_namespace):
         return False
     return QUEUE_NAME_LABEL in labels or manage_without_queue_name
 

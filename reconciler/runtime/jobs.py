@@ -77,6 +77,8 @@ class Jobs:
             key[0],
             manage_without_queue_name=ctx.config.manage_jobs_without_queue_name,
             own_namespace=self.own_namespace,
+            selector=ctx.config.managed_jobs_namespace_selector,
+            namespace_labels=ctx.engine.cache.namespaces.get(key[0]),
         ):
             return
         wl_key = ctx.store.workload_key(job, self.kind)
@@ -394,6 +396,15 @@ class JobKinds:
         store = self.ctx.store
         for kind in kinds:
             self.ctx.dirty.jobs.update((kind, *key) for key in store.of_kind(kind))
+
+    def namespace_changed(self, namespace: str) -> None:
+        """A Namespace's labels changed: under a managedJobsNamespaceSelector its jobs may move in
+        or out of management."""
+        if self.ctx.config.managed_jobs_namespace_selector is None:
+            return
+        for kind in self.by_kind:
+            refs = (key for key in self.ctx.store.of_kind(kind) if key[0] == namespace)
+            self.ctx.dirty.jobs.update((kind, *key) for key in refs)
 
     def priority_classes_changed(self) -> None:
         for jobs in self.by_kind.values():

@@ -333,6 +333,8 @@ class Reconciler(ReconcilerViews):
     def _on_namespace(self, key: Key, namespace: Namespace | None) -> None:
         self.ctx.dirty.queue_status = True
         feed_namespace(self.ctx.engine, namespace)
+        if self.ready:
+            self.job_kinds.namespace_changed(key[1])
 
     def _on_workload_priority_class(self, key: Key, wpc: WorkloadPriorityClass | None) -> None:
         classes = self.ctx.store.workload_priority_classes

@@ -9,8 +9,8 @@ from __future__ import annotations
 
 import pytest
 
-from reconciler.api import Job
-from reconciler.api.resources import JOBS
+from reconciler.api import Job, Namespace
+from reconciler.api.resources import JOBS, NAMESPACES
 from reconciler.config import parse_config
 from reconciler.integrations import is_managed
 from tests.support.builders import job_body
@@ -83,3 +83,52 @@ def test_the_rule_itself() -> None:
     assert manage_all({}, "ns")
     assert not is_managed({}, "ns", manage_without_queue_name=False, own_namespace="gpu-quota")
     assert is_managed(labelled, "ns", manage_without_queue_name=False, own_namespace="gpu-quota")
+
+
+SELECTED = parse_config(
+    {
+        "apiVersion": "config.kueue.x-k8s.io/v1beta2",
+        "kind": "Configuration",
+        "manageJobsWithoutQueueName": True,
+        "namespace": "gpu-quota",
+        "managedJobsNamespaceSelector": {"matchLabels": {"team": "gpu"}},
+    }
+)
+
+
+def namespace(h: Harness, name: str, labels: dict[str, str]) -> Namespace:
+    body = {"metadata": {"name": name, "labels": labels, "resourceVersion": h.next_rv()}}
+    ns: Namespace = decode(body, Namespace)
+    return ns
+
+
+def test_a_configured_selector_replaces_the_default_and_follows_the_namespace_labels() -> None:
+    h = Harness(SELECTED)
+    queues(h)
+    h.event("ADDED", NAMESPACES, namespace(h, "research", {}))
+    h.sync_all()
+    h.event("ADDED", JOBS, unsuspended(h, "notebook", "research", queue=None))
+    assert of(h.take(), "job-suspend") == []  # the namespace is not selected: left alone
+    h.event("MODIFIED", NAMESPACES, namespace(h, "research", {"team": "gpu"}))
+    actions = h.take()
+    assert [a.name for a in of(actions, "job-suspend")] == ["notebook"]
+    assert len(of(actions, "create-workload")) == 1
+
+
+def test_the_rule_with_a_selector() -> None:
+    selector = SELECTED.managed_jobs_namespace_selector
+    assert selector is not None
+
+    def managed(namespace: str, labels: dict[str, str] | None) -> bool:
+        return is_managed(
+            {},
+            namespace,
+            manage_without_queue_name=True,
+            own_namespace="gpu-quota",
+            selector=selector,
+            namespace_labels=labels,
+        )
+
+    assert managed("ns", {"team": "gpu"})
+    assert not managed("ns", {"team": "web"})
+    assert not managed("ns", None)  # not known yet: only its name label, which the selector lacks
