@@ -64,6 +64,13 @@ async def test_sigterm_stops_the_process_after_its_log_pipe_is_closed(
         assert first  # it has started logging
         os.close(read_end)  # as `head -1` does once it has its line
         read_end = -1
+        # Its first request to the API comes after its SIGTERM handler is in place (a loaded
+        # machine can take seconds to get there): a signal before that would not test the fix.
+        for _ in range(300):
+            if fake.requests:
+                break
+            await asyncio.sleep(0.1)
+        assert fake.requests, "the process never reached the API server"
         await asyncio.sleep(2.0)  # it keeps logging into the closed pipe meanwhile
         assert proc.returncode is None, "the process died when its log pipe was closed"
         proc.send_signal(signal.SIGTERM)
