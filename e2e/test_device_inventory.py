@@ -492,6 +492,17 @@ async def test_all_devices_and_gpu_memory_are_charged_from_the_published_devices
             admitted = await wait_for("the All Job to be admitted", lambda: reserved("whole-a"), within=90)
             (assignment,) = admitted["status"]["admission"]["podSetAssignments"]
             assert assignment["resourceUsage"] == {GPU: "2"}
+
+            # The annotation is a write of its own, made once the admission has landed.
+            async def annotated() -> Obj | None:
+                found = await workload("whole-a")
+                return (
+                    found
+                    if "dra-quota-reconciler/device-charges" in found["metadata"].get("annotations", {})
+                    else None
+                )
+
+            admitted = await wait_for("the device-charges annotation", annotated, within=30)
             assert admitted["metadata"]["annotations"]["dra-quota-reconciler/device-charges"] == (
                 "podset main, claim dev, request dev: 2 device(s) of DeviceClass gpu.nvidia.com "
                 "(allocationMode All: the most on one node of flavor a100) charged as 2 nvidia.com/gpu"
