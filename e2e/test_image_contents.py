@@ -74,7 +74,13 @@ def venv(image_root: Path) -> Path:
     _run([sys.executable, "-m", "venv", str(venv)])
     install = INSTALL_WHEEL.replace("/opt/venv", str(venv)).replace("/wheels/*.whl", "")
     (wheel,) = wheels.glob("*.whl")
-    _run([*install.split(), str(wheel)], env={**os.environ, "PIP_DISABLE_PIP_VERSION_CHECK": "1"})
+    installed = _run([*install.split(), str(wheel)], env={**os.environ, "PIP_DISABLE_PIP_VERSION_CHECK": "1"})
+    # Once in CI the venv came out without the package (no sources, no entry point) though pip
+    # succeeded: say what pip said and what the wheel held when that happens.
+    assert (venv / "bin" / "reconciler").exists(), (
+        f"pip installed no entry point from {wheel.name} ({wheel.stat().st_size} bytes):\n"
+        f"{installed.stdout}\n{installed.stderr}"
+    )
     _run([str(venv / "bin/pip"), "uninstall", "--yes", "pip", "setuptools"])
     compile_venv = COMPILE_VENV.replace("python ", f"{sys.executable} ", 1).replace("/opt/venv", str(venv))
     _run(compile_venv.split())
