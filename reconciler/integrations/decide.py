@@ -13,9 +13,9 @@ from dataclasses import dataclass
 from typing import Any
 
 from reconciler.api import Admission, PodSet, ResourceFlavor, Workload
-from reconciler.core.flavors import admission_node_labels, admission_tolerations
-from reconciler.core.jobs import PODSET_LABEL
-from reconciler.core.workloads import QUEUE_NAME_LABEL
+from reconciler.core.model.jobs import PODSET_LABEL
+from reconciler.core.model.workloads import QUEUE_NAME_LABEL
+from reconciler.core.scheduling.flavors import admission_node_labels, admission_tolerations
 
 from .base import Integration, Outcome, Patch, PodSetStart
 from .equivalence import equivalent
