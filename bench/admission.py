@@ -19,8 +19,8 @@ import msgspec
 
 from reconciler.api import ClusterQueue, Job, LocalQueue, Namespace, ResourceClaimTemplate, ResourceFlavor
 from reconciler.core.engine import Engine
-from reconciler.core.scheduler import Admit
-from reconciler.core.workloads import WorkloadInfo, workload_for_job
+from reconciler.core.model.workloads import WorkloadInfo, workload_for_job
+from reconciler.core.scheduling.scheduler import Admit
 from reconciler.feed import QueueObjects, WorkloadSources, compile_for, feed_queue_objects
 
 MAPPINGS = {"gpu.nvidia.com": "nvidia.com/gpu"}

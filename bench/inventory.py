@@ -16,7 +16,7 @@ import msgspec
 
 from reconciler.api import DeviceClass, ResourceFlavor
 from reconciler.api.slices import ResourceSlice
-from reconciler.core.inventory import InventoryIndex
+from reconciler.core.devices.inventory import InventoryIndex
 
 DRIVER = "gpu.nvidia.com"
 SELECTOR = f"device.driver == '{DRIVER}' && device.attributes['{DRIVER}'].type == 'gpu'"

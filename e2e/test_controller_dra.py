@@ -25,7 +25,7 @@ from e2e.support.workloads import KUEUE
 from e2e.testbed import KubeClient, Testbed, api_path
 from e2e.testbed.names import DEVICE_CLASS_NAME, DEVICE_CLASS_SELECTOR, RUN_SECONDS_ANNOTATION
 from e2e.testbed.scenario import single_gpu_claim_spec, status_condition, wait_for
-from reconciler.core.workloads import workload_name_for_job
+from reconciler.core.model.workloads import workload_name_for_job
 
 pytestmark = [pytest.mark.testbed, pytest.mark.timeout(300)]
 

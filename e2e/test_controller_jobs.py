@@ -11,7 +11,7 @@ from e2e.support.queues import drop_queues, make_queues
 from e2e.support.workloads import KUEUE
 from e2e.testbed import KubeClient, api_path
 from e2e.testbed.scenario import status_condition, wait_for
-from reconciler.core.workloads import workload_name_for_job
+from reconciler.core.model.workloads import workload_name_for_job
 
 pytestmark = [pytest.mark.testbed, pytest.mark.timeout(240)]
 

@@ -21,7 +21,7 @@ from e2e.testbed import KubeClient, Testbed, api_path
 from e2e.testbed.names import RUN_SECONDS_ANNOTATION, STALL_ANNOTATION
 from e2e.testbed.scenario import job_pods, pod_condition, status_condition, wait_for
 from reconciler.api.times import epoch
-from reconciler.core.workloads import workload_name_for_job
+from reconciler.core.model.workloads import workload_name_for_job
 
 pytestmark = [pytest.mark.testbed, pytest.mark.timeout(300)]
 

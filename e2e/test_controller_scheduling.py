@@ -14,7 +14,7 @@ from e2e.testbed import KubeClient, api_path
 from e2e.testbed.kubeclient import ApiError
 from e2e.testbed.names import RUN_SECONDS_ANNOTATION
 from e2e.testbed.scenario import single_gpu_claim_template, status_condition, wait_for
-from reconciler.core.workloads import workload_name_for_job
+from reconciler.core.model.workloads import workload_name_for_job
 
 pytestmark = [pytest.mark.testbed, pytest.mark.timeout(300)]
 

@@ -48,7 +48,7 @@ from e2e.support.workloads import KUEUE, is_true
 from e2e.testbed import KubeClient, Testbed, api_path
 from e2e.testbed.kubeclient import ApiError
 from e2e.testbed.scenario import job_pods, wait_for
-from reconciler.core.workloads import workload_name_for_job
+from reconciler.core.model.workloads import workload_name_for_job
 from reconciler.webhook.certmanager import write_cert_dir
 from reconciler.webhook.certs import new_bundle
 

@@ -6,13 +6,13 @@ from typing import Any
 
 import pytest
 
-from reconciler.core.clusterqueues import active_condition
 from reconciler.core.engine import Engine
-from reconciler.core.flavors import node_labels_for
-from reconciler.core.pending_queue import PendingQueue
-from reconciler.core.queues import backoff_seconds
-from reconciler.core.scheduler import Admit, Decision, Pending
-from reconciler.core.workloads import WorkloadInfo, compile_workload, workload_for_job
+from reconciler.core.model.clusterqueues import active_condition
+from reconciler.core.model.workloads import WorkloadInfo, compile_workload, workload_for_job
+from reconciler.core.queueing.pending_queue import PendingQueue
+from reconciler.core.queueing.queues import backoff_seconds
+from reconciler.core.scheduling.flavors import node_labels_for
+from reconciler.core.scheduling.scheduler import Admit, Decision, Pending
 from tests.support.builders import cluster_queue, flavor, job
 
 GPU = "nvidia.com/gpu"
@@ -373,7 +373,7 @@ def test_a_held_workload_counts_as_pending_but_is_never_admitted_until_added() -
 
 
 def test_a_negative_nominal_quota_makes_the_cluster_queue_unusable() -> None:
-    from reconciler.core.clusterqueues import InvalidClusterQueueError
+    from reconciler.core.model.clusterqueues import InvalidClusterQueueError
 
     with pytest.raises(InvalidClusterQueueError) as err:
         cluster_queue("cq", [("t4", {"nvidia.com/gpu": "-1"})])

@@ -9,14 +9,14 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from reconciler.api import ClusterQueue
-from reconciler.core.clusterqueues import InvalidClusterQueueError, compile_cluster_queue
 from reconciler.core.engine import Engine
-from reconciler.core.preemption import (
+from reconciler.core.model.clusterqueues import InvalidClusterQueueError, compile_cluster_queue
+from reconciler.core.scheduling.preemption import (
     IN_COHORT_RECLAIM_WHILE_BORROWING,
     IN_COHORT_RECLAMATION,
     preemption_message,
 )
-from reconciler.core.scheduler import Admit, Pending, Preempt
+from reconciler.core.scheduling.scheduler import Admit, Pending, Preempt
 from tests.support.builders import cluster_queue_body, decode
 from tests.test_preemption import GPU, engine, gpu_job, of_type
 

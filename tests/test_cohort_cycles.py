@@ -10,8 +10,8 @@ from structlog.testing import capture_logs
 from reconciler.api import ClusterQueue, Cohort
 from reconciler.api.kueue import ClusterQueueStatus, LocalQueueStatus
 from reconciler.api.resources import CLUSTER_QUEUES, COHORTS, WORKLOADS
-from reconciler.core.cohorts import cohort_cycle
-from reconciler.core.scheduler import Admit, Pending
+from reconciler.core.quota.cohorts import cohort_cycle
+from reconciler.core.scheduling.scheduler import Admit, Pending
 from reconciler.core.status import cluster_queue_status, condition, local_queue_status
 from reconciler.explain.analyze import explain
 from reconciler.runtime.actions import MergePatch

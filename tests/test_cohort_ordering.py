@@ -4,7 +4,7 @@ higher priority, then the older queue-order timestamp."""
 from __future__ import annotations
 
 from reconciler.core.engine import Engine
-from reconciler.core.scheduler import Admit, Pending
+from reconciler.core.scheduling.scheduler import Admit, Pending
 from tests.test_preemption import engine, gpu_job
 
 

@@ -8,7 +8,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from reconciler.core.engine import Engine
-from reconciler.core.workloads import compile_workload, workload_for_job
+from reconciler.core.model.workloads import compile_workload, workload_for_job
 from tests.support.builders import cluster_queue, flavor, job
 
 GPU = "nvidia.com/gpu"

@@ -7,11 +7,11 @@ from typing import Any
 import pytest
 
 from reconciler.api import ClusterQueue, ClusterQueueStatus
-from reconciler.core.clusterqueues import InvalidClusterQueueError, compile_cluster_queue
 from reconciler.core.engine import Engine
-from reconciler.core.scheduler import Admit, Pending
+from reconciler.core.model.clusterqueues import InvalidClusterQueueError, compile_cluster_queue
+from reconciler.core.model.workloads import WorkloadInfo, compile_workload, workload_for_job
+from reconciler.core.scheduling.scheduler import Admit, Pending
 from reconciler.core.status import cluster_queue_status
-from reconciler.core.workloads import WorkloadInfo, compile_workload, workload_for_job
 from tests.support.builders import cluster_queue, cluster_queue_body, decode, flavor, job
 
 GPU = "nvidia.com/gpu"

@@ -8,7 +8,7 @@ import msgspec
 
 from reconciler.api import DeviceClass
 from reconciler.api.slices import SliceDevice
-from reconciler.core.device_cel import compile_device_class, device_facts
+from reconciler.core.devices.device_cel import compile_device_class, device_facts
 
 DRIVER = "gpu.nvidia.com"
 

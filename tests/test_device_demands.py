@@ -11,15 +11,15 @@ from hypothesis import strategies as st
 
 from reconciler.api import ClusterQueue, DeviceClass, ResourceClaimTemplate, WorkloadStatus
 from reconciler.api.slices import ResourceSlice
-from reconciler.core.cache import charge_from_admission
-from reconciler.core.clusterqueues import compile_cluster_queue
-from reconciler.core.dra import DeviceDemand
+from reconciler.core.devices.dra import DeviceDemand
+from reconciler.core.devices.inventory import DeviceInventory, InventoryIndex
 from reconciler.core.engine import Engine
-from reconciler.core.inventory import DeviceInventory, InventoryIndex
-from reconciler.core.inventory_admission import InventoryGate
-from reconciler.core.scheduler import Admit, Decision, Pending
+from reconciler.core.model.clusterqueues import compile_cluster_queue
+from reconciler.core.model.workloads import WorkloadInfo, compile_workload, workload_for_job
+from reconciler.core.quota.cache import charge_from_admission
+from reconciler.core.quota.inventory_admission import InventoryGate
+from reconciler.core.scheduling.scheduler import Admit, Decision, Pending
 from reconciler.core.status import admitted_workload_status
-from reconciler.core.workloads import WorkloadInfo, compile_workload, workload_for_job
 from tests.support.builders import claim_template, cluster_queue, cluster_queue_body, decode, flavor, job
 
 DRIVER = "gpu.example.com"

@@ -7,11 +7,11 @@ from typing import Any
 import pytest
 
 from reconciler.api import Cohort
-from reconciler.core.clusterqueues import InvalidClusterQueueError
-from reconciler.core.cohorts import compile_cohort
 from reconciler.core.engine import Engine
-from reconciler.core.preemption import IN_COHORT_RECLAMATION, cluster_queue_path
-from reconciler.core.scheduler import Admit, Pending, Preempt
+from reconciler.core.model.clusterqueues import InvalidClusterQueueError
+from reconciler.core.quota.cohorts import compile_cohort
+from reconciler.core.scheduling.preemption import IN_COHORT_RECLAMATION, cluster_queue_path
+from reconciler.core.scheduling.scheduler import Admit, Pending, Preempt
 from tests.support.builders import decode
 from tests.test_preemption import GPU, engine, gpu_job, of_type
 

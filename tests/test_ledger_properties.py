@@ -9,10 +9,10 @@ from hypothesis import strategies as st
 
 from reconciler.api import WorkloadStatus
 from reconciler.core.engine import Engine
-from reconciler.core.ledger import Ledger
-from reconciler.core.scheduler import Admit
+from reconciler.core.model.workloads import WorkloadInfo, compile_workload, workload_for_job
+from reconciler.core.quota.ledger import Ledger
+from reconciler.core.scheduling.scheduler import Admit
 from reconciler.core.status import admitted_workload_status
-from reconciler.core.workloads import WorkloadInfo, compile_workload, workload_for_job
 from tests.support.builders import cluster_queue, flavor, job
 
 RESOURCES = ("cpu", "memory", "nvidia.com/gpu")
@@ -71,7 +71,7 @@ def build(setup: Setup) -> Engine:
 
 
 def quota_of(setup: Setup, cq: str, fl: str, resource: str) -> int:
-    from reconciler.core.quantity import parse_quantity, to_amount
+    from reconciler.core.primitives.quantity import parse_quantity, to_amount
 
     for name, quotas in setup.queues[cq]:
         if name == fl:

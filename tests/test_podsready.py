@@ -8,7 +8,8 @@ import pytest
 
 from reconciler.api import Condition, RequeueState
 from reconciler.api.times import epoch, rfc3339
-from reconciler.core.podsready import (
+from reconciler.core.queueing.queues import backoff_seconds
+from reconciler.core.scheduling.podsready import (
     Deactivate,
     Evict,
     deactivation_reason,
@@ -17,7 +18,6 @@ from reconciler.core.podsready import (
     pods_ready_deadline,
     pods_ready_state,
 )
-from reconciler.core.queues import backoff_seconds
 
 T0 = "2026-01-01T00:00:00Z"
 T0_EPOCH = 1767225600.0

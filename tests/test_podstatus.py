@@ -7,8 +7,8 @@ from typing import Any
 import msgspec
 
 from reconciler.api import Condition, Job, Pod, ResourceClaim, pod_template_view
-from reconciler.core.jobs import restore_patch
-from reconciler.core.podstatus import (
+from reconciler.core.model.jobs import restore_patch
+from reconciler.core.primitives.podstatus import (
     ClaimProblem,
     all_claims_allocated,
     claim_problems,

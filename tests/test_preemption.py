@@ -8,9 +8,9 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from reconciler.core.engine import Engine
-from reconciler.core.preemption import IN_CLUSTER_QUEUE, IN_COHORT_RECLAMATION, preemption_message
-from reconciler.core.scheduler import Admit, Decision, Pending, Preempt
-from reconciler.core.workloads import WorkloadInfo, compile_workload, workload_for_job
+from reconciler.core.model.workloads import WorkloadInfo, compile_workload, workload_for_job
+from reconciler.core.scheduling.preemption import IN_CLUSTER_QUEUE, IN_COHORT_RECLAMATION, preemption_message
+from reconciler.core.scheduling.scheduler import Admit, Decision, Pending, Preempt
 from tests.support.builders import cluster_queue_body, decode, flavor, job
 
 GPU = "nvidia.com/gpu"
@@ -29,7 +29,7 @@ def gpu_job(
 
 def engine(*queues: tuple[str, int, dict[str, Any]]) -> Engine:
     from reconciler.api import ClusterQueue
-    from reconciler.core.clusterqueues import compile_cluster_queue
+    from reconciler.core.model.clusterqueues import compile_cluster_queue
 
     state = Engine()
     state.set_flavor(flavor("t4"))

@@ -7,8 +7,13 @@ from typing import Any
 import msgspec
 
 from reconciler.api import Job, PriorityClass, PriorityClassRef, WorkloadPriorityClass
-from reconciler.core.priority import MissingPriorityClass, ResolvedPriority, priority_update, resolve_priority
-from reconciler.core.workloads import workload_for_job
+from reconciler.core.model.workloads import workload_for_job
+from reconciler.core.primitives.priority import (
+    MissingPriorityClass,
+    ResolvedPriority,
+    priority_update,
+    resolve_priority,
+)
 from tests.support.builders import decode, job_body
 
 

@@ -2,7 +2,7 @@ from fractions import Fraction
 
 import pytest
 
-from reconciler.core.quantity import QuantityError, format_amount, parse_quantity, to_amount
+from reconciler.core.primitives.quantity import QuantityError, format_amount, parse_quantity, to_amount
 
 
 @pytest.mark.parametrize(

@@ -8,16 +8,16 @@ import msgspec
 import pytest
 
 from reconciler.api import PodSpecView, ResourceClaimTemplate
-from reconciler.core.dra import CLAIMS_NOT_SUPPORTED, DraProblem
+from reconciler.core.devices.dra import CLAIMS_NOT_SUPPORTED, DraProblem
 from reconciler.core.engine import Engine
-from reconciler.core.podrequests import pod_requests
-from reconciler.core.workloads import (
+from reconciler.core.model.workloads import (
     RESOURCE_IN_USE_FINALIZER,
     compile_workload,
     job_pod_count,
     workload_for_job,
     workload_name_for_job,
 )
+from reconciler.core.primitives.podrequests import pod_requests
 from tests.support.builders import claim_template, decode, gpu_request, job
 
 MAPPINGS = {"gpu.nvidia.com": "nvidia.com/gpu"}

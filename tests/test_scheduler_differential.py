@@ -11,13 +11,13 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from reconciler.api import ResourceFlavor
-from reconciler.core.capacity import NominalCapacity
-from reconciler.core.clusterqueues import ClusterQueueModel
 from reconciler.core.engine import Engine
-from reconciler.core.flavors import FlavorFit, assign_flavors
-from reconciler.core.ledger import Charge, Ledger
-from reconciler.core.scheduler import Admit
-from reconciler.core.workloads import WorkloadInfo, compile_workload, workload_for_job
+from reconciler.core.model.clusterqueues import ClusterQueueModel
+from reconciler.core.model.workloads import WorkloadInfo, compile_workload, workload_for_job
+from reconciler.core.quota.capacity import NominalCapacity
+from reconciler.core.quota.ledger import Charge, Ledger
+from reconciler.core.scheduling.flavors import FlavorFit, assign_flavors
+from reconciler.core.scheduling.scheduler import Admit
 from tests.support.builders import cluster_queue, flavor, job
 
 GPU = "nvidia.com/gpu"

@@ -16,12 +16,12 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from reconciler.api import ClusterQueue, Cohort
-from reconciler.core.clusterqueues import compile_cluster_queue
-from reconciler.core.cohorts import compile_cohort
 from reconciler.core.engine import Engine
-from reconciler.core.flavors import assign_flavors
-from reconciler.core.scheduler import Admit, Decision, Preempt, Scheduler
-from reconciler.core.workloads import compile_workload, workload_for_job
+from reconciler.core.model.clusterqueues import compile_cluster_queue
+from reconciler.core.model.workloads import compile_workload, workload_for_job
+from reconciler.core.quota.cohorts import compile_cohort
+from reconciler.core.scheduling.flavors import assign_flavors
+from reconciler.core.scheduling.scheduler import Admit, Decision, Preempt, Scheduler
 from tests.support.builders import cluster_queue_body, decode, flavor, job
 
 GPU = "nvidia.com/gpu"
@@ -226,7 +226,7 @@ def test_a_release_of_one_flavor_does_not_evaluate_heads_that_cannot_use_it(
 ) -> None:
     state = two_flavor_cohort()
     counter = CountingAssign()
-    monkeypatch.setattr("reconciler.core.scheduler.assign_flavors", counter)
+    monkeypatch.setattr("reconciler.core.scheduling.scheduler.assign_flavors", counter)
     state.remove_workload(("ns", "t4-run"))
     admits = [d.key[1] for d in state.schedule() if isinstance(d, Admit)]
     assert admits == ["t4-wait"]
@@ -238,7 +238,7 @@ def test_without_kept_verdicts_every_woken_head_is_evaluated(monkeypatch: pytest
     state = two_flavor_cohort()
     state.scheduler.kept = None
     counter = CountingAssign()
-    monkeypatch.setattr("reconciler.core.scheduler.assign_flavors", counter)
+    monkeypatch.setattr("reconciler.core.scheduling.scheduler.assign_flavors", counter)
     state.remove_workload(("ns", "t4-run"))
     assert [d.key[1] for d in state.schedule() if isinstance(d, Admit)] == ["t4-wait"]
     assert sorted(counter.names) == ["a100-wait", "t4-wait"]
@@ -270,7 +270,7 @@ def test_quota_taken_again_in_the_same_cycle_leaves_the_other_heads_their_verdic
         state.add_workload(info)
     assert sorted(d.key[1] for d in state.schedule() if isinstance(d, Admit)) == ["a-run", "b-run"]
     counter = CountingAssign()
-    monkeypatch.setattr("reconciler.core.scheduler.assign_flavors", counter)
+    monkeypatch.setattr("reconciler.core.scheduling.scheduler.assign_flavors", counter)
     state.remove_workload(("ns", "a-run"))
     decisions = [(d.key[1], getattr(d, "message", "admitted")) for d in state.schedule()]
     assert decisions == [

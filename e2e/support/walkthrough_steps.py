@@ -18,7 +18,7 @@ from e2e.support.workloads import KUEUE
 from e2e.testbed import KubeClient, api_path
 from e2e.testbed.kubeclient import ApiError
 from e2e.testbed.scenario import status_condition, wait_for
-from reconciler.core.workloads import workload_name_for_job
+from reconciler.core.model.workloads import workload_name_for_job
 
 EXAMPLES = ROOT / "examples" / "walkthrough"
 NS = "p3-dra-demo"

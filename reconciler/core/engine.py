@@ -12,13 +12,13 @@ from dataclasses import dataclass, field
 
 from reconciler.api import Admission, ResourceFlavor
 
-from .cache import QuotaCache, charge_from_admission
-from .capacity import CohortModel
-from .clusterqueues import ClusterQueueModel
-from .ledger import Charge, Ledger
-from .queues import QueueManager
-from .scheduler import Decision, Scheduler
-from .workloads import WorkloadInfo
+from .model.clusterqueues import ClusterQueueModel
+from .model.workloads import WorkloadInfo
+from .queueing.queues import QueueManager
+from .quota.cache import QuotaCache, charge_from_admission
+from .quota.capacity import CohortModel
+from .quota.ledger import Charge, Ledger
+from .scheduling.scheduler import Decision, Scheduler
 
 __all__ = ["Engine"]
 

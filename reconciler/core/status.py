@@ -22,10 +22,10 @@ from reconciler.api import (
 )
 
 from .engine import Engine
-from .ledger import FlavorResource
-from .quantity import format_amount
-from .scheduler import Admit, Pending
-from .workloads import WorkloadInfo
+from .model.workloads import WorkloadInfo
+from .primitives.quantity import format_amount
+from .quota.ledger import FlavorResource
+from .scheduling.scheduler import Admit, Pending
 
 __all__ = [
     "admitted_workload_status",

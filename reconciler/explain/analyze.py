@@ -11,11 +11,11 @@ quoted beside it.
 from __future__ import annotations
 
 from reconciler.api import Workload, pod_template_view
-from reconciler.core.cohorts import HAS_CYCLE
-from reconciler.core.inventory_admission import DEVICES_DO_NOT_COVER
-from reconciler.core.scheduler import NAMESPACE_MISMATCH, REASON_PENDING, Admit, Pending
+from reconciler.core.model.workloads import QUEUE_NAME_LABEL, workload_for_job, workload_name_for_job
+from reconciler.core.quota.cohorts import HAS_CYCLE
+from reconciler.core.quota.inventory_admission import DEVICES_DO_NOT_COVER
+from reconciler.core.scheduling.scheduler import NAMESPACE_MISMATCH, REASON_PENDING, Admit, Pending
 from reconciler.core.status import condition
-from reconciler.core.workloads import QUEUE_NAME_LABEL, workload_for_job, workload_name_for_job
 
 from . import explanation as states
 from .claims import learn_mappings, tell_claims

@@ -21,8 +21,8 @@ from reconciler.api import (
     Workload,
     pod_template_view,
 )
-from reconciler.core.podrequests import pod_requests
-from reconciler.core.quantity import QuantityError, parse_quantity, to_amount
+from reconciler.core.primitives.podrequests import pod_requests
+from reconciler.core.primitives.quantity import QuantityError, parse_quantity, to_amount
 
 __all__ = ["ClaimStory", "learn_mappings", "tell_claims"]
 

@@ -8,8 +8,8 @@ from dataclasses import dataclass, field
 
 from reconciler.api import Job, Pod, ResourceClaim, Workload
 from reconciler.api.times import epoch
-from reconciler.core.podsready import pods_needed, pods_ready_deadline
-from reconciler.core.podstatus import claim_problems, owner_job, ready_or_succeeded
+from reconciler.core.primitives.podstatus import claim_problems, owner_job, ready_or_succeeded
+from reconciler.core.scheduling.podsready import pods_needed, pods_ready_deadline
 from reconciler.core.status import condition
 
 from .state import Event, PodsReadyClock

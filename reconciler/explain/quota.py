@@ -17,14 +17,14 @@ import msgspec
 
 from reconciler.api import Workload
 from reconciler.api.times import epoch
-from reconciler.core.clusterqueues import ClusterQueueModel
+from reconciler.core.devices.inventory import DeviceInventory
 from reconciler.core.engine import Engine
-from reconciler.core.inventory import DeviceInventory
-from reconciler.core.ledger import Ledger
-from reconciler.core.quantity import QuantityError, format_amount
-from reconciler.core.scheduler import Admit, Decision
+from reconciler.core.model.clusterqueues import ClusterQueueModel
+from reconciler.core.model.workloads import WorkloadInfo
+from reconciler.core.primitives.quantity import QuantityError, format_amount
+from reconciler.core.quota.ledger import Ledger
+from reconciler.core.scheduling.scheduler import Admit, Decision
 from reconciler.core.status import condition
-from reconciler.core.workloads import WorkloadInfo
 from reconciler.feed import QueueObjects, WorkloadSources, compile_for, feed_queue_objects, inventory_index
 
 from .explanation import Holder, QuotaRow

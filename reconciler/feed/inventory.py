@@ -6,7 +6,7 @@ from collections.abc import Iterable
 
 from reconciler.api import DeviceClass, ResourceClaim
 from reconciler.api.slices import Node, ResourceSlice
-from reconciler.core.inventory import InventoryIndex
+from reconciler.core.devices.inventory import InventoryIndex
 
 __all__ = ["inventory_index"]
 

@@ -13,11 +13,11 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from reconciler.api import ClusterQueue, Cohort, LocalQueue, Namespace, ResourceFlavor
-from reconciler.core.capacity import CohortModel
-from reconciler.core.clusterqueues import InvalidClusterQueueError, compile_cluster_queue
-from reconciler.core.cohorts import compile_cohort
 from reconciler.core.engine import Engine
-from reconciler.core.quantity import QuantityError
+from reconciler.core.model.clusterqueues import InvalidClusterQueueError, compile_cluster_queue
+from reconciler.core.primitives.quantity import QuantityError
+from reconciler.core.quota.capacity import CohortModel
+from reconciler.core.quota.cohorts import compile_cohort
 
 __all__ = [
     "METADATA_NAME_LABEL",

@@ -7,7 +7,7 @@ from dataclasses import dataclass, field
 
 from reconciler.api import ResourceClaim, ResourceClaimTemplate, Workload
 from reconciler.core.engine import Engine
-from reconciler.core.workloads import WorkloadInfo, compile_workload, covered_by
+from reconciler.core.model.workloads import WorkloadInfo, compile_workload, covered_by
 
 __all__ = ["WorkloadSources", "compile_for"]
 

@@ -7,8 +7,8 @@ from typing import Any
 
 from reconciler.api import Job, PodSet, pod_template_view
 from reconciler.api.resources import JOBS, Resource
-from reconciler.core.jobs import PODSET_LABEL, job_outcome, restore_patch, start_patch, suspend_patch
-from reconciler.core.workloads import JOB_POD_SET, job_pod_count, workload_template
+from reconciler.core.model.jobs import PODSET_LABEL, job_outcome, restore_patch, start_patch, suspend_patch
+from reconciler.core.model.workloads import JOB_POD_SET, job_pod_count, workload_template
 
 from .base import Outcome, Patch, PodSetStart
 

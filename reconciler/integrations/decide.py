@@ -14,10 +14,10 @@ from typing import Any
 
 from reconciler.api import Admission, PodSet, ResourceFlavor, Workload
 from reconciler.api.meta import LabelSelector
-from reconciler.core.flavors import admission_node_labels, admission_tolerations
-from reconciler.core.jobs import PODSET_LABEL
-from reconciler.core.selectors import label_selector_matches
-from reconciler.core.workloads import QUEUE_NAME_LABEL
+from reconciler.core.model.jobs import PODSET_LABEL
+from reconciler.core.model.workloads import QUEUE_NAME_LABEL
+from reconciler.core.primitives.selectors import label_selector_matches
+from reconciler.core.scheduling.flavors import admission_node_labels, admission_tolerations
 
 from .base import Integration, Outcome, Patch, PodSetStart
 from .equivalence import equivalent

@@ -22,8 +22,8 @@ from reconciler.api import Workload
 from reconciler.api.resources import WORKLOADS
 from reconciler.api.times import now_rfc3339
 from reconciler.config import Configuration
+from reconciler.core.devices.inventory import DeviceInventory
 from reconciler.core.engine import Engine
-from reconciler.core.inventory import DeviceInventory
 from reconciler.integrations import BATCH_JOB, Integration
 from reconciler.kube import Conflict, NotFound
 from reconciler.observability.metrics import Metrics

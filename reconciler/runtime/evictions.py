@@ -15,7 +15,7 @@ import msgspec
 import structlog
 
 from reconciler.api import RequeueState, Workload
-from reconciler.core.priority import priority_class_name
+from reconciler.core.primitives.priority import priority_class_name
 from reconciler.core.status import evicted_workload_status, resource_requests, set_condition
 
 from .actions import WriteDone

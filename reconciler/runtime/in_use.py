@@ -18,7 +18,7 @@ import structlog
 
 from reconciler.api import ClusterQueue, ObjectMeta, ResourceFlavor
 from reconciler.api.resources import CLUSTER_QUEUES, RESOURCE_FLAVORS
-from reconciler.core.workloads import RESOURCE_IN_USE_FINALIZER
+from reconciler.core.model.workloads import RESOURCE_IN_USE_FINALIZER
 from reconciler.kube import Conflict
 
 from .actions import MergePatch, Purpose, WriteDone

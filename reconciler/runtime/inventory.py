@@ -22,10 +22,10 @@ import structlog
 
 from reconciler.api import ObjectMeta, ResourceClaim
 from reconciler.api.resources import EVENTS
-from reconciler.core.inventory import DeviceInventory, InventoryIndex
-from reconciler.core.inventory_admission import InventoryGate
-from reconciler.core.inventory_report import quota_gaps
-from reconciler.core.quantity import CPU
+from reconciler.core.devices.inventory import DeviceInventory, InventoryIndex
+from reconciler.core.primitives.quantity import CPU
+from reconciler.core.quota.inventory_admission import InventoryGate
+from reconciler.core.quota.inventory_report import quota_gaps
 from reconciler.observability.inventory_metrics import InventorySnapshot
 
 from .actions import PostEvent, WriteDone

@@ -14,7 +14,8 @@ import structlog
 
 from reconciler.api import PodSet, Workload
 from reconciler.api.resources import WORKLOADS
-from reconciler.core.priority import (
+from reconciler.core.model.workloads import QUEUE_NAME_LABEL, workload_for_object
+from reconciler.core.primitives.priority import (
     PRIORITY_CLASS_LABEL,
     MissingPriorityClass,
     priority_class_name,
@@ -22,7 +23,6 @@ from reconciler.core.priority import (
     resolve_priority_of,
 )
 from reconciler.core.status import set_condition
-from reconciler.core.workloads import QUEUE_NAME_LABEL, workload_for_object
 from reconciler.integrations import (
     BATCH_JOB,
     CreateWorkload,

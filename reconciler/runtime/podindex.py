@@ -11,7 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from reconciler.api import Pod, ResourceClaim
-from reconciler.core.podstatus import controller_of
+from reconciler.core.primitives.podstatus import controller_of
 
 __all__ = ["PodIndex"]
 

@@ -13,7 +13,17 @@ import structlog
 
 from reconciler.api import RequeueState, Workload, WorkloadStatus
 from reconciler.api.resources import WORKLOADS
-from reconciler.core.podsready import (
+from reconciler.core.primitives.podstatus import (
+    CLAIMS_ALLOCATED,
+    all_claims_allocated,
+    claim_problems,
+    claims_condition,
+    eviction_cause,
+    lasting,
+    ready_or_counted,
+)
+from reconciler.core.primitives.priority import priority_class_name
+from reconciler.core.scheduling.podsready import (
     PODS_READY,
     PODS_READY_TIMEOUT,
     Deactivate,
@@ -23,16 +33,6 @@ from reconciler.core.podsready import (
     pods_ready_state,
     timeout_message,
 )
-from reconciler.core.podstatus import (
-    CLAIMS_ALLOCATED,
-    all_claims_allocated,
-    claim_problems,
-    claims_condition,
-    eviction_cause,
-    lasting,
-    ready_or_counted,
-)
-from reconciler.core.priority import priority_class_name
 from reconciler.core.status import condition, set_condition
 
 from .actions import MergePatch, OnDone, Purpose, WriteDone

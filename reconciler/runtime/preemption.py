@@ -5,9 +5,9 @@ admitted once the quota they held has come back.
 
 from __future__ import annotations
 
-from reconciler.core.preemption import cluster_queue_path, preemption_message
-from reconciler.core.scheduler import Preempt
-from reconciler.core.workloads import JOB_UID_LABEL
+from reconciler.core.model.workloads import JOB_UID_LABEL
+from reconciler.core.scheduling.preemption import cluster_queue_path, preemption_message
+from reconciler.core.scheduling.scheduler import Preempt
 
 from .context import Context
 from .evictions import Eviction, Evictions

@@ -7,7 +7,7 @@ import structlog
 
 from reconciler.api import ClusterQueue, LocalQueue
 from reconciler.api.resources import CLUSTER_QUEUES, LOCAL_QUEUES
-from reconciler.core.inventory_report import DEVICES_COVER_QUOTA, devices_cover_quota
+from reconciler.core.quota.inventory_report import DEVICES_COVER_QUOTA, devices_cover_quota
 from reconciler.core.status import cluster_queue_status, local_queue_status, set_condition
 
 from .actions import MergePatch, WriteDone

@@ -39,7 +39,7 @@ from reconciler.api import (
 from reconciler.api.resources import WORKLOADS, Resource
 from reconciler.api.times import now_rfc3339
 from reconciler.config import Configuration
-from reconciler.core.scheduler import Admit, Preempt
+from reconciler.core.scheduling.scheduler import Admit, Preempt
 from reconciler.feed import feed_cluster_queue, feed_cohort, feed_flavor, feed_local_queue, feed_namespace
 from reconciler.integrations import REGISTRY, Integration, enabled
 from reconciler.kube import WatchEvent

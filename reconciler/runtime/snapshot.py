@@ -13,9 +13,9 @@ from collections import Counter
 from collections.abc import Sequence
 from typing import Any, Literal
 
-from reconciler.core.quantity import CPU
+from reconciler.core.model.workloads import WorkloadInfo
+from reconciler.core.primitives.quantity import CPU
 from reconciler.core.status import condition
-from reconciler.core.workloads import WorkloadInfo
 from reconciler.kube import Informer
 from reconciler.observability.metrics import (
     ClusterQueueSample,

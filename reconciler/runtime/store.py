@@ -21,7 +21,7 @@ from reconciler.api import (
     Workload,
     WorkloadPriorityClass,
 )
-from reconciler.core.workloads import workload_name_for_job
+from reconciler.core.model.workloads import workload_name_for_job
 from reconciler.integrations import BATCH_JOB, Integration
 
 __all__ = ["JobRef", "Key", "Store", "owner_job", "owner_ref"]

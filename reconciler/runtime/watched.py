@@ -47,7 +47,7 @@ from reconciler.api.resources import (
 )
 from reconciler.api.slices import Node, ResourceSlice
 from reconciler.config import Configuration
-from reconciler.core.jobs import PODSET_LABEL
+from reconciler.core.model.jobs import PODSET_LABEL
 from reconciler.integrations import Integration, enabled
 
 __all__ = ["DEFAULT_INTEGRATIONS", "JOB_HANDLER", "WATCHED_KINDS", "Watched", "job_rows", "watched_kinds"]

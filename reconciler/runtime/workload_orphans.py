@@ -9,8 +9,8 @@ import msgspec
 
 from reconciler.api import Workload
 from reconciler.api.resources import WORKLOADS
+from reconciler.core.model.workloads import RESOURCE_IN_USE_FINALIZER
 from reconciler.core.status import set_condition
-from reconciler.core.workloads import RESOURCE_IN_USE_FINALIZER
 
 from .actions import MergePatch, WriteDone
 from .context import EXPECTED_MISSES, Context

@@ -15,16 +15,20 @@ import msgspec
 from reconciler.api import Workload, WorkloadStatus
 from reconciler.api.resources import WORKLOADS
 from reconciler.api.times import epoch
-from reconciler.core.podsready import PODS_READY, pods_ready_state
-from reconciler.core.priority import priority_class_name
-from reconciler.core.scheduler import REASON_PENDING, Admit, Pending
+from reconciler.core.model.workloads import (
+    DEVICE_CHARGES_ANNOTATION,
+    FIRST_AVAILABLE_ANNOTATION,
+    WorkloadInfo,
+)
+from reconciler.core.primitives.priority import priority_class_name
+from reconciler.core.scheduling.podsready import PODS_READY, pods_ready_state
+from reconciler.core.scheduling.scheduler import REASON_PENDING, Admit, Pending
 from reconciler.core.status import (
     admitted_workload_status,
     condition,
     pending_workload_status,
     set_condition,
 )
-from reconciler.core.workloads import DEVICE_CHARGES_ANNOTATION, FIRST_AVAILABLE_ANNOTATION, WorkloadInfo
 from reconciler.kube import Conflict, NotFound
 
 from .actions import MergePatch, WriteDone

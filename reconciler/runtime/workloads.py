@@ -9,16 +9,16 @@ import msgspec
 import structlog
 
 from reconciler.api import Workload
-from reconciler.core.ordering import EVICTION_TIMESTAMP, queue_order_timestamp
-from reconciler.core.podsready import PODS_READY
-from reconciler.core.quantity import QuantityError
-from reconciler.core.scheduler import Admit, Pending
-from reconciler.core.status import condition, set_condition
-from reconciler.core.workloads import (
+from reconciler.core.model.workloads import (
     DEVICE_CHARGES_ANNOTATION,
     FIRST_AVAILABLE_ANNOTATION,
     WorkloadInfo,
 )
+from reconciler.core.primitives.ordering import EVICTION_TIMESTAMP, queue_order_timestamp
+from reconciler.core.primitives.quantity import QuantityError
+from reconciler.core.scheduling.podsready import PODS_READY
+from reconciler.core.scheduling.scheduler import Admit, Pending
+from reconciler.core.status import condition, set_condition
 from reconciler.feed import WorkloadSources, compile_for
 
 from .context import Context

@@ -24,26 +24,26 @@ from typing import Any
 import msgspec
 
 from reconciler.api import Job, Workload, WorkloadStatus
-from reconciler.core.inventory import DeviceInventory
-from reconciler.core.inventory_admission import InventoryGate
-from reconciler.core.inventory_report import DEVICES_COVER_QUOTA, devices_cover_quota
-from reconciler.core.ordering import EVICTION_TIMESTAMP, queue_order_timestamp
-from reconciler.core.priority import MissingPriorityClass, resolve_priority
-from reconciler.core.quantity import QuantityError
-from reconciler.core.scheduler import Admit, Decision, Pending, Preempt
+from reconciler.core.devices.inventory import DeviceInventory
+from reconciler.core.model.workloads import (
+    DEVICE_CHARGES_ANNOTATION,
+    FIRST_AVAILABLE_ANNOTATION,
+    QUEUE_NAME_LABEL,
+    WorkloadInfo,
+    workload_for_job,
+)
+from reconciler.core.primitives.ordering import EVICTION_TIMESTAMP, queue_order_timestamp
+from reconciler.core.primitives.priority import MissingPriorityClass, resolve_priority
+from reconciler.core.primitives.quantity import QuantityError
+from reconciler.core.quota.inventory_admission import InventoryGate
+from reconciler.core.quota.inventory_report import DEVICES_COVER_QUOTA, devices_cover_quota
+from reconciler.core.scheduling.scheduler import Admit, Decision, Pending, Preempt
 from reconciler.core.status import (
     admitted_workload_status,
     cluster_queue_status,
     condition,
     pending_workload_status,
     set_condition,
-)
-from reconciler.core.workloads import (
-    DEVICE_CHARGES_ANNOTATION,
-    FIRST_AVAILABLE_ANNOTATION,
-    QUEUE_NAME_LABEL,
-    WorkloadInfo,
-    workload_for_job,
 )
 from reconciler.feed import WorkloadSources, compile_for, inventory_index
 

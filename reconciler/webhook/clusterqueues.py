@@ -5,15 +5,15 @@ group, a flavor appears once, each flavor's resources follow ``coveredResources`
 quantities are not negative, ``borrowingLimit`` and ``lendingLimit`` need a cohort and the lending
 limit stays within the nominal quota, and there are at most 256 flavors, 256 covered resources and
 512 flavor-resource pairs per group. A spec that passes is also compiled as the controller compiles
-it (:func:`reconciler.core.clusterqueues.compile_cluster_queue`), so nothing the webhook lets in
+it (:func:`reconciler.core.model.clusterqueues.compile_cluster_queue`), so nothing the webhook lets in
 turns the ClusterQueue inactive later.
 """
 
 from __future__ import annotations
 
 from reconciler.api import ClusterQueue, ResourceGroup, ResourceQuota
-from reconciler.core.clusterqueues import InvalidClusterQueueError, compile_cluster_queue
-from reconciler.core.quantity import QuantityError, parse_quantity
+from reconciler.core.model.clusterqueues import InvalidClusterQueueError, compile_cluster_queue
+from reconciler.core.primitives.quantity import QuantityError, parse_quantity
 
 from .fielderrors import FieldError, Path, duplicate, invalid
 from .names import label_selector, non_negative_quantity, qualified_name

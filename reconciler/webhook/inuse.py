@@ -8,7 +8,7 @@ to objects made while the webhook was not there).
 from __future__ import annotations
 
 from reconciler.api import ClusterQueue, ResourceFlavor
-from reconciler.core.workloads import RESOURCE_IN_USE_FINALIZER
+from reconciler.core.model.workloads import RESOURCE_IN_USE_FINALIZER
 
 from .review import PatchOp
 

@@ -13,8 +13,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from reconciler.api import Job, ObjectMeta
-from reconciler.core.jobs import is_managed
-from reconciler.core.workloads import QUEUE_NAME_LABEL
+from reconciler.core.model.jobs import is_managed
+from reconciler.core.model.workloads import QUEUE_NAME_LABEL
 
 from .fielderrors import IMMUTABLE, FieldError, Path, invalid
 from .names import dns1123_subdomain

@@ -5,7 +5,7 @@ from __future__ import annotations
 import re
 
 from reconciler.api import LabelSelector
-from reconciler.core.quantity import QuantityError, parse_quantity
+from reconciler.core.primitives.quantity import QuantityError, parse_quantity
 
 from .fielderrors import NEGATIVE, FieldError, Path, forbidden, invalid, not_supported, required
 

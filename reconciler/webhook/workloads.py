@@ -4,7 +4,7 @@ Pod sets (Kueue's CRD and webhook rules): 1 to 18, names are unique RFC 1123 lab
 not negative, ``minCount`` is at most ``count`` and used by one pod set at most, each template has
 containers, and every request, limit and overhead is a quantity that is not negative (``pods`` is
 Kueue's own). The template must also compile to per-pod requests as the controller computes them
-(:func:`reconciler.core.podrequests.pod_requests`), so a Workload let in never sits without a
+(:func:`reconciler.core.primitives.podrequests.pod_requests`), so a Workload let in never sits without a
 condition. While ``QuotaReserved`` is true: the admission names the spec's pod sets, one
 assignment each; pod sets, ``queueName`` and the priority class reference cannot change; an
 admission can be set or cleared but not changed.
@@ -17,8 +17,8 @@ from typing import Any
 import msgspec
 
 from reconciler.api import PodSet, PodTemplateView, Workload
-from reconciler.core.podrequests import pod_requests
-from reconciler.core.quantity import QuantityError, parse_quantity, to_amount
+from reconciler.core.primitives.podrequests import pod_requests
+from reconciler.core.primitives.quantity import QuantityError, parse_quantity, to_amount
 
 from .fielderrors import (
     IMMUTABLE,

@@ -12,9 +12,9 @@ import msgspec
 
 from reconciler.api import Workload
 from reconciler.core.engine import Engine
-from reconciler.core.scheduler import Admit
+from reconciler.core.model.workloads import compile_workload, workload_for_object
+from reconciler.core.scheduling.scheduler import Admit
 from reconciler.core.status import admitted_workload_status
-from reconciler.core.workloads import compile_workload, workload_for_object
 from reconciler.integrations import (
     PODSET_LABEL,
     CreateWorkload,

@@ -6,7 +6,7 @@ import msgspec
 
 from reconciler.api import ClusterQueue, Cohort, Workload
 from reconciler.api.resources import CLUSTER_QUEUES, COHORTS, WORKLOADS
-from reconciler.core.priority import priority_class_name
+from reconciler.core.primitives.priority import priority_class_name
 from reconciler.runtime.writer import WriteDone
 from tests.observability.test_metrics import leader_harness, with_creation
 from tests.runtime.test_priorities import add_class, labelled, queued

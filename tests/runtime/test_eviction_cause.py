@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from reconciler.api import Pod, ResourceClaim
 from reconciler.api.resources import JOBS, PODS, RESOURCE_CLAIMS
-from reconciler.core.podstatus import eviction_cause
+from reconciler.core.primitives.podstatus import eviction_cause
 from tests.support.pods_ready_harness import T0, Clocked, admitted_job, conditions, events, started
 from tests.support.reconciler_harness import decode, of, queues
 

@@ -18,7 +18,7 @@ from reconciler.api.resources import (
 )
 from reconciler.api.slices import Node, ResourceSlice
 from reconciler.config import parse_config
-from reconciler.core.workloads import DEVICE_CHARGES_ANNOTATION
+from reconciler.core.model.workloads import DEVICE_CHARGES_ANNOTATION
 from reconciler.kube import WatchEvent
 from reconciler.runtime.actions import Create, PostEvent
 from reconciler.runtime.reconciler import ALL_WATCHED, WATCHED, Reconciler

@@ -6,7 +6,7 @@ from __future__ import annotations
 import msgspec
 
 from reconciler.api.resources import WORKLOADS
-from reconciler.core.scheduler import Pending
+from reconciler.core.scheduling.scheduler import Pending
 from reconciler.runtime.writer import WriteDone
 from tests.runtime.test_priorities import queued
 from tests.support.reconciler_harness import Harness, apply_patch, gpu_job, of, queues

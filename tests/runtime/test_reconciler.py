@@ -21,7 +21,7 @@ from reconciler.api.resources import (
     RESOURCE_FLAVORS,
     WORKLOADS,
 )
-from reconciler.core.workloads import workload_name_for_job
+from reconciler.core.model.workloads import workload_name_for_job
 from reconciler.kube import Conflict
 from reconciler.runtime.actions import Create, PostEvent
 from reconciler.runtime.writer import WriteDone

@@ -14,7 +14,7 @@ from reconciler.api import (
     ResourceFlavor,
     Workload,
 )
-from reconciler.core.clusterqueues import ClusterQueueModel, compile_cluster_queue
+from reconciler.core.model.clusterqueues import ClusterQueueModel, compile_cluster_queue
 
 
 def decode(body: Mapping[str, Any], kind: type[Any]) -> Any:

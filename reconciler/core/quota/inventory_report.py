@@ -11,9 +11,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from .clusterqueues import ClusterQueueModel
-from .inventory import DeviceInventory
-from .quantity import format_amount
+from ..devices.inventory import DeviceInventory
+from ..model.clusterqueues import ClusterQueueModel
+from ..primitives.quantity import format_amount
 
 __all__ = [
     "DEVICES_COVER_QUOTA",

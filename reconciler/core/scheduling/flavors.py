@@ -15,13 +15,13 @@ from dataclasses import dataclass, field
 
 from reconciler.api import Admission, ResourceFlavor, Toleration
 
-from .capacity import Capacity
-from .clusterqueues import ClusterQueueModel, FlavorQuota, ResourceGroupModel
-from .ledger import FlavorResource
-from .podrequests import Amounts
-from .quantity import format_amount
-from .selectors import PodPlacement, first_untolerated_taint, flavor_matches_pod_spec, taint_text
-from .workloads import DeviceSizes, PodSetInfo, WorkloadInfo
+from ..model.clusterqueues import ClusterQueueModel, FlavorQuota, ResourceGroupModel
+from ..model.workloads import DeviceSizes, PodSetInfo, WorkloadInfo
+from ..primitives.podrequests import Amounts
+from ..primitives.quantity import format_amount
+from ..primitives.selectors import PodPlacement, first_untolerated_taint, flavor_matches_pod_spec, taint_text
+from ..quota.capacity import Capacity
+from ..quota.ledger import FlavorResource
 
 __all__ = [
     "DeviceCheck",

@@ -19,8 +19,8 @@ import random
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 
+from ..model.workloads import WorkloadInfo
 from .pending_queue import PendingQueue
-from .workloads import WorkloadInfo
 
 __all__ = ["QueueManager", "backoff_seconds"]
 

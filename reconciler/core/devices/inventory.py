@@ -29,10 +29,10 @@ from functools import lru_cache
 from reconciler.api import DeviceClass, DeviceClassSpec, ObjectMeta, ResourceClaim, ResourceFlavor
 from reconciler.api.slices import ResourceSlice, SliceDevice
 
+from ..primitives.quantity import QuantityError, format_amount, parse_quantity, to_amount
+from ..primitives.selectors import requirement_matches
 from .device_cel import CompiledDeviceClass, compile_device_class, device_facts
 from .dra import DeviceDemand
-from .quantity import QuantityError, format_amount, parse_quantity, to_amount
-from .selectors import requirement_matches
 
 __all__ = ["DeviceId", "DeviceInventory", "FlavorDevices", "InventoryIndex", "claim_devices"]
 

@@ -7,9 +7,9 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
+from ..primitives.podrequests import Amounts
+from ..primitives.quantity import QuantityError, parse_quantity, to_amount
 from .dra_problems import INVENTORY_FIX, DraProblem, field_error
-from .podrequests import Amounts
-from .quantity import QuantityError, parse_quantity, to_amount
 
 __all__ = ["Capacities", "Charging", "DeviceDemand", "Requests", "charge_device", "expressions"]
 

@@ -7,8 +7,8 @@ from collections.abc import Sequence
 
 from reconciler.api import Cohort
 
+from ..model.clusterqueues import compile_resource_groups
 from .capacity import CohortModel, CohortTree
-from .clusterqueues import compile_resource_groups
 
 __all__ = ["HAS_CYCLE", "cohort_cycle", "compile_cohort", "cycle_message"]
 

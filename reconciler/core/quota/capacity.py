@@ -23,7 +23,7 @@ from collections.abc import Iterable, Iterator, Mapping, Set
 from dataclasses import dataclass, field
 from typing import Protocol
 
-from .clusterqueues import ClusterQueueModel, FlavorQuota, ResourceGroupModel
+from ..model.clusterqueues import ClusterQueueModel, FlavorQuota, ResourceGroupModel
 from .ledger import FlavorResource, Ledger
 
 __all__ = ["Capacity", "CohortModel", "CohortTree", "NominalCapacity"]

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from reconciler.api import Condition, RequeueState
 from reconciler.api.times import epoch, rfc3339
 
-from .queues import backoff_seconds
+from ..queueing.queues import backoff_seconds
 
 __all__ = [
     "DEACTIVATED_MESSAGE",

@@ -31,12 +31,12 @@ from dataclasses import dataclass
 
 from reconciler.api import ResourceFlavor
 
-from .cache import QuotaCache
-from .capacity import CohortTree
-from .clusterqueues import ClusterQueueModel
-from .ledger import Charge, FlavorResource
-from .selectors import first_untolerated_taint, flavor_matches_pod_spec
-from .workloads import DeviceSizes, WorkloadInfo
+from ..model.clusterqueues import ClusterQueueModel
+from ..model.workloads import DeviceSizes, WorkloadInfo
+from ..primitives.selectors import first_untolerated_taint, flavor_matches_pod_spec
+from ..quota.cache import QuotaCache
+from ..quota.capacity import CohortTree
+from ..quota.ledger import Charge, FlavorResource
 
 __all__ = [
     "IN_CLUSTER_QUEUE",

@@ -27,11 +27,19 @@ from reconciler.api import (
     pod_template_view,
 )
 
+from ..devices.dra import (
+    Capacities,
+    ClaimCharge,
+    ClaimLookup,
+    Covered,
+    DeviceDemand,
+    DraProblem,
+    claim_charges,
+)
+from ..primitives.podrequests import Amounts, add_amounts, pod_requests, scale_amounts
+from ..primitives.priority import ResolvedPriority
+from ..primitives.selectors import PodPlacement
 from .clusterqueues import ClusterQueueModel
-from .dra import Capacities, ClaimCharge, ClaimLookup, Covered, DeviceDemand, DraProblem, claim_charges
-from .podrequests import Amounts, add_amounts, pod_requests, scale_amounts
-from .priority import ResolvedPriority
-from .selectors import PodPlacement
 
 __all__ = [
     "DEVICE_CHARGES_ANNOTATION",

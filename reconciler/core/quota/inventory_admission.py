@@ -21,9 +21,9 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from .inventory import DeviceInventory
+from ..devices.inventory import DeviceInventory
+from ..primitives.quantity import format_amount
 from .ledger import FlavorResource, Ledger
-from .quantity import format_amount
 
 __all__ = ["DEVICES_DO_NOT_COVER", "InventoryGate", "free_devices"]
 

@@ -13,12 +13,12 @@ from dataclasses import dataclass, field
 
 from reconciler.api import Admission, ResourceFlavor
 
+from ..model.clusterqueues import ClusterQueueModel, active_condition
+from ..model.workloads import WorkloadInfo
+from ..primitives.quantity import parse_quantity, to_amount
 from .capacity import CohortModel, CohortTree
-from .clusterqueues import ClusterQueueModel, active_condition
 from .cohorts import cohort_cycle, cycle_message
 from .ledger import Charge, FlavorResource, Ledger
-from .quantity import parse_quantity, to_amount
-from .workloads import WorkloadInfo
 
 __all__ = ["QuotaCache", "charge_from_admission"]
 

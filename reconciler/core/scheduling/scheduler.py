@@ -23,17 +23,17 @@ from collections.abc import Hashable
 from dataclasses import dataclass, field, replace
 from functools import partial
 
-from .cache import QuotaCache
-from .clusterqueues import ClusterQueueModel, active_condition
+from ..model.clusterqueues import ClusterQueueModel, active_condition
+from ..model.workloads import DeviceSizes, WorkloadInfo
+from ..primitives.selectors import label_selector_matches
+from ..queueing.pending_queue import Candidate, PendingQueue
+from ..queueing.queues import QueueManager
+from ..quota.cache import QuotaCache
+from ..quota.inventory_admission import InventoryGate
+from ..quota.ledger import Charge
 from .flavors import FlavorFit, FlavorNoFit, PodSetFlavors, assign_flavors
-from .inventory_admission import InventoryGate
 from .kept_verdicts import KeptVerdicts
-from .ledger import Charge
-from .pending_queue import Candidate, PendingQueue
 from .preemption import Target, preemption_targets
-from .queues import QueueManager
-from .selectors import label_selector_matches
-from .workloads import DeviceSizes, WorkloadInfo
 
 __all__ = ["REASON_INADMISSIBLE", "REASON_PENDING", "Admit", "Decision", "Pending", "Preempt", "Scheduler"]
 

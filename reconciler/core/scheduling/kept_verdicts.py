@@ -18,9 +18,9 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from .clusterqueues import ClusterQueueModel
+from ..model.clusterqueues import ClusterQueueModel
+from ..quota.ledger import FlavorResource, Ledger
 from .flavors import FlavorNoFit
-from .ledger import FlavorResource, Ledger
 
 __all__ = ["KeptVerdicts"]
 

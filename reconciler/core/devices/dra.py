@@ -35,6 +35,7 @@ from dataclasses import dataclass, field
 
 from reconciler.api import DeviceRequest, PodResourceClaim, PodSpecView, ResourceClaim, ResourceClaimTemplate
 
+from ..primitives.podrequests import Amounts, add_amounts
 from .dra_devices import Capacities, Charging, DeviceDemand, Requests, charge_device
 from .dra_first_available import Covered, first_available
 from .dra_problems import (
@@ -46,7 +47,6 @@ from .dra_problems import (
     mode_problem,
     unmapped,
 )
-from .podrequests import Amounts, add_amounts
 
 __all__ = [
     "CLAIMS_NOT_SUPPORTED",

@@ -39,7 +39,7 @@ from celpy.evaluation import CELEvalError
 from reconciler.api import DeviceClass
 from reconciler.api.slices import SliceDevice
 
-from .quantity import QuantityError, parse_quantity
+from ..primitives.quantity import QuantityError, parse_quantity
 
 __all__ = ["CompiledDeviceClass", "DeviceFacts", "compile_device_class", "device_facts"]
 

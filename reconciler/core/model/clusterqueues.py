@@ -14,7 +14,7 @@ from reconciler.api import (
     ResourceGroup,
 )
 
-from .quantity import QuantityError, parse_quantity, to_amount
+from ..primitives.quantity import QuantityError, parse_quantity, to_amount
 
 __all__ = [
     "ClusterQueueModel",

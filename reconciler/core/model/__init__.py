@@ -1,0 +1,1 @@
+"""The workload model: compiled ClusterQueues, Workloads and the jobs they stand for."""

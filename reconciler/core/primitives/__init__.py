@@ -1,0 +1,1 @@
+"""The core's floor: quantities, pod requests, node selectors, priorities, ordering and pod status."""

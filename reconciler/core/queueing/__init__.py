@@ -1,0 +1,1 @@
+"""What waits: one ClusterQueue's pending order and the queue manager."""

@@ -1,0 +1,1 @@
+"""Quota bookkeeping: the ledger, capacity and cohorts, the admitted cache, device inventory checks."""

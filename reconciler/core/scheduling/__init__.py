@@ -1,0 +1,1 @@
+"""The decisions: flavor assignment, preemption, kept verdicts, PodsReady timing, the scheduler."""
