@@ -74,9 +74,11 @@ def venv(image_root: Path) -> Path:
     _run([sys.executable, "-m", "venv", str(venv)])
     install = INSTALL_WHEEL.replace("/opt/venv", str(venv)).replace("/wheels/*.whl", "")
     (wheel,) = wheels.glob("*.whl")
-    installed = _run([*install.split(), str(wheel)], env={**os.environ, "PIP_DISABLE_PIP_VERSION_CHECK": "1"})
-    # Once in CI the venv came out without the package (no sources, no entry point) though pip
-    # succeeded: say what pip said and what the wheel held when that happens.
+    # Not the test process's PYTHONPATH: e2e/test.sh runs pytest with PYTHONPATH=. (the phase-times
+    # plugin), and through it pip found the checkout's own metadata and skipped the wheel
+    # ("already installed with the same version"), leaving a venv without the package.
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+    installed = _run([*install.split(), str(wheel)], env={**env, "PIP_DISABLE_PIP_VERSION_CHECK": "1"})
     assert (venv / "bin" / "reconciler").exists(), (
         f"pip installed no entry point from {wheel.name} ({wheel.stat().st_size} bytes):\n"
         f"{installed.stdout}\n{installed.stderr}"
