@@ -8,7 +8,6 @@ now; a suspended Job whose Workload holds no quota gets its Workload updated in 
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
 
 import msgspec
 
@@ -16,6 +15,7 @@ from reconciler.api import Job, Workload
 from reconciler.api.resources import JOBS, WORKLOADS
 from reconciler.runtime.actions import Create, Delete, MergePatch, PostEvent
 from reconciler.runtime.writer import WriteDone
+from tests.support.memory_api import merge
 from tests.support.reconciler_harness import (
     GPU,
     Harness,
@@ -45,21 +45,8 @@ def _with(h: Harness, job: Job, **spec: object) -> Job:
     return changed
 
 
-def _merge(target: Any, patch: Any) -> Any:
-    """RFC 7386 JSON merge patch, as the API server applies it."""
-    if not isinstance(patch, dict):
-        return patch
-    out = dict(target) if isinstance(target, dict) else {}
-    for key, value in patch.items():
-        if value is None:
-            out.pop(key, None)
-        else:
-            out[key] = _merge(out.get(key), value)
-    return out
-
-
 def _patched(h: Harness, job: Job, patch: bytes) -> Job:
-    body = _merge(msgspec.json.decode(msgspec.json.encode(job)), msgspec.json.decode(patch))
+    body = merge(msgspec.json.decode(msgspec.json.encode(job)), msgspec.json.decode(patch))
     body["metadata"]["resourceVersion"] = h.next_rv()
     patched: Job = decode(body, Job)
     return patched

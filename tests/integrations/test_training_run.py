@@ -28,27 +28,15 @@ from reconciler.integrations import (
     decide,
 )
 from tests.support.builders import cluster_queue, flavor
+from tests.support.memory_api import merge
 from tests.support.trainingrun import REGISTRY_WITH_TRAINING_RUN, TRAINING_RUN, TrainingRun, training_run
 
 GPU = "nvidia.com/gpu"
 ROLES = [("leader", 1, {"cpu": "1"}), ("workers", 2, {"cpu": "1", GPU: "1"})]
 
 
-def _merge(target: Any, patch: Any) -> Any:
-    """RFC 7386 JSON merge patch, as the API server applies it."""
-    if not isinstance(patch, dict):
-        return patch
-    out = dict(target) if isinstance(target, dict) else {}
-    for key, value in patch.items():
-        if value is None:
-            out.pop(key, None)
-        else:
-            out[key] = _merge(out.get(key), value)
-    return out
-
-
 def _patched(run: TrainingRun, patch: bytes) -> TrainingRun:
-    body = _merge(msgspec.json.decode(msgspec.json.encode(run)), msgspec.json.decode(patch))
+    body = merge(msgspec.json.decode(msgspec.json.encode(run)), msgspec.json.decode(patch))
     patched: TrainingRun = msgspec.json.decode(msgspec.json.encode(body), type=TrainingRun)
     return patched
 
