@@ -41,7 +41,7 @@ from reconciler.integrations import (
 )
 from reconciler.kube import Conflict, NotFound
 
-from .actions import Create, Delete, MergePatch, WriteDone
+from .actions import Create, Delete, MergePatch, Purpose, WriteDone
 from .context import Context
 from .events import WORKLOAD_API
 from .patches import api_body, workload_status_write
@@ -145,29 +145,30 @@ class Jobs:
         ctx.write(Delete("delete-workload", WORKLOADS, meta.namespace, meta.name, on_done=done))
 
     def _update_mismatched(self, job: Any, workload: Workload, pod_sets: list[PodSet]) -> None:
+        meta = workload.metadata
+        patch = {"metadata": {"resourceVersion": meta.resource_version}, "spec": {"podSets": pod_sets}}
+        message = f"Updated not matching Workload for suspended job: {meta.namespace}/{meta.name}"
+        self._update_workload(job, workload, "workload-update", patch, message, look_again=True)
+
+    def _update_workload(
+        self, job: Any, workload: Workload, purpose: Purpose, patch: object, message: str, *, look_again: bool
+    ) -> None:
+        """Patch the job's Workload; once it lands, the cache takes the answer and the job gets
+        Kueue's `UpdatedWorkload` Event (`look_again`: the job is reconciled after either way)."""
         ctx, meta = self.ctx, workload.metadata
-        patch = msgspec.json.encode(
-            {
-                "metadata": {"resourceVersion": meta.resource_version},
-                "spec": {"podSets": pod_sets},
-            }
-        )
 
         def done(result: WriteDone) -> None:
             if result.ok and result.body is not None:
                 ctx.apply_workload_write(result.key, result.body)
                 ctx.dirty.workload(result.key, own_write=True)
-                ctx.events.emit(
-                    job,
-                    "Normal",
-                    "UpdatedWorkload",
-                    f"Updated not matching Workload for suspended job: {meta.namespace}/{meta.name}",
-                )
+                ctx.events.emit(job, "Normal", "UpdatedWorkload", message)
             else:
                 ctx.write_failed(result, expected=(NotFound, Conflict))
-            ctx.dirty.jobs.add(self._ref(job))
+            if look_again:
+                ctx.dirty.jobs.add(self._ref(job))
 
-        ctx.write(MergePatch("workload-update", WORKLOADS, meta.namespace, meta.name, patch, on_done=done))
+        body = msgspec.json.encode(patch)
+        ctx.write(MergePatch(purpose, WORKLOADS, meta.namespace, meta.name, body, on_done=done))
 
     def _create_workload(self, job: Any, wl_key: Key) -> None:
         ctx = self.ctx
@@ -203,24 +204,9 @@ class Jobs:
         meta = workload.metadata
         if update is None or ctx.workload_writes.in_flight((meta.namespace, meta.name), "workload-priority"):
             return
-        patch = msgspec.json.encode(
-            {"spec": {"priority": update.value, "priorityClassRef": msgspec.to_builtins(update.ref)}}
-        )
-
-        def done(result: WriteDone) -> None:
-            if result.ok and result.body is not None:
-                ctx.apply_workload_write(result.key, result.body)
-                ctx.dirty.workload(result.key, own_write=True)
-                ctx.events.emit(
-                    job,
-                    "Normal",
-                    "UpdatedWorkload",
-                    f"Updated workload priority class: {meta.namespace}/{meta.name}",
-                )
-            else:
-                ctx.write_failed(result, expected=(NotFound, Conflict))
-
-        ctx.write(MergePatch("workload-priority", WORKLOADS, meta.namespace, meta.name, patch, on_done=done))
+        patch = {"spec": {"priority": update.value, "priorityClassRef": msgspec.to_builtins(update.ref)}}
+        message = f"Updated workload priority class: {meta.namespace}/{meta.name}"
+        self._update_workload(job, workload, "workload-priority", patch, message, look_again=False)
 
     def priority_classes_changed(self) -> None:
         """A class appeared or changed: jobs still without a Workload may resolve now."""
