@@ -112,6 +112,77 @@ def _add_metrics_arguments(run: argparse.ArgumentParser) -> None:
     )
 
 
+def _add_election_arguments(run: argparse.ArgumentParser) -> None:
+    run.add_argument(
+        "--leader-elect",
+        action="store_true",
+        help="elect a leader through a Lease; only the leader decides and writes",
+    )
+    run.add_argument(
+        "--leader-election-namespace",
+        help="namespace of the Lease (default: $POD_NAMESPACE, the service account's, else kueue-system)",
+    )
+    run.add_argument(
+        "--leader-election-id", default="dra-quota-reconciler", help="name of the Lease (default %(default)s)"
+    )
+    run.add_argument(
+        "--leader-election-identity",
+        help="this replica's identity (default: $POD_NAME, else hostname_<random>)",
+    )
+    run.add_argument("--lease-duration", type=duration, default=15.0, help="how long a lease is held (15s)")
+    run.add_argument(
+        "--renew-deadline",
+        type=duration,
+        default=10.0,
+        help="the leader gives up after this without renewal (10s)",
+    )
+    run.add_argument("--retry-period", type=duration, default=2.0, help="between lease attempts (2s)")
+
+
+def _add_webhook_arguments(run: argparse.ArgumentParser) -> None:
+    run.add_argument(
+        "--webhook-bind-address",
+        type=_bind_address,
+        help="HOST:PORT serving the admission webhooks over HTTPS ('0' disables; "
+        "default: the Configuration's webhook.host and webhook.port, :9443)",
+    )
+    run.add_argument(
+        "--webhook-cert-dir",
+        help="directory with the webhook's tls.crt and tls.key (written there with "
+        "internalCertManagement; default: the Configuration's webhook.certDir, "
+        "/tmp/k8s-webhook-server/serving-certs)",
+    )
+    run.add_argument(
+        "--webhook-cert-extra-sans",
+        default="",
+        help="comma-separated extra host names or IP addresses for the internally managed serving "
+        "certificate (besides <webhookServiceName>.<namespace>.svc), e.g. 127.0.0.1",
+    )
+
+
+def _add_simulate_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    sim = sub.add_parser(
+        "simulate",
+        help="admit manifests offline and print the resulting Workloads and ClusterQueues",
+        description=(
+            "Reads Kueue objects, ResourceClaimTemplates, ResourceClaims (shared claims), DeviceClasses, "
+            "Jobs and Workloads, "
+            "admits them in creation order (file order for objects without a "
+            "creationTimestamp) and prints what the API would show."
+        ),
+    )
+    sim.add_argument("--config", required=True, help="Kueue Configuration file")
+    sim.add_argument(
+        "-f",
+        "--filename",
+        dest="paths",
+        action="append",
+        required=True,
+        help="manifest file or directory (repeatable)",
+    )
+    sim.add_argument("-o", "--output", choices=("yaml", "json", "table"), default="yaml")
+
+
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="reconciler",
@@ -147,68 +218,9 @@ def _parser() -> argparse.ArgumentParser:
         default=":8081",
         help="HOST:PORT serving /healthz and /readyz ('0' disables; default :8081)",
     )
-    run.add_argument(
-        "--leader-elect",
-        action="store_true",
-        help="elect a leader through a Lease; only the leader decides and writes",
-    )
-    run.add_argument(
-        "--leader-election-namespace",
-        help="namespace of the Lease (default: $POD_NAMESPACE, the service account's, else kueue-system)",
-    )
-    run.add_argument(
-        "--leader-election-id", default="dra-quota-reconciler", help="name of the Lease (default %(default)s)"
-    )
-    run.add_argument(
-        "--leader-election-identity",
-        help="this replica's identity (default: $POD_NAME, else hostname_<random>)",
-    )
-    run.add_argument("--lease-duration", type=duration, default=15.0, help="how long a lease is held (15s)")
-    run.add_argument(
-        "--renew-deadline",
-        type=duration,
-        default=10.0,
-        help="the leader gives up after this without renewal (10s)",
-    )
-    run.add_argument("--retry-period", type=duration, default=2.0, help="between lease attempts (2s)")
-    run.add_argument(
-        "--webhook-bind-address",
-        type=_bind_address,
-        help="HOST:PORT serving the admission webhooks over HTTPS ('0' disables; "
-        "default: the Configuration's webhook.host and webhook.port, :9443)",
-    )
-    run.add_argument(
-        "--webhook-cert-dir",
-        help="directory with the webhook's tls.crt and tls.key (written there with "
-        "internalCertManagement; default: the Configuration's webhook.certDir, "
-        "/tmp/k8s-webhook-server/serving-certs)",
-    )
-    run.add_argument(
-        "--webhook-cert-extra-sans",
-        default="",
-        help="comma-separated extra host names or IP addresses for the internally managed serving "
-        "certificate (besides <webhookServiceName>.<namespace>.svc), e.g. 127.0.0.1",
-    )
-    sim = sub.add_parser(
-        "simulate",
-        help="admit manifests offline and print the resulting Workloads and ClusterQueues",
-        description=(
-            "Reads Kueue objects, ResourceClaimTemplates, ResourceClaims (shared claims), DeviceClasses, "
-            "Jobs and Workloads, "
-            "admits them in creation order (file order for objects without a "
-            "creationTimestamp) and prints what the API would show."
-        ),
-    )
-    sim.add_argument("--config", required=True, help="Kueue Configuration file")
-    sim.add_argument(
-        "-f",
-        "--filename",
-        dest="paths",
-        action="append",
-        required=True,
-        help="manifest file or directory (repeatable)",
-    )
-    sim.add_argument("-o", "--output", choices=("yaml", "json", "table"), default="yaml")
+    _add_election_arguments(run)
+    _add_webhook_arguments(run)
+    _add_simulate_parser(sub)
     from .explain.command import add_parser as add_explain_parser
 
     add_explain_parser(sub)
