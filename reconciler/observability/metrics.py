@@ -108,7 +108,15 @@ class Metrics:
         # The device inventory gauges (inventory_metrics.py), set by the runtime when the mode is on.
         self.inventory_source: InventorySource | None = None
         self._now = wall_clock
+        self._declare_admission_counters(self.registry)
+        self._declare_wait_histograms(self.registry)
+        self._declare_process_metrics(self.registry, version, git_commit, build_date)
         r = self.registry
+        r.register(StateCollector(self))
+        r.register(InventoryCollector(lambda: self.inventory_source))
+        self.set_role(role)
+
+    def _declare_admission_counters(self, r: CollectorRegistry) -> None:
         self._attempts = Counter(
             "kueue_admission_attempts",
             "The total number of attempts to admit workloads; 'success' when at least one was admitted",
@@ -159,6 +167,9 @@ class Metrics:
             ["preempting_cluster_queue", "reason", ROLE],
             registry=r,
         )
+
+    def _declare_wait_histograms(self, r: CollectorRegistry) -> None:
+        cq_prio = ["cluster_queue", "priority_class", ROLE]
         buckets = kueue_buckets(14)
         self._reserved_wait = Histogram(
             "kueue_quota_reserved_wait_time_seconds",
@@ -188,6 +199,10 @@ class Metrics:
             buckets=buckets,
             registry=r,
         )
+
+    def _declare_process_metrics(
+        self, r: CollectorRegistry, version: str, git_commit: str | None, build_date: str | None
+    ) -> None:
         self._build = Gauge(
             "kueue_build_info",
             "Build information: 1 labelled by version, commit, build date, runtime, compiler, platform",
@@ -248,9 +263,6 @@ class Metrics:
             ["hash"],
             registry=r,
         )
-        r.register(StateCollector(self))
-        r.register(InventoryCollector(lambda: self.inventory_source))
-        self.set_role(role)
 
     # --- role -------------------------------------------------------------------------------------
 
