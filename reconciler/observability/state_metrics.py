@@ -109,136 +109,140 @@ class StateCollector(Collector):
 
     def _families(self, snap: StateSnapshot | None) -> Iterator[GaugeMetricFamily | CounterMetricFamily]:
         role = self._metrics.role
-        cqs = snap.cluster_queues if snap else []
-        lqs = snap.local_queues if snap else []
-
-        def gauge(name: str, doc: str, labels: list[str]) -> GaugeMetricFamily:
-            return GaugeMetricFamily(name, doc, labels=[*labels, ROLE])
-
-        pending = gauge(
-            "kueue_pending_workloads",
-            "The number of pending workloads, per 'cluster_queue' and 'status' (active or inadmissible)",
-            ["cluster_queue", "status"],
-        )
-        reserving = gauge(
-            "kueue_reserving_active_workloads",
-            "The number of Workloads that are reserving quota, per 'cluster_queue'",
-            ["cluster_queue"],
-        )
-        admitted = gauge(
-            "kueue_admitted_active_workloads",
-            "The number of admitted Workloads that are active (unsuspended and not finished), "
-            "per 'cluster_queue'",
-            ["cluster_queue"],
-        )
-        finished = gauge(
-            "kueue_finished_workloads",
-            "The number of finished workloads per 'cluster_queue'",
-            ["cluster_queue"],
-        )
-        status = gauge(
-            "kueue_cluster_queue_status",
-            "Reports 'cluster_queue' with its 'status' (pending, active or terminating): "
-            "1 for the current one, 0 for the others",
-            ["cluster_queue", "status"],
-        )
-        fr_labels = ["cohort", "cluster_queue", "flavor", "resource"]
-        nominal = gauge(
-            "kueue_cluster_queue_nominal_quota",
-            "Reports the cluster_queue's resource nominal quota within all the flavors (base units)",
-            fr_labels,
-        )
-        reservation = gauge(
-            "kueue_cluster_queue_resource_reservation",
-            "Reports the cluster_queue's total resource reservation within all the flavors (base units)",
-            fr_labels,
-        )
-        usage = gauge(
-            "kueue_cluster_queue_resource_usage",
-            "Reports the cluster_queue's total resource usage within all the flavors (base units)",
-            fr_labels,
-        )
-        borrowing = gauge(
-            "kueue_cluster_queue_borrowing_limit",
-            "Reports the cluster_queue's resource borrowing limit within all the flavors (+Inf when unset)",
-            fr_labels,
-        )
-        lending = gauge(
-            "kueue_cluster_queue_lending_limit",
-            "Reports the cluster_queue's resource lending limit within all the flavors (+Inf when unset)",
-            fr_labels,
-        )
-        for cq in cqs:
-            pending.add_metric([cq.name, "active", role], cq.pending_active)
-            pending.add_metric([cq.name, "inadmissible", role], cq.pending_inadmissible)
-            reserving.add_metric([cq.name, role], cq.reserving)
-            admitted.add_metric([cq.name, role], cq.admitted)
-            finished.add_metric([cq.name, role], cq.finished)
-            for state in ("pending", "active", "terminating"):
-                status.add_metric([cq.name, state, role], 1.0 if cq.status == state else 0.0)
-            for family, amounts in (
-                (nominal, cq.nominal),
-                (reservation, cq.reserved),
-                (usage, cq.used),
-                (borrowing, cq.borrowing_limit),
-                (lending, cq.lending_limit),
-            ):
-                for (flavor, resource), amount in sorted(amounts.items()):
-                    family.add_metric([cq.cohort, cq.name, flavor, resource, role], amount)
-        yield from (
-            pending,
-            reserving,
-            admitted,
-            finished,
-            status,
-            nominal,
-            reservation,
-            usage,
-            borrowing,
-            lending,
-        )
-
-        lq_pending = gauge(
-            "kueue_local_queue_pending_workloads",
-            "The number of pending workloads, per 'local_queue' and 'status' (active or inadmissible)",
-            ["name", "namespace", "status"],
-        )
-        lq_admitted = gauge(
-            "kueue_local_queue_admitted_active_workloads",
-            "The number of admitted Workloads that are active, per 'local_queue'",
-            ["name", "namespace"],
-        )
-        for lq in lqs:
-            lq_pending.add_metric([lq.name, lq.namespace, "active", role], lq.pending_active)
-            lq_pending.add_metric([lq.name, lq.namespace, "inadmissible", role], lq.pending_inadmissible)
-            lq_admitted.add_metric([lq.name, lq.namespace, role], lq.admitted)
-        yield from (lq_pending, lq_admitted)
-
-        watches = snap.watches if snap else []
-        restarts = CounterMetricFamily(
-            "dra_quota_watch_restarts",
-            "Watches resumed from the last resourceVersion (no relist), per kind",
-            labels=["kind"],
-        )
-        relists = CounterMetricFamily(
-            "dra_quota_watch_relists",
-            "Lists after the first (410 Gone, lost events), per kind",
-            labels=["kind"],
-        )
-        events = CounterMetricFamily(
-            "dra_quota_watch_events",
-            "ADDED, MODIFIED and DELETED watch events received, per kind",
-            labels=["kind"],
-        )
-        for w in watches:
-            restarts.add_metric([w.kind], w.restarts)
-            relists.add_metric([w.kind], w.relists)
-            events.add_metric([w.kind], w.events)
-        depth = GaugeMetricFamily("dra_quota_inbox_depth", "Items waiting in the reconciler's inbox")
-        if snap is not None:
-            depth.add_metric([], snap.inbox_depth)
-        yield from (restarts, relists, events, depth)
+        yield from _cluster_queue_families(snap.cluster_queues if snap else [], role)
+        yield from _local_queue_families(snap.local_queues if snap else [], role)
+        yield from _watch_families(snap)
         yield from _device_class_families(snap.device_classes if snap else [])
+
+
+def _gauge(name: str, doc: str, labels: list[str]) -> GaugeMetricFamily:
+    return GaugeMetricFamily(name, doc, labels=[*labels, ROLE])
+
+
+def _cluster_queue_families(cqs: list[ClusterQueueSample], role: str) -> Iterator[GaugeMetricFamily]:
+    pending = _gauge(
+        "kueue_pending_workloads",
+        "The number of pending workloads, per 'cluster_queue' and 'status' (active or inadmissible)",
+        ["cluster_queue", "status"],
+    )
+    reserving = _gauge(
+        "kueue_reserving_active_workloads",
+        "The number of Workloads that are reserving quota, per 'cluster_queue'",
+        ["cluster_queue"],
+    )
+    admitted = _gauge(
+        "kueue_admitted_active_workloads",
+        "The number of admitted Workloads that are active (unsuspended and not finished), "
+        "per 'cluster_queue'",
+        ["cluster_queue"],
+    )
+    finished = _gauge(
+        "kueue_finished_workloads",
+        "The number of finished workloads per 'cluster_queue'",
+        ["cluster_queue"],
+    )
+    status = _gauge(
+        "kueue_cluster_queue_status",
+        "Reports 'cluster_queue' with its 'status' (pending, active or terminating): "
+        "1 for the current one, 0 for the others",
+        ["cluster_queue", "status"],
+    )
+    for cq in cqs:
+        pending.add_metric([cq.name, "active", role], cq.pending_active)
+        pending.add_metric([cq.name, "inadmissible", role], cq.pending_inadmissible)
+        reserving.add_metric([cq.name, role], cq.reserving)
+        admitted.add_metric([cq.name, role], cq.admitted)
+        finished.add_metric([cq.name, role], cq.finished)
+        for state in ("pending", "active", "terminating"):
+            status.add_metric([cq.name, state, role], 1.0 if cq.status == state else 0.0)
+    yield from (pending, reserving, admitted, finished, status)
+    yield from _quota_families(cqs, role)
+
+
+def _quota_families(cqs: list[ClusterQueueSample], role: str) -> Iterator[GaugeMetricFamily]:
+    """Quota per cohort, ClusterQueue, flavor and resource: nominal, reserved, used and limits."""
+    fr_labels = ["cohort", "cluster_queue", "flavor", "resource"]
+    nominal = _gauge(
+        "kueue_cluster_queue_nominal_quota",
+        "Reports the cluster_queue's resource nominal quota within all the flavors (base units)",
+        fr_labels,
+    )
+    reservation = _gauge(
+        "kueue_cluster_queue_resource_reservation",
+        "Reports the cluster_queue's total resource reservation within all the flavors (base units)",
+        fr_labels,
+    )
+    usage = _gauge(
+        "kueue_cluster_queue_resource_usage",
+        "Reports the cluster_queue's total resource usage within all the flavors (base units)",
+        fr_labels,
+    )
+    borrowing = _gauge(
+        "kueue_cluster_queue_borrowing_limit",
+        "Reports the cluster_queue's resource borrowing limit within all the flavors (+Inf when unset)",
+        fr_labels,
+    )
+    lending = _gauge(
+        "kueue_cluster_queue_lending_limit",
+        "Reports the cluster_queue's resource lending limit within all the flavors (+Inf when unset)",
+        fr_labels,
+    )
+    for cq in cqs:
+        for family, amounts in (
+            (nominal, cq.nominal),
+            (reservation, cq.reserved),
+            (usage, cq.used),
+            (borrowing, cq.borrowing_limit),
+            (lending, cq.lending_limit),
+        ):
+            for (flavor, resource), amount in sorted(amounts.items()):
+                family.add_metric([cq.cohort, cq.name, flavor, resource, role], amount)
+    yield from (nominal, reservation, usage, borrowing, lending)
+
+
+def _local_queue_families(lqs: list[LocalQueueSample], role: str) -> Iterator[GaugeMetricFamily]:
+    lq_pending = _gauge(
+        "kueue_local_queue_pending_workloads",
+        "The number of pending workloads, per 'local_queue' and 'status' (active or inadmissible)",
+        ["name", "namespace", "status"],
+    )
+    lq_admitted = _gauge(
+        "kueue_local_queue_admitted_active_workloads",
+        "The number of admitted Workloads that are active, per 'local_queue'",
+        ["name", "namespace"],
+    )
+    for lq in lqs:
+        lq_pending.add_metric([lq.name, lq.namespace, "active", role], lq.pending_active)
+        lq_pending.add_metric([lq.name, lq.namespace, "inadmissible", role], lq.pending_inadmissible)
+        lq_admitted.add_metric([lq.name, lq.namespace, role], lq.admitted)
+    yield from (lq_pending, lq_admitted)
+
+
+def _watch_families(snap: StateSnapshot | None) -> Iterator[GaugeMetricFamily | CounterMetricFamily]:
+    watches = snap.watches if snap else []
+    restarts = CounterMetricFamily(
+        "dra_quota_watch_restarts",
+        "Watches resumed from the last resourceVersion (no relist), per kind",
+        labels=["kind"],
+    )
+    relists = CounterMetricFamily(
+        "dra_quota_watch_relists",
+        "Lists after the first (410 Gone, lost events), per kind",
+        labels=["kind"],
+    )
+    events = CounterMetricFamily(
+        "dra_quota_watch_events",
+        "ADDED, MODIFIED and DELETED watch events received, per kind",
+        labels=["kind"],
+    )
+    for w in watches:
+        restarts.add_metric([w.kind], w.restarts)
+        relists.add_metric([w.kind], w.relists)
+        events.add_metric([w.kind], w.events)
+    depth = GaugeMetricFamily("dra_quota_inbox_depth", "Items waiting in the reconciler's inbox")
+    if snap is not None:
+        depth.add_metric([], snap.inbox_depth)
+    yield from (restarts, relists, events, depth)
 
 
 def _device_class_families(samples: list[DeviceClassSample]) -> Iterator[GaugeMetricFamily]:
