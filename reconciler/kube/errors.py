@@ -10,6 +10,7 @@
         │                         a non-2xx answer, built from its ``Status`` body
         ├── Unauthorized          401
         ├── Forbidden             403
+        │   └── NamespaceTerminating  403 for a create in a namespace being deleted
         ├── NotFound              404
         ├── Conflict              409 (also a failed resourceVersion precondition)
         ├── Gone                  410 (resourceVersion or continue token too old)
@@ -34,6 +35,7 @@ __all__ = [
     "Gone",
     "Invalid",
     "KubeError",
+    "NamespaceTerminating",
     "NotFound",
     "ServerError",
     "TooManyRequests",
@@ -77,6 +79,11 @@ class Forbidden(ApiError):  # noqa: N818 (Kubernetes' status names)
     """403: RBAC does not allow the request."""
 
 
+class NamespaceTerminating(Forbidden):
+    """403 with the cause ``NamespaceTerminating``: nothing new can be created in a namespace
+    that is being deleted. Not an RBAC problem: the namespace's objects are going away too."""
+
+
 class NotFound(ApiError):  # noqa: N818 (Kubernetes' status names)
     """404: the object (or the resource type) does not exist."""
 
@@ -117,8 +124,13 @@ _BY_STATUS: dict[int, type[ApiError]] = {
 }
 
 
+class _StatusCause(msgspec.Struct):
+    type: str = ""
+
+
 class _StatusDetails(msgspec.Struct, rename="camel"):
     retry_after_seconds: int | None = None
+    causes: list[_StatusCause] = []
 
 
 class _Status(msgspec.Struct):
@@ -151,6 +163,11 @@ def decode_status(body: bytes) -> _Status | None:
     return status if status.kind == "Status" else None
 
 
+def _has_cause(status: _Status | None, cause: str) -> bool:
+    details = None if status is None else status.details
+    return details is not None and any(c.type == cause for c in details.causes)
+
+
 def api_error(status: int, body: bytes, *, retry_after_header: str | None = None) -> ApiError:
     """The error for a non-2xx answer: reason and message from a ``Status`` body when present."""
     parsed = decode_status(body)
@@ -163,4 +180,6 @@ def api_error(status: int, body: bytes, *, retry_after_header: str | None = None
         return TooManyRequests(status, reason, message, _parse_retry_after(retry_after_header, parsed))
     if status >= 500:
         return ServerError(status, reason, message)
+    if status == 403 and _has_cause(parsed, "NamespaceTerminating"):
+        return NamespaceTerminating(status, reason, message)
     return _BY_STATUS.get(status, ApiError)(status, reason, message)

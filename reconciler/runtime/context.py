@@ -25,7 +25,7 @@ from reconciler.config import Configuration
 from reconciler.core.devices.inventory import DeviceInventory
 from reconciler.core.engine import Engine
 from reconciler.integrations import BATCH_JOB, Integration
-from reconciler.kube import Conflict, NotFound
+from reconciler.kube import Conflict, NamespaceTerminating, NotFound
 from reconciler.observability.metrics import Metrics
 
 from .actions import Action, PostEvent, WriteDone
@@ -136,7 +136,7 @@ class Context:
     def tracks_pods_ready(self, key: Key) -> bool:
         """waitForPodsReady applies to this Workload: it is on, and a job owns the Workload
         (as in Kueue, whose job reconciler writes PodsReady; a bare Workload has no pods)."""
-        return self.config.wait_for_pods_ready is not None and self.store.job_key(key) is not None
+        return self.config.wait_for_pods_ready is not None and self.store.owner(key) is not None
 
     def apply_workload_write(self, key: Key, body: bytes, *, until_seen: bool = False) -> Workload | None:
         """Our write's response is the newest state: apply it now (None when the watch got there first)."""
@@ -170,8 +170,16 @@ class Context:
         """Count and log a failed write, unless its error is one the caller expects (e.g. 404, 409)."""
         if done.error is None or isinstance(done.error, expected):
             return
-        self.stats.write_errors += 1
         action = done.action
+        if isinstance(done.error, NamespaceTerminating):
+            # The namespace's objects (the job too) are being deleted: nothing to create or fix.
+            log.debug(
+                "write skipped: namespace is being deleted",
+                purpose=action.purpose,
+                namespace=getattr(action, "namespace", ""),
+            )
+            return
+        self.stats.write_errors += 1
         log.warning(
             "write failed",
             purpose=action.purpose,

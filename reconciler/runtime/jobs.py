@@ -264,10 +264,10 @@ class Jobs:
         ctx = self.ctx
         key = done.key
         if done.ok and done.body is not None:
-            job = self._owner(msgspec.json.decode(done.body, type=Workload))
+            ctx.apply_workload_write(key, done.body)
+            job = ctx.store.job(ctx.store.owner(key))
             if job is not None:
                 ctx.events.emit(job, "Normal", "CreatedWorkload", f"Created Workload: {key[0]}/{key[1]}")
-            ctx.apply_workload_write(key, done.body)
         else:
             ctx.write_failed(done, expected=(Conflict,))
 
@@ -286,18 +286,11 @@ class Jobs:
         )
         patch = msgspec.json.encode({"status": {"conditions": msgspec.to_builtins(conditions)}})
         meta = workload.metadata
-        ctx.write(
-            workload_status_write(
-                "finish",
-                (meta.namespace, meta.name),
-                patch,
-                self._finished,
-            )
-        )
+        ctx.write(workload_status_write("finish", (meta.namespace, meta.name), patch, self._finished))
         # The quota is released when the write lands (or the watch shows it finished), never
-        # before: until then the API still counts this workload against the quota.
-        # on the Job, as Kueue's job reconciler records it
-        job = self._owner(workload)
+        # before: until then the API still counts this workload against the quota. The Event goes
+        # on the job, as Kueue's job reconciler records it.
+        job = ctx.store.job(ctx.store.owner((meta.namespace, meta.name)))
         ctx.events.emit(
             job if job is not None else workload,
             "Normal",
@@ -323,14 +316,6 @@ class Jobs:
 
     def _ref(self, job: Any) -> JobRef:
         return (self.kind, job.metadata.namespace, job.metadata.name)
-
-    def _owner(self, workload: Workload) -> Any | None:
-        """The stored job (of this integration) that controls a Workload."""
-        meta = workload.metadata
-        for ref in meta.owner_references:
-            if ref.controller and (ref.kind, ref.api_version) == (self.kind, self.integration.api_version):
-                return self.ctx.store.of_kind(self.kind).get((meta.namespace, ref.name))
-        return None
 
     def _cluster_queue_of(self, key: Key) -> str:
         workload = self.ctx.store.workloads.get(key)

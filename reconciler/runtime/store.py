@@ -24,7 +24,7 @@ from reconciler.api import (
 from reconciler.core.model.workloads import workload_name_for_job
 from reconciler.integrations import BATCH_JOB, Integration
 
-__all__ = ["JobRef", "Key", "Store", "owner_job", "owner_ref"]
+__all__ = ["JobRef", "Key", "Store", "owner_ref"]
 
 Key = tuple[str, str]
 # A job of any integration: (kind, namespace, name).
@@ -38,12 +38,6 @@ def owner_ref(workload: Workload, integrations: Mapping[str, Integration]) -> Jo
         if integration is not None and ref.api_version == integration.api_version and ref.controller:
             return (ref.kind, workload.metadata.namespace, ref.name)
     return None
-
-
-def owner_job(workload: Workload, integration: Integration = BATCH_JOB) -> Key | None:
-    """The job (of `integration`'s kind) that controls a Workload, from its owner references."""
-    ref = owner_ref(workload, {integration.kind: integration})
-    return None if ref is None else (ref[1], ref[2])
 
 
 def _default_integrations() -> dict[str, Integration]:
@@ -73,11 +67,8 @@ class Store:
     def of_kind(self, kind: str) -> dict[Key, Any]:
         return self.by_kind.setdefault(kind, {})
 
-    def job(self, ref: JobRef) -> Any | None:
-        return self.by_kind.get(ref[0], {}).get((ref[1], ref[2]))
-
-    def all_jobs(self) -> list[JobRef]:
-        return [(kind, *key) for kind, table in self.by_kind.items() for key in table]
+    def job(self, ref: JobRef | None) -> Any | None:
+        return None if ref is None else self.by_kind.get(ref[0], {}).get((ref[1], ref[2]))
 
     def put_job(self, key: Key, job: Any | None, kind: str = BATCH_JOB.kind) -> Any | None:
         """Store (or with None, forget) a job of `kind`; returns what was stored before."""

@@ -18,6 +18,7 @@ from reconciler.kube import (
     Gone,
     Invalid,
     KubeClient,
+    NamespaceTerminating,
     NotFound,
     ServerError,
     TooManyRequests,
@@ -62,6 +63,21 @@ def test_status_codes_map_to_the_tree(code: int, error_type: type[ApiError]) -> 
     err = api_error(code, body)
     assert type(err) is error_type
     assert (err.status, err.reason, err.message) == (code, "R", "m")
+
+
+def test_a_terminating_namespace_is_its_own_forbidden() -> None:
+    status = {
+        "kind": "Status",
+        "code": 403,
+        "reason": "Forbidden",
+        "message": "unable to create new content in namespace ns because it is being terminated",
+        "details": {"causes": [{"type": "NamespaceTerminating", "field": "metadata.namespace"}]},
+    }
+    err = api_error(403, json.dumps(status).encode())
+    assert type(err) is NamespaceTerminating
+    assert isinstance(err, Forbidden)
+    del status["details"]
+    assert type(api_error(403, json.dumps(status).encode())) is Forbidden
 
 
 def test_non_status_body_becomes_the_message() -> None:

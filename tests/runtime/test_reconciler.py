@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import msgspec
 import pytest
+from structlog.testing import capture_logs
 
 from reconciler.api import (
     ClusterQueue,
@@ -22,7 +23,7 @@ from reconciler.api.resources import (
     WORKLOADS,
 )
 from reconciler.core.model.workloads import workload_name_for_job
-from reconciler.kube import Conflict
+from reconciler.kube import Conflict, Forbidden, NamespaceTerminating
 from reconciler.runtime.actions import Create, PostEvent
 from reconciler.runtime.writer import WriteDone
 from tests.support.reconciler_harness import (
@@ -282,3 +283,26 @@ def test_a_local_queue_status_write_does_not_requeue_its_parked_workloads(
     body["spec"]["clusterQueue"] = "other"
     h.event("MODIFIED", LOCAL_QUEUES, decode(body, LocalQueue))
     assert parked == [("ns", "lq")]
+
+
+def test_a_create_refused_in_a_terminating_namespace_is_not_a_write_error() -> None:
+    # The API refuses new objects in a namespace being deleted with a 403 whose cause says so;
+    # that is not an RBAC problem and must not be logged or counted as one.
+    h = Harness()
+    queues(h)
+    h.sync_all()
+    h.event("ADDED", JOBS, gpu_job(h, "a"))
+    (create,) = of(h.take(), "create-workload")
+    terminating = NamespaceTerminating(403, "Forbidden", "unable to create new content in namespace ns")
+    with capture_logs() as logs:
+        h.reconciler.handle(WriteDone(create, error=terminating))
+        h.take()
+    assert h.reconciler.ctx.stats.write_errors == 0
+    assert [e for e in logs if e["log_level"] in ("warning", "error")] == []
+    # A plain 403 (RBAC) still is one.
+    h.event("ADDED", JOBS, gpu_job(h, "b"))
+    (create_b,) = of(h.take(), "create-workload")
+    with capture_logs() as logs:
+        h.reconciler.handle(WriteDone(create_b, error=Forbidden(403, "Forbidden", "no RBAC")))
+    assert h.reconciler.ctx.stats.write_errors == 1
+    assert [e["event"] for e in logs if e["log_level"] == "warning"] == ["write failed"]
