@@ -150,6 +150,7 @@ _RESTART_FIELDS = {
     "namespace": "namespace",
     "internal_cert_management": "internalCertManagement",
     "webhook": "webhook",
+    "device_inventory": "deviceInventory",
 }
 
 

@@ -213,3 +213,21 @@ def test_run_refuses_to_start_on_a_field_that_changes_charging(
     assert main(["run", "--config", str(file)]) == 2
     err = capsys.readouterr().err
     assert f"error: {file}: resources.excludeResourcePrefixes: Forbidden: not supported" in err
+
+
+def test_every_configuration_field_is_live_or_reported_as_needing_a_restart() -> None:
+    # A field missing from both lists would change in the file, take no effect, and say nothing.
+    from dataclasses import fields
+
+    from reconciler.config import _RESTART_FIELDS, Configuration
+
+    live = {"device_class_mappings", "ignored_fields"}  # the mappings reload; ignored ones are logged
+    declared = {f.name for f in fields(Configuration) if f.init}
+    assert declared - live == set(_RESTART_FIELDS)
+
+
+def test_a_changed_device_inventory_mode_is_reported_as_needing_a_restart() -> None:
+    config = parse_config(doc())
+    changed = parse_config(doc(deviceInventory={"mode": "Enforce"}))
+    _kept, restart = with_live_changes(config, changed)
+    assert restart == ["deviceInventory"]
