@@ -211,6 +211,12 @@ build_controller() {
   log "image: $IMAGE built in $((SECONDS - start))s, $(docker image inspect --format '{{.Size}}' "$IMAGE" | awk '{ printf "%.0f MB", $1 / 1e6 }')"
 }
 
+# One build at a time (tests on parallel pytest workers ask for the image at once): the others
+# wait, then find it up to date.
+mkdir -p "$cache"
+exec 9>"$cache/build-image.lock"
+flock 9
+
 install_packages
 command -v docker >/dev/null || die "the docker client is missing after installing docker.io"
 start_dockerd

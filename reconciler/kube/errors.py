@@ -125,7 +125,8 @@ _BY_STATUS: dict[int, type[ApiError]] = {
 
 
 class _StatusCause(msgspec.Struct):
-    type: str = ""
+    # metav1.StatusCause's Type field, which is spelled "reason" in JSON.
+    reason: str = ""
 
 
 class _StatusDetails(msgspec.Struct, rename="camel"):
@@ -165,7 +166,7 @@ def decode_status(body: bytes) -> _Status | None:
 
 def _has_cause(status: _Status | None, cause: str) -> bool:
     details = None if status is None else status.details
-    return details is not None and any(c.type == cause for c in details.causes)
+    return details is not None and any(c.reason == cause for c in details.causes)
 
 
 def api_error(status: int, body: bytes, *, retry_after_header: str | None = None) -> ApiError:

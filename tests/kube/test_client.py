@@ -71,7 +71,11 @@ def test_a_terminating_namespace_is_its_own_forbidden() -> None:
         "code": 403,
         "reason": "Forbidden",
         "message": "unable to create new content in namespace ns because it is being terminated",
-        "details": {"causes": [{"type": "NamespaceTerminating", "field": "metadata.namespace"}]},
+        # As kube-apiserver's NamespaceLifecycle admission sends it (StatusCause.Type is "reason").
+        "details": {
+            "name": "w",
+            "causes": [{"reason": "NamespaceTerminating", "field": "metadata.namespace"}],
+        },
     }
     err = api_error(403, json.dumps(status).encode())
     assert type(err) is NamespaceTerminating
