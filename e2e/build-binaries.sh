@@ -48,6 +48,12 @@ export CGO_ENABLED=0 GOFLAGS=-mod=mod GOTOOLCHAIN=local
 
 log() { printf '[build-binaries] %s\n' "$*" >&2; }
 
+# One build at a time (parallel pytest workers may all find a binary missing): the others wait,
+# then find it built.
+mkdir -p "$cache"
+exec 9>"$cache/build-binaries.lock"
+flock 9
+
 # `go build -v` names each package as it compiles it; show one line per 100.
 progress() {
   awk -v what="$1" '{ n++; if (n % 100 == 0) { printf "[build-binaries] %s: %d packages compiled\n", what, n > "/dev/stderr"; fflush("/dev/stderr") } }

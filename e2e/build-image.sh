@@ -95,7 +95,8 @@ start_dockerd() {
   fi
   log "docker: starting dockerd (log $dir/dockerd.log)"
   # setsid: its own session, so it outlives this script and the test run that started it.
-  setsid dockerd --bridge=none --iptables=false --ip-masq=false >>"$dir/dockerd.log" 2>&1 </dev/null &
+  # 9>&-: the daemon outlives this script and must not hold its build lock.
+  setsid dockerd --bridge=none --iptables=false --ip-masq=false >>"$dir/dockerd.log" 2>&1 </dev/null 9>&- &
   local pid=$! waited=0
   until engine_answers; do
     if ! kill -0 "$pid" 2>/dev/null; then

@@ -115,6 +115,34 @@ def controller(testbed: Testbed, tmp_path_factory: pytest.TempPathFactory) -> It
     assert code == 0, f"the controller did not stop cleanly on SIGTERM (exit {code}):\n{process.log_tail(30)}"
 
 
+# The longest files (their lines in the test command's phase table), started first so that
+# parallel workers finish together rather than one of them starting conformance last.
+LONGEST_FIRST = (
+    "e2e/test_conformance.py",
+    "e2e/test_controller_faults.py",
+    "e2e/test_real_kubelet.py",
+    "e2e/test_controller_ha.py",
+    "e2e/test_controller_webhooks.py",
+    "e2e/test_device_inventory.py",
+    "e2e/test_controller_pods_ready.py",
+)
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """The files of LONGEST_FIRST first, in that order; the rest as collected (a stable sort:
+    every worker of a parallel run computes the same order, as pytest-xdist requires)."""
+
+    def rank(item: pytest.Item) -> int:
+        path = (
+            item.path.relative_to(config.rootpath).as_posix()
+            if item.path.is_relative_to(config.rootpath)
+            else ""
+        )
+        return LONGEST_FIRST.index(path) if path in LONGEST_FIRST else len(LONGEST_FIRST)
+
+    items.sort(key=rank)
+
+
 def pytest_collection_finish(session: pytest.Session) -> None:
     """Build the control-plane binaries before any test runs (outside test timeouts).
 

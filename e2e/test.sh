@@ -19,10 +19,16 @@ print_times() {
   printf '\n== time by phase (e2e/test.sh)\n'
   awk -F'\t' -v total=$((SECONDS - began)) '
     function mmss(s) { return sprintf("%d:%02d", int(s / 60), s % 60) }
-    { label[NR] = $1; secs[NR] = $2; if (length($1) > width) width = length($1) }
+    # Parallel pytest workers each write their lines: one row per label, in first-seen order;
+    # collection is the time of the slowest worker, the unit tests the sum over the workers.
+    {
+      if (!($1 in secs)) { order[++n] = $1; secs[$1] = 0 }
+      if ($1 == "pytest: collection") { if ($2 > secs[$1]) secs[$1] = $2 } else secs[$1] += $2
+      if (length($1) > width) width = length($1)
+    }
     END {
       if (width < 5) width = 5
-      for (i = 1; i <= NR; i++) printf "  %-*s %7s\n", width, label[i], mmss(secs[i])
+      for (i = 1; i <= n; i++) printf "  %-*s %7s\n", width, order[i], mmss(secs[order[i]])
       printf "  %-*s %7s\n", width, "total", mmss(total)
     }' "$PHASE_TIMES"
   rm -f "$PHASE_TIMES"
@@ -39,7 +45,7 @@ phase() {
   return "$rc"
 }
 
-echo "== set-up (README: Set up, plus Docker and a real node's parts for the image and real-kubelet tests; skipped where done)"
+echo "== set-up (docs/setup.md, plus Docker and a real node's parts for the image and real-kubelet tests; skipped where done)"
 # setup.sh adds a line per part (venv, each build of build-binaries.sh, image, node packages).
 e2e/setup.sh --image --node
 
@@ -50,7 +56,15 @@ phase "types: mypy (strict)" .venv/bin/mypy
 phase "lint: lint-imports" .venv/bin/lint-imports
 phase "lint: protos generated" e2e/testbed/protos/generate.sh --check
 
-echo "== tests (README: Test)"
+echo "== tests (docs/testing.md)"
 # The real-kubelet tests (left out of a bare `pytest` by addopts: they need root) run here too;
 # a -m given in "$@" comes later and wins. The plugin adds a line per test file.
-phase "pytest (all, wall)" env PYTHONPATH=. .venv/bin/pytest -p e2e.support.phase_times -m "not kind" "$@"
+# Test files run on PYTEST_WORKERS parallel workers (pytest-xdist; default 3: the end-to-end
+# tests mostly wait on the API, so three fit a 2-core machine), a whole file on one worker (its
+# module fixtures shared as in a serial run), each worker with its own session test-bed; the
+# longest files start first (e2e/conftest.py). PYTEST_WORKERS=0 runs everything in one process.
+workers=${PYTEST_WORKERS:-3}
+parallel=()
+[[ $workers == 0 ]] || parallel=(-n "$workers" --dist loadfile)
+phase "pytest (all, wall; $workers workers)" env PYTHONPATH=. .venv/bin/pytest -p e2e.support.phase_times \
+  "${parallel[@]}" -m "not kind" "$@"

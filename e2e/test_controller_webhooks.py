@@ -346,7 +346,7 @@ async def test_with_the_webhook_down_a_queue_labelled_job_is_refused(
     try:
         error = await _refused(kube, api_path("batch/v1", "jobs", namespace), queue_job("refused", namespace))
         assert error.status == 500
-        # The API server's own words, quoted in the README's operations section.
+        # The API server's own words, quoted in docs/operations.md.
         assert re.search(
             r'HTTP 500 InternalError: Internal error occurred: failed calling webhook "mjob\.kb\.io": '
             r'failed to call webhook: Post "https://127\.0\.0\.1:\d+/mutate-batch-v1-job\?timeout=10s": '

@@ -1,7 +1,7 @@
 """`helm install` of the chart on a test-bed, and the walkthrough with what the chart created.
 
 The chart is installed with the Prometheus add-on (the real prometheus-operator CRDs
-applied first) as README's Deploy section says: release record in `default`, objects
+applied first) as docs/deploy.md says: release record in `default`, objects
 in dra-quota-system. Every object Helm rendered must then exist, the CRDs of crds/
 established. The test-bed has no kubelet, so the Deployment's pods never run a
 controller; the controller runs instead as a child process with a TokenRequest token

@@ -18,7 +18,9 @@ from __future__ import annotations
 
 import asyncio
 import os
+import shutil
 import subprocess
+import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -43,19 +45,27 @@ SYSTEM_NS = "dra-quota-system"
 
 
 @pytest.fixture(scope="module")
-def bed(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RealKubeletBed]:
+def bed() -> Iterator[RealKubeletBed]:
     if os.geteuid() != 0:
         pytest.fail("the real kubelet needs root (containerd, runc, mounts, the bridge)")
     missing = node_binaries().missing()
     if missing:
         pytest.fail(f"missing {missing}: run `e2e/build-binaries.sh --node` (e2e/kubelet/run.sh does)")
-    real = RealKubeletBed(tmp_path_factory.mktemp("real-kubelet"))
+    # A short run directory: the plugin's registration socket lives under it (<= 107 bytes),
+    # and pytest's own temporary paths grow with each worker of a parallel run.
+    run_dir = Path(tempfile.mkdtemp(prefix="rk-", dir="/tmp"))
+    real = RealKubeletBed(run_dir)
     try:
         real.start()
         print(f"start: {real.timings}")
         yield real
     finally:
         real.stop()
+    # Removed once nothing is mounted under it any more (kept when stopping failed, for its logs).
+    if not any(
+        line.split()[1].startswith(f"{run_dir}/") for line in Path("/proc/mounts").read_text().splitlines()
+    ):
+        shutil.rmtree(run_dir, ignore_errors=True)
 
 
 def test_a_busybox_pod_runs_and_its_log_is_read_back(bed: RealKubeletBed) -> None:

@@ -211,7 +211,7 @@ def active_condition(
 
     `cycle_problem` (`cohort has a cycle: a -> b -> a`) is set when the cohorts above it form
     a cycle: Kueue leaves such a ClusterQueue out of scheduling but still calls it Ready; here it
-    is Active=False with reason HasCycle (an intended difference, see the README)."""
+    is Active=False with reason HasCycle (an intended difference, see docs/scheduling.md)."""
     if model.terminating:
         return "False", "Terminating", "Can't admit new workloads; clusterQueue is terminating"
     reasons: list[str] = []

@@ -67,6 +67,6 @@ Deployment, so `helm template`, `helm lint` and `helm install` all see them.
 {{- fail (printf "namespace.create: the chart would create the Namespace %s, but Helm keeps its release record there and needs it to exist first; install with --namespace default, or set namespace.create=false (and label %s pod-security.kubernetes.io/enforce=restricted yourself)" .Values.namespace.name .Values.namespace.name) }}
 {{- end }}
 {{- if .Values.webhook.certManager.enabled }}
-{{- fail "webhook.certManager.enabled: the chart does not render cert-manager objects yet; leave it false (the controller's internal certificate management is on), or install with kustomize and cert-manager as README.md describes" }}
+{{- fail "webhook.certManager.enabled: the chart does not render cert-manager objects yet; leave it false (the controller's internal certificate management is on), or install with kustomize and cert-manager as docs/webhooks.md describes" }}
 {{- end }}
 {{- end }}
