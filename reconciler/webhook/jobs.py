@@ -42,6 +42,7 @@ class JobPolicy:
 
     enabled: bool = True  # batch/job is among integrations.frameworks
     manage_without_queue_name: bool = False
+    jobset_enabled: bool = False  # jobset.x-k8s.io/jobset is among integrations.frameworks
 
 
 def _queue_name(job: Job) -> str:
