@@ -19,8 +19,8 @@ import pytest
 import pytest_asyncio
 import yaml
 
-from e2e.support.deploy import ControllerProcess, apply_manifests, install_crds, wait_established
-from e2e.support.jobset import JobSetProcess, jobset_build, jobset_webhooks
+from e2e.support.deploy import ControllerProcess, install_crds
+from e2e.support.jobset import JobSetProcess, install_jobset_crds, jobset_build, jobset_webhooks
 from e2e.support.queues import drop_queues, make_queues
 from e2e.support.webhooks import register, unregister
 from e2e.support.workloads import KUEUE
@@ -45,7 +45,7 @@ def jobset_manager(testbed: Testbed, tmp_path_factory: pytest.TempPathFactory) -
 
     async def up() -> list[Obj]:
         async with KubeClient.from_kubeconfig(testbed.kubeconfig) as kube:
-            await wait_established(kube, await apply_manifests(kube, *build.crd_files()))
+            await install_jobset_crds(kube, build)
             process.start()
             await process.wait_ready()
             return await register(kube, jobset_webhooks(build, process.webhook_port, process.ca_pem))
@@ -179,7 +179,8 @@ async def test_a_jobset_runs_as_one_workload_and_the_next_waits_for_its_quota(
     pending = await workload_where(kube, namespace, second, "QuotaReserved", "False")
     assert status_condition(pending, "QuotaReserved")["message"] == (
         "couldn't assign flavors to pod set leader: insufficient unused quota for nvidia.com/gpu "
-        f"in flavor t4-{namespace}, 1 more needed"
+        f"in flavor t4-{namespace}, 1 more needed; couldn't assign flavors to pod set workers: "
+        f"insufficient unused quota for nvidia.com/gpu in flavor t4-{namespace}, 2 more needed"
     )
 
     # The JobSet controller makes the Jobs; their pods run on the node with a GPU allocated.

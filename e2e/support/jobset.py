@@ -24,11 +24,19 @@ from typing import Any
 import aiohttp
 import yaml
 
-from e2e.support.deploy import free_port, load_documents
+from e2e.support.deploy import apply_manifests, free_port, load_documents, wait_established
 from e2e.support.webhooks import loopback_certificate
 from e2e.testbed.paths import VERSIONS_FILE, cache_dir
 
-__all__ = ["JobSetBuild", "JobSetProcess", "jobset_build", "jobset_webhooks"]
+__all__ = [
+    "JOBSET_FRAMEWORK",
+    "JobSetBuild",
+    "JobSetProcess",
+    "enables_jobset",
+    "install_jobset_crds",
+    "jobset_build",
+    "jobset_webhooks",
+]
 
 Obj = dict[str, Any]
 
@@ -160,3 +168,20 @@ class JobSetProcess:
         if not self.log_path.exists():
             return ""
         return "\n".join(self.log_path.read_text(errors="replace").splitlines()[-lines:])
+
+
+JOBSET_FRAMEWORK = "jobset.x-k8s.io/jobset"
+
+
+def enables_jobset(configuration: Path) -> bool:
+    """Whether a Configuration file names the jobset framework in integrations.frameworks."""
+    doc = yaml.safe_load(configuration.read_text()) or {}
+    return JOBSET_FRAMEWORK in ((doc.get("integrations") or {}).get("frameworks") or [])
+
+
+async def install_jobset_crds(kube: Any, build: JobSetBuild | None = None) -> None:
+    """JobSet's CRD from its module (`e2e/build-binaries.sh --jobset`), established."""
+    build = build or jobset_build()
+    if build.missing():
+        raise FileNotFoundError(f"JobSet is not built ({build.missing()[0]}): run e2e/setup.sh --jobset")
+    await wait_established(kube, await apply_manifests(kube, *build.crd_files()))

@@ -153,9 +153,11 @@ def test_two_jobsets_one_admitted_as_one_workload_the_other_waits_then_runs() ->
     reserved = condition(second, "QuotaReserved")
     assert reserved is not None
     assert (reserved["status"], reserved["reason"]) == ("False", "Pending")
+    # As Kueue: every pod set named, each counted after the ones before it (1, then 1 + 2).
     assert reserved["message"] == (
         "couldn't assign flavors to pod set leader: insufficient unused quota for nvidia.com/gpu "
-        "in flavor t4, 1 more needed"
+        "in flavor t4, 1 more needed; couldn't assign flavors to pod set workers: insufficient "
+        "unused quota for nvidia.com/gpu in flavor t4, 3 more needed"
     )
     # The first's Jobs (made by the JobSet controller) get no Workload of their own.
     child_job(c, "first", "workers", suspend=False)
