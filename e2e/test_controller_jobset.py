@@ -109,9 +109,9 @@ async def queues(kube: KubeClient, namespace: str) -> AsyncIterator[str]:
         await drop_queues(kube, namespace)
 
 
-def replicated_job(name: str, claim_template: str) -> Obj:
+def replicated_job(name: str, claim_template: str, run_seconds: str = "2") -> Obj:
     pod = {
-        "metadata": {"annotations": {RUN_SECONDS_ANNOTATION: "2"}},
+        "metadata": {"annotations": {RUN_SECONDS_ANNOTATION: run_seconds}},
         "spec": {
             "restartPolicy": "Never",
             "resourceClaims": [{"name": "gpu", "resourceClaimTemplateName": claim_template}],
@@ -128,7 +128,7 @@ def replicated_job(name: str, claim_template: str) -> Obj:
     return {"name": name, "replicas": 1, "template": {"spec": job}}
 
 
-def jobset(name: str, namespace: str) -> Obj:
+def jobset(name: str, namespace: str, run_seconds: str = "2") -> Obj:
     return {
         "apiVersion": JOBSET_API,
         "kind": "JobSet",
@@ -136,16 +136,17 @@ def jobset(name: str, namespace: str) -> Obj:
         "spec": {
             "suspend": True,
             "replicatedJobs": [
-                replicated_job("leader", "leader-gpu"),
-                replicated_job("workers", "worker-gpu"),
+                replicated_job("leader", "leader-gpu", run_seconds),
+                replicated_job("workers", "worker-gpu", run_seconds),
             ],
         },
     }
 
 
-async def create_jobset(kube: KubeClient, name: str, namespace: str) -> str:
+async def create_jobset(kube: KubeClient, name: str, namespace: str, run_seconds: str = "2") -> str:
     """Creates the JobSet; returns its Workload's name."""
-    created = await kube.create(api_path(JOBSET_API, "jobsets", namespace), jobset(name, namespace))
+    body = jobset(name, namespace, run_seconds)
+    created = await kube.create(api_path(JOBSET_API, "jobsets", namespace), body)
     return workload_name_for_job(name, created["metadata"]["uid"], "JobSet", "jobset.x-k8s.io")
 
 
@@ -216,3 +217,45 @@ async def test_a_jobset_runs_as_one_workload_and_the_next_waits_for_its_quota(
         for w in workloads
     )
     assert owners == [("JobSet", "first"), ("JobSet", "second")]
+
+
+@pytest.mark.asyncio
+async def test_an_evicted_jobset_is_suspended_with_its_pod_templates_restored(
+    controller: ControllerProcess, kube: KubeClient, queues: str
+) -> None:
+    """The Workload deactivated (spec.active=false) while the JobSet runs: evicted, the JobSet
+    suspended and its pod templates given back as created (writes the JobSet's own webhook
+    accepts only while it is suspended), its Jobs stopped by its controller, the quota back."""
+    namespace = queues
+    path = api_path(JOBSET_API, "jobsets", namespace, "long")
+    name = await create_jobset(kube, "long", namespace, run_seconds="forever")
+    created = await kube.get(path)
+    await workload_where(kube, namespace, name, "Admitted", "True")
+
+    async def running() -> bool:
+        pods, _ = await kube.list_all(
+            api_path("v1", "pods", namespace), {"labelSelector": "jobset.sigs.k8s.io/jobset-name=long"}
+        )
+        return any(p["status"].get("phase") == "Running" for p in pods)
+
+    await wait_for("a pod of the JobSet to run", running, within=60, interval=0.3)
+    await kube.patch(api_path(KUEUE, "workloads", namespace, name), {"spec": {"active": False}})
+    evicted = await workload_where(kube, namespace, name, "Evicted", "True")
+    assert status_condition(evicted, "Evicted")["reason"] == "Deactivated"
+
+    async def restored() -> Obj | None:
+        current = await kube.get(path)
+        jobs = current["spec"]["replicatedJobs"]
+        same = [rj["template"]["spec"]["template"] for rj in jobs] == [
+            rj["template"]["spec"]["template"] for rj in created["spec"]["replicatedJobs"]
+        ]
+        return current if current["spec"].get("suspend") and same else None
+
+    await wait_for("the JobSet suspended with its templates restored", restored, within=60, interval=0.3)
+
+    async def released() -> bool:
+        cq = await kube.get(api_path(KUEUE, "clusterqueues", name=f"cq-{namespace}"))
+        usage = (cq.get("status") or {}).get("flavorsUsage") or []
+        return all(r["total"] in ("0", 0) for f in usage for r in f["resources"])
+
+    await wait_for("the quota to be released", released, within=60, interval=0.3)
