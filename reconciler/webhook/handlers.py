@@ -112,6 +112,26 @@ async def _mutate_jobset(request: AdmissionRequest, policy: JobPolicy, lookups: 
     return Verdict.allow(default_jobset(jobset, policy, default_queue_exists=exists))
 
 
+async def _validate_jobset(request: AdmissionRequest, policy: JobPolicy, lookups: Lookups) -> Verdict:
+    """Kueue's JobSet validation: the queue-name rules of any job (see `_validate_job`)."""
+    if not policy.jobset_enabled:
+        return Verdict.allow()
+    rules = JobPolicy(enabled=True, manage_without_queue_name=policy.manage_without_queue_name)
+    new, old, errors = _decoded(request, JobSet)
+    if new is None or errors:
+        return Verdict.deny(errors)
+    if old is None:
+        return Verdict.judge(validate_job(new, rules))
+    exists = False
+    if needs_default_queue_lookup_on_update(new, old, rules):
+        namespace = request.namespace or new.metadata.namespace
+        try:
+            exists = await lookups.default_local_queue_exists(namespace)
+        except Exception as err:
+            return Verdict.fail(f"cannot tell whether namespace {namespace} has a default LocalQueue: {err}")
+    return Verdict.judge(validate_job_update(new, old, rules, default_queue_exists=exists))
+
+
 def _finalized(kind: type[ClusterQueue] | type[ResourceFlavor]) -> Rule:
     async def rule(request: AdmissionRequest, policy: JobPolicy, lookups: Lookups) -> Verdict:
         obj, errors = decode_object(request.object, kind)
@@ -155,6 +175,16 @@ ROUTES: tuple[Route, ...] = (
         True,
         ("CREATE",),
         _mutate_jobset,
+    ),
+    Route(
+        "/validate-jobset-x-k8s-io-v1alpha2-jobset",
+        "vjobset.kb.io",
+        "jobset.x-k8s.io",
+        "v1alpha2",
+        "jobsets",
+        False,
+        _CREATE_UPDATE,
+        _validate_jobset,
     ),
     Route(
         "/mutate-kueue-x-k8s-io-v1beta2-clusterqueue",

@@ -74,3 +74,37 @@ async def test_the_default_local_queue_is_named_and_the_jobset_suspended() -> No
 @pytest.mark.asyncio
 async def test_nothing_changes_when_the_jobset_framework_is_not_enabled() -> None:
     assert await _patch(jobset_body("js", TWO, suspend=False), JobPolicy()) == []
+
+
+VALIDATE = next(r for r in ROUTES if r.path == "/validate-jobset-x-k8s-io-v1alpha2-jobset")
+
+
+def _update(new: dict[str, Any], old: dict[str, Any]) -> AdmissionRequest:
+    request = _request(new)
+    request.operation = "UPDATE"
+    request.old_object = msgspec.Raw(msgspec.json.encode(old))
+    return request
+
+
+@pytest.mark.asyncio
+async def test_a_jobset_with_a_bad_queue_name_is_refused_naming_the_label() -> None:
+    body = jobset_body("js", TWO)
+    body["metadata"]["labels"]["kueue.x-k8s.io/queue-name"] = "Not_A_Queue"
+    verdict = await handle(VALIDATE, _request(body), ON, Lookups(default_queue=False))
+    assert not verdict.allowed
+    assert "metadata.labels[kueue.x-k8s.io/queue-name]" in verdict.message
+    # The framework not enabled: JobSets are not this controller's to judge.
+    assert (await handle(VALIDATE, _request(body), JobPolicy(), Lookups(default_queue=False))).allowed
+
+
+@pytest.mark.asyncio
+async def test_the_queue_name_of_a_running_jobset_cannot_change() -> None:
+    old = jobset_body("js", TWO, suspend=False)
+    new = jobset_body("js", TWO, suspend=False)
+    new["metadata"]["labels"]["kueue.x-k8s.io/queue-name"] = "other"
+    verdict = await handle(VALIDATE, _update(new, old), ON, Lookups(default_queue=False))
+    assert not verdict.allowed
+    assert "field is immutable" in verdict.message
+    # Suspended, it may move to another queue.
+    new["spec"]["suspend"] = True
+    assert (await handle(VALIDATE, _update(new, old), ON, Lookups(default_queue=False))).allowed
