@@ -15,6 +15,7 @@ from reconciler.api.resources import (
     JOBSETS,
     LOCAL_QUEUES,
     NAMESPACES,
+    PODS,
     RESOURCE_CLAIM_TEMPLATES,
     RESOURCE_FLAVORS,
     WORKLOADS,
@@ -231,6 +232,52 @@ def test_a_pods_ready_timeout_suspends_the_jobset_and_restores_its_templates() -
     assert c.jobset("js")["spec"]["suspend"] is False
     all_ready = [{"name": "leader", "ready": 1}, {"name": "workers", "ready": 2}]
     c.api.change(JOBSETS, "ns", "js", {"status": {"replicatedJobsStatus": all_ready}})
+    c.settle()
+    ready = condition(c.workloads()["JobSet/js"], "PodsReady")
+    assert ready is not None
+    assert ready["status"] == "True"
+
+
+def ready_pod(c: Cluster, job: str, role: str, name: str) -> None:
+    """A ready pod of one of a JobSet's Jobs (its controller is the Job, not the JobSet)."""
+    owner = {
+        "apiVersion": "batch/v1",
+        "kind": "Job",
+        "name": job,
+        "uid": c.api.get(JOBS, "ns", job)["metadata"]["uid"],
+        "controller": True,
+    }
+    c.api.add(
+        PODS,
+        {
+            "metadata": {
+                "name": name,
+                "namespace": "ns",
+                "labels": {PODSET_LABEL: role},
+                "ownerReferences": [owner],
+            },
+            "spec": {"nodeName": "node-1", "containers": [{"name": "c", "image": "busybox"}]},
+            "status": {"phase": "Running", "conditions": [{"type": "Ready", "status": "True"}]},
+        },
+    )
+
+
+def test_the_pods_of_a_jobsets_jobs_make_its_workload_pods_ready() -> None:
+    """PodsReady from the pods themselves, found through the JobSet's Jobs (before the JobSet's
+    own status counts them)."""
+    c = Cluster()
+    queues(c, gpus=3)
+    c.api.add(JOBSETS, jobset_body("js", [("leader", 1, 1, 1, "gpu-a"), ("workers", 1, 2, 2, "gpu-b")]))
+    c.settle()
+    child_job(c, "js", "leader", suspend=False)
+    child_job(c, "js", "workers", suspend=False)
+    ready_pod(c, "js-leader-0", "leader", "leader-pod")
+    ready_pod(c, "js-workers-0", "workers", "worker-pod-0")
+    c.settle()
+    ready = condition(c.workloads()["JobSet/js"], "PodsReady")
+    assert ready is not None
+    assert ready["status"] == "False"  # 2 of its 3 pods
+    ready_pod(c, "js-workers-0", "workers", "worker-pod-1")
     c.settle()
     ready = condition(c.workloads()["JobSet/js"], "PodsReady")
     assert ready is not None
