@@ -12,6 +12,9 @@
 # (python -m e2e.conformance, --record and the live side-by-side run). Not part of the
 # default set-up nor of CI's (CI compares with the recorded results): ~10 min cold.
 #
+# --jobset builds JobSet's manager (main.go of sigs.k8s.io/jobset@$JOBSET_VERSION) and copies
+# its CRD, webhook manifests and their patches, for e2e/test_controller_jobset.py (~3 min cold).
+#
 # --node builds what a real node needs (e2e/kubelet/run.sh): the kubelet of the same
 # Kubernetes module build (in the control plane's `go build`), containerd (containerd, containerd-shim-runc-v2, ctr) from
 # github.com/containerd/containerd/v2@$CONTAINERD_VERSION and crictl from
@@ -20,12 +23,14 @@
 set -euo pipefail
 
 with_kueue=0
+with_jobset=0
 with_node=0
 for arg in "$@"; do
   case "$arg" in
     --kueue) with_kueue=1 ;;
+    --jobset) with_jobset=1 ;;
     --node) with_node=1 ;;
-    *) echo "usage: $0 [--kueue] [--node]" >&2; exit 2 ;;
+    *) echo "usage: $0 [--kueue] [--jobset] [--node]" >&2; exit 2 ;;
   esac
 done
 
@@ -41,6 +46,7 @@ helm_dir="$cache/helm-$HELM_VERSION"
 prometheus_dir="$cache/prometheus-$PROMETHEUS_VERSION"
 monitoring_crds_dir="$cache/prometheus-operator-crds-$PROMETHEUS_OPERATOR_VERSION"
 kueue_dir="$cache/kueue-$KUEUE_VERSION"
+jobset_dir="$cache/jobset-$JOBSET_VERSION"
 containerd_dir="$cache/containerd-$CONTAINERD_VERSION"
 cri_tools_dir="$cache/cri-tools-$CRI_TOOLS_VERSION"
 monitoring_crds=(monitoring.coreos.com_servicemonitors.yaml monitoring.coreos.com_prometheusrules.yaml)
@@ -344,6 +350,40 @@ build_kueue() {
   log "kueue: done ($kueue_dir/bin/kueue, $(ls "$kueue_dir/crds" | wc -l) CRDs)"
 }
 
+# JobSet's manager from its Go module (checked against the checksum database as usual): its
+# main package is the module's root. The CRD and the webhook manifests (with the patches that
+# give the pod webhooks their object selectors) are copied next to it.
+build_jobset() {
+  if [[ -x "$jobset_dir/bin/jobset" && -d "$jobset_dir/crds" && -d "$jobset_dir/webhook" ]]; then
+    log "jobset $JOBSET_VERSION: cached in $jobset_dir"
+    return
+  fi
+  log "jobset $JOBSET_VERSION: downloading the Go module"
+  local scratch info dir
+  scratch=$(mktemp -d)
+  info=$(cd "$scratch" && GOFLAGS= go mod download -json "sigs.k8s.io/jobset@$JOBSET_VERSION")
+  rmdir "$scratch"
+  dir=$(sed -n 's/^[[:space:]]*"Dir": "\(.*\)",$/\1/p' <<<"$info")
+  [[ -f "$dir/main.go" ]] || { log "jobset: no main.go in the module ($dir)"; exit 1; }
+  rm -rf "$jobset_dir/src"
+  mkdir -p "$jobset_dir/src" "$jobset_dir/bin"
+  cp -r "$dir/." "$jobset_dir/src/"
+  chmod -R u+w "$jobset_dir/src"
+  cd "$jobset_dir/src"
+  log "jobset: compiling its manager"
+  go build -v -trimpath -ldflags "-s -w -X sigs.k8s.io/jobset/pkg/version.GitVersion=$JOBSET_VERSION" \
+    -o "$jobset_dir/bin/jobset.tmp" . 2>&1 | progress jobset
+  mv "$jobset_dir/bin/jobset.tmp" "$jobset_dir/bin/jobset"
+  rm -rf "$jobset_dir/crds" "$jobset_dir/webhook"
+  mkdir -p "$jobset_dir/crds" "$jobset_dir/webhook"
+  cp config/components/crd/bases/*.yaml "$jobset_dir/crds/"
+  cp config/components/webhook/manifests.yaml "$jobset_dir/webhook/manifests.yaml"
+  cp config/components/webhook/patches/*.yaml "$jobset_dir/webhook/"
+  cd "$jobset_dir"
+  rm -rf "$jobset_dir/src"
+  log "jobset: done ($jobset_dir/bin/jobset)"
+}
+
 # timed LABEL FUNCTION: runs it; with $PHASE_TIMES naming a file (e2e/test.sh), appends
 # `set-up: LABEL<TAB>SECONDS` to it for the test command's table of phase times.
 timed() {
@@ -364,6 +404,7 @@ timed "helm" build_helm
 timed "prometheus (Debian package)" fetch_prometheus
 timed "prometheus-operator CRDs" fetch_monitoring_crds
 if [[ $with_kueue == 1 ]]; then timed "kueue" build_kueue; fi
+if [[ $with_jobset == 1 ]]; then timed "jobset" build_jobset; fi
 if [[ $with_node == 1 ]]; then
   timed "containerd" build_containerd
   timed "crictl" build_crictl

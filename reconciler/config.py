@@ -86,7 +86,7 @@ KNOWN_FRAMEWORKS = frozenset(
     }
 )
 # The frameworks reconciler.integrations implements (its registry has exactly these).
-SUPPORTED_FRAMEWORKS = frozenset({"batch/job"})
+SUPPORTED_FRAMEWORKS = frozenset({"batch/job", "jobset.x-k8s.io/jobset"})
 
 _HANDLED = frozenset({"resources", "waitForPodsReady", "integrations", "manageJobsWithoutQueueName"})
 _HANDLED |= {"namespace", "internalCertManagement", "webhook", "managedJobsNamespaceSelector"}

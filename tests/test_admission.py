@@ -381,3 +381,52 @@ def test_a_negative_nominal_quota_makes_the_cluster_queue_unusable() -> None:
         'spec.resourceGroups[0].flavors[0].resources[0].nominalQuota: Invalid value: "-1": '
         "must be greater than or equal to 0"
     )
+
+
+def _two_pod_sets(name: str, first: str, second: str) -> WorkloadInfo:
+    """A workload of two pod sets (a leader and workers, as a JobSet's), each one pod asking
+    for `first` / `second` GPUs."""
+    import msgspec
+
+    from reconciler.api import PodSet
+
+    wl = workload_for_job(job(name, uid=f"uid-{name}", requests={GPU: first}))
+    workers = workload_for_job(job(name, uid=f"uid-{name}", requests={GPU: second})).spec.pod_sets[0]
+    pod_sets = [
+        msgspec.structs.replace(wl.spec.pod_sets[0], name="leader"),
+        PodSet(name="workers", template=workers.template, count=1),
+    ]
+    wl = msgspec.structs.replace(wl, spec=msgspec.structs.replace(wl.spec, pod_sets=pod_sets))
+    result = compile_workload(wl, lookup_template=lambda ns, n: None, mappings={})
+    result.name = name
+    result.created = "2026-01-01T00:00:09Z"
+    return result
+
+
+def test_every_pod_set_that_waits_for_quota_is_named_counted_after_the_ones_before() -> None:
+    state = state_with(("t4", {GPU: 2}))
+    state.add_workload(info("a", requests={GPU: "2"}))
+    state.add_workload(_two_pod_sets("b", "1", "1"))
+    pending = decisions_by_name(state.schedule())["b"]
+    assert isinstance(pending, Pending)
+    assert pending.message == (
+        "couldn't assign flavors to pod set leader: insufficient unused quota for nvidia.com/gpu "
+        "in flavor t4, "
+        "1 more needed; couldn't assign flavors to pod set workers: insufficient unused quota for "
+        "nvidia.com/gpu in flavor t4, 2 more needed"
+    )
+
+
+def test_a_pod_set_that_can_never_fit_ends_the_message() -> None:
+    state = state_with(("t4", {GPU: 2}))
+    state.add_workload(info("a", requests={GPU: "2"}))
+    state.add_workload(_two_pod_sets("b", "1", "2"))
+    pending = decisions_by_name(state.schedule())["b"]
+    assert isinstance(pending, Pending)
+    assert pending.message == (
+        "couldn't assign flavors to pod set leader: insufficient unused quota for nvidia.com/gpu "
+        "in flavor t4, "
+        "1 more needed; couldn't assign flavors to pod set workers: insufficient quota for nvidia.com/gpu "
+        "in flavor t4, previously considered podsets requests (1) + current podset request (2) > maximum "
+        "capacity (2)"
+    )

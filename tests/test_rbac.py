@@ -166,12 +166,12 @@ def _named(resource: Resource, sub: ast.expr | None, scope: Scope) -> list[str]:
 
 
 def watched_access() -> set[Access]:
-    """List and watch for every watched kind, from the table the informers are made from."""
-    from reconciler.runtime.watched import WATCHED_KINDS
+    """List and watch for every watched kind, from the table the informers are made from, with
+    the rows of every registered integration (the shipped RBAC lets any of them be enabled)."""
+    from reconciler.runtime.watched import WATCHED_KINDS, job_rows
 
-    return {
-        (row.resource.group, row.resource.plural, verb) for row in WATCHED_KINDS for verb in ("list", "watch")
-    }
+    rows = (*WATCHED_KINDS, *job_rows(list(REGISTRY.values())))
+    return {(row.resource.group, row.resource.plural, verb) for row in rows for verb in ("list", "watch")}
 
 
 def derive_access() -> tuple[set[Access], set[str]]:
@@ -257,7 +257,10 @@ def _blocks_job_deletion() -> bool:
 def used_access() -> set[Access]:
     found, _ = derive_access()
     if _blocks_job_deletion():
-        found.add(("batch", "jobs/finalizers", "update"))
+        # Every integration's Workload is made the same way (workload_for_object).
+        for integration in REGISTRY.values():
+            res = integration.resource
+            found.add((res.group, f"{res.plural}/finalizers", "update"))
     return found
 
 

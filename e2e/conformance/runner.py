@@ -12,6 +12,7 @@ from e2e.conformance.kueue import KueueProcess, kueue_build, webhook_configurati
 from e2e.conformance.scenario import Scenario, Wait
 from e2e.conformance.snapshot import KUEUE, take_snapshot
 from e2e.support.deploy import ControllerProcess, Discovery, apply_objects, install_crds, load_documents
+from e2e.support.jobset import enables_jobset, install_jobset_crds
 from e2e.testbed import ApiError, KubeClient, Testbed, api_path
 from e2e.testbed.spec import load_spec
 
@@ -129,6 +130,8 @@ async def _with_kueue(bed: Testbed, scenario: Scenario, workdir: Path) -> tuple[
     async with KubeClient.from_kubeconfig(bed.kubeconfig) as kube:
         crds = [yaml.safe_load(p.read_text()) for p in sorted(build.crds.glob("*.yaml"))]
         await apply_objects(kube, crds)
+        if enables_jobset(scenario.configuration):
+            await install_jobset_crds(kube)  # before Kueue starts, so its integration is set up
         namespace = {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "kueue-system"}}
         await apply_objects(kube, [namespace])
         kueue.start(bed.pki.serving_cert, bed.pki.serving_key)
@@ -147,6 +150,8 @@ async def _with_ours(bed: Testbed, scenario: Scenario, workdir: Path) -> tuple[S
     controller = ControllerProcess(scenario.configuration, bed.kubeconfig, workdir / "controller.log")
     async with KubeClient.from_kubeconfig(bed.kubeconfig) as kube:
         await install_crds(kube)
+        if enables_jobset(scenario.configuration):
+            await install_jobset_crds(kube)
         controller.start()
         try:
             return await _steps(kube, scenario), controller

@@ -11,6 +11,7 @@ __all__ = [
     "DEVICE_CLASSES",
     "EVENTS",
     "JOBS",
+    "JOBSETS",
     "LEASES",
     "LOCAL_QUEUES",
     "MUTATING_WEBHOOK_CONFIGURATIONS",
@@ -72,6 +73,7 @@ class Resource:
 
 
 JOBS = Resource("batch", "v1", "jobs", "Job", namespaced=True)
+JOBSETS = Resource("jobset.x-k8s.io", "v1alpha2", "jobsets", "JobSet", namespaced=True)
 PODS = Resource("", "v1", "pods", "Pod", namespaced=True)
 NAMESPACES = Resource("", "v1", "namespaces", "Namespace", namespaced=False)
 NODES = Resource("", "v1", "nodes", "Node", namespaced=False)

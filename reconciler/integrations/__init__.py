@@ -6,6 +6,7 @@ runtime performs; `registry.REGISTRY` maps Kueue framework names to integrations
 
 from .base import Integration, Outcome, Patch, PodSetStart
 from .batchjob import BATCH_JOB
+from .children import CHILD_SUSPENDED, controller_parent, suspend_child
 from .decide import (
     PODSET_LABEL,
     SYSTEM_NAMESPACE,
@@ -24,10 +25,13 @@ from .decide import (
     pod_set_starts,
 )
 from .equivalence import equivalent
+from .jobset import JOBSET
 from .registry import REGISTRY, enabled
 
 __all__ = [
     "BATCH_JOB",
+    "CHILD_SUSPENDED",
+    "JOBSET",
     "PODSET_LABEL",
     "REGISTRY",
     "SYSTEM_NAMESPACE",
@@ -45,9 +49,11 @@ __all__ = [
     "Step",
     "Suspend",
     "UpdateMismatched",
+    "controller_parent",
     "decide",
     "enabled",
     "equivalent",
     "is_managed",
     "pod_set_starts",
+    "suspend_child",
 ]

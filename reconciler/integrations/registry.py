@@ -7,10 +7,13 @@ from types import MappingProxyType
 
 from .base import Integration
 from .batchjob import BATCH_JOB
+from .jobset import JOBSET
 
 __all__ = ["REGISTRY", "enabled"]
 
-REGISTRY: Mapping[str, Integration] = MappingProxyType({BATCH_JOB.framework: BATCH_JOB})
+REGISTRY: Mapping[str, Integration] = MappingProxyType(
+    {BATCH_JOB.framework: BATCH_JOB, JOBSET.framework: JOBSET}
+)
 
 
 def enabled(frameworks: Iterable[str], registry: Mapping[str, Integration] = REGISTRY) -> list[Integration]:

@@ -33,7 +33,7 @@ import structlog
 from reconciler.api.resources import Resource
 from reconciler.kube.backoff import Backoff
 from reconciler.kube.client import KubeClient
-from reconciler.kube.errors import DecodeError, Gone, KubeError, TooManyRequests
+from reconciler.kube.errors import DecodeError, Gone, KubeError, NotFound, TooManyRequests
 from reconciler.kube.watchfeed import EventKind, Feed, HasMetadata, InformerStats, Key, Outcome, T, WatchEvent
 from reconciler.kube.watchwire import ListPage
 
@@ -70,8 +70,13 @@ class Informer(Generic[T]):
         watch_timeout: tuple[float, float] = (240.0, 360.0),
         inactivity_timeout: float = 90.0,
         backoff: Backoff = Backoff(),  # noqa: B008 (frozen, immutable)
+        optional: bool = False,
     ) -> None:
+        """`optional`: the collection may not be served (a CRD not installed): a list answered
+        404 counts as an empty, complete list (SYNCED), and the list is tried again until it is."""
         self._client = client
+        self._optional = optional
+        self._absent = False
         self.resource = resource
         self._path = resource.list_path(namespace if resource.namespaced else None)
         self._selectors: dict[str, str] = {}
@@ -120,12 +125,34 @@ class Informer(Generic[T]):
                 delay = max(next(self._delays), min(exc.retry_after or 0.0, 60.0))
                 self._log.warning("throttled; relisting after a pause", delay=round(delay, 3), error=str(exc))
             except KubeError as exc:
-                self.stats.errors += 1
-                delay = next(self._delays)
-                self._log.warning(
-                    "list/watch failed; relisting after a pause", delay=round(delay, 3), error=str(exc)
-                )
+                if self._optional and isinstance(exc, NotFound):
+                    delay = self._not_served(exc)
+                else:
+                    self.stats.errors += 1
+                    delay = next(self._delays)
+                    self._log.warning(
+                        "list/watch failed; relisting after a pause", delay=round(delay, 3), error=str(exc)
+                    )
             await asyncio.sleep(delay)
+
+    def _not_served(self, exc: NotFound) -> float:
+        """An optional collection the API does not serve: empty and synced, looked for again
+        (the server answered: a live collection for the liveness probe)."""
+        self._contact()
+        delay = next(self._delays)
+        if not self._absent:
+            self._absent = True
+            self._log.warning(
+                f"{self.resource.plural}.{self.resource.group or 'core'} is not served (is its CRD "
+                "installed?): none are seen until it is; looking again after a pause",
+                delay=round(delay, 3),
+                error=str(exc),
+            )
+        self._feed.drop_unseen(set())
+        if not self.synced:
+            self.synced = True
+            self._feed.synced("")
+        return delay
 
     def _contact(self) -> None:
         self.last_contact_monotonic = time.monotonic()
@@ -228,6 +255,9 @@ class Informer(Generic[T]):
         self.last_event_monotonic = self.last_contact_monotonic = time.monotonic()
         self.stats.lists += 1
         self.synced = True
+        if self._absent:
+            self._absent = False
+            self._log.info(f"{self.resource.plural}.{self.resource.group or 'core'} is served now")
         self._feed.synced(rv)
         self._log.debug("listed", count=len(self._feed.cache), resource_version=rv)
 

@@ -175,7 +175,14 @@ async def run_controller(
         config, writer.submit, instance=socket.gethostname(), metrics=metrics, namespace=options.namespace
     )
     informers: list[Informer[Any]] = [
-        Informer(client, row.resource, row.projection, inbox.put_nowait, label_selector=row.label_selector)
+        Informer(
+            client,
+            row.resource,
+            row.projection,
+            inbox.put_nowait,
+            label_selector=row.label_selector,
+            optional=row.optional,
+        )
         for row in reconciler.watched_kinds
     ]
     progress = _Progress(time.monotonic())

@@ -25,6 +25,7 @@ from reconciler.core.primitives.priority import (
 from reconciler.core.status import set_condition
 from reconciler.integrations import (
     BATCH_JOB,
+    CHILD_SUSPENDED,
     CreateWorkload,
     DeleteMismatched,
     Finish,
@@ -36,8 +37,10 @@ from reconciler.integrations import (
     Step,
     Suspend,
     UpdateMismatched,
+    controller_parent,
     decide,
     is_managed,
+    suspend_child,
 )
 from reconciler.kube import Conflict, NotFound
 
@@ -72,14 +75,12 @@ class Jobs:
         job = ctx.store.of_kind(self.kind).get(key)
         if job is None or job.metadata.deletion_timestamp:
             return
-        if self.integration.framework not in ctx.config.frameworks or not is_managed(
-            job.metadata.labels,
-            key[0],
-            manage_without_queue_name=ctx.config.manage_jobs_without_queue_name,
-            own_namespace=self.own_namespace,
-            selector=ctx.config.managed_jobs_namespace_selector,
-            namespace_labels=ctx.engine.cache.namespaces.get(key[0]),
-        ):
+        if self.integration.framework not in ctx.config.frameworks:
+            return
+        parent = controller_parent(job, ctx.store.integrations)
+        if parent is not None and self._child(job, parent[0], parent[1]):
+            return
+        if not self._managed(job.metadata.labels, key[0]):
             return
         wl_key = ctx.store.workload_key(job, self.kind)
         workload = ctx.store.workloads.get(wl_key)
@@ -99,6 +100,36 @@ class Jobs:
         )
         step = decide(self.integration, job, workload, known, ctx.engine.flavors)
         self._perform(job, wl_key, workload, step)
+
+    def _managed(self, labels: dict[str, str], namespace: str) -> bool:
+        ctx = self.ctx
+        return is_managed(
+            labels,
+            namespace,
+            manage_without_queue_name=ctx.config.manage_jobs_without_queue_name,
+            own_namespace=self.own_namespace,
+            selector=ctx.config.managed_jobs_namespace_selector,
+            namespace_labels=ctx.engine.cache.namespaces.get(namespace),
+        )
+
+    def _child(self, job: Any, parent_kind: Integration, parent_name: str) -> bool:
+        """A job controlled by a job of another integration: True when that parent is managed
+        (or not known yet), the child then only suspended while its parent is not admitted."""
+        ctx, namespace = self.ctx, job.metadata.namespace
+        parent = ctx.store.of_kind(parent_kind.kind).get((namespace, parent_name))
+        if parent is None:
+            return True  # Kueue waits for the owner to be found
+        if not self._managed(parent.metadata.labels, namespace):
+            return False  # an unmanaged parent: the job stands on its own
+        workload = ctx.store.workloads.get(ctx.store.workload_key(parent, parent_kind.kind))
+        admitted = workload is not None and any(
+            c.type == "Admitted" and c.status == "True" for c in workload.status.conditions
+        )
+        if suspend_child(self.integration, job, parent_admitted=admitted):
+            patch = Patch(self.integration.suspend_patch(job))
+            if self._write(job, "job-suspend", patch):
+                ctx.events.emit(job, "Normal", "Suspended", CHILD_SUSPENDED)
+        return True
 
     def _perform(self, job: Any, wl_key: Key, workload: Workload | None, step: Step) -> None:
         if isinstance(step, CreateWorkload):

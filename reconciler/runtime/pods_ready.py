@@ -11,7 +11,7 @@ from __future__ import annotations
 import msgspec
 import structlog
 
-from reconciler.api import RequeueState, Workload, WorkloadStatus
+from reconciler.api import Pod, RequeueState, Workload, WorkloadStatus
 from reconciler.api.resources import WORKLOADS
 from reconciler.core.primitives.podstatus import (
     CLAIMS_ALLOCATED,
@@ -39,7 +39,7 @@ from .actions import MergePatch, OnDone, Purpose, WriteDone
 from .context import EXPECTED_MISSES, Context
 from .evictions import Eviction, Evictions
 from .patches import holds_quota, status_patch, workload_status_write
-from .store import Key
+from .store import JobRef, Key
 
 __all__ = ["CLAIM_REPORT_GRACE_SECONDS", "PodsReady"]
 
@@ -123,7 +123,7 @@ class PodsReady:
         owner = ctx.store.owner(key)
         if owner is None:
             return
-        pods = ctx.pod_index.pods_of((owner[1], owner[2]), owner[0])
+        pods = self._pods(owner)
         claims = ctx.pod_index.claims
         conditions = workload.status.conditions
         now, generation = ctx.clock(), workload.metadata.generation or None
@@ -228,11 +228,19 @@ class PodsReady:
             workload, PODS_READY_TIMEOUT, message, plan.requeue_state, underlying_cause=deadline.cause
         )
 
+    def _pods(self, owner: JobRef) -> list[Pod]:
+        """A job's pods, with those of the jobs it controls (a JobSet's are its Jobs')."""
+        index = self.ctx.pod_index
+        pods = index.pods_of((owner[1], owner[2]), owner[0])
+        for child in self.ctx.store.children(owner):
+            pods += index.pods_of((child[1], child[2]), child[0])
+        return pods
+
     def _claim_cause(self, key: Key) -> str | None:
         owner = self.ctx.store.owner(key)
         if owner is None:
             return None
-        pods = self.ctx.pod_index.pods_of((owner[1], owner[2]), owner[0])
+        pods = self._pods(owner)
         return eviction_cause(key[0], pods, self.ctx.pod_index.claims)
 
     # --- eviction -----------------------------------------------------------------------

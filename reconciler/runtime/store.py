@@ -22,7 +22,7 @@ from reconciler.api import (
     WorkloadPriorityClass,
 )
 from reconciler.core.model.workloads import workload_name_for_job
-from reconciler.integrations import BATCH_JOB, Integration
+from reconciler.integrations import BATCH_JOB, Integration, controller_parent
 
 __all__ = ["JobRef", "Key", "Store", "owner_ref"]
 
@@ -108,6 +108,29 @@ class Store:
         if (ref[1], ref[2]) in self.of_kind(kind):
             self._workload_of[ref] = (job.metadata.uid, wl_key)
         return wl_key
+
+    def parent(self, ref: JobRef) -> JobRef | None:
+        """The job of another enabled integration that controls this one (a Job's JobSet)."""
+        job = self.job(ref)
+        found = None if job is None else controller_parent(job, self.integrations)
+        return None if found is None else (found[0].kind, ref[1], found[1])
+
+    def children(self, ref: JobRef) -> list[JobRef]:
+        """The jobs this one controls (a JobSet's Jobs), of the other enabled integrations."""
+        integration = self.integrations.get(ref[0])
+        if integration is None:
+            return []
+        found: list[JobRef] = []
+        for kind, table in self.by_kind.items():
+            if kind == ref[0]:
+                continue
+            for (namespace, name), job in table.items():
+                if namespace != ref[1]:
+                    continue
+                parent = controller_parent(job, self.integrations)
+                if parent is not None and parent[0] is integration and parent[1] == ref[2]:
+                    found.append((kind, namespace, name))
+        return found
 
     def owner(self, workload_key: Key) -> JobRef | None:
         """The job that owns a stored Workload."""

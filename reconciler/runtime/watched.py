@@ -68,11 +68,14 @@ class Watched:
     handler: str
     inventory: bool = False
     label_selector: str | None = None
+    # A job kind of an integration: its CRD may not be installed (then none are seen, the rest
+    # of the controller keeps working, and it is looked for again).
+    optional: bool = False
 
 
 def job_rows(integrations: Sequence[Integration]) -> tuple[Watched, ...]:
     """One row per enabled integration: its resource, its projection, the job handler."""
-    return tuple(Watched(i.resource, i.projection, JOB_HANDLER) for i in integrations)
+    return tuple(Watched(i.resource, i.projection, JOB_HANDLER, optional=True) for i in integrations)
 
 
 # The integrations of the default Configuration (integrations.frameworks: batch/job).

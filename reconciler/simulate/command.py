@@ -74,6 +74,7 @@ def run_simulation(config_path: str, manifest_paths: Sequence[str]) -> Simulatio
         config.device_inventory.mode,
         timestamp,
         config.class_capacities,
+        config.frameworks,
     )
 
 

@@ -31,6 +31,10 @@ from reconciler.api.slices import Node, ResourceSlice
 from reconciler.core.engine import Engine
 from reconciler.feed import feed_cluster_queue, feed_cohort, feed_flavor, feed_local_queue, feed_namespace
 from reconciler.feed.queues import METADATA_NAME_LABEL
+from reconciler.integrations import REGISTRY
+
+# The kinds of every registered integration (batch/v1 Job, JobSet): they arrive as jobs.
+_JOB_KINDS = frozenset(i.kind for i in REGISTRY.values())
 
 __all__ = ["Collected", "InputObject", "SimulationError", "SimulationResult", "collect", "decode", "describe"]
 
@@ -136,7 +140,7 @@ def _other_object(obj: InputObject, kind: str, seq: int, inventory_on: bool, out
     elif kind == "PriorityClass":
         pc = decode(obj, PriorityClass)
         out.pod_classes[pc.metadata.name] = pc
-    elif kind in ("Job", "Workload"):
+    elif kind == "Workload" or kind in _JOB_KINDS:
         meta = obj.body.get("metadata") or {}
         stamp = str(meta.get("creationTimestamp") or "") if isinstance(meta, Mapping) else ""
         out.arrivals.append((stamp, seq, obj))

@@ -1,9 +1,10 @@
 """An offline admission run over plain objects: what `reconciler simulate` shows.
 
 Objects are admitted in creation order: by `metadata.creationTimestamp`
-where present, otherwise in the order given (file order). Each Job or
-Workload arrives in turn and the scheduler runs after each arrival, as the
-controller would do when they are created one by one. The result is what the
+where present, otherwise in the order given (file order). Each job (of any
+integration the Configuration enables: batch/v1 Jobs, JobSets) or Workload
+arrives in turn and the scheduler runs after each arrival, as the controller
+would do when they are created one by one. The result is what the
 API would show afterwards: Workloads with conditions, admission and resource
 requests, and ClusterQueues with usage and counts.
 
@@ -31,9 +32,10 @@ from reconciler.core.model.workloads import (
     QUEUE_NAME_LABEL,
     WorkloadInfo,
     workload_for_job,
+    workload_for_object,
 )
 from reconciler.core.primitives.ordering import EVICTION_TIMESTAMP, queue_order_timestamp
-from reconciler.core.primitives.priority import MissingPriorityClass, resolve_priority
+from reconciler.core.primitives.priority import MissingPriorityClass, resolve_priority, resolve_priority_of
 from reconciler.core.primitives.quantity import QuantityError
 from reconciler.core.quota.inventory_admission import InventoryGate
 from reconciler.core.quota.inventory_report import DEVICES_COVER_QUOTA, devices_cover_quota
@@ -46,6 +48,7 @@ from reconciler.core.status import (
     set_condition,
 )
 from reconciler.feed import WorkloadSources, compile_for, inventory_index
+from reconciler.integrations import BATCH_JOB, REGISTRY, Integration
 
 from .inputs import Collected, InputObject, SimulationError, SimulationResult, collect, decode, describe
 
@@ -101,8 +104,45 @@ def _inventory(
     return inventory
 
 
-def _workload(obj: InputObject, collected: Collected) -> Workload | None:
-    """The Workload an arriving object stands for (None: a Job this controller leaves alone)."""
+def _integration(obj: InputObject) -> Integration | None:
+    """The registered integration of an arriving job (by kind and apiVersion), other than batch/v1."""
+    body = obj.body
+    for integration in REGISTRY.values():
+        if (integration.kind, integration.api_version) == (body.get("kind"), body.get("apiVersion")):
+            return None if integration is BATCH_JOB else integration
+    return None
+
+
+def _other_job(
+    obj: InputObject, integration: Integration, collected: Collected, frameworks: Sequence[str]
+) -> Workload | None:
+    """The Workload of a job of another integration (a JobSet): its pod sets, owned by it."""
+    if integration.framework not in frameworks:
+        collected.warnings.append(
+            f"{describe(obj)}: integrations.frameworks does not enable {integration.framework}; not managed"
+        )
+        return None
+    job = decode(obj, integration.projection)
+    if QUEUE_NAME_LABEL not in job.metadata.labels:
+        collected.warnings.append(f"{describe(obj)}: no {QUEUE_NAME_LABEL} label; not managed")
+        return None
+    pod_sets = integration.pod_sets(job)
+    priority = resolve_priority_of(
+        job.metadata.labels,
+        [ps.template for ps in pod_sets],
+        collected.workload_classes,
+        collected.pod_classes,
+    )
+    if isinstance(priority, MissingPriorityClass):
+        raise SimulationError(f"{describe(obj)}: {priority.message}")
+    return workload_for_object(job.metadata, integration.api_version, integration.kind, pod_sets, priority)
+
+
+def _workload(obj: InputObject, collected: Collected, frameworks: Sequence[str]) -> Workload | None:
+    """The Workload an arriving object stands for (None: a job this controller leaves alone)."""
+    integration = _integration(obj)
+    if integration is not None:
+        return _other_job(obj, integration, collected, frameworks)
     if obj.body.get("kind") != "Job":
         return decode(obj, Workload)
     job = decode(obj, Job)
@@ -121,6 +161,7 @@ def prepare(
     inventory_mode: str = "Off",
     requeuing_timestamp: str = EVICTION_TIMESTAMP,
     capacities: Mapping[str, Sequence[tuple[str, str]]] | None = None,
+    frameworks: Sequence[str] = ("batch/job",),
 ) -> Prepared:
     capacities = capacities or {}
     collected = collect(objects, inventory_mode != "Off")
@@ -130,7 +171,7 @@ def prepare(
         mappings, collected.templates, collected.claims, capacities, prepared.inventory is not None
     )
     for _, seq, obj in sorted(collected.arrivals, key=lambda a: (a[0], a[1])):
-        workload = _workload(obj, collected)
+        workload = _workload(obj, collected, frameworks)
         if workload is None:
             continue
         if not workload.metadata.namespace:
@@ -182,10 +223,12 @@ def simulate(
     inventory_mode: str = "Off",
     requeuing_timestamp: str = EVICTION_TIMESTAMP,
     capacities: Mapping[str, Sequence[tuple[str, str]]] | None = None,
+    frameworks: Sequence[str] = ("batch/job",),
 ) -> SimulationResult:
     """`capacities`: per DeviceClass, the (device capacity, quota resource) pairs its mapping
-    charges (the Configuration's `class_capacities`)."""
-    prepared = prepare(objects, mappings, inventory_mode, requeuing_timestamp, capacities)
+    charges (the Configuration's `class_capacities`); `frameworks`: the integrations enabled
+    (integrations.frameworks), whose jobs get Workloads."""
+    prepared = prepare(objects, mappings, inventory_mode, requeuing_timestamp, capacities, frameworks)
     collected, engine, inventory = prepared.collected, prepared.collected.engine, prepared.inventory
     result = SimulationResult(warnings=collected.warnings)
     last = _admit_in_turn(prepared)

@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from typing import Any, Protocol, TypeVar
 
 from reconciler.api import ClusterQueue, Job, LocalQueue, ResourceFlavor, Workload
+from reconciler.api.jobset import JobSet
 
 from .clusterqueues import validate_cluster_queue, validate_cluster_queue_update
 from .fielderrors import FieldError
@@ -26,6 +27,7 @@ from .jobs import (
     validate_job,
     validate_job_update,
 )
+from .jobsets import default_jobset, jobset_needs_default_queue_lookup
 from .localqueues import validate_local_queue, validate_local_queue_update
 from .review import AdmissionRequest, Verdict, decode_object
 from .workloads import validate_workload, validate_workload_update
@@ -96,6 +98,40 @@ async def _mutate_job(request: AdmissionRequest, policy: JobPolicy, lookups: Loo
     return Verdict.allow(default_job(job, policy, default_queue_exists=exists))
 
 
+async def _mutate_jobset(request: AdmissionRequest, policy: JobPolicy, lookups: Lookups) -> Verdict:
+    jobset, errors = decode_object(request.object, JobSet)
+    if jobset is None:
+        return Verdict.deny(errors)
+    exists = False
+    if jobset_needs_default_queue_lookup(jobset, policy):
+        namespace = request.namespace or jobset.metadata.namespace
+        try:
+            exists = await lookups.default_local_queue_exists(namespace)
+        except Exception as err:
+            return Verdict.fail(f"cannot tell whether namespace {namespace} has a default LocalQueue: {err}")
+    return Verdict.allow(default_jobset(jobset, policy, default_queue_exists=exists))
+
+
+async def _validate_jobset(request: AdmissionRequest, policy: JobPolicy, lookups: Lookups) -> Verdict:
+    """Kueue's JobSet validation: the queue-name rules of any job (see `_validate_job`)."""
+    if not policy.jobset_enabled:
+        return Verdict.allow()
+    rules = JobPolicy(enabled=True, manage_without_queue_name=policy.manage_without_queue_name)
+    new, old, errors = _decoded(request, JobSet)
+    if new is None or errors:
+        return Verdict.deny(errors)
+    if old is None:
+        return Verdict.judge(validate_job(new, rules))
+    exists = False
+    if needs_default_queue_lookup_on_update(new, old, rules):
+        namespace = request.namespace or new.metadata.namespace
+        try:
+            exists = await lookups.default_local_queue_exists(namespace)
+        except Exception as err:
+            return Verdict.fail(f"cannot tell whether namespace {namespace} has a default LocalQueue: {err}")
+    return Verdict.judge(validate_job_update(new, old, rules, default_queue_exists=exists))
+
+
 def _finalized(kind: type[ClusterQueue] | type[ResourceFlavor]) -> Rule:
     async def rule(request: AdmissionRequest, policy: JobPolicy, lookups: Lookups) -> Verdict:
         obj, errors = decode_object(request.object, kind)
@@ -129,6 +165,26 @@ ROUTES: tuple[Route, ...] = (
     Route("/mutate-batch-v1-job", "mjob.kb.io", "batch", "v1", "jobs", True, ("CREATE",), _mutate_job),
     Route(
         "/validate-batch-v1-job", "vjob.kb.io", "batch", "v1", "jobs", False, _CREATE_UPDATE, _validate_job
+    ),
+    Route(
+        "/mutate-jobset-x-k8s-io-v1alpha2-jobset",
+        "mjobset.kb.io",
+        "jobset.x-k8s.io",
+        "v1alpha2",
+        "jobsets",
+        True,
+        ("CREATE",),
+        _mutate_jobset,
+    ),
+    Route(
+        "/validate-jobset-x-k8s-io-v1alpha2-jobset",
+        "vjobset.kb.io",
+        "jobset.x-k8s.io",
+        "v1alpha2",
+        "jobsets",
+        False,
+        _CREATE_UPDATE,
+        _validate_jobset,
     ),
     Route(
         "/mutate-kueue-x-k8s-io-v1beta2-clusterqueue",

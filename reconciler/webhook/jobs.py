@@ -11,6 +11,7 @@ runs; ``kueue.x-k8s.io/max-exec-time-seconds`` must be a positive whole number.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Protocol
 
 from reconciler.api import Job, ObjectMeta
 from reconciler.core.model.jobs import is_managed
@@ -24,6 +25,7 @@ __all__ = [
     "DEFAULT_LOCAL_QUEUE",
     "MAX_EXEC_TIME_LABEL",
     "JobPolicy",
+    "QueuedObject",
     "default_job",
     "needs_default_queue_lookup",
     "needs_default_queue_lookup_on_update",
@@ -42,9 +44,25 @@ class JobPolicy:
 
     enabled: bool = True  # batch/job is among integrations.frameworks
     manage_without_queue_name: bool = False
+    jobset_enabled: bool = False  # jobset.x-k8s.io/jobset is among integrations.frameworks
 
 
-def _queue_name(job: Job) -> str:
+class _Suspendable(Protocol):
+    @property
+    def suspend(self) -> bool | None: ...
+
+
+class QueuedObject(Protocol):
+    """A job of any kind, as the queue-name rules read it (a batch/v1 Job, a JobSet)."""
+
+    @property
+    def metadata(self) -> ObjectMeta: ...
+
+    @property
+    def spec(self) -> _Suspendable: ...
+
+
+def _queue_name(job: QueuedObject) -> str:
     return job.metadata.labels.get(QUEUE_NAME_LABEL, "")
 
 
@@ -76,7 +94,7 @@ def default_job(job: Job, policy: JobPolicy, *, default_queue_exists: bool) -> l
     return ops
 
 
-def validate_job(job: Job, policy: JobPolicy) -> list[FieldError]:
+def validate_job(job: QueuedObject, policy: JobPolicy) -> list[FieldError]:
     if not policy.enabled:
         return []
     errors: list[FieldError] = []
@@ -92,14 +110,14 @@ def validate_job(job: Job, policy: JobPolicy) -> list[FieldError]:
     return errors
 
 
-def needs_default_queue_lookup_on_update(new: Job, old: Job, policy: JobPolicy) -> bool:
+def needs_default_queue_lookup_on_update(new: QueuedObject, old: QueuedObject, policy: JobPolicy) -> bool:
     """Whether validating an update depends on a LocalQueue named ``default``: the queue name
     is being removed."""
     return policy.enabled and not _queue_name(new) and bool(_queue_name(old))
 
 
 def validate_job_update(
-    new: Job, old: Job, policy: JobPolicy, *, default_queue_exists: bool = False
+    new: QueuedObject, old: QueuedObject, policy: JobPolicy, *, default_queue_exists: bool = False
 ) -> list[FieldError]:
     """Kueue's rules for an update: the queue name cannot change while the Job runs, nor be
     removed in a namespace with a default LocalQueue; the max-exec-time label cannot change

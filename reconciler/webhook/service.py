@@ -52,6 +52,7 @@ def build_webhooks(config: Configuration, options: WebhookOptions, client: KubeC
     policy = JobPolicy(
         enabled="batch/job" in config.frameworks,
         manage_without_queue_name=config.manage_jobs_without_queue_name,
+        jobset_enabled="jobset.x-k8s.io/jobset" in config.frameworks,
     )
     app = make_app(policy, ApiLookups(client))
     server = WebhookServer(app, options.host, options.port, options.cert_dir, options.reload_interval)

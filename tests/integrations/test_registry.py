@@ -26,12 +26,13 @@ def test_the_configuration_accepts_exactly_the_registered_frameworks() -> None:
     [
         (
             ["batch/job", "foo"],
-            "integrations.frameworks[1]: Unsupported value: 'foo': supported values: \"batch/job\"",
+            "integrations.frameworks[1]: Unsupported value: 'foo': supported values: "
+            '"batch/job", "jobset.x-k8s.io/jobset"',
         ),
         (
             ["pod"],
-            "integrations.frameworks[0]: Unsupported value: 'pod': supported values: \"batch/job\" "
-            "(Kueue's 'pod' integration is not implemented yet)",
+            "integrations.frameworks[0]: Unsupported value: 'pod': supported values: "
+            '"batch/job", "jobset.x-k8s.io/jobset" (Kueue\'s \'pod\' integration is not implemented yet)',
         ),
     ],
 )

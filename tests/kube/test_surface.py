@@ -57,7 +57,7 @@ def test_client_signatures() -> None:
 def test_informer_signature() -> None:
     assert _params(kube.Informer.__init__) == [
         "client", "resource", "decode_type", "sink", "namespace", "label_selector", "field_selector",
-        "page_size", "watch_timeout", "inactivity_timeout", "backoff",
+        "page_size", "watch_timeout", "inactivity_timeout", "backoff", "optional",
     ]  # fmt: skip
     assert [f.name for f in dataclasses.fields(kube.WatchEvent)] == ["kind", "resource", "key", "obj"]
     assert [f.name for f in dataclasses.fields(api.Resource)] == [

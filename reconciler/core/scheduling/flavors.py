@@ -243,6 +243,9 @@ def assign_flavors(
     results: list[PodSetFlavors] = []
     considered: list[str] = []
     charged: list[str] = []
+    # Pod sets that wait for quota: Kueue goes on with the next pod sets, counting each of
+    # them on the flavor preemption could free, and names every one in its message.
+    waits: list[str] = []
     borrows, level = False, 0
     for pod_set in workload.pod_sets:
         requests = pod_set.base_requests()
@@ -273,9 +276,11 @@ def assign_flavors(
             if attempt.flavor is None:
                 failed = True
                 reasons.extend(attempt.reasons)
-                if not attempt.quota_bound:
-                    waiting = False
+                candidate = _preempt_candidate(group, attempt)
+                if not attempt.quota_bound or candidate is None:
+                    waiting = waiting and attempt.quota_bound
                     break
+                assigned.update({r: candidate for r in group.covered if r in requests})
                 continue
             borrows = borrows or attempt.borrows
             level = max(level, attempt.level)
@@ -284,17 +289,27 @@ def assign_flavors(
                     assigned[covered] = attempt.flavor
                     usage[covered] = attempt.amount(covered, requests)
             charged.extend(attempt.sized.get(attempt.flavor, ({}, []))[1])
-        if failed:
-            message = f"couldn't assign flavors to pod set {pod_set.name}: " + ", ".join(sorted(reasons))
-            return FlavorNoFit(message, waiting_for_quota=waiting)
         for resource, flavor in assigned.items():
             fr = (flavor, resource)
             assumed[fr] = assumed.get(fr, 0) + usage[resource]
+        if failed:
+            waits.append(f"couldn't assign flavors to pod set {pod_set.name}: " + ", ".join(sorted(reasons)))
+            if not waiting:
+                return FlavorNoFit("; ".join(waits), waiting_for_quota=False)
+            continue
         results.append(PodSetFlavors(pod_set.name, pod_set.count, assigned, usage))
         text = _considered(tried)
         if text:
             considered.append(f"{pod_set.name}: {text}")
+    if waits:
+        return FlavorNoFit("; ".join(waits), waiting_for_quota=True)
     return FlavorFit(results, assumed, borrows, " | ".join(considered), level, tuple(charged))
+
+
+def _preempt_candidate(group: ResourceGroupModel, attempt: _GroupAttempt) -> str | None:
+    """The flavor a pod set that waits for quota is counted on (Kueue keeps the first flavor
+    where preemption could make room); None when no flavor could ever fit."""
+    return next((q.name for q in group.flavors if attempt.tried.get(q.name, ("NoFit",))[0] != "NoFit"), None)
 
 
 def _flavor_labels(flavor_names: Iterable[str], flavors: Mapping[str, ResourceFlavor]) -> dict[str, str]:

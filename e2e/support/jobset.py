@@ -1,0 +1,187 @@
+"""JobSet's own manager (built by `e2e/build-binaries.sh --jobset`) run out of cluster on the
+test-bed, with its CRD and its admission webhooks.
+
+It runs against the test-bed's kubeconfig with a configuration of its own: no leader election,
+no internal cert management, its webhook server on a loopback port serving a certificate for
+127.0.0.1, metrics off, health probes on a loopback port. Its webhook configurations (from its
+module, with the patches that give its pod webhooks their object selectors, as its kustomize
+build applies them) are registered with `url` client configs, so a JobSet is defaulted and
+validated at creation as in a real install, and its Jobs' pods are checked by its pod webhooks.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import copy
+import os
+import signal
+import subprocess
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import aiohttp
+import yaml
+
+from e2e.support.deploy import apply_manifests, free_port, load_documents, wait_established
+from e2e.support.webhooks import loopback_certificate
+from e2e.testbed.paths import VERSIONS_FILE, cache_dir
+
+__all__ = [
+    "JOBSET_FRAMEWORK",
+    "JobSetBuild",
+    "JobSetProcess",
+    "enables_jobset",
+    "install_jobset_crds",
+    "jobset_build",
+    "jobset_webhooks",
+]
+
+Obj = dict[str, Any]
+
+
+@dataclass(frozen=True)
+class JobSetBuild:
+    version: str
+    binary: Path
+    crds: Path
+    webhook: Path
+
+    def missing(self) -> list[Path]:
+        return [p for p in (self.binary, self.crds, self.webhook / "manifests.yaml") if not p.exists()]
+
+    def crd_files(self) -> list[Path]:
+        return sorted(self.crds.glob("*.yaml"))
+
+
+def jobset_build(cache: Path | None = None) -> JobSetBuild:
+    values = dict(
+        line.split("=", 1)
+        for line in VERSIONS_FILE.read_text().splitlines()
+        if "=" in line and not line.lstrip().startswith("#")
+    )
+    version = values["JOBSET_VERSION"].strip()
+    root = (cache or cache_dir()) / f"jobset-{version}"
+    return JobSetBuild(version, root / "bin" / "jobset", root / "crds", root / "webhook")
+
+
+def _patched(doc: Obj, patch_file: Path) -> Obj:
+    """A webhook configuration with its kustomize JSON patch applied (only `replace` of a whole
+    webhook, which is all JobSet's patches do)."""
+    out = copy.deepcopy(doc)
+    for op in yaml.safe_load(patch_file.read_text()):
+        parts = op["path"].strip("/").split("/")
+        if op["op"] != "replace" or len(parts) != 2 or parts[0] != "webhooks":
+            raise ValueError(f"{patch_file}: unexpected patch {op}")
+        out["webhooks"][int(parts[1])] = op["value"]
+    return out
+
+
+def jobset_webhooks(build: JobSetBuild, port: int, ca_pem: bytes) -> list[Obj]:
+    """JobSet's webhook configurations, patched, each webhook called at 127.0.0.1:port."""
+    ca = base64.b64encode(ca_pem).decode()
+    patches = {
+        "MutatingWebhookConfiguration": build.webhook / "mutating-patch.yaml",
+        "ValidatingWebhookConfiguration": build.webhook / "validating-patch.yaml",
+    }
+    out = []
+    for doc in load_documents(build.webhook / "manifests.yaml"):
+        patched = _patched(doc, patches[doc["kind"]])
+        for hook in patched["webhooks"]:
+            path = hook["clientConfig"]["service"]["path"]
+            hook["clientConfig"] = {"url": f"https://127.0.0.1:{port}{path}", "caBundle": ca}
+        patched["metadata"] = {"name": f"jobset-{doc['metadata']['name']}"}
+        out.append(patched)
+    return out
+
+
+class JobSetProcess:
+    """JobSet's manager as a child process (its own process group), logging to a file."""
+
+    def __init__(self, build: JobSetBuild, kubeconfig: Path, workdir: Path) -> None:
+        self.build = build
+        self.kubeconfig = kubeconfig
+        self.workdir = workdir
+        self.health_port = free_port()
+        self.webhook_port = free_port()
+        self.cert_dir = workdir / "certs"
+        self.log_path = workdir / "jobset.log"
+        self.ca_pem = b""
+        self.process: subprocess.Popen[bytes] | None = None
+
+    def start(self) -> None:
+        self.cert_dir.mkdir(parents=True, exist_ok=True)
+        self.ca_pem = loopback_certificate(self.cert_dir).ca.cert_pem
+        config = {
+            "apiVersion": "config.jobset.x-k8s.io/v1alpha1",
+            "kind": "Configuration",
+            "leaderElection": {"leaderElect": False},
+            "internalCertManagement": {"enable": False},
+            "webhook": {"host": "127.0.0.1", "port": self.webhook_port, "certDir": str(self.cert_dir)},
+            "health": {"healthProbeBindAddress": f"127.0.0.1:{self.health_port}"},
+            "metrics": {"bindAddress": "0"},
+        }
+        config_path = self.workdir / "jobset-config.yaml"
+        config_path.write_text(yaml.safe_dump(config, sort_keys=False))
+        log = self.log_path.open("ab")
+        self.process = subprocess.Popen(
+            [str(self.build.binary), f"--config={config_path}", "--zap-log-level=2"],
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            env={**os.environ, "KUBECONFIG": str(self.kubeconfig)},
+            start_new_session=True,
+        )
+        log.close()
+
+    def stop(self, grace: float = 15.0) -> int | None:
+        if self.process is None:
+            return None
+        if self.process.poll() is None:
+            os.killpg(self.process.pid, signal.SIGTERM)
+            try:
+                self.process.wait(timeout=grace)
+            except subprocess.TimeoutExpired:
+                os.killpg(self.process.pid, signal.SIGKILL)
+                self.process.wait(timeout=10)
+        return self.process.returncode
+
+    async def wait_ready(self, within: float = 60.0) -> None:
+        """Until its readiness probe answers 200 (its webhook server is serving); fails early,
+        with its log, if it exits."""
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + within
+        async with aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=5)) as http:
+            while loop.time() < deadline:
+                if self.process is None or self.process.poll() is not None:
+                    raise RuntimeError(f"the JobSet manager exited:\n{self.log_tail()}")
+                try:
+                    async with http.get(f"http://127.0.0.1:{self.health_port}/readyz") as resp:
+                        if resp.status == 200:
+                            return
+                except (aiohttp.ClientError, TimeoutError):
+                    pass
+                await asyncio.sleep(0.3)
+        raise TimeoutError(f"the JobSet manager is not ready after {within:.0f}s:\n{self.log_tail()}")
+
+    def log_tail(self, lines: int = 40) -> str:
+        if not self.log_path.exists():
+            return ""
+        return "\n".join(self.log_path.read_text(errors="replace").splitlines()[-lines:])
+
+
+JOBSET_FRAMEWORK = "jobset.x-k8s.io/jobset"
+
+
+def enables_jobset(configuration: Path) -> bool:
+    """Whether a Configuration file names the jobset framework in integrations.frameworks."""
+    doc = yaml.safe_load(configuration.read_text()) or {}
+    return JOBSET_FRAMEWORK in ((doc.get("integrations") or {}).get("frameworks") or [])
+
+
+async def install_jobset_crds(kube: Any, build: JobSetBuild | None = None) -> None:
+    """JobSet's CRD from its module (`e2e/build-binaries.sh --jobset`), established."""
+    build = build or jobset_build()
+    if build.missing():
+        raise FileNotFoundError(f"JobSet is not built ({build.missing()[0]}): run e2e/setup.sh --jobset")
+    await wait_established(kube, await apply_manifests(kube, *build.crd_files()))

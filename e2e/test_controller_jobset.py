@@ -1,0 +1,261 @@
+"""JobSets on the test-bed with the real JobSet controller (v0.10.1, its CRD and webhooks from
+its Go module, `e2e/build-binaries.sh --jobset`): a JobSet of two replicated jobs, each asking
+for a GPU through its own ResourceClaimTemplate, is admitted as one Workload of two pod sets;
+the JobSet controller makes its Jobs, whose pods get their claims allocated by the scheduler
+and run on the node simulator; a second JobSet waits with Kueue's message and is admitted when
+the first completes and its quota returns. The Jobs of a JobSet get no Workload of their own.
+
+The session test-bed has one GPU: the first JobSet's two pods hold 2 GPUs of quota and run
+one after the other on it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator, Iterator
+from typing import Any
+
+import pytest
+import pytest_asyncio
+import yaml
+
+from e2e.support.deploy import ControllerProcess, install_crds
+from e2e.support.jobset import JobSetProcess, install_jobset_crds, jobset_build, jobset_webhooks
+from e2e.support.queues import drop_queues, make_queues
+from e2e.support.webhooks import register, unregister
+from e2e.support.workloads import KUEUE
+from e2e.testbed import KubeClient, Testbed, api_path
+from e2e.testbed.names import DEVICE_CLASS_NAME, RUN_SECONDS_ANNOTATION
+from e2e.testbed.scenario import single_gpu_claim_spec, status_condition, wait_for
+from reconciler.core.model.workloads import workload_name_for_job
+
+pytestmark = [pytest.mark.testbed, pytest.mark.timeout(300)]
+
+JOBSET_API = "jobset.x-k8s.io/v1alpha2"
+Obj = dict[str, Any]
+
+
+@pytest.fixture(scope="module")
+def jobset_manager(testbed: Testbed, tmp_path_factory: pytest.TempPathFactory) -> Iterator[JobSetProcess]:
+    """JobSet's manager with its CRD and webhooks registered; stopped at the end of the module."""
+    build = jobset_build()
+    missing = build.missing()
+    assert not missing, f"JobSet {build.version} is not built ({missing}): run e2e/setup.sh --jobset"
+    process = JobSetProcess(build, testbed.kubeconfig, tmp_path_factory.mktemp("jobset"))
+
+    async def up() -> list[Obj]:
+        async with KubeClient.from_kubeconfig(testbed.kubeconfig) as kube:
+            await install_jobset_crds(kube, build)
+            process.start()
+            await process.wait_ready()
+            return await register(kube, jobset_webhooks(build, process.webhook_port, process.ca_pem))
+
+    hooks = asyncio.run(up())
+    yield process
+
+    async def down() -> None:
+        async with KubeClient.from_kubeconfig(testbed.kubeconfig) as kube:
+            await unregister(kube, hooks)
+
+    asyncio.run(down())
+    process.stop()
+
+
+@pytest.fixture(scope="module")
+def controller(
+    testbed: Testbed, jobset_manager: JobSetProcess, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[ControllerProcess]:
+    """`reconciler run` with the jobset framework enabled and GPUs charged through DRA."""
+
+    async def install() -> None:
+        async with KubeClient.from_kubeconfig(testbed.kubeconfig) as kube:
+            await install_crds(kube)
+
+    asyncio.run(install())
+    folder = tmp_path_factory.mktemp("controller-jobset")
+    config = {
+        "apiVersion": "config.kueue.x-k8s.io/v1beta2",
+        "kind": "Configuration",
+        "integrations": {"frameworks": ["batch/job", "jobset.x-k8s.io/jobset"]},
+        "resources": {
+            "deviceClassMappings": [{"name": "nvidia.com/gpu", "deviceClassNames": [DEVICE_CLASS_NAME]}]
+        },
+    }
+    (folder / "config.yaml").write_text(yaml.safe_dump(config))
+    process = ControllerProcess(folder / "config.yaml", testbed.kubeconfig, folder / "controller.log")
+    process.start()
+    yield process
+    code = process.stop()
+    assert code == 0, f"the controller did not stop cleanly (exit {code}):\n{process.log_tail(30)}"
+
+
+@pytest_asyncio.fixture
+async def queues(kube: KubeClient, namespace: str) -> AsyncIterator[str]:
+    """Queues with 2 GPUs of quota, and a ResourceClaimTemplate per replicated job."""
+    await make_queues(kube, namespace, gpus=2)
+    for name in ("leader-gpu", "worker-gpu"):
+        await kube.create(
+            api_path("resource.k8s.io/v1", "resourceclaimtemplates", namespace),
+            {
+                "apiVersion": "resource.k8s.io/v1",
+                "kind": "ResourceClaimTemplate",
+                "metadata": {"name": name, "namespace": namespace},
+                "spec": {"spec": single_gpu_claim_spec()},
+            },
+        )
+    try:
+        yield namespace
+    finally:
+        await drop_queues(kube, namespace)
+
+
+def replicated_job(name: str, claim_template: str, run_seconds: str = "2") -> Obj:
+    pod = {
+        "metadata": {"annotations": {RUN_SECONDS_ANNOTATION: run_seconds}},
+        "spec": {
+            "restartPolicy": "Never",
+            "resourceClaims": [{"name": "gpu", "resourceClaimTemplateName": claim_template}],
+            "containers": [
+                {
+                    "name": "main",
+                    "image": "busybox",
+                    "resources": {"requests": {"cpu": "100m"}, "claims": [{"name": "gpu"}]},
+                }
+            ],
+        },
+    }
+    job = {"parallelism": 1, "completions": 1, "backoffLimit": 0, "template": pod}
+    return {"name": name, "replicas": 1, "template": {"spec": job}}
+
+
+def jobset(name: str, namespace: str, run_seconds: str = "2") -> Obj:
+    return {
+        "apiVersion": JOBSET_API,
+        "kind": "JobSet",
+        "metadata": {"name": name, "namespace": namespace, "labels": {"kueue.x-k8s.io/queue-name": "lq"}},
+        "spec": {
+            "suspend": True,
+            "replicatedJobs": [
+                replicated_job("leader", "leader-gpu", run_seconds),
+                replicated_job("workers", "worker-gpu", run_seconds),
+            ],
+        },
+    }
+
+
+async def create_jobset(kube: KubeClient, name: str, namespace: str, run_seconds: str = "2") -> str:
+    """Creates the JobSet; returns its Workload's name."""
+    body = jobset(name, namespace, run_seconds)
+    created = await kube.create(api_path(JOBSET_API, "jobsets", namespace), body)
+    return workload_name_for_job(name, created["metadata"]["uid"], "JobSet", "jobset.x-k8s.io")
+
+
+async def workload_where(kube: KubeClient, namespace: str, name: str, kind: str, status: str) -> Obj:
+    async def probe() -> Obj | None:
+        workload = await kube.get_or_none(api_path(KUEUE, "workloads", namespace, name))
+        if workload is None or status_condition(workload, kind).get("status") != status:
+            return None
+        return workload
+
+    found: Obj = await wait_for(f"Workload {name}: {kind}={status}", probe, within=120, interval=0.3)
+    return found
+
+
+@pytest.mark.asyncio
+async def test_a_jobset_runs_as_one_workload_and_the_next_waits_for_its_quota(
+    controller: ControllerProcess, kube: KubeClient, queues: str
+) -> None:
+    namespace = queues
+    first = await create_jobset(kube, "first", namespace)
+    admitted = await workload_where(kube, namespace, first, "Admitted", "True")
+    assert [(ps["name"], ps["count"]) for ps in admitted["spec"]["podSets"]] == [
+        ("leader", 1),
+        ("workers", 1),
+    ]
+    usage = {a["name"]: a["resourceUsage"] for a in admitted["status"]["admission"]["podSetAssignments"]}
+    one = {"cpu": "100m", "nvidia.com/gpu": "1"}
+    assert usage == {"leader": one, "workers": one}
+
+    second = await create_jobset(kube, "second", namespace)
+    pending = await workload_where(kube, namespace, second, "QuotaReserved", "False")
+    assert status_condition(pending, "QuotaReserved")["message"] == (
+        "couldn't assign flavors to pod set leader: insufficient unused quota for nvidia.com/gpu "
+        f"in flavor t4-{namespace}, 1 more needed; couldn't assign flavors to pod set workers: "
+        f"insufficient unused quota for nvidia.com/gpu in flavor t4-{namespace}, 2 more needed"
+    )
+
+    # The JobSet controller makes the Jobs; their pods run on the node with a GPU allocated.
+    async def succeeded_pods() -> list[Obj] | None:
+        pods, _ = await kube.list_all(
+            api_path("v1", "pods", namespace), {"labelSelector": "jobset.sigs.k8s.io/jobset-name=first"}
+        )
+        done = [p for p in pods if p["status"].get("phase") == "Succeeded"]
+        return done if len(done) == 2 else None
+
+    pods = await wait_for("the first JobSet's two pods to succeed", succeeded_pods, within=120, interval=0.5)
+    assert {p["metadata"]["labels"]["jobset.sigs.k8s.io/replicatedjob-name"] for p in pods} == {
+        "leader",
+        "workers",
+    }
+    assert all(p["spec"]["nodeName"] == "gpu-node-1" for p in pods)
+    assert all(p["spec"]["nodeSelector"] == {"nvidia.com/gpu.product": "Tesla-T4"} for p in pods)
+    assert all(p["status"]["resourceClaimStatuses"][0]["name"] == "gpu" for p in pods)
+    jobs, _ = await kube.list_all(api_path("batch/v1", "jobs", namespace))
+    assert sorted(j["metadata"]["name"] for j in jobs if j["metadata"]["name"].startswith("first-")) == [
+        "first-leader-0",
+        "first-workers-0",
+    ]
+
+    finished = await workload_where(kube, namespace, first, "Finished", "True")
+    assert status_condition(finished, "Finished")["reason"] == "Succeeded"
+    await workload_where(kube, namespace, second, "Admitted", "True")
+    await workload_where(kube, namespace, second, "Finished", "True")
+    # Only the JobSets have Workloads: their Jobs were never admitted on their own.
+    workloads, _ = await kube.list_all(api_path(KUEUE, "workloads", namespace))
+    owners = sorted(
+        (w["metadata"]["ownerReferences"][0]["kind"], w["metadata"]["ownerReferences"][0]["name"])
+        for w in workloads
+    )
+    assert owners == [("JobSet", "first"), ("JobSet", "second")]
+
+
+@pytest.mark.asyncio
+async def test_an_evicted_jobset_is_suspended_with_its_pod_templates_restored(
+    controller: ControllerProcess, kube: KubeClient, queues: str
+) -> None:
+    """The Workload deactivated (spec.active=false) while the JobSet runs: evicted, the JobSet
+    suspended and its pod templates given back as created (writes the JobSet's own webhook
+    accepts only while it is suspended), its Jobs stopped by its controller, the quota back."""
+    namespace = queues
+    path = api_path(JOBSET_API, "jobsets", namespace, "long")
+    name = await create_jobset(kube, "long", namespace, run_seconds="forever")
+    created = await kube.get(path)
+    await workload_where(kube, namespace, name, "Admitted", "True")
+
+    async def running() -> bool:
+        pods, _ = await kube.list_all(
+            api_path("v1", "pods", namespace), {"labelSelector": "jobset.sigs.k8s.io/jobset-name=long"}
+        )
+        return any(p["status"].get("phase") == "Running" for p in pods)
+
+    await wait_for("a pod of the JobSet to run", running, within=60, interval=0.3)
+    await kube.patch(api_path(KUEUE, "workloads", namespace, name), {"spec": {"active": False}})
+    evicted = await workload_where(kube, namespace, name, "Evicted", "True")
+    assert status_condition(evicted, "Evicted")["reason"] == "Deactivated"
+
+    async def restored() -> Obj | None:
+        current = await kube.get(path)
+        jobs = current["spec"]["replicatedJobs"]
+        same = [rj["template"]["spec"]["template"] for rj in jobs] == [
+            rj["template"]["spec"]["template"] for rj in created["spec"]["replicatedJobs"]
+        ]
+        return current if current["spec"].get("suspend") and same else None
+
+    await wait_for("the JobSet suspended with its templates restored", restored, within=60, interval=0.3)
+
+    async def released() -> bool:
+        cq = await kube.get(api_path(KUEUE, "clusterqueues", name=f"cq-{namespace}"))
+        usage = (cq.get("status") or {}).get("flavorsUsage") or []
+        return all(r["total"] in ("0", 0) for f in usage for r in f["resources"])
+
+    await wait_for("the quota to be released", released, within=60, interval=0.3)
