@@ -17,6 +17,7 @@ from pathlib import Path
 import yaml
 
 from reconciler.api.meta import LabelSelector, LabelSelectorRequirement
+from reconciler.config_sections.fair_sharing import FairSharingConfig, parse_fair_sharing
 from reconciler.config_sections.fields import ConfigError, parse_duration
 from reconciler.config_sections.fields import check_unknown as _check_unknown
 from reconciler.config_sections.fields import expect as _expect
@@ -50,6 +51,7 @@ __all__ = [
     "Configuration",
     "DeviceClassMapping",
     "DeviceInventoryConfig",
+    "FairSharingConfig",
     "IgnoredField",
     "InternalCertManagement",
     "WaitForPodsReady",
@@ -90,7 +92,7 @@ SUPPORTED_FRAMEWORKS = frozenset({"batch/job"})
 
 _HANDLED = frozenset({"resources", "waitForPodsReady", "integrations", "manageJobsWithoutQueueName"})
 _HANDLED |= {"namespace", "internalCertManagement", "webhook", "managedJobsNamespaceSelector"}
-_HANDLED |= {"apiVersion", "kind"}
+_HANDLED |= {"apiVersion", "kind", "fairSharing"}
 # This controller's own: not a Kueue field (Kueue has no device inventory).
 _HANDLED |= {"deviceInventory"}
 
@@ -111,6 +113,8 @@ class Configuration:
     internal_cert_management: InternalCertManagement = field(default_factory=InternalCertManagement)
     webhook: WebhookServer = field(default_factory=WebhookServer)
     device_inventory: DeviceInventoryConfig = field(default_factory=DeviceInventoryConfig)
+    # Cohort fair sharing (Kueue's ``fairSharing``); None: off, preemption is classical.
+    fair_sharing: FairSharingConfig | None = None
     # Fields given but without effect here, each with the reason (named at start-up).
     ignored_fields: tuple[IgnoredField, ...] = ()
     _class_to_resource: dict[str, str] = field(default_factory=dict, init=False, compare=False, repr=False)
@@ -150,6 +154,7 @@ _RESTART_FIELDS = {
     "namespace": "namespace",
     "internal_cert_management": "internalCertManagement",
     "webhook": "webhook",
+    "fair_sharing": "fairSharing",
 }
 
 
@@ -227,6 +232,7 @@ def parse_config(data: object) -> Configuration:
         internal_cert_management=parse_internal_cert_management(doc.get("internalCertManagement")),
         webhook=parse_webhook(doc.get("webhook")),
         device_inventory=parse_device_inventory(doc.get("deviceInventory")),
+        fair_sharing=parse_fair_sharing(doc.get("fairSharing"), version),
         ignored_fields=ignored_fields(doc, version),
     )
 

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Iterator, Mapping, Set
 from dataclasses import dataclass, field
+from fractions import Fraction
 from typing import Protocol
 
 from ..model.clusterqueues import ClusterQueueModel, FlavorQuota, ResourceGroupModel
@@ -66,6 +67,8 @@ class CohortModel:
     name: str
     parent: str | None = None
     groups: list[ResourceGroupModel] = field(default_factory=list)
+    # spec.fairSharing.weight (1 when not given).
+    fair_weight: Fraction = Fraction(1)
 
     def quota(self, flavor: str, resource: str) -> FlavorQuota | None:
         for group in self.groups:
