@@ -35,6 +35,7 @@ def add_cq(
     if weight is not None:
         body["spec"]["fairSharing"] = {"weight": weight}
     state.set_cluster_queue(compile_cluster_queue(decode(body, ClusterQueue)))
+    state.set_local_queue("ns", f"lq-{name}", name)
 
 
 def add_cohort(
@@ -72,6 +73,7 @@ def share(state: Engine, kind: str, name: str) -> Share:
 def fresh() -> Engine:
     state = Engine()
     state.set_flavor(flavor("t4"))
+    state.set_namespace("ns", {})
     return state
 
 

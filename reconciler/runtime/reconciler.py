@@ -109,6 +109,8 @@ class Reconciler(ReconcilerViews):
             metrics=metrics or Metrics(),
             integrations=integrations,
         )
+        if config.fair_sharing is not None:
+            self.ctx.engine.scheduler.fair_sharing = config.fair_sharing.preemption_strategies
         self.workload_sync = Workloads(self.ctx)
         own_namespace = namespace or config.namespace or DEFAULT_NAMESPACE
         # One Jobs concern per integration, by kind (a kind's jobs never meet another's).

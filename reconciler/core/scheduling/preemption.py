@@ -45,6 +45,7 @@ __all__ = [
     "Target",
     "preemption_message",
     "preemption_targets",
+    "preemptor_requests",
 ]
 
 WorkloadKey = tuple[str, str]
@@ -162,6 +163,13 @@ def _requests(
             for r in wanted:
                 usage[(chosen, r)] = usage.get((chosen, r), 0) + requests[r]
     return usage
+
+
+def preemptor_requests(
+    preemptor: WorkloadInfo, model: ClusterQueueModel, cache: QuotaCache, sizes: DeviceSizes | None = None
+) -> dict[FlavorResource, int]:
+    """The flavor-resources the workload would use with nothing in its way (empty when none)."""
+    return _requests(preemptor, model, cache.flavors, cache.capacity, sizes) or {}
 
 
 def _uses(cache: QuotaCache, key: WorkloadKey, needed: set[FlavorResource]) -> bool:

@@ -31,9 +31,10 @@ from ..queueing.queues import QueueManager
 from ..quota.cache import QuotaCache
 from ..quota.inventory_admission import InventoryGate
 from ..quota.ledger import Charge
+from .fair_sharing import Contender, tournament_winner
 from .flavors import FlavorFit, FlavorNoFit, PodSetFlavors, assign_flavors
 from .kept_verdicts import KeptVerdicts
-from .preemption import Target, preemption_targets
+from .preemption import Target, preemption_targets, preemptor_requests
 
 __all__ = ["REASON_INADMISSIBLE", "REASON_PENDING", "Admit", "Decision", "Pending", "Preempt", "Scheduler"]
 
@@ -93,6 +94,9 @@ class Scheduler:
     # The device inventory (Report or Enforce): sizes allocationMode All and device capacities.
     sizes: DeviceSizes | None = None
 
+    # Cohort fair sharing: its preemption strategies in order; None when it is off.
+    fair_sharing: tuple[str, ...] | None = None
+
     # Quota no-fit verdicts kept across cycles by (ClusterQueue, shape), with what they read.
     # None: every woken head is evaluated afresh (the reference the kept verdicts are tested against).
     kept: KeptVerdicts | None = field(default_factory=KeptVerdicts)
@@ -134,9 +138,41 @@ class Scheduler:
                     pass
             else:
                 by_root.setdefault(root, []).append(one)
-        for passes in by_root.values():
-            self._schedule_cohort(passes)
+        for root, passes in by_root.items():
+            if self.fair_sharing is None or root is None:
+                self._schedule_cohort(passes)
+            else:
+                self._schedule_fair(root, passes)
         return decisions
+
+    def _schedule_fair(self, root: str, passes: list[_QueuePass]) -> None:
+        """Fair sharing's cycle over a cohort tree: in each round every ClusterQueue offers its
+        head, and the heads go one by one in the order of Kueue's tournament, played again after
+        each (see fair_sharing)."""
+        live = list(passes)
+        while live:
+            heads: dict[str, tuple[_QueuePass, _Head]] = {}
+            for one in live:
+                head = one.peek()
+                if head is not None:
+                    heads[one.model.name] = (one, head)
+            live = []
+            while heads:
+                contenders = {name: self._contender(one, head) for name, (one, head) in heads.items()}
+                winner = tournament_winner(passes[0].cache.capacity, root, contenders)
+                one, head = heads.pop(next(iter(heads)) if winner is None else winner.cluster_queue)
+                if one.step(head):
+                    live.append(one)
+
+    def _contender(self, one: _QueuePass, head: _Head) -> Contender:
+        info = one.queues.workloads[head.candidate.key]
+        if isinstance(head.fit, FlavorFit):
+            usage = head.fit.usage
+        elif head.fit is None:
+            usage = {}
+        else:  # what it would use once preemption made room
+            usage = preemptor_requests(info, one.model, one.cache, self.sizes)
+        return Contender(one.model.name, usage, info.priority, info.created)
 
     def _schedule_cohort(self, passes: list[_QueuePass]) -> None:
         """Kueue's cycle over a cohort: each ClusterQueue offers its head; heads that fit without
