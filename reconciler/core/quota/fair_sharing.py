@@ -173,12 +173,13 @@ _SIMULATIONS = itertools.count()
 @contextmanager
 def simulated_usage(
     ledger: Ledger, cluster_queue: str, usage: Mapping[FlavorResource, int]
-) -> Iterator[None]:
+) -> Iterator[tuple[str, str]]:
     """The ledger with `usage` charged to `cluster_queue` for the duration (a workload being
-    considered), given back after."""
+    considered), given back after. Yields the charge's key (to lift it for a while)."""
     key = ("", f"~simulated-{next(_SIMULATIONS)}")
     ledger.reserve(key, Charge(cluster_queue, dict(usage)))
     try:
-        yield
+        yield key
     finally:
-        ledger.release(key)
+        if ledger.holds(key):
+            ledger.release(key)

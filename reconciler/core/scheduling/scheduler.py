@@ -31,6 +31,7 @@ from ..queueing.queues import QueueManager
 from ..quota.cache import QuotaCache
 from ..quota.inventory_admission import InventoryGate
 from ..quota.ledger import Charge
+from .fair_preemption import fair_preemption_targets
 from .fair_sharing import Contender, tournament_winner
 from .flavors import FlavorFit, FlavorNoFit, PodSetFlavors, assign_flavors
 from .kept_verdicts import KeptVerdicts
@@ -335,7 +336,10 @@ class _QueuePass:
         pending = Pending(key, REASON_PENDING, result.message, model.name)
         group = info.shape
         if result.waiting_for_quota and _may_preempt(model):
-            targets = preemption_targets(info, model, cache, cache.flavors, scheduler.sizes)
+            if scheduler.fair_sharing is not None:
+                targets = fair_preemption_targets(info, model, cache, scheduler.fair_sharing, scheduler.sizes)
+            else:
+                targets = preemption_targets(info, model, cache, cache.flavors, scheduler.sizes)
             victims = {t.key for t in targets}
             if targets and not victims & self.claimed:
                 self.claimed |= victims
