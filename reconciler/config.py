@@ -132,6 +132,11 @@ class Configuration:
                     )
 
     @property
+    def fair_sharing_strategies(self) -> tuple[str, ...] | None:
+        """The fair-sharing preemption strategies in order; None when fair sharing is off."""
+        return None if self.fair_sharing is None else self.fair_sharing.preemption_strategies
+
+    @property
     def class_to_resource(self) -> Mapping[str, str]:
         """DeviceClass name → logical quota resource name."""
         return self._class_to_resource

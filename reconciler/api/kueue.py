@@ -116,6 +116,8 @@ class ClusterQueueStatus(msgspec.Struct, rename="camel"):
     pending_workloads: int = 0
     reserving_workloads: int = 0
     admitted_workloads: int = 0
+    # Set while fair sharing is on (dropped from patches while it is None).
+    fair_sharing: FairSharingStatus | None = None
 
 
 class ClusterQueue(ApiStruct, kw_only=True):
