@@ -212,3 +212,56 @@ def test_shares_are_never_negative_and_zero_within_nominal_quota(
     team_quota, team_usage, _ = capacity.stats(("cohort", "team"), T4)
     if team_usage <= team_quota:
         assert share(state, "cohort", "team").is_zero
+
+
+def cohort_with_limit(state: Engine, name: str, parent: str, gpus: int, borrowing: int) -> None:
+    quota = {"name": GPU, "nominalQuota": gpus, "borrowingLimit": borrowing}
+    spec = {
+        "parentName": parent,
+        "resourceGroups": [{"coveredResources": [GPU], "flavors": [{"name": "t4", "resources": [quota]}]}],
+    }
+    body = {
+        "apiVersion": "kueue.x-k8s.io/v1beta2",
+        "kind": "Cohort",
+        "metadata": {"name": name},
+        "spec": spec,
+    }
+    state.set_cohort(compile_cohort(decode(body, Cohort)))
+
+
+def test_kueues_own_worked_values() -> None:
+    """The rounded shares Kueue's tests pin, in the same set-ups."""
+    # 1 over 500 of 1500: 0.67, rounded up to 1; the lender's weight does not matter.
+    state = fresh()
+    add_cq(state, "cq", {GPU: 500})
+    add_cq(state, "lending-cq", {GPU: 1000}, weight="300")
+    use(state, "cq", 501)
+    assert share(state, "cq", "cq").rounded() == 1
+    assert share(state, "cq", "lending-cq").rounded() == 0
+    # 300 over 500 of 1500 (200) with weight 300: 0.67, rounded up to 1.
+    state = fresh()
+    add_cq(state, "cq", {GPU: 500}, weight="300")
+    add_cq(state, "lending-cq", {GPU: 1000}, weight="300")
+    use(state, "cq", 800)
+    assert share(state, "cq", "cq").rounded() == 1
+    # 2 over 5 of 10 (200) with weight 0.5: 400.
+    state = fresh()
+    add_cq(state, "cq", {GPU: 5}, weight="0.5")
+    add_cq(state, "lending-cq", {GPU: 5})
+    use(state, "cq", 7)
+    assert share(state, "cq", "cq").rounded() == 400
+    # Quota only at the root (50): the ClusterQueue 200, its cohort of weight 2 100.
+    state = fresh()
+    add_cohort(state, "root", gpus=50)
+    add_cohort(state, "child", parent="root", weight="2")
+    add_cq(state, "cq", {GPU: 0}, cohort="child")
+    use(state, "cq", 10)
+    assert (share(state, "cq", "cq").rounded(), share(state, "cohort", "child").rounded()) == (200, 100)
+    assert share(state, "cohort", "root").rounded() == 0
+    # A borrowing limit of 10 on the child cohort: the ClusterQueue sees 10 (1000), the child 50 (200).
+    state = fresh()
+    add_cohort(state, "root", gpus=50)
+    cohort_with_limit(state, "child", "root", gpus=0, borrowing=10)
+    add_cq(state, "cq", {GPU: 0}, cohort="child")
+    use(state, "cq", 10)
+    assert (share(state, "cq", "cq").rounded(), share(state, "cohort", "child").rounded()) == (1000, 200)
