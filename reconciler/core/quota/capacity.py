@@ -106,6 +106,9 @@ class CohortTree:
     # Cohorts' (subtree quota, usage, local quota) by (cohort, fr, ledger generation): usage
     # moves the generation on; the owner clears it when the tree's shape changes.
     memo: dict[tuple[str, FlavorResource, int], tuple[int, int, int]] = field(default_factory=dict)
+    # What depends on the tree's quotas alone (not on usage), for its owner to clear on a change
+    # of shape: fair sharing's lendable amounts and flavor-resources per node.
+    shape_memo: dict[object, object] = field(default_factory=dict)
 
     # --- structure ----------------------------------------------------------------------
 

@@ -98,8 +98,17 @@ def compare_shares(a: Share, b: Share) -> int:
     return (x > y) - (x < y)
 
 
-def node_flavor_resources(tree: CohortTree, node: Node, _seen: set[str] | None = None) -> set[FlavorResource]:
+def node_flavor_resources(tree: CohortTree, node: Node) -> frozenset[FlavorResource]:
     """The flavor-resources a node has a subtree quota for (0 included)."""
+    key = ("frs", node)
+    known = tree.shape_memo.get(key)
+    if known is None:
+        known = tree.shape_memo[key] = frozenset(_flavor_resources(tree, node, None))
+    assert isinstance(known, frozenset)
+    return known
+
+
+def _flavor_resources(tree: CohortTree, node: Node, _seen: set[str] | None) -> set[FlavorResource]:
     kind, name = node
     out: set[FlavorResource] = set()
     if kind == "cq":
@@ -116,7 +125,7 @@ def node_flavor_resources(tree: CohortTree, node: Node, _seen: set[str] | None =
         seen.add(name)
         for child in tree.children(name):
             if child[0] == "cq" or child[1] not in seen:
-                out |= node_flavor_resources(tree, child, seen)
+                out |= _flavor_resources(tree, child, seen)
     return out
 
 
@@ -130,7 +139,17 @@ def _weight(tree: CohortTree, node: Node) -> float:
 
 
 def _lendable(tree: CohortTree, parent: str) -> dict[str, int]:
-    """Per resource, what the tree could give the cohort `parent` with nothing else in use."""
+    """Per resource, what the tree could give the cohort `parent` with nothing else in use (quotas
+    alone decide it: kept until the tree's shape changes)."""
+    key = ("lendable", parent)
+    known = tree.shape_memo.get(key)
+    if known is None:
+        known = tree.shape_memo[key] = _compute_lendable(tree, parent)
+    assert isinstance(known, dict)
+    return known
+
+
+def _compute_lendable(tree: CohortTree, parent: str) -> dict[str, int]:
     ancestors = tree.ancestors(("cohort", parent))
     root = ancestors[-1] if ancestors else parent
     lendable: dict[str, int] = {}

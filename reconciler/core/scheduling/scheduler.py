@@ -158,10 +158,16 @@ class Scheduler:
                 if head is not None:
                     heads[one.model.name] = (one, head)
             live = []
+            # What each head would add is fixed for the round (Kueue assigns flavors once a cycle).
+            contenders = {name: self._contender(one, head) for name, (one, head) in heads.items()}
             while heads:
-                contenders = {name: self._contender(one, head) for name, (one, head) in heads.items()}
-                winner = tournament_winner(passes[0].cache.capacity, root, contenders)
-                one, head = heads.pop(next(iter(heads)) if winner is None else winner.cluster_queue)
+                if len(heads) == 1:
+                    name = next(iter(heads))
+                else:
+                    winner = tournament_winner(passes[0].cache.capacity, root, contenders)
+                    name = next(iter(heads)) if winner is None else winner.cluster_queue
+                one, head = heads.pop(name)
+                del contenders[name]
                 if one.step(head):
                     live.append(one)
 
