@@ -19,6 +19,7 @@ from reconciler.core.quota.fair_sharing import (
     Share,
     compare_shares,
     dominant_share,
+    shares_on_path,
     simulated_usage,
 )
 from reconciler.core.quota.ledger import Charge
@@ -265,3 +266,20 @@ def test_kueues_own_worked_values() -> None:
     add_cq(state, "cq", {GPU: 0}, cohort="child")
     use(state, "cq", 10)
     assert (share(state, "cq", "cq").rounded(), share(state, "cohort", "child").rounded()) == (1000, 200)
+
+
+@settings(max_examples=200, deadline=None)
+@given(trees(), st.integers(0, 5), st.integers(0, 3))
+def test_shares_with_a_workload_added_match_charging_it(
+    tree: tuple[Engine, dict[str, int], dict[str, int]], amount: int, which: int
+) -> None:
+    """What the tournament computes without touching the ledger equals charging the workload."""
+    state, nominal, _ = tree
+    names = sorted(nominal)
+    cq = names[which % len(names)]
+    capacity = state.cache.capacity
+    computed = shares_on_path(capacity, cq, {T4: amount})
+    path = [("cq", cq), *(("cohort", c) for c in capacity.ancestors(("cq", cq)))]
+    with simulated_usage(state.ledger, cq, {T4: amount}):
+        charged = [dominant_share(state.cache.capacity, node) for node in path]
+    assert computed == charged

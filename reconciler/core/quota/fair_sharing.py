@@ -31,6 +31,7 @@ __all__ = [
     "compare_shares",
     "dominant_share",
     "node_flavor_resources",
+    "shares_on_path",
     "simulated_usage",
 ]
 
@@ -158,8 +159,8 @@ def _compute_lendable(tree: CohortTree, parent: str) -> dict[str, int]:
     return lendable
 
 
-def dominant_share(tree: CohortTree, node: Node) -> Share:
-    """The node's share with the usage the ledger holds now."""
+def dominant_share(tree: CohortTree, node: Node, added: Mapping[FlavorResource, int] | None = None) -> Share:
+    """The node's share with the usage the ledger holds now (and `added` on top, at this node)."""
     weight = _weight(tree, node)
     parent = tree.parent(node)
     if parent is None:
@@ -168,7 +169,7 @@ def dominant_share(tree: CohortTree, node: Node) -> Share:
     borrowed: set[FlavorResource] = set()
     for fr in node_flavor_resources(tree, node):
         subtree, usage, _ = tree.stats(node, fr)
-        over = usage - subtree
+        over = usage + (added.get(fr, 0) if added else 0) - subtree
         if over > 0:
             borrowed_by_resource[fr[1]] = borrowed_by_resource.get(fr[1], 0) + over
             borrowed.add(fr)
@@ -184,6 +185,26 @@ def dominant_share(tree: CohortTree, node: Node) -> Share:
         if value > ratio or (value == ratio and resource < dominant):
             ratio, dominant = value, resource
     return Share(weight, ratio, dominant, frozenset(borrowed))
+
+
+def shares_on_path(tree: CohortTree, cluster_queue: str, usage: Mapping[FlavorResource, int]) -> list[Share]:
+    """The shares of the ClusterQueue and of each cohort above it (root last) were `usage` added
+    to the ClusterQueue, without touching the ledger: each level passes up what its unused local
+    quota cannot hold."""
+    node: Node = ("cq", cluster_queue)
+    path = [node, *(("cohort", c) for c in tree.ancestors(node))]
+    added = dict(usage)
+    out: list[Share] = []
+    for i, level in enumerate(path):
+        out.append(dominant_share(tree, level, added))
+        if i + 1 < len(path):
+            up: dict[FlavorResource, int] = {}
+            for fr, amount in added.items():
+                free = tree.local_available(level, fr)
+                if amount > free:
+                    up[fr] = amount - free
+            added = up
+    return out
 
 
 _SIMULATIONS = itertools.count()

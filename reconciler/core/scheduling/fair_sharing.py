@@ -20,7 +20,7 @@ from collections.abc import Hashable, Mapping
 from dataclasses import dataclass
 
 from ..quota.capacity import CohortTree
-from ..quota.fair_sharing import Share, compare_shares, dominant_share, simulated_usage
+from ..quota.fair_sharing import Share, compare_shares, shares_on_path
 from ..quota.ledger import FlavorResource
 
 __all__ = ["Contender", "tournament_winner"]
@@ -45,11 +45,9 @@ def _shares(tree: CohortTree, contenders: Mapping[str, Contender]) -> dict[tuple
     on the head's way up."""
     shares: dict[tuple[str, str], Share] = {}
     for name, contender in contenders.items():
-        with simulated_usage(tree.ledger, name, contender.usage):
-            share = dominant_share(tree, ("cq", name))
-            for cohort in tree.ancestors(("cq", name)):
-                shares[(cohort, name)] = share
-                share = dominant_share(tree, ("cohort", cohort))
+        path = shares_on_path(tree, name, contender.usage)
+        for share, cohort in zip(path, tree.ancestors(("cq", name)), strict=False):
+            shares[(cohort, name)] = share
     return shares
 
 
