@@ -9,7 +9,9 @@ message. A pending verdict is reported only when it changed.
 ClusterQueues of one cohort tree compete for the same quota, so they take
 turns as in Kueue's cycle: each offers its head, and the heads that fit
 without borrowing go first, then higher priority, then the older queue-order
-timestamp.
+timestamp. With fair sharing on (Kueue's `fairSharing`), the heads of a cohort tree go in the
+order of Kueue's tournament instead (fair_sharing), and preemption follows the fair-sharing
+strategies (fair_preemption).
 
 Quota released in a cohort wakes every parked head of its tree, as in Kueue;
 a woken head whose no-fit verdict read nothing that moved keeps it without a
