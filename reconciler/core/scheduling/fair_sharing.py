@@ -38,6 +38,8 @@ class Contender:
     timestamp: str
     # The caller's handle on the head.
     ident: Hashable = None
+    # It fits or may preempt: its turn can change what the others find.
+    contends: bool = True
 
 
 def _shares(tree: CohortTree, contenders: Mapping[str, Contender]) -> dict[tuple[str, str], Share]:

@@ -163,7 +163,8 @@ class Scheduler:
             # What each head would add is fixed for the round (Kueue assigns flavors once a cycle).
             contenders = {name: self._contender(one, head) for name, (one, head) in heads.items()}
             while heads:
-                if len(heads) == 1:
+                if len(heads) == 1 or not any(c.contends for c in contenders.values()):
+                    # Heads that neither fit nor preempt change nothing: their order is moot.
                     name = next(iter(heads))
                 else:
                     winner = tournament_winner(passes[0].cache.capacity, root, contenders)
@@ -174,14 +175,18 @@ class Scheduler:
                     live.append(one)
 
     def _contender(self, one: _QueuePass, head: _Head) -> Contender:
+        """The head as the tournament sees it: what its flavors would add (for one that waits for
+        quota its queue may preempt for, what it would use once preemption made room; Kueue's
+        no-fit assignments add nothing)."""
         info = one.queues.workloads[head.candidate.key]
+        contends = True
         if isinstance(head.fit, FlavorFit):
             usage = head.fit.usage
-        elif head.fit is None:
-            usage = {}
-        else:  # what it would use once preemption made room
+        elif head.fit is not None and head.fit.waiting_for_quota and _may_preempt(one.model):
             usage = preemptor_requests(info, one.model, one.cache, self.sizes)
-        return Contender(one.model.name, usage, info.priority, info.created)
+        else:
+            usage, contends = {}, False
+        return Contender(one.model.name, usage, info.priority, info.created, contends=contends)
 
     def _schedule_cohort(self, passes: list[_QueuePass]) -> None:
         """Kueue's cycle over a cohort: each ClusterQueue offers its head; heads that fit without
