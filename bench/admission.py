@@ -163,6 +163,9 @@ def main() -> None:
     parser.add_argument("--queues", type=int, default=100)
     parser.add_argument("--churn", type=int, default=2_000, help="finish/admit cycles to time")
     parser.add_argument("--cohorts", type=int, default=0, help="spread the ClusterQueues over N cohorts")
+    parser.add_argument(
+        "--fair-sharing", action="store_true", help="cohort fair sharing on (both preemption strategies)"
+    )
     args = parser.parse_args()
     n, queues = args.workloads, args.queues
     per_queue = n // queues
@@ -170,6 +173,8 @@ def main() -> None:
 
     # Time: decode + compile of Jobs, then decisions.
     state, template = build_state(queues, gpus, args.cohorts)
+    if args.fair_sharing:
+        state.scheduler.fair_sharing = ("LessThanOrEqualToFinalShare", "LessThanInitialShare")
     rss_before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
     started = time.perf_counter()
     infos = compile_all(n, queues, state, template)
@@ -213,6 +218,7 @@ def main() -> None:
     peak_per = (peak - base_current) / n
 
     in_cohorts = f", in {args.cohorts} cohorts" if args.cohorts else ""
+    in_cohorts += ", fair sharing on" if args.fair_sharing else ""
     print(f"workloads: {n:,} pending across {queues} ClusterQueues{in_cohorts} ({gpus} GPUs of quota each)")
     print(f"decode+compile Jobs (incl. DRA charge): {n / compile_s:,.0f} workloads/s")
     print(

@@ -17,6 +17,7 @@ from pathlib import Path
 import yaml
 
 from reconciler.api.meta import LabelSelector, LabelSelectorRequirement
+from reconciler.config_sections.fair_sharing import FairSharingConfig, parse_fair_sharing
 from reconciler.config_sections.fields import ConfigError, parse_duration
 from reconciler.config_sections.fields import check_unknown as _check_unknown
 from reconciler.config_sections.fields import expect as _expect
@@ -50,6 +51,7 @@ __all__ = [
     "Configuration",
     "DeviceClassMapping",
     "DeviceInventoryConfig",
+    "FairSharingConfig",
     "IgnoredField",
     "InternalCertManagement",
     "WaitForPodsReady",
@@ -90,7 +92,7 @@ SUPPORTED_FRAMEWORKS = frozenset({"batch/job", "jobset.x-k8s.io/jobset"})
 
 _HANDLED = frozenset({"resources", "waitForPodsReady", "integrations", "manageJobsWithoutQueueName"})
 _HANDLED |= {"namespace", "internalCertManagement", "webhook", "managedJobsNamespaceSelector"}
-_HANDLED |= {"apiVersion", "kind"}
+_HANDLED |= {"apiVersion", "kind", "fairSharing"}
 # This controller's own: not a Kueue field (Kueue has no device inventory).
 _HANDLED |= {"deviceInventory"}
 
@@ -111,6 +113,8 @@ class Configuration:
     internal_cert_management: InternalCertManagement = field(default_factory=InternalCertManagement)
     webhook: WebhookServer = field(default_factory=WebhookServer)
     device_inventory: DeviceInventoryConfig = field(default_factory=DeviceInventoryConfig)
+    # Cohort fair sharing (Kueue's ``fairSharing``); None: off, preemption is classical.
+    fair_sharing: FairSharingConfig | None = None
     # Fields given but without effect here, each with the reason (named at start-up).
     ignored_fields: tuple[IgnoredField, ...] = ()
     _class_to_resource: dict[str, str] = field(default_factory=dict, init=False, compare=False, repr=False)
@@ -126,6 +130,11 @@ class Configuration:
                     self._class_capacities.setdefault(
                         cls, tuple((c.name, c.resource) for c in mapping.capacity)
                     )
+
+    @property
+    def fair_sharing_strategies(self) -> tuple[str, ...] | None:
+        """The fair-sharing preemption strategies in order; None when fair sharing is off."""
+        return None if self.fair_sharing is None else self.fair_sharing.preemption_strategies
 
     @property
     def class_to_resource(self) -> Mapping[str, str]:
@@ -151,6 +160,7 @@ _RESTART_FIELDS = {
     "internal_cert_management": "internalCertManagement",
     "webhook": "webhook",
     "device_inventory": "deviceInventory",
+    "fair_sharing": "fairSharing",
 }
 
 
@@ -228,6 +238,7 @@ def parse_config(data: object) -> Configuration:
         internal_cert_management=parse_internal_cert_management(doc.get("internalCertManagement")),
         webhook=parse_webhook(doc.get("webhook")),
         device_inventory=parse_device_inventory(doc.get("deviceInventory")),
+        fair_sharing=parse_fair_sharing(doc.get("fairSharing"), version),
         ignored_fields=ignored_fields(doc, version),
     )
 

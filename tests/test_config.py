@@ -229,7 +229,7 @@ def test_only_the_mappings_change_live_and_the_others_are_named() -> None:
             },
             "waitForPodsReady": {"timeout": "1m"},
             "manageJobsWithoutQueueName": True,
-            "fairSharing": {},
+            "fairSharing": {"preemptionStrategies": ["LessThanInitialShare"]},
         }
     )
     running, restart = with_live_changes(current, changed)
@@ -237,7 +237,7 @@ def test_only_the_mappings_change_live_and_the_others_are_named() -> None:
     assert current.class_to_resource == {"gpu.nvidia.com": "nvidia.com/gpu"}  # the old one is untouched
     assert running.wait_for_pods_ready == current.wait_for_pods_ready
     assert running.manage_jobs_without_queue_name is False
-    assert restart == ["waitForPodsReady", "manageJobsWithoutQueueName"]
+    assert restart == ["waitForPodsReady", "manageJobsWithoutQueueName", "fairSharing"]
 
 
 # --- capacity: device capacities charged as quota (this controller's extension) ------------------

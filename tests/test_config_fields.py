@@ -54,7 +54,6 @@ def test_every_v1beta2_field_is_accepted_and_each_one_without_effect_is_named_wi
         "admissionFairSharing",
         "clientConnection",
         "controller",
-        "fairSharing",
         "featureGates",
         "health",
         "integrations.externalFrameworks",

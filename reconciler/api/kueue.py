@@ -53,6 +53,18 @@ class ClusterQueuePreemption(ApiStruct):
     borrow_within_cohort: BorrowWithinCohort | None = None
 
 
+class FairSharing(ApiStruct):
+    """spec.fairSharing of a ClusterQueue or Cohort: its weight (a quantity, default 1)."""
+
+    weight: str | int | float | None = None
+
+
+class FairSharingStatus(msgspec.Struct, rename="camel"):
+    """status.fairSharing: the rounded weighted share (always shown, as Kueue's API requires it)."""
+
+    weighted_share: int = 0
+
+
 class ClusterQueueSpec(ApiStruct):
     resource_groups: list[ResourceGroup] = []
     namespace_selector: LabelSelector | None = None
@@ -61,11 +73,17 @@ class ClusterQueueSpec(ApiStruct):
     stop_policy: str | None = None
     flavor_fungibility: FlavorFungibility | None = None
     preemption: ClusterQueuePreemption | None = None
+    fair_sharing: FairSharing | None = None
 
 
 class CohortSpec(ApiStruct):
     parent_name: str | None = None
     resource_groups: list[ResourceGroup] = []
+    fair_sharing: FairSharing | None = None
+
+
+class CohortStatus(ApiStruct):
+    fair_sharing: FairSharingStatus | None = None
 
 
 class Cohort(ApiStruct, kw_only=True):
@@ -75,6 +93,7 @@ class Cohort(ApiStruct, kw_only=True):
     kind: str = "Cohort"
     metadata: ObjectMeta
     spec: CohortSpec = msgspec.field(default_factory=CohortSpec)
+    status: CohortStatus = msgspec.field(default_factory=CohortStatus)
 
 
 class ResourceUsage(msgspec.Struct, rename="camel"):
@@ -97,6 +116,8 @@ class ClusterQueueStatus(msgspec.Struct, rename="camel"):
     pending_workloads: int = 0
     reserving_workloads: int = 0
     admitted_workloads: int = 0
+    # Set while fair sharing is on (dropped from patches while it is None).
+    fair_sharing: FairSharingStatus | None = None
 
 
 class ClusterQueue(ApiStruct, kw_only=True):

@@ -17,6 +17,7 @@ from .model.workloads import WorkloadInfo
 from .queueing.queues import QueueManager
 from .quota.cache import QuotaCache, charge_from_admission
 from .quota.capacity import CohortModel
+from .quota.fair_sharing import Share, dominant_share
 from .quota.ledger import Charge, Ledger
 from .scheduling.scheduler import Decision, Scheduler
 
@@ -41,6 +42,18 @@ class Engine:
 
     def schedule(self) -> list[Decision]:
         return self.scheduler.cycle(self.cache, self.queues)
+
+    @property
+    def fair_sharing(self) -> bool:
+        return self.scheduler.fair_sharing is not None
+
+    def share(self, kind: str, name: str) -> Share:
+        """The dominant resource share of a ClusterQueue (`kind` "cq") or cohort ("cohort") now."""
+        return dominant_share(self.cache.capacity, (kind, name))
+
+    def cohort_names(self) -> list[str]:
+        """Every cohort known: Cohort objects and the cohorts ClusterQueues name."""
+        return sorted(self.cache.cohort_models.keys() | self.cache.cohorts.keys())
 
     # --- queue objects ------------------------------------------------------------------
 

@@ -9,7 +9,9 @@ from reconciler.api import (
 )
 from reconciler.api import (
     ClusterQueueStatus,
+    CohortStatus,
     Condition,
+    FairSharingStatus,
     FlavorUsage,
     LocalQueueFlavorUsage,
     LocalQueueResourceUsage,
@@ -31,6 +33,7 @@ __all__ = [
     "admitted_workload_status",
     "backoff_finished_status",
     "cluster_queue_status",
+    "cohort_status",
     "condition",
     "evicted_workload_status",
     "local_queue_status",
@@ -239,7 +242,20 @@ def cluster_queue_status(
         pending_workloads=active + inadmissible,
         reserving_workloads=admitted,
         admitted_workloads=admitted,
+        fair_sharing=_fair_sharing(state, "cq", name),
     )
+
+
+def _fair_sharing(state: Engine, kind: str, name: str) -> FairSharingStatus | None:
+    """status.fairSharing: Kueue's rounded weighted share while fair sharing is on, else none."""
+    if not state.fair_sharing:
+        return None
+    return FairSharingStatus(weighted_share=state.share(kind, name).rounded())
+
+
+def cohort_status(state: Engine, name: str) -> CohortStatus:
+    """A Cohort object's status: its weighted share while fair sharing is on."""
+    return CohortStatus(fair_sharing=_fair_sharing(state, "cohort", name))
 
 
 def local_queue_status(

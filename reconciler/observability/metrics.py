@@ -43,6 +43,7 @@ from .build_info import build_labels
 from .inventory_metrics import InventoryCollector, InventorySource
 from .state_metrics import (
     ClusterQueueSample,
+    CohortSample,
     DeviceClassSample,
     LocalQueueSample,
     StateCollector,
@@ -53,6 +54,7 @@ from .state_metrics import (
 
 __all__ = [
     "ClusterQueueSample",
+    "CohortSample",
     "DeviceClassSample",
     "LocalQueueSample",
     "Metrics",

@@ -19,6 +19,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "ClusterQueueSample",
+    "CohortSample",
     "DeviceClassSample",
     "LocalQueueSample",
     "StateCollector",
@@ -48,6 +49,16 @@ class ClusterQueueSample:
     # +Inf where no limit is set, as Kueue reports it.
     borrowing_limit: dict[tuple[str, str], float] = field(default_factory=dict)
     lending_limit: dict[tuple[str, str], float] = field(default_factory=dict)
+    # Its weighted share while fair sharing is on (NaN for weight 0 and borrowing, as Kueue).
+    weighted_share: float | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class CohortSample:
+    """A cohort's weighted share (fair sharing on)."""
+
+    name: str
+    weighted_share: float
 
 
 @dataclass(frozen=True, slots=True)
@@ -87,6 +98,8 @@ class StateSnapshot:
     watches: list[WatchSample] = field(default_factory=list)
     inbox_depth: int = 0
     device_classes: list[DeviceClassSample] = field(default_factory=list)
+    # Fair sharing on: every cohort's weighted share.
+    cohorts: list[CohortSample] = field(default_factory=list)
 
 
 StateSource = Callable[[], StateSnapshot | None]
@@ -110,6 +123,7 @@ class StateCollector(Collector):
     def _families(self, snap: StateSnapshot | None) -> Iterator[GaugeMetricFamily | CounterMetricFamily]:
         role = self._metrics.role
         yield from _cluster_queue_families(snap.cluster_queues if snap else [], role)
+        yield from _share_families(snap, role)
         yield from _local_queue_families(snap.local_queues if snap else [], role)
         yield from _watch_families(snap)
         yield from _device_class_families(snap.device_classes if snap else [])
@@ -198,6 +212,34 @@ def _quota_families(cqs: list[ClusterQueueSample], role: str) -> Iterator[GaugeM
             for (flavor, resource), amount in sorted(amounts.items()):
                 family.add_metric([cq.cohort, cq.name, flavor, resource, role], amount)
     yield from (nominal, reservation, usage, borrowing, lending)
+
+
+def _share_families(snap: StateSnapshot | None, role: str) -> Iterator[GaugeMetricFamily]:
+    """Kueue's fair-sharing gauges; left out while fair sharing is off (no samples)."""
+    if snap is None:
+        return
+    if all(cq.weighted_share is None for cq in snap.cluster_queues) and not snap.cohorts:
+        return
+    cq_share = _gauge(
+        "kueue_cluster_queue_weighted_share",
+        "The ClusterQueue's dominant resource share: of each resource, what it uses beyond its "
+        "nominal quota over what its cohort tree can lend, the largest ratio (x1000), divided by "
+        "its fair-sharing weight; 0 within nominal quota, NaN with weight 0 while borrowing",
+        ["cluster_queue", "cohort"],
+    )
+    cohort_share = _gauge(
+        "kueue_cohort_weighted_share",
+        "The Cohort's dominant resource share: of each resource, what its subtree uses beyond its "
+        "subtree quota over what the tree above can lend, the largest ratio (x1000), divided by "
+        "its fair-sharing weight; 0 within quota, +Inf with weight 0 while borrowing",
+        ["cohort"],
+    )
+    for cq in snap.cluster_queues:
+        if cq.weighted_share is not None:
+            cq_share.add_metric([cq.name, cq.cohort, role], cq.weighted_share)
+    for cohort in snap.cohorts:
+        cohort_share.add_metric([cohort.name, role], cohort.weighted_share)
+    yield from (cq_share, cohort_share)
 
 
 def _local_queue_families(lqs: list[LocalQueueSample], role: str) -> Iterator[GaugeMetricFamily]:

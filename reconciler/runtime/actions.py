@@ -39,6 +39,7 @@ Purpose = Literal[
     "job-restore",
     "job-clear-start",
     "cq-status",
+    "cohort-status",
     "lq-status",
     "cq-finalizer",
     "flavor-finalizer",

@@ -20,6 +20,7 @@ from .actions import MergePatch, OnDone, Purpose
 
 __all__ = [
     "api_body",
+    "cluster_queue_status_patch",
     "holds_quota",
     "is_true",
     "same_cluster_queue_status",
@@ -66,6 +67,7 @@ def same_cluster_queue_status(a: ClusterQueueStatus, b: ClusterQueueStatus) -> b
         and a.flavors_reservation == b.flavors_reservation
         and (a.pending_workloads, a.reserving_workloads, a.admitted_workloads)
         == (b.pending_workloads, b.reserving_workloads, b.admitted_workloads)
+        and a.fair_sharing == b.fair_sharing
     )
 
 
@@ -95,10 +97,23 @@ def status_patch(status: msgspec.Struct, resource_version: str | None = None) ->
         rendered.setdefault("resourceRequests", None)
         if status.requeue_state is not None and status.requeue_state.requeue_at is None:
             rendered["requeueState"]["requeueAt"] = None
+    if isinstance(status, ClusterQueueStatus) and rendered.get("fairSharing") is None:
+        rendered.pop("fairSharing", None)  # fair sharing off: left out (see cluster_queue_status_patch)
     body: dict[str, Any] = {"status": rendered}
     if resource_version:
         body["metadata"] = {"resourceVersion": resource_version}
     return msgspec.json.encode(body)
+
+
+def cluster_queue_status_patch(desired: ClusterQueueStatus, shown: ClusterQueueStatus) -> bytes:
+    """A ClusterQueue's status patch; a fairSharing the API still shows with fair sharing now off is
+    removed (Kueue clears it)."""
+    patch = status_patch(desired)
+    if desired.fair_sharing is None and shown.fair_sharing is not None:
+        body: dict[str, Any] = msgspec.json.decode(patch)
+        body["status"]["fairSharing"] = None
+        patch = msgspec.json.encode(body)
+    return patch
 
 
 def workload_status_write(

@@ -5,14 +5,19 @@ from __future__ import annotations
 import msgspec
 import structlog
 
-from reconciler.api import ClusterQueue, LocalQueue
-from reconciler.api.resources import CLUSTER_QUEUES, LOCAL_QUEUES
+from reconciler.api import ClusterQueue, Cohort, LocalQueue
+from reconciler.api.resources import CLUSTER_QUEUES, COHORTS, LOCAL_QUEUES
 from reconciler.core.quota.inventory_report import DEVICES_COVER_QUOTA, devices_cover_quota
-from reconciler.core.status import cluster_queue_status, local_queue_status, set_condition
+from reconciler.core.status import cluster_queue_status, cohort_status, local_queue_status, set_condition
 
 from .actions import MergePatch, WriteDone
 from .context import EXPECTED_MISSES, Context
-from .patches import same_cluster_queue_status, same_local_queue_status, status_patch
+from .patches import (
+    cluster_queue_status_patch,
+    same_cluster_queue_status,
+    same_local_queue_status,
+    status_patch,
+)
 
 __all__ = ["QueueStatus"]
 
@@ -58,7 +63,7 @@ class QueueStatus:
                 desired = msgspec.structs.replace(desired, conditions=conditions)
             if same_cluster_queue_status(desired, cq.status):
                 continue
-            patch = status_patch(desired)
+            patch = cluster_queue_status_patch(desired, cq.status)
             ctx.write(
                 MergePatch(
                     "cq-status",
@@ -70,6 +75,7 @@ class QueueStatus:
                     on_done=self._cq_written,
                 )
             )
+        self._flush_cohorts()
         for (namespace, name), lq in ctx.store.local_queues.items():
             lq_desired = local_queue_status(
                 ctx.engine, namespace, name, lq.status, now, lq.metadata.generation or None
@@ -88,6 +94,36 @@ class QueueStatus:
                     on_done=self._lq_written,
                 )
             )
+
+    def _flush_cohorts(self) -> None:
+        """Cohort objects' status.fairSharing, while fair sharing is on (or still shown after)."""
+        ctx = self.ctx
+        for name, cohort in ctx.store.cohorts.items():
+            desired = cohort_status(ctx.engine, name)
+            if desired.fair_sharing == cohort.status.fair_sharing:
+                continue
+            patch = msgspec.json.encode(
+                {"status": {"fairSharing": msgspec.to_builtins(desired.fair_sharing)}}
+            )
+            ctx.write(
+                MergePatch(
+                    "cohort-status",
+                    COHORTS,
+                    None,
+                    name,
+                    patch,
+                    subresource="status",
+                    on_done=self._cohort_written,
+                )
+            )
+
+    def _cohort_written(self, done: WriteDone) -> None:
+        if done.ok and done.body is not None:
+            written = msgspec.json.decode(done.body, type=Cohort)
+            self.ctx.store.cohorts[written.metadata.name] = written
+        elif done.error is not None:
+            self.ctx.dirty.queue_status = True
+            self.ctx.write_failed(done, expected=EXPECTED_MISSES)
 
     def _cq_written(self, done: WriteDone) -> None:
         if done.ok and done.body is not None:

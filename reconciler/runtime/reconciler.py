@@ -109,6 +109,7 @@ class Reconciler(ReconcilerViews):
             metrics=metrics or Metrics(),
             integrations=integrations,
         )
+        self.ctx.engine.scheduler.fair_sharing = config.fair_sharing_strategies
         self.workload_sync = Workloads(self.ctx)
         own_namespace = namespace or config.namespace or DEFAULT_NAMESPACE
         # One Jobs concern per integration, by kind (a kind's jobs never meet another's).
@@ -310,6 +311,8 @@ class Reconciler(ReconcilerViews):
     def _on_cohort(self, key: Key, cohort: Cohort | None) -> None:
         ctx, name = self.ctx, key[1]
         ctx.dirty.queue_status = True
+        if ctx.store.put_cohort(name, cohort):
+            return  # only its status changed (our own write): the tree is as it was
         reason = feed_cohort(ctx.engine, name, cohort)
         if reason is not None:
             # Its ClusterQueues keep serving; the cohort lends nothing of its own meanwhile.

@@ -19,6 +19,7 @@ from reconciler.core.status import condition
 from reconciler.kube import Informer
 from reconciler.observability.metrics import (
     ClusterQueueSample,
+    CohortSample,
     DeviceClassSample,
     LocalQueueSample,
     StateSnapshot,
@@ -96,7 +97,23 @@ def _cluster_queue(reconciler: Reconciler, name: str, finished: int) -> ClusterQ
         cohort=(model.cohort or "") if model is not None else "",
         borrowing_limit=borrowing,
         lending_limit=lending,
+        weighted_share=_cq_share(reconciler, name),
     )
+
+
+def _cq_share(reconciler: Reconciler, name: str) -> float | None:
+    core = reconciler.core
+    if not core.fair_sharing:
+        return None
+    share = core.share("cq", name).precise()
+    return math.nan if share == math.inf else share  # Kueue's gauge shows NaN there
+
+
+def _cohort_samples(reconciler: Reconciler) -> list[CohortSample]:
+    core = reconciler.core
+    if not core.fair_sharing:
+        return []
+    return [CohortSample(name, core.share("cohort", name).precise()) for name in core.cohort_names()]
 
 
 def watch_samples(informers: Sequence[Informer[Any]]) -> list[WatchSample]:
@@ -124,7 +141,12 @@ def state_snapshot(
         _waiting, admitted = reconciler.core.local_queue_members(namespace, name)
         local_queues.append(LocalQueueSample(namespace, name, active, inadmissible, len(admitted)))
     return StateSnapshot(
-        cluster_queues, local_queues, watch_samples(informers), inbox_depth, device_class_samples(reconciler)
+        cluster_queues,
+        local_queues,
+        watch_samples(informers),
+        inbox_depth,
+        device_class_samples(reconciler),
+        _cohort_samples(reconciler),
     )
 
 

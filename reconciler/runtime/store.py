@@ -14,6 +14,7 @@ from typing import Any
 
 from reconciler.api import (
     ClusterQueue,
+    Cohort,
     Job,
     LocalQueue,
     PriorityClass,
@@ -52,12 +53,21 @@ class Store:
     workloads: dict[Key, Workload] = field(default_factory=dict)
     templates: dict[Key, ResourceClaimTemplate] = field(default_factory=dict)
     cluster_queues: dict[str, ClusterQueue] = field(default_factory=dict)
+    cohorts: dict[str, Cohort] = field(default_factory=dict)
     local_queues: dict[Key, LocalQueue] = field(default_factory=dict)
     workload_priority_classes: dict[str, WorkloadPriorityClass] = field(default_factory=dict)
     priority_classes: dict[str, PriorityClass] = field(default_factory=dict)
     # Job -> (its UID, its Workload's key); Workload key -> its owning job.
     _workload_of: dict[JobRef, tuple[str, Key]] = field(default_factory=dict)
     _job_of: dict[Key, JobRef] = field(default_factory=dict)
+
+    def put_cohort(self, name: str, cohort: Cohort | None) -> bool:
+        """Keep (or forget) a Cohort object; True when only its status changed."""
+        previous = self.cohorts.pop(name, None)
+        if cohort is None:
+            return False
+        self.cohorts[name] = cohort
+        return previous is not None and previous.spec == cohort.spec
 
     @property
     def jobs(self) -> dict[Key, Job]:

@@ -4,11 +4,13 @@ from __future__ import annotations
 
 from collections.abc import Container, Sequence
 from dataclasses import dataclass, field
+from fractions import Fraction
 
 from reconciler.api import (
     BorrowWithinCohort,
     ClusterQueue,
     ClusterQueuePreemption,
+    FairSharing,
     FlavorFungibility,
     LabelSelector,
     ResourceGroup,
@@ -24,6 +26,7 @@ __all__ = [
     "active_condition",
     "compile_cluster_queue",
     "compile_resource_groups",
+    "fair_weight",
 ]
 
 
@@ -69,6 +72,8 @@ class ClusterQueueModel:
     borrow_within_cohort: bool = False
     max_priority_threshold: int | None = None
     terminating: bool = False  # being deleted: admits nothing new while its workloads finish
+    # spec.fairSharing.weight (1 when not given; 0 makes any borrowing the largest share).
+    fair_weight: Fraction = Fraction(1)
     group_of: dict[str, int] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
@@ -188,7 +193,33 @@ def compile_cluster_queue(cq: ClusterQueue) -> ClusterQueueModel:
         borrow_within_cohort=borrow.policy != "Never",
         max_priority_threshold=borrow.max_priority_threshold,
         terminating=bool(cq.metadata.deletion_timestamp),
+        fair_weight=fair_weight(cq.spec.fair_sharing),
     )
+
+
+_MIN_WEIGHT = Fraction(1, 10**9)
+
+
+def fair_weight(fair_sharing: FairSharing | None) -> Fraction:
+    """spec.fairSharing.weight, exactly; 1 when not given. Refuses (naming the field) what Kueue's
+    webhook refuses: a negative weight, or one above 0 but not above 10^-9."""
+    if fair_sharing is None or fair_sharing.weight is None:
+        return Fraction(1)
+    where = "spec.fairSharing.weight"
+    raw = fair_sharing.weight
+    try:
+        weight = parse_quantity(str(raw) if isinstance(raw, float) else raw)
+    except QuantityError as err:
+        raise InvalidClusterQueueError(f"{where}: {err}") from None
+    if weight < 0:
+        raise InvalidClusterQueueError(
+            f'{where}: Invalid value: "{raw}": must be greater than or equal to 0; give 0 or more'
+        )
+    if 0 < weight <= _MIN_WEIGHT:
+        raise InvalidClusterQueueError(
+            f'{where}: Invalid value: "{raw}": When not 0, weight must be > 10e-9; give 0 or a larger weight'
+        )
+    return weight
 
 
 def _amount(where: str, resource: str, value: str | int) -> int:

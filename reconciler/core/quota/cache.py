@@ -63,6 +63,8 @@ class QuotaCache:
     _tree_memo: dict[tuple[str, FlavorResource, int], tuple[int, int, int]] = field(default_factory=dict)
     _tree_memo_at: tuple[int, int] = (-1, -1)
     _shape: int = 0
+    _shape_memo: dict[object, object] = field(default_factory=dict)
+    _shape_memo_at: int = -1
 
     @property
     def capacity(self) -> CohortTree:
@@ -71,6 +73,9 @@ class QuotaCache:
         if at != self._tree_memo_at:
             self._tree_memo.clear()
             self._tree_memo_at = at
+        if self._shape != self._shape_memo_at:
+            self._shape_memo.clear()
+            self._shape_memo_at = self._shape
         return CohortTree(
             self.ledger,
             self.cluster_queues,
@@ -78,6 +83,7 @@ class QuotaCache:
             self.cohort_models,
             self.child_cohorts,
             self._tree_memo,
+            self._shape_memo,
         )
 
     @property

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Iterator, Mapping, Set
 from dataclasses import dataclass, field
+from fractions import Fraction
 from typing import Protocol
 
 from ..model.clusterqueues import ClusterQueueModel, FlavorQuota, ResourceGroupModel
@@ -66,6 +67,8 @@ class CohortModel:
     name: str
     parent: str | None = None
     groups: list[ResourceGroupModel] = field(default_factory=list)
+    # spec.fairSharing.weight (1 when not given).
+    fair_weight: Fraction = Fraction(1)
 
     def quota(self, flavor: str, resource: str) -> FlavorQuota | None:
         for group in self.groups:
@@ -103,6 +106,9 @@ class CohortTree:
     # Cohorts' (subtree quota, usage, local quota) by (cohort, fr, ledger generation): usage
     # moves the generation on; the owner clears it when the tree's shape changes.
     memo: dict[tuple[str, FlavorResource, int], tuple[int, int, int]] = field(default_factory=dict)
+    # What depends on the tree's quotas alone (not on usage), for its owner to clear on a change
+    # of shape: fair sharing's lendable amounts and flavor-resources per node.
+    shape_memo: dict[object, object] = field(default_factory=dict)
 
     # --- structure ----------------------------------------------------------------------
 

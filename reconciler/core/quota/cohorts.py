@@ -7,7 +7,7 @@ from collections.abc import Sequence
 
 from reconciler.api import Cohort
 
-from ..model.clusterqueues import compile_resource_groups
+from ..model.clusterqueues import compile_resource_groups, fair_weight
 from .capacity import CohortModel, CohortTree
 
 __all__ = ["HAS_CYCLE", "cohort_cycle", "compile_cohort", "cycle_message"]
@@ -23,7 +23,7 @@ def compile_cohort(cohort: Cohort) -> CohortModel:
     groups = compile_resource_groups(
         cohort.spec.resource_groups, "parentName", parent is not None, is_cohort=True
     )
-    return CohortModel(cohort.metadata.name, parent, groups)
+    return CohortModel(cohort.metadata.name, parent, groups, fair_weight(cohort.spec.fair_sharing))
 
 
 def cohort_cycle(tree: CohortTree, cluster_queue: str) -> list[str] | None:

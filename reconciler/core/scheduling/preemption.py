@@ -26,7 +26,7 @@ restored before returning.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
 from reconciler.api import ResourceFlavor
@@ -40,18 +40,25 @@ from ..quota.ledger import Charge, FlavorResource
 
 __all__ = [
     "IN_CLUSTER_QUEUE",
+    "IN_COHORT_FAIR_SHARING",
     "IN_COHORT_RECLAIM_WHILE_BORROWING",
     "IN_COHORT_RECLAMATION",
     "Target",
+    "candidate_order",
+    "policy_allows",
     "preemption_message",
+    "preemption_needs",
     "preemption_targets",
+    "preemptor_requests",
 ]
 
 WorkloadKey = tuple[str, str]
 IN_CLUSTER_QUEUE = "InClusterQueue"
 IN_COHORT_RECLAMATION = "InCohortReclamation"
 IN_COHORT_RECLAIM_WHILE_BORROWING = "InCohortReclaimWhileBorrowing"
+IN_COHORT_FAIR_SHARING = "InCohortFairSharing"
 _REASON_TEXT = {
+    IN_COHORT_FAIR_SHARING: "Fair Sharing within the cohort",
     IN_CLUSTER_QUEUE: "prioritization in the ClusterQueue",
     IN_COHORT_RECLAMATION: "reclamation within the cohort",
     IN_COHORT_RECLAIM_WHILE_BORROWING: "reclamation within the cohort while borrowing",
@@ -98,7 +105,7 @@ def preemption_message(preemptor_uid: str, job_uid: str, reason: str, preemptor_
     )
 
 
-def _policy_allows(policy: str, preemptor: WorkloadInfo, candidate: WorkloadInfo) -> bool:
+def policy_allows(policy: str, preemptor: WorkloadInfo, candidate: WorkloadInfo) -> bool:
     if policy == "LowerPriority":
         return candidate.priority < preemptor.priority
     if policy == "LowerOrNewerEqualPriority":
@@ -164,6 +171,13 @@ def _requests(
     return usage
 
 
+def preemptor_requests(
+    preemptor: WorkloadInfo, model: ClusterQueueModel, cache: QuotaCache, sizes: DeviceSizes | None = None
+) -> dict[FlavorResource, int]:
+    """The flavor-resources the workload would use with nothing in its way (empty when none)."""
+    return _requests(preemptor, model, cache.flavors, cache.capacity, sizes) or {}
+
+
 def _uses(cache: QuotaCache, key: WorkloadKey, needed: set[FlavorResource]) -> bool:
     charge = cache.ledger.charge_of(key)
     return charge is not None and any(charge.usage.get(fr, 0) for fr in needed)
@@ -181,7 +195,7 @@ def _classify(
     if candidate is None:
         return None
     policy = model.within_cluster_queue if cq == model.name else model.reclaim_within_cohort
-    if not _policy_allows(policy, preemptor, candidate):
+    if not policy_allows(policy, preemptor, candidate):
         return None
     if cq == model.name:
         return _WITHIN_CQ
@@ -251,32 +265,13 @@ def preemption_targets(
     """The workloads to evict so that `preemptor` fits in `model`; empty when no set would do
     (`sizes`: the device inventory, for charges the flavor decides)."""
     tree = cache.capacity
-    requests = _requests(preemptor, model, flavors, tree, sizes)
-    if not requests:
+    needs = preemption_needs(preemptor, model, cache, sizes)
+    if needs is None:
         return []
-    needed = {
-        fr
-        for fr, amount in requests.items()
-        if amount > tree.limits(model, fr, model.nominal(*fr), tree.used(model.name, fr))[1]
-    }
-    if not needed:
-        return []
-    # Kueue's flavor assigner tries preemption only where it could help this queue.
-    for fr in needed:
-        if not (
-            model.nominal(*fr) >= requests[fr]
-            or tree.borrow_level(model, fr, requests[fr])[1]
-            or model.borrow_within_cohort
-        ):
-            return []
+    requests, needed = needs
     same, claim, by_priority = _collect(cache, tree, preemptor, model, needed, requests)
-
-    def order(c: _Candidate) -> tuple[bool, int, tuple[int, ...], int, str]:
-        info = cache.workloads[c.key]
-        at, seq = cache.admitted_at.get(c.key, ("", 0))
-        return (c.cluster_queue == model.name, info.priority, _invert(at), -seq, info.uid)
-
-    lists = [sorted(part, key=order) for part in (claim, by_priority, same)]
+    order = candidate_order(cache, model.name)
+    lists = [sorted(part, key=lambda c: order(c.key)) for part in (claim, by_priority, same)]
     evicting = [c for part in lists for c in part if c.key in cache.evicting]
     rest = [c for part in lists for c in part if c.key not in cache.evicting]
     candidates = evicting + rest
@@ -295,6 +290,51 @@ def preemption_targets(
         if found:
             return found
     return []
+
+
+def preemption_needs(
+    preemptor: WorkloadInfo,
+    model: ClusterQueueModel,
+    cache: QuotaCache,
+    sizes: DeviceSizes | None = None,
+    fair_sharing: bool = False,
+) -> tuple[dict[FlavorResource, int], set[FlavorResource]] | None:
+    """What the workload would use, and the flavor-resources of it that need preemption; None when
+    preemption cannot help (Kueue's flavor assigner tries it only where it could help the queue)."""
+    tree = cache.capacity
+    requests = _requests(preemptor, model, cache.flavors, tree, sizes)
+    if not requests:
+        return None
+    needed = {
+        fr
+        for fr, amount in requests.items()
+        if amount > tree.limits(model, fr, model.nominal(*fr), tree.used(model.name, fr))[1]
+    }
+    if not needed:
+        return None
+    while_borrowing = model.borrow_within_cohort or (fair_sharing and model.reclaim_within_cohort != "Never")
+    for fr in needed:
+        if not (
+            model.nominal(*fr) >= requests[fr]
+            or tree.borrow_level(model, fr, requests[fr])[1]
+            or while_borrowing
+        ):
+            return None
+    return requests, needed
+
+
+def candidate_order(cache: QuotaCache, cluster_queue: str) -> Callable[[WorkloadKey], tuple[object, ...]]:
+    """Kueue's order of preemption candidates for a preemptor of `cluster_queue`: other
+    ClusterQueues' first, lower priority, most recently admitted, then UID."""
+
+    def order(key: WorkloadKey) -> tuple[object, ...]:
+        info = cache.workloads[key]
+        charge = cache.ledger.charge_of(key)
+        at, seq = cache.admitted_at.get(key, ("", 0))
+        same = charge is not None and charge.cluster_queue == cluster_queue
+        return (same, info.priority, _invert(at), -seq, info.uid)
+
+    return order
 
 
 def _attempt(

@@ -9,7 +9,9 @@ message. A pending verdict is reported only when it changed.
 ClusterQueues of one cohort tree compete for the same quota, so they take
 turns as in Kueue's cycle: each offers its head, and the heads that fit
 without borrowing go first, then higher priority, then the older queue-order
-timestamp.
+timestamp. With fair sharing on (Kueue's `fairSharing`), the heads of a cohort tree go in the
+order of Kueue's tournament instead (fair_sharing), and preemption follows the fair-sharing
+strategies (fair_preemption).
 
 Quota released in a cohort wakes every parked head of its tree, as in Kueue;
 a woken head whose no-fit verdict read nothing that moved keeps it without a
@@ -31,9 +33,11 @@ from ..queueing.queues import QueueManager
 from ..quota.cache import QuotaCache
 from ..quota.inventory_admission import InventoryGate
 from ..quota.ledger import Charge
+from .fair_preemption import fair_preemption_targets
+from .fair_sharing import Contender, tournament_winner
 from .flavors import FlavorFit, FlavorNoFit, PodSetFlavors, assign_flavors
 from .kept_verdicts import KeptVerdicts
-from .preemption import Target, preemption_targets
+from .preemption import Target, preemption_targets, preemptor_requests
 
 __all__ = ["REASON_INADMISSIBLE", "REASON_PENDING", "Admit", "Decision", "Pending", "Preempt", "Scheduler"]
 
@@ -93,6 +97,9 @@ class Scheduler:
     # The device inventory (Report or Enforce): sizes allocationMode All and device capacities.
     sizes: DeviceSizes | None = None
 
+    # Cohort fair sharing: its preemption strategies in order; None when it is off.
+    fair_sharing: tuple[str, ...] | None = None
+
     # Quota no-fit verdicts kept across cycles by (ClusterQueue, shape), with what they read.
     # None: every woken head is evaluated afresh (the reference the kept verdicts are tested against).
     kept: KeptVerdicts | None = field(default_factory=KeptVerdicts)
@@ -134,9 +141,52 @@ class Scheduler:
                     pass
             else:
                 by_root.setdefault(root, []).append(one)
-        for passes in by_root.values():
-            self._schedule_cohort(passes)
+        for root, passes in by_root.items():
+            if self.fair_sharing is None or root is None:
+                self._schedule_cohort(passes)
+            else:
+                self._schedule_fair(root, passes)
         return decisions
+
+    def _schedule_fair(self, root: str, passes: list[_QueuePass]) -> None:
+        """Fair sharing's cycle over a cohort tree: in each round every ClusterQueue offers its
+        head, and the heads go one by one in the order of Kueue's tournament, played again after
+        each (see fair_sharing)."""
+        live = list(passes)
+        while live:
+            heads: dict[str, tuple[_QueuePass, _Head]] = {}
+            for one in live:
+                head = one.peek()
+                if head is not None:
+                    heads[one.model.name] = (one, head)
+            live = []
+            # What each head would add is fixed for the round (Kueue assigns flavors once a cycle).
+            contenders = {name: self._contender(one, head) for name, (one, head) in heads.items()}
+            while heads:
+                if len(heads) == 1 or not any(c.contends for c in contenders.values()):
+                    # Heads that neither fit nor preempt change nothing: their order is moot.
+                    name = next(iter(heads))
+                else:
+                    winner = tournament_winner(passes[0].cache.capacity, root, contenders)
+                    name = next(iter(heads)) if winner is None else winner.cluster_queue
+                one, head = heads.pop(name)
+                del contenders[name]
+                if one.step(head):
+                    live.append(one)
+
+    def _contender(self, one: _QueuePass, head: _Head) -> Contender:
+        """The head as the tournament sees it: what its flavors would add (for one that waits for
+        quota its queue may preempt for, what it would use once preemption made room; Kueue's
+        no-fit assignments add nothing)."""
+        info = one.queues.workloads[head.candidate.key]
+        contends = True
+        if isinstance(head.fit, FlavorFit):
+            usage = head.fit.usage
+        elif head.fit is not None and head.fit.waiting_for_quota and _may_preempt(one.model):
+            usage = preemptor_requests(info, one.model, one.cache, self.sizes)
+        else:
+            usage, contends = {}, False
+        return Contender(one.model.name, usage, info.priority, info.created, contends=contends)
 
     def _schedule_cohort(self, passes: list[_QueuePass]) -> None:
         """Kueue's cycle over a cohort: each ClusterQueue offers its head; heads that fit without
@@ -299,7 +349,10 @@ class _QueuePass:
         pending = Pending(key, REASON_PENDING, result.message, model.name)
         group = info.shape
         if result.waiting_for_quota and _may_preempt(model):
-            targets = preemption_targets(info, model, cache, cache.flavors, scheduler.sizes)
+            if scheduler.fair_sharing is not None:
+                targets = fair_preemption_targets(info, model, cache, scheduler.fair_sharing, scheduler.sizes)
+            else:
+                targets = preemption_targets(info, model, cache, cache.flavors, scheduler.sizes)
             victims = {t.key for t in targets}
             if targets and not victims & self.claimed:
                 self.claimed |= victims
