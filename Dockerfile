@@ -1,8 +1,8 @@
 # syntax=docker/dockerfile:1
 # The controller image: `docker build -t REGISTRY/dra-quota-reconciler:0.1.0 .`
 #
-# Stage 1 builds the project's wheel; stage 2 installs it with its
-# dependencies into a virtual environment; the final stage copies only that
+# Stage 1 builds the project's wheel; stage 2 installs its locked
+# dependencies and the wheel into a virtual environment; the final stage copies only that
 # environment onto a slim Python. It runs as a numeric non-root user and never
 # writes to its root filesystem (bytecode is compiled at build time), so it
 # works with readOnlyRootFilesystem: true.
@@ -26,9 +26,13 @@ RUN python -m pip wheel . --no-deps --wheel-dir /wheels
 
 FROM ${PYTHON_IMAGE} AS venv
 ENV PIP_NO_CACHE_DIR=1 PIP_DISABLE_PIP_VERSION_CHECK=1
+# The dependencies exactly as locked (requirements.lock, with hashes; refreshed by e2e/lock.sh),
+# then the project's wheel without resolving anything again.
+COPY requirements.lock /tmp/requirements.lock
 COPY --from=builder /wheels /wheels
 RUN python -m venv /opt/venv \
- && /opt/venv/bin/pip install --no-compile /wheels/*.whl \
+ && /opt/venv/bin/pip install --no-compile --require-hashes -r /tmp/requirements.lock \
+ && /opt/venv/bin/pip install --no-compile --no-deps /wheels/*.whl \
  && /opt/venv/bin/pip uninstall --yes pip setuptools \
  && python -m compileall -q -j 0 --invalidation-mode unchecked-hash /opt/venv
 

@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # README's set-up, done only where it is missing, so e2e/walkthrough.sh and e2e/test.sh
 # work on a fresh machine (Python >= 3.11 and Go >= 1.26) and cost ~2 s once done:
-#   1. python3 -m venv .venv && .venv/bin/pip install -e '.[dev]'
-#      (again whenever pyproject.toml changed: a stamp in .venv holds its hash);
+#   1. python3 -m venv .venv, then the locked dev dependencies (pip install --require-hashes -r
+#      requirements-dev.lock; refreshed by e2e/lock.sh) and the project (pip install --no-deps -e .);
+#      again whenever pyproject.toml or the lock changed: a stamp in .venv holds their hash;
 #   2. e2e/build-binaries.sh (it reuses whatever its cache already holds);
 #   3. with --image: e2e/build-image.sh --base-only: Docker (Debian's docker.io, dockerd
 #      started when none answers) and the base image for the controller image (debootstrap,
@@ -29,21 +30,22 @@ part_done() {
 }
 
 stamp=.venv/.dra-quota-setup
-wanted="$(sha256sum pyproject.toml | cut -d' ' -f1) $(pwd)"
+wanted="$(cat pyproject.toml requirements-dev.lock | sha256sum | cut -d' ' -f1) $(pwd)"
 if [[ ! -x .venv/bin/python ]]; then
   command -v python3 >/dev/null || { log "python3 is not installed; install Python >= 3.11"; exit 1; }
   log "creating .venv with $(python3 --version)"
   python3 -m venv .venv
 fi
 if [[ ! -f "$stamp" || "$(cat "$stamp")" != "$wanted" ]]; then
-  log "installing the project and its dev dependencies into .venv (pip install -e '.[dev]')"
-  .venv/bin/pip install --quiet --upgrade pip
-  .venv/bin/pip install --quiet -e '.[dev]'
+  log "installing the locked dev dependencies (requirements-dev.lock) and the project into .venv"
+  .venv/bin/pip install --quiet --disable-pip-version-check --require-hashes -r requirements-dev.lock
+  # the project itself, built with the locked setuptools (no build environment from the index)
+  .venv/bin/pip install --quiet --disable-pip-version-check --no-deps --no-build-isolation -e .
   printf '%s\n' "$wanted" > "$stamp"
 else
-  log ".venv is up to date with pyproject.toml"
+  log ".venv is up to date with pyproject.toml and requirements-dev.lock"
 fi
-part_done "venv (pip install -e '.[dev]')"
+part_done "venv (requirements-dev.lock, pip install -e .)"
 binaries_args=()
 with_image=0
 for arg in "$@"; do

@@ -6,8 +6,8 @@ checks the Dockerfile runs the same commands); then the installed `reconciler`
 runs from that venv made read-only, as the image's user 65532 when the tests
 run as root (root ignores file modes), with PYTHONDONTWRITEBYTECODE=1 and a HOME
 that does not exist. Nothing may be written and every module must come
-precompiled. Dependencies come from the package index (pip's cache makes a
-repeat run quick).
+precompiled. Dependencies are installed from requirements.lock as the image's
+(from the package index; pip's cache makes a repeat run quick).
 """
 
 from __future__ import annotations
@@ -24,7 +24,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.support.deploy_files import BUILD_WHEEL, COMPILE_VENV, INSTALL_WHEEL
+from tests.support.deploy_files import BUILD_WHEEL, COMPILE_VENV, INSTALL_LOCKED, INSTALL_WHEEL
 
 pytestmark = pytest.mark.timeout(600)
 
@@ -70,7 +70,7 @@ def venv(image_root: Path) -> Path:
     shutil.copytree(ROOT / "reconciler", context / "reconciler", ignore=shutil.ignore_patterns("__pycache__"))
     build = BUILD_WHEEL.replace("python ", f"{sys.executable} ", 1).replace("/wheels", str(wheels))
     _run(build.split(), cwd=context)
-    # Venv stage: a fresh venv, the wheel with its dependencies, pip removed, bytecode compiled.
+    # Venv stage: a fresh venv, the locked dependencies, the wheel, pip removed, bytecode compiled.
     _run([sys.executable, "-m", "venv", str(venv)])
     install = INSTALL_WHEEL.replace("/opt/venv", str(venv)).replace("/wheels/*.whl", "")
     (wheel,) = wheels.glob("*.whl")
@@ -78,7 +78,10 @@ def venv(image_root: Path) -> Path:
     # plugin), and through it pip found the checkout's own metadata and skipped the wheel
     # ("already installed with the same version"), leaving a venv without the package.
     env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
-    installed = _run([*install.split(), str(wheel)], env={**env, "PIP_DISABLE_PIP_VERSION_CHECK": "1"})
+    pip_env = {**env, "PIP_DISABLE_PIP_VERSION_CHECK": "1"}
+    locked = INSTALL_LOCKED.replace("/opt/venv", str(venv)).replace("/tmp/requirements.lock", "")
+    _run([*locked.split(), str(ROOT / "requirements.lock")], env=pip_env)
+    installed = _run([*install.split(), str(wheel)], env=pip_env)
     assert (venv / "bin" / "reconciler").exists(), (
         f"pip installed no entry point from {wheel.name} ({wheel.stat().st_size} bytes):\n"
         f"{installed.stdout}\n{installed.stderr}"

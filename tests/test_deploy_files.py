@@ -18,7 +18,7 @@ from typing import Any
 import pytest
 import yaml
 
-from tests.support.deploy_files import BUILD_WHEEL, COMPILE_VENV, CONTRACT_ARGS, INSTALL_WHEEL
+from tests.support.deploy_files import BUILD_WHEEL, COMPILE_VENV, CONTRACT_ARGS, INSTALL_LOCKED, INSTALL_WHEEL
 
 ROOT = Path(__file__).resolve().parent.parent
 DOCKERFILE = ROOT / "Dockerfile"
@@ -132,6 +132,10 @@ def test_multi_stage_build_installs_the_wheel_into_a_venv(
     assert any(BUILD_WHEEL in run for run in builder.args("RUN"))
     runs = [run for stage in stages[1:-1] for run in stage.args("RUN")]
     assert any(INSTALL_WHEEL in run for run in runs)
+    # The locked dependencies go in before the wheel, which then resolves nothing.
+    (install,) = [run for run in runs if INSTALL_WHEEL in run]
+    assert INSTALL_LOCKED in install
+    assert install.index(INSTALL_LOCKED) < install.index(INSTALL_WHEEL)
     assert any(COMPILE_VENV in run for run in runs)
     # The final stage takes the venv from an earlier stage and nothing from the build context.
     copies = final.args("COPY")
@@ -204,7 +208,7 @@ def test_every_port_the_deployment_serves_is_exposed(dockerfile: tuple[dict[str,
     assert served <= exposed, f"ports the Deployment serves but the image does not EXPOSE: {served - exposed}"
 
 
-def test_dockerignore_sends_only_the_package() -> None:
+def test_dockerignore_sends_only_the_package_and_its_lock() -> None:
     lines = [
         line.strip()
         for line in (ROOT / ".dockerignore").read_text().splitlines()
@@ -212,7 +216,7 @@ def test_dockerignore_sends_only_the_package() -> None:
     ]
     assert lines[0] == "*"
     included = {line[1:].rstrip("/") for line in lines if line.startswith("!")}
-    assert included == {"pyproject.toml", "README.md", "reconciler"}
+    assert included == {"pyproject.toml", "README.md", "requirements.lock", "reconciler"}
     _, stages = parse_dockerfile(DOCKERFILE.read_text())
     sources = {
         part.rstrip("/")
