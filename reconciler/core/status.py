@@ -127,12 +127,12 @@ def admitted_workload_status(
 ) -> WorkloadStatus:
     """The status of an admission; with `pods_ready` the PodsReady clock starts now."""
     conditions = list(previous.conditions)
-    evicted = condition(conditions, EVICTED)
-    if evicted is not None and evicted.status == "True":
-        # Kueue keeps the last eviction visible, marked as past.
-        conditions = set_condition(
-            conditions, EVICTED, "False", "QuotaReserved", f"Previously: {evicted.message}", now, generation
-        )
+    for kind in (EVICTED, PREEMPTED):
+        # Kueue keeps the last eviction and preemption visible, marked as past.
+        active = condition(conditions, kind)
+        if active is not None and active.status == "True":
+            message = f"Previously: {active.message}"
+            conditions = set_condition(conditions, kind, "False", "QuotaReserved", message, now, generation)
     if pods_ready:
         conditions = _waiting_for_start(conditions, now, generation)
     conditions = set_condition(
@@ -327,7 +327,8 @@ def evicted_workload_status(
     if pods_ready:
         conditions = _waiting_for_start(conditions, now, generation)
     if preempted_reason is not None:
-        conditions = set_condition(conditions, PREEMPTED, "True", preempted_reason, message, now, generation)
+        # Without observedGeneration, as Kueue v0.18.1 sets it.
+        conditions = set_condition(conditions, PREEMPTED, "True", preempted_reason, message, now)
     return WorkloadStatus(
         conditions=conditions,
         admission=None,
