@@ -46,6 +46,7 @@ QUOTA_RESERVED = "QuotaReserved"
 ADMITTED = "Admitted"
 REQUEUED = "Requeued"
 EVICTED = "Evicted"
+PREEMPTED = "Preempted"  # the condition, and the Evicted reason of a preemption
 PODS_READY = "PodsReady"
 MAX_CONDITION_MESSAGE = 32 * 1024
 
@@ -126,12 +127,12 @@ def admitted_workload_status(
 ) -> WorkloadStatus:
     """The status of an admission; with `pods_ready` the PodsReady clock starts now."""
     conditions = list(previous.conditions)
-    evicted = condition(conditions, EVICTED)
-    if evicted is not None and evicted.status == "True":
-        # Kueue keeps the last eviction visible, marked as past.
-        conditions = set_condition(
-            conditions, EVICTED, "False", "QuotaReserved", f"Previously: {evicted.message}", now, generation
-        )
+    for kind in (EVICTED, PREEMPTED):
+        # Kueue keeps the last eviction and preemption visible, marked as past.
+        active = condition(conditions, kind)
+        if active is not None and active.status == "True":
+            message = f"Previously: {active.message}"
+            conditions = set_condition(conditions, kind, "False", "QuotaReserved", message, now, generation)
     if pods_ready:
         conditions = _waiting_for_start(conditions, now, generation)
     conditions = set_condition(
@@ -309,10 +310,12 @@ def evicted_workload_status(
     generation: int | None = None,
     pods_ready: bool = False,
     requeued: bool = False,
+    preempted_reason: str | None = None,
 ) -> WorkloadStatus:
     """Evicted and its quota given back in one write: the API never shows it holding quota after.
 
-    `requeued`: Requeued=True (Kueue sets it for a preemption), else False with the eviction's reason."""
+    `requeued`: Requeued=True (Kueue sets it for a preemption), else False with the eviction's reason;
+    `preempted_reason`: a preemption's victim, Preempted=True with this reason (InClusterQueue, ...)."""
     conditions = set_condition(previous.conditions, EVICTED, "True", reason, message, now, generation)
     conditions = set_condition(conditions, QUOTA_RESERVED, "False", "Pending", message, now, generation)
     conditions = set_condition(
@@ -323,6 +326,9 @@ def evicted_workload_status(
     )
     if pods_ready:
         conditions = _waiting_for_start(conditions, now, generation)
+    if preempted_reason is not None:
+        # Without observedGeneration, as Kueue v0.18.1 sets it.
+        conditions = set_condition(conditions, PREEMPTED, "True", preempted_reason, message, now)
     return WorkloadStatus(
         conditions=conditions,
         admission=None,

@@ -11,12 +11,11 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from functools import partial
 
-import msgspec
 import structlog
 
 from reconciler.api import RequeueState, Workload
 from reconciler.core.primitives.priority import priority_class_name
-from reconciler.core.status import evicted_workload_status, resource_requests, set_condition
+from reconciler.core.status import evicted_workload_status, resource_requests
 
 from .actions import WriteDone
 from .context import EXPECTED_MISSES, Context
@@ -63,18 +62,8 @@ class Evictions:
             generation=generation,
             pods_ready=ctx.tracks_pods_ready(key),
             requeued=eviction.requeued,
+            preempted_reason=eviction.preempted_reason,
         )
-        if eviction.preempted_reason is not None:
-            conditions = set_condition(
-                status.conditions,
-                "Preempted",
-                "True",
-                eviction.preempted_reason,
-                eviction.message,
-                now,
-                generation,
-            )
-            status = msgspec.structs.replace(status, conditions=conditions)
         ctx.write(
             workload_status_write(
                 "evict",

@@ -5,16 +5,14 @@ admitted once the quota they held has come back.
 
 from __future__ import annotations
 
-from reconciler.core.model.workloads import JOB_UID_LABEL
-from reconciler.core.scheduling.preemption import cluster_queue_path, preemption_message
+from reconciler.core.scheduling.preemption import victim_message
 from reconciler.core.scheduling.scheduler import Preempt
+from reconciler.core.status import PREEMPTED
 
 from .context import Context
 from .evictions import Eviction, Evictions
 
 __all__ = ["Preemption"]
-
-PREEMPTED = "Preempted"
 
 
 class Preemption:
@@ -29,20 +27,12 @@ class Preemption:
             for target in decision.targets:
                 ctx.engine.eviction_failed(target.key)
             return
-        cache = ctx.engine.cache
-        preemptor_path = cluster_queue_path(cache, decision.cluster_queue)
         for target in decision.targets:
             victim = ctx.store.workloads.get(target.key)
             if victim is None:
                 ctx.engine.eviction_failed(target.key)
                 continue
-            message = preemption_message(
-                preemptor.metadata.uid,
-                preemptor.metadata.labels.get(JOB_UID_LABEL, ""),
-                target.reason,
-                preemptor_path,
-                cluster_queue_path(cache, target.cluster_queue),
-            )
+            message = victim_message(ctx.engine.cache, preemptor, decision.cluster_queue, target)
             eviction = Eviction(
                 PREEMPTED,
                 message,

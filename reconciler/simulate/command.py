@@ -85,11 +85,38 @@ def _column(rows: list[list[str]]) -> str:
     )
 
 
-def _condition_status(obj: dict[str, Any], kind: str) -> str:
+def _condition(obj: dict[str, Any], kind: str) -> dict[str, Any]:
     for c in obj.get("status", {}).get("conditions", []):
         if c.get("type") == kind:
-            return str(c.get("status", ""))
-    return ""
+            return dict(c)
+    return {}
+
+
+def _condition_status(obj: dict[str, Any], kind: str) -> str:
+    return str(_condition(obj, kind).get("status", ""))
+
+
+def _active_reason(obj: dict[str, Any], kind: str) -> str:
+    found = _condition(obj, kind)
+    return str(found.get("reason", "")) if found.get("status") == "True" else ""
+
+
+def _evictions(result: SimulationResult, with_ns: bool) -> list[list[str]]:
+    """Workloads evicted (preempted) during the run and not admitted since: their conditions' reasons."""
+    rows = [(["NAMESPACE"] if with_ns else []) + ["NAME", "EVICTED", "PREEMPTED", "REQUEUED"]]
+    for w in result.workloads:
+        evicted, preempted = _active_reason(w, "Evicted"), _active_reason(w, "Preempted")
+        if evicted or preempted:
+            rows.append(
+                ([w["metadata"].get("namespace", "")] if with_ns else [])
+                + [
+                    f"workload.kueue.x-k8s.io/{w['metadata']['name']}",
+                    evicted,
+                    preempted,
+                    _condition_status(w, "Requeued"),
+                ]
+            )
+    return rows
 
 
 def _table(result: SimulationResult) -> str:
@@ -122,6 +149,9 @@ def _table(result: SimulationResult) -> str:
         )
     if len(cq_rows) > 1:
         parts.append(_column(cq_rows))
+    evicted_rows = _evictions(result, with_ns)
+    if len(evicted_rows) > 1:
+        parts.append(_column(evicted_rows))
     return "\n\n".join(parts) + "\n"
 
 

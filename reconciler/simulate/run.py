@@ -39,12 +39,16 @@ from reconciler.core.primitives.priority import MissingPriorityClass, resolve_pr
 from reconciler.core.primitives.quantity import QuantityError
 from reconciler.core.quota.inventory_admission import InventoryGate
 from reconciler.core.quota.inventory_report import DEVICES_COVER_QUOTA, devices_cover_quota
+from reconciler.core.scheduling.preemption import victim_message
 from reconciler.core.scheduling.scheduler import Admit, Decision, Pending, Preempt
 from reconciler.core.status import (
+    PREEMPTED,
     admitted_workload_status,
     cluster_queue_status,
     condition,
+    evicted_workload_status,
     pending_workload_status,
+    resource_requests,
     set_condition,
 )
 from reconciler.feed import WorkloadSources, compile_for, inventory_index
@@ -196,24 +200,76 @@ def prepare(
     return prepared
 
 
-def _admit_in_turn(prepared: Prepared) -> dict[Key, Decision]:
-    """Each waiting workload arrives, then a cycle runs; the last decision for each workload."""
+@dataclass(frozen=True, slots=True)
+class Preempted:
+    """One preemption of a workload: the message and reason of its victim's conditions."""
+
+    message: str
+    reason: str
+
+
+# What happened to a workload during the run, in order: admitted, left pending, preempted.
+Step = Admit | Pending | Preempted
+
+
+def _record(trails: dict[Key, list[Step]], key: Key, step: Step) -> None:
+    trail = trails.setdefault(key, [])
+    if isinstance(step, Pending) and trail and isinstance(trail[-1], Pending):
+        trail[-1] = step  # verdicts in a row: each replaces the one before in the API
+    else:
+        trail.append(step)
+
+
+def _admit_in_turn(prepared: Prepared) -> dict[Key, list[Step]]:
+    """Each waiting workload arrives, then a cycle runs; what each workload went through."""
     engine = prepared.collected.engine
-    last: dict[Key, Decision] = {}
+    trails: dict[Key, list[Step]] = {}
     for info in prepared.waiting:
         engine.add_workload(info)
-        decisions = engine.schedule()
+        decisions: list[Decision] = engine.schedule()
         while decisions:
             preempts = [d for d in decisions if isinstance(d, Preempt)]
             for decision in decisions:
                 if not isinstance(decision, Preempt):
-                    last[decision.key] = decision
+                    _record(trails, decision.key, decision)
             # Offline, an eviction lands at once: the victims go back to their queues.
             for preempt in preempts:
+                preemptor = prepared.workloads[preempt.key]
                 for target in preempt.targets:
+                    message = victim_message(engine.cache, preemptor, preempt.cluster_queue, target)
+                    _record(trails, target.key, Preempted(message, target.reason))
                     engine.release(target.key)
             decisions = engine.schedule() if preempts else []
-    return last
+    return trails
+
+
+def _final_status(workload: Workload, info: WorkloadInfo, trail: Sequence[Step], now: str) -> WorkloadStatus:
+    """The workload's status after its steps, each written as the controller writes it."""
+    status, generation = workload.status, workload.metadata.generation or None
+    annotations = workload.metadata.annotations
+    for step in trail:
+        if isinstance(step, Admit):
+            status = admitted_workload_status(status, step, now, generation)
+        elif isinstance(step, Pending):
+            status = pending_workload_status(status, info, step, now, generation)
+        else:
+            status = evicted_workload_status(
+                status,
+                reason=PREEMPTED,
+                message=step.message,
+                requeue_state=status.requeue_state,
+                requests=resource_requests(info),
+                now=now,
+                generation=generation,
+                requeued=True,
+                preempted_reason=step.reason,
+            )
+        if isinstance(step, Admit) and step.charged:
+            # As the controller records it: what the charges the flavors decided came to.
+            annotations[DEVICE_CHARGES_ANNOTATION] = "; ".join(step.charged)
+        elif not isinstance(step, Preempted):
+            annotations.pop(DEVICE_CHARGES_ANNOTATION, None)
+    return status
 
 
 def simulate(
@@ -231,18 +287,9 @@ def simulate(
     prepared = prepare(objects, mappings, inventory_mode, requeuing_timestamp, capacities, frameworks)
     collected, engine, inventory = prepared.collected, prepared.collected.engine, prepared.inventory
     result = SimulationResult(warnings=collected.warnings)
-    last = _admit_in_turn(prepared)
+    trails = _admit_in_turn(prepared)
     for key, workload in prepared.workloads.items():
-        outcome = last.get(key)
-        status: WorkloadStatus = workload.status
-        if isinstance(outcome, Admit):
-            status = admitted_workload_status(status, outcome, now)
-            if outcome.charged:
-                # As the controller records it: what the charges the flavors decided came to.
-                workload.metadata.annotations[DEVICE_CHARGES_ANNOTATION] = "; ".join(outcome.charged)
-        elif isinstance(outcome, Pending):
-            status = pending_workload_status(status, prepared.infos[key], outcome, now)
-        workload.status = status
+        workload.status = _final_status(workload, prepared.infos[key], trails.get(key, ()), now)
         result.workloads.append(_api_dict(workload, WORKLOAD_API, "Workload"))
     for cq, body in collected.cluster_queues:
         status_obj = cluster_queue_status(engine, cq.metadata.name, cq.status, now)

@@ -29,10 +29,10 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
-from reconciler.api import ResourceFlavor
+from reconciler.api import ResourceFlavor, Workload
 
 from ..model.clusterqueues import ClusterQueueModel
-from ..model.workloads import DeviceSizes, WorkloadInfo
+from ..model.workloads import JOB_UID_LABEL, DeviceSizes, WorkloadInfo
 from ..primitives.selectors import first_untolerated_taint, flavor_matches_pod_spec
 from ..quota.cache import QuotaCache
 from ..quota.capacity import CohortTree
@@ -50,6 +50,7 @@ __all__ = [
     "preemption_needs",
     "preemption_targets",
     "preemptor_requests",
+    "victim_message",
 ]
 
 WorkloadKey = tuple[str, str]
@@ -102,6 +103,18 @@ def preemption_message(preemptor_uid: str, job_uid: str, reason: str, preemptor_
         f"Preempted to accommodate a workload (UID: {preemptor_uid or 'UNKNOWN'}, "
         f"JobUID: {job_uid or 'UNKNOWN'}) due to {_REASON_TEXT.get(reason, 'UNKNOWN')}; "
         f"preemptor path: {preemptor_path}; preemptee path: {path}"
+    )
+
+
+def victim_message(cache: QuotaCache, preemptor: Workload, cluster_queue: str, target: Target) -> str:
+    """The message of one preemption (its victim's Evicted, Preempted and Requeued conditions, its
+    Events): the preemptor (admitted to `cluster_queue`) by its UIDs, both ClusterQueues by path."""
+    return preemption_message(
+        preemptor.metadata.uid,
+        preemptor.metadata.labels.get(JOB_UID_LABEL, ""),
+        target.reason,
+        cluster_queue_path(cache, cluster_queue),
+        cluster_queue_path(cache, target.cluster_queue),
     )
 
 
