@@ -150,6 +150,31 @@ def test_strict_fifo_blocks_behind_the_head() -> None:
     assert isinstance(got["small"], Pending)
 
 
+def test_a_strict_fifo_head_that_no_flavor_can_ever_hold_blocks_the_queue_too() -> None:
+    """Kueue requeues a StrictFIFO head at once whatever kept it out, so a request above every
+    flavor's quota (not only one waiting for quota in use) keeps the newer ones out."""
+    state = state_with(("f", {GPU: 2}), strategy="StrictFIFO")
+    state.add_workload(info("huge", created="2026-01-01T00:00:01Z", requests={GPU: "3"}))
+    state.add_workload(info("small", created="2026-01-01T00:00:02Z", requests={GPU: "1"}))
+    got = decisions_by_name(state.schedule())
+    assert isinstance(got["huge"], Pending)
+    assert "small" not in got
+    assert state.ledger.used("cq", ("f", GPU)) == 0
+    # Once the head is gone, the one behind it is admitted.
+    state.remove_workload(("ns", "huge"))
+    assert isinstance(decisions_by_name(state.schedule())["small"], Admit)
+
+
+def test_a_blocking_strict_fifo_head_that_is_deleted_lets_the_next_one_in() -> None:
+    state = state_with(("f", {GPU: 2}), strategy="StrictFIFO")
+    state.add_workload(info("first", created="2026-01-01T00:00:01Z", requests={GPU: "1"}))
+    state.add_workload(info("big", created="2026-01-01T00:00:02Z", requests={GPU: "2"}))
+    state.add_workload(info("small", created="2026-01-01T00:00:03Z", requests={GPU: "1"}))
+    assert "small" not in decisions_by_name(state.schedule())
+    state.remove_workload(("ns", "big"))  # deleted while waiting: no quota comes back
+    assert isinstance(decisions_by_name(state.schedule())["small"], Admit)
+
+
 def test_priority_then_creation_order() -> None:
     state = state_with(("f", {GPU: 1}))
     state.add_workload(info("old", created="2026-01-01T00:00:01Z", requests={GPU: "1"}))

@@ -144,7 +144,7 @@ class Engine:
 
     def remove_workload(self, key: WorkloadKey) -> None:
         """The workload finished or was deleted: forget it and return its quota."""
-        self.queues.remove(key)
+        self.queues.leave(key)
         self.scheduler.forget(key)
         self._release(key)
 

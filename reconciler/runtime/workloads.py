@@ -1,6 +1,7 @@
 """The Workload lifecycle: the core fed with what the API shows. The writes it leads to are
 the parts': the scheduler's verdicts (`workload_verdicts`), the requeue after a backoff
-(`workload_requeue`) and letting go of Workloads whose Job is gone (`workload_orphans`).
+(`workload_requeue`), letting go of Workloads whose Job is gone (`workload_orphans`) and a
+ClusterQueue's stopPolicy: drained, then requeued once it runs again (`workload_stopped`).
 """
 
 from __future__ import annotations
@@ -26,6 +27,7 @@ from .patches import holds_quota, is_true
 from .store import Key
 from .workload_orphans import Orphans
 from .workload_requeue import Requeues
+from .workload_stopped import StoppedQueues
 from .workload_verdicts import Verdicts, seconds_since
 
 __all__ = ["DEVICE_CHARGES_ANNOTATION", "FIRST_AVAILABLE_ANNOTATION", "Workloads", "seconds_since"]
@@ -41,6 +43,7 @@ class Workloads:
         self.verdicts = Verdicts(ctx, unfeed=self._unfeed)
         self.requeues = Requeues(ctx)
         self.orphans = Orphans(ctx, forget=self._forget)
+        self.stopped = StoppedQueues(ctx)
 
     def _unfeed(self, key: Key) -> None:
         self._fed.pop(key, None)
@@ -93,6 +96,7 @@ class Workloads:
         # Whatever follows, the PodsReady tracking looks at this workload again.
         ctx.dirty.pods_ready.add(key)
         if holds_quota(workload):
+            self.stopped.drain(workload)
             self._keep_admitted(key, workload)
             return
         if not workload.spec.active:
@@ -102,7 +106,7 @@ class Workloads:
                 self.requeues.write("reset", workload, {"requeueState": None})
             return
         self._reactivated(workload)
-        if self.requeues.backing_off(key, workload):
+        if self.requeues.backing_off(key, workload) or self.stopped.restarting(key, workload):
             self._hold(key, workload)
             return
         if not self._feed(key, workload):
@@ -213,8 +217,10 @@ class Workloads:
 
     def cluster_queue_changed(self, name: str) -> None:
         """A ClusterQueue's resources may have changed: the firstAvailable choices of the workloads
-        waiting in it are made again; only those whose charge changes are given to the core anew."""
+        waiting in it are made again; only those whose charge changes are given to the core anew.
+        Its stopPolicy may have changed too (`workload_stopped`)."""
         ctx = self.ctx
+        self.stopped.cluster_queue_changed(name)
         local_queues = ctx.engine.queues.local_queues
         for wl_key, info in list(ctx.engine.queues.workloads.items()):
             workload = ctx.store.workloads.get(wl_key)

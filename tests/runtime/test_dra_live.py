@@ -109,19 +109,33 @@ def test_a_new_mapping_makes_a_waiting_workload_admissible_and_leaves_admitted_o
     assert sample(h, "dra_quota_config_info", {"hash": "d2"}) == 1
 
 
+def pending_status(actions: list[Action]) -> tuple[str, list[dict[str, Any]]]:
+    """The one pending write among the actions: its QuotaReserved message and resourceRequests."""
+    assert of(actions, "admit") == []
+    (status,) = of(actions, "workload-status")
+    body = msgspec.json.decode(status.patch)["status"]
+    assert body["admission"] is None
+    return pending_message(actions), body["resourceRequests"]
+
+
 def test_pending_requests_are_recomputed_with_the_new_mapping() -> None:
     h = Harness()
     queues(h, gpus=1)
     template(h, "two", [{"name": "g", "exactly": {"deviceClassName": "gpu.nvidia.com", "count": 2}}])
     h.sync_all()
     _, actions = submit(h, "a", [{"name": "g", "resourceClaimTemplateName": "two"}])
-    assert "insufficient quota for nvidia.com/gpu" in pending_message(actions) or of(
-        actions, "workload-status"
+    # Two devices of gpu.nvidia.com, charged as 2 nvidia.com/gpu against a quota of 1.
+    assert pending_status(actions) == (
+        "couldn't assign flavors to pod set main: insufficient quota for nvidia.com/gpu in flavor t4, "
+        "previously considered podsets requests (0) + current podset request (2) > maximum capacity (1)",
+        [{"name": "main", "resources": {GPU: "2"}}],
     )
+    # The same devices now count as example.com/accel, which the ClusterQueue does not cover.
     actions = reload(h, config_doc({"example.com/accel": ["gpu.nvidia.com"]}))
-    (status,) = of(actions, "workload-status")
-    requests = msgspec.json.decode(status.patch)["status"]["resourceRequests"]
-    assert requests == [{"name": "main", "resources": {"example.com/accel": "2"}}]
+    assert pending_status(actions) == (
+        "couldn't assign flavors to pod set main: resource example.com/accel unavailable in ClusterQueue",
+        [{"name": "main", "resources": {"example.com/accel": "2"}}],
+    )
 
 
 def test_an_invalid_file_is_refused_and_the_running_mappings_kept() -> None:

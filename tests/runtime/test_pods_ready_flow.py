@@ -12,6 +12,8 @@ from reconciler.kube import Conflict
 from reconciler.runtime.actions import Action
 from reconciler.runtime.writer import WriteDone
 from tests.support.builders import job_body
+from tests.support.metrics import scrape
+from tests.support.metrics import value as metric
 from tests.support.pods_ready_harness import (
     T0,
     Clocked,
@@ -148,6 +150,63 @@ def test_ready_pods_stop_the_clock_and_write_pods_ready_started() -> None:
     h.land(ready, wl_a)
     assert h.reconciler.timers.get(("ns", wl_a.metadata.name), "pods-ready") is None
     assert of(h.tick(T0 + 120), "evict") == []
+
+
+def test_a_pod_not_ready_for_longer_than_the_recovery_timeout_evicts_the_workload() -> None:
+    """recoveryTimeout: once all pods were ready, a pod that stops being ready starts a clock of
+    its own (not the start timeout, which has long passed); at its end Kueue's PodsReadyTimeout
+    eviction follows, with WaitForRecovery as the underlying cause."""
+    h = Clocked(wait={"recoveryTimeout": "30s"})
+    queues(h)
+    h.sync_all()
+    job_a, wl_a, _ = admitted_job(h, "a")
+    key = ("ns", wl_a.metadata.name)
+    h.event("MODIFIED", JOBS, started(h, job_a))
+    h.take()
+    h.now = T0 + 10
+    h.event("ADDED", PODS, ready_pod("a"))
+    (ready,) = of(h.take(), "pods-ready")
+    wl_a = h.land(ready, wl_a)
+    h.event("MODIFIED", WORKLOADS, wl_a)
+    h.take()
+    assert h.reconciler.timers.get(key, "pods-ready") is None
+    assert of(h.tick(T0 + 100), "evict") == []  # past the 60 s start timeout, but running
+    # The pod stops being ready at T0 + 100: WaitForRecovery, and a 30 s clock from then.
+    h.event("MODIFIED", PODS, ready_pod("a", ready=False))
+    (recovering,) = of(h.take(), "pods-ready")
+    assert conditions(recovering)["PodsReady"] == (
+        "False",
+        "WaitForRecovery",
+        "At least one pod has failed, waiting for recovery",
+    )
+    wl_a = h.land(recovering, wl_a)
+    h.event("MODIFIED", WORKLOADS, wl_a)
+    h.take()
+    assert h.reconciler.timers.get(key, "pods-ready") == T0 + 130
+    assert of(h.tick(T0 + 129), "evict") == []
+    (evict,) = of(h.tick(T0 + 131), "evict")
+    message = f"Exceeded the PodsReady timeout ns/{wl_a.metadata.name}"
+    got = conditions(evict)
+    assert got["Evicted"] == ("True", "PodsReadyTimeout", message)
+    assert got["QuotaReserved"] == ("False", "Pending", message)
+    assert got["Requeued"] == ("False", "PodsReadyTimeout", message)
+    body = msgspec.json.decode(evict.patch)["status"]
+    assert body["admission"] is None
+    assert body["requeueState"]["count"] == 1
+    h.land(evict, wl_a)
+    actions = h.take()
+    assert ("EvictedDueToPodsReadyTimeout", message) in events(actions)
+    assert of(actions, "job-suspend")
+    assert h.reconciler.core.ledger.used("cq", ("t4", GPU)) == 0
+    labels = {
+        "cluster_queue": "cq",
+        "reason": "PodsReadyTimeout",
+        "priority_class": "",
+        "replica_role": "standalone",
+    }
+    samples = scrape(h.reconciler.metrics)[1]
+    assert metric(samples, "kueue_evicted_workloads_total", **labels, underlying_cause="WaitForRecovery") == 1
+    assert metric(samples, "kueue_evicted_workloads_total", **labels, underlying_cause="WaitForStart") is None
 
 
 def test_the_retry_limit_deactivates_and_then_evicts_with_kueues_reason() -> None:

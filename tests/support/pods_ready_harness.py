@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
 import msgspec
@@ -26,7 +27,8 @@ from tests.support.reconciler_harness import (
 T0 = 1767225600.0  # 2026-01-01T00:00:00Z
 
 
-def config(**strategy: Any) -> Any:
+def config(wait: Mapping[str, Any] | None = None, **strategy: Any) -> Any:
+    """waitForPodsReady with a 60 s timeout; `wait`: its other fields (recoveryTimeout, ...)."""
     return parse_config(
         {
             "apiVersion": "config.kueue.x-k8s.io/v1beta2",
@@ -35,17 +37,21 @@ def config(**strategy: Any) -> Any:
             "waitForPodsReady": {
                 "timeout": "60s",
                 "requeuingStrategy": {"backoffBaseSeconds": 10, **strategy},
+                **(wait or {}),
             },
         }
     )
 
 
 class Clocked(Harness):
-    def __init__(self, **strategy: Any) -> None:
+    def __init__(self, wait: Mapping[str, Any] | None = None, **strategy: Any) -> None:
         super().__init__()
         self.now = T0
         self.reconciler = Reconciler(
-            config(**strategy), self.actions.append, clock=lambda: rfc3339(self.now), wall=lambda: self.now
+            config(wait, **strategy),
+            self.actions.append,
+            clock=lambda: rfc3339(self.now),
+            wall=lambda: self.now,
         )
 
     def tick(self, to: float) -> list[Action]:
@@ -109,8 +115,8 @@ def started(h: Clocked, job: Job) -> Job:
     return result
 
 
-def ready_pod(job_name: str) -> Pod:
-    """A running, ready pod of that Job, as the pod watch delivers it."""
+def ready_pod(job_name: str, ready: bool = True) -> Pod:
+    """A running pod of that Job, ready or not, as the pod watch delivers it."""
     body = {
         "metadata": {
             "name": f"{job_name}-1",
@@ -121,7 +127,7 @@ def ready_pod(job_name: str) -> Pod:
             ],
         },
         "spec": {"nodeName": "n1"},
-        "status": {"phase": "Running", "conditions": [{"type": "Ready", "status": "True"}]},
+        "status": {"phase": "Running", "conditions": [{"type": "Ready", "status": str(ready)}]},
     }
     pod: Pod = decode(body, Pod)
     return pod

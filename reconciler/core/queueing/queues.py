@@ -102,6 +102,15 @@ class QueueManager:
         self._unreported.pop(key, None)
         return self.workloads.pop(key, None)
 
+    def leave(self, key: WorkloadKey) -> WorkloadInfo | None:
+        """A waiting workload leaves the queues for good (finished, deleted, held): a StrictFIFO
+        queue it was blocking as its head is looked at again."""
+        cq_name = self._placement.get(key)
+        queue = self.queues.get(cq_name) if cq_name is not None else None
+        if cq_name is not None and queue is not None and queue.strict_fifo and queue.is_active(key):
+            self._dirty.add(cq_name)
+        return self.remove(key)
+
     def is_held(self, key: WorkloadKey) -> bool:
         return key in self._held
 

@@ -363,7 +363,9 @@ class _QueuePass:
                 cache.evicting |= victims
                 if fresh:
                     out.append(Preempt(key, model.name, fresh))
-        if candidate.group is None and queue.strict_fifo and result.waiting_for_quota:
+        if candidate.group is None and queue.strict_fifo:
+            # Kueue requeues a StrictFIFO head at once whatever kept it out (quota in use, or a
+            # request no flavor can ever hold): it stays the head and blocks the ones behind it.
             scheduler._report(out, pending)
             return False
         scheduler._settle(out, queue, candidate, group, pending)
