@@ -110,6 +110,9 @@ def controller(testbed: Testbed, tmp_path_factory: pytest.TempPathFactory) -> It
     log = tmp_path_factory.mktemp("controller") / "controller.log"
     process = ControllerProcess(ROOT / "examples/walkthrough/00-configuration.yaml", testbed.kubeconfig, log)
     process.start()
+    # Ready before the first test creates anything: a Job created earlier may finish on the
+    # node simulator before the controller's first list sees it (it then never suspends it).
+    process.wait_ready()
     yield process
     code = process.stop()
     assert code == 0, f"the controller did not stop cleanly on SIGTERM (exit {code}):\n{process.log_tail(30)}"

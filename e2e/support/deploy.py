@@ -16,6 +16,9 @@ import os
 import signal
 import subprocess
 import sys
+import time
+import urllib.error
+import urllib.request
 from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
@@ -247,6 +250,26 @@ class ControllerProcess:
             start_new_session=True,
         )
         log.close()
+
+    def wait_ready(self, within: float = 60.0) -> None:
+        """Until /readyz answers 200 (every watch synced, the ledger rebuilt): objects created
+        before then reach the controller only through its first list, after whatever the test-bed
+        did with them meanwhile (a short Job may have run to completion). Fails with the log's
+        tail if the process exits or is not ready in time."""
+        assert self.process is not None
+        deadline = time.monotonic() + within
+        url = f"http://127.0.0.1:{self.health_port}/readyz"
+        while time.monotonic() < deadline:
+            if self.process.poll() is not None:
+                raise AssertionError(f"the controller exited ({self.process.returncode}):\n{self.log_tail()}")
+            try:
+                with urllib.request.urlopen(url, timeout=2) as resp:
+                    if resp.status == 200:
+                        return
+            except (urllib.error.URLError, OSError):
+                pass
+            time.sleep(0.2)
+        raise AssertionError(f"the controller was not ready within {within:.0f}s:\n{self.log_tail()}")
 
     @property
     def pid(self) -> int:
