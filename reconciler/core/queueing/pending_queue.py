@@ -1,10 +1,11 @@
 """One ClusterQueue's pending queue: order, parking of what does not fit, wake-ups.
 
 Order inside a ClusterQueue is Kueue's: higher priority first, then the older
-queue-order timestamp, then UID. With BestEffortFIFO a workload that does not
-fit is parked so the ones behind it can be tried, and parked workloads get
-another chance when quota is released; with StrictFIFO the head blocks the
-queue until it fits.
+queue-order timestamp, then UID. With admission fair sharing the score of the workload's
+LocalQueue comes first (lowest first); `rescore` re-sorts when scores move.
+With BestEffortFIFO a workload that does not fit is parked so the ones behind
+it can be tried, and parked workloads get another chance when quota is released;
+with StrictFIFO the head blocks the queue until it fits.
 
 Parked workloads are grouped by *shape* (everything admission looks at: pod
 sets, requests, node constraints). Workloads of one shape get the same
@@ -16,8 +17,8 @@ shapes, not the number of waiting workloads.
 from __future__ import annotations
 
 import heapq
-from collections.abc import Hashable, Iterator, Set
-from dataclasses import dataclass, field
+from collections.abc import Callable, Hashable, Iterator, Set
+from dataclasses import dataclass, field, replace
 
 __all__ = ["Candidate", "PendingQueue", "QueueEntry"]
 
@@ -26,6 +27,8 @@ WorkloadKey = tuple[str, str]
 
 @dataclass(frozen=True, slots=True, order=True)
 class QueueEntry:
+    # The LocalQueue's admission fair sharing score as a sort key (0 without it).
+    score: float
     neg_priority: int
     timestamp: str
     uid: str
@@ -57,10 +60,10 @@ class PendingQueue:
 
     # --- membership ---------------------------------------------------------------------
 
-    def push(self, key: WorkloadKey, priority: int, timestamp: str, uid: str) -> None:
+    def push(self, key: WorkloadKey, priority: int, timestamp: str, uid: str, score: float = 0.0) -> None:
         """Queue a workload to be evaluated (new, changed or back from eviction)."""
         self.remove(key)
-        entry = QueueEntry(-priority, timestamp, uid, key)
+        entry = QueueEntry(score, -priority, timestamp, uid, key)
         self._live[key] = entry
         heapq.heappush(self._heap, entry)
 
@@ -170,6 +173,23 @@ class PendingQueue:
         """Every waiting workload in queue order (for status and tests)."""
         entries = sorted([*self._live.values(), *(e for _, e in self._parked.values())])
         return [e.key for e in entries]
+
+    def rescore(self, score_of: Callable[[WorkloadKey], float]) -> None:
+        """Scores moved (admission fair sharing): every entry, queued or parked, takes its new one."""
+        live: dict[WorkloadKey, QueueEntry] = {}
+        for key, entry in self._live.items():
+            live[key] = replace(entry, score=score_of(key))
+        self._live = live
+        self._heap = list(live.values())
+        heapq.heapify(self._heap)
+        by_group: dict[Hashable, list[QueueEntry]] = {group_key: [] for group_key in self._groups}
+        for key, (group_key, entry) in list(self._parked.items()):
+            moved = replace(entry, score=score_of(key))
+            self._parked[key] = (group_key, moved)
+            by_group.setdefault(group_key, []).append(moved)
+        for group_key, entries in by_group.items():
+            heapq.heapify(entries)
+            self._groups.setdefault(group_key, _Group()).heap = entries
 
     def _compact(self) -> None:
         for group_key, group in list(self._groups.items()):

@@ -16,16 +16,18 @@ counts. Admitted workloads are not here (see `cache.QuotaCache`).
 from __future__ import annotations
 
 import random
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 
 from ..model.workloads import WorkloadInfo
+from .admission_fair_sharing import AdmissionFairSharing, order_key, to_milli
 from .pending_queue import PendingQueue
 
 __all__ = ["QueueManager", "backoff_seconds"]
 
 WorkloadKey = tuple[str, str]
 LocalQueueKey = tuple[str, str]
+FlavorResource = tuple[str, str]
 
 
 @dataclass
@@ -47,14 +49,77 @@ class QueueManager:
     _dirty: set[str] = field(default_factory=set)
     # Moves on every `retry` (configuration changed): verdicts from before no longer hold.
     epoch: int = 0
+    # Admission fair sharing (the Configuration's admissionFairSharing); None: off.
+    afs: AdmissionFairSharing | None = None
+    # ClusterQueues with admissionMode UsageBasedAdmissionFairSharing (ordered by usage when on).
+    afs_queues: set[str] = field(default_factory=set)
 
     # --- queue objects ------------------------------------------------------------------
 
-    def set_cluster_queue(self, name: str, strict_fifo: bool) -> None:
+    def set_cluster_queue(self, name: str, strict_fifo: bool, fair_admission: bool = False) -> None:
         queue = self.queues.setdefault(name, PendingQueue())
         queue.strict_fifo = strict_fifo
+        was = name in self.afs_queues
+        if fair_admission:
+            self.afs_queues.add(name)
+        else:
+            self.afs_queues.discard(name)
+        if was != fair_admission:
+            self._rescore_queue(name)
         self._retry_unqueueable()
         self.retry([name])
+
+    # --- admission fair sharing -----------------------------------------------------------
+
+    def uses_afs(self, cluster_queue: str) -> bool:
+        """Workloads of this ClusterQueue are ordered by their LocalQueues' usage."""
+        return self.afs is not None and cluster_queue in self.afs_queues
+
+    def afs_score(self, local_queue: LocalQueueKey) -> float | None:
+        """The LocalQueue's score when its ClusterQueue uses admission fair sharing."""
+        cq_name = self.local_queues.get(local_queue)
+        if self.afs is None or cq_name is None or cq_name not in self.afs_queues:
+            return None
+        return self.afs.score(local_queue)
+
+    def entry_penalty(
+        self, info: WorkloadInfo, cluster_queue: str, usage: Mapping[FlavorResource, int]
+    ) -> None:
+        """The scheduler admitted `info` with `usage`: its LocalQueue pays the entry penalty now,
+        and the ClusterQueue's order moves before its next head is taken."""
+        if self.afs is None or cluster_queue not in self.afs_queues:
+            return
+        lq = (info.namespace, info.queue_name)
+        self.afs.admitted(info.key, lq, to_milli(usage))
+        self.rescore(lq)
+
+    def rescore(self, local_queue: LocalQueueKey) -> None:
+        """The LocalQueue's score moved: its ClusterQueue's order is rebuilt (Kueue's rebuild)."""
+        cq_name = self.local_queues.get(local_queue)
+        if cq_name is not None and self.uses_afs(cq_name):
+            self._rescore_queue(cq_name)
+
+    def _rescore_queue(self, cq_name: str) -> None:
+        queue = self.queues.get(cq_name)
+        if queue is None:
+            return
+        scores: dict[LocalQueueKey, float] = {}
+
+        def score_of(key: WorkloadKey) -> float:
+            info = self.workloads.get(key)
+            if info is None:
+                return 0.0
+            lq = (info.namespace, info.queue_name)
+            if lq not in scores:
+                scores[lq] = self._score_key(cq_name, lq)
+            return scores[lq]
+
+        queue.rescore(score_of)
+
+    def _score_key(self, cq_name: str, local_queue: LocalQueueKey) -> float:
+        if self.afs is None or cq_name not in self.afs_queues:
+            return 0.0
+        return order_key(self.afs.score(local_queue))
 
     def delete_cluster_queue(self, name: str) -> None:
         """The ClusterQueue is gone or unusable: its members become unqueueable."""
@@ -67,14 +132,19 @@ class QueueManager:
                 self._unplace(key)
                 self._place(info)
 
-    def set_local_queue(self, namespace: str, name: str, cluster_queue: str) -> None:
-        if self.local_queues.get((namespace, name)) == cluster_queue:
+    def set_local_queue(self, namespace: str, name: str, cluster_queue: str, weight: float = 1.0) -> None:
+        lq = (namespace, name)
+        if self.afs is not None and self.afs.set_weight(lq, weight):
+            self.rescore(lq)
+        if self.local_queues.get(lq) == cluster_queue:
             return  # a status write (often our own): its members stay where they are, parked or not
-        self.local_queues[(namespace, name)] = cluster_queue
-        self._replace_members((namespace, name))
+        self.local_queues[lq] = cluster_queue
+        self._replace_members(lq)
 
     def delete_local_queue(self, namespace: str, name: str) -> None:
         self.local_queues.pop((namespace, name), None)
+        if self.afs is not None:
+            self.afs.forget((namespace, name))
         self._replace_members((namespace, name))
 
     # --- workloads ----------------------------------------------------------------------
@@ -195,7 +265,8 @@ class QueueManager:
         cq_name = self.local_queues[(info.namespace, info.queue_name)]
         self._unreported.pop(key, None)
         self._placement[key] = cq_name
-        self.queues[cq_name].push(key, info.priority, info.created, info.uid)
+        score = self._score_key(cq_name, (info.namespace, info.queue_name))
+        self.queues[cq_name].push(key, info.priority, info.created, info.uid, score)
         self._dirty.add(cq_name)
 
     def _unqueueable_reason(self, info: WorkloadInfo) -> str | None:

@@ -335,6 +335,7 @@ class _QueuePass:
             if isinstance(fit, FlavorFit):
                 queues.remove(key)  # out of its pending queue too
                 cache.admit(info, Charge(model.name, fit.usage))
+                queues.entry_penalty(info, model.name, fit.usage)
                 scheduler._last.pop(key, None)
                 out.append(Admit(key, model.name, fit.pod_sets, fit.considered, fit.charged))
                 return True
