@@ -175,3 +175,79 @@ def test_usage_survives_a_restart_and_the_heavier_user_waits() -> None:
     assert running(c2) == ["a2"]
     finish(c2, "a2")
     assert running(c2) == ["b1"]
+
+
+MEMORY = "example.com/gpu-memory"
+
+
+def memory_cluster(weights: dict[str, float]) -> Cluster:
+    """Two GPUs and 40Gi of GPU memory, charged from the requests' capacity through a capacity
+    mapping; templates big (20Gi) and small (5Gi)."""
+    doc: dict[str, Any] = {
+        "apiVersion": "config.kueue.x-k8s.io/v1beta2",
+        "kind": "Configuration",
+        "resources": {
+            "deviceClassMappings": [
+                {
+                    "name": GPU,
+                    "deviceClassNames": ["gpu.nvidia.com"],
+                    "capacity": [{"name": "memory", "resource": MEMORY}],
+                }
+            ]
+        },
+        "admissionFairSharing": {
+            "usageHalfLifeTime": "10m",
+            "usageSamplingInterval": "1m",
+            "resourceWeights": weights,
+        },
+    }
+    c = Cluster(parse_config(doc))
+    c.api.add(NAMESPACES, {"metadata": {"name": "ns", "labels": {"kubernetes.io/metadata.name": "ns"}}})
+    c.api.add(RESOURCE_FLAVORS, {"metadata": {"name": "t4"}, "spec": {"nodeLabels": {"gpu": "t4"}}})
+    cq = cluster_queue_body("cq", [("t4", {GPU: 2, MEMORY: "40Gi"})])
+    cq["spec"]["admissionScope"] = {"admissionMode": "UsageBasedAdmissionFairSharing"}
+    c.api.add(CLUSTER_QUEUES, cq)
+    for lq in ("a", "b"):
+        c.api.add(LOCAL_QUEUES, {"metadata": {"name": lq, "namespace": "ns"}, "spec": {"clusterQueue": "cq"}})
+    for name, size in (("big", "20Gi"), ("small", "5Gi")):
+        template = gpu_template(name)
+        template["spec"]["spec"]["devices"]["requests"][0]["exactly"]["capacity"] = {
+            "requests": {"memory": size}
+        }
+        c.api.add(RESOURCE_CLAIM_TEMPLATES, template)
+    c.api.sync()
+    c.settle()
+    return c
+
+
+def submit_with(c: Cluster, name: str, queue: str, template: str) -> None:
+    c.now += 1
+    claims = [{"name": "g", "resourceClaimTemplateName": template}]
+    c.api.add(JOBS, job_body(name, queue=queue, claims=claims))
+    c.settle()
+
+
+def test_resource_weights_apply_to_the_logical_resources_a_capacity_mapping_charges() -> None:
+    def next_after_a1(weights: dict[str, float]) -> list[str]:
+        c = memory_cluster(weights)
+        submit_with(c, "a1", "a", "big")
+        submit_with(c, "b1", "b", "small")
+        assert running(c) == ["a1", "b1"]
+        submit_with(c, "a2", "a", "small")  # older than b2; both wait for a GPU
+        submit_with(c, "b2", "b", "small")
+        finish(c, "a1")
+        return running(c)
+
+    # By GPUs a and b used the same (one each): a's older job goes first.
+    assert next_after_a1({GPU: 1, MEMORY: 0}) == ["a2", "b1"]
+    # By GPU memory (per GiB) a used four times as much: b's job goes first.
+    assert next_after_a1({GPU: 0, MEMORY: 1 / 2**30}) == ["b1", "b2"]
+    c = memory_cluster({GPU: 0, MEMORY: 1 / 2**30})
+    submit_with(c, "a1", "a", "big")
+    c.tick(c.now)
+    # 20Gi * (1 - 0.5^(1/10)) = 1.33934 GiB of entry penalty; the GPU counts for nothing.
+    message = condition(local_queue(c, "a"), AFS_CONDITION)
+    assert message is not None
+    assert message[2].startswith("score 1.33934 ")
+    consumed = local_queue(c, "a")["status"]["fairSharing"]["admissionFairSharingStatus"]["consumedResources"]
+    assert set(consumed) == {GPU, MEMORY}
