@@ -21,7 +21,7 @@ from reconciler.core.queueing.admission_fair_sharing import (
     order_key,
     weighted_usage,
 )
-from reconciler.core.scheduling.scheduler import Admit
+from reconciler.core.scheduling.scheduler import Admit, Preempt
 from tests.support.builders import cluster_queue_body, decode, flavor
 from tests.test_admission import info
 
@@ -105,13 +105,17 @@ def test_an_entry_penalty_counts_at_once_and_is_folded_in_when_the_admission_is_
 # --- the order within a ClusterQueue -------------------------------------------------------
 
 
-def engine(gpus: int, *, fair: bool = True, half_life: float = 600, sampling: float = 300) -> Engine:
+def engine(
+    gpus: int, *, fair: bool = True, half_life: float = 600, sampling: float = 300, preempt: bool = False
+) -> Engine:
     state = Engine()
     state.enable_admission_fair_sharing(AfsSettings(half_life=half_life, sampling=sampling))
     state.set_flavor(flavor("t4"))
     body: dict[str, Any] = cluster_queue_body("cq", [("t4", {GPU: gpus})])
     if fair:
         body["spec"]["admissionScope"] = {"admissionMode": "UsageBasedAdmissionFairSharing"}
+    if preempt:
+        body["spec"]["preemption"] = {"withinClusterQueue": "LowerPriority"}
     state.set_cluster_queue(compile_cluster_queue(decode(body, ClusterQueue)))
     state.set_local_queue("ns", "a", "cq")
     state.set_local_queue("ns", "b", "cq")
@@ -187,3 +191,19 @@ def test_a_sample_reorders_parked_workloads_and_a_lost_admission_takes_its_penal
     assert admitted(state) == ["b1"]  # b has used nothing, a is parked behind it
     state.admission_lost(("ns", "b1"))
     assert state.afs.penalty(("ns", "b")) == {}
+
+
+@pytest.mark.parametrize(("fair", "victim"), [(True, "old"), (False, "new")])
+def test_preemption_takes_from_the_heavier_local_queue_first(fair: bool, victim: str) -> None:
+    # Kueue's candidate order with AFS: within the preemptor's ClusterQueue, the higher
+    # LocalQueue usage first, then lower priority and the most recently admitted.
+    state = engine(2, fair=fair, preempt=True)
+    state.set_local_queue("ns", "c", "cq")
+    submit(state, "old", "a", 1)
+    assert admitted(state) == ["old"]
+    submit(state, "new", "b", 2)
+    assert admitted(state) == ["new"]
+    state.afs_seed("ns", "a", {GPU: 5000}, 0)  # a used 5 GPUs lately
+    submit(state, "urgent", "c", 3, priority=10)
+    (preempt,) = [d for d in state.schedule() if isinstance(d, Preempt)]
+    assert [t.key[1] for t in preempt.targets] == [victim]

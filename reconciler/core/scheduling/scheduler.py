@@ -353,7 +353,8 @@ class _QueuePass:
             if scheduler.fair_sharing is not None:
                 targets = fair_preemption_targets(info, model, cache, scheduler.fair_sharing, scheduler.sizes)
             else:
-                targets = preemption_targets(info, model, cache, cache.flavors, scheduler.sizes)
+                usage = queues.afs.score if queues.afs is not None and queues.uses_afs(model.name) else None
+                targets = preemption_targets(info, model, cache, cache.flavors, scheduler.sizes, usage)
             victims = {t.key for t in targets}
             if targets and not victims & self.claimed:
                 self.claimed |= victims
