@@ -214,8 +214,8 @@ class Engine:
     def afs_seed(self, namespace: str, name: str, consumed: Milli, now: float) -> None:
         """The LocalQueue's persisted consumedResources (read back at start-up)."""
         afs = self.queues.afs
-        if afs is not None and afs.seed((namespace, name), consumed, now):
-            self.queues.rescore((namespace, name))
+        if afs is not None:
+            afs.seed((namespace, name), consumed, now)
 
     def afs_sample(self, namespace: str, name: str, now: float) -> bool:
         """Sample the LocalQueue's usage when due (its ClusterQueue uses admission fair sharing);
@@ -227,7 +227,6 @@ class Engine:
         if not afs.due(lq, now):
             return False
         afs.sample(lq, self.afs_admitted_usage(namespace, name), now)
-        self.queues.rescore(lq)
         return True
 
     def admission_written(self, key: WorkloadKey, now: float) -> None:
@@ -237,17 +236,13 @@ class Engine:
         info = self.cache.workloads.get(key)
         if afs is None or info is None:
             return
-        usage = self.afs_admitted_usage(info.namespace, info.queue_name)
-        lq = afs.written(key, usage, now)
-        if lq is not None:
-            self.queues.rescore(lq)
+        afs.written(key, self.afs_admitted_usage(info.namespace, info.queue_name), now)
 
     def admission_lost(self, key: WorkloadKey) -> None:
         """The admission of `key` was not written (or the workload left first): its penalty goes."""
         afs = self.queues.afs
-        lq = afs.lost(key) if afs is not None else None
-        if lq is not None:
-            self.queues.rescore(lq)
+        if afs is not None:
+            afs.lost(key)
 
     # --- reporting ----------------------------------------------------------------------
 

@@ -133,8 +133,11 @@ class AdmissionFairSharing:
     settings: AfsSettings
     usage: dict[LocalQueueKey, LocalQueueUsage] = field(default_factory=dict)
     weights: dict[LocalQueueKey, float] = field(default_factory=dict)
-    # Entry penalties of admissions not written yet, by workload.
+    # Entry penalties of admissions not written yet, by workload, and their sum by LocalQueue.
     _pending: dict[WorkloadKey, _Penalty] = field(default_factory=dict)
+    _penalties: dict[LocalQueueKey, Milli] = field(default_factory=dict)
+    # Scores computed since the LocalQueue last changed (the queues read them on every head).
+    _scores: dict[LocalQueueKey, float] = field(default_factory=dict)
 
     # --- LocalQueues --------------------------------------------------------------------
 
@@ -143,12 +146,15 @@ class AdmissionFairSharing:
         if self.weights.get(local_queue, 1.0) == weight:
             return False
         self.weights[local_queue] = weight
+        self._scores.pop(local_queue, None)
         return True
 
     def forget(self, local_queue: LocalQueueKey) -> None:
         """The LocalQueue is gone: its usage and pending penalties with it, as in Kueue."""
         self.usage.pop(local_queue, None)
         self.weights.pop(local_queue, None)
+        self._penalties.pop(local_queue, None)
+        self._scores.pop(local_queue, None)
         for key in [k for k, p in self._pending.items() if p.local_queue == local_queue]:
             del self._pending[key]
 
@@ -158,6 +164,7 @@ class AdmissionFairSharing:
         if local_queue in self.usage:
             return False
         self.usage[local_queue] = LocalQueueUsage(dict(consumed), now)
+        self._scores.pop(local_queue, None)
         return True
 
     def due(self, local_queue: LocalQueueKey, now: float) -> bool:
@@ -180,6 +187,7 @@ class AdmissionFairSharing:
             elapsed = max(0.0, now - entry.last_update)
             entry.consumed = decayed(entry.consumed, admitted, elapsed, half_life)
         entry.last_update = now
+        self._scores.pop(local_queue, None)
         return entry.consumed
 
     # --- admissions ---------------------------------------------------------------------
@@ -187,8 +195,10 @@ class AdmissionFairSharing:
     def admitted(self, key: WorkloadKey, local_queue: LocalQueueKey, requests: Mapping[str, int]) -> None:
         """The scheduler admitted a workload (requests in milli): its entry penalty counts now."""
         settings = self.settings
+        self.lost(key)  # a penalty still pending for it is replaced
         amounts = entry_penalty(requests, settings.sampling, settings.half_life)
         self._pending[key] = _Penalty(local_queue, amounts)
+        self._add_penalty(local_queue, amounts, 1)
 
     def written(self, key: WorkloadKey, admitted: Mapping[str, int], now: float) -> LocalQueueKey | None:
         """Its admission was written: the usage is decayed up to now with the LocalQueue's admitted
@@ -197,29 +207,49 @@ class AdmissionFairSharing:
         penalty = self._pending.pop(key, None)
         if penalty is None:
             return None
+        self._add_penalty(penalty.local_queue, penalty.amounts, -1)
         entry = self.usage.setdefault(penalty.local_queue, LocalQueueUsage({}, now))
         elapsed = max(0.0, now - entry.last_update)
         consumed = decayed(entry.consumed, admitted, elapsed, self.settings.half_life)
         entry.consumed = _summed(consumed, penalty.amounts)
         entry.last_update = now
+        self._scores.pop(penalty.local_queue, None)
         return penalty.local_queue
 
     def lost(self, key: WorkloadKey) -> LocalQueueKey | None:
         """Its admission was not written: the penalty goes (Kueue's scheduler subtracts it)."""
         penalty = self._pending.pop(key, None)
-        return None if penalty is None else penalty.local_queue
+        if penalty is None:
+            return None
+        self._add_penalty(penalty.local_queue, penalty.amounts, -1)
+        return penalty.local_queue
 
     def penalty(self, local_queue: LocalQueueKey) -> Milli:
-        out: Milli = {}
-        for pending in self._pending.values():
-            if pending.local_queue == local_queue:
-                out = _summed(out, pending.amounts)
-        return out
+        """The entry penalties of the LocalQueue's admissions not written yet, summed."""
+        return dict(self._penalties.get(local_queue, {}))
+
+    def _add_penalty(self, local_queue: LocalQueueKey, amounts: Mapping[str, int], sign: int) -> None:
+        total = self._penalties.setdefault(local_queue, {})
+        for name, amount in amounts.items():
+            left = total.get(name, 0) + sign * amount
+            if left:
+                total[name] = left
+            else:
+                total.pop(name, None)
+        if not total:
+            del self._penalties[local_queue]
+        self._scores.pop(local_queue, None)
 
     # --- the score ----------------------------------------------------------------------
 
     def score(self, local_queue: LocalQueueKey) -> float:
+        cached = self._scores.get(local_queue)
+        if cached is not None:
+            return cached
         entry = self.usage.get(local_queue)
         consumed = entry.consumed if entry is not None else {}
         weight = self.weights.get(local_queue, 1.0)
-        return weighted_usage(consumed, self.penalty(local_queue), weight, self.settings.resource_weights)
+        penalty = self._penalties.get(local_queue, {})
+        score = weighted_usage(consumed, penalty, weight, self.settings.resource_weights)
+        self._scores[local_queue] = score
+        return score

@@ -16,7 +16,7 @@ counts. Admitted workloads are not here (see `cache.QuotaCache`).
 from __future__ import annotations
 
 import random
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 
 from ..model.workloads import WorkloadInfo
@@ -59,17 +59,21 @@ class QueueManager:
     def set_cluster_queue(self, name: str, strict_fifo: bool, fair_admission: bool = False) -> None:
         queue = self.queues.setdefault(name, PendingQueue())
         queue.strict_fifo = strict_fifo
-        was = name in self.afs_queues
         if fair_admission:
             self.afs_queues.add(name)
         else:
             self.afs_queues.discard(name)
-        if was != fair_admission:
-            self._rescore_queue(name)
+        afs = self.afs if fair_admission else None
+        if (afs is None) != (queue.score_of is None):
+            queue.set_scores(None if afs is None else _score_key(afs), self._local_queue_of)
         self._retry_unqueueable()
         self.retry([name])
 
     # --- admission fair sharing -----------------------------------------------------------
+
+    def _local_queue_of(self, key: WorkloadKey) -> LocalQueueKey | None:
+        info = self.workloads.get(key)
+        return None if info is None else (info.namespace, info.queue_name)
 
     def uses_afs(self, cluster_queue: str) -> bool:
         """Workloads of this ClusterQueue are ordered by their LocalQueues' usage."""
@@ -85,41 +89,11 @@ class QueueManager:
     def entry_penalty(
         self, info: WorkloadInfo, cluster_queue: str, usage: Mapping[FlavorResource, int]
     ) -> None:
-        """The scheduler admitted `info` with `usage`: its LocalQueue pays the entry penalty now,
-        and the ClusterQueue's order moves before its next head is taken."""
+        """The scheduler admitted `info` with `usage`: its LocalQueue pays the entry penalty now
+        (the ClusterQueue's order reads the new score when its next head is taken)."""
         if self.afs is None or cluster_queue not in self.afs_queues:
             return
-        lq = (info.namespace, info.queue_name)
-        self.afs.admitted(info.key, lq, to_milli(usage))
-        self.rescore(lq)
-
-    def rescore(self, local_queue: LocalQueueKey) -> None:
-        """The LocalQueue's score moved: its ClusterQueue's order is rebuilt (Kueue's rebuild)."""
-        cq_name = self.local_queues.get(local_queue)
-        if cq_name is not None and self.uses_afs(cq_name):
-            self._rescore_queue(cq_name)
-
-    def _rescore_queue(self, cq_name: str) -> None:
-        queue = self.queues.get(cq_name)
-        if queue is None:
-            return
-        scores: dict[LocalQueueKey, float] = {}
-
-        def score_of(key: WorkloadKey) -> float:
-            info = self.workloads.get(key)
-            if info is None:
-                return 0.0
-            lq = (info.namespace, info.queue_name)
-            if lq not in scores:
-                scores[lq] = self._score_key(cq_name, lq)
-            return scores[lq]
-
-        queue.rescore(score_of)
-
-    def _score_key(self, cq_name: str, local_queue: LocalQueueKey) -> float:
-        if self.afs is None or cq_name not in self.afs_queues:
-            return 0.0
-        return order_key(self.afs.score(local_queue))
+        self.afs.admitted(info.key, (info.namespace, info.queue_name), to_milli(usage))
 
     def delete_cluster_queue(self, name: str) -> None:
         """The ClusterQueue is gone or unusable: its members become unqueueable."""
@@ -134,8 +108,8 @@ class QueueManager:
 
     def set_local_queue(self, namespace: str, name: str, cluster_queue: str, weight: float = 1.0) -> None:
         lq = (namespace, name)
-        if self.afs is not None and self.afs.set_weight(lq, weight):
-            self.rescore(lq)
+        if self.afs is not None:
+            self.afs.set_weight(lq, weight)
         if self.local_queues.get(lq) == cluster_queue:
             return  # a status write (often our own): its members stay where they are, parked or not
         self.local_queues[lq] = cluster_queue
@@ -265,8 +239,9 @@ class QueueManager:
         cq_name = self.local_queues[(info.namespace, info.queue_name)]
         self._unreported.pop(key, None)
         self._placement[key] = cq_name
-        score = self._score_key(cq_name, (info.namespace, info.queue_name))
-        self.queues[cq_name].push(key, info.priority, info.created, info.uid, score)
+        self.queues[cq_name].push(
+            key, info.priority, info.created, info.uid, (info.namespace, info.queue_name)
+        )
         self._dirty.add(cq_name)
 
     def _unqueueable_reason(self, info: WorkloadInfo) -> str | None:
@@ -313,6 +288,11 @@ class QueueManager:
             if info is not None and key not in self._held:
                 self._unplace(key)
                 self._place(info)
+
+
+def _score_key(afs: AdmissionFairSharing) -> Callable[[LocalQueueKey], float]:
+    """A LocalQueue's score as a pending queue sorts by it."""
+    return lambda local_queue: order_key(afs.score(local_queue))
 
 
 def backoff_seconds(
