@@ -202,7 +202,8 @@ class Engine:
 
     def afs_admitted_usage(self, namespace: str, name: str) -> Milli:
         """What the LocalQueue's admitted workloads use, by resource, in milli-units."""
-        _waiting, admitted = self.local_queue_members(namespace, name)
+        cluster_queue = self.queues.local_queues.get((namespace, name))
+        admitted = self.cache.admitted_through(cluster_queue, namespace, name) if cluster_queue else []
         usage: dict[tuple[str, str], int] = {}
         for key in admitted:
             charge = self.ledger.charge_of(key)
