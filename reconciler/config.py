@@ -17,6 +17,10 @@ from pathlib import Path
 import yaml
 
 from reconciler.api.meta import LabelSelector, LabelSelectorRequirement
+from reconciler.config_sections.admission_fair_sharing import (
+    AdmissionFairSharingConfig,
+    parse_admission_fair_sharing,
+)
 from reconciler.config_sections.fair_sharing import FairSharingConfig, parse_fair_sharing
 from reconciler.config_sections.fields import ConfigError, parse_duration
 from reconciler.config_sections.fields import check_unknown as _check_unknown
@@ -46,6 +50,7 @@ from reconciler.config_sections.serving import (
 __all__ = [
     "INVENTORY_MODES",
     "LIVE_FIELDS",
+    "AdmissionFairSharingConfig",
     "CapacityMapping",
     "ConfigError",
     "Configuration",
@@ -92,7 +97,7 @@ SUPPORTED_FRAMEWORKS = frozenset({"batch/job", "jobset.x-k8s.io/jobset"})
 
 _HANDLED = frozenset({"resources", "waitForPodsReady", "integrations", "manageJobsWithoutQueueName"})
 _HANDLED |= {"namespace", "internalCertManagement", "webhook", "managedJobsNamespaceSelector"}
-_HANDLED |= {"apiVersion", "kind", "fairSharing"}
+_HANDLED |= {"apiVersion", "kind", "fairSharing", "admissionFairSharing"}
 # This controller's own: not a Kueue field (Kueue has no device inventory).
 _HANDLED |= {"deviceInventory"}
 
@@ -115,6 +120,8 @@ class Configuration:
     device_inventory: DeviceInventoryConfig = field(default_factory=DeviceInventoryConfig)
     # Cohort fair sharing (Kueue's ``fairSharing``); None: off, preemption is classical.
     fair_sharing: FairSharingConfig | None = None
+    # Admission fair sharing (Kueue's ``admissionFairSharing``); None: off.
+    admission_fair_sharing: AdmissionFairSharingConfig | None = None
     # Fields given but without effect here, each with the reason (named at start-up).
     ignored_fields: tuple[IgnoredField, ...] = ()
     _class_to_resource: dict[str, str] = field(default_factory=dict, init=False, compare=False, repr=False)
@@ -161,6 +168,7 @@ _RESTART_FIELDS = {
     "webhook": "webhook",
     "device_inventory": "deviceInventory",
     "fair_sharing": "fairSharing",
+    "admission_fair_sharing": "admissionFairSharing",
 }
 
 
@@ -239,6 +247,7 @@ def parse_config(data: object) -> Configuration:
         webhook=parse_webhook(doc.get("webhook")),
         device_inventory=parse_device_inventory(doc.get("deviceInventory")),
         fair_sharing=parse_fair_sharing(doc.get("fairSharing"), version),
+        admission_fair_sharing=parse_admission_fair_sharing(doc.get("admissionFairSharing")),
         ignored_fields=ignored_fields(doc, version),
     )
 

@@ -51,7 +51,6 @@ V1BETA2_ALL: dict[str, Any] = {
 def test_every_v1beta2_field_is_accepted_and_each_one_without_effect_is_named_with_its_reason() -> None:
     config = parse_config(doc(**V1BETA2_ALL))
     assert [f.path for f in config.ignored_fields] == [
-        "admissionFairSharing",
         "clientConnection",
         "controller",
         "featureGates",

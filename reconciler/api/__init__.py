@@ -20,6 +20,8 @@ from .dra import (
 )
 from .kueue import (
     Admission,
+    AdmissionFairSharingStatus,
+    AdmissionScope,
     BorrowWithinCohort,
     ClusterQueue,
     ClusterQueuePreemption,
@@ -34,6 +36,7 @@ from .kueue import (
     FlavorQuotas,
     FlavorUsage,
     LocalQueue,
+    LocalQueueFairSharingStatus,
     LocalQueueFlavorUsage,
     LocalQueueResourceUsage,
     LocalQueueSpec,
@@ -130,6 +133,8 @@ __all__ = [
     "WORKLOADS",
     "WORKLOAD_PRIORITY_CLASSES",
     "Admission",
+    "AdmissionFairSharingStatus",
+    "AdmissionScope",
     "Affinity",
     "ApiStruct",
     "BorrowWithinCohort",
@@ -160,6 +165,7 @@ __all__ = [
     "LabelSelector",
     "LabelSelectorRequirement",
     "LocalQueue",
+    "LocalQueueFairSharingStatus",
     "LocalQueueFlavorUsage",
     "LocalQueueResourceUsage",
     "LocalQueueSpec",

@@ -65,6 +65,12 @@ class FairSharingStatus(msgspec.Struct, rename="camel"):
     weighted_share: int = 0
 
 
+class AdmissionScope(ApiStruct):
+    """spec.admissionScope of a ClusterQueue: UsageBasedAdmissionFairSharing or NoAdmissionFairSharing."""
+
+    admission_mode: str = ""
+
+
 class ClusterQueueSpec(ApiStruct):
     resource_groups: list[ResourceGroup] = []
     namespace_selector: LabelSelector | None = None
@@ -74,6 +80,7 @@ class ClusterQueueSpec(ApiStruct):
     flavor_fungibility: FlavorFungibility | None = None
     preemption: ClusterQueuePreemption | None = None
     fair_sharing: FairSharing | None = None
+    admission_scope: AdmissionScope | None = None
 
 
 class CohortSpec(ApiStruct):
@@ -131,6 +138,8 @@ class ClusterQueue(ApiStruct, kw_only=True):
 class LocalQueueSpec(ApiStruct):
     cluster_queue: str = ""
     stop_policy: str | None = None
+    # Its weight in admission fair sharing (a quantity, default 1).
+    fair_sharing: FairSharing | None = None
 
 
 class LocalQueueResourceUsage(msgspec.Struct, rename="camel"):
@@ -143,6 +152,20 @@ class LocalQueueFlavorUsage(msgspec.Struct, rename="camel"):
     resources: list[LocalQueueResourceUsage] = []
 
 
+class AdmissionFairSharingStatus(msgspec.Struct, rename="camel"):
+    """status.fairSharing.admissionFairSharingStatus of a LocalQueue: its decayed usage, by resource."""
+
+    consumed_resources: dict[str, str] = {}
+    last_update: str = ""
+
+
+class LocalQueueFairSharingStatus(msgspec.Struct, rename="camel"):
+    """status.fairSharing of a LocalQueue (weightedShare always shown, as Kueue's API requires it)."""
+
+    weighted_share: int = 0
+    admission_fair_sharing_status: AdmissionFairSharingStatus | None = None
+
+
 class LocalQueueStatus(msgspec.Struct, rename="camel"):
     """Counts are always shown, as in Kueue's API (no omitempty)."""
 
@@ -152,6 +175,8 @@ class LocalQueueStatus(msgspec.Struct, rename="camel"):
     pending_workloads: int = 0
     reserving_workloads: int = 0
     admitted_workloads: int = 0
+    # Set while admission fair sharing is on (dropped from patches while it is None).
+    fair_sharing: LocalQueueFairSharingStatus | None = None
 
 
 class LocalQueue(ApiStruct, kw_only=True):

@@ -33,7 +33,6 @@ _TOP_LEVEL: dict[str, str] = {
     "controller": "there is no controller-runtime: no per-kind concurrency or cache sync timeout",
     "tls": "the servers' minimum TLS version and cipher suites are not configurable",
     "multiKueue": "MultiKueue is not implemented; " + _ADMISSION + " in this cluster",
-    "admissionFairSharing": "admission fair sharing is not implemented; queues are ordered by priority",
     "featureGates": "Kueue's feature gates do not apply to this controller",
     "objectRetentionPolicies": "finished and deactivated Workloads are never deleted by this controller",
 }

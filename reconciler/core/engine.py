@@ -14,6 +14,7 @@ from reconciler.api import Admission, ResourceFlavor
 
 from .model.clusterqueues import ClusterQueueModel
 from .model.workloads import WorkloadInfo
+from .queueing.admission_fair_sharing import AdmissionFairSharing, AfsSettings, Milli, to_milli
 from .queueing.queues import QueueManager
 from .quota.cache import QuotaCache, charge_from_admission
 from .quota.capacity import CohortModel
@@ -70,7 +71,9 @@ class Engine:
     def set_cluster_queue(self, model: ClusterQueueModel) -> None:
         before = self.cache.cohort_members(model.name)
         self.cache.set_cluster_queue(model)
-        self.queues.set_cluster_queue(model.name, strict_fifo=model.strategy == "StrictFIFO")
+        self.queues.set_cluster_queue(
+            model.name, strict_fifo=model.strategy == "StrictFIFO", fair_admission=model.fair_admission
+        )
         # Its quota (or its cohort) changed: what its old and new cohorts can lend changed too.
         self.queues.retry(before | self.cache.cohort_members(model.name))
 
@@ -93,8 +96,9 @@ class Engine:
     def delete_cohort(self, name: str) -> None:
         self.queues.retry(self.cache.delete_cohort(name))
 
-    def set_local_queue(self, namespace: str, name: str, cluster_queue: str) -> None:
-        self.queues.set_local_queue(namespace, name, cluster_queue)
+    def set_local_queue(self, namespace: str, name: str, cluster_queue: str, weight: float = 1.0) -> None:
+        """`weight`: its spec.fairSharing.weight (admission fair sharing)."""
+        self.queues.set_local_queue(namespace, name, cluster_queue, weight)
 
     def delete_local_queue(self, namespace: str, name: str) -> None:
         self.queues.delete_local_queue(namespace, name)
@@ -144,6 +148,7 @@ class Engine:
 
     def remove_workload(self, key: WorkloadKey) -> None:
         """The workload finished or was deleted: forget it and return its quota."""
+        self.admission_lost(key)
         self.queues.leave(key)
         self.scheduler.forget(key)
         self._release(key)
@@ -184,6 +189,61 @@ class Engine:
         # In a cohort, quota one member gives back may be what another member waits for.
         for name in self.cache.cohort_members(charge.cluster_queue):
             self.queues.quota_freed(name)
+
+    # --- admission fair sharing ----------------------------------------------------------
+
+    def enable_admission_fair_sharing(self, settings: AfsSettings) -> None:
+        """Turn admission fair sharing on (before any queue object is fed)."""
+        self.queues.afs = AdmissionFairSharing(settings)
+
+    @property
+    def afs(self) -> AdmissionFairSharing | None:
+        return self.queues.afs
+
+    def afs_admitted_usage(self, namespace: str, name: str) -> Milli:
+        """What the LocalQueue's admitted workloads use, by resource, in milli-units."""
+        cluster_queue = self.queues.local_queues.get((namespace, name))
+        admitted = self.cache.admitted_through(cluster_queue, namespace, name) if cluster_queue else []
+        usage: dict[tuple[str, str], int] = {}
+        for key in admitted:
+            charge = self.ledger.charge_of(key)
+            if charge is not None:
+                for fr, amount in charge.usage.items():
+                    usage[fr] = usage.get(fr, 0) + amount
+        return to_milli(usage)
+
+    def afs_seed(self, namespace: str, name: str, consumed: Milli, now: float) -> None:
+        """The LocalQueue's persisted consumedResources (read back at start-up)."""
+        afs = self.queues.afs
+        if afs is not None:
+            afs.seed((namespace, name), consumed, now)
+
+    def afs_sample(self, namespace: str, name: str, now: float) -> bool:
+        """Sample the LocalQueue's usage when due (its ClusterQueue uses admission fair sharing);
+        True when it was sampled."""
+        afs, lq = self.queues.afs, (namespace, name)
+        cluster_queue = self.queues.local_queues.get(lq)
+        if afs is None or cluster_queue is None or not self.queues.uses_afs(cluster_queue):
+            return False
+        if not afs.due(lq, now):
+            return False
+        afs.sample(lq, self.afs_admitted_usage(namespace, name), now)
+        return True
+
+    def admission_written(self, key: WorkloadKey, now: float) -> None:
+        """The scheduler's admission of `key` was written: its entry penalty joins its
+        LocalQueue's usage (Kueue does this when the Workload turns Admitted)."""
+        afs = self.queues.afs
+        info = self.cache.workloads.get(key)
+        if afs is None or info is None:
+            return
+        afs.written(key, self.afs_admitted_usage(info.namespace, info.queue_name), now)
+
+    def admission_lost(self, key: WorkloadKey) -> None:
+        """The admission of `key` was not written (or the workload left first): its penalty goes."""
+        afs = self.queues.afs
+        if afs is not None:
+            afs.lost(key)
 
     # --- reporting ----------------------------------------------------------------------
 

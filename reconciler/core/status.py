@@ -8,11 +8,13 @@ from reconciler.api import (
     Admission as AdmissionStatus,
 )
 from reconciler.api import (
+    AdmissionFairSharingStatus,
     ClusterQueueStatus,
     CohortStatus,
     Condition,
     FairSharingStatus,
     FlavorUsage,
+    LocalQueueFairSharingStatus,
     LocalQueueFlavorUsage,
     LocalQueueResourceUsage,
     LocalQueueStatus,
@@ -22,14 +24,17 @@ from reconciler.api import (
     ResourceUsage,
     WorkloadStatus,
 )
+from reconciler.api.times import rfc3339
 
 from .engine import Engine
 from .model.workloads import WorkloadInfo
-from .primitives.quantity import format_amount
+from .primitives.quantity import format_amount, format_milli
+from .queueing.admission_fair_sharing import order_key
 from .quota.ledger import FlavorResource
 from .scheduling.scheduler import Admit, Pending
 
 __all__ = [
+    "AFS_CONDITION",
     "admitted_workload_status",
     "backoff_finished_status",
     "cluster_queue_status",
@@ -49,6 +54,9 @@ EVICTED = "Evicted"
 PREEMPTED = "Preempted"  # the condition, and the Evicted reason of a preemption
 PODS_READY = "PodsReady"
 MAX_CONDITION_MESSAGE = 32 * 1024
+# This controller's own LocalQueue condition (not Kueue's): the admission fair sharing score and
+# the LocalQueue's place in its ClusterQueue's order.
+AFS_CONDITION = "dra-quota-reconciler/AdmissionFairSharing"
 
 
 def _truncate(message: str) -> str:
@@ -289,13 +297,58 @@ def local_queue_status(
         )
         for f in _flavor_usage(state, cluster_queue, usage)
     ]
+    conditions = set_condition(previous.conditions, "Active", *active, now, generation)
+    fair = _afs_status(state, namespace, name)
+    if fair is not None:
+        conditions = set_condition(
+            conditions, AFS_CONDITION, "True", "Ranked", afs_ranking(state, namespace, name), now, generation
+        )
+    else:
+        conditions = [c for c in conditions if c.type != AFS_CONDITION]
     return LocalQueueStatus(
-        conditions=set_condition(previous.conditions, "Active", *active, now, generation),
+        fair_sharing=fair,
+        conditions=conditions,
         flavors_reservation=flavors,
         flavors_usage=flavors,
         pending_workloads=waiting,
         reserving_workloads=len(admitted),
         admitted_workloads=len(admitted),
+    )
+
+
+def _afs_status(state: Engine, namespace: str, name: str) -> LocalQueueFairSharingStatus | None:
+    """Kueue's status.fairSharing.admissionFairSharingStatus, once the LocalQueue was sampled."""
+    afs = state.afs
+    if afs is None or state.queues.afs_score((namespace, name)) is None:
+        return None
+    entry = afs.usage.get((namespace, name))
+    if entry is None:
+        return None
+    consumed = {resource: format_milli(milli) for resource, milli in sorted(entry.consumed.items())}
+    return LocalQueueFairSharingStatus(
+        admission_fair_sharing_status=AdmissionFairSharingStatus(consumed, rfc3339(entry.last_update))
+    )
+
+
+def afs_ranking(state: Engine, namespace: str, name: str) -> str:
+    """The LocalQueue's admission fair sharing score and its place among its ClusterQueue's
+    LocalQueues (this controller's own; Kueue shows neither)."""
+    queues = state.queues
+    lq = (namespace, name)
+    cluster_queue = queues.local_queues.get(lq, "")
+    score = queues.afs_score(lq)
+    if score is None:
+        return ""
+    peers = sorted(
+        (order_key(s), key)
+        for key, cq in queues.local_queues.items()
+        if cq == cluster_queue and (s := queues.afs_score(key)) is not None
+    )
+    place = 1 + next(i for i, (_, key) in enumerate(peers) if key == lq)
+    weight = state.afs.weights.get(lq, 1.0) if state.afs is not None else 1.0
+    return (
+        f"score {score:.6g} (weighted usage over weight {weight:g}); place {place} of {len(peers)} "
+        f"LocalQueues in ClusterQueue {cluster_queue}, lowest score admitted first"
     )
 
 

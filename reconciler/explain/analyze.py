@@ -10,12 +10,12 @@ quoted beside it.
 
 from __future__ import annotations
 
-from reconciler.api import Workload, pod_template_view
+from reconciler.api import LocalQueue, Workload, pod_template_view
 from reconciler.core.model.workloads import QUEUE_NAME_LABEL, workload_for_job, workload_name_for_job
 from reconciler.core.quota.cohorts import HAS_CYCLE
 from reconciler.core.quota.inventory_admission import DEVICES_DO_NOT_COVER
 from reconciler.core.scheduling.scheduler import NAMESPACE_MISMATCH, REASON_PENDING, Admit, Pending
-from reconciler.core.status import condition
+from reconciler.core.status import AFS_CONDITION, condition
 
 from . import explanation as states
 from .claims import learn_mappings, tell_claims
@@ -208,6 +208,7 @@ def _queue_findings(state: ClusterState, workload: Workload, ex: Explanation) ->
         return None
     name = lq.spec.cluster_queue
     ex.cluster_queue = name
+    ex.fair_sharing = _fair_sharing(lq)
     if not any(cq.metadata.name == name for cq in state.cluster_queues):
         ex.findings.append(
             f"ClusterQueue {name} (named by LocalQueue {namespace}/{queue}) does not exist: create it "
@@ -215,6 +216,21 @@ def _queue_findings(state: ClusterState, workload: Workload, ex: Explanation) ->
         )
         return None
     return name
+
+
+def _fair_sharing(lq: LocalQueue) -> str | None:
+    """Admission fair sharing as the controller last wrote it on the LocalQueue: its score and
+    place (this controller's condition), and Kueue's consumedResources."""
+    ranked = condition(lq.status.conditions, AFS_CONDITION)
+    fair = lq.status.fair_sharing
+    afs = fair.admission_fair_sharing_status if fair is not None else None
+    if ranked is None and afs is None:
+        return None
+    parts = [ranked.message] if ranked is not None and ranked.message else []
+    if afs is not None:
+        consumed = ", ".join(f"{q} {r}" for r, q in sorted(afs.consumed_resources.items())) or "nothing"
+        parts.append(f"consumed {consumed} (as of {afs.last_update})")
+    return "; ".join(parts)
 
 
 def _pending(state: ClusterState, workload: Workload, ex: Explanation) -> None:

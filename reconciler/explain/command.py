@@ -8,6 +8,7 @@ import sys
 
 from reconciler.api.times import now_rfc3339
 from reconciler.config import ConfigError, load_config
+from reconciler.core.queueing.admission_fair_sharing import AfsSettings
 from reconciler.kube import ConfigError as KubeConfigError
 from reconciler.kube import KubeClient, KubeError
 
@@ -77,6 +78,10 @@ def run(args: argparse.Namespace) -> int:
         state.mappings = config.class_to_resource
         state.capacities = config.class_capacities
         state.inventory_on = config.device_inventory.enabled
+        afs = config.admission_fair_sharing
+        if afs is not None:
+            weights = afs.resource_weights
+            state.afs = AfsSettings(afs.usage_half_life_seconds, afs.usage_sampling_seconds, weights)
         wait = config.wait_for_pods_ready
         if wait is not None:
             state.pods_ready = PodsReadyClock(wait.timeout_seconds, wait.recovery_timeout_seconds)

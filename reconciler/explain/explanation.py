@@ -54,6 +54,8 @@ class Explanation:
     workload: str | None = None
     local_queue: str | None = None
     cluster_queue: str | None = None
+    # Admission fair sharing: the LocalQueue's score and place as the controller last wrote them.
+    fair_sharing: str | None = None
     # The controller's own words: the Workload's conditions.
     controller_says: list[str] = field(default_factory=list)
     # Problems, each with its fix.

@@ -94,6 +94,8 @@ def fed_engine(
     """The engine fed with every live object, before any cycle; and the target compiled (or why
     it cannot be)."""
     engine = Engine()
+    if state.afs is not None:
+        engine.enable_admission_fair_sharing(state.afs)
     sized = state.inventory_on is not False
     if sized:
         engine.scheduler.sizes = _inventory(state, mappings)

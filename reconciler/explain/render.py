@@ -40,6 +40,8 @@ def render_text(ex: Explanation) -> str:
         if ex.cluster_queue:
             queue += f" -> ClusterQueue {ex.cluster_queue}"
         facts.append(("Queue", queue))
+    if ex.fair_sharing:
+        facts.append(("Fair sharing", ex.fair_sharing))
     if facts:
         out.append("")
         width = max(len(k) for k, _ in facts) + 1

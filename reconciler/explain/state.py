@@ -28,6 +28,7 @@ from reconciler.api import (
 )
 from reconciler.api.meta import ApiStruct
 from reconciler.api.slices import Node, ResourceSlice
+from reconciler.core.queueing.admission_fair_sharing import AfsSettings
 
 __all__ = ["ClusterState", "Event", "Kind", "ObjectReference", "PodsReadyClock", "Target", "TargetError"]
 
@@ -121,3 +122,6 @@ class ClusterState:
     capacities: Mapping[str, tuple[tuple[str, str], ...]] = field(default_factory=dict)
     inventory_on: bool | None = None
     pods_ready: PodsReadyClock | None = None
+    # admissionFairSharing from the Configuration: the queue order then reads the LocalQueues'
+    # consumedResources as the controller does after a restart.
+    afs: AfsSettings | None = None

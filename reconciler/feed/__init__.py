@@ -12,6 +12,7 @@ from __future__ import annotations
 from .inventory import inventory_index
 from .queues import (
     QueueObjects,
+    consumed_resources,
     feed_cluster_queue,
     feed_cohort,
     feed_flavor,
@@ -26,6 +27,7 @@ __all__ = [
     "QueueObjects",
     "WorkloadSources",
     "compile_for",
+    "consumed_resources",
     "feed_cluster_queue",
     "feed_cohort",
     "feed_flavor",

@@ -15,19 +15,21 @@ from dataclasses import dataclass
 from reconciler.api import ClusterQueue, Cohort, LocalQueue, Namespace, ResourceFlavor
 from reconciler.core.engine import Engine
 from reconciler.core.model.clusterqueues import InvalidClusterQueueError, compile_cluster_queue
-from reconciler.core.primitives.quantity import QuantityError
+from reconciler.core.primitives.quantity import QuantityError, parse_quantity
 from reconciler.core.quota.capacity import CohortModel
 from reconciler.core.quota.cohorts import compile_cohort
 
 __all__ = [
     "METADATA_NAME_LABEL",
     "QueueObjects",
+    "consumed_resources",
     "feed_cluster_queue",
     "feed_cohort",
     "feed_flavor",
     "feed_local_queue",
     "feed_namespace",
     "feed_queue_objects",
+    "local_queue_weight",
     "namespace_labels",
 ]
 
@@ -74,11 +76,46 @@ def feed_cohort(engine: Engine, name: str, cohort: Cohort | None) -> str | None:
     return None
 
 
-def feed_local_queue(engine: Engine, namespace: str, name: str, lq: LocalQueue | None) -> None:
+def local_queue_weight(lq: LocalQueue) -> float:
+    """spec.fairSharing.weight of a LocalQueue (admission fair sharing): 1 when absent or not a
+    quantity."""
+    fair = lq.spec.fair_sharing
+    if fair is None or fair.weight is None:
+        return 1.0
+    try:
+        return float(parse_quantity(fair.weight if isinstance(fair.weight, (str, int)) else str(fair.weight)))
+    except QuantityError:
+        return 1.0
+
+
+def consumed_resources(lq: LocalQueue) -> dict[str, int] | None:
+    """status.fairSharing.admissionFairSharingStatus.consumedResources in milli-units (None when
+    the status has none): what admission fair sharing starts from after a restart."""
+    fair = lq.status.fair_sharing
+    status = fair.admission_fair_sharing_status if fair is not None else None
+    if status is None:
+        return None
+    out: dict[str, int] = {}
+    for resource, quantity in status.consumed_resources.items():
+        try:
+            out[resource] = int(parse_quantity(quantity) * 1000)
+        except QuantityError:
+            continue
+    return out
+
+
+def feed_local_queue(
+    engine: Engine, namespace: str, name: str, lq: LocalQueue | None, now: float = 0.0
+) -> None:
+    """Set, replace or delete a LocalQueue. With admission fair sharing on, the usage its status
+    shows is read back the first time it is seen (a restart), as last updated `now`."""
     if lq is None:
         engine.delete_local_queue(namespace, name)
-    else:
-        engine.set_local_queue(namespace, name, lq.spec.cluster_queue)
+        return
+    engine.set_local_queue(namespace, name, lq.spec.cluster_queue, local_queue_weight(lq))
+    consumed = consumed_resources(lq)
+    if consumed is not None:
+        engine.afs_seed(namespace, name, consumed, now)
 
 
 def feed_namespace(engine: Engine, namespace: Namespace | None) -> None:

@@ -24,6 +24,7 @@ from reconciler.api.times import now_rfc3339
 from reconciler.config import Configuration
 from reconciler.core.devices.inventory import DeviceInventory
 from reconciler.core.engine import Engine
+from reconciler.core.queueing.admission_fair_sharing import AfsSettings
 from reconciler.integrations import BATCH_JOB, Integration
 from reconciler.kube import Conflict, NamespaceTerminating, NotFound
 from reconciler.observability.metrics import Metrics
@@ -97,6 +98,12 @@ class Context:
     _by_plural: dict[str, str] = field(init=False)
 
     def __post_init__(self) -> None:
+        afs = self.config.admission_fair_sharing
+        if afs is not None:
+            settings = AfsSettings(
+                afs.usage_half_life_seconds, afs.usage_sampling_seconds, afs.resource_weights
+            )
+            self.engine.enable_admission_fair_sharing(settings)
         self.workload_writes = OwnWrites(self.monotonic)
         self.kind_writes = {i.kind: OwnWrites(self.monotonic) for i in self.integrations}
         self._by_plural = {i.resource.plural: i.kind for i in self.integrations}

@@ -77,6 +77,7 @@ def same_local_queue_status(a: LocalQueueStatus, b: LocalQueueStatus) -> bool:
         and a.flavors_usage == b.flavors_usage
         and (a.pending_workloads, a.reserving_workloads, a.admitted_workloads)
         == (b.pending_workloads, b.reserving_workloads, b.admitted_workloads)
+        and (a.fair_sharing is None or a.fair_sharing == b.fair_sharing)
     )
 
 
@@ -97,7 +98,7 @@ def status_patch(status: msgspec.Struct, resource_version: str | None = None) ->
         rendered.setdefault("resourceRequests", None)
         if status.requeue_state is not None and status.requeue_state.requeue_at is None:
             rendered["requeueState"]["requeueAt"] = None
-    if isinstance(status, ClusterQueueStatus) and rendered.get("fairSharing") is None:
+    if isinstance(status, (ClusterQueueStatus, LocalQueueStatus)) and rendered.get("fairSharing") is None:
         rendered.pop("fairSharing", None)  # fair sharing off: left out (see cluster_queue_status_patch)
     body: dict[str, Any] = {"status": rendered}
     if resource_version:

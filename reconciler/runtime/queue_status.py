@@ -45,8 +45,20 @@ class QueueStatus:
             log.info("ClusterQueue is out of the cohort cycle", cluster_queue=name)
         self._cycles = now
 
+    def sample_usage(self) -> None:
+        """Admission fair sharing: each LocalQueue's usage sampled every usageSamplingInterval
+        (Kueue's LocalQueue reconciler); its status shows the new value."""
+        ctx = self.ctx
+        if ctx.engine.afs is None:
+            return
+        now = ctx.wall()
+        for namespace, name in ctx.store.local_queues:
+            if ctx.engine.afs_sample(namespace, name, now):
+                ctx.dirty.queue_status = True
+
     def flush(self) -> None:
         ctx = self.ctx
+        self.sample_usage()
         if not ctx.dirty.queue_status:
             return
         ctx.dirty.queue_status = False

@@ -325,7 +325,7 @@ class Reconciler(ReconcilerViews):
             ctx.store.local_queues.pop(key, None)
         else:
             ctx.store.local_queues[key] = lq
-        feed_local_queue(ctx.engine, key[0], key[1], lq)
+        feed_local_queue(ctx.engine, key[0], key[1], lq, ctx.wall())
 
     def _on_flavor(self, key: Key, flavor: Any) -> None:
         self.ctx.dirty.queue_status = True

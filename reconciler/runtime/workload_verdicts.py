@@ -161,6 +161,7 @@ class Verdicts:
         key = done.key
         if done.ok and done.body is not None:
             ctx.stats.admitted += 1
+            ctx.engine.admission_written(key, ctx.wall())  # its entry penalty joins its usage
             ctx.apply_workload_write(key, done.body, until_seen=True)
             # Its own watch event may have come first and been set aside: start the PodsReady clock now.
             ctx.dirty.workload(key, own_write=True)
@@ -188,6 +189,7 @@ class Verdicts:
             self._record_choices(workload, ctx.engine.workload(key), charged)
             return
         # Not admitted after all: give the quota back and decide again on fresh state.
+        ctx.engine.admission_lost(key)
         if isinstance(done.error, Conflict):
             ctx.stats.admission_conflicts += 1
         else:

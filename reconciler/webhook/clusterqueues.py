@@ -15,7 +15,7 @@ from reconciler.api import ClusterQueue, ResourceGroup, ResourceQuota
 from reconciler.core.model.clusterqueues import InvalidClusterQueueError, compile_cluster_queue
 from reconciler.core.primitives.quantity import QuantityError, parse_quantity
 
-from .fielderrors import FieldError, Path, duplicate, invalid
+from .fielderrors import FieldError, Path, duplicate, invalid, not_supported
 from .names import label_selector, non_negative_quantity, qualified_name
 
 __all__ = ["validate_cluster_queue", "validate_cluster_queue_update"]
@@ -24,6 +24,8 @@ MAX_FLAVORS = 256
 MAX_COVERED_RESOURCES = 256
 MAX_FLAVOR_RESOURCES_PER_GROUP = 512
 LENDING_ABOVE_NOMINAL = "must be less than or equal to the nominalQuota"
+# spec.admissionScope.admissionMode, Kueue's CRD enum.
+ADMISSION_MODES = ("UsageBasedAdmissionFairSharing", "NoAdmissionFairSharing")
 _SPEC = Path("spec")
 
 
@@ -85,6 +87,10 @@ def validate_cluster_queue(cq: ClusterQueue) -> list[FieldError]:
                 )
             flavors.add(flavor.name)
     errors += label_selector(_SPEC.child("namespaceSelector"), spec.namespace_selector)
+    scope = spec.admission_scope
+    if scope is not None and scope.admission_mode not in ADMISSION_MODES:
+        where = str(_SPEC.child("admissionScope").child("admissionMode"))
+        errors.append(not_supported(where, scope.admission_mode, ADMISSION_MODES))
     total_flavors = sum(len(g.flavors) for g in spec.resource_groups)
     if total_flavors > MAX_FLAVORS:
         errors.append(

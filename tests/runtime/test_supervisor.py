@@ -334,7 +334,7 @@ async def test_configuration_fields_without_effect_are_named_at_start(
         {
             "apiVersion": "config.kueue.x-k8s.io/v1beta2",
             "kind": "Configuration",
-            "admissionFairSharing": {"usageHalfLifeTime": "168h"},
+            "objectRetentionPolicies": {"workloads": {"afterFinished": "1h"}},
             "integrations": {"frameworks": ["batch/job"], "labelKeysToCopy": ["team"]},
         }
     )
@@ -346,9 +346,9 @@ async def test_configuration_fields_without_effect_are_named_at_start(
         b.stop.set()
         assert b.task is not None
         await asyncio.wait_for(b.task, 5)
-    assert 'dra_quota_config_ignored_fields{field="admissionFairSharing"} 1.0' in text
+    assert 'dra_quota_config_ignored_fields{field="objectRetentionPolicies"} 1.0' in text
     assert 'dra_quota_config_ignored_fields{field="integrations.labelKeysToCopy"} 1.0' in text
     (line,) = [e for e in logs if e["event"] == "configuration fields without effect in this controller"]
     assert line["log_level"] == "warning"
-    assert set(line["ignored"]) == {"admissionFairSharing", "integrations.labelKeysToCopy"}
+    assert set(line["ignored"]) == {"objectRetentionPolicies", "integrations.labelKeysToCopy"}
     assert "not copied" in line["ignored"]["integrations.labelKeysToCopy"]

@@ -146,6 +146,17 @@ def test_a_good_cluster_queue_passes() -> None:
     assert validate_cluster_queue(cq) == []
 
 
+def test_the_admission_mode_is_one_of_kueues_two() -> None:
+    gpus = group([GPU], ("t4", [quota(GPU, 2)]))
+    for mode in ("UsageBasedAdmissionFairSharing", "NoAdmissionFairSharing"):
+        assert validate_cluster_queue(cluster_queue(gpus, admissionScope={"admissionMode": mode})) == []
+    bad = cluster_queue(gpus, admissionScope={"admissionMode": "UsageBased"})
+    assert messages(validate_cluster_queue(bad)) == [
+        'spec.admissionScope.admissionMode: Unsupported value: "UsageBased": supported values: '
+        '"UsageBasedAdmissionFairSharing", "NoAdmissionFairSharing"'
+    ]
+
+
 def test_negative_quota_is_refused_with_the_field_named() -> None:
     cq = cluster_queue(group([GPU], ("t4", [quota(GPU, "-1")])))
     assert messages(validate_cluster_queue(cq)) == [

@@ -74,6 +74,8 @@ class ClusterQueueModel:
     terminating: bool = False  # being deleted: admits nothing new while its workloads finish
     # spec.fairSharing.weight (1 when not given; 0 makes any borrowing the largest share).
     fair_weight: Fraction = Fraction(1)
+    # spec.admissionScope.admissionMode UsageBasedAdmissionFairSharing: ordered by LocalQueue usage.
+    fair_admission: bool = False
     group_of: dict[str, int] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
@@ -194,10 +196,13 @@ def compile_cluster_queue(cq: ClusterQueue) -> ClusterQueueModel:
         max_priority_threshold=borrow.max_priority_threshold,
         terminating=bool(cq.metadata.deletion_timestamp),
         fair_weight=fair_weight(cq.spec.fair_sharing),
+        fair_admission=cq.spec.admission_scope is not None
+        and cq.spec.admission_scope.admission_mode == USAGE_BASED,
     )
 
 
 _MIN_WEIGHT = Fraction(1, 10**9)
+USAGE_BASED = "UsageBasedAdmissionFairSharing"
 
 
 def fair_weight(fair_sharing: FairSharing | None) -> Fraction:

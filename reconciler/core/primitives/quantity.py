@@ -16,6 +16,7 @@ from math import ceil
 __all__ = [
     "QuantityError",
     "format_amount",
+    "format_milli",
     "parse_quantity",
     "to_amount",
 ]
@@ -79,6 +80,11 @@ def format_amount(resource: str, amount: int) -> str:
     if _is_binary(resource):
         return _format_binary(amount)
     return _format_decimal(Fraction(amount))
+
+
+def format_milli(milli: int) -> str:
+    """A milli-value as apimachinery's DecimalSI canonical form (Kueue's NewMilliQuantity)."""
+    return _format_decimal(Fraction(milli, 1000))
 
 
 def _format_decimal(value: Fraction) -> str:

@@ -16,16 +16,18 @@ counts. Admitted workloads are not here (see `cache.QuotaCache`).
 from __future__ import annotations
 
 import random
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 
 from ..model.workloads import WorkloadInfo
+from .admission_fair_sharing import AdmissionFairSharing, order_key, to_milli
 from .pending_queue import PendingQueue
 
 __all__ = ["QueueManager", "backoff_seconds"]
 
 WorkloadKey = tuple[str, str]
 LocalQueueKey = tuple[str, str]
+FlavorResource = tuple[str, str]
 
 
 @dataclass
@@ -47,14 +49,51 @@ class QueueManager:
     _dirty: set[str] = field(default_factory=set)
     # Moves on every `retry` (configuration changed): verdicts from before no longer hold.
     epoch: int = 0
+    # Admission fair sharing (the Configuration's admissionFairSharing); None: off.
+    afs: AdmissionFairSharing | None = None
+    # ClusterQueues with admissionMode UsageBasedAdmissionFairSharing (ordered by usage when on).
+    afs_queues: set[str] = field(default_factory=set)
 
     # --- queue objects ------------------------------------------------------------------
 
-    def set_cluster_queue(self, name: str, strict_fifo: bool) -> None:
+    def set_cluster_queue(self, name: str, strict_fifo: bool, fair_admission: bool = False) -> None:
         queue = self.queues.setdefault(name, PendingQueue())
         queue.strict_fifo = strict_fifo
+        if fair_admission:
+            self.afs_queues.add(name)
+        else:
+            self.afs_queues.discard(name)
+        afs = self.afs if fair_admission else None
+        if (afs is None) != (queue.score_of is None):
+            queue.set_scores(None if afs is None else _score_key(afs), self._local_queue_of)
         self._retry_unqueueable()
         self.retry([name])
+
+    # --- admission fair sharing -----------------------------------------------------------
+
+    def _local_queue_of(self, key: WorkloadKey) -> LocalQueueKey | None:
+        info = self.workloads.get(key)
+        return None if info is None else (info.namespace, info.queue_name)
+
+    def uses_afs(self, cluster_queue: str) -> bool:
+        """Workloads of this ClusterQueue are ordered by their LocalQueues' usage."""
+        return self.afs is not None and cluster_queue in self.afs_queues
+
+    def afs_score(self, local_queue: LocalQueueKey) -> float | None:
+        """The LocalQueue's score when its ClusterQueue uses admission fair sharing."""
+        cq_name = self.local_queues.get(local_queue)
+        if self.afs is None or cq_name is None or cq_name not in self.afs_queues:
+            return None
+        return self.afs.score(local_queue)
+
+    def entry_penalty(
+        self, info: WorkloadInfo, cluster_queue: str, usage: Mapping[FlavorResource, int]
+    ) -> None:
+        """The scheduler admitted `info` with `usage`: its LocalQueue pays the entry penalty now
+        (the ClusterQueue's order reads the new score when its next head is taken)."""
+        if self.afs is None or cluster_queue not in self.afs_queues:
+            return
+        self.afs.admitted(info.key, (info.namespace, info.queue_name), to_milli(usage))
 
     def delete_cluster_queue(self, name: str) -> None:
         """The ClusterQueue is gone or unusable: its members become unqueueable."""
@@ -67,14 +106,19 @@ class QueueManager:
                 self._unplace(key)
                 self._place(info)
 
-    def set_local_queue(self, namespace: str, name: str, cluster_queue: str) -> None:
-        if self.local_queues.get((namespace, name)) == cluster_queue:
+    def set_local_queue(self, namespace: str, name: str, cluster_queue: str, weight: float = 1.0) -> None:
+        lq = (namespace, name)
+        if self.afs is not None:
+            self.afs.set_weight(lq, weight)
+        if self.local_queues.get(lq) == cluster_queue:
             return  # a status write (often our own): its members stay where they are, parked or not
-        self.local_queues[(namespace, name)] = cluster_queue
-        self._replace_members((namespace, name))
+        self.local_queues[lq] = cluster_queue
+        self._replace_members(lq)
 
     def delete_local_queue(self, namespace: str, name: str) -> None:
         self.local_queues.pop((namespace, name), None)
+        if self.afs is not None:
+            self.afs.forget((namespace, name))
         self._replace_members((namespace, name))
 
     # --- workloads ----------------------------------------------------------------------
@@ -195,7 +239,9 @@ class QueueManager:
         cq_name = self.local_queues[(info.namespace, info.queue_name)]
         self._unreported.pop(key, None)
         self._placement[key] = cq_name
-        self.queues[cq_name].push(key, info.priority, info.created, info.uid)
+        self.queues[cq_name].push(
+            key, info.priority, info.created, info.uid, (info.namespace, info.queue_name)
+        )
         self._dirty.add(cq_name)
 
     def _unqueueable_reason(self, info: WorkloadInfo) -> str | None:
@@ -242,6 +288,11 @@ class QueueManager:
             if info is not None and key not in self._held:
                 self._unplace(key)
                 self._place(info)
+
+
+def _score_key(afs: AdmissionFairSharing) -> Callable[[LocalQueueKey], float]:
+    """A LocalQueue's score as a pending queue sorts by it."""
+    return lambda local_queue: order_key(afs.score(local_queue))
 
 
 def backoff_seconds(

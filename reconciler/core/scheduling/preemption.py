@@ -34,6 +34,7 @@ from reconciler.api import ResourceFlavor, Workload
 from ..model.clusterqueues import ClusterQueueModel
 from ..model.workloads import JOB_UID_LABEL, DeviceSizes, WorkloadInfo
 from ..primitives.selectors import first_untolerated_taint, flavor_matches_pod_spec
+from ..queueing.admission_fair_sharing import order_key
 from ..quota.cache import QuotaCache
 from ..quota.capacity import CohortTree
 from ..quota.ledger import Charge, FlavorResource
@@ -54,6 +55,8 @@ __all__ = [
 ]
 
 WorkloadKey = tuple[str, str]
+# The admission fair sharing score of a LocalQueue (namespace, name).
+LocalQueueUsage = Callable[[tuple[str, str]], float]
 IN_CLUSTER_QUEUE = "InClusterQueue"
 IN_COHORT_RECLAMATION = "InCohortReclamation"
 IN_COHORT_RECLAIM_WHILE_BORROWING = "InCohortReclaimWhileBorrowing"
@@ -274,16 +277,18 @@ def preemption_targets(
     cache: QuotaCache,
     flavors: Mapping[str, ResourceFlavor],
     sizes: DeviceSizes | None = None,
+    usage: LocalQueueUsage | None = None,
 ) -> list[Target]:
     """The workloads to evict so that `preemptor` fits in `model`; empty when no set would do
-    (`sizes`: the device inventory, for charges the flavor decides)."""
+    (`sizes`: the device inventory, for charges the flavor decides; `usage`: the admission fair
+    sharing score of a LocalQueue, when `model` orders by it)."""
     tree = cache.capacity
     needs = preemption_needs(preemptor, model, cache, sizes)
     if needs is None:
         return []
     requests, needed = needs
     same, claim, by_priority = _collect(cache, tree, preemptor, model, needed, requests)
-    order = candidate_order(cache, model.name)
+    order = candidate_order(cache, model.name, usage)
     lists = [sorted(part, key=lambda c: order(c.key)) for part in (claim, by_priority, same)]
     evicting = [c for part in lists for c in part if c.key in cache.evicting]
     rest = [c for part in lists for c in part if c.key not in cache.evicting]
@@ -336,16 +341,21 @@ def preemption_needs(
     return requests, needed
 
 
-def candidate_order(cache: QuotaCache, cluster_queue: str) -> Callable[[WorkloadKey], tuple[object, ...]]:
+def candidate_order(
+    cache: QuotaCache, cluster_queue: str, usage: LocalQueueUsage | None = None
+) -> Callable[[WorkloadKey], tuple[object, ...]]:
     """Kueue's order of preemption candidates for a preemptor of `cluster_queue`: other
-    ClusterQueues' first, lower priority, most recently admitted, then UID."""
+    ClusterQueues' first, then (admission fair sharing: `usage` gives the score of a LocalQueue
+    of `cluster_queue`) the higher LocalQueue usage among its own, lower priority, most recently
+    admitted, then UID."""
 
     def order(key: WorkloadKey) -> tuple[object, ...]:
         info = cache.workloads[key]
         charge = cache.ledger.charge_of(key)
         at, seq = cache.admitted_at.get(key, ("", 0))
         same = charge is not None and charge.cluster_queue == cluster_queue
-        return (same, info.priority, _invert(at), -seq, info.uid)
+        heavier = -order_key(usage((info.namespace, info.queue_name))) if same and usage is not None else 0.0
+        return (same, heavier, info.priority, _invert(at), -seq, info.uid)
 
     return order
 

@@ -335,6 +335,7 @@ class _QueuePass:
             if isinstance(fit, FlavorFit):
                 queues.remove(key)  # out of its pending queue too
                 cache.admit(info, Charge(model.name, fit.usage))
+                queues.entry_penalty(info, model.name, fit.usage)
                 scheduler._last.pop(key, None)
                 out.append(Admit(key, model.name, fit.pod_sets, fit.considered, fit.charged))
                 return True
@@ -352,7 +353,8 @@ class _QueuePass:
             if scheduler.fair_sharing is not None:
                 targets = fair_preemption_targets(info, model, cache, scheduler.fair_sharing, scheduler.sizes)
             else:
-                targets = preemption_targets(info, model, cache, cache.flavors, scheduler.sizes)
+                usage = queues.afs.score if queues.afs is not None and queues.uses_afs(model.name) else None
+                targets = preemption_targets(info, model, cache, cache.flavors, scheduler.sizes, usage)
             victims = {t.key for t in targets}
             if targets and not victims & self.claimed:
                 self.claimed |= victims
