@@ -79,16 +79,18 @@ def _fingerprint(pair: tuple[bytes, bytes]) -> str:
     return hashlib.sha256(pair[0] + b"\0" + pair[1]).hexdigest()
 
 
-def _load(context: ssl.SSLContext, pair: tuple[bytes, bytes]) -> None:
-    """Load a certificate and key read once: a copy in a private directory, checked on a fresh
-    context first, so a pair written halfway (or mismatched) never reaches ``context``."""
+def _load(pair: tuple[bytes, bytes]) -> ssl.SSLContext:
+    """A new server context for a certificate and key read once (a copy in a private directory,
+    since ``ssl`` loads from files). A context in use is never loaded into: between its new
+    certificate and its new key, a handshake would get the one with the other's partner."""
     with tempfile.TemporaryDirectory(prefix="webhook-cert-") as directory:
         cert, key = Path(directory) / CERT_FILE, Path(directory) / KEY_FILE
         cert.write_bytes(pair[0])
         key.touch(mode=0o600)
         key.write_bytes(pair[1])
-        tls_context().load_cert_chain(cert, key)
+        context = tls_context()
         context.load_cert_chain(cert, key)
+        return context
 
 
 def tls_context() -> ssl.SSLContext:
@@ -108,7 +110,8 @@ class WebhookServer:
     reload_interval: float = 10.0
     serving: asyncio.Event = field(default_factory=asyncio.Event)
     bound_port: int | None = None
-    _context: ssl.SSLContext | None = None
+    _context: ssl.SSLContext | None = None  # the listening socket's; its SNI callback picks _current
+    _current: ssl.SSLContext | None = None  # the newest pair's, handed to every new handshake
     _loaded: str | None = None
 
     def not_serving_reason(self) -> str | None:
@@ -117,7 +120,6 @@ class WebhookServer:
         return f"webhook server waiting for {CERT_FILE} and {KEY_FILE} in {self.cert_dir}"
 
     async def run(self) -> None:
-        self._context = tls_context()
         reported = False
         while not await self.reload():
             if not reported:
@@ -151,14 +153,23 @@ class WebhookServer:
     async def reload(self) -> bool:
         """Load the certificate (again) if its files are there and changed; True when it did."""
         pair = await asyncio.to_thread(_read_pair, self.cert_dir)
-        if pair is None or self._context is None or _fingerprint(pair) == self._loaded:
+        if pair is None or _fingerprint(pair) == self._loaded:
             return False
         try:
-            await asyncio.to_thread(_load, self._context, pair)
+            context = await asyncio.to_thread(_load, pair)
         except (OSError, ssl.SSLError) as err:
             log.warning("webhook certificate cannot be loaded; keeping what is loaded", error=str(err))
             return False
-        if self._loaded is not None:
+        self._current = context
+        if self._context is None:
+            self._context = context
+            context.sni_callback = self._pick
+        else:
             log.info("webhook certificate reloaded", directory=str(self.cert_dir))
         self._loaded = _fingerprint(pair)
         return True
+
+    def _pick(self, connection: ssl.SSLObject, server_name: str | None, context: ssl.SSLContext) -> None:
+        """Every handshake (with or without a server name) gets the newest loaded pair."""
+        if self._current is not None and self._current is not context:
+            connection.context = self._current

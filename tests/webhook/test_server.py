@@ -220,3 +220,33 @@ async def test_a_new_certificate_is_loaded_without_a_restart(running: Running) -
     assert (await running.review("/mutate-batch-v1-job", second, request))["allowed"] is True
     with pytest.raises(aiohttp.ClientConnectorCertificateError):
         await running.review("/mutate-batch-v1-job", first, request)
+
+
+@pytest.mark.asyncio
+async def test_handshakes_during_certificate_reloads_all_succeed(running: Running) -> None:
+    """A reload never leaves a handshake with one pair's certificate and the other's key (seen in
+    CI as a connection reset while a rotated pair was being loaded into the serving context)."""
+    first = await serving(running)
+    second = new_bundle(["127.0.0.1"], NOW)
+    trusting_both = ssl.create_default_context(
+        cadata=first.ca.cert_pem.decode() + second.ca.cert_pem.decode()
+    )
+    port = running.server.bound_port
+    failures: list[BaseException] = []
+
+    async def handshakes() -> None:
+        for _ in range(150):
+            try:
+                _, writer = await asyncio.open_connection("127.0.0.1", port, ssl=trusting_both)
+                writer.close()
+                await writer.wait_closed()
+            except (OSError, ssl.SSLError) as err:
+                failures.append(err)
+
+    async def rotations() -> None:
+        for turn in range(60):
+            await asyncio.to_thread(write_cert_dir, running.cert_dir, second if turn % 2 == 0 else first)
+            await running.server.reload()
+
+    await asyncio.gather(handshakes(), handshakes(), rotations())
+    assert not failures, f"{len(failures)} handshakes failed during reloads, e.g. {failures[0]!r}"
