@@ -18,11 +18,9 @@ from reconciler.core.model.workloads import QUEUE_NAME_LABEL, workload_for_objec
 from reconciler.core.primitives.priority import (
     PRIORITY_CLASS_LABEL,
     MissingPriorityClass,
-    priority_class_name,
     priority_update,
     resolve_priority_of,
 )
-from reconciler.core.status import set_condition
 from reconciler.integrations import (
     BATCH_JOB,
     CHILD_SUSPENDED,
@@ -32,6 +30,7 @@ from reconciler.integrations import (
     Integration,
     Known,
     Patch,
+    Release,
     Restore,
     Start,
     Step,
@@ -47,14 +46,15 @@ from reconciler.kube import Conflict, NotFound
 from .actions import Create, Delete, MergePatch, Purpose, WriteDone
 from .context import Context
 from .events import WORKLOAD_API
-from .patches import api_body, workload_status_write
+from .job_finish import JobFinish
+from .patches import api_body
 from .store import JobRef, Key
 
 __all__ = ["JobKinds", "Jobs"]
 
 log = structlog.get_logger(__name__)
 
-JobWrite = Literal["job-start", "job-suspend", "job-restore", "job-clear-start"]
+JobWrite = Literal["job-start", "job-suspend", "job-restore", "job-clear-start", "job-release"]
 _NO_MATCH = "No matching Workload; restoring pod templates according to existent Workload"
 
 
@@ -69,15 +69,20 @@ class Jobs:
         self._unresolved: dict[Key, str] = {}
         # Workloads (by UID) we asked the API to delete because they no longer match their job.
         self._deleted: dict[Key, str] = {}
+        self.finishing = JobFinish(ctx)
 
     def reconcile(self, key: Key) -> None:
         ctx = self.ctx
         job = ctx.store.of_kind(self.kind).get(key)
-        if job is None or job.metadata.deletion_timestamp:
+        if job is None or self.integration.framework not in ctx.config.frameworks:
             return
-        if self.integration.framework not in ctx.config.frameworks:
+        if job.metadata.deletion_timestamp:
+            # Kueue's finalize: a deleted job lets go of its finalizer (its Workload is an orphan).
+            release = self.integration.release_patch(job)
+            if release is not None and self._write(job, "job-release", release):
+                ctx.dirty.workload(ctx.store.workload_key(job, self.kind))
             return
-        parent = controller_parent(job, ctx.store.integrations)
+        parent = None if self.integration.top_level else controller_parent(job, ctx.store.integrations)
         if parent is not None and self._child(job, parent[0], parent[1]):
             return
         if not self._managed(job.metadata.labels, key[0]):
@@ -143,11 +148,16 @@ class Jobs:
         elif workload is None:
             return
         elif isinstance(step, Finish):
-            self._finish(workload, step.outcome.succeeded, step.outcome.message)
+            self.finishing.finish(workload, step.outcome.succeeded, step.outcome.message)
         elif isinstance(step, Start):
             self._write(job, "job-start", step.patch)
         elif isinstance(step, Suspend):
-            self._write(job, "job-suspend", step.patch)
+            if self.integration.stop_deletes:
+                self._delete_job(job, workload)
+            else:
+                self._write(job, "job-suspend", step.patch)
+        elif isinstance(step, Release):
+            self._write(job, "job-release", step.patch)
         elif isinstance(step, Restore):
             self._write(job, "job-clear-start" if step.patch.subresource else "job-restore", step.patch)
         elif isinstance(step, DeleteMismatched):
@@ -256,6 +266,18 @@ class Jobs:
 
     # --- writes to the Job --------------------------------------------------------------
 
+    def _delete_job(self, job: Any, workload: Workload) -> None:
+        """Stop a job that cannot be suspended (a pod) by deleting it, as Kueue does."""
+        key = (job.metadata.namespace, job.metadata.name)
+        if job.metadata.deletion_timestamp or self.ctx.kind_writes[self.kind].in_flight(key, "job-delete"):
+            return
+        evicted = next(
+            (c for c in workload.status.conditions if c.type == "Evicted" and c.status == "True"), None
+        )
+        message = evicted.message if evicted is not None else "Not admitted by cluster queue"
+        self.ctx.events.emit(job, "Normal", "Stopped", message)
+        self.ctx.write(Delete("job-delete", self.integration.resource, *key, on_done=self._job_written))
+
     def _write(self, job: Any, purpose: JobWrite, patch: Patch) -> bool:
         """Ask for a start, suspend or restore once; False when it is already asked for."""
         key = (job.metadata.namespace, job.metadata.name)
@@ -278,17 +300,17 @@ class Jobs:
         ctx = self.ctx
         action = done.action
         key = done.key
-        if done.ok and done.body is not None:
+        if done.ok and done.body:
             ctx.apply_job_write(key, done.body, self.integration)
         if done.error is not None or done.superseded:
-            ctx.write_failed(done, expected=(NotFound,))
+            ctx.write_failed(done, expected=(NotFound, Conflict))
         elif action.purpose == "job-start" and done.body is not None:
             started = msgspec.json.decode(done.body, type=self.integration.projection)
             owned = ctx.store.workloads.get(ctx.store.workload_key(started, self.kind))
             admission = owned.status.admission if owned is not None else None
             cq_name = admission.cluster_queue if admission is not None else ""
             ctx.events.emit(started, "Normal", "Started", f"Admitted by clusterQueue {cq_name}")
-        elif action.purpose in ("job-clear-start", "job-suspend", "job-restore"):
+        elif action.purpose in ("job-clear-start", "job-suspend", "job-restore", "job-delete"):
             ctx.dirty.jobs.add((self.kind, *key))  # the template can be restored now (or the next step taken)
 
     def _workload_created(self, done: WriteDone) -> None:
@@ -302,59 +324,8 @@ class Jobs:
         else:
             ctx.write_failed(done, expected=(Conflict,))
 
-    # --- the Job ended ------------------------------------------------------------------
-
-    def _finish(self, workload: Workload, succeeded: bool, message: str) -> None:
-        ctx = self.ctx
-        conditions = set_condition(
-            workload.status.conditions,
-            "Finished",
-            "True",
-            "Succeeded" if succeeded else "Failed",
-            message,
-            ctx.clock(),
-            workload.metadata.generation or None,
-        )
-        patch = msgspec.json.encode({"status": {"conditions": msgspec.to_builtins(conditions)}})
-        meta = workload.metadata
-        ctx.write(workload_status_write("finish", (meta.namespace, meta.name), patch, self._finished))
-        # The quota is released when the write lands (or the watch shows it finished), never
-        # before: until then the API still counts this workload against the quota. The Event goes
-        # on the job, as Kueue's job reconciler records it.
-        job = ctx.store.job(ctx.store.owner((meta.namespace, meta.name)))
-        ctx.events.emit(
-            job if job is not None else workload,
-            "Normal",
-            "FinishedWorkload",
-            f"Workload '{meta.namespace}/{meta.name}' is declared finished",
-        )
-
-    def _finished(self, done: WriteDone) -> None:
-        ctx = self.ctx
-        key = done.key
-        if done.superseded and key in ctx.store.workloads:
-            owner = ctx.store.owner(key)
-            if owner is not None:
-                ctx.dirty.jobs.add(owner)  # write it again
-            return
-        if done.ok and done.body is not None:
-            ctx.apply_workload_write(key, done.body)
-            ctx.engine.remove_workload(key)
-            priority_class = priority_class_name(ctx.store.workloads.get(key))
-            ctx.metrics.workload_finished(self._cluster_queue_of(key), priority_class)
-        else:
-            ctx.write_failed(done, expected=(NotFound,))
-
     def _ref(self, job: Any) -> JobRef:
         return (self.kind, job.metadata.namespace, job.metadata.name)
-
-    def _cluster_queue_of(self, key: Key) -> str:
-        workload = self.ctx.store.workloads.get(key)
-        if workload is None:
-            return ""
-        if workload.status.admission is not None:
-            return workload.status.admission.cluster_queue
-        return self.ctx.engine.queues.local_queues.get((key[0], workload.spec.queue_name), "")
 
 
 class JobKinds:
