@@ -25,6 +25,7 @@ import msgspec
 from reconciler.api import PodSet
 from reconciler.api.pods import ManagedPod
 from reconciler.api.resources import PODS, Resource
+from reconciler.core.model.jobs import PODSET_LABEL
 from reconciler.core.model.workloads import JOB_POD_SET
 
 from .base import Outcome, Patch, PodSetStart
@@ -134,7 +135,9 @@ class PlainPod:
         return Patch(msgspec.json.encode({"metadata": meta}))
 
     def restore_pending(self, obj: ManagedPod) -> bool:
-        return False
+        """Whether starting injected its flavor (then its tolerations are not compared with
+        its Workload's, as while the quota is held; a pod is never restored)."""
+        return PODSET_LABEL in obj.metadata.labels
 
     def restore_patch(self, obj: ManagedPod, recorded: Sequence[PodSet]) -> Patch | None:
         return None  # a pod is deleted, never restored

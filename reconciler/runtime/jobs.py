@@ -70,6 +70,8 @@ class Jobs:
         # Workloads (by UID) we asked the API to delete because they no longer match their job.
         self._deleted: dict[Key, str] = {}
         self.finishing = JobFinish(ctx)
+        # Jobs stopped by deletion (pods), by UID: deleted once.
+        self._stopped: dict[Key, str] = {}
 
     def reconcile(self, key: Key) -> None:
         ctx = self.ctx
@@ -161,7 +163,9 @@ class Jobs:
         elif isinstance(step, Restore):
             self._write(job, "job-clear-start" if step.patch.subresource else "job-restore", step.patch)
         elif isinstance(step, DeleteMismatched):
-            if step.stop is not None and self._write(job, "job-suspend", step.stop):
+            if step.stop is not None and self.integration.stop_deletes:
+                self._delete_job(job, workload)
+            elif step.stop is not None and self._write(job, "job-suspend", step.stop):
                 self.ctx.events.emit(job, "Normal", "Stopped", _NO_MATCH)
             if step.delete:
                 self._delete_mismatched(job, workload)
@@ -257,6 +261,7 @@ class Jobs:
     def deleted(self, job: Any) -> None:
         """A job is gone: its Workload is let go (or forgotten, if the API never showed it)."""
         self._unresolved.pop((job.metadata.namespace, job.metadata.name), None)
+        self._stopped.pop((job.metadata.namespace, job.metadata.name), None)
         wl_key = self.ctx.store.workload_key(job, self.kind)
         self._deleted.pop(wl_key, None)
         if wl_key in self.ctx.store.workloads:
@@ -269,13 +274,12 @@ class Jobs:
     def _delete_job(self, job: Any, workload: Workload) -> None:
         """Stop a job that cannot be suspended (a pod) by deleting it, as Kueue does."""
         key = (job.metadata.namespace, job.metadata.name)
-        if job.metadata.deletion_timestamp or self.ctx.kind_writes[self.kind].in_flight(key, "job-delete"):
-            return
-        evicted = next(
-            (c for c in workload.status.conditions if c.type == "Evicted" and c.status == "True"), None
-        )
-        message = evicted.message if evicted is not None else "Not admitted by cluster queue"
-        self.ctx.events.emit(job, "Normal", "Stopped", message)
+        if job.metadata.deletion_timestamp or self._stopped.get(key) == job.metadata.uid:
+            return  # asked for once; the watch shows it being deleted
+        self._stopped[key] = job.metadata.uid
+        if not any(c.type == "Evicted" and c.status == "True" for c in workload.status.conditions):
+            # (An eviction has its own Stopped Event.)
+            self.ctx.events.emit(job, "Normal", "Stopped", "Not admitted by cluster queue")
         self.ctx.write(Delete("job-delete", self.integration.resource, *key, on_done=self._job_written))
 
     def _write(self, job: Any, purpose: JobWrite, patch: Patch) -> bool:
@@ -310,7 +314,7 @@ class Jobs:
             admission = owned.status.admission if owned is not None else None
             cq_name = admission.cluster_queue if admission is not None else ""
             ctx.events.emit(started, "Normal", "Started", f"Admitted by clusterQueue {cq_name}")
-        elif action.purpose in ("job-clear-start", "job-suspend", "job-restore", "job-delete"):
+        elif action.purpose in ("job-clear-start", "job-suspend", "job-restore"):
             ctx.dirty.jobs.add((self.kind, *key))  # the template can be restored now (or the next step taken)
 
     def _workload_created(self, done: WriteDone) -> None:
