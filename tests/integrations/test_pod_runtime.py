@@ -12,6 +12,7 @@ from typing import Any
 
 from reconciler.api.resources import (
     CLUSTER_QUEUES,
+    JOBS,
     LOCAL_QUEUES,
     NAMESPACES,
     PODS,
@@ -25,7 +26,8 @@ from reconciler.integrations import PODSET_LABEL
 from reconciler.integrations.pod import ADMISSION_GATE, GROUP_NAME_LABEL, POD_FINALIZER
 from reconciler.runtime.actions import Action
 from reconciler.runtime.reconciler import Reconciler
-from tests.support.builders import cluster_queue_body
+from reconciler.runtime.watched import POD_JOBS_HANDLER
+from tests.support.builders import cluster_queue_body, job_body
 from tests.support.memory_api import MemoryApi
 from tests.support.pods import pod_body, stored_pod
 
@@ -194,3 +196,30 @@ def test_a_pod_group_pod_and_an_unmanaged_pod_get_no_workload() -> None:
     c.settle()
     assert c.workloads() == {}
     assert gates(c.pod("plain")) == []
+
+
+def test_with_pods_on_pods_are_watched_once_and_a_jobs_pods_still_count_for_pods_ready() -> None:
+    rows = [row for row in Cluster().reconciler.watched_kinds if row.resource == PODS]
+    assert [(row.handler, row.label_selector) for row in rows] == [(POD_JOBS_HANDLER, None)]
+    c = Cluster()
+    queues(c, gpus=1)
+    c.api.add(JOBS, job_body("j", requests={"cpu": "1"}))
+    c.settle()
+    job = c.api.get(JOBS, "ns", "j")
+    assert job["spec"]["suspend"] is False
+    owner = {
+        "apiVersion": "batch/v1",
+        "kind": "Job",
+        "name": "j",
+        "uid": job["metadata"]["uid"],
+        "controller": True,
+    }
+    body = pod_body("j-abc", queue=None, claim_template=None)
+    body["metadata"] |= {"labels": {PODSET_LABEL: "main"}, "ownerReferences": [owner]}
+    body["status"] = {"phase": "Running", "conditions": [{"type": "Ready", "status": "True"}]}
+    c.api.add(PODS, body)
+    c.settle()
+    assert "Pod/j-abc" not in c.workloads()  # a Job's pod is not a job of its own
+    ready = condition(c.workloads()["Job/j"], "PodsReady")
+    assert ready is not None
+    assert ready["status"] == "True"
