@@ -221,6 +221,9 @@ def decide(
         return CreateWorkload(suspend, not known.creating)
     if release is not None and _is_finished(workload):
         return Release(release)  # Kueue's finalizeJob once the Workload is finished
+    if integration.stop_deletes and workload.metadata.deletion_timestamp and outcome is None:
+        # Kueue stops the job of a Workload being deleted; a pod, even a gated one, is deleted.
+        return Suspend(Patch(integration.suspend_patch(obj)))
     if outcome is None and not _is_finished(workload):
         replace = _mismatch(integration, obj, workload, known)
         if replace is not None:

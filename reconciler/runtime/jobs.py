@@ -84,6 +84,8 @@ class Jobs:
             if release is not None and self._write(job, "job-release", release):
                 ctx.dirty.workload(ctx.store.workload_key(job, self.kind))
             return
+        if self._stopped.get(key) == job.metadata.uid:
+            return  # deleted at our request: nothing more until the API shows it going
         parent = None if self.integration.top_level else controller_parent(job, ctx.store.integrations)
         if parent is not None and self._child(job, parent[0], parent[1]):
             return
@@ -277,7 +279,9 @@ class Jobs:
         if job.metadata.deletion_timestamp or self._stopped.get(key) == job.metadata.uid:
             return  # asked for once; the watch shows it being deleted
         self._stopped[key] = job.metadata.uid
-        if not any(c.type == "Evicted" and c.status == "True" for c in workload.status.conditions):
+        if workload.metadata.deletion_timestamp:
+            self.ctx.events.emit(job, "Normal", "Stopped", "Workload is deleted")
+        elif not any(c.type == "Evicted" and c.status == "True" for c in workload.status.conditions):
             # (An eviction has its own Stopped Event.)
             self.ctx.events.emit(job, "Normal", "Stopped", "Not admitted by cluster queue")
         self.ctx.write(Delete("job-delete", self.integration.resource, *key, on_done=self._job_written))

@@ -117,6 +117,17 @@ def test_a_pod_without_its_workload_gets_one_without_being_stopped_first() -> No
     assert isinstance(decide(POD, running, _workload(running), Known(), {}), Suspend)
 
 
+def test_a_pod_whose_workload_is_being_deleted_is_stopped_even_while_gated() -> None:
+    gated = _pod()
+    workload = _workload(gated)
+    deleting = msgspec.structs.replace(
+        workload,
+        metadata=msgspec.structs.replace(workload.metadata, deletion_timestamp="2026-01-01T00:00:00Z"),
+    )
+    assert isinstance(decide(POD, gated, workload, Known(), {}), Nothing)
+    assert isinstance(decide(POD, gated, deleting, Known(), {}), Suspend)
+
+
 def test_pods_ready_is_its_ready_condition() -> None:
     assert not POD.pods_ready(_pod(status={"phase": "Running"}))
     ready = _pod(status={"phase": "Running", "conditions": [{"type": "Ready", "status": "True"}]})

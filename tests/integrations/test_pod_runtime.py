@@ -186,6 +186,19 @@ def test_a_deactivated_pods_workload_deletes_the_pod_and_lets_it_go() -> None:
     assert c.used_gpus() == 0
 
 
+def test_a_gated_pod_whose_workload_is_deleted_is_deleted_too() -> None:
+    c = Cluster()
+    queues(c, gpus=0)
+    c.api.add(PODS, stored_pod(pod_body("p1")))
+    c.settle()
+    name = c.workloads()["Pod/p1"]["metadata"]["name"]
+    c.api.delete(WORKLOADS, "ns", name)
+    c.settle()
+    assert ("pods", "ns", "p1") not in c.api.objects
+    assert c.workloads() == {}
+    assert c.api.reasons("Pod", "p1") == ["CreatedWorkload", "Stopped"]
+
+
 def test_a_pod_group_pod_and_an_unmanaged_pod_get_no_workload() -> None:
     c = Cluster()
     queues(c, gpus=1)
