@@ -17,6 +17,7 @@ Pod groups (`kueue.x-k8s.io/pod-group-name`) are not handled: such a pod is neve
 
 from __future__ import annotations
 
+import hashlib
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -38,8 +39,10 @@ __all__ = [
     "MANAGED_VALUE",
     "POD",
     "POD_FINALIZER",
+    "ROLE_HASH_ANNOTATION",
     "PlainPod",
     "is_group_pod",
+    "role_hash",
 ]
 
 MANAGED_LABEL = "kueue.x-k8s.io/managed"
@@ -50,7 +53,51 @@ ADMISSION_GATE = "kueue.x-k8s.io/admission"
 TOPOLOGY_GATE = "kueue.x-k8s.io/topology"
 GROUP_NAME_LABEL = "kueue.x-k8s.io/pod-group-name"
 GROUP_TOTAL_COUNT_ANNOTATION = "kueue.x-k8s.io/pod-group-total-count"
+ROLE_HASH_ANNOTATION = "kueue.x-k8s.io/role-hash"
 _TERMINATED = ("Succeeded", "Failed")
+# The parts of a pod's spec that make its role (Kueue's SpecShape), in the order Go's encoder
+# writes a map's keys (sorted).
+_SHAPE_FIELDS = (
+    "affinity",
+    "containers",
+    "initContainers",
+    "nodeSelector",
+    "overhead",
+    "priority",
+    "resourceClaims",
+    "runtimeClassName",
+    "tolerations",
+    "topologySpreadConstraints",
+)
+# Go's encoder escapes these inside strings (the only place JSON can hold them).
+_GO_ESCAPES = ((b"<", b"\\u003c"), (b">", b"\\u003e"), (b"&", b"\\u0026"))
+
+
+def _containers_shape(containers: Any) -> Any:
+    if not containers:
+        return None
+    return [
+        {"ports": c.get("ports"), "resources": {"requests": (c.get("resources") or {}).get("requests")}}
+        for c in containers
+    ]
+
+
+def role_hash(spec: msgspec.Raw | bytes) -> str:
+    """Kueue's role hash of a pod: the first 8 hex digits of the SHA-256 of its spec's shape
+    (containers' requests and ports, node selector, affinity, tolerations, runtime class,
+    priority, topology spread, overhead, resource claims) as Go's encoder writes it. The API
+    server writes a pod as Go does, so each part is taken as it came, in its own key order."""
+    decoded = msgspec.json.decode(spec)
+    shape: dict[str, Any] = {}
+    for name in _SHAPE_FIELDS:
+        if name in ("containers", "initContainers"):
+            shape[name] = _containers_shape(decoded.get(name))
+        else:
+            shape[name] = decoded.get(name)
+    encoded = msgspec.json.encode({"spec": shape})
+    for char, escaped in _GO_ESCAPES:
+        encoded = encoded.replace(char, escaped)
+    return hashlib.sha256(encoded).hexdigest()[:8]
 
 
 def is_group_pod(labels: Mapping[str, str], annotations: Mapping[str, str]) -> bool:

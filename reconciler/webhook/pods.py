@@ -7,7 +7,8 @@ or a JobSet's pod: its job holds the quota). Otherwise a pod without a queue nam
 ``kueue.x-k8s.io/queue-name: default`` when the namespace has that LocalQueue, and a pod that
 names a queue (or any, with ``manageJobsWithoutQueueName``) is marked managed
 (``kueue.x-k8s.io/managed: "true"``), gets Kueue's finalizer and is held by the scheduling gate
-``kueue.x-k8s.io/admission`` until its Workload is admitted.
+``kueue.x-k8s.io/admission`` until its Workload is admitted; it also gets Kueue's role hash
+(``kueue.x-k8s.io/role-hash``).
 
 Validation, as Kueue's: the queue-name rules of any job (suspended here means gated or ended),
 the managed label's only value ``true``, the pod-group metadata (a group name needs a total
@@ -32,7 +33,9 @@ from reconciler.integrations.pod import (
     MANAGED_LABEL,
     MANAGED_VALUE,
     POD_FINALIZER,
+    ROLE_HASH_ANNOTATION,
     is_group_pod,
+    role_hash,
 )
 
 from .fielderrors import IMMUTABLE, FieldError, Path, forbidden, invalid, required
@@ -127,6 +130,13 @@ def default_pod(
             ops.append({"op": "add", "path": "/spec/schedulingGates/-", "value": gate})
         else:
             ops.append({"op": "add", "path": "/spec/schedulingGates", "value": [gate]})
+    if ROLE_HASH_ANNOTATION not in meta.annotations:
+        value = role_hash(pod.spec)
+        if meta.annotations:
+            path = f"/metadata/annotations/{escape(ROLE_HASH_ANNOTATION)}"
+            ops.append({"op": "add", "path": path, "value": value})
+        else:
+            ops.append({"op": "add", "path": "/metadata/annotations", "value": {ROLE_HASH_ANNOTATION: value}})
     return ops
 
 

@@ -3,6 +3,7 @@ start write, the finalizer, the outcome, PodsReady, and the steps decide takes f
 
 from __future__ import annotations
 
+import hashlib
 from typing import Any
 
 import msgspec
@@ -22,7 +23,7 @@ from reconciler.integrations import (
     Suspend,
     decide,
 )
-from reconciler.integrations.pod import ADMISSION_GATE, POD_FINALIZER
+from reconciler.integrations.pod import ADMISSION_GATE, POD_FINALIZER, role_hash
 from tests.support.pods import pod_body, stored_pod
 
 TOLERATION = {"key": "gpu", "operator": "Exists", "effect": "NoSchedule"}
@@ -135,3 +136,30 @@ def test_pods_ready_is_its_ready_condition() -> None:
     assert POD.pods_ready_count(ready) == 1
     assert POD.finished(ready) is None
     assert POD_FINALIZER in ready.metadata.finalizers
+
+
+def test_the_role_hash_is_kueues() -> None:
+    # Kueue v0.18.1's pod webhook tests: MakePod's one container with empty requests -> a9f06f3a.
+    spec = {
+        "restartPolicy": "Never",
+        "containers": [{"name": "c", "image": "pause", "resources": {"requests": {}, "limits": {}}}],
+        "schedulingGates": [],
+    }
+    assert role_hash(msgspec.json.encode(spec)) == "a9f06f3a"
+    # Names, images and volumes are not part of the role; requests and claims are.
+    renamed = {**spec, "containers": [{"name": "d", "image": "busybox", "resources": {"requests": {}}}]}
+    renamed["volumes"] = [{"name": "v", "emptyDir": {}}]
+    assert role_hash(msgspec.json.encode(renamed)) == "a9f06f3a"
+    bigger = {**spec, "containers": [{"name": "c", "resources": {"requests": {"cpu": "1"}}}]}
+    claimed = {**spec, "resourceClaims": [{"name": "gpu", "resourceClaimTemplateName": "one-gpu"}]}
+    hashes = {role_hash(msgspec.json.encode(s)) for s in (spec, bigger, claimed)}
+    assert len(hashes) == 3
+    # Go escapes <, > and & inside strings.
+    odd = {**spec, "nodeSelector": {"a": "<&>"}}
+    escaped = (
+        b'{"spec":{"affinity":null,"containers":[{"ports":null,"resources":{"requests":{}}}],'
+        b'"initContainers":null,"nodeSelector":{"a":"\\u003c\\u0026\\u003e"},"overhead":null,'
+        b'"priority":null,"resourceClaims":null,"runtimeClassName":null,"tolerations":null,'
+        b'"topologySpreadConstraints":null}}'
+    )
+    assert role_hash(msgspec.json.encode(odd)) == hashlib.sha256(escaped).hexdigest()[:8]

@@ -12,6 +12,7 @@ import pytest
 
 from reconciler.api import ObjectMeta
 from reconciler.api.meta import LabelSelector
+from reconciler.integrations.pod import role_hash
 from reconciler.webhook.handlers import ROUTES, handle
 from reconciler.webhook.jobs import JobPolicy, PodPolicy
 from reconciler.webhook.review import AdmissionRequest, GroupVersionResource, Verdict
@@ -80,6 +81,8 @@ async def test_a_queue_named_pod_is_gated_marked_and_given_kueues_finalizer() ->
     assert stored["metadata"]["labels"] == {"kueue.x-k8s.io/queue-name": "lq", **MANAGED}
     assert stored["metadata"]["finalizers"] == ["kueue.x-k8s.io/managed"]
     assert stored["spec"]["schedulingGates"] == [GATE]
+    spec = msgspec.json.encode(stored["spec"])
+    assert stored["metadata"]["annotations"] == {"kueue.x-k8s.io/role-hash": role_hash(spec)}
     # A pod with gates of its own keeps them; the admission gate is added after them.
     body = pod_body("p")
     body["spec"]["schedulingGates"] = [{"name": "mine"}]
