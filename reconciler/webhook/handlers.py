@@ -8,6 +8,7 @@ from the API). Names and paths are Kueue's, so the webhook configurations read t
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any, Protocol, TypeVar
@@ -33,7 +34,14 @@ from .jobs import (
 )
 from .jobsets import default_jobset, jobset_needs_default_queue_lookup
 from .localqueues import validate_local_queue, validate_local_queue_update
-from .pods import default_pod, namespace_managed, pod_is_managed, validate_pod, validate_pod_update
+from .pods import (
+    default_pod,
+    namespace_managed,
+    pod_is_managed,
+    pod_warnings,
+    validate_pod,
+    validate_pod_update,
+)
 from .review import AdmissionRequest, Verdict, decode_object
 from .workloads import validate_workload, validate_workload_update
 
@@ -222,8 +230,9 @@ async def _validate_pod(request: AdmissionRequest, policy: JobPolicy, lookups: L
     new, old, errors = _decoded(request, ManagedPod)
     if new is None or errors:
         return Verdict.deny(errors)
+    warnings = tuple(pod_warnings(new, policy))
     if old is None:
-        return Verdict.judge(validate_pod(new, policy))
+        return dataclasses.replace(Verdict.judge(validate_pod(new, policy)), warnings=warnings)
     exists = False
     if old.metadata.labels.get(QUEUE_NAME_LABEL) and not new.metadata.labels.get(QUEUE_NAME_LABEL):
         namespace = request.namespace or new.metadata.namespace
@@ -231,7 +240,8 @@ async def _validate_pod(request: AdmissionRequest, policy: JobPolicy, lookups: L
             exists = await lookups.default_local_queue_exists(namespace)
         except Exception as err:
             return Verdict.fail(f"cannot tell whether namespace {namespace} has a default LocalQueue: {err}")
-    return Verdict.judge(validate_pod_update(new, old, policy, default_queue_exists=exists))
+    verdict = Verdict.judge(validate_pod_update(new, old, policy, default_queue_exists=exists))
+    return dataclasses.replace(verdict, warnings=warnings)
 
 
 _KUEUE = "kueue.x-k8s.io"

@@ -49,6 +49,7 @@ __all__ = [
     "default_pod",
     "namespace_managed",
     "pod_is_managed",
+    "pod_warnings",
     "validate_pod",
     "validate_pod_update",
 ]
@@ -184,6 +185,17 @@ def validate_pod(pod: ManagedPod, rules: JobPolicy) -> list[FieldError]:
     if GROUP_NAME_LABEL in meta.labels and meta.labels.get(QUEUE_NAME_LABEL):
         errors.append(forbidden(_LABELS.key(GROUP_NAME_LABEL), GROUPS_NOT_SUPPORTED))
     return errors
+
+
+def pod_warnings(pod: ManagedPod, rules: JobPolicy) -> list[str]:
+    """Kueue's warning for a pod marked managed whose controller is a job kind it manages."""
+    if not rules.pods.enabled or pod.metadata.labels.get(MANAGED_LABEL) != MANAGED_VALUE:
+        return []
+    owner = next((r for r in pod.metadata.owner_references if r.controller), None)
+    if owner is None or (owner.api_version, owner.kind) not in rules.pods.job_kinds:
+        return []
+    label = f"{MANAGED_LABEL}={MANAGED_VALUE}"
+    return [f"pod owner is managed by kueue, label '{label}' might lead to unexpected behaviour"]
 
 
 def validate_pod_update(

@@ -157,6 +157,26 @@ async def test_validation_kueues_rules_and_pod_groups_refused() -> None:
 
 
 @pytest.mark.asyncio
+async def test_a_managed_label_on_a_managed_jobs_pod_is_warned_about() -> None:
+    body = pod_body("p", queue=None)
+    body["metadata"]["labels"] = dict(MANAGED)
+    assert (await _validate(body)).warnings == ()
+    body["metadata"]["ownerReferences"] = [
+        {"apiVersion": "apps/v1", "kind": "ReplicaSet", "name": "rs", "uid": "1", "controller": True}
+    ]
+    assert (await _validate(body)).warnings == ()  # not a kind the controller manages
+    body["metadata"]["ownerReferences"] = [
+        {"apiVersion": "batch/v1", "kind": "Job", "name": "j", "uid": "1", "controller": True}
+    ]
+    verdict = await _validate(body)
+    assert verdict.allowed
+    assert verdict.warnings == (
+        "pod owner is managed by kueue, label 'kueue.x-k8s.io/managed=true' might lead to "
+        "unexpected behaviour",
+    )
+
+
+@pytest.mark.asyncio
 async def test_the_queue_name_cannot_change_once_the_pod_is_ungated() -> None:
     gated = await _stored(pod_body("p"))
     moved = {
