@@ -186,6 +186,27 @@ def test_a_deactivated_pods_workload_deletes_the_pod_and_lets_it_go() -> None:
     assert c.used_gpus() == 0
 
 
+def test_a_running_pod_deleted_by_its_user_lets_go_of_its_finalizer_and_its_workload_finishes() -> None:
+    c = Cluster()
+    queues(c, gpus=1)
+    body = stored_pod(pod_body("p1"))
+    body["metadata"]["finalizers"].insert(0, "example.com/keep")  # someone else's: it stays terminating
+    c.api.add(PODS, body)
+    c.settle()
+    c.api.change(PODS, "ns", "p1", {"status": {"phase": "Running"}})
+    c.settle()
+    c.api.delete(PODS, "ns", "p1")
+    c.settle()
+    assert c.pod("p1")["metadata"]["finalizers"] == ["example.com/keep"]
+    finished = condition(c.workloads()["Pod/p1"], "Finished")
+    assert finished is not None
+    assert (finished["reason"], finished["message"]) == (
+        "OwnerNotFound",
+        "The workload's owner no longer exists",
+    )
+    assert c.used_gpus() == 0
+
+
 def test_a_gated_pod_whose_workload_is_deleted_is_deleted_too() -> None:
     c = Cluster()
     queues(c, gpus=0)
