@@ -33,6 +33,7 @@ from .base import Outcome, Patch, PodSetStart
 
 __all__ = [
     "ADMISSION_GATE",
+    "GROUP_IGNORED",
     "GROUP_NAME_LABEL",
     "GROUP_TOTAL_COUNT_ANNOTATION",
     "MANAGED_LABEL",
@@ -98,6 +99,12 @@ def role_hash(spec: msgspec.Raw | bytes) -> str:
     for char, escaped in _GO_ESCAPES:
         encoded = encoded.replace(char, escaped)
     return hashlib.sha256(encoded).hexdigest()[:8]
+
+
+GROUP_IGNORED = (
+    "pod groups (kueue.x-k8s.io/pod-group-name) are not supported by dra-quota-reconciler yet: "
+    "this pod is left alone (no Workload, not charged)"
+)
 
 
 def is_group_pod(labels: Mapping[str, str], annotations: Mapping[str, str]) -> bool:

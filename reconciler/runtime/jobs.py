@@ -41,6 +41,7 @@ from reconciler.integrations import (
     is_managed,
     suspend_child,
 )
+from reconciler.integrations.pod import GROUP_IGNORED
 from reconciler.kube import Conflict, NotFound
 
 from .actions import Create, Delete, MergePatch, Purpose, WriteDone
@@ -344,6 +345,16 @@ class JobKinds:
         self.by_kind = {i.kind: Jobs(ctx, i, own_namespace) for i in integrations}
         # A job resource's plural -> its kind.
         self.kind_of = {i.resource.plural: i.kind for i in integrations}
+        # Managed pods of pod groups (not implemented) already told so, by UID.
+        self._ignored: set[str] = set()
+
+    def ignored_group_pod(self, pod: Any) -> None:
+        """A pod marked managed that belongs to a pod group: left alone, with a Warning Event
+        on it once (pod groups are not implemented)."""
+        if pod.metadata.uid in self._ignored:
+            return
+        self._ignored.add(pod.metadata.uid)
+        self.ctx.events.emit(pod, "Warning", "PodGroupNotSupported", GROUP_IGNORED)
 
     def reconcile(self, ref: JobRef) -> None:
         self.by_kind[ref[0]].reconcile((ref[1], ref[2]))

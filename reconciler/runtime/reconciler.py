@@ -391,8 +391,10 @@ def _on_pod_or_job(reconciler: Reconciler, key: Key, pod: ManagedPod | None, *, 
     group's pods are not: Kueue's pod groups are not implemented here), and in the pod index
     while it carries a pod set label (a started job's pod)."""
     managed = pod is not None and pod.metadata.labels.get(MANAGED_LABEL) == "true"
-    if pod is not None and is_group_pod(pod.metadata.labels, pod.metadata.annotations):
+    if managed and pod is not None and is_group_pod(pod.metadata.labels, pod.metadata.annotations):
         managed = False
+        if reconciler.ready:
+            reconciler.job_kinds.ignored_group_pod(pod)
     if managed or key in reconciler.ctx.store.of_kind(kind):
         reconciler.job_kinds.on_job(key, pod if managed else None, kind=kind, ready=reconciler.ready)
     started = pod is not None and PODSET_LABEL in pod.metadata.labels

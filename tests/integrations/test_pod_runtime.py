@@ -23,7 +23,7 @@ from reconciler.api.resources import (
 from reconciler.api.times import rfc3339
 from reconciler.config import parse_config
 from reconciler.integrations import PODSET_LABEL
-from reconciler.integrations.pod import ADMISSION_GATE, GROUP_NAME_LABEL, POD_FINALIZER
+from reconciler.integrations.pod import ADMISSION_GATE, GROUP_IGNORED, GROUP_NAME_LABEL, POD_FINALIZER
 from reconciler.runtime.actions import Action
 from reconciler.runtime.reconciler import Reconciler
 from reconciler.runtime.watched import POD_JOBS_HANDLER
@@ -230,6 +230,13 @@ def test_a_pod_group_pod_and_an_unmanaged_pod_get_no_workload() -> None:
     c.settle()
     assert c.workloads() == {}
     assert gates(c.pod("plain")) == []
+    # The group's pod is told, once, that it is left alone.
+    c.api.change(PODS, "ns", "g1", {"status": {"phase": "Pending"}})
+    c.settle()
+    warned = [
+        (e["type"], e["reason"], e["message"]) for e in c.api.events if e["involvedObject"]["name"] == "g1"
+    ]
+    assert warned == [("Warning", "PodGroupNotSupported", GROUP_IGNORED)]
 
 
 def test_with_pods_on_pods_are_watched_once_and_a_jobs_pods_still_count_for_pods_ready() -> None:
