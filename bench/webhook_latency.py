@@ -20,6 +20,7 @@ from typing import Any
 
 import aiohttp
 
+from reconciler.api import ObjectMeta
 from reconciler.webhook.certmanager import write_cert_dir
 from reconciler.webhook.certs import new_bundle
 from reconciler.webhook.jobs import JobPolicy
@@ -53,6 +54,12 @@ CASES: dict[str, tuple[str, str, str, dict[str, Any]]] = {
 class NoLookups:
     async def default_local_queue_exists(self, namespace: str) -> bool:
         return False
+
+    async def namespace_labels(self, namespace: str) -> dict[str, str]:
+        return {}
+
+    async def object_meta(self, api_version: str, kind: str, namespace: str, name: str) -> ObjectMeta | None:
+        return None
 
 
 async def main(count: int) -> None:

@@ -93,7 +93,7 @@ KNOWN_FRAMEWORKS = frozenset(
     }
 )
 # The frameworks reconciler.integrations implements (its registry has exactly these).
-SUPPORTED_FRAMEWORKS = frozenset({"batch/job", "jobset.x-k8s.io/jobset"})
+SUPPORTED_FRAMEWORKS = frozenset({"batch/job", "jobset.x-k8s.io/jobset", "pod"})
 
 _HANDLED = frozenset({"resources", "waitForPodsReady", "integrations", "manageJobsWithoutQueueName"})
 _HANDLED |= {"namespace", "internalCertManagement", "webhook", "managedJobsNamespaceSelector"}

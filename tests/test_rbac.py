@@ -123,6 +123,10 @@ def _resource_of(node: ast.expr, scope: Scope) -> list[Resource]:
     return []
 
 
+def _is_integration_resource(node: ast.expr) -> bool:
+    return isinstance(node, ast.Attribute) and node.attr == "resource" and _names_integration(node.value)
+
+
 def _names_integration(node: ast.expr) -> bool:
     """`integration` or `self.integration`."""
     name = node.id if isinstance(node, ast.Name) else node.attr if isinstance(node, ast.Attribute) else ""
@@ -211,7 +215,11 @@ def _call_access(call: ast.Call, scope: Scope) -> Iterator[Access]:
             yield (res.group, res.plural, "watch")
     elif name in ACTION_VERBS and len(call.args) > 1:
         sub = call.args[5] if name == "MergePatch" and len(call.args) > 5 else _keyword(call, "subresource")
-        for res in _resource_of(call.args[1], scope):
+        resources = _resource_of(call.args[1], scope)
+        if name == "Delete" and _is_integration_resource(call.args[1]):
+            # Only an integration whose jobs are stopped by deletion (pods) deletes its jobs.
+            resources = [i.resource for i in REGISTRY.values() if i.stop_deletes]
+        for res in resources:
             yield from ((res.group, n, ACTION_VERBS[name]) for n in _named(res, sub, scope))
     elif isinstance(func, ast.Attribute) and name in CLIENT_VERBS and call.args:
         for res in _resource_of(call.args[0], scope):

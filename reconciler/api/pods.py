@@ -92,6 +92,7 @@ class PodResourceClaimStatus(ApiStruct):
 
 class PodStatus(ApiStruct):
     phase: str = ""
+    message: str = ""
     conditions: list[Condition] = []
     container_statuses: list[ContainerStatus] = []
     resource_claim_statuses: list[PodResourceClaimStatus] = []
@@ -106,6 +107,36 @@ class Pod(ApiStruct):
     metadata: ObjectMeta
     spec: PodSpecBrief = msgspec.field(default_factory=PodSpecBrief)
     status: PodStatus = msgspec.field(default_factory=PodStatus)
+
+
+class SchedulingGate(ApiStruct):
+    name: str
+
+
+class ManagedPodSpecView(ApiStruct):
+    """What the plain-pod integration reads of a pod's spec (the rest stays raw)."""
+
+    scheduling_gates: list[SchedulingGate] = []
+    node_selector: dict[str, str] = {}
+    tolerations: list[Toleration] = []
+
+
+class ManagedPod(ApiStruct, kw_only=True):
+    """A pod as the plain-pod integration (framework ``pod``) sees it: a job of its own. The
+    spec is kept raw: its Workload records it whole, as Kueue does."""
+
+    api_version: str = "v1"
+    kind: str = "Pod"
+    metadata: ObjectMeta
+    spec: msgspec.Raw = msgspec.Raw(b"{}")
+    status: PodStatus = msgspec.field(default_factory=PodStatus)
+
+    def spec_view(self) -> ManagedPodSpecView:
+        return msgspec.json.decode(self.spec, type=ManagedPodSpecView)
+
+    def as_pod(self) -> Pod:
+        """The pod as the pod index keeps it."""
+        return Pod(self.metadata, msgspec.json.decode(self.spec, type=PodSpecBrief), self.status)
 
 
 # --- batch/v1 Job --------------------------------------------------------------------------

@@ -15,6 +15,7 @@ from .decide import (
     Finish,
     Known,
     Nothing,
+    Release,
     Restore,
     Start,
     Step,
@@ -26,12 +27,14 @@ from .decide import (
 )
 from .equivalence import equivalent
 from .jobset import JOBSET
+from .pod import POD
 from .registry import REGISTRY, enabled
 
 __all__ = [
     "BATCH_JOB",
     "CHILD_SUSPENDED",
     "JOBSET",
+    "POD",
     "PODSET_LABEL",
     "REGISTRY",
     "SYSTEM_NAMESPACE",
@@ -44,6 +47,7 @@ __all__ = [
     "Outcome",
     "Patch",
     "PodSetStart",
+    "Release",
     "Restore",
     "Start",
     "Step",

@@ -72,6 +72,18 @@ class Integration(Protocol):
     def projection(self) -> type[Any]:
         """The msgspec type its objects are decoded to."""
 
+    @property
+    def stop_deletes(self) -> bool:
+        """Whether stopping deletes the object instead of suspending it (a pod cannot be
+        suspended again once it runs: Kueue deletes it, and a deleted one's Workload finishes)."""
+
+    @property
+    def top_level(self) -> bool:
+        """Whether it is always a job of its own, never another job's child (Kueue's TopLevelJob)."""
+
+    def release_patch(self, obj: Any) -> Patch | None:
+        """The patch that removes the controller's finalizer from it (None: it carries none)."""
+
     def pod_sets(self, obj: Any) -> list[PodSet]:
         """The pod sets its Workload asks quota for, each with its name, template and count."""
 

@@ -41,6 +41,17 @@ class BatchJob:
     def projection(self) -> type[Any]:
         return Job
 
+    @property
+    def stop_deletes(self) -> bool:
+        return False
+
+    @property
+    def top_level(self) -> bool:
+        return False
+
+    def release_patch(self, obj: Any) -> Patch | None:
+        return None
+
     def pod_sets(self, obj: Job) -> list[PodSet]:
         template = workload_template(obj.spec.template)
         return [PodSet(name=JOB_POD_SET, template=template, count=job_pod_count(obj))]

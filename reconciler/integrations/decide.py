@@ -30,6 +30,7 @@ __all__ = [
     "Finish",
     "Known",
     "Nothing",
+    "Release",
     "Restore",
     "Start",
     "Step",
@@ -115,6 +116,13 @@ class Restore:
 
 
 @dataclass(frozen=True, slots=True)
+class Release:
+    """Remove the controller's finalizer from the job (its Workload has finished, or it ended)."""
+
+    patch: Patch
+
+
+@dataclass(frozen=True, slots=True)
 class Finish:
     outcome: Outcome
 
@@ -135,7 +143,17 @@ class UpdateMismatched:
     pod_sets: list[PodSet]
 
 
-Step = Nothing | CreateWorkload | Start | Suspend | Restore | Finish | DeleteMismatched | UpdateMismatched
+Step = (
+    Nothing
+    | CreateWorkload
+    | Start
+    | Suspend
+    | Restore
+    | Release
+    | Finish
+    | DeleteMismatched
+    | UpdateMismatched
+)
 
 
 def pod_set_starts(
@@ -193,11 +211,19 @@ def decide(
     """The next step for `obj` (a managed job of `integration`) and its Workload."""
     outcome = integration.finished(obj)
     suspended = integration.is_suspended(obj)
+    release = integration.release_patch(obj)
     if workload is None:
         if outcome is not None:
-            return Nothing()
-        suspend = None if suspended else Patch(integration.suspend_patch(obj))
+            return Nothing() if release is None else Release(release)
+        # A job stopped by deletion gets its Workload first, and is stopped only if that is
+        # not admitted (Kueue's handleJobWithNoWorkload).
+        suspend = None if suspended or integration.stop_deletes else Patch(integration.suspend_patch(obj))
         return CreateWorkload(suspend, not known.creating)
+    if release is not None and _is_finished(workload):
+        return Release(release)  # Kueue's finalizeJob once the Workload is finished
+    if integration.stop_deletes and workload.metadata.deletion_timestamp and outcome is None:
+        # Kueue stops the job of a Workload being deleted; a pod, even a gated one, is deleted.
+        return Suspend(Patch(integration.suspend_patch(obj)))
     if outcome is None and not _is_finished(workload):
         replace = _mismatch(integration, obj, workload, known)
         if replace is not None:

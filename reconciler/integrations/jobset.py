@@ -119,6 +119,17 @@ class JobSetIntegration:
     def projection(self) -> type[Any]:
         return JobSet
 
+    @property
+    def stop_deletes(self) -> bool:
+        return False
+
+    @property
+    def top_level(self) -> bool:
+        return False
+
+    def release_patch(self, obj: Any) -> Patch | None:
+        return None
+
     def pod_sets(self, obj: JobSet) -> list[PodSet]:
         return [
             PodSet(name=rj.name, template=rj.pod_template, count=rj.replicas * pods_per_replica(rj))

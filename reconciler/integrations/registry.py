@@ -8,11 +8,12 @@ from types import MappingProxyType
 from .base import Integration
 from .batchjob import BATCH_JOB
 from .jobset import JOBSET
+from .pod import POD
 
 __all__ = ["REGISTRY", "enabled"]
 
 REGISTRY: Mapping[str, Integration] = MappingProxyType(
-    {BATCH_JOB.framework: BATCH_JOB, JOBSET.framework: JOBSET}
+    {BATCH_JOB.framework: BATCH_JOB, JOBSET.framework: JOBSET, POD.framework: POD}
 )
 
 

@@ -38,6 +38,8 @@ Purpose = Literal[
     "job-suspend",
     "job-restore",
     "job-clear-start",
+    "job-release",
+    "job-delete",
     "cq-status",
     "cohort-status",
     "lq-status",

@@ -18,11 +18,9 @@ from reconciler.core.model.workloads import QUEUE_NAME_LABEL, workload_for_objec
 from reconciler.core.primitives.priority import (
     PRIORITY_CLASS_LABEL,
     MissingPriorityClass,
-    priority_class_name,
     priority_update,
     resolve_priority_of,
 )
-from reconciler.core.status import set_condition
 from reconciler.integrations import (
     BATCH_JOB,
     CHILD_SUSPENDED,
@@ -32,6 +30,7 @@ from reconciler.integrations import (
     Integration,
     Known,
     Patch,
+    Release,
     Restore,
     Start,
     Step,
@@ -42,19 +41,21 @@ from reconciler.integrations import (
     is_managed,
     suspend_child,
 )
+from reconciler.integrations.pod import GROUP_IGNORED
 from reconciler.kube import Conflict, NotFound
 
 from .actions import Create, Delete, MergePatch, Purpose, WriteDone
 from .context import Context
 from .events import WORKLOAD_API
-from .patches import api_body, workload_status_write
+from .job_finish import JobFinish
+from .patches import api_body
 from .store import JobRef, Key
 
 __all__ = ["JobKinds", "Jobs"]
 
 log = structlog.get_logger(__name__)
 
-JobWrite = Literal["job-start", "job-suspend", "job-restore", "job-clear-start"]
+JobWrite = Literal["job-start", "job-suspend", "job-restore", "job-clear-start", "job-release"]
 _NO_MATCH = "No matching Workload; restoring pod templates according to existent Workload"
 
 
@@ -69,15 +70,24 @@ class Jobs:
         self._unresolved: dict[Key, str] = {}
         # Workloads (by UID) we asked the API to delete because they no longer match their job.
         self._deleted: dict[Key, str] = {}
+        self.finishing = JobFinish(ctx)
+        # Jobs stopped by deletion (pods), by UID: deleted once.
+        self._stopped: dict[Key, str] = {}
 
     def reconcile(self, key: Key) -> None:
         ctx = self.ctx
         job = ctx.store.of_kind(self.kind).get(key)
-        if job is None or job.metadata.deletion_timestamp:
+        if job is None or self.integration.framework not in ctx.config.frameworks:
             return
-        if self.integration.framework not in ctx.config.frameworks:
+        if job.metadata.deletion_timestamp:
+            # Kueue's finalize: a deleted job lets go of its finalizer (its Workload is an orphan).
+            release = self.integration.release_patch(job)
+            if release is not None and self._write(job, "job-release", release):
+                ctx.dirty.workload(ctx.store.workload_key(job, self.kind))
             return
-        parent = controller_parent(job, ctx.store.integrations)
+        if self._stopped.get(key) == job.metadata.uid:
+            return  # deleted at our request: nothing more until the API shows it going
+        parent = None if self.integration.top_level else controller_parent(job, ctx.store.integrations)
         if parent is not None and self._child(job, parent[0], parent[1]):
             return
         if not self._managed(job.metadata.labels, key[0]):
@@ -143,15 +153,22 @@ class Jobs:
         elif workload is None:
             return
         elif isinstance(step, Finish):
-            self._finish(workload, step.outcome.succeeded, step.outcome.message)
+            self.finishing.finish(workload, step.outcome.succeeded, step.outcome.message)
         elif isinstance(step, Start):
             self._write(job, "job-start", step.patch)
         elif isinstance(step, Suspend):
-            self._write(job, "job-suspend", step.patch)
+            if self.integration.stop_deletes:
+                self._delete_job(job, workload)
+            else:
+                self._write(job, "job-suspend", step.patch)
+        elif isinstance(step, Release):
+            self._write(job, "job-release", step.patch)
         elif isinstance(step, Restore):
             self._write(job, "job-clear-start" if step.patch.subresource else "job-restore", step.patch)
         elif isinstance(step, DeleteMismatched):
-            if step.stop is not None and self._write(job, "job-suspend", step.stop):
+            if step.stop is not None and self.integration.stop_deletes:
+                self._delete_job(job, workload)
+            elif step.stop is not None and self._write(job, "job-suspend", step.stop):
                 self.ctx.events.emit(job, "Normal", "Stopped", _NO_MATCH)
             if step.delete:
                 self._delete_mismatched(job, workload)
@@ -247,6 +264,7 @@ class Jobs:
     def deleted(self, job: Any) -> None:
         """A job is gone: its Workload is let go (or forgotten, if the API never showed it)."""
         self._unresolved.pop((job.metadata.namespace, job.metadata.name), None)
+        self._stopped.pop((job.metadata.namespace, job.metadata.name), None)
         wl_key = self.ctx.store.workload_key(job, self.kind)
         self._deleted.pop(wl_key, None)
         if wl_key in self.ctx.store.workloads:
@@ -255,6 +273,19 @@ class Jobs:
             self.ctx.engine.remove_workload(wl_key)
 
     # --- writes to the Job --------------------------------------------------------------
+
+    def _delete_job(self, job: Any, workload: Workload) -> None:
+        """Stop a job that cannot be suspended (a pod) by deleting it, as Kueue does."""
+        key = (job.metadata.namespace, job.metadata.name)
+        if job.metadata.deletion_timestamp or self._stopped.get(key) == job.metadata.uid:
+            return  # asked for once; the watch shows it being deleted
+        self._stopped[key] = job.metadata.uid
+        if workload.metadata.deletion_timestamp:
+            self.ctx.events.emit(job, "Normal", "Stopped", "Workload is deleted")
+        elif not any(c.type == "Evicted" and c.status == "True" for c in workload.status.conditions):
+            # (An eviction has its own Stopped Event.)
+            self.ctx.events.emit(job, "Normal", "Stopped", "Not admitted by cluster queue")
+        self.ctx.write(Delete("job-delete", self.integration.resource, *key, on_done=self._job_written))
 
     def _write(self, job: Any, purpose: JobWrite, patch: Patch) -> bool:
         """Ask for a start, suspend or restore once; False when it is already asked for."""
@@ -278,10 +309,10 @@ class Jobs:
         ctx = self.ctx
         action = done.action
         key = done.key
-        if done.ok and done.body is not None:
+        if done.ok and done.body:
             ctx.apply_job_write(key, done.body, self.integration)
         if done.error is not None or done.superseded:
-            ctx.write_failed(done, expected=(NotFound,))
+            ctx.write_failed(done, expected=(NotFound, Conflict))
         elif action.purpose == "job-start" and done.body is not None:
             started = msgspec.json.decode(done.body, type=self.integration.projection)
             owned = ctx.store.workloads.get(ctx.store.workload_key(started, self.kind))
@@ -302,59 +333,8 @@ class Jobs:
         else:
             ctx.write_failed(done, expected=(Conflict,))
 
-    # --- the Job ended ------------------------------------------------------------------
-
-    def _finish(self, workload: Workload, succeeded: bool, message: str) -> None:
-        ctx = self.ctx
-        conditions = set_condition(
-            workload.status.conditions,
-            "Finished",
-            "True",
-            "Succeeded" if succeeded else "Failed",
-            message,
-            ctx.clock(),
-            workload.metadata.generation or None,
-        )
-        patch = msgspec.json.encode({"status": {"conditions": msgspec.to_builtins(conditions)}})
-        meta = workload.metadata
-        ctx.write(workload_status_write("finish", (meta.namespace, meta.name), patch, self._finished))
-        # The quota is released when the write lands (or the watch shows it finished), never
-        # before: until then the API still counts this workload against the quota. The Event goes
-        # on the job, as Kueue's job reconciler records it.
-        job = ctx.store.job(ctx.store.owner((meta.namespace, meta.name)))
-        ctx.events.emit(
-            job if job is not None else workload,
-            "Normal",
-            "FinishedWorkload",
-            f"Workload '{meta.namespace}/{meta.name}' is declared finished",
-        )
-
-    def _finished(self, done: WriteDone) -> None:
-        ctx = self.ctx
-        key = done.key
-        if done.superseded and key in ctx.store.workloads:
-            owner = ctx.store.owner(key)
-            if owner is not None:
-                ctx.dirty.jobs.add(owner)  # write it again
-            return
-        if done.ok and done.body is not None:
-            ctx.apply_workload_write(key, done.body)
-            ctx.engine.remove_workload(key)
-            priority_class = priority_class_name(ctx.store.workloads.get(key))
-            ctx.metrics.workload_finished(self._cluster_queue_of(key), priority_class)
-        else:
-            ctx.write_failed(done, expected=(NotFound,))
-
     def _ref(self, job: Any) -> JobRef:
         return (self.kind, job.metadata.namespace, job.metadata.name)
-
-    def _cluster_queue_of(self, key: Key) -> str:
-        workload = self.ctx.store.workloads.get(key)
-        if workload is None:
-            return ""
-        if workload.status.admission is not None:
-            return workload.status.admission.cluster_queue
-        return self.ctx.engine.queues.local_queues.get((key[0], workload.spec.queue_name), "")
 
 
 class JobKinds:
@@ -365,6 +345,16 @@ class JobKinds:
         self.by_kind = {i.kind: Jobs(ctx, i, own_namespace) for i in integrations}
         # A job resource's plural -> its kind.
         self.kind_of = {i.resource.plural: i.kind for i in integrations}
+        # Managed pods of pod groups (not implemented) already told so, by UID.
+        self._ignored: set[str] = set()
+
+    def ignored_group_pod(self, pod: Any) -> None:
+        """A pod marked managed that belongs to a pod group: left alone, with a Warning Event
+        on it once (pod groups are not implemented)."""
+        if pod.metadata.uid in self._ignored:
+            return
+        self._ignored.add(pod.metadata.uid)
+        self.ctx.events.emit(pod, "Warning", "PodGroupNotSupported", GROUP_IGNORED)
 
     def reconcile(self, ref: JobRef) -> None:
         self.by_kind[ref[0]].reconcile((ref[1], ref[2]))

@@ -12,7 +12,7 @@ import msgspec
 import structlog
 
 from reconciler.api import Pod, RequeueState, Workload, WorkloadStatus
-from reconciler.api.resources import WORKLOADS
+from reconciler.api.resources import PODS, WORKLOADS
 from reconciler.core.primitives.podstatus import (
     CLAIMS_ALLOCATED,
     all_claims_allocated,
@@ -232,6 +232,9 @@ class PodsReady:
         """A job's pods, with those of the jobs it controls (a JobSet's are its Jobs')."""
         index = self.ctx.pod_index
         pods = index.pods_of((owner[1], owner[2]), owner[0])
+        if self.ctx.store.integrations[owner[0]].resource == PODS:
+            own = index.pods.get((owner[1], owner[2]))  # a plain pod is its own job's pod
+            pods += [] if own is None else [own]
         for child in self.ctx.store.children(owner):
             pods += index.pods_of((child[1], child[2]), child[0])
         return pods

@@ -36,12 +36,15 @@ from reconciler.api import (
     Workload,
     WorkloadPriorityClass,
 )
+from reconciler.api.pods import ManagedPod
 from reconciler.api.resources import WORKLOADS, Resource
 from reconciler.api.times import now_rfc3339
 from reconciler.config import Configuration
+from reconciler.core.model.jobs import PODSET_LABEL
 from reconciler.core.scheduling.scheduler import Admit, Preempt
 from reconciler.feed import feed_cluster_queue, feed_cohort, feed_flavor, feed_local_queue, feed_namespace
 from reconciler.integrations import REGISTRY, Integration, enabled
+from reconciler.integrations.pod import MANAGED_LABEL, is_group_pod
 from reconciler.kube import WatchEvent
 from reconciler.observability.metrics import Metrics
 
@@ -58,7 +61,7 @@ from .preemption import Preemption
 from .queue_status import QueueStatus
 from .store import Key
 from .views import ReconcilerViews
-from .watched import JOB_HANDLER, WATCHED_KINDS, watched_kinds
+from .watched import JOB_HANDLER, POD_JOBS_HANDLER, WATCHED_KINDS, watched_kinds
 from .workloads import Workloads
 
 __all__ = ["ALL_WATCHED", "INVENTORY_WATCHED", "LABEL_SELECTORS", "WATCHED", "Reconciler", "ReconcilerStats"]
@@ -359,7 +362,7 @@ class Reconciler(ReconcilerViews):
         if self.ready:
             self.job_kinds.priority_classes_changed()
 
-    def _on_pod(self, key: Key, pod: Any) -> None:
+    def on_pod(self, key: Key, pod: Any) -> None:
         job = self.ctx.pod_index.on_pod_ref(key, pod)
         self.inventory.pod(key)
         if job is not None:
@@ -383,8 +386,27 @@ class Reconciler(ReconcilerViews):
             self.workload_sync.shared_claim_changed(key[0])
 
 
+def _on_pod_or_job(reconciler: Reconciler, key: Key, pod: ManagedPod | None, *, kind: str) -> None:
+    """A pod with the plain-pod integration on: a job of its own while labelled managed (a pod
+    group's pods are not: Kueue's pod groups are not implemented here), and in the pod index
+    while it carries a pod set label (a started job's pod)."""
+    managed = pod is not None and pod.metadata.labels.get(MANAGED_LABEL) == "true"
+    if managed and pod is not None and is_group_pod(pod.metadata.labels, pod.metadata.annotations):
+        managed = False
+        if reconciler.ready:
+            reconciler.job_kinds.ignored_group_pod(pod)
+    if managed or key in reconciler.ctx.store.of_kind(kind):
+        reconciler.job_kinds.on_job(key, pod if managed else None, kind=kind, ready=reconciler.ready)
+    started = pod is not None and PODSET_LABEL in pod.metadata.labels
+    if started or key in reconciler.ctx.pod_index.pods:
+        reconciler.on_pod(key, pod.as_pod() if pod is not None and started else None)
+
+
 def _handler(reconciler: Reconciler, name: str, job_kind: str | None) -> Callable[[Key, Any], None]:
-    """A table row's handler: the Reconciler's attribute it names (a job's bound to its kind)."""
+    """A table row's handler: the Reconciler's attribute it names (a job's bound to its kind;
+    the pods of the plain-pod integration's row go to `_on_pod_or_job`)."""
+    if name == POD_JOBS_HANDLER:
+        return partial(_on_pod_or_job, reconciler, kind=job_kind or "Pod")
     handler: Callable[..., None] = attrgetter(name)(reconciler)
     if name == JOB_HANDLER and job_kind is not None:
         return partial(handler, kind=job_kind)

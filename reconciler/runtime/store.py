@@ -122,7 +122,10 @@ class Store:
     def parent(self, ref: JobRef) -> JobRef | None:
         """The job of another enabled integration that controls this one (a Job's JobSet)."""
         job = self.job(ref)
-        found = None if job is None else controller_parent(job, self.integrations)
+        integration = self.integrations.get(ref[0])
+        if job is None or integration is None or integration.top_level:
+            return None
+        found = controller_parent(job, self.integrations)
         return None if found is None else (found[0].kind, ref[1], found[1])
 
     def children(self, ref: JobRef) -> list[JobRef]:

@@ -50,7 +50,15 @@ from reconciler.config import Configuration
 from reconciler.core.model.jobs import PODSET_LABEL
 from reconciler.integrations import Integration, enabled
 
-__all__ = ["DEFAULT_INTEGRATIONS", "JOB_HANDLER", "WATCHED_KINDS", "Watched", "job_rows", "watched_kinds"]
+__all__ = [
+    "DEFAULT_INTEGRATIONS",
+    "JOB_HANDLER",
+    "POD_JOBS_HANDLER",
+    "WATCHED_KINDS",
+    "Watched",
+    "job_rows",
+    "watched_kinds",
+]
 
 # The handler of every integration's row; it is given the row's kind.
 JOB_HANDLER = "_on_job"
@@ -73,9 +81,19 @@ class Watched:
     optional: bool = False
 
 
+# With the plain-pod integration on, pods are watched once, all of them: its pods (labelled
+# managed) and the pods of started jobs (labelled with their pod set) cannot share a selector.
+POD_JOBS_HANDLER = "_on_pod_or_job"
+
+
 def job_rows(integrations: Sequence[Integration]) -> tuple[Watched, ...]:
-    """One row per enabled integration: its resource, its projection, the job handler."""
-    return tuple(Watched(i.resource, i.projection, JOB_HANDLER, optional=True) for i in integrations)
+    """One row per enabled integration: its resource, its projection, the job handler (the
+    plain-pod integration's pods come through the pods row, see `watched_kinds`)."""
+    return tuple(
+        Watched(i.resource, i.projection, JOB_HANDLER, optional=True)
+        for i in integrations
+        if i.resource != PODS
+    )
 
 
 # The integrations of the default Configuration (integrations.frameworks: batch/job).
@@ -90,7 +108,7 @@ _OTHER_KINDS: tuple[Watched, ...] = (
     Watched(RESOURCE_FLAVORS, ResourceFlavor, "_on_flavor"),
     Watched(NAMESPACES, Namespace, "_on_namespace"),
     # Only the pods of jobs this controller started carry the pod set label.
-    Watched(PODS, Pod, "_on_pod", label_selector=PODSET_LABEL),
+    Watched(PODS, Pod, "on_pod", label_selector=PODSET_LABEL),
     Watched(RESOURCE_CLAIMS, ResourceClaim, "_on_claim"),
     Watched(WORKLOAD_PRIORITY_CLASSES, WorkloadPriorityClass, "_on_workload_priority_class"),
     Watched(PRIORITY_CLASSES, PriorityClass, "_on_priority_class"),
@@ -110,4 +128,8 @@ def watched_kinds(
     """The rows a controller watches: its integrations' jobs and the other kinds, the device
     inventory's too when it is on."""
     rows = job_rows(integrations) + _OTHER_KINDS
+    pods = next((i for i in integrations if i.resource == PODS), None)
+    if pods is not None:
+        combined = Watched(PODS, pods.projection, POD_JOBS_HANDLER)
+        rows = tuple(combined if row.resource == PODS else row for row in rows)
     return tuple(row for row in rows if inventory_on or not row.inventory)

@@ -52,7 +52,8 @@ from reconciler.core.status import (
     set_condition,
 )
 from reconciler.feed import WorkloadSources, compile_for, inventory_index
-from reconciler.integrations import BATCH_JOB, REGISTRY, Integration
+from reconciler.integrations import BATCH_JOB, POD, REGISTRY, Integration
+from reconciler.integrations.pod import is_group_pod
 
 from .inputs import Collected, InputObject, SimulationError, SimulationResult, collect, decode, describe
 
@@ -129,6 +130,9 @@ def _other_job(
     job = decode(obj, integration.projection)
     if QUEUE_NAME_LABEL not in job.metadata.labels:
         collected.warnings.append(f"{describe(obj)}: no {QUEUE_NAME_LABEL} label; not managed")
+        return None
+    if integration is POD and is_group_pod(job.metadata.labels, job.metadata.annotations):
+        collected.warnings.append(f"{describe(obj)}: a pod group's pod; pod groups are not supported yet")
         return None
     pod_sets = integration.pod_sets(job)
     priority = resolve_priority_of(

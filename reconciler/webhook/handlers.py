@@ -8,12 +8,17 @@ from the API). Names and paths are Kueue's, so the webhook configurations read t
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any, Protocol, TypeVar
 
-from reconciler.api import ClusterQueue, Job, LocalQueue, ResourceFlavor, Workload
+import msgspec
+
+from reconciler.api import ClusterQueue, Job, LocalQueue, ObjectMeta, ResourceFlavor, Workload
 from reconciler.api.jobset import JobSet
+from reconciler.api.pods import ManagedPod
+from reconciler.core.model.workloads import QUEUE_NAME_LABEL
 
 from .clusterqueues import validate_cluster_queue, validate_cluster_queue_update
 from .fielderrors import FieldError
@@ -29,6 +34,14 @@ from .jobs import (
 )
 from .jobsets import default_jobset, jobset_needs_default_queue_lookup
 from .localqueues import validate_local_queue, validate_local_queue_update
+from .pods import (
+    default_pod,
+    namespace_managed,
+    pod_is_managed,
+    pod_warnings,
+    validate_pod,
+    validate_pod_update,
+)
 from .review import AdmissionRequest, Verdict, decode_object
 from .workloads import validate_workload, validate_workload_update
 
@@ -40,6 +53,14 @@ T = TypeVar("T")
 class Lookups(Protocol):
     async def default_local_queue_exists(self, namespace: str) -> bool:
         """Whether the namespace has a LocalQueue named ``default``; raises when it cannot tell."""
+        ...
+
+    async def namespace_labels(self, namespace: str) -> dict[str, str]:
+        """The Namespace's labels ({} when it is not found); raises when it cannot tell."""
+        ...
+
+    async def object_meta(self, api_version: str, kind: str, namespace: str, name: str) -> ObjectMeta | None:
+        """The metadata of a job of an enabled kind (None when it is not found)."""
         ...
 
 
@@ -158,6 +179,71 @@ async def _validate_job(request: AdmissionRequest, policy: JobPolicy, lookups: L
     return Verdict.judge(validate_job_update(new, old, policy, default_queue_exists=exists))
 
 
+# How far up a pod's controllers are followed (Kueue's managedOwnersChainLimit).
+_OWNER_CHAIN_LIMIT = 10
+
+
+async def _managed_ancestor(meta: ObjectMeta, policy: JobPolicy, lookups: Lookups) -> bool:
+    """Whether one of the pod's controllers, up the chain, is a job the controller manages
+    (Kueue's FindAncestorJobManagedByKueue): its pods are its job's, not jobs of their own."""
+    kinds = policy.pods.job_kinds
+    for _ in range(_OWNER_CHAIN_LIMIT):
+        ref = next((r for r in meta.owner_references if r.controller), None)
+        if ref is None or (ref.api_version, ref.kind) not in kinds:
+            return False
+        owner = await lookups.object_meta(ref.api_version, ref.kind, meta.namespace, ref.name)
+        if owner is None:
+            return False
+        if pod_is_managed(owner, policy.manage_without_queue_name):
+            return True
+        meta = owner
+    return False
+
+
+async def _mutate_pod(request: AdmissionRequest, policy: JobPolicy, lookups: Lookups) -> Verdict:
+    """Kueue's pod defaulting (framework `pod`): see `pods.default_pod`."""
+    rules = policy.pods
+    if not rules.enabled:
+        return Verdict.allow()
+    pod, errors = decode_object(request.object, ManagedPod)
+    if pod is None:
+        return Verdict.deny(errors)
+    namespace = request.namespace or pod.metadata.namespace
+    meta = msgspec.structs.replace(pod.metadata, namespace=namespace)
+    try:
+        labels = None if rules.namespace_selector is None else await lookups.namespace_labels(namespace)
+        if not namespace_managed(namespace, labels, rules):
+            return Verdict.allow()
+        ancestor = await _managed_ancestor(meta, policy, lookups)
+        exists = False
+        if not ancestor and not meta.labels.get(QUEUE_NAME_LABEL):
+            exists = await lookups.default_local_queue_exists(namespace)
+    except Exception as err:
+        return Verdict.fail(f"cannot tell whether pod {namespace}/{meta.name} is to be managed: {err}")
+    return Verdict.allow(default_pod(pod, policy, default_queue_exists=exists, managed_ancestor=ancestor))
+
+
+async def _validate_pod(request: AdmissionRequest, policy: JobPolicy, lookups: Lookups) -> Verdict:
+    """Kueue's pod validation: see `pods.validate_pod` and `pods.validate_pod_update`."""
+    if not policy.pods.enabled:
+        return Verdict.allow()
+    new, old, errors = _decoded(request, ManagedPod)
+    if new is None or errors:
+        return Verdict.deny(errors)
+    warnings = tuple(pod_warnings(new, policy))
+    if old is None:
+        return dataclasses.replace(Verdict.judge(validate_pod(new, policy)), warnings=warnings)
+    exists = False
+    if old.metadata.labels.get(QUEUE_NAME_LABEL) and not new.metadata.labels.get(QUEUE_NAME_LABEL):
+        namespace = request.namespace or new.metadata.namespace
+        try:
+            exists = await lookups.default_local_queue_exists(namespace)
+        except Exception as err:
+            return Verdict.fail(f"cannot tell whether namespace {namespace} has a default LocalQueue: {err}")
+    verdict = Verdict.judge(validate_pod_update(new, old, policy, default_queue_exists=exists))
+    return dataclasses.replace(verdict, warnings=warnings)
+
+
 _KUEUE = "kueue.x-k8s.io"
 _CREATE_UPDATE = ("CREATE", "UPDATE")
 
@@ -186,6 +272,8 @@ ROUTES: tuple[Route, ...] = (
         _CREATE_UPDATE,
         _validate_jobset,
     ),
+    Route("/mutate--v1-pod", "mpod.kb.io", "", "v1", "pods", True, ("CREATE",), _mutate_pod),
+    Route("/validate--v1-pod", "vpod.kb.io", "", "v1", "pods", False, _CREATE_UPDATE, _validate_pod),
     Route(
         "/mutate-kueue-x-k8s-io-v1beta2-clusterqueue",
         "mclusterqueue.kb.io",

@@ -10,10 +10,11 @@ runs; ``kueue.x-k8s.io/max-exec-time-seconds`` must be a positive whole number.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Protocol
 
 from reconciler.api import Job, ObjectMeta
+from reconciler.api.meta import LabelSelector
 from reconciler.core.model.jobs import is_managed
 from reconciler.core.model.workloads import QUEUE_NAME_LABEL
 
@@ -25,6 +26,7 @@ __all__ = [
     "DEFAULT_LOCAL_QUEUE",
     "MAX_EXEC_TIME_LABEL",
     "JobPolicy",
+    "PodPolicy",
     "QueuedObject",
     "default_job",
     "needs_default_queue_lookup",
@@ -39,12 +41,25 @@ _LABELS = Path("metadata.labels")
 
 
 @dataclass(frozen=True)
+class PodPolicy:
+    """What the Configuration says about plain pods."""
+
+    enabled: bool = False  # `pod` is among integrations.frameworks
+    own_namespace: str = "kueue-system"
+    namespace_selector: LabelSelector | None = None  # managedJobsNamespaceSelector
+    # The job kinds of the other enabled integrations, (apiVersion, kind): a pod they control
+    # (through any chain of controllers) and that names a queue is theirs, not a job of its own.
+    job_kinds: frozenset[tuple[str, str]] = frozenset()
+
+
+@dataclass(frozen=True)
 class JobPolicy:
     """What the Configuration says about Jobs."""
 
     enabled: bool = True  # batch/job is among integrations.frameworks
     manage_without_queue_name: bool = False
     jobset_enabled: bool = False  # jobset.x-k8s.io/jobset is among integrations.frameworks
+    pods: PodPolicy = field(default_factory=PodPolicy)
 
 
 class _Suspendable(Protocol):

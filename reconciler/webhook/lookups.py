@@ -1,4 +1,5 @@
-"""What a webhook asks the API: whether a namespace has a LocalQueue named ``default``.
+"""What a webhook asks the API: whether a namespace has a LocalQueue named ``default``; for the
+pod webhook also a Namespace's labels and the metadata of a pod's controlling job.
 
 Answers are kept for a few seconds (a burst of Jobs in one namespace asks once); every lookup
 is bounded by ``timeout`` seconds, well inside the API server's webhook timeout, and an answer
@@ -12,12 +13,22 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from reconciler.api.resources import LOCAL_QUEUES
+import msgspec
+
+from reconciler.api.meta import ObjectMeta
+from reconciler.api.resources import JOBS, JOBSETS, LOCAL_QUEUES, NAMESPACES
 from reconciler.kube import KubeClient, NotFound
 
 from .jobs import DEFAULT_LOCAL_QUEUE
 
 __all__ = ["ApiLookups"]
+
+# The kinds whose objects may control a pod the pod webhook looks at (Kueue's job kinds here).
+_JOB_RESOURCES = (JOBS, JOBSETS)
+
+
+class _Object(msgspec.Struct):
+    metadata: ObjectMeta = msgspec.field(default_factory=ObjectMeta)
 
 
 @dataclass
@@ -46,3 +57,25 @@ class ApiLookups:
             self._known.clear()
         self._known[namespace] = (now, exists)
         return exists
+
+    async def _get(self, path: str) -> bytes | None:
+        try:
+            async with asyncio.timeout(self.timeout):
+                return await self.client.request("GET", path, timeout=self.timeout)
+        except NotFound:
+            return None
+        except TimeoutError:
+            raise TimeoutError(f"no answer from the API server within {self.timeout:.0f}s") from None
+
+    async def namespace_labels(self, namespace: str) -> dict[str, str]:
+        path = NAMESPACES.item_path(None, namespace)
+        body = await self._get(path)
+        return {} if body is None else msgspec.json.decode(body, type=_Object).metadata.labels
+
+    async def object_meta(self, api_version: str, kind: str, namespace: str, name: str) -> ObjectMeta | None:
+        for resource in _JOB_RESOURCES:
+            if (resource.api_version, resource.kind) == (api_version, kind):
+                path = resource.item_path(namespace, name)
+                body = await self._get(path)
+                return None if body is None else msgspec.json.decode(body, type=_Object).metadata
+        return None

@@ -8,10 +8,11 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from reconciler.config import Configuration
+from reconciler.integrations import enabled
 from reconciler.kube import KubeClient
 
 from .certmanager import CertManager, CertSettings
-from .jobs import JobPolicy
+from .jobs import JobPolicy, PodPolicy
 from .lookups import ApiLookups
 from .server import WebhookServer, make_app
 
@@ -53,6 +54,14 @@ def build_webhooks(config: Configuration, options: WebhookOptions, client: KubeC
         enabled="batch/job" in config.frameworks,
         manage_without_queue_name=config.manage_jobs_without_queue_name,
         jobset_enabled="jobset.x-k8s.io/jobset" in config.frameworks,
+        pods=PodPolicy(
+            enabled="pod" in config.frameworks,
+            own_namespace=options.namespace,
+            namespace_selector=config.managed_jobs_namespace_selector,
+            job_kinds=frozenset(
+                (i.api_version, i.kind) for i in enabled(config.frameworks) if not i.top_level
+            ),
+        ),
     )
     app = make_app(policy, ApiLookups(client))
     server = WebhookServer(app, options.host, options.port, options.cert_dir, options.reload_interval)

@@ -27,12 +27,13 @@ def test_the_configuration_accepts_exactly_the_registered_frameworks() -> None:
         (
             ["batch/job", "foo"],
             "integrations.frameworks[1]: Unsupported value: 'foo': supported values: "
-            '"batch/job", "jobset.x-k8s.io/jobset"',
+            '"batch/job", "jobset.x-k8s.io/jobset", "pod"',
         ),
         (
-            ["pod"],
-            "integrations.frameworks[0]: Unsupported value: 'pod': supported values: "
-            '"batch/job", "jobset.x-k8s.io/jobset" (Kueue\'s \'pod\' integration is not implemented yet)',
+            ["deployment"],
+            "integrations.frameworks[0]: Unsupported value: 'deployment': supported values: "
+            '"batch/job", "jobset.x-k8s.io/jobset", "pod" (Kueue\'s \'deployment\' integration is not '
+            "implemented yet)",
         ),
     ],
 )

@@ -4,7 +4,8 @@ and the watch events that follow each write, so a flow runs end to end without h
 Each action the reconciler submits is performed as the API server would (a Create gets a UID and
 a resource version, a merge patch is applied as RFC 7386 says, a Delete removes the object), its
 `WriteDone` carries the API's response, and the watch event of the change is delivered after it.
-Posted Events are kept in `events`.
+Posted Events are kept in `events`. With `finalizers=True` a deleted object that carries
+finalizers stays, with its deletionTimestamp, until a write leaves it none (as the API server).
 """
 
 from __future__ import annotations
@@ -38,9 +39,10 @@ def merge(target: Any, patch: Any) -> Any:
 
 
 class MemoryApi:
-    def __init__(self, reconciler: Reconciler, clock: Callable[[], str]) -> None:
+    def __init__(self, reconciler: Reconciler, clock: Callable[[], str], *, finalizers: bool = False) -> None:
         self.reconciler = reconciler
         self.clock = clock
+        self.finalizers = finalizers
         self.objects: dict[Ref, dict[str, Any]] = {}
         self.events: list[dict[str, Any]] = []
         self.resources = {row.resource.plural: row for row in reconciler.watched_kinds}
@@ -66,7 +68,11 @@ class MemoryApi:
         body = merge(self.objects[ref], patch)
         body["metadata"]["resourceVersion"] = self._next_rv()
         self.objects[ref] = body
-        self._watch("MODIFIED", resource, body)
+        self._modified(ref, resource, body)
+
+    def delete(self, resource: Resource, namespace: str, name: str) -> None:
+        """Someone else deletes an object."""
+        self._delete((resource.plural, namespace, name), resource)
 
     def get(self, resource: Resource, namespace: str, name: str) -> dict[str, Any]:
         return self.objects[(resource.plural, namespace, name)]
@@ -113,11 +119,30 @@ class MemoryApi:
             body["metadata"]["resourceVersion"] = self._next_rv()
             self.objects[ref] = body
             self.reconciler.handle(WriteDone(action, body=msgspec.json.encode(body)))
-            self._watch("MODIFIED", action.resource, body)
+            self._modified(ref, action.resource, body)
         elif isinstance(action, Delete):
-            gone = self.objects.pop(ref)
             self.reconciler.handle(WriteDone(action, body=b""))
-            self._watch("DELETED", action.resource, gone)
+            self._delete(ref, action.resource)
+
+    def _modified(self, ref: Ref, resource: Resource, body: dict[str, Any]) -> None:
+        meta = body["metadata"]
+        if self.finalizers and meta.get("deletionTimestamp") and not meta.get("finalizers"):
+            del self.objects[ref]
+            self._watch("DELETED", resource, body)
+        else:
+            self._watch("MODIFIED", resource, body)
+
+    def _delete(self, ref: Ref, resource: Resource) -> None:
+        body = self.objects[ref]
+        meta = body["metadata"]
+        if self.finalizers and meta.get("finalizers"):
+            if not meta.get("deletionTimestamp"):
+                meta["deletionTimestamp"] = self.clock()
+                meta["resourceVersion"] = self._next_rv()
+                self._watch("MODIFIED", resource, body)
+            return
+        del self.objects[ref]
+        self._watch("DELETED", resource, body)
 
     def _create(self, action: Create, ref: Ref) -> bytes:
         body = msgspec.json.decode(action.body)

@@ -69,6 +69,17 @@ class TrainingRunIntegration:
     resource = TRAINING_RUNS
     projection: type[Any] = TrainingRun
 
+    @property
+    def stop_deletes(self) -> bool:
+        return False
+
+    @property
+    def top_level(self) -> bool:
+        return False
+
+    def release_patch(self, obj: Any) -> Patch | None:
+        return None
+
     def pod_sets(self, obj: TrainingRun) -> list[PodSet]:
         return [PodSet(name=r.name, template=r.template, count=r.replicas) for r in obj.spec.roles]
 

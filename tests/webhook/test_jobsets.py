@@ -9,6 +9,7 @@ from typing import Any
 import msgspec
 import pytest
 
+from reconciler.api import ObjectMeta
 from reconciler.webhook.handlers import ROUTES, handle
 from reconciler.webhook.jobs import JobPolicy
 from reconciler.webhook.review import AdmissionRequest, GroupVersionResource
@@ -27,6 +28,12 @@ class Lookups:
     async def default_local_queue_exists(self, namespace: str) -> bool:
         self.asked.append(namespace)
         return self.default_queue
+
+    async def namespace_labels(self, namespace: str) -> dict[str, str]:
+        raise AssertionError("not asked by these webhooks")
+
+    async def object_meta(self, api_version: str, kind: str, namespace: str, name: str) -> ObjectMeta | None:
+        raise AssertionError("not asked by these webhooks")
 
 
 def _request(body: dict[str, Any]) -> AdmissionRequest:

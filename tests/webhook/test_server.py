@@ -16,6 +16,7 @@ import aiohttp
 import pytest
 import pytest_asyncio
 
+from reconciler.api import ObjectMeta
 from reconciler.webhook.certmanager import write_cert_dir
 from reconciler.webhook.certs import CertBundle, new_bundle
 from reconciler.webhook.jobs import JobPolicy
@@ -36,6 +37,12 @@ class Lookups:
         if self.broken:
             raise TimeoutError("no answer from the API server within 3s")
         return namespace in self.default_queues
+
+    async def namespace_labels(self, namespace: str) -> dict[str, str]:
+        raise AssertionError("not asked by these webhooks")
+
+    async def object_meta(self, api_version: str, kind: str, namespace: str, name: str) -> ObjectMeta | None:
+        raise AssertionError("not asked by these webhooks")
 
 
 class Running:

@@ -1,0 +1,228 @@
+"""Plain pods (framework pod) on the test-bed: the real kube-apiserver calls the pod webhook
+(mpod.kb.io, shipped configuration on loopback, scoped to the test's namespace), which stores a
+queue-named pod with Kueue's scheduling gate, managed label and finalizer; the real kube-scheduler
+leaves the gated pod alone (PodScheduled False SchedulingGated, no node) while its Workload waits
+with Kueue's message; once admitted, the controller's one write removes the gate and adds the
+flavor's node labels, and the scheduler places the pod, which gets its GPU claim allocated and
+runs on the node simulator. Its Workload finishes when it succeeds and the finalizer goes.
+
+The session test-bed has one GPU and the ClusterQueue one GPU of quota: the second pod waits
+for the first.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+import pytest_asyncio
+import yaml
+
+from e2e.support.deploy import ControllerProcess, free_port, install_crds
+from e2e.support.queues import drop_queues, make_queues
+from e2e.support.webhooks import (
+    loopback_certificate,
+    on_loopback,
+    register,
+    scoped,
+    shipped_configurations,
+    unregister,
+)
+from e2e.support.workloads import KUEUE
+from e2e.testbed import KubeClient, Testbed, api_path
+from e2e.testbed.names import DEVICE_CLASS_NAME, RUN_SECONDS_ANNOTATION
+from e2e.testbed.scenario import single_gpu_claim_spec, status_condition, wait_for
+from reconciler.core.model.workloads import workload_name_for_job
+
+pytestmark = [pytest.mark.testbed, pytest.mark.timeout(300)]
+
+Obj = dict[str, Any]
+GATE = "kueue.x-k8s.io/admission"
+POD_WEBHOOKS = ("mpod.kb.io", "vpod.kb.io")
+
+
+class Served:
+    def __init__(self, process: ControllerProcess, ca_pem: bytes) -> None:
+        self.process, self.ca_pem = process, ca_pem
+
+    @property
+    def port(self) -> int:
+        assert self.process.webhook_port is not None
+        return self.process.webhook_port
+
+
+@pytest.fixture(scope="module")
+def controller(testbed: Testbed, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Served]:
+    """`reconciler run` with the pod framework on, its webhooks on loopback (a certificate made
+    here, mounted as cert-manager would), GPUs charged through DRA."""
+
+    async def install() -> None:
+        async with KubeClient.from_kubeconfig(testbed.kubeconfig) as kube:
+            await install_crds(kube)
+
+    asyncio.run(install())
+    folder: Path = tmp_path_factory.mktemp("controller-pods")
+    bundle = loopback_certificate(folder / "certs")
+    config = {
+        "apiVersion": "config.kueue.x-k8s.io/v1beta2",
+        "kind": "Configuration",
+        "internalCertManagement": {"enable": False},
+        "integrations": {"frameworks": ["batch/job", "pod"]},
+        "resources": {
+            "deviceClassMappings": [{"name": "nvidia.com/gpu", "deviceClassNames": [DEVICE_CLASS_NAME]}]
+        },
+    }
+    (folder / "config.yaml").write_text(yaml.safe_dump(config))
+    process = ControllerProcess(
+        folder / "config.yaml",
+        testbed.kubeconfig,
+        folder / "controller.log",
+        "--webhook-cert-dir",
+        str(folder / "certs"),
+        webhook_port=free_port(),
+    )
+    process.start()
+    yield Served(process, bundle.ca.cert_pem)
+    code = process.stop()
+    assert code == 0, f"the controller did not stop cleanly (exit {code}):\n{process.log_tail(30)}"
+
+
+def pod(name: str, namespace: str, run_seconds: str = "3") -> Obj:
+    return {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {
+            "name": name,
+            "namespace": namespace,
+            "labels": {"kueue.x-k8s.io/queue-name": "lq"},
+            "annotations": {RUN_SECONDS_ANNOTATION: run_seconds},
+        },
+        "spec": {
+            "restartPolicy": "Never",
+            "resourceClaims": [{"name": "gpu", "resourceClaimTemplateName": "one-gpu"}],
+            "containers": [
+                {
+                    "name": "main",
+                    "image": "busybox",
+                    "resources": {"requests": {"cpu": "100m"}, "claims": [{"name": "gpu"}]},
+                }
+            ],
+        },
+    }
+
+
+@pytest_asyncio.fixture
+async def served(controller: Served, kube: KubeClient, namespace: str) -> AsyncIterator[str]:
+    """Queues with 1 GPU, a one-GPU ResourceClaimTemplate, and the shipped pod webhooks
+    registered for this namespace only; waits until the API server calls them."""
+    await make_queues(kube, namespace, gpus=1)
+    await kube.create(
+        api_path("resource.k8s.io/v1", "resourceclaimtemplates", namespace),
+        {
+            "apiVersion": "resource.k8s.io/v1",
+            "kind": "ResourceClaimTemplate",
+            "metadata": {"name": "one-gpu", "namespace": namespace},
+            "spec": {"spec": single_gpu_claim_spec()},
+        },
+    )
+    shipped = []
+    for configuration in shipped_configurations():
+        webhooks = [w for w in configuration["webhooks"] if w["name"] in POD_WEBHOOKS]
+        shipped.append({**configuration, "webhooks": webhooks})
+    hooks = scoped(
+        on_loopback(shipped, controller.port, controller.ca_pem), f"pods-{namespace}", namespace, ("x", "y")
+    )
+    await register(kube, hooks)
+
+    async def gated() -> bool:
+        created = await kube.request(
+            "POST", api_path("v1", "pods", namespace), params={"dryRun": "All"}, body=pod("probe", namespace)
+        )
+        return GATE in [g["name"] for g in created["spec"].get("schedulingGates") or []]
+
+    try:
+        await wait_for("the pod webhook to gate pods", gated, within=60, interval=0.5)
+        yield namespace
+    finally:
+        await unregister(kube, hooks)
+        await drop_queues(kube, namespace)
+
+
+async def create_pod(kube: KubeClient, name: str, namespace: str) -> tuple[Obj, str]:
+    """Creates the pod; returns it as stored and its Workload's name."""
+    created = await kube.create(api_path("v1", "pods", namespace), pod(name, namespace))
+    return created, workload_name_for_job(name, created["metadata"]["uid"], "Pod", "")
+
+
+async def workload_where(kube: KubeClient, namespace: str, name: str, kind: str, status: str) -> Obj:
+    async def probe() -> Obj | None:
+        workload = await kube.get_or_none(api_path(KUEUE, "workloads", namespace, name))
+        if workload is None or status_condition(workload, kind).get("status") != status:
+            return None
+        return workload
+
+    found: Obj = await wait_for(f"Workload {name}: {kind}={status}", probe, within=120, interval=0.3)
+    return found
+
+
+@pytest.mark.asyncio
+async def test_a_gated_pod_waits_unscheduled_until_admitted_then_runs_on_its_flavor(
+    kube: KubeClient, served: str
+) -> None:
+    namespace = served
+    first, first_wl = await create_pod(kube, "first", namespace)
+    # The API's answer to the create: stored gated, managed, with Kueue's finalizer.
+    assert [g["name"] for g in first["spec"]["schedulingGates"]] == [GATE]
+    assert first["metadata"]["labels"]["kueue.x-k8s.io/managed"] == "true"
+    assert first["metadata"]["finalizers"] == ["kueue.x-k8s.io/managed"]
+    admitted = await workload_where(kube, namespace, first_wl, "Admitted", "True")
+    assert [(ps["name"], ps["count"]) for ps in admitted["spec"]["podSets"]] == [("main", 1)]
+    (assignment,) = admitted["status"]["admission"]["podSetAssignments"]
+    assert assignment["resourceUsage"] == {"cpu": "100m", "nvidia.com/gpu": "1"}
+
+    second, second_wl = await create_pod(kube, "second", namespace)
+    pending = await workload_where(kube, namespace, second_wl, "QuotaReserved", "False")
+    assert status_condition(pending, "QuotaReserved")["message"] == (
+        "couldn't assign flavors to pod set main: insufficient unused quota for nvidia.com/gpu "
+        f"in flavor t4-{namespace}, 1 more needed"
+    )
+    # The real kube-scheduler holds the gated pod: PodScheduled False SchedulingGated, no node.
+    second_path = api_path("v1", "pods", namespace, "second")
+
+    async def held() -> Obj | None:
+        current = await kube.get(second_path)
+        return (
+            current if status_condition(current, "PodScheduled").get("reason") == "SchedulingGated" else None
+        )
+
+    waiting = await wait_for("the scheduler to report the second pod gated", held, within=60, interval=0.3)
+    assert not waiting["spec"].get("nodeName")
+    assert [g["name"] for g in waiting["spec"]["schedulingGates"]] == [GATE]
+
+    # The first was ungated with its flavor's node labels, scheduled, ran with its GPU, succeeded.
+    async def succeeded(name: str) -> Obj | None:
+        current = await kube.get(api_path("v1", "pods", namespace, name))
+        return current if current["status"].get("phase") == "Succeeded" else None
+
+    done = await wait_for("the first pod to succeed", lambda: succeeded("first"), within=120, interval=0.5)
+    assert not done["spec"].get("schedulingGates")
+    assert done["spec"]["nodeSelector"] == {"nvidia.com/gpu.product": "Tesla-T4"}
+    assert done["spec"]["nodeName"] == "gpu-node-1"
+    assert done["status"]["resourceClaimStatuses"][0]["name"] == "gpu"
+    finished = await workload_where(kube, namespace, first_wl, "Finished", "True")
+    assert status_condition(finished, "Finished")["reason"] == "Succeeded"
+
+    async def released() -> bool:
+        current = await kube.get(api_path("v1", "pods", namespace, "first"))
+        return not current["metadata"].get("finalizers")
+
+    await wait_for("the first pod's finalizer to go", released, within=60, interval=0.3)
+    # The quota came back: the second is admitted, ungated, scheduled and runs.
+    await workload_where(kube, namespace, second_wl, "Admitted", "True")
+    ran = await wait_for("the second pod to succeed", lambda: succeeded("second"), within=120, interval=0.5)
+    assert ran["spec"]["nodeName"] == "gpu-node-1"
+    assert not second["spec"].get("nodeSelector")  # created without; the admission added it
+    assert ran["spec"]["nodeSelector"] == {"nvidia.com/gpu.product": "Tesla-T4"}

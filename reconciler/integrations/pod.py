@@ -1,0 +1,220 @@
+"""Plain pods (core/v1 Pod) behind the integration protocol, as Kueue v0.18.1's `pod` framework
+treats a single pod.
+
+The pod webhook marks a pod the controller manages (`kueue.x-k8s.io/managed: "true"`), holds it
+with the scheduling gate `kueue.x-k8s.io/admission` and Kueue's finalizer. Its Workload has one
+pod set, `main`, of one pod, whose template is the pod's spec as it is (gate included). A pod
+counts as suspended while gated or once terminated. Starting removes the gate and injects the
+flavor's node labels and tolerations and the pod set label in one write (the API lets a gated
+pod's node selector grow). A pod cannot be suspended again: stopping it deletes it, and its
+Workload is then finished. It finishes with its phase (Succeeded or Failed, with the pod's
+message); PodsReady is its Ready condition. The finalizer goes once its Workload has finished
+or the pod is being deleted.
+
+Pod groups (`kueue.x-k8s.io/pod-group-name`) are not handled: such a pod is never managed
+(`is_group_pod`), and the webhook refuses one that names a queue.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import msgspec
+
+from reconciler.api import PodSet
+from reconciler.api.pods import ManagedPod
+from reconciler.api.resources import PODS, Resource
+from reconciler.core.model.jobs import PODSET_LABEL
+from reconciler.core.model.workloads import JOB_POD_SET
+
+from .base import Outcome, Patch, PodSetStart
+
+__all__ = [
+    "ADMISSION_GATE",
+    "GROUP_IGNORED",
+    "GROUP_NAME_LABEL",
+    "GROUP_TOTAL_COUNT_ANNOTATION",
+    "MANAGED_LABEL",
+    "MANAGED_VALUE",
+    "POD",
+    "POD_FINALIZER",
+    "ROLE_HASH_ANNOTATION",
+    "PlainPod",
+    "is_group_pod",
+    "role_hash",
+]
+
+MANAGED_LABEL = "kueue.x-k8s.io/managed"
+MANAGED_VALUE = "true"
+POD_FINALIZER = "kueue.x-k8s.io/managed"
+ADMISSION_GATE = "kueue.x-k8s.io/admission"
+# Kueue's topology gate goes too when a pod starts without topology-aware scheduling.
+TOPOLOGY_GATE = "kueue.x-k8s.io/topology"
+GROUP_NAME_LABEL = "kueue.x-k8s.io/pod-group-name"
+GROUP_TOTAL_COUNT_ANNOTATION = "kueue.x-k8s.io/pod-group-total-count"
+ROLE_HASH_ANNOTATION = "kueue.x-k8s.io/role-hash"
+_TERMINATED = ("Succeeded", "Failed")
+# The parts of a pod's spec that make its role (Kueue's SpecShape), in the order Go's encoder
+# writes a map's keys (sorted).
+_SHAPE_FIELDS = (
+    "affinity",
+    "containers",
+    "initContainers",
+    "nodeSelector",
+    "overhead",
+    "priority",
+    "resourceClaims",
+    "runtimeClassName",
+    "tolerations",
+    "topologySpreadConstraints",
+)
+# Go's encoder escapes these inside strings (the only place JSON can hold them).
+_GO_ESCAPES = ((b"<", b"\\u003c"), (b">", b"\\u003e"), (b"&", b"\\u0026"))
+
+
+def _containers_shape(containers: Any) -> Any:
+    if not containers:
+        return None
+    return [
+        {"ports": c.get("ports"), "resources": {"requests": (c.get("resources") or {}).get("requests")}}
+        for c in containers
+    ]
+
+
+def role_hash(spec: msgspec.Raw | bytes) -> str:
+    """Kueue's role hash of a pod: the first 8 hex digits of the SHA-256 of its spec's shape
+    (containers' requests and ports, node selector, affinity, tolerations, runtime class,
+    priority, topology spread, overhead, resource claims) as Go's encoder writes it. The API
+    server writes a pod as Go does, so each part is taken as it came, in its own key order."""
+    decoded = msgspec.json.decode(spec)
+    shape: dict[str, Any] = {}
+    for name in _SHAPE_FIELDS:
+        if name in ("containers", "initContainers"):
+            shape[name] = _containers_shape(decoded.get(name))
+        else:
+            shape[name] = decoded.get(name)
+    encoded = msgspec.json.encode({"spec": shape})
+    for char, escaped in _GO_ESCAPES:
+        encoded = encoded.replace(char, escaped)
+    return hashlib.sha256(encoded).hexdigest()[:8]
+
+
+GROUP_IGNORED = (
+    "pod groups (kueue.x-k8s.io/pod-group-name) are not supported by dra-quota-reconciler yet: "
+    "this pod is left alone (no Workload, not charged)"
+)
+
+
+def is_group_pod(labels: Mapping[str, str], annotations: Mapping[str, str]) -> bool:
+    """Whether a pod belongs to a Kueue pod group (not supported here)."""
+    return GROUP_NAME_LABEL in labels or GROUP_NAME_LABEL in annotations
+
+
+def _gated(obj: ManagedPod) -> bool:
+    return any(g.name == ADMISSION_GATE for g in obj.spec_view().scheduling_gates)
+
+
+class PlainPod:
+    """Kueue's `pod` framework, single pods."""
+
+    @property
+    def framework(self) -> str:
+        return "pod"
+
+    @property
+    def kind(self) -> str:
+        return "Pod"
+
+    @property
+    def api_version(self) -> str:
+        return "v1"
+
+    @property
+    def resource(self) -> Resource:
+        return PODS
+
+    @property
+    def projection(self) -> type[Any]:
+        return ManagedPod
+
+    @property
+    def stop_deletes(self) -> bool:
+        return True
+
+    @property
+    def top_level(self) -> bool:
+        return True
+
+    def pod_sets(self, obj: ManagedPod) -> list[PodSet]:
+        template = b'{"spec":' + bytes(obj.spec) + b"}"
+        return [PodSet(name=JOB_POD_SET, template=msgspec.Raw(template), count=1)]
+
+    def is_suspended(self, obj: ManagedPod) -> bool:
+        return obj.status.phase in _TERMINATED or _gated(obj)
+
+    def start_patch(self, obj: ManagedPod, starts: Sequence[PodSetStart]) -> bytes:
+        start = next((s for s in starts if s.name == JOB_POD_SET), PodSetStart(JOB_POD_SET))
+        spec = obj.spec_view()
+        gates = [g.name for g in spec.scheduling_gates if g.name not in (ADMISSION_GATE, TOPOLOGY_GATE)]
+        body: dict[str, Any] = {"spec": {"schedulingGates": [{"name": g} for g in gates]}}
+        if start.node_selector:
+            body["spec"]["nodeSelector"] = dict(start.node_selector)
+        current = msgspec.to_builtins(spec.tolerations)
+        added = [t for t in msgspec.to_builtins(list(start.tolerations)) if t not in current]
+        if added:
+            body["spec"]["tolerations"] = [*current, *added]
+        meta: dict[str, Any] = {}
+        if start.labels:
+            meta["labels"] = dict(start.labels)
+        if start.annotations:
+            meta["annotations"] = dict(start.annotations)
+        if meta:
+            body["metadata"] = meta
+        # The resourceVersion makes the write fail rather than ungate a pod changed meanwhile.
+        body.setdefault("metadata", {})["resourceVersion"] = obj.metadata.resource_version
+        return msgspec.json.encode(body)
+
+    def suspend_patch(self, obj: ManagedPod) -> bytes:
+        # Never sent: a pod is stopped by deleting it (`stop_deletes`).
+        return b"{}"
+
+    def release_patch(self, obj: ManagedPod) -> Patch | None:
+        finalizers = obj.metadata.finalizers
+        if POD_FINALIZER not in finalizers:
+            return None
+        rest = [f for f in finalizers if f != POD_FINALIZER]
+        meta = {"finalizers": rest, "resourceVersion": obj.metadata.resource_version}
+        return Patch(msgspec.json.encode({"metadata": meta}))
+
+    def restore_pending(self, obj: ManagedPod) -> bool:
+        """Whether starting injected its flavor (then its tolerations are not compared with
+        its Workload's, as while the quota is held; a pod is never restored)."""
+        return PODSET_LABEL in obj.metadata.labels
+
+    def restore_patch(self, obj: ManagedPod, recorded: Sequence[PodSet]) -> Patch | None:
+        return None  # a pod is deleted, never restored
+
+    def is_active(self, obj: ManagedPod) -> bool:
+        return False  # as Kueue for a single pod: its quota returns when the eviction is written
+
+    def pods_ready(self, obj: ManagedPod) -> bool:
+        return any(c.type == "Ready" and c.status == "True" for c in obj.status.conditions)
+
+    def pods_ready_count(self, obj: ManagedPod) -> int:
+        return 1 if self.pods_ready(obj) else 0
+
+    def finished(self, obj: ManagedPod) -> Outcome | None:
+        if obj.status.phase not in _TERMINATED:
+            return None
+        return Outcome(obj.status.phase == "Succeeded", obj.status.message)
+
+    def reclaimable_pods(self, obj: ManagedPod) -> Mapping[str, int]:
+        return {}
+
+    def owns(self, obj: ManagedPod, owner_kind: str, owner_api_version: str, owner_name: str) -> bool:
+        return False  # a pod is its own job; nothing it controls is counted
+
+
+POD = PlainPod()

@@ -1,0 +1,217 @@
+"""Plain pods at the door (framework ``pod``): Kueue v0.18.1's pod webhook, single pods.
+
+Defaulting on create, in Kueue's order: a pod in a namespace the controller does not manage
+(``managedJobsNamespaceSelector``, by default any but kube-system and the controller's own) is
+left alone, and so is a pod whose controlling ancestor is a job the controller manages (a Job's
+or a JobSet's pod: its job holds the quota). Otherwise a pod without a queue name gets
+``kueue.x-k8s.io/queue-name: default`` when the namespace has that LocalQueue, and a pod that
+names a queue (or any, with ``manageJobsWithoutQueueName``) is marked managed
+(``kueue.x-k8s.io/managed: "true"``), gets Kueue's finalizer and is held by the scheduling gate
+``kueue.x-k8s.io/admission`` until its Workload is admitted; it also gets Kueue's role hash
+(``kueue.x-k8s.io/role-hash``).
+
+Validation, as Kueue's: the queue-name rules of any job (suspended here means gated or ended),
+the managed label's only value ``true``, the pod-group metadata (a group name needs a total
+count and the other way round, the name a DNS subdomain, the count a positive integer, the
+name immutable). Pod groups are not implemented by this controller: a pod of a group that
+names a queue is refused, saying so, rather than left gated for ever or run outside quota.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, replace
+
+from reconciler.api.meta import ObjectMeta
+from reconciler.api.pods import ManagedPod
+from reconciler.core.model.workloads import QUEUE_NAME_LABEL
+from reconciler.core.primitives.selectors import label_selector_matches
+from reconciler.integrations.pod import (
+    ADMISSION_GATE,
+    GROUP_NAME_LABEL,
+    GROUP_TOTAL_COUNT_ANNOTATION,
+    MANAGED_LABEL,
+    MANAGED_VALUE,
+    POD_FINALIZER,
+    ROLE_HASH_ANNOTATION,
+    is_group_pod,
+    role_hash,
+)
+
+from .fielderrors import IMMUTABLE, FieldError, Path, forbidden, invalid, required
+from .jobs import DEFAULT_LOCAL_QUEUE, JobPolicy, PodPolicy, validate_job, validate_job_update
+from .names import dns1123_subdomain_problems
+from .review import PatchOp, escape
+
+__all__ = [
+    "GROUPS_NOT_SUPPORTED",
+    "QueuedPod",
+    "default_pod",
+    "namespace_managed",
+    "pod_is_managed",
+    "pod_warnings",
+    "validate_pod",
+    "validate_pod_update",
+]
+
+_SYSTEM_NAMESPACE = "kube-system"
+_LABELS = Path("metadata.labels")
+_ANNOTATIONS = Path("metadata.annotations")
+GROUPS_NOT_SUPPORTED = (
+    "pod groups are not supported by dra-quota-reconciler yet (only single pods of the pod "
+    "integration); create the pods without this label, or as a Job or JobSet"
+)
+
+
+@dataclass(frozen=True)
+class _Suspended:
+    suspend: bool
+
+
+@dataclass(frozen=True)
+class QueuedPod:
+    """A pod as the queue-name rules of any job read it: suspended while gated or ended."""
+
+    metadata: ObjectMeta
+    spec: _Suspended
+
+    @classmethod
+    def of(cls, pod: ManagedPod) -> QueuedPod:
+        gated = any(g.name == ADMISSION_GATE for g in pod.spec_view().scheduling_gates)
+        return cls(pod.metadata, _Suspended(gated or pod.status.phase in ("Succeeded", "Failed")))
+
+
+def namespace_managed(namespace: str, labels: Mapping[str, str] | None, policy: PodPolicy) -> bool:
+    """Whether the controller manages pods in this namespace (`labels`: the Namespace's, needed
+    only with a managedJobsNamespaceSelector)."""
+    if policy.namespace_selector is not None:
+        return label_selector_matches(policy.namespace_selector, labels or {})
+    return namespace not in (_SYSTEM_NAMESPACE, policy.own_namespace)
+
+
+def pod_is_managed(meta: ObjectMeta, manage_without_queue_name: bool) -> bool:
+    return bool(meta.labels.get(QUEUE_NAME_LABEL)) or manage_without_queue_name
+
+
+def default_pod(
+    pod: ManagedPod, rules: JobPolicy, *, default_queue_exists: bool, managed_ancestor: bool
+) -> list[PatchOp]:
+    """The JSON patch that defaults a pod being created in a managed namespace."""
+    if not rules.pods.enabled or managed_ancestor:
+        return []
+    meta = pod.metadata
+    ops: list[PatchOp] = []
+    labels = dict(meta.labels)
+    if not labels.get(QUEUE_NAME_LABEL) and default_queue_exists:
+        labels[QUEUE_NAME_LABEL] = DEFAULT_LOCAL_QUEUE
+    if pod_is_managed(ObjectMeta(labels=labels), rules.manage_without_queue_name):
+        if is_group_pod(labels, meta.annotations):
+            return []  # refused by validation when it names a queue; never held at the gate
+        labels[MANAGED_LABEL] = MANAGED_VALUE
+    if labels != meta.labels:
+        if meta.labels:
+            ops += [
+                {"op": "add", "path": f"/metadata/labels/{escape(k)}", "value": v}
+                for k, v in labels.items()
+                if meta.labels.get(k) != v
+            ]
+        else:
+            ops.append({"op": "add", "path": "/metadata/labels", "value": labels})
+    if labels.get(MANAGED_LABEL) != MANAGED_VALUE:
+        return ops
+    if POD_FINALIZER not in meta.finalizers:
+        if meta.finalizers:
+            ops.append({"op": "add", "path": "/metadata/finalizers/-", "value": POD_FINALIZER})
+        else:
+            ops.append({"op": "add", "path": "/metadata/finalizers", "value": [POD_FINALIZER]})
+    gates = pod.spec_view().scheduling_gates
+    if not any(g.name == ADMISSION_GATE for g in gates):
+        gate = {"name": ADMISSION_GATE}
+        if gates:
+            ops.append({"op": "add", "path": "/spec/schedulingGates/-", "value": gate})
+        else:
+            ops.append({"op": "add", "path": "/spec/schedulingGates", "value": [gate]})
+    if ROLE_HASH_ANNOTATION not in meta.annotations:
+        value = role_hash(pod.spec)
+        if meta.annotations:
+            path = f"/metadata/annotations/{escape(ROLE_HASH_ANNOTATION)}"
+            ops.append({"op": "add", "path": path, "value": value})
+        else:
+            ops.append({"op": "add", "path": "/metadata/annotations", "value": {ROLE_HASH_ANNOTATION: value}})
+    return ops
+
+
+def _group_errors(meta: ObjectMeta) -> list[FieldError]:
+    """Kueue's pod-group metadata rules."""
+    group = meta.labels.get(GROUP_NAME_LABEL, "")
+    count = meta.annotations.get(GROUP_TOTAL_COUNT_ANNOTATION)
+    both = f"both the '{GROUP_TOTAL_COUNT_ANNOTATION}' annotation and the '{GROUP_NAME_LABEL}' label"
+    both += " should be set"
+    if not group:
+        return [required(_LABELS.key(GROUP_NAME_LABEL), both)] if count is not None else []
+    errors: list[FieldError] = []
+    problems = dns1123_subdomain_problems(group)
+    if problems:
+        errors.append(invalid(_LABELS.key(GROUP_NAME_LABEL), group, ",".join(problems)))
+    path = _ANNOTATIONS.key(GROUP_TOTAL_COUNT_ANNOTATION)
+    if count is None:
+        return [*errors, required(path, both)]
+    if not count.strip().lstrip("+-").isdigit():
+        errors.append(invalid(path, count, f'strconv.Atoi: parsing "{count}": invalid syntax'))
+    elif int(count) < 1:
+        detail = (
+            f"incorrect annotation value '{GROUP_TOTAL_COUNT_ANNOTATION}={count}': "
+            "group total count should be greater than zero"
+        )
+        errors.append(invalid(path, count, detail))
+    return errors
+
+
+def _common(pod: ManagedPod, rules: JobPolicy) -> list[FieldError]:
+    meta = pod.metadata
+    errors: list[FieldError] = []
+    value = meta.labels.get(MANAGED_LABEL)
+    if value is not None and value != MANAGED_VALUE:
+        detail = f"managed label value can only be '{MANAGED_VALUE}'"
+        errors.append(forbidden(_LABELS.key(MANAGED_LABEL), detail))
+    return errors + _group_errors(meta)
+
+
+def validate_pod(pod: ManagedPod, rules: JobPolicy) -> list[FieldError]:
+    if not rules.pods.enabled:
+        return []
+    errors = validate_job(QueuedPod.of(pod), replace(rules, enabled=True)) + _common(pod, rules)
+    meta = pod.metadata
+    if GROUP_NAME_LABEL in meta.labels and meta.labels.get(QUEUE_NAME_LABEL):
+        errors.append(forbidden(_LABELS.key(GROUP_NAME_LABEL), GROUPS_NOT_SUPPORTED))
+    return errors
+
+
+def pod_warnings(pod: ManagedPod, rules: JobPolicy) -> list[str]:
+    """Kueue's warning for a pod marked managed whose controller is a job kind it manages."""
+    if not rules.pods.enabled or pod.metadata.labels.get(MANAGED_LABEL) != MANAGED_VALUE:
+        return []
+    owner = next((r for r in pod.metadata.owner_references if r.controller), None)
+    if owner is None or (owner.api_version, owner.kind) not in rules.pods.job_kinds:
+        return []
+    label = f"{MANAGED_LABEL}={MANAGED_VALUE}"
+    return [f"pod owner is managed by kueue, label '{label}' might lead to unexpected behaviour"]
+
+
+def validate_pod_update(
+    new: ManagedPod, old: ManagedPod, rules: JobPolicy, *, default_queue_exists: bool = False
+) -> list[FieldError]:
+    """Kueue's rules for an update of a pod: the queue-name rules of any job, the common
+    rules, and a group name that cannot change."""
+    if not rules.pods.enabled:
+        return []
+    job_rules = replace(rules, enabled=True)
+    errors = validate_job_update(
+        QueuedPod.of(new), QueuedPod.of(old), job_rules, default_queue_exists=default_queue_exists
+    )
+    errors += _common(new, rules)
+    old_group = old.metadata.labels.get(GROUP_NAME_LABEL, "")
+    new_group = new.metadata.labels.get(GROUP_NAME_LABEL, "")
+    if old_group and new_group != old_group:
+        errors.append(invalid(_LABELS.key(GROUP_NAME_LABEL), new_group, IMMUTABLE))
+    return errors
