@@ -157,6 +157,46 @@ async def _snapshot(kube: KubeClient, namespaces: tuple[str, ...], within: float
         await asyncio.sleep(0.5)
 
 
+KUEUE_PLURALS = (
+    "resourceflavors",
+    "cohorts",
+    "clusterqueues",
+    "localqueues",
+    "workloads",
+    "workloadpriorityclasses",
+)
+
+
+async def _watch_accepted(kube: KubeClient, path: str) -> bool:
+    """False while the API server answers a watch of `path` with 429/503; True once it streams."""
+    events = kube.watch(path, {}, timeout_seconds=5)
+    try:
+        await asyncio.wait_for(anext(events), 0.5)
+    except (TimeoutError, StopAsyncIteration):
+        pass  # streaming (or ended): accepted
+    except ApiError as err:
+        if err.status in (429, 503):
+            return False
+        raise
+    finally:
+        await events.aclose()
+    return True
+
+
+async def _watch_caches_ready(kube: KubeClient, within: float = 30.0) -> None:
+    """Until the API server accepts watches of Kueue's kinds: a CRD installed a moment ago answers
+    them with 429 "storage is (re)initializing", and a manager started then waits a second or
+    more before it watches that kind (seen: Cohorts applied meanwhile were missed, and two
+    Workloads were found to fit no quota)."""
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + within
+    for plural in KUEUE_PLURALS:
+        while not await _watch_accepted(kube, api_path(KUEUE, plural)):
+            if loop.time() > deadline:
+                raise TimeoutError(f"the API server still refuses watches of {plural} after {within:.0f}s")
+            await asyncio.sleep(0.2)
+
+
 async def _with_kueue(bed: Testbed, scenario: Scenario, workdir: Path) -> tuple[Snapshots, Manager]:
     build = kueue_build()
     missing = build.missing()
@@ -171,6 +211,7 @@ async def _with_kueue(bed: Testbed, scenario: Scenario, workdir: Path) -> tuple[
             await install_jobset_crds(kube)  # before Kueue starts, so its integration is set up
         namespace = {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "kueue-system"}}
         await apply_objects(kube, [namespace])
+        await _watch_caches_ready(kube)
         kueue.start(bed.pki.serving_cert, bed.pki.serving_key)
         try:
             await kueue.wait_ready()
@@ -226,6 +267,7 @@ async def _with_ours(bed: Testbed, scenario: Scenario, workdir: Path) -> tuple[S
         await install_crds(kube)
         if enables_jobset(scenario.configuration):
             await install_jobset_crds(kube)
+        await _watch_caches_ready(kube)
         controller.start()
         try:
             await asyncio.to_thread(controller.wait_ready)
