@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import base64
 from pathlib import Path
+from typing import Any
 
 import pytest
 import yaml
@@ -31,9 +32,11 @@ from e2e.conformance.recording import (
     read_pins,
     recording_path,
 )
+from e2e.conformance.runner import _steps, our_webhooks
 from e2e.conformance.scenario import all_scenarios, load_scenario
 from e2e.conformance.snapshot import Normalizer
 from e2e.support.deploy import ROOT
+from e2e.testbed import ApiError
 
 
 def test_every_checked_in_scenario_loads_and_has_a_checkpoint() -> None:
@@ -230,3 +233,78 @@ def test_record_runs_must_be_a_positive_whole_number(tmp_path: Path) -> None:
     )
     with pytest.raises(ValueError, match="recordRuns must be a whole number >= 1"):
         load_scenario(bad)
+
+
+def test_the_controllers_webhooks_are_registered_by_url_for_the_groups_kueues_are() -> None:
+    """The same API groups on both sides (batch, kueue.x-k8s.io): JobSet's webhooks are not
+    registered for Kueue, so not for the controller either."""
+    configurations = our_webhooks(9443, b"CA")
+    names = [h["name"] for c in configurations for h in c["webhooks"]]
+    assert {"mjob.kb.io", "vjob.kb.io", "vworkload.kb.io", "vclusterqueue.kb.io"} <= set(names)
+    assert not [n for n in names if "jobset" in n]
+    for configuration in configurations:
+        for hook in configuration["webhooks"]:
+            assert hook["clientConfig"]["url"].startswith("https://127.0.0.1:9443/")
+            assert hook["clientConfig"]["caBundle"] == base64.b64encode(b"CA").decode()
+
+
+def _rejecting_scenario(tmp_path: Path) -> Path:
+    (tmp_path / "refused.yaml").write_text(
+        "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: refused, namespace: x}\n---\n"
+        "apiVersion: v1\nkind: Namespace\nmetadata: {name: taken}\n"
+    )
+    scenario = tmp_path / "s.yaml"
+    scenario.write_text(
+        yaml.safe_dump(
+            {
+                "configuration": "e2e/conformance/manifests/configuration.yaml",
+                "namespaces": ["x"],
+                "steps": [
+                    {"expect_rejected": str(tmp_path / "refused.yaml")},
+                    {"checkpoint": "first"},
+                    {"checkpoint": "second"},
+                ],
+            }
+        )
+    )
+    return scenario
+
+
+class _RefusingApi:
+    """Discovery and empty lists; ConfigMaps refused as a webhook refuses, the rest stored."""
+
+    async def get(self, path: str) -> dict[str, Any]:
+        if path == "/api/v1":
+            return {
+                "resources": [
+                    {"kind": "ConfigMap", "name": "configmaps", "namespaced": True},
+                    {"kind": "Namespace", "name": "namespaces", "namespaced": False},
+                ]
+            }
+        return {"items": []}
+
+    async def apply(self, path: str, obj: dict[str, Any], manager: str) -> dict[str, Any]:
+        if obj["kind"] == "ConfigMap":
+            body = {"reason": "Forbidden", "message": 'admission webhook "v.kb.io" denied the request: no'}
+            raise ApiError(403, body, "PATCH", path)
+        return obj
+
+
+@pytest.mark.asyncio
+async def test_an_expected_rejection_is_compared_at_the_next_checkpoint(tmp_path: Path) -> None:
+    scenario = load_scenario(_rejecting_scenario(tmp_path))
+    assert scenario.steps[0].expect_rejected == (tmp_path / "refused.yaml",)
+    snapshots = await _steps(_RefusingApi(), scenario)  # type: ignore[arg-type]
+    assert snapshots["first"]["Rejected[ConfigMap/x/refused]"] == (
+        'HTTP 403 Forbidden: admission webhook "v.kb.io" denied the request: no'
+    )
+    assert snapshots["first"]["Rejected[Namespace/taken]"] == "accepted"
+    assert not [k for k in snapshots["second"] if k.startswith("Rejected")]
+
+
+def test_the_inputs_hash_covers_the_files_expected_to_be_rejected(tmp_path: Path) -> None:
+    scenario = _rejecting_scenario(tmp_path)
+    pins = read_pins()
+    before = inputs_hash(scenario, pins)
+    (tmp_path / "refused.yaml").write_text("apiVersion: v1\nkind: ConfigMap\nmetadata: {name: other}\n")
+    assert inputs_hash(scenario, pins) != before

@@ -62,7 +62,7 @@ def scenario_inputs(scenario_path: Path) -> list[Path]:
     if scenario.testbed is not None:
         files.append(scenario.testbed)
     for step in scenario.steps:
-        files += [*step.apply, *step.delete]
+        files += [*step.apply, *step.delete, *step.expect_rejected]
     return list(dict.fromkeys(files))
 
 

@@ -3,21 +3,33 @@
 from __future__ import annotations
 
 import asyncio
+import shutil
 from pathlib import Path
 from typing import Any, Literal, Protocol
 
 import yaml
 
-from e2e.conformance.kueue import KueueProcess, kueue_build, webhook_configurations
+from e2e.conformance.kueue import WEBHOOK_GROUPS, KueueProcess, kueue_build, webhook_configurations
 from e2e.conformance.scenario import Scenario, Wait
 from e2e.conformance.snapshot import KUEUE, take_snapshot
-from e2e.support.deploy import ControllerProcess, Discovery, apply_objects, install_crds, load_documents
+from e2e.support.deploy import (
+    ControllerProcess,
+    Discovery,
+    apply_objects,
+    free_port,
+    install_crds,
+    load_documents,
+)
 from e2e.support.jobset import enables_jobset, install_jobset_crds
+from e2e.support.webhooks import on_loopback, shipped_configurations, wait_until_jobs_are_suspended
 from e2e.testbed import ApiError, KubeClient, Testbed, api_path
 from e2e.testbed.spec import load_spec
 
 Implementation = Literal["kueue", "ours"]
 Snapshots = dict[str, dict[str, Any]]
+Obj = dict[str, Any]
+# A namespace every Job webhook (Kueue's and the controller's) covers, for the readiness probe.
+PROBE_NAMESPACE = "default"
 
 
 class Manager(Protocol):
@@ -90,19 +102,44 @@ async def _delete_objects(kube: KubeClient, objects: list[dict[str, Any]]) -> No
                 raise
 
 
+def _rejection_key(obj: Obj) -> str:
+    where = f"{obj['metadata']['namespace']}/" if obj["metadata"].get("namespace") else ""
+    return f"Rejected[{obj['kind']}/{where}{obj['metadata']['name']}]"
+
+
+async def _rejections(kube: KubeClient, paths: tuple[Path, ...]) -> dict[str, str]:
+    """Applies each object expecting the API to refuse it: `Rejected[KIND/NAME]` is the answer
+    (`HTTP <status> <reason>: <message>`), or `accepted` when it was stored."""
+    out: dict[str, str] = {}
+    discovery = Discovery(kube)
+    for path in paths:
+        for obj in load_documents(path):
+            try:
+                await kube.apply(await discovery.path(obj), obj, "dra-quota-e2e")
+            except ApiError as err:
+                message = err.body.get("message", "") if isinstance(err.body, dict) else str(err.body)
+                out[_rejection_key(obj)] = f"HTTP {err.status} {err.reason}: {message}"
+            else:
+                out[_rejection_key(obj)] = "accepted"
+    return out
+
+
 async def _steps(kube: KubeClient, scenario: Scenario) -> Snapshots:
     snapshots: Snapshots = {}
+    rejected: dict[str, str] = {}  # shown at the next checkpoint
     for step in scenario.steps:
         for path in step.apply:
             await apply_objects(kube, load_documents(path))
         for path in step.delete:
             await _delete_objects(kube, load_documents(path))
+        rejected.update(await _rejections(kube, step.expect_rejected))
         if step.wait is not None:
             await _wait(kube, step.wait)
         if step.sleep:
             await asyncio.sleep(step.sleep)
         if step.checkpoint is not None:
-            snapshots[step.checkpoint] = await _snapshot(kube, scenario.namespaces)
+            snapshots[step.checkpoint] = {**await _snapshot(kube, scenario.namespaces), **rejected}
+            rejected = {}
     return snapshots
 
 
@@ -120,6 +157,46 @@ async def _snapshot(kube: KubeClient, namespaces: tuple[str, ...], within: float
         await asyncio.sleep(0.5)
 
 
+KUEUE_PLURALS = (
+    "resourceflavors",
+    "cohorts",
+    "clusterqueues",
+    "localqueues",
+    "workloads",
+    "workloadpriorityclasses",
+)
+
+
+async def _watch_accepted(kube: KubeClient, path: str) -> bool:
+    """False while the API server answers a watch of `path` with 429/503; True once it streams."""
+    events = kube.watch(path, {}, timeout_seconds=5)
+    try:
+        await asyncio.wait_for(anext(events), 0.5)
+    except (TimeoutError, StopAsyncIteration):
+        pass  # streaming (or ended): accepted
+    except ApiError as err:
+        if err.status in (429, 503):
+            return False
+        raise
+    finally:
+        await events.aclose()
+    return True
+
+
+async def _watch_caches_ready(kube: KubeClient, within: float = 30.0) -> None:
+    """Until the API server accepts watches of Kueue's kinds: a CRD installed a moment ago answers
+    them with 429 "storage is (re)initializing", and a manager started then waits a second or
+    more before it watches that kind (seen: Cohorts applied meanwhile were missed, and two
+    Workloads were found to fit no quota)."""
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + within
+    for plural in KUEUE_PLURALS:
+        while not await _watch_accepted(kube, api_path(KUEUE, plural)):
+            if loop.time() > deadline:
+                raise TimeoutError(f"the API server still refuses watches of {plural} after {within:.0f}s")
+            await asyncio.sleep(0.2)
+
+
 async def _with_kueue(bed: Testbed, scenario: Scenario, workdir: Path) -> tuple[Snapshots, Manager]:
     build = kueue_build()
     missing = build.missing()
@@ -134,11 +211,13 @@ async def _with_kueue(bed: Testbed, scenario: Scenario, workdir: Path) -> tuple[
             await install_jobset_crds(kube)  # before Kueue starts, so its integration is set up
         namespace = {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "kueue-system"}}
         await apply_objects(kube, [namespace])
+        await _watch_caches_ready(kube)
         kueue.start(bed.pki.serving_cert, bed.pki.serving_key)
         try:
             await kueue.wait_ready()
             hooks = webhook_configurations(build.webhooks, kueue.webhook_port, bed.pki.ca_cert.read_bytes())
             await apply_objects(kube, hooks)
+            await wait_until_jobs_are_suspended(kube, PROBE_NAMESPACE)
             return await _steps(kube, scenario), kueue
         except BaseException as err:
             tail = kueue.log_tail()
@@ -146,14 +225,55 @@ async def _with_kueue(bed: Testbed, scenario: Scenario, workdir: Path) -> tuple[
             raise RuntimeError(f"{err}\nkueue log tail:\n{tail}") from err
 
 
+def our_webhooks(port: int, ca_pem: bytes) -> list[Obj]:
+    """The controller's shipped webhook configurations on 127.0.0.1:port, keeping only the
+    webhooks of the API groups registered for Kueue (WEBHOOK_GROUPS), so both sides are called
+    for the same objects."""
+    out = []
+    for configuration in on_loopback(shipped_configurations(), port, ca_pem):
+        hooks = [
+            hook
+            for hook in configuration["webhooks"]
+            if {g for rule in hook["rules"] for g in rule["apiGroups"]} <= WEBHOOK_GROUPS
+        ]
+        if hooks:
+            out.append({**configuration, "webhooks": hooks})
+    return out
+
+
+def _our_process(bed: Testbed, scenario: Scenario, workdir: Path) -> ControllerProcess:
+    """`reconciler run` with the scenario's Configuration and, as Kueue here, internal cert
+    management off and its webhooks served on a loopback port with the test-bed's serving
+    certificate (valid for 127.0.0.1)."""
+    cert_dir = workdir / "certs"
+    cert_dir.mkdir(parents=True, exist_ok=True)
+    shutil.copyfile(bed.pki.serving_cert, cert_dir / "tls.crt")
+    shutil.copyfile(bed.pki.serving_key, cert_dir / "tls.key")
+    config = {
+        **yaml.safe_load(scenario.configuration.read_text()),
+        "internalCertManagement": {"enable": False},
+    }
+    config_path = workdir / "controller-config.yaml"
+    config_path.write_text(yaml.safe_dump(config, sort_keys=False))
+    log = workdir / "controller.log"
+    return ControllerProcess(
+        config_path, bed.kubeconfig, log, "--webhook-cert-dir", str(cert_dir), webhook_port=free_port()
+    )
+
+
 async def _with_ours(bed: Testbed, scenario: Scenario, workdir: Path) -> tuple[Snapshots, Manager]:
-    controller = ControllerProcess(scenario.configuration, bed.kubeconfig, workdir / "controller.log")
+    controller = _our_process(bed, scenario, workdir)
     async with KubeClient.from_kubeconfig(bed.kubeconfig) as kube:
         await install_crds(kube)
         if enables_jobset(scenario.configuration):
             await install_jobset_crds(kube)
+        await _watch_caches_ready(kube)
         controller.start()
         try:
+            await asyncio.to_thread(controller.wait_ready)
+            assert controller.webhook_port is not None
+            await apply_objects(kube, our_webhooks(controller.webhook_port, bed.pki.ca_cert.read_bytes()))
+            await wait_until_jobs_are_suspended(kube, PROBE_NAMESPACE)
             return await _steps(kube, scenario), controller
         except BaseException as err:
             tail = controller.log_tail()

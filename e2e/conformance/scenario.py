@@ -13,6 +13,7 @@ steps:
 - delete: [e2e/conformance/manifests/job-a.yaml]              # the files' objects, deleted
 - sleep: 2                                                    # let status writes settle
 - checkpoint: a-admitted-b-pending                            # snapshot taken here
+- expect_rejected: [e2e/conformance/manifests/bad-cq.yaml]    # applied; the API must refuse
 ```
 
 A `wait` on a Job with `running: true` waits for a ready pod; with `condition` it waits
@@ -23,6 +24,11 @@ Manifests of the scenarios are in e2e/conformance/manifests/. `within` (seconds,
 default 120) bounds every wait. `recordRuns: N` (default 1): `python -m e2e.conformance
 --record` runs Kueue N times and keeps every distinct result (for scenarios where Kueue's
 own result varies from run to run).
+
+`expect_rejected` applies each object of its files as `apply` does but expects the API to
+refuse it (an admission webhook, a CRD's schema): the next checkpoint holds
+`Rejected[KIND/NAME]` (`KIND/NAMESPACE/NAME` when namespaced) with the API's answer,
+`HTTP <status> <reason>: <message>`, or `accepted` when the object was stored.
 """
 
 from __future__ import annotations
@@ -60,6 +66,7 @@ class Wait:
 class Step:
     apply: tuple[Path, ...] = ()
     delete: tuple[Path, ...] = ()
+    expect_rejected: tuple[Path, ...] = ()  # applied; the API's refusal is compared
     wait: Wait | None = None
     sleep: float = 0.0
     checkpoint: str | None = None
@@ -78,11 +85,15 @@ class Scenario:
 
 def _step(raw: dict[str, Any], where: str) -> Step:
     if len(raw) != 1:
-        raise ValueError(f"{where}: a step has exactly one of apply, delete, wait, sleep, checkpoint")
+        raise ValueError(
+            f"{where}: a step has exactly one of apply, delete, expect_rejected, wait, sleep, checkpoint"
+        )
     ((kind, value),) = raw.items()
     if kind in ("apply", "delete"):
         paths = _files(value, where)
         return Step(apply=paths) if kind == "apply" else Step(delete=paths)
+    if kind == "expect_rejected":
+        return Step(expect_rejected=_files(value, where))
     if kind == "wait":
         return Step(wait=Wait(**value))
     if kind == "sleep":

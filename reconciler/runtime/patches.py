@@ -98,6 +98,11 @@ def status_patch(status: msgspec.Struct, resource_version: str | None = None) ->
         rendered.setdefault("resourceRequests", None)
         if status.requeue_state is not None and status.requeue_state.requeue_at is None:
             rendered["requeueState"]["requeueAt"] = None
+    if isinstance(status, LocalQueueStatus):
+        # Kueue omits empty usage lists (a ClusterQueue gone): removed, never written as [].
+        for key in ("flavorsReservation", "flavorsUsage"):
+            if not rendered.get(key):
+                rendered[key] = None
     if isinstance(status, (ClusterQueueStatus, LocalQueueStatus)) and rendered.get("fairSharing") is None:
         rendered.pop("fairSharing", None)  # fair sharing off: left out (see cluster_queue_status_patch)
     body: dict[str, Any] = {"status": rendered}

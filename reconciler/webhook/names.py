@@ -36,8 +36,10 @@ QUANTITY_MSG = "quantities must match the regular expression '^([+-]?[0-9.]+)([e
 
 
 def _regex_error(message: str, fmt: str, *examples: str) -> str:
-    shown = " or ".join(f"'{e}'," for e in examples)
-    return f"{message} (e.g. {shown} regex used for validation is '{fmt}')"
+    """As apimachinery words it: each example followed by ", " and joined by " or ", so two
+    spaces stand before each "or" (Kueue's answers carry them)."""
+    shown = " or ".join(f"'{e}', " for e in examples)
+    return f"{message} (e.g. {shown}regex used for validation is '{fmt}')"
 
 
 def _max_len(limit: int) -> str:

@@ -241,9 +241,14 @@ def flavor(**spec: Any) -> ResourceFlavor:
 
 def test_resource_flavor_rules() -> None:
     assert validate_resource_flavor(flavor(nodeLabels={"nvidia.com/gpu.product": "Tesla-T4"})) == []
-    assert messages(validate_resource_flavor(flavor(nodeLabels={"gpu": "Tesla T4"})))[0].startswith(
-        'spec.nodeLabels: Invalid value: "Tesla T4": a valid label must be an empty string'
-    )
+    # Word for word as Kueue v0.18.1 answered (conformance scenario webhook-rejections),
+    # apimachinery's two spaces before each "or" included.
+    assert messages(validate_resource_flavor(flavor(nodeLabels={"gpu": "Tesla T4"}))) == [
+        'spec.nodeLabels: Invalid value: "Tesla T4": a valid label must be an empty string or consist of '
+        "alphanumeric characters, '-', '_' or '.', and must start and end with an alphanumeric character "
+        "(e.g. 'MyValue',  or 'my_value',  or '12345', regex used for validation is "
+        "'(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?')"
+    ]
     taints = [{"key": "gpu", "effect": "NoSchedule"}, {"key": "gpu", "value": "x", "effect": "NoSchedule"}]
     assert messages(validate_resource_flavor(flavor(nodeTaints=taints))) == [
         'spec.nodeTaints[1]: Duplicate value: {"effect":"NoSchedule","key":"gpu","value":"x"}: '
