@@ -4,7 +4,7 @@
 runtime performs; `registry.REGISTRY` maps Kueue framework names to integrations.
 """
 
-from .base import Integration, Outcome, Patch, PodSetStart
+from .base import Integration, Outcome, Patch, PodSetStart, SuspendableJob
 from .batchjob import BATCH_JOB
 from .children import CHILD_SUSPENDED, controller_parent, suspend_child
 from .decide import (
@@ -52,6 +52,7 @@ __all__ = [
     "Start",
     "Step",
     "Suspend",
+    "SuspendableJob",
     "UpdateMismatched",
     "controller_parent",
     "decide",

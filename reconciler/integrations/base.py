@@ -15,7 +15,7 @@ from typing import Any, Protocol
 from reconciler.api import PodSet, Toleration
 from reconciler.api.resources import Resource
 
-__all__ = ["Integration", "Outcome", "Patch", "PodSetStart"]
+__all__ = ["Integration", "Outcome", "Patch", "PodSetStart", "SuspendableJob"]
 
 _EMPTY: Mapping[str, str] = {}
 
@@ -119,3 +119,19 @@ class Integration(Protocol):
 
     def owns(self, obj: Any, owner_kind: str, owner_api_version: str, owner_name: str) -> bool:
         """Whether an object with this controller reference (a pod, a child) is this job's."""
+
+
+class SuspendableJob:
+    """What most kinds share: stopped by suspending (not deleting), possibly another job's child,
+    carrying no finalizer of this controller. Integrations of such kinds inherit these."""
+
+    @property
+    def stop_deletes(self) -> bool:
+        return False
+
+    @property
+    def top_level(self) -> bool:
+        return False
+
+    def release_patch(self, obj: Any) -> Patch | None:
+        return None

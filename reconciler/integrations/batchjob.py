@@ -10,7 +10,7 @@ from reconciler.api.resources import JOBS, Resource
 from reconciler.core.model.jobs import PODSET_LABEL, job_outcome, restore_patch, start_patch, suspend_patch
 from reconciler.core.model.workloads import JOB_POD_SET, job_pod_count, workload_template
 
-from .base import Outcome, Patch, PodSetStart
+from .base import Outcome, Patch, PodSetStart, SuspendableJob
 
 __all__ = ["BATCH_JOB", "BatchJob"]
 
@@ -18,7 +18,7 @@ _PODSET_LABEL_BYTES = PODSET_LABEL.encode()
 _CLEAR_START = Patch(b'{"status":{"startTime":null}}', "status")
 
 
-class BatchJob:
+class BatchJob(SuspendableJob):
     """Kueue's `batch/job` framework."""
 
     @property
@@ -40,17 +40,6 @@ class BatchJob:
     @property
     def projection(self) -> type[Any]:
         return Job
-
-    @property
-    def stop_deletes(self) -> bool:
-        return False
-
-    @property
-    def top_level(self) -> bool:
-        return False
-
-    def release_patch(self, obj: Any) -> Patch | None:
-        return None
 
     def pod_sets(self, obj: Job) -> list[PodSet]:
         template = workload_template(obj.spec.template)

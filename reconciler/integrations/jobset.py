@@ -25,7 +25,7 @@ from reconciler.api.jobset import JobSet, ReplicatedJob, replicated_job
 from reconciler.api.resources import JOBSETS, Resource
 from reconciler.core.model.jobs import PODSET_LABEL
 
-from .base import Outcome, Patch, PodSetStart
+from .base import Outcome, Patch, PodSetStart, SuspendableJob
 
 __all__ = ["JOBSET", "JobSetIntegration", "pods_per_replica"]
 
@@ -96,7 +96,7 @@ def _restore(recorded: dict[str, Any]) -> Any:
     return change
 
 
-class JobSetIntegration:
+class JobSetIntegration(SuspendableJob):
     """Kueue's `jobset.x-k8s.io/jobset` framework."""
 
     @property
@@ -118,17 +118,6 @@ class JobSetIntegration:
     @property
     def projection(self) -> type[Any]:
         return JobSet
-
-    @property
-    def stop_deletes(self) -> bool:
-        return False
-
-    @property
-    def top_level(self) -> bool:
-        return False
-
-    def release_patch(self, obj: Any) -> Patch | None:
-        return None
 
     def pod_sets(self, obj: JobSet) -> list[PodSet]:
         return [

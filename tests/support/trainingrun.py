@@ -15,7 +15,15 @@ import msgspec
 from reconciler.api import Condition, ObjectMeta, PodSet
 from reconciler.api.meta import ApiStruct
 from reconciler.api.resources import Resource
-from reconciler.integrations import PODSET_LABEL, REGISTRY, Integration, Outcome, Patch, PodSetStart
+from reconciler.integrations import (
+    PODSET_LABEL,
+    REGISTRY,
+    Integration,
+    Outcome,
+    Patch,
+    PodSetStart,
+    SuspendableJob,
+)
 
 __all__ = ["REGISTRY_WITH_TRAINING_RUN", "TRAINING_RUN", "TrainingRun", "training_run"]
 
@@ -62,23 +70,12 @@ def _inject(template: msgspec.Raw, start: PodSetStart) -> dict[str, Any]:
     return decoded
 
 
-class TrainingRunIntegration:
+class TrainingRunIntegration(SuspendableJob):
     framework = "example.com/trainingrun"
     kind = "TrainingRun"
     api_version = "example.com/v1"
     resource = TRAINING_RUNS
     projection: type[Any] = TrainingRun
-
-    @property
-    def stop_deletes(self) -> bool:
-        return False
-
-    @property
-    def top_level(self) -> bool:
-        return False
-
-    def release_patch(self, obj: Any) -> Patch | None:
-        return None
 
     def pod_sets(self, obj: TrainingRun) -> list[PodSet]:
         return [PodSet(name=r.name, template=r.template, count=r.replicas) for r in obj.spec.roles]
