@@ -86,7 +86,7 @@ async def start(controller: Controller, bed: Testbed, log_dir: Path, agent: str)
     kueue = KueueProcess(build, bed.kubeconfig, log_dir / "kueue", base)
     kueue.workdir.mkdir(parents=True, exist_ok=True)
     kueue.start(bed.pki.serving_cert, bed.pki.serving_key)
-    await kueue.wait_ready(90)
+    await kueue.wait_ready_async(90)
     assert kueue.process is not None
     return RunningManager("kueue", kueue.process.pid, "kueue", "kueue-admission", kueue)
 

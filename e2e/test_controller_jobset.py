@@ -47,7 +47,7 @@ def jobset_manager(testbed: Testbed, tmp_path_factory: pytest.TempPathFactory) -
         async with KubeClient.from_kubeconfig(testbed.kubeconfig) as kube:
             await install_jobset_crds(kube, build)
             process.start()
-            await process.wait_ready()
+            await process.wait_ready_async()
             return await register(kube, jobset_webhooks(build, process.webhook_port, process.ca_pem))
 
     hooks = asyncio.run(up())

@@ -13,21 +13,19 @@ it alone and the host's /etc is untouched.
 
 from __future__ import annotations
 
-import asyncio
 import base64
 import os
 import shlex
 import shutil
-import signal
 import subprocess
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import aiohttp
 import yaml
 
 from e2e.support.deploy import free_port
+from e2e.support.process import ManagedProcess
 from e2e.testbed.paths import VERSIONS_FILE, cache_dir
 
 Obj = dict[str, Any]
@@ -102,8 +100,11 @@ def webhook_configurations(manifests: Path, port: int, ca_bundle: bytes) -> list
     return out
 
 
-class KueueProcess:
+class KueueProcess(ManagedProcess):
     """Kueue's manager as a child process in a private mount namespace, logging to a file."""
+
+    what = "kueue"
+    ready_within = 90.0
 
     def __init__(self, build: KueueBuild, kubeconfig: Path, workdir: Path, base_config: Obj) -> None:
         self.build = build
@@ -150,40 +151,3 @@ class KueueProcess:
             start_new_session=True,
         )
         log.close()
-
-    def stop(self, grace: float = 15.0) -> int | None:
-        if self.process is None:
-            return None
-        if self.process.poll() is None:
-            os.killpg(self.process.pid, signal.SIGTERM)
-            try:
-                self.process.wait(timeout=grace)
-            except subprocess.TimeoutExpired:
-                os.killpg(self.process.pid, signal.SIGKILL)
-                self.process.wait(timeout=10)
-        return self.process.returncode
-
-    async def wait_ready(self, within: float = 90.0) -> None:
-        """Until its readiness probe answers 200; fails early, with its log, if it exits."""
-        loop = asyncio.get_running_loop()
-        deadline = loop.time() + within
-        async with aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=5)) as http:
-            while loop.time() < deadline:
-                if not self.alive():
-                    raise RuntimeError(f"kueue exited:\n{self.log_tail()}")
-                try:
-                    async with http.get(f"http://127.0.0.1:{self.health_port}/readyz") as resp:
-                        if resp.status == 200:
-                            return
-                except (aiohttp.ClientError, TimeoutError):
-                    pass
-                await asyncio.sleep(0.5)
-        raise TimeoutError(f"kueue not ready after {within:.0f}s:\n{self.log_tail()}")
-
-    def alive(self) -> bool:
-        return self.process is not None and self.process.poll() is None
-
-    def log_tail(self, lines: int = 40) -> str:
-        if not self.log_path.exists():
-            return ""
-        return "\n".join(self.log_path.read_text(errors="replace").splitlines()[-lines:])

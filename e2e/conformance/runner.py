@@ -214,7 +214,7 @@ async def _with_kueue(bed: Testbed, scenario: Scenario, workdir: Path) -> tuple[
         await _watch_caches_ready(kube)
         kueue.start(bed.pki.serving_cert, bed.pki.serving_key)
         try:
-            await kueue.wait_ready()
+            await kueue.wait_ready_async()
             hooks = webhook_configurations(build.webhooks, kueue.webhook_port, bed.pki.ca_cert.read_bytes())
             await apply_objects(kube, hooks)
             await wait_until_jobs_are_suspended(kube, PROBE_NAMESPACE)
@@ -270,7 +270,7 @@ async def _with_ours(bed: Testbed, scenario: Scenario, workdir: Path) -> tuple[S
         await _watch_caches_ready(kube)
         controller.start()
         try:
-            await asyncio.to_thread(controller.wait_ready)
+            await controller.wait_ready_async()
             assert controller.webhook_port is not None
             await apply_objects(kube, our_webhooks(controller.webhook_port, bed.pki.ca_cert.read_bytes()))
             await wait_until_jobs_are_suspended(kube, PROBE_NAMESPACE)

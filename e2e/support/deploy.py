@@ -13,18 +13,15 @@ from __future__ import annotations
 
 import asyncio
 import os
-import signal
 import subprocess
 import sys
-import time
-import urllib.error
-import urllib.request
 from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
 import yaml
 
+from e2e.support.process import ManagedProcess
 from e2e.testbed import KubeClient, api_path
 from e2e.testbed.paths import binary_paths
 from e2e.testbed.ports import free_ports
@@ -186,7 +183,7 @@ def free_port() -> int:
     return free_ports(1)[0]
 
 
-class ControllerProcess:
+class ControllerProcess(ManagedProcess):
     """`reconciler run` as a child process (its own process group), logging to a file.
 
     Its metrics and health probes listen on 127.0.0.1 ports of their own (``metrics_port``,
@@ -196,6 +193,8 @@ class ControllerProcess:
     Its admission webhooks are off unless ``webhook_port`` is given (then they listen on that
     127.0.0.1 port; certificate flags go in ``extra``).
     """
+
+    what = "the controller"
 
     def __init__(
         self,
@@ -251,50 +250,7 @@ class ControllerProcess:
         )
         log.close()
 
-    def wait_ready(self, within: float = 60.0) -> None:
-        """Until /readyz answers 200 (every watch synced, the ledger rebuilt): objects created
-        before then reach the controller only through its first list, after whatever the test-bed
-        did with them meanwhile (a short Job may have run to completion). Fails with the log's
-        tail if the process exits or is not ready in time."""
-        assert self.process is not None
-        deadline = time.monotonic() + within
-        url = f"http://127.0.0.1:{self.health_port}/readyz"
-        while time.monotonic() < deadline:
-            if self.process.poll() is not None:
-                raise AssertionError(f"the controller exited ({self.process.returncode}):\n{self.log_tail()}")
-            try:
-                with urllib.request.urlopen(url, timeout=2) as resp:
-                    if resp.status == 200:
-                        return
-            except (urllib.error.URLError, OSError):
-                pass
-            time.sleep(0.2)
-        raise AssertionError(f"the controller was not ready within {within:.0f}s:\n{self.log_tail()}")
-
     @property
     def pid(self) -> int:
         assert self.process is not None
         return self.process.pid
-
-    def kill(self) -> None:
-        """SIGKILL, as a crash would."""
-        if self.process is not None and self.process.poll() is None:
-            os.killpg(self.process.pid, signal.SIGKILL)
-            self.process.wait(timeout=10)
-
-    def stop(self, grace: float = 15.0) -> int | None:
-        """SIGTERM, then SIGKILL after `grace` seconds; returns the exit code."""
-        if self.process is None:
-            return None
-        if self.process.poll() is None:
-            os.killpg(self.process.pid, signal.SIGTERM)
-            try:
-                self.process.wait(timeout=grace)
-            except subprocess.TimeoutExpired:
-                self.kill()
-        return self.process.returncode
-
-    def log_tail(self, lines: int = 40) -> str:
-        if not self.log_path.exists():
-            return ""
-        return "\n".join(self.log_path.read_text(errors="replace").splitlines()[-lines:])

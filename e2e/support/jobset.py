@@ -11,20 +11,18 @@ validated at creation as in a real install, and its Jobs' pods are checked by it
 
 from __future__ import annotations
 
-import asyncio
 import base64
 import copy
 import os
-import signal
 import subprocess
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import aiohttp
 import yaml
 
 from e2e.support.deploy import apply_manifests, free_port, load_documents, wait_established
+from e2e.support.process import ManagedProcess
 from e2e.support.webhooks import loopback_certificate
 from e2e.testbed.paths import VERSIONS_FILE, cache_dir
 
@@ -96,8 +94,10 @@ def jobset_webhooks(build: JobSetBuild, port: int, ca_pem: bytes) -> list[Obj]:
     return out
 
 
-class JobSetProcess:
+class JobSetProcess(ManagedProcess):
     """JobSet's manager as a child process (its own process group), logging to a file."""
+
+    what = "the JobSet manager"
 
     def __init__(self, build: JobSetBuild, kubeconfig: Path, workdir: Path) -> None:
         self.build = build
@@ -133,41 +133,6 @@ class JobSetProcess:
             start_new_session=True,
         )
         log.close()
-
-    def stop(self, grace: float = 15.0) -> int | None:
-        if self.process is None:
-            return None
-        if self.process.poll() is None:
-            os.killpg(self.process.pid, signal.SIGTERM)
-            try:
-                self.process.wait(timeout=grace)
-            except subprocess.TimeoutExpired:
-                os.killpg(self.process.pid, signal.SIGKILL)
-                self.process.wait(timeout=10)
-        return self.process.returncode
-
-    async def wait_ready(self, within: float = 60.0) -> None:
-        """Until its readiness probe answers 200 (its webhook server is serving); fails early,
-        with its log, if it exits."""
-        loop = asyncio.get_running_loop()
-        deadline = loop.time() + within
-        async with aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=5)) as http:
-            while loop.time() < deadline:
-                if self.process is None or self.process.poll() is not None:
-                    raise RuntimeError(f"the JobSet manager exited:\n{self.log_tail()}")
-                try:
-                    async with http.get(f"http://127.0.0.1:{self.health_port}/readyz") as resp:
-                        if resp.status == 200:
-                            return
-                except (aiohttp.ClientError, TimeoutError):
-                    pass
-                await asyncio.sleep(0.3)
-        raise TimeoutError(f"the JobSet manager is not ready after {within:.0f}s:\n{self.log_tail()}")
-
-    def log_tail(self, lines: int = 40) -> str:
-        if not self.log_path.exists():
-            return ""
-        return "\n".join(self.log_path.read_text(errors="replace").splitlines()[-lines:])
 
 
 JOBSET_FRAMEWORK = "jobset.x-k8s.io/jobset"
