@@ -105,17 +105,26 @@ def _validator(
     return rule
 
 
+async def _default_queue(lookups: Lookups, needed: bool, namespace: str) -> bool | Verdict:
+    """Whether the namespace has a default LocalQueue (False when the rule does not need to
+    know); a failing Verdict when the API server cannot tell."""
+    if not needed:
+        return False
+    try:
+        return await lookups.default_local_queue_exists(namespace)
+    except Exception as err:
+        return Verdict.fail(f"cannot tell whether namespace {namespace} has a default LocalQueue: {err}")
+
+
 async def _mutate_job(request: AdmissionRequest, policy: JobPolicy, lookups: Lookups) -> Verdict:
     job, errors = decode_object(request.object, Job)
     if job is None:
         return Verdict.deny(errors)
-    exists = False
-    if needs_default_queue_lookup(job, policy):
-        namespace = request.namespace or job.metadata.namespace
-        try:
-            exists = await lookups.default_local_queue_exists(namespace)
-        except Exception as err:
-            return Verdict.fail(f"cannot tell whether namespace {namespace} has a default LocalQueue: {err}")
+    exists = await _default_queue(
+        lookups, needs_default_queue_lookup(job, policy), request.namespace or job.metadata.namespace
+    )
+    if isinstance(exists, Verdict):
+        return exists
     return Verdict.allow(default_job(job, policy, default_queue_exists=exists))
 
 
@@ -123,13 +132,13 @@ async def _mutate_jobset(request: AdmissionRequest, policy: JobPolicy, lookups: 
     jobset, errors = decode_object(request.object, JobSet)
     if jobset is None:
         return Verdict.deny(errors)
-    exists = False
-    if jobset_needs_default_queue_lookup(jobset, policy):
-        namespace = request.namespace or jobset.metadata.namespace
-        try:
-            exists = await lookups.default_local_queue_exists(namespace)
-        except Exception as err:
-            return Verdict.fail(f"cannot tell whether namespace {namespace} has a default LocalQueue: {err}")
+    exists = await _default_queue(
+        lookups,
+        jobset_needs_default_queue_lookup(jobset, policy),
+        request.namespace or jobset.metadata.namespace,
+    )
+    if isinstance(exists, Verdict):
+        return exists
     return Verdict.allow(default_jobset(jobset, policy, default_queue_exists=exists))
 
 
@@ -143,13 +152,13 @@ async def _validate_jobset(request: AdmissionRequest, policy: JobPolicy, lookups
         return Verdict.deny(errors)
     if old is None:
         return Verdict.judge(validate_job(new, rules))
-    exists = False
-    if needs_default_queue_lookup_on_update(new, old, rules):
-        namespace = request.namespace or new.metadata.namespace
-        try:
-            exists = await lookups.default_local_queue_exists(namespace)
-        except Exception as err:
-            return Verdict.fail(f"cannot tell whether namespace {namespace} has a default LocalQueue: {err}")
+    exists = await _default_queue(
+        lookups,
+        needs_default_queue_lookup_on_update(new, old, rules),
+        request.namespace or new.metadata.namespace,
+    )
+    if isinstance(exists, Verdict):
+        return exists
     return Verdict.judge(validate_job_update(new, old, rules, default_queue_exists=exists))
 
 
@@ -169,13 +178,13 @@ async def _validate_job(request: AdmissionRequest, policy: JobPolicy, lookups: L
         return Verdict.deny(errors)
     if old is None:
         return Verdict.judge(validate_job(new, policy))
-    exists = False
-    if needs_default_queue_lookup_on_update(new, old, policy):
-        namespace = request.namespace or new.metadata.namespace
-        try:
-            exists = await lookups.default_local_queue_exists(namespace)
-        except Exception as err:
-            return Verdict.fail(f"cannot tell whether namespace {namespace} has a default LocalQueue: {err}")
+    exists = await _default_queue(
+        lookups,
+        needs_default_queue_lookup_on_update(new, old, policy),
+        request.namespace or new.metadata.namespace,
+    )
+    if isinstance(exists, Verdict):
+        return exists
     return Verdict.judge(validate_job_update(new, old, policy, default_queue_exists=exists))
 
 
@@ -233,13 +242,13 @@ async def _validate_pod(request: AdmissionRequest, policy: JobPolicy, lookups: L
     warnings = tuple(pod_warnings(new, policy))
     if old is None:
         return dataclasses.replace(Verdict.judge(validate_pod(new, policy)), warnings=warnings)
-    exists = False
-    if old.metadata.labels.get(QUEUE_NAME_LABEL) and not new.metadata.labels.get(QUEUE_NAME_LABEL):
-        namespace = request.namespace or new.metadata.namespace
-        try:
-            exists = await lookups.default_local_queue_exists(namespace)
-        except Exception as err:
-            return Verdict.fail(f"cannot tell whether namespace {namespace} has a default LocalQueue: {err}")
+    exists = await _default_queue(
+        lookups,
+        bool(old.metadata.labels.get(QUEUE_NAME_LABEL)) and not new.metadata.labels.get(QUEUE_NAME_LABEL),
+        request.namespace or new.metadata.namespace,
+    )
+    if isinstance(exists, Verdict):
+        return exists
     verdict = Verdict.judge(validate_pod_update(new, old, policy, default_queue_exists=exists))
     return dataclasses.replace(verdict, warnings=warnings)
 
