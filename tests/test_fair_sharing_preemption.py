@@ -245,8 +245,17 @@ def cohorts(draw: st.DrawFn) -> tuple[Engine, str, int, int]:
     state = fresh()
     state.scheduler.fair_sharing = strategies
     queues = ["a", "b", "c"][: draw(st.integers(2, 3))]
-    for name in queues:
-        add_queue(state, name, draw(st.integers(0, 4)), draw(st.sampled_from([None, "1", "2", "0.5", "0"])))
+    weights = st.sampled_from([None, "1", "2", "0.5", "0"])
+    # Flat (every queue in `all`) or a tree: `all` over two weighted child Cohorts, each with
+    # quota of its own, the queues spread over the three.
+    parents = ["all"] * len(queues)
+    if draw(st.booleans()):
+        add_cohort(state, "all", gpus=draw(st.integers(0, 3)))
+        for child in ("left", "right"):
+            add_cohort(state, child, parent="all", gpus=draw(st.integers(0, 3)), weight=draw(weights))
+        parents = [draw(st.sampled_from(["all", "left", "right"])) for _ in queues]
+    for name, parent in zip(queues, parents, strict=True):
+        add_queue(state, name, draw(st.integers(0, 4)), draw(weights), cohort=parent)
     for i in range(draw(st.integers(0, 8))):
         hold(state, draw(st.sampled_from(queues)), f"w{i}", gpus=draw(st.integers(1, 3)))
     return state, draw(st.sampled_from(queues)), draw(st.integers(1, 4)), 0
