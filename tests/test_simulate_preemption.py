@@ -23,11 +23,12 @@ from reconciler.api.resources import (
     Resource,
 )
 from reconciler.cli import main
+from reconciler.config import Configuration
 from reconciler.runtime.actions import MergePatch
 from reconciler.runtime.writer import WriteDone
 from reconciler.simulate import InputObject, simulate
 from tests.support.builders import cluster_queue_body
-from tests.support.reconciler_harness import GPU, Harness
+from tests.support.reconciler_harness import CONFIG, GPU, Harness
 
 ROOT = Path(__file__).resolve().parent.parent
 CONFORMANCE = ROOT / "e2e" / "conformance"
@@ -211,10 +212,12 @@ def _settle(h: Harness, shown: dict[Key, Obj]) -> None:
     raise AssertionError("the reconciler kept writing")
 
 
-def through_controller(queues: list[Obj], workloads: list[Obj]) -> dict[Key, Obj]:
+def through_controller(
+    queues: list[Obj], workloads: list[Obj], config: Configuration = CONFIG
+) -> dict[Key, Obj]:
     """The Workloads as the API shows them once the controller's reconciler has settled after
     each arrival."""
-    h = Harness()
+    h = Harness(config)
     for doc in queues:
         resource, kind = KINDS[doc["kind"]]
         h.event("ADDED", resource, _decode(doc, kind))

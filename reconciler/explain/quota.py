@@ -94,6 +94,7 @@ def fed_engine(
     """The engine fed with every live object, before any cycle; and the target compiled (or why
     it cannot be)."""
     engine = Engine()
+    engine.scheduler.fair_sharing = state.fair_sharing
     if state.afs is not None:
         engine.enable_admission_fair_sharing(state.afs)
     sized = state.inventory_on is not False

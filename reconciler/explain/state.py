@@ -125,3 +125,6 @@ class ClusterState:
     # admissionFairSharing from the Configuration: the queue order then reads the LocalQueues'
     # consumedResources as the controller does after a restart.
     afs: AfsSettings | None = None
+    # fairSharing's preemption strategies (None: cohort fair sharing off), for the tournament and
+    # preemption as the controller runs them.
+    fair_sharing: tuple[str, ...] | None = None

@@ -8,10 +8,11 @@ from __future__ import annotations
 
 from .command import ConfigError, InputError, collect_objects, render, run_simulation
 from .inputs import InputObject, SimulationError, SimulationResult
-from .run import Prepared, prepare, simulate
+from .run import FairSharing, Prepared, prepare, simulate
 
 __all__ = [
     "ConfigError",
+    "FairSharing",
     "InputError",
     "InputObject",
     "Prepared",

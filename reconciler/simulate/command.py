@@ -11,9 +11,10 @@ import yaml
 
 from reconciler.api.times import now_rfc3339
 from reconciler.config import ConfigError, load_config
+from reconciler.core.queueing.admission_fair_sharing import AfsSettings
 
 from .inputs import InputObject, SimulationError, SimulationResult
-from .run import simulate
+from .run import FairSharing, simulate
 
 __all__ = ["InputError", "collect_objects", "render", "run_simulation"]
 
@@ -67,6 +68,12 @@ def run_simulation(config_path: str, manifest_paths: Sequence[str]) -> Simulatio
     objects = collect_objects(manifest_paths)
     wfpr = config.wait_for_pods_ready
     timestamp = wfpr.requeuing_timestamp if wfpr is not None else "Eviction"
+    afs = config.admission_fair_sharing
+    admission = (
+        None
+        if afs is None
+        else AfsSettings(afs.usage_half_life_seconds, afs.usage_sampling_seconds, afs.resource_weights)
+    )
     return simulate(
         objects,
         config.class_to_resource,
@@ -75,6 +82,7 @@ def run_simulation(config_path: str, manifest_paths: Sequence[str]) -> Simulatio
         timestamp,
         config.class_capacities,
         config.frameworks,
+        FairSharing(config.fair_sharing_strategies, admission),
     )
 
 

@@ -154,9 +154,10 @@ def _other_object(obj: InputObject, kind: str, seq: int, inventory_on: bool, out
         out.warnings.append(f"{describe(obj)}: ignored (not used for admission)")
 
 
-def collect(objects: Sequence[InputObject], inventory_on: bool) -> Collected:
-    """Every object decoded and sorted; queue objects fed to the engine in the order given."""
-    out = Collected()
+def collect(objects: Sequence[InputObject], inventory_on: bool, engine: Engine | None = None) -> Collected:
+    """Every object decoded and sorted; queue objects fed to the engine in the order given (a
+    fresh one, or `engine` set up beforehand, e.g. with admission fair sharing on)."""
+    out = Collected() if engine is None else Collected(engine=engine)
     for seq, obj in enumerate(objects):
         kind = str(obj.body.get("kind"))
         kueue = str(obj.body.get("apiVersion", "")).startswith(_KUEUE_GROUP)

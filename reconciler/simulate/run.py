@@ -26,6 +26,7 @@ import msgspec
 
 from reconciler.api import Job, Workload, WorkloadStatus
 from reconciler.core.devices.inventory import DeviceInventory
+from reconciler.core.engine import Engine
 from reconciler.core.model.workloads import (
     DEVICE_CHARGES_ANNOTATION,
     FIRST_AVAILABLE_ANNOTATION,
@@ -37,6 +38,7 @@ from reconciler.core.model.workloads import (
 from reconciler.core.primitives.ordering import EVICTION_TIMESTAMP, queue_order_timestamp
 from reconciler.core.primitives.priority import MissingPriorityClass, resolve_priority, resolve_priority_of
 from reconciler.core.primitives.quantity import QuantityError
+from reconciler.core.queueing.admission_fair_sharing import AfsSettings
 from reconciler.core.quota.inventory_admission import InventoryGate
 from reconciler.core.quota.inventory_report import DEVICES_COVER_QUOTA, devices_cover_quota
 from reconciler.core.scheduling.preemption import victim_message
@@ -57,7 +59,7 @@ from reconciler.integrations.pod import is_group_pod
 
 from .inputs import Collected, InputObject, SimulationError, SimulationResult, collect, decode, describe
 
-__all__ = ["Prepared", "prepare", "simulate"]
+__all__ = ["FairSharing", "Prepared", "prepare", "simulate"]
 
 WORKLOAD_API = "kueue.x-k8s.io/v1beta2"
 Key = tuple[str, str]
@@ -73,6 +75,16 @@ def _api_dict(struct: msgspec.Struct, api_version: str, kind: str) -> dict[str, 
 def _is_admitted(workload: Workload) -> bool:
     reserved = condition(workload.status.conditions, "QuotaReserved")
     return workload.status.admission is not None and reserved is not None and reserved.status == "True"
+
+
+@dataclass(frozen=True, slots=True)
+class FairSharing:
+    """The Configuration's fair sharing: cohort fair sharing's preemption strategies (None: off)
+    and Admission Fair Sharing's settings (None: off). Usage starts from each LocalQueue's status;
+    no time passes during a run, so only the entry penalties of its admissions add to it."""
+
+    strategies: tuple[str, ...] | None = None
+    admission: AfsSettings | None = None
 
 
 @dataclass
@@ -170,9 +182,15 @@ def prepare(
     requeuing_timestamp: str = EVICTION_TIMESTAMP,
     capacities: Mapping[str, Sequence[tuple[str, str]]] | None = None,
     frameworks: Sequence[str] = ("batch/job",),
+    fair: FairSharing | None = None,
 ) -> Prepared:
     capacities = capacities or {}
-    collected = collect(objects, inventory_mode != "Off")
+    engine = Engine()
+    if fair is not None:
+        engine.scheduler.fair_sharing = fair.strategies
+        if fair.admission is not None:
+            engine.enable_admission_fair_sharing(fair.admission)
+    collected = collect(objects, inventory_mode != "Off", engine)
     prepared = Prepared(collected, _inventory(collected, mappings, inventory_mode, capacities))
     engine = collected.engine
     sources = WorkloadSources(
@@ -284,11 +302,12 @@ def simulate(
     requeuing_timestamp: str = EVICTION_TIMESTAMP,
     capacities: Mapping[str, Sequence[tuple[str, str]]] | None = None,
     frameworks: Sequence[str] = ("batch/job",),
+    fair: FairSharing | None = None,
 ) -> SimulationResult:
     """`capacities`: per DeviceClass, the (device capacity, quota resource) pairs its mapping
     charges (the Configuration's `class_capacities`); `frameworks`: the integrations enabled
-    (integrations.frameworks), whose jobs get Workloads."""
-    prepared = prepare(objects, mappings, inventory_mode, requeuing_timestamp, capacities, frameworks)
+    (integrations.frameworks), whose jobs get Workloads; `fair`: fair sharing, as configured."""
+    prepared = prepare(objects, mappings, inventory_mode, requeuing_timestamp, capacities, frameworks, fair)
     collected, engine, inventory = prepared.collected, prepared.collected.engine, prepared.inventory
     result = SimulationResult(warnings=collected.warnings)
     trails = _admit_in_turn(prepared)
