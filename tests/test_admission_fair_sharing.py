@@ -193,11 +193,19 @@ def test_a_sample_reorders_parked_workloads_and_a_lost_admission_takes_its_penal
     assert state.afs.penalty(("ns", "b")) == {}
 
 
-@pytest.mark.parametrize(("fair", "victim"), [(True, "old"), (False, "new")])
-def test_preemption_takes_from_the_heavier_local_queue_first(fair: bool, victim: str) -> None:
+@pytest.mark.parametrize(
+    ("fair", "cohort_fair_sharing", "victim"),
+    [(True, False, "old"), (False, False, "new"), (True, True, "old"), (False, True, "new")],
+)
+def test_preemption_takes_from_the_heavier_local_queue_first(
+    fair: bool, cohort_fair_sharing: bool, victim: str
+) -> None:
     # Kueue's candidate order with AFS: within the preemptor's ClusterQueue, the higher
-    # LocalQueue usage first, then lower priority and the most recently admitted.
+    # LocalQueue usage first, then lower priority and the most recently admitted; the same
+    # order when cohort fair sharing picks the candidates (Kueue sorts them alike).
     state = engine(2, fair=fair, preempt=True)
+    if cohort_fair_sharing:
+        state.scheduler.fair_sharing = ("LessThanOrEqualToFinalShare", "LessThanInitialShare")
     state.set_local_queue("ns", "c", "cq")
     submit(state, "old", "a", 1)
     assert admitted(state) == ["old"]

@@ -36,6 +36,7 @@ from .preemption import (
     IN_CLUSTER_QUEUE,
     IN_COHORT_FAIR_SHARING,
     IN_COHORT_RECLAMATION,
+    LocalQueueUsage,
     Target,
     candidate_order,
     policy_allows,
@@ -188,7 +189,11 @@ class _Run:
 
 
 def _candidates(
-    cache: QuotaCache, preemptor: WorkloadInfo, model: ClusterQueueModel, needed: set[FlavorResource]
+    cache: QuotaCache,
+    preemptor: WorkloadInfo,
+    model: ClusterQueueModel,
+    needed: set[FlavorResource],
+    order: Callable[[WorkloadKey], tuple[object, ...]],
 ) -> list[tuple[WorkloadKey, str]]:
     tree = cache.capacity
 
@@ -211,7 +216,6 @@ def _candidates(
         for cq in tree.subtree_cluster_queues(root):
             if cq != model.name and any(tree.borrowing_with(("cq", cq), fr, 0) for fr in needed):
                 found += from_queue(cq, model.reclaim_within_cohort)
-    order = candidate_order(cache, model.name)
     return sorted(found, key=lambda c: (c[0] not in cache.evicting, order(c[0])))
 
 
@@ -267,17 +271,19 @@ def fair_preemption_targets(
     cache: QuotaCache,
     strategies: Sequence[str],
     sizes: DeviceSizes | None = None,
+    usage: LocalQueueUsage | None = None,
 ) -> list[Target]:
     """The workloads to evict so that `preemptor` fits in `model` under fair sharing; empty when
-    no set would do."""
+    no set would do. `usage`: admission fair sharing's LocalQueue scores, when `model` orders by
+    them (Kueue sorts fair-sharing candidates with them too)."""
     needs = preemption_needs(preemptor, model, cache, sizes, fair_sharing=True)
     if needs is None:
         return []
     requests, needed = needs
-    candidates = _candidates(cache, preemptor, model, needed)
+    order = candidate_order(cache, model.name, usage)
+    candidates = _candidates(cache, preemptor, model, needed, order)
     if not candidates:
         return []
-    order = candidate_order(cache, model.name)
     run = _Run(cache, model, requests)
     try:
         with simulated_usage(cache.ledger, model.name, requests) as incoming:

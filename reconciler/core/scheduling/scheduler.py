@@ -350,10 +350,11 @@ class _QueuePass:
         pending = Pending(key, REASON_PENDING, result.message, model.name)
         group = info.shape
         if result.waiting_for_quota and _may_preempt(model):
+            usage = queues.afs.score if queues.afs is not None and queues.uses_afs(model.name) else None
             if scheduler.fair_sharing is not None:
-                targets = fair_preemption_targets(info, model, cache, scheduler.fair_sharing, scheduler.sizes)
+                strategies = scheduler.fair_sharing
+                targets = fair_preemption_targets(info, model, cache, strategies, scheduler.sizes, usage)
             else:
-                usage = queues.afs.score if queues.afs is not None and queues.uses_afs(model.name) else None
                 targets = preemption_targets(info, model, cache, cache.flavors, scheduler.sizes, usage)
             victims = {t.key for t in targets}
             if targets and not victims & self.claimed:
