@@ -20,13 +20,14 @@ DeviceId = tuple[str, str, str]
 
 
 def claim_devices(claim: ResourceClaim) -> tuple[DeviceId, ...]:
-    """The devices a claim's ``status.allocation.devices.results`` holds."""
+    """The devices a claim's ``status.allocation.devices.results`` holds; a result with admin
+    access does not hold its device (the allocator does not count it as allocated)."""
     allocation = claim.status.allocation or {}
     devices = allocation.get("devices")
     results = devices.get("results") if isinstance(devices, dict) else None
     out: list[DeviceId] = []
     for result in results if isinstance(results, list) else []:
-        if isinstance(result, dict):
+        if isinstance(result, dict) and result.get("adminAccess") is not True:
             out.append(
                 (str(result.get("driver", "")), str(result.get("pool", "")), str(result.get("device", "")))
             )
