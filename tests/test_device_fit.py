@@ -127,7 +127,7 @@ def workload(
 
 
 def exactly(
-    device_class: str = "gpu.example.com", name: str = "gpu", count: int = 1, **extra: Any
+    device_class: str = "gpu.example.com", name: str = "gpu", count: int | None = 1, **extra: Any
 ) -> dict[str, Any]:
     return {"name": name, "exactly": {"deviceClassName": device_class, "count": count, **extra}}
 
