@@ -6,7 +6,7 @@ from typing import Any
 
 import msgspec
 
-from .meta import ApiStruct, ObjectMeta
+from .meta import ApiStruct, ObjectMeta, Toleration
 
 
 class ExactDeviceRequest(ApiStruct):
@@ -17,6 +17,8 @@ class ExactDeviceRequest(ApiStruct):
     selectors: list[dict[str, Any]] = []
     # DRA consumable capacity: {"requests": {"memory": "10Gi"}}.
     capacity: dict[str, Any] | None = None
+    # Device taints the request tolerates (key, operator Exists|Equal, value, effect).
+    tolerations: list[Toleration] = []
 
 
 class DeviceRequest(ApiStruct):
@@ -25,8 +27,17 @@ class DeviceRequest(ApiStruct):
     first_available: list[dict[str, Any]] | None = None
 
 
+class DeviceConstraint(ApiStruct):
+    """``matchAttribute``: the devices of the named requests (all, when none are named) share
+    one value of the attribute (e.g. ``resource.kubernetes.io/pcieRoot``)."""
+
+    requests: list[str] = []
+    match_attribute: str | None = None
+
+
 class DeviceClaim(ApiStruct):
     requests: list[DeviceRequest] = []
+    constraints: list[DeviceConstraint] = []
 
 
 class ResourceClaimSpec(ApiStruct):

@@ -1,7 +1,8 @@
 """What DRA drivers publish (resource.k8s.io/v1 ResourceSlice) and the Nodes they publish for.
 
 Only the fields the device inventory reads: a slice's driver, pool, the node
-(or nodes) it serves, and its devices with their attributes and capacities.
+(or nodes) it serves, its shared counter sets (partitionable devices), and its
+devices with their attributes, capacities, taints and the counters they consume.
 Attribute values keep the API's one-of shape (``{"string": "gpu"}``).
 """
 
@@ -19,10 +20,35 @@ class CapacityValue(ApiStruct):
     value: str = "0"
 
 
+class DeviceTaint(ApiStruct):
+    """A taint on a device: NoSchedule and NoExecute keep it from requests that do not tolerate
+    it; other effects (None) do not."""
+
+    key: str = ""
+    value: str = ""
+    effect: str = ""
+
+
+class CounterConsumption(ApiStruct):
+    """What a device (a partition) takes from one shared counter set of its pool."""
+
+    counter_set: str = ""
+    counters: dict[str, CapacityValue] = {}
+
+
 class SliceDevice(ApiStruct):
     name: str = ""
     attributes: dict[str, dict[str, Any]] = {}
     capacity: dict[str, CapacityValue] = {}
+    taints: list[DeviceTaint] = []
+    consumes_counters: list[CounterConsumption] = []
+
+
+class CounterSet(ApiStruct):
+    """A shared counter set (KEP-4815): what the partitions of one device share, e.g. a GPU's memory."""
+
+    name: str = ""
+    counters: dict[str, CapacityValue] = {}
 
 
 class ResourcePool(ApiStruct):
@@ -38,6 +64,7 @@ class ResourceSliceSpec(ApiStruct):
     node_selector: NodeSelector | None = None
     all_nodes: bool | None = None
     devices: list[SliceDevice] = []
+    shared_counters: list[CounterSet] = []
 
 
 class ResourceSlice(ApiStruct, kw_only=True):

@@ -30,13 +30,22 @@ rejects are charged here:
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 
-from reconciler.api import DeviceRequest, PodResourceClaim, PodSpecView, ResourceClaim, ResourceClaimTemplate
+from reconciler.api import DeviceClaim, PodResourceClaim, PodSpecView, ResourceClaim, ResourceClaimTemplate
 
 from ..primitives.podrequests import Amounts, add_amounts
-from .dra_devices import Capacities, Charging, DeviceDemand, Requests, charge_device
+from .dra_devices import (
+    Capacities,
+    Charging,
+    DeviceAsk,
+    DeviceDemand,
+    MatchConstraint,
+    Requests,
+    charge_device,
+    tolerations_of,
+)
 from .dra_first_available import Covered, first_available
 from .dra_problems import (
     CLAIMS_NOT_SUPPORTED,
@@ -56,8 +65,10 @@ __all__ = [
     "ClaimCharge",
     "ClaimLookup",
     "Covered",
+    "DeviceAsk",
     "DeviceDemand",
     "DraProblem",
+    "MatchConstraint",
     "TemplateLookup",
     "claim_charges",
     "uses_dra",
@@ -85,6 +96,10 @@ class ClaimCharge:
     # Charges the flavor decides (allocationMode All, device capacities), per pod and once.
     demands_per_pod: list[DeviceDemand] = field(default_factory=list)
     demands_once: list[DeviceDemand] = field(default_factory=list)
+    # What one pod needs from the devices (per-pod claims; shared ones are allocated once) and the
+    # claims' matchAttribute constraints, for the device inventory's checks.
+    asks: list[DeviceAsk] = field(default_factory=list)
+    constraints: list[MatchConstraint] = field(default_factory=list)
 
 
 def uses_dra(spec: PodSpecView) -> bool:
@@ -92,7 +107,7 @@ def uses_dra(spec: PodSpecView) -> bool:
 
 
 def _charge_requests(
-    requests: Sequence[DeviceRequest],
+    claim: DeviceClaim,
     *,
     path: str,
     prefix: str,
@@ -104,7 +119,7 @@ def _charge_requests(
 ) -> Requests | DraProblem:
     out = Requests()
     mappings = charging.mappings
-    for k, request in enumerate(requests):
+    for k, request in enumerate(claim.requests):
         req_path = f"{path}.devices.requests[{k}]"
         if request.first_available is not None:
             problem = first_available(
@@ -112,6 +127,7 @@ def _charge_requests(
                 path=req_path,
                 prefix=prefix,
                 what=f"{label}, request {request.name or k}",
+                request=request.name or str(k),
                 charging=charging,
                 pod_set_name=pod_set_name,
                 into=out,
@@ -150,10 +166,26 @@ def _charge_requests(
             prefix=prefix,
             label=f"{label}, request {request.name or k}",
             charging=charging,
+            ask=(request.name or str(k), "", tolerations_of(exact.tolerations)),
         )
         if problem is not None:
             return problem
+    _constraints(claim, label, out)
     return out
+
+
+def _constraints(claim: DeviceClaim, label: str, out: Requests) -> None:
+    """The claim's matchAttribute constraints over the requests it charged (a request asking for
+    admin access is not charged, so it is not checked either)."""
+    for constraint in claim.constraints:
+        if not constraint.match_attribute:
+            continue
+        named = set(constraint.requests)
+        asks = tuple(
+            a for a in out.asks if not named or a.request in named or f"{a.request}/{a.subrequest}" in named
+        )
+        if len(asks) > 1 or any(a.count is None or a.count > 1 for a in asks):
+            out.constraints.append(MatchConstraint(label, constraint.match_attribute, asks))
 
 
 def _count_claim(into: Amounts, devices: Mapping[str, int]) -> None:
@@ -241,7 +273,7 @@ def _shared_claim(
             retryable=True,
         )
     return _charge_requests(
-        claim.spec.devices.requests,
+        claim.spec.devices,
         path=f"ResourceClaim {namespace}/{name}: spec",
         prefix="",
         label=f"podset {pod_set.name}, claim {pod_claim.name} (ResourceClaim {name}, shared)",
@@ -272,7 +304,7 @@ def _template_claim(
             retryable=True,
         )
     return _charge_requests(
-        template.spec.spec.devices.requests,
+        template.spec.spec.devices,
         path=claim_path,
         prefix=f"ResourceClaimTemplate {template_name}: ",
         label=f"podset {pod_set.name}, claim {pod_claim.name}",
@@ -289,6 +321,8 @@ def _add_once(out: ClaimCharge, shared: Requests) -> None:
     _count_claim(out.claims_once, shared.devices)
     out.choices.extend(shared.choices)
     out.demands_once.extend(shared.demands)
+    out.asks.extend(shared.asks)
+    out.constraints.extend(shared.constraints)
 
 
 def _add_per_pod(out: ClaimCharge, per_pod: Requests) -> None:
@@ -297,3 +331,5 @@ def _add_per_pod(out: ClaimCharge, per_pod: Requests) -> None:
     _count_claim(out.claims_per_pod, per_pod.devices)
     out.choices.extend(per_pod.choices)
     out.demands_per_pod.extend(per_pod.demands)
+    out.asks.extend(per_pod.asks)
+    out.constraints.extend(per_pod.constraints)

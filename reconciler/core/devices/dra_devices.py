@@ -11,10 +11,48 @@ from ..primitives.podrequests import Amounts
 from ..primitives.quantity import QuantityError, parse_quantity, to_amount
 from .dra_problems import INVENTORY_FIX, DraProblem, field_error
 
-__all__ = ["Capacities", "Charging", "DeviceDemand", "Requests", "charge_device", "expressions"]
+__all__ = [
+    "Capacities",
+    "Charging",
+    "DeviceAsk",
+    "DeviceDemand",
+    "MatchConstraint",
+    "Requests",
+    "Tolerations",
+    "charge_device",
+    "expressions",
+    "tolerations_of",
+]
 
 # DeviceClass -> (device capacity name, quota resource) pairs charged besides the device count.
 Capacities = Mapping[str, Sequence[tuple[str, str]]]
+# A request's device tolerations: (key, operator, value, effect) each.
+Tolerations = tuple[tuple[str, str, str, str], ...]
+
+
+@dataclass(frozen=True, slots=True)
+class DeviceAsk:
+    """What one charged request (or chosen subrequest) needs from the devices of one pod, for the
+    checks the device inventory makes: its class, count (None: allocationMode All), its own
+    selectors and the device taints it tolerates."""
+
+    request: str
+    device_class: str
+    resource: str
+    count: int | None
+    selectors: tuple[str, ...] = ()
+    tolerations: Tolerations = ()
+    # The chosen subrequest's name, when the request is a firstAvailable one.
+    subrequest: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class MatchConstraint:
+    """A claim's ``constraints[].matchAttribute``: its requests' devices share one attribute value."""
+
+    claim: str
+    attribute: str
+    asks: tuple[DeviceAsk, ...]
 
 
 @dataclass(frozen=True, slots=True)
@@ -46,6 +84,8 @@ class Requests:
     devices: Amounts = field(default_factory=dict)
     choices: list[str] = field(default_factory=list)
     demands: list[DeviceDemand] = field(default_factory=list)
+    asks: list[DeviceAsk] = field(default_factory=list)
+    constraints: list[MatchConstraint] = field(default_factory=list)
 
 
 @dataclass(frozen=True, slots=True)
@@ -71,11 +111,19 @@ def charge_device(
     prefix: str,
     label: str,
     charging: Charging,
+    ask: tuple[str, str, Tolerations] = ("", "", ()),
 ) -> DraProblem | None:
     """Charge one request (or chosen subrequest) of a mapped DeviceClass: its devices, then the
-    capacities its mapping charges. `path` is the request's, `capacity` its `capacity` field."""
+    capacities its mapping charges. `path` is the request's, `capacity` its `capacity` field;
+    `ask`: the request's name, the chosen subrequest's and the request's tolerations."""
     all_devices = mode == "All"
     cel = expressions(selectors)
+    request, subrequest, tolerations = ask
+    into.asks.append(
+        DeviceAsk(
+            request, device_class, logical, None if all_devices else count, cel, tolerations, subrequest
+        )
+    )
     if all_devices:
         into.demands.append(DeviceDemand(logical, device_class, None, label=label, selectors=cel))
         into.devices.setdefault(device_class, 0)
@@ -122,4 +170,17 @@ def expressions(selectors: object) -> tuple[str, ...]:
         expression = cel.get("expression") if isinstance(cel, dict) else None
         if isinstance(expression, str) and expression.strip():
             out.append(expression)
+    return tuple(out)
+
+
+_TOLERATION_FIELDS = ("key", "operator", "value", "effect")
+
+
+def tolerations_of(raw: object) -> Tolerations:
+    """A request's ``tolerations`` (structs or the API's dicts) as (key, operator, value, effect)."""
+    out: list[tuple[str, str, str, str]] = []
+    for t in raw if isinstance(raw, list) else []:
+        fields = t if isinstance(t, dict) else {k: getattr(t, k, "") for k in _TOLERATION_FIELDS}
+        key, operator, value, effect = (str(fields.get(k) or "") for k in _TOLERATION_FIELDS)
+        out.append((key, operator, value, effect))
     return tuple(out)

@@ -7,7 +7,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
-from .dra_devices import Charging, Requests, charge_device
+from .dra_devices import Charging, Requests, charge_device, tolerations_of
 from .dra_problems import DraProblem, field_error, mode_problem, unmapped
 
 __all__ = ["Covered", "first_available"]
@@ -22,6 +22,7 @@ def first_available(
     path: str,
     prefix: str,
     what: str,
+    request: str,
     charging: Charging,
     pod_set_name: str,
     into: Requests,
@@ -58,6 +59,7 @@ def first_available(
             prefix=prefix,
             label=label,
             charging=charging,
+            ask=(request, str(sub.get("name") or index), tolerations_of(sub.get("tolerations"))),
         )
         if problem is not None:
             return problem

@@ -15,8 +15,13 @@ flavor (a pod gets every device of its node); for a mapping's ``capacity``,
 the largest capacity among the class's devices on the flavor's nodes (which
 device is allocated is not known at admission, so the largest is charged).
 
-Only the newest pool generation of each (driver, pool) counts, as the
-scheduler does. Pure: no I/O, no clocks.
+Pools, taints and shared counters are read as the scheduler's DRA allocator reads
+them (`device_pools`): per node, only a pool's newest generation counts, and only
+once all its slices are published; what a request can still get (`available_for`)
+leaves out devices whose taints it does not tolerate and partitions the shared
+counters left cannot hold beside the others (`device_fit`), and a claim's
+``matchAttribute`` constraints are checked node by node (`constraint_misfit`).
+Pure: no I/O, no clocks.
 """
 
 from __future__ import annotations
@@ -24,37 +29,24 @@ from __future__ import annotations
 from collections.abc import Callable, Collection, Iterable, Mapping
 from dataclasses import dataclass, field
 from fractions import Fraction
-from functools import lru_cache
 
-from reconciler.api import DeviceClass, DeviceClassSpec, ObjectMeta, ResourceClaim, ResourceFlavor
+from reconciler.api import DeviceClass, ResourceClaim, ResourceFlavor
 from reconciler.api.slices import ResourceSlice, SliceDevice
 
-from ..primitives.quantity import QuantityError, format_amount, parse_quantity, to_amount
+from ..primitives.quantity import format_amount, to_amount
 from ..primitives.selectors import requirement_matches
 from .device_cel import CompiledDeviceClass, compile_device_class, device_facts
-from .dra import DeviceDemand
+from .device_fit import Availability, Candidate, Member, available, constraint_misfit
+from .device_pools import Counters, PoolKey, remaining_counters, untolerated_taint, usable_reach
+from .dra import DeviceAsk, DeviceDemand, MatchConstraint
+from .dra_devices import Tolerations
+from .inventory_reading import DeviceId, capacity_of, claim_devices, keep_largest, request_selectors
 
 __all__ = ["DeviceId", "DeviceInventory", "FlavorDevices", "InventoryIndex", "claim_devices"]
 
-# (driver, pool, device): a device's identity, as allocation results name it.
-DeviceId = tuple[str, str, str]
 Key = tuple[str, str]
 # A slice and the names of the devices of one class in it.
 NodeSlice = tuple[ResourceSlice, frozenset[str]]
-
-
-def claim_devices(claim: ResourceClaim) -> tuple[DeviceId, ...]:
-    """The devices a claim's ``status.allocation.devices.results`` holds."""
-    allocation = claim.status.allocation or {}
-    devices = allocation.get("devices")
-    results = devices.get("results") if isinstance(devices, dict) else None
-    out: list[DeviceId] = []
-    for result in results if isinstance(results, list) else []:
-        if isinstance(result, dict):
-            out.append(
-                (str(result.get("driver", "")), str(result.get("pool", "")), str(result.get("device", "")))
-            )
-    return tuple(out)
 
 
 @dataclass(frozen=True, slots=True)
@@ -65,6 +57,9 @@ class FlavorDevices:
     allocated: int = 0
     # Allocated to claims of pods this controller started (admitted workloads).
     allocated_managed: int = 0
+    # Free devices a request without tolerations can still get at once: not allocated, no
+    # NoSchedule/NoExecute taint, within the shared counters left (partitions).
+    available: int = 0
 
 
 @dataclass(frozen=True)
@@ -85,6 +80,14 @@ class DeviceInventory:
 
     # (flavor, DeviceClass) -> per node of the flavor, its slices and the class's devices in each.
     node_slices: Mapping[tuple[str, str], Mapping[str, tuple[NodeSlice, ...]]] = field(default_factory=dict)
+    # (flavor, DeviceClass) -> the class's devices there (once each, with a node they are on).
+    members: Mapping[tuple[str, str], tuple[Member, ...]] = field(default_factory=dict)
+    # Devices allocated (not with admin access), and per pool the shared counters left.
+    allocated_ids: frozenset[DeviceId] = frozenset()
+    counters_left: Mapping[PoolKey, Counters] = field(default_factory=dict)
+    _available: dict[tuple[object, ...], Availability] = field(
+        default_factory=dict, compare=False, repr=False
+    )
     # What requests with selectors of their own come to: (most on one node, largest capacity).
     _by_request: dict[tuple[object, ...], tuple[int, Fraction | None]] = field(
         default_factory=dict, compare=False, repr=False
@@ -145,7 +148,7 @@ class DeviceInventory:
         known = self._by_request.get(key)
         if known is not None:
             return known
-        compiled = _request_selectors(demand.selectors)
+        compiled = request_selectors(demand.selectors)
         if compiled.errors:
             return "the request's selectors do not compile: " + "; ".join(compiled.errors)
         most, top = 0, Fraction(-1)
@@ -157,7 +160,7 @@ class DeviceInventory:
                     if device.name not in names or not compiled.selects(device_facts(driver, device)):
                         continue
                     on_node += 1
-                    value = _capacity_of(driver, device, capacity) if capacity else None
+                    value = capacity_of(driver, device, capacity) if capacity else None
                     if value is not None and value > top:
                         top = value
             most = max(most, on_node)
@@ -169,6 +172,42 @@ class DeviceInventory:
         if resource not in self.classes_of:
             return None
         return self.by_resource.get((flavor, resource), FlavorDevices())
+
+    def available_for(self, flavor: str, resource: str, tolerations: Tolerations) -> Availability:
+        """The free devices of a resource's classes in ``flavor`` a request tolerating
+        ``tolerations`` can still get at once (see `device_fit.available`)."""
+        key = (flavor, resource, tolerations)
+        known = self._available.get(key)
+        if known is None:
+            members = [
+                m for c in self.classes_of.get(resource, ()) for m in self.members.get((flavor, c), ())
+            ]
+            known = available(members, self.allocated_ids, self.counters_left, tolerations)
+            self._available[key] = known
+        return known
+
+    def constraint_misfit(self, flavor: str, constraint: MatchConstraint) -> str | None:
+        """Why no node of ``flavor`` has free devices for a claim's constrained requests."""
+        nodes = sorted(
+            {n for a in constraint.asks for n in self.node_slices.get((flavor, a.device_class), {})}
+        )
+        return constraint_misfit(constraint, nodes, lambda ask, node: self._candidates(flavor, ask, node))
+
+    def _candidates(self, flavor: str, ask: DeviceAsk, node: str) -> list[Candidate]:
+        """The free devices of the request's class (and own selectors) on one node it tolerates."""
+        compiled = request_selectors(ask.selectors) if ask.selectors else None
+        out: list[Candidate] = []
+        for sl, names in self.node_slices.get((flavor, ask.device_class), {}).get(node, ()):
+            driver, pool = sl.spec.driver, sl.spec.pool.name
+            for device in sl.spec.devices:
+                device_id = (driver, pool, device.name)
+                if device.name not in names or device_id in self.allocated_ids:
+                    continue
+                if untolerated_taint(device, ask.tolerations) is not None:
+                    continue
+                if compiled is None or compiled.selects(device_facts(driver, device)):
+                    out.append((device_id, device))
+        return out
 
 
 @dataclass
@@ -273,18 +312,6 @@ class InventoryIndex:
             ]
         return []
 
-    def _current_slices(self) -> list[str]:
-        """Slices of each pool's newest generation."""
-        newest: dict[tuple[str, str], int] = {}
-        for sl in self.slices.values():
-            pool = (sl.spec.driver, sl.spec.pool.name)
-            newest[pool] = max(newest.get(pool, 0), sl.spec.pool.generation)
-        return sorted(
-            name
-            for name, sl in self.slices.items()
-            if sl.spec.pool.generation == newest[(sl.spec.driver, sl.spec.pool.name)]
-        )
-
     def compute(
         self,
         flavors: Mapping[str, ResourceFlavor],
@@ -295,32 +322,19 @@ class InventoryIndex:
         """Count, per flavor, the devices of every mapped DeviceClass on its nodes (and the most on
         one node); ``capacities``: per DeviceClass, the device capacities whose largest value on
         each flavor's nodes is wanted."""
-        allocated: dict[DeviceId, bool] = {}
-        for owner, devices in self.claims.values():
-            managed = owner is not None and managed_pod(owner)
-            for device in devices:
-                allocated[device] = allocated.get(device, False) or managed
-        current = self._current_slices()
-        flavor_slices: dict[str, list[str]] = {}
+        allocated = self._allocated(managed_pod)
+        # Per node, each pool's newest generation, and only when complete (as the allocator).
+        usable, updating = usable_reach(
+            self.slices, {name: [n for n, _ in self._slice_nodes(sl)] for name, sl in self.slices.items()}
+        )
+        counters_left = self._counters_left(usable, allocated)
         # Per flavor, per slice it reaches: the flavor's nodes the slice's devices are on.
-        slice_nodes: dict[str, dict[str, list[str]]] = {}
-        for flavor_name, flavor in flavors.items():
-            wanted = flavor.spec.node_labels
-            reach: dict[str, list[str]] = {}
-            for name in current:
-                nodes = [
-                    node
-                    for node, labels in self._slice_nodes(self.slices[name])
-                    if all(labels.get(k) == v for k, v in wanted.items())
-                ]
-                if nodes:
-                    reach[name] = nodes
-            slice_nodes[flavor_name] = reach
-            flavor_slices[flavor_name] = list(reach)
+        slice_nodes = {name: self._flavor_reach(flavor, usable) for name, flavor in flavors.items()}
         by_class: dict[tuple[str, str], FlavorDevices] = {}
         most_on_node: dict[tuple[str, str], int] = {}
         node_slices: dict[tuple[str, str], dict[str, tuple[NodeSlice, ...]]] = {}
         largest: dict[tuple[str, str, str], Fraction] = {}
+        members: dict[tuple[str, str], tuple[Member, ...]] = {}
         by_resource_ids: dict[tuple[str, str], set[DeviceId]] = {}
         classes_of: dict[str, list[str]] = {}
         for class_name, resource in sorted(class_to_resource.items()):
@@ -328,8 +342,8 @@ class InventoryIndex:
             if class_name not in self.classes:
                 continue
             wanted_capacities = (capacities or {}).get(class_name, ())
-            for flavor_name, names in flavor_slices.items():
-                ids: set[DeviceId] = set()
+            for flavor_name, names in slice_nodes.items():
+                found: dict[DeviceId, tuple[str, SliceDevice]] = {}
                 per_node: dict[str, int] = {}
                 on_nodes: dict[str, tuple[NodeSlice, ...]] = {}
                 for name in names:
@@ -337,19 +351,35 @@ class InventoryIndex:
                     selected = self._selected(class_name, name)
                     if not selected:
                         continue
-                    ids.update((sl.spec.driver, sl.spec.pool.name, d) for d in selected)
-                    for node in slice_nodes[flavor_name][name]:
-                        per_node[node] = per_node.get(node, 0) + len(selected)
+                    nodes = slice_nodes[flavor_name][name]
+                    for d in sl.spec.devices:
+                        if d.name in selected:
+                            found.setdefault((sl.spec.driver, sl.spec.pool.name, d.name), (nodes[0], d))
+                    for node in nodes:
+                        # allocationMode All cannot be allocated on a node whose pools are updating.
+                        if node not in updating:
+                            per_node[node] = per_node.get(node, 0) + len(selected)
                         on_nodes[node] = (*on_nodes.get(node, ()), (sl, selected))
                     if wanted_capacities:
-                        _largest(largest, (flavor_name, class_name), sl, selected, wanted_capacities)
-                by_class[(flavor_name, class_name)] = _count(ids, allocated)
-                most_on_node[(flavor_name, class_name)] = max(per_node.values(), default=0)
-                node_slices[(flavor_name, class_name)] = on_nodes
-                by_resource_ids.setdefault((flavor_name, resource), set()).update(ids)
+                        keep_largest(largest, (flavor_name, class_name), sl, selected, wanted_capacities)
+                where = (flavor_name, class_name)
+                members[where] = tuple((i, node, d) for i, (node, d) in found.items())
+                free = available(members[where], allocated, counters_left, ()).count
+                by_class[where] = _count(found, allocated, free)
+                most_on_node[where] = max(per_node.values(), default=0)
+                node_slices[where] = on_nodes
+                by_resource_ids.setdefault((flavor_name, resource), set()).update(found)
+        by_resource = {
+            (f, r): _count(
+                ids,
+                allocated,
+                available(_union(members, f, classes_of[r]), allocated, counters_left, ()).count,
+            )
+            for (f, r), ids in by_resource_ids.items()
+        }
         return DeviceInventory(
             by_class=by_class,
-            by_resource={fr: _count(ids, allocated) for fr, ids in by_resource_ids.items()},
+            by_resource=by_resource,
             classes_of={r: tuple(c) for r, c in classes_of.items()},
             missing_classes=tuple(sorted(c for c in class_to_resource if c not in self.classes)),
             class_errors=tuple(
@@ -358,64 +388,57 @@ class InventoryIndex:
             most_on_node=most_on_node,
             largest_capacity=largest,
             node_slices=node_slices,
+            members=members,
+            allocated_ids=frozenset(allocated),
+            counters_left=counters_left,
         )
 
+    def _allocated(self, managed_pod: Callable[[Key], bool]) -> dict[DeviceId, bool]:
+        """The allocated devices, each with whether a pod this controller started holds it."""
+        allocated: dict[DeviceId, bool] = {}
+        for owner, devices in self.claims.values():
+            managed = owner is not None and managed_pod(owner)
+            for device in devices:
+                allocated[device] = allocated.get(device, False) or managed
+        return allocated
 
-@lru_cache(maxsize=256)
-def _request_selectors(expressions: tuple[str, ...]) -> CompiledDeviceClass:
-    """A request's own selectors, compiled as a class of their own (cached by their text)."""
-    selectors = [{"cel": {"expression": e}} for e in expressions]
-    request = DeviceClass(metadata=ObjectMeta(name="(request)"), spec=DeviceClassSpec(selectors=selectors))
-    return compile_device_class(request)
+    def _flavor_reach(self, flavor: ResourceFlavor, usable: Mapping[str, list[str]]) -> dict[str, list[str]]:
+        """Per slice reaching nodes of the flavor (where its pool counts), those nodes."""
+        wanted = flavor.spec.node_labels
+        reach: dict[str, list[str]] = {}
+        for name in sorted(usable):
+            nodes = [n for n in usable[name] if all(self.nodes[n].get(k) == v for k, v in wanted.items())]
+            if nodes:
+                reach[name] = nodes
+        return reach
 
-
-def _capacity_of(driver: str, device: SliceDevice, name: str) -> Fraction | None:
-    wanted = _qualified(driver, name)
-    for key, capacity in device.capacity.items():
-        if _qualified(driver, key) == wanted:
-            try:
-                return parse_quantity(capacity.value)
-            except QuantityError:
-                return None
-    return None
-
-
-def _qualified(driver: str, name: str) -> tuple[str, str]:
-    domain, sep, short = name.rpartition("/")
-    return (domain, short) if sep else (driver, name)
-
-
-def _largest(
-    into: dict[tuple[str, str, str], Fraction],
-    where: tuple[str, str],
-    sl: ResourceSlice,
-    selected: frozenset[str],
-    names: Collection[str],
-) -> None:
-    """Keep, per capacity name, the largest value among a slice's selected devices."""
-    driver = sl.spec.driver
-    wanted = {_qualified(driver, n): n for n in names}
-    for device in sl.spec.devices:
-        if device.name not in selected:
-            continue
-        for key, capacity in device.capacity.items():
-            name = wanted.get(_qualified(driver, key))
-            if name is None:
-                continue
-            try:
-                value = parse_quantity(capacity.value)
-            except QuantityError:
-                continue  # the API server validates quantities; a bad one is not counted
-            slot = (*where, name)
-            if value > into.get(slot, Fraction(-1)):
-                into[slot] = value
+    def _counters_left(
+        self, usable: Mapping[str, list[str]], allocated: Mapping[DeviceId, bool]
+    ) -> dict[PoolKey, Counters]:
+        """Per pool that shares counters, what its allocated devices left of them."""
+        pools: dict[PoolKey, list[ResourceSlice]] = {}
+        for name in sorted(usable):
+            sl = self.slices[name]
+            pools.setdefault((sl.spec.driver, sl.spec.pool.name), []).append(sl)
+        out: dict[PoolKey, Counters] = {}
+        for key, slices in pools.items():
+            left = remaining_counters(slices, allocated)
+            if left is not None:
+                out[key] = left
+        return out
 
 
-def _count(ids: Iterable[DeviceId], allocated: Mapping[DeviceId, bool]) -> FlavorDevices:
+def _union(
+    members: Mapping[tuple[str, str], tuple[Member, ...]], flavor: str, classes: Iterable[str]
+) -> list[Member]:
+    return [m for c in classes for m in members.get((flavor, c), ())]
+
+
+def _count(ids: Iterable[DeviceId], allocated: Mapping[DeviceId, bool], free: int) -> FlavorDevices:
     published = taken = managed = 0
     for device in ids:
         published += 1
         if device in allocated:
             taken += 1
             managed += allocated[device]
-    return FlavorDevices(published, taken, managed)
+    return FlavorDevices(published, taken, managed, free)

@@ -32,8 +32,10 @@ from ..devices.dra import (
     ClaimCharge,
     ClaimLookup,
     Covered,
+    DeviceAsk,
     DeviceDemand,
     DraProblem,
+    MatchConstraint,
     claim_charges,
 )
 from ..primitives.podrequests import Amounts, add_amounts, pod_requests, scale_amounts
@@ -171,6 +173,10 @@ class PodSetInfo:
     # Charges the flavor decides (allocationMode All, device capacities): per pod, and once.
     demands: tuple[DeviceDemand, ...] = ()
     demands_once: tuple[DeviceDemand, ...] = ()
+    # What a pod needs from the devices (classes, counts, selectors, tolerations) and its claims'
+    # matchAttribute constraints: the device inventory's checks (deviceInventory Enforce).
+    asks: tuple[DeviceAsk, ...] = ()
+    constraints: tuple[MatchConstraint, ...] = ()
 
     def total(self) -> Amounts:
         """What is charged whatever the flavor (without the charges the flavor decides)."""
@@ -300,6 +306,7 @@ def compile_workload(
         once: Mapping[str, int] = _NOTHING
         demands: tuple[DeviceDemand, ...] = ()
         demands_once: tuple[DeviceDemand, ...] = ()
+        asks, constraints = tuple[DeviceAsk, ...](), tuple[MatchConstraint, ...]()
         count = 1 if pod_set.count is None else pod_set.count
         if spec.resource_claims:
             charge = claim_charges(
@@ -321,10 +328,21 @@ def compile_workload(
                 add_amounts(per_pod, charge.per_pod)
                 once = charge.once or _NOTHING
                 demands, demands_once = tuple(charge.demands_per_pod), tuple(charge.demands_once)
+                asks, constraints = tuple(charge.asks), tuple(charge.constraints)
                 choices.extend(charge.choices)
                 _count_devices(devices, claims, charge, count)
         info.pod_sets.append(
-            PodSetInfo(pod_set.name, count, PodPlacement.of(spec), per_pod, once, demands, demands_once)
+            PodSetInfo(
+                pod_set.name,
+                count,
+                PodPlacement.of(spec),
+                per_pod,
+                once,
+                demands,
+                demands_once,
+                asks,
+                constraints,
+            )
         )
         if info.problem is not None:
             break
@@ -367,6 +385,11 @@ def _shape(pod_sets: list[PodSetInfo]) -> bytes:
                 ps.placement.tolerations,
                 [_demand_key(d) for d in ps.demands],
                 [_demand_key(d) for d in ps.demands_once],
+                [[a.device_class, a.count, list(a.selectors), list(a.tolerations)] for a in ps.asks],
+                [
+                    [c.attribute, [[a.request, a.device_class, a.count] for a in c.asks]]
+                    for c in ps.constraints
+                ],
             ]
             for ps in pod_sets
         ]

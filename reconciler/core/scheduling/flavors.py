@@ -35,8 +35,9 @@ __all__ = [
 ]
 
 
-# deviceInventory Enforce: why a flavor's free devices cannot take this much of a resource, or None.
-DeviceCheck = Callable[[FlavorResource, int], str | None]
+# deviceInventory Enforce: why a flavor's free devices cannot take this much of a resource for a
+# pod set, or None.
+DeviceCheck = Callable[[FlavorResource, int, PodSetInfo], str | None]
 
 
 @dataclass(frozen=True, slots=True)
@@ -208,7 +209,11 @@ def _try_group(
         fits, borrows, mode, level, notes = checked
         if fits and devices is not None:
             short = next(
-                (s for r in wanted if (s := devices((name, r), assumed.get((name, r), 0) + requests[r]))),
+                (
+                    s
+                    for r in wanted
+                    if (s := devices((name, r), assumed.get((name, r), 0) + requests[r], pod_set))
+                ),
                 None,
             )
             if short is not None:
