@@ -48,6 +48,17 @@ def test_every_checked_in_scenario_loads_and_has_a_checkpoint() -> None:
         assert any(step.checkpoint for step in scenario.steps), path.name
 
 
+def test_the_readme_names_every_checked_in_scenario_and_counts_them() -> None:
+    """e2e/README.md's "Checked in (N): ..." list is every scenario of the directory, N of them."""
+    text = (ROOT / "e2e" / "README.md").read_text()
+    start = text.index("Checked in (")
+    listed = text[start : text.index("**What is compared**", start)]
+    count = int(listed[len("Checked in (") : listed.index(")")])
+    scenarios = all_scenarios()
+    assert sorted(n for n in scenarios if f"`{n}`" not in listed) == []
+    assert count == len(scenarios)
+
+
 def test_a_step_with_two_actions_is_refused(tmp_path: Path) -> None:
     bad = tmp_path / "bad.yaml"
     bad.write_text(

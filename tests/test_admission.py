@@ -175,8 +175,9 @@ def test_a_blocking_strict_fifo_head_that_is_deleted_lets_the_next_one_in() -> N
     assert isinstance(decisions_by_name(state.schedule())["small"], Admit)
 
 
-def test_priority_then_creation_order() -> None:
-    state = state_with(("f", {GPU: 1}))
+@pytest.mark.parametrize("strategy", ["BestEffortFIFO", "StrictFIFO"])
+def test_priority_then_creation_order(strategy: str) -> None:
+    state = state_with(("f", {GPU: 1}), strategy=strategy)
     state.add_workload(info("old", created="2026-01-01T00:00:01Z", requests={GPU: "1"}))
     state.add_workload(info("urgent", created="2026-01-01T00:00:09Z", priority=10, requests={GPU: "1"}))
     got = decisions_by_name(state.schedule())

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import datetime as dt
+import socket
 import ssl
 from pathlib import Path
 
@@ -64,3 +65,30 @@ def test_certificate_from_a_directory(tmp_path: Path, capsys: pytest.CaptureFixt
     code = cli.main(["run", "--config", str(CONFIG), "--metrics-cert-dir", str(tmp_path / "absent")])
     assert code == cli.EXIT_USAGE
     assert f"{tmp_path / 'absent' / 'tls.crt'} does not exist" in capsys.readouterr().err
+
+
+def test_the_certificate_made_at_start_is_ecdsa_p256_for_localhost_loopback_and_the_host(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from cryptography import x509
+    from cryptography.hazmat.primitives.asymmetric import ec
+
+    from reconciler.webhook import certs
+
+    made: list[certs.CertBundle] = []
+
+    def recording(hosts: list[str], now: dt.datetime) -> certs.CertBundle:
+        made.append(new_bundle(hosts, now))
+        return made[-1]
+
+    monkeypatch.setattr(certs, "new_bundle", recording)
+    assert tls_of() is not None
+    (bundle,) = made
+    cert = x509.load_pem_x509_certificate(bundle.serving.cert_pem)
+    key = cert.public_key()
+    assert isinstance(key, ec.EllipticCurvePublicKey)
+    assert isinstance(key.curve, ec.SECP256R1)
+    names = cert.extensions.get_extension_for_class(x509.SubjectAlternativeName).value
+    dns = set(names.get_values_for_type(x509.DNSName))
+    ips = {str(ip) for ip in names.get_values_for_type(x509.IPAddress)}
+    assert (dns, ips) == ({"localhost", socket.gethostname()}, {"127.0.0.1"})

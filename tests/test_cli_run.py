@@ -113,3 +113,13 @@ def test_webhook_options_from_the_configuration_and_the_flags(monkeypatch: pytes
 
 def config_document() -> dict[str, object]:
     return {"apiVersion": "config.kueue.x-k8s.io/v1beta2", "kind": "Configuration"}
+
+
+def test_the_flag_defaults_are_those_docs_metrics_lists() -> None:
+    args = cli._parser().parse_args(["run", "--config", str(CONFIG)])
+    assert (args.metrics_bind_address, args.metrics_secure, args.metrics_cert_dir) == (":8080", True, None)
+    assert args.health_probe_bind_address == ":8081"
+    assert (args.leader_elect, args.leader_election_id) == (False, "dra-quota-reconciler")
+    assert (args.lease_duration, args.renew_deadline, args.retry_period) == (15.0, 10.0, 2.0)
+    assert args.write_concurrency == 32  # docs/benchmarks.md: "only 32 writes in flight"
+    assert args.config_reload_interval == 2.0  # docs/dra.md: "--config-reload-interval (2 s)"

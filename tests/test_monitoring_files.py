@@ -179,3 +179,36 @@ def test_prometheus_scrapes_over_https_with_its_token_and_may_read_metrics() -> 
     base = [d for d in yaml.safe_load_all((ROOT / "manifests" / "rbac.yaml").read_text()) if d]
     (reader,) = [d for d in base if d["kind"] == "ClusterRole" and d["metadata"]["name"] == role_ref["name"]]
     assert reader["rules"] == [{"nonResourceURLs": ["/metrics"], "verbs": ["get"]}]
+
+
+def test_the_alerts_are_those_the_docs_list() -> None:
+    """docs/deploy.md lists the alerts and docs/device-inventory.md the inventory's two, with their
+    durations: the rules are exactly those, so a renamed or dropped alert fails here."""
+    rules = {r["alert"]: r for g in rule_groups() for r in g["rules"]}
+    assert sorted(rules) == sorted(
+        [
+            "DraQuotaReconcilerDown",  # no replica up
+            "DraQuotaReconcilerNoLeader",  # no leader
+            "DraQuotaReconcilerSeveralLeaders",  # or several leaders
+            "DraQuotaReconcilerWatchRelistStorm",
+            "DraQuotaReconcilerApiWriteErrors",
+            "DraQuotaReconcilerInboxBacklog",
+            "DraQuotaWorkloadsPendingTooLong",  # pending for 30 minutes without any admission
+            "DraQuotaClusterQueueInactive",
+            "DraQuotaGpuQuotaNearlyFull",  # over 90 % used for 30 minutes
+            "DraQuotaPodsReadyTimeoutEvictions",
+            "DraQuotaQuotaExceedsDevices",  # 15 minutes
+            "DraQuotaDeviceClassMappingBroken",  # 10 minutes
+        ]
+    )
+    pending = rules["DraQuotaWorkloadsPendingTooLong"]
+    assert pending["for"] == "30m"
+    assert "increase(kueue_admitted_workloads_total[30m])" in pending["expr"]
+    full = rules["DraQuotaGpuQuotaNearlyFull"]
+    assert full["for"] == "30m"
+    assert full["expr"].rstrip().endswith(">= 0.9")
+    assert 'reason="PodsReadyTimeout"' in rules["DraQuotaPodsReadyTimeoutEvictions"]["expr"]
+    assert rules["DraQuotaQuotaExceedsDevices"]["for"] == "15m"
+    assert "dra_quota_flavor_quota_over_devices" in rules["DraQuotaQuotaExceedsDevices"]["expr"]
+    assert rules["DraQuotaDeviceClassMappingBroken"]["for"] == "10m"
+    assert "dra_quota_device_class_mapping_problems" in rules["DraQuotaDeviceClassMappingBroken"]["expr"]

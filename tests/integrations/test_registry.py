@@ -41,3 +41,19 @@ def test_an_unknown_or_unimplemented_framework_is_a_field_error(frameworks: list
     with pytest.raises(ConfigError) as error:
         parse_config(_config(frameworks))
     assert str(error.value) == message
+
+
+@pytest.mark.parametrize(
+    "name",
+    [
+        "leaderworkerset.x-k8s.io/leaderworkerset",
+        "kubeflow.org/pytorchjob",
+        "ray.io/rayjob",
+        "workload.codeflare.dev/appwrapper",
+    ],
+)
+def test_kueue_frameworks_not_implemented_here_are_refused_naming_the_field(name: str) -> None:
+    with pytest.raises(ConfigError) as error:
+        parse_config(_config(["batch/job", name]))
+    assert str(error.value).startswith(f"integrations.frameworks[1]: Unsupported value: {name!r}")
+    assert str(error.value).endswith(f"(Kueue's {name!r} integration is not implemented yet)")

@@ -80,6 +80,7 @@ async def test_fetches_the_job_and_every_list(fake: FakeApiServer, client: KubeC
     assert pods["labelSelector"] == "batch.kubernetes.io/job-name=train"
     (events,) = [r.query for r in fake.recorded("GET") if r.path == EVENTS.list_path(NS)]
     assert events["fieldSelector"] == "type=Warning"
+    assert {r.method for r in fake.recorded()} == {"GET"}  # it only reads
 
 
 @pytest.mark.asyncio

@@ -14,6 +14,7 @@ import pytest
 import pytest_asyncio
 from aiohttp import web
 from cryptography import x509
+from cryptography.hazmat.primitives.asymmetric import ec
 
 from reconciler.api.resources import MUTATING_WEBHOOK_CONFIGURATIONS, VALIDATING_WEBHOOK_CONFIGURATIONS
 from reconciler.kube import Backoff, KubeClient
@@ -40,6 +41,10 @@ def test_a_new_bundle_serves_every_host_and_is_signed_by_its_ca() -> None:
     assert ca.not_valid_after_utc - NOW == dt.timedelta(days=3650)
     assert serving.not_valid_after_utc - NOW == dt.timedelta(days=365)
     assert renewal_reason(bundle, HOSTS, NOW) is None
+    for cert in (ca, serving):  # docs/webhooks.md: ECDSA P-256
+        key = cert.public_key()
+        assert isinstance(key, ec.EllipticCurvePublicKey)
+        assert isinstance(key.curve, ec.SECP256R1)
 
 
 def test_when_a_bundle_must_be_made_again() -> None:

@@ -235,6 +235,14 @@ def test_local_queue_rules() -> None:
     ]
 
 
+def test_a_local_queues_stop_policy_is_one_of_kueues_three() -> None:
+    """docs/scheduling.md: a LocalQueue's stopPolicy is validated by the webhook (not applied)."""
+    for policy in ("None", "Hold", "HoldAndDrain"):
+        assert validate_local_queue(local_queue("cq", stopPolicy=policy)) == []
+    (error,) = validate_local_queue(local_queue("cq", stopPolicy="Drain"))
+    assert str(error).startswith('spec.stopPolicy: Unsupported value: "Drain": supported values: ')
+
+
 def flavor(**spec: Any) -> ResourceFlavor:
     return convert({"metadata": {"name": "f"}, "spec": spec}, ResourceFlavor)
 
