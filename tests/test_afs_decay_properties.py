@@ -1,5 +1,5 @@
 """Admission Fair Sharing's decayed usage as properties: a LocalQueue that stops using GPUs sees its
-usage fall (never rise) and reach zero; one with a steady load climbs towards that load without
+usage fall (never rise) and reach zero; one with a steady load moves towards that load without
 passing it; a later sample never undoes an earlier one. Kueue keeps milli-units and truncates each
 scaled term, so bounds allow one milli-unit per truncation."""
 
@@ -56,7 +56,7 @@ def test_an_idle_local_queue_only_goes_down_and_reaches_zero(
 
 @settings(max_examples=200, deadline=None)
 @given(start=amounts, load=amounts, half_life=half_lives, waits=gaps)
-def test_a_steady_load_is_approached_monotonically_and_never_passed(
+def test_a_steady_load_is_approached_and_never_passed(
     start: int, load: int, half_life: float, waits: list[float]
 ) -> None:
     afs = AdmissionFairSharing(AfsSettings(half_life=half_life, sampling=60))
@@ -65,10 +65,9 @@ def test_a_steady_load_is_approached_monotonically_and_never_passed(
     for wait in waits:
         now += wait
         current = afs.sample(LQ, {GPU: load}, now).get(GPU, 0)
-        if start <= load:  # climbing: up, never above the load (truncation may cost 2 milli)
-            assert previous - 2 <= current <= load
-        else:  # falling: down, never below the load beyond truncation
-            assert load - 2 <= current <= previous
+        # Between where it was and the load: climbing, never above the load; falling, never
+        # below it. Each sample truncates two terms, so it may land up to 2 milli short.
+        assert min(previous, load) - 2 <= current <= max(previous, load)
         previous = current
 
 
