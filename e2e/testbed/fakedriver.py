@@ -10,7 +10,11 @@ when the devices change.
 A spec may also ask for MIG-like partitions of each GPU (devices
 ``gpu-<n>-<profile>-<m>`` with ``type: mig``, ``profile``, ``parentUUID`` and
 capacity memory) and for more DeviceClasses (``deviceClasses``); without
-them it publishes whole GPUs and the one class, as before.
+them it publishes whole GPUs and the one class, as before. For the allocator's
+rules it can publish device taints, a ``resource.kubernetes.io/pcieRoot`` per GPU,
+NICs (``nic-<i>``, ``type: nic``) on PCIe roots, and shared counters: each GPU's
+counter set ``gpu-<n>-slices`` in a second slice of the pool (a slice holds devices or
+counters), consumed whole by the GPU and in part by each partition.
 """
 
 from __future__ import annotations
@@ -32,6 +36,7 @@ from e2e.testbed.names import (
 from e2e.testbed.spec import DeviceClassSpec, NodeSpec, TestbedSpec
 
 RESOURCE_V1 = "resource.k8s.io/v1"
+PCIE_ROOT = "resource.kubernetes.io/pcieRoot"
 _DRIVER_LABEL_VALUE = "fake-dra-driver"
 log = logging.getLogger(__name__)
 
@@ -59,34 +64,66 @@ def partition_devices(node: NodeSpec) -> list[Obj]:
     if node.gpus is None:
         return []
     model = node.gpus.resolved_model()
-    return [
-        {
-            "name": f"gpu-{index}-{part.profile.replace('.', '-').lower()}-{n}",
-            "attributes": {
-                "type": {"string": "mig"},
-                "profile": {"string": part.profile},
-                "parentUUID": {"string": gpu_uuid(node.name, index)},
-                "productName": {"string": model.product_name},
-            },
-            "capacity": {"memory": {"value": part.memory}},
-        }
-        for index in range(node.gpus.count)
-        for part in node.gpus.partitions
-        for n in range(part.count)
-    ]
+    out = []
+    for index in range(node.gpus.count):
+        for part in node.gpus.partitions:
+            for n in range(part.count):
+                device: Obj = {
+                    "name": f"gpu-{index}-{part.profile.replace('.', '-').lower()}-{n}",
+                    "attributes": {
+                        "type": {"string": "mig"},
+                        "profile": {"string": part.profile},
+                        "parentUUID": {"string": gpu_uuid(node.name, index)},
+                        "productName": {"string": model.product_name},
+                    },
+                    "capacity": {"memory": {"value": part.memory}},
+                }
+                if node.gpus.counter_slices:
+                    device["consumesCounters"] = [_consumes(index, part.slices)]
+                out.append(device)
+    return out
 
 
 def node_devices(node: NodeSpec) -> list[Obj]:
-    """Everything the driver publishes for a node: whole GPUs, then partitions."""
-    return gpu_devices(node) + partition_devices(node)
+    """Everything the driver publishes for a node: whole GPUs, partitions, then NICs."""
+    return gpu_devices(node) + partition_devices(node) + nic_devices(node)
+
+
+def nic_devices(node: NodeSpec) -> list[Obj]:
+    """The node's NICs (``type: nic``), each on its PCIe root."""
+    return [
+        {"name": f"nic-{i}", "attributes": {"type": {"string": "nic"}, PCIE_ROOT: {"string": nic.pcie_root}}}
+        for i, nic in enumerate(node.nics)
+    ]
+
+
+def _consumes(index: int, slices: int) -> Obj:
+    return {"counterSet": counter_set_name(index), "counters": {"slices": {"value": str(slices)}}}
+
+
+def counter_set_name(index: int) -> str:
+    return f"gpu-{index}-slices"
+
+
+def shared_counters(node: NodeSpec) -> list[Obj]:
+    """Per GPU, the counter set its partitions share (none unless ``counterSlices`` is set)."""
+    if node.gpus is None or not node.gpus.counter_slices:
+        return []
+    total = str(node.gpus.counter_slices)
+    return [
+        {"name": counter_set_name(index), "counters": {"slices": {"value": total}}}
+        for index in range(node.gpus.count)
+    ]
 
 
 def gpu_devices(node: NodeSpec) -> list[Obj]:
     if node.gpus is None:
         return []
-    model = node.gpus.resolved_model()
-    return [
-        {
+    gpus = node.gpus
+    model = gpus.resolved_model()
+    out = []
+    for index in range(gpus.count):
+        device: Obj = {
             "name": f"gpu-{index}",
             "attributes": {
                 "type": {"string": "gpu"},
@@ -100,15 +137,37 @@ def gpu_devices(node: NodeSpec) -> list[Obj]:
             },
             "capacity": {"memory": {"value": model.memory}},
         }
-        for index in range(node.gpus.count)
-    ]
+        if index < len(gpus.pcie_roots):
+            device["attributes"][PCIE_ROOT] = {"string": gpus.pcie_roots[index]}
+        if gpus.counter_slices:
+            device["consumesCounters"] = [_consumes(index, gpus.counter_slices)]
+        taints = [{"key": t.key, "value": t.value, "effect": t.effect} for t in gpus.taints if t.gpu == index]
+        if taints:
+            device["taints"] = taints
+        out.append(device)
+    return out
 
 
 def slice_name(node_name: str) -> str:
     return f"{node_name}-{DRIVER_NAME}"
 
 
-def resource_slice(node_name: str, node_uid: str, devices: list[Obj], generation: int) -> Obj:
+def counters_slice_name(node_name: str) -> str:
+    return f"{node_name}-{DRIVER_NAME}-counters"
+
+
+def counters_slice(node_name: str, node_uid: str, counter_sets: list[Obj], generation: int) -> Obj:
+    """The pool's second slice: its shared counters (a slice holds devices or counters, not both)."""
+    body = resource_slice(node_name, node_uid, [], generation, slices=2)
+    body["metadata"]["name"] = counters_slice_name(node_name)
+    del body["spec"]["devices"]
+    body["spec"]["sharedCounters"] = counter_sets
+    return body
+
+
+def resource_slice(
+    node_name: str, node_uid: str, devices: list[Obj], generation: int, slices: int = 1
+) -> Obj:
     return {
         "apiVersion": RESOURCE_V1,
         "kind": "ResourceSlice",
@@ -122,7 +181,7 @@ def resource_slice(node_name: str, node_uid: str, devices: list[Obj], generation
         "spec": {
             "driver": DRIVER_NAME,
             "nodeName": node_name,
-            "pool": {"name": node_name, "generation": generation, "resourceSliceCount": 1},
+            "pool": {"name": node_name, "generation": generation, "resourceSliceCount": slices},
             "devices": devices,
         },
     }
@@ -130,7 +189,10 @@ def resource_slice(node_name: str, node_uid: str, devices: list[Obj], generation
 
 def _shape(devices: list[Obj]) -> list[tuple[object, ...]]:
     """What decides whether the pool changed (ignores fields the server defaults)."""
-    return [(d.get("name"), d.get("attributes"), d.get("capacity")) for d in devices]
+    return [
+        (d.get("name"), d.get("attributes"), d.get("capacity"), d.get("taints"), d.get("consumesCounters"))
+        for d in devices
+    ]
 
 
 class FakeDraDriver:
@@ -151,8 +213,11 @@ class FakeDraDriver:
         for node in self._spec.nodes:
             devices = node_devices(node)
             if devices:
-                await self.publish_node(node.name, devices)
+                counter_sets = shared_counters(node)
+                await self.publish_node(node.name, devices, counter_sets)
                 wanted.add(slice_name(node.name))
+                if counter_sets:
+                    wanted.add(counters_slice_name(node.name))
         slices, _ = await self._kube.list_all(
             api_path(RESOURCE_V1, "resourceslices"),
             {"labelSelector": f"{MANAGED_BY_LABEL}={_DRIVER_LABEL_VALUE}"},
@@ -167,9 +232,12 @@ class FakeDraDriver:
                     if err.status != 404:
                         raise
 
-    async def publish_node(self, node_name: str, devices: list[Obj]) -> None:
-        """Create or update one node's ResourceSlice (server-side apply); other slices
-        are left alone. The pool generation moves only when the devices change."""
+    async def publish_node(
+        self, node_name: str, devices: list[Obj], counter_sets: list[Obj] | None = None
+    ) -> None:
+        """Create or update one node's ResourceSlice (server-side apply), and with shared
+        counters a second slice of the same pool holding them; other slices are left alone. The
+        pool generation moves only when the devices change."""
         node = await self._kube.get(api_path("v1", "nodes", name=node_name))
         path = api_path(RESOURCE_V1, "resourceslices", name=slice_name(node_name))
         existing = await self._kube.get_or_none(path)
@@ -179,7 +247,13 @@ class FakeDraDriver:
             generation = int(pool.get("generation", 0))
             if _shape(existing["spec"].get("devices") or []) != _shape(devices):
                 generation += 1
-        body = resource_slice(node_name, node["metadata"]["uid"], devices, generation)
+        uid = node["metadata"]["uid"]
+        slices = 2 if counter_sets else 1
+        if counter_sets:
+            counters = counters_slice(node_name, uid, counter_sets, generation)
+            counters_path = api_path(RESOURCE_V1, "resourceslices", name=counters_slice_name(node_name))
+            await self._kube.apply(counters_path, counters, DRIVER_FIELD_MANAGER)
+        body = resource_slice(node_name, uid, devices, generation, slices)
         await self._kube.apply(path, body, DRIVER_FIELD_MANAGER)
 
     async def refresh_forever(self, interval: float = 30.0) -> None:

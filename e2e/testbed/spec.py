@@ -63,11 +63,28 @@ GPU_MODELS: dict[str, GpuModel] = {
 
 
 class PartitionSpec(msgspec.Struct, frozen=True, kw_only=True, rename="camel", forbid_unknown_fields=True):
-    """``count`` MIG-like partitions of each GPU, with profile name and memory capacity."""
+    """``count`` MIG-like partitions of each GPU, with profile name and memory capacity; with the
+    GPU's ``counterSlices`` set, each consumes ``slices`` of them (partitionable devices)."""
 
     profile: str
     count: int = 1
     memory: str = "5Gi"
+    slices: int = 0
+
+
+class DeviceTaintSpec(msgspec.Struct, frozen=True, kw_only=True, rename="camel", forbid_unknown_fields=True):
+    """A taint on GPU ``gpu`` (its index) of the node: ``key=value:effect``."""
+
+    gpu: int
+    key: str
+    value: str = ""
+    effect: str = "NoSchedule"
+
+
+class NicSpec(msgspec.Struct, frozen=True, kw_only=True, rename="camel", forbid_unknown_fields=True):
+    """A NIC device (``type: nic``) on the PCIe root ``pcieRoot``."""
+
+    pcie_root: str
 
 
 class DeviceClassSpec(msgspec.Struct, frozen=True, kw_only=True, rename="camel", forbid_unknown_fields=True):
@@ -86,6 +103,12 @@ class GpuSpec(
     model: str = "Tesla-T4"
     custom: GpuModel | None = None  # used instead of the preset when given
     partitions: list[PartitionSpec] = msgspec.field(default_factory=list)
+    # > 0: each GPU shares a counter set `gpu-<n>-slices` of this many `slices` (published in a
+    # slice of its own, same pool); the whole GPU consumes all, a partition its `slices`.
+    counter_slices: int = 0
+    taints: list[DeviceTaintSpec] = msgspec.field(default_factory=list)
+    # The `resource.kubernetes.io/pcieRoot` attribute of GPU n is pcieRoots[n] (none when absent).
+    pcie_roots: list[str] = msgspec.field(default_factory=list)
 
     def resolved_model(self) -> GpuModel:
         if self.custom is not None:
@@ -104,6 +127,7 @@ class NodeSpec(msgspec.Struct, frozen=True, kw_only=True, rename="camel", forbid
     memory: str = "32Gi"
     pods: int = 110
     gpus: GpuSpec | None = None
+    nics: list[NicSpec] = msgspec.field(default_factory=list)
 
 
 class TestbedSpec(msgspec.Struct, frozen=True, kw_only=True, rename="camel", forbid_unknown_fields=True):
@@ -125,6 +149,11 @@ class TestbedSpec(msgspec.Struct, frozen=True, kw_only=True, rename="camel", for
                 for part in node.gpus.partitions:
                     if part.count < 0:
                         raise ValueError(f"{node.name}: gpus.partitions[{part.profile}].count must be >= 0")
+                for taint in node.gpus.taints:
+                    if not 0 <= taint.gpu < node.gpus.count:
+                        raise ValueError(
+                            f"{node.name}: gpus.taints: gpu {taint.gpu} is not one of the node's GPUs"
+                        )
         classes = [c.name for c in self.device_classes]
         if len(set(classes)) != len(classes):
             raise ValueError(f"deviceClasses: names must be unique: {classes}")

@@ -5,9 +5,26 @@ from __future__ import annotations
 import msgspec
 import pytest
 
-from e2e.testbed.fakedriver import device_class, gpu_uuid, node_devices, partition_devices
+from e2e.testbed.fakedriver import (
+    PCIE_ROOT,
+    counters_slice,
+    device_class,
+    gpu_uuid,
+    node_devices,
+    partition_devices,
+    shared_counters,
+)
 from e2e.testbed.names import DEVICE_CLASS_NAME
-from e2e.testbed.spec import DeviceClassSpec, GpuSpec, NodeSpec, PartitionSpec, TestbedSpec, default_spec
+from e2e.testbed.spec import (
+    DeviceClassSpec,
+    DeviceTaintSpec,
+    GpuSpec,
+    NicSpec,
+    NodeSpec,
+    PartitionSpec,
+    TestbedSpec,
+    default_spec,
+)
 
 MIG_SELECTOR = "device.driver == 'gpu.nvidia.com' && device.attributes['gpu.nvidia.com'].type == 'mig'"
 
@@ -63,4 +80,43 @@ def test_the_yaml_form_and_its_checks() -> None:
     with pytest.raises(ValueError, match="count must be >= 0"):
         TestbedSpec(
             nodes=[NodeSpec(name="n", gpus=GpuSpec(partitions=[PartitionSpec(profile="p", count=-1)]))]
+        )
+
+
+def test_taints_pcie_roots_nics_and_shared_counters() -> None:
+    node = NodeSpec(
+        name="n",
+        gpus=GpuSpec(
+            count=2,
+            model="A100-SXM4-40GB",
+            partitions=[PartitionSpec(profile="4g.20gb", count=2, memory="20Gi", slices=4)],
+            counter_slices=8,
+            taints=[DeviceTaintSpec(gpu=1, key="example.com/unhealthy", value="true")],
+            pcie_roots=["pci-0", "pci-1"],
+        ),
+        nics=[NicSpec(pcie_root="pci-1")],
+    )
+    devices = {d["name"]: d for d in node_devices(node)}
+    assert devices["gpu-1"]["taints"] == [
+        {"key": "example.com/unhealthy", "value": "true", "effect": "NoSchedule"}
+    ]
+    assert "taints" not in devices["gpu-0"]
+    assert devices["gpu-0"]["attributes"][PCIE_ROOT] == {"string": "pci-0"}
+    assert devices["nic-0"]["attributes"] == {"type": {"string": "nic"}, PCIE_ROOT: {"string": "pci-1"}}
+    whole = {"counterSet": "gpu-0-slices", "counters": {"slices": {"value": "8"}}}
+    assert devices["gpu-0"]["consumesCounters"] == [whole]
+    part = {"counterSet": "gpu-1-slices", "counters": {"slices": {"value": "4"}}}
+    assert devices["gpu-1-4g-20gb-1"]["consumesCounters"] == [part]
+    sets = shared_counters(node)
+    assert sets == [
+        {"name": "gpu-0-slices", "counters": {"slices": {"value": "8"}}},
+        {"name": "gpu-1-slices", "counters": {"slices": {"value": "8"}}},
+    ]
+    body = counters_slice("n", "uid", sets, 3)
+    assert body["spec"]["pool"] == {"name": "n", "generation": 3, "resourceSliceCount": 2}
+    assert "devices" not in body["spec"]
+    assert body["spec"]["sharedCounters"] == sets
+    with pytest.raises(ValueError, match="gpu 2 is not one of the node's GPUs"):
+        TestbedSpec(
+            nodes=[NodeSpec(name="m", gpus=GpuSpec(count=2, taints=[DeviceTaintSpec(gpu=2, key="k")]))]
         )

@@ -1,0 +1,269 @@
+"""The device inventory's allocator rules on the test-bed, with the real kube-scheduler (v1.36:
+DRADeviceTaints, partitionable devices and matchAttribute constraints on by default).
+
+One test-bed of its own, ``deviceInventory.mode: Enforce``, three flavors:
+
+- ``taint-node``: two T4s, ``gpu-1`` tainted ``example.com/unhealthy=true:NoSchedule``. One Job
+  is admitted and gets ``gpu-0``; a second waits, the condition naming the class, the node, the
+  taint and the missing amount; a Job whose claim tolerates the taint is admitted and the
+  scheduler gives it ``gpu-1``.
+- ``mig-node``: one A100 whose three 4-slice partitions share its 8 counter slices (published in
+  a second slice of the pool). Two partition Jobs are admitted and allocated; the third waits
+  ("do not fit the shared counters") though quota and published devices would allow it.
+- ``pcie-node``: two GPUs on PCIe roots ``pci-0`` and ``pci-1`` and one NIC on ``pci-1``. A Job
+  whose claim asks for a GPU and a NIC with ``matchAttribute: resource.kubernetes.io/pcieRoot``
+  is admitted and the scheduler gives it ``gpu-1`` and ``nic-0``; a second waits with the
+  constraint named.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+import pytest
+import yaml
+
+from e2e.support.deploy import ControllerProcess, install_crds
+from e2e.support.faults import own_testbed
+from e2e.support.workloads import KUEUE
+from e2e.test_device_inventory import claim_job, cluster_queue
+from e2e.testbed import KubeClient, api_path
+from e2e.testbed.scenario import status_condition, wait_for
+from e2e.testbed.spec import (
+    DeviceClassSpec,
+    DeviceTaintSpec,
+    GpuSpec,
+    NicSpec,
+    NodeSpec,
+    PartitionSpec,
+    TestbedSpec,
+)
+from reconciler.core.model.workloads import workload_name_for_job
+
+pytestmark = [pytest.mark.testbed, pytest.mark.timeout(420)]
+
+Obj = dict[str, Any]
+GPU, MIG, NIC = "nvidia.com/gpu", "nvidia.com/mig", "example.com/nic"
+MIG_CLASS, NIC_CLASS = "mig.nvidia.com", "nic.example.com"
+RESOURCE = "resource.k8s.io/v1"
+TAINT = DeviceTaintSpec(gpu=1, key="example.com/unhealthy", value="true")
+PCIE_ROOT = "resource.kubernetes.io/pcieRoot"
+
+
+def _selector(kind: str) -> str:
+    return f"device.driver == 'gpu.nvidia.com' && device.attributes['gpu.nvidia.com'].type == '{kind}'"
+
+
+SPEC = TestbedSpec(
+    nodes=[
+        NodeSpec(name="taint-node", labels={"pool": "taint"}, gpus=GpuSpec(count=2, taints=[TAINT])),
+        NodeSpec(
+            name="mig-node",
+            labels={"pool": "mig"},
+            gpus=GpuSpec(
+                count=1,
+                model="A100-SXM4-40GB",
+                partitions=[PartitionSpec(profile="4g.20gb", count=3, memory="20Gi", slices=4)],
+                counter_slices=8,
+            ),
+        ),
+        NodeSpec(
+            name="pcie-node",
+            labels={"pool": "pcie"},
+            gpus=GpuSpec(count=2, pcie_roots=["pci-0", "pci-1"]),
+            nics=[NicSpec(pcie_root="pci-1")],
+        ),
+    ],
+    device_classes=[
+        DeviceClassSpec(name=MIG_CLASS, selector=_selector("mig")),
+        DeviceClassSpec(name=NIC_CLASS, selector=_selector("nic")),
+    ],
+)
+CONFIGURATION = {
+    "apiVersion": "config.kueue.x-k8s.io/v1beta2",
+    "kind": "Configuration",
+    "resources": {
+        "deviceClassMappings": [
+            {"name": GPU, "deviceClassNames": ["gpu.nvidia.com"]},
+            {"name": MIG, "deviceClassNames": [MIG_CLASS]},
+            {"name": NIC, "deviceClassNames": [NIC_CLASS]},
+        ]
+    },
+    "deviceInventory": {"mode": "Enforce"},
+}
+# namespace (= flavor and node pool) -> quotas, all above what the devices allow
+QUOTAS: dict[str, list[tuple[str, int]]] = {
+    "taint": [(GPU, 4)],
+    "mig": [(MIG, 6)],
+    "pcie": [(GPU, 4), (NIC, 4)],
+}
+
+
+def _template(name: str, namespace: str, requests: list[Obj], constraints: list[Obj] | None = None) -> Obj:
+    devices: Obj = {"requests": requests}
+    if constraints:
+        devices["constraints"] = constraints
+    return {
+        "apiVersion": RESOURCE,
+        "kind": "ResourceClaimTemplate",
+        "metadata": {"name": name, "namespace": namespace},
+        "spec": {"spec": {"devices": devices}},
+    }
+
+
+def _request(name: str, device_class: str, **extra: Any) -> Obj:
+    return {"name": name, "exactly": {"deviceClassName": device_class, **extra}}
+
+
+TEMPLATES = [
+    _template("gpu", "taint", [_request("dev", "gpu.nvidia.com")]),
+    _template(
+        "gpu-tolerating",
+        "taint",
+        [
+            _request(
+                "dev",
+                "gpu.nvidia.com",
+                tolerations=[{"key": TAINT.key, "operator": "Exists", "effect": "NoSchedule"}],
+            )
+        ],
+    ),
+    _template("partition", "mig", [_request("dev", MIG_CLASS)]),
+    _template(
+        "gpu-and-nic",
+        "pcie",
+        [_request("gpu", "gpu.nvidia.com"), _request("nic", NIC_CLASS)],
+        [{"requests": ["gpu", "nic"], "matchAttribute": PCIE_ROOT}],
+    ),
+]
+
+
+async def _set_up(kube: KubeClient) -> None:
+    await install_crds(kube)
+    for ns, quotas in QUOTAS.items():
+        await kube.create(
+            api_path("v1", "namespaces"), {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": ns}}
+        )
+        flavor = {"apiVersion": KUEUE, "kind": "ResourceFlavor", "metadata": {"name": ns}}
+        await kube.create(
+            api_path(KUEUE, "resourceflavors"), {**flavor, "spec": {"nodeLabels": {"pool": ns}}}
+        )
+        cq = cluster_queue(f"{ns}-cq", quotas[0][0], ns, quotas[0][1], {})
+        cq["spec"]["resourceGroups"][0]["coveredResources"] = [r for r, _ in quotas]
+        cq["spec"]["resourceGroups"][0]["flavors"][0]["resources"] = [
+            {"name": r, "nominalQuota": q} for r, q in quotas
+        ]
+        await kube.create(api_path(KUEUE, "clusterqueues"), cq)
+        local_queue = {"apiVersion": KUEUE, "kind": "LocalQueue", "metadata": {"name": "lq", "namespace": ns}}
+        await kube.create(
+            api_path(KUEUE, "localqueues", ns), {**local_queue, "spec": {"clusterQueue": f"{ns}-cq"}}
+        )
+    for template in TEMPLATES:
+        ns = template["metadata"]["namespace"]
+        await kube.create(api_path(RESOURCE, "resourceclaimtemplates", ns), template)
+
+
+class Jobs:
+    def __init__(self, kube: KubeClient) -> None:
+        self.kube = kube
+
+    async def create(self, ns: str, name: str, template: str) -> None:
+        await self.kube.create(
+            api_path("batch/v1", "jobs", ns), claim_job(name, ns, template, run_seconds=600)
+        )
+
+    async def reserved(self, ns: str, name: str) -> Obj:
+        """Waits for QuotaReserved on the Job's Workload; returns the condition."""
+
+        async def check() -> Obj | None:
+            found = await self._condition(ns, name)
+            return found if found.get("status") == "True" else None
+
+        return await wait_for(f"{ns}/{name} to be admitted", check, within=90)
+
+    async def waiting(self, ns: str, name: str, words: str) -> Obj:
+        async def check() -> Obj | None:
+            found = await self._condition(ns, name)
+            return found if words in found.get("message", "") else None
+
+        return await wait_for(f"{ns}/{name} to wait with {words!r}", check, within=90)
+
+    async def _condition(self, ns: str, name: str) -> Obj:
+        job = await self.kube.get_or_none(api_path("batch/v1", "jobs", ns, name))
+        if job is None:
+            return {}
+        workload = await self.kube.get_or_none(
+            api_path(KUEUE, "workloads", ns, workload_name_for_job(name, job["metadata"]["uid"]))
+        )
+        return {} if workload is None else status_condition(workload, "QuotaReserved")
+
+    async def allocated(self, ns: str, name: str) -> list[str]:
+        """The devices the scheduler allocated to the Job's claim (waits for them)."""
+
+        async def check() -> list[str] | None:
+            claims = await self.kube.get(api_path(RESOURCE, "resourceclaims", ns))
+            for item in claims.get("items", []):
+                if item["metadata"]["name"].startswith(f"{name}-"):
+                    results = (
+                        item.get("status", {}).get("allocation", {}).get("devices", {}).get("results", [])
+                    )
+                    if results:
+                        return sorted(r["device"] for r in results)
+            return None
+
+        return await wait_for(f"the claim of {ns}/{name} to be allocated", check, within=120)
+
+
+@pytest.mark.asyncio
+async def test_taints_shared_counters_and_constraints_as_the_scheduler_allocates(
+    tmp_path_factory: pytest.TempPathFactory,
+) -> None:
+    run_dir = tmp_path_factory.mktemp("testbed-allocator-rules")
+    path = run_dir / "configuration.yaml"
+    path.write_text(yaml.safe_dump(CONFIGURATION))
+    async with own_testbed(run_dir / "bed", SPEC) as bed, KubeClient.from_kubeconfig(bed.kubeconfig) as kube:
+        await _set_up(kube)
+        controller = ControllerProcess(path, bed.kubeconfig, run_dir / "controller.log")
+        await asyncio.to_thread(controller.start)
+        try:
+            jobs = Jobs(kube)
+            # Taints: the untainted GPU goes to the first Job; the second has none it tolerates.
+            await jobs.create("taint", "t1", "gpu")
+            await jobs.reserved("taint", "t1")
+            assert await jobs.allocated("taint", "t1") == ["gpu-0"]
+            await jobs.create("taint", "t2", "gpu")
+            waiting = await jobs.waiting("taint", "t2", "taint the request does not tolerate")
+            message = waiting["message"]
+            for words in (
+                "insufficient devices for nvidia.com/gpu in flavor taint",
+                "DeviceClass gpu.nvidia.com needs 1, 0 available",
+                "on node taint-node 1 carry a taint the request does not tolerate "
+                "(example.com/unhealthy=true:NoSchedule)",
+            ):
+                assert words in message, message
+            await jobs.create("taint", "t3", "gpu-tolerating")
+            await jobs.reserved("taint", "t3")
+            assert await jobs.allocated("taint", "t3") == ["gpu-1"]
+
+            # Shared counters: 8 slices hold two 4-slice partitions, not three.
+            for name in ("m1", "m2"):
+                await jobs.create("mig", name, "partition")
+                await jobs.reserved("mig", name)
+            allocated = [*await jobs.allocated("mig", "m1"), *await jobs.allocated("mig", "m2")]
+            assert len(set(allocated)) == 2, allocated
+            assert all(name.startswith("gpu-0-4g-20gb-") for name in allocated), allocated
+            await jobs.create("mig", "m3", "partition")
+            waiting = await jobs.waiting("mig", "m3", "shared counters")
+            assert "DeviceClass mig.nvidia.com needs 1, 0 available" in waiting["message"], waiting["message"]
+
+            # matchAttribute: only gpu-1 shares a PCIe root with the NIC.
+            await jobs.create("pcie", "p1", "gpu-and-nic")
+            await jobs.reserved("pcie", "p1")
+            assert await jobs.allocated("pcie", "p1") == ["gpu-1", "nic-0"]
+            await jobs.create("pcie", "p2", "gpu-and-nic")
+            waiting = await jobs.waiting("pcie", "p2", PCIE_ROOT)
+            assert "need free devices with one value of resource.kubernetes.io/pcieRoot" in waiting["message"]
+        finally:
+            code = await asyncio.to_thread(controller.stop)
+        assert code == 0, controller.log_tail(30)
