@@ -13,7 +13,9 @@ from reconciler.api import ClusterQueue, Cohort, LocalQueue, Namespace, Resource
 from reconciler.config import parse_config
 from reconciler.core.queueing.admission_fair_sharing import AfsSettings
 from reconciler.core.scheduling.scheduler import Pending
+from reconciler.explain.analyze import explain
 from reconciler.explain.quota import load_engine
+from reconciler.explain.render import render_text
 from reconciler.explain.state import ClusterState, Target
 from reconciler.simulate import FairSharing, InputObject, run_simulation, simulate
 from tests.support.builders import cluster_queue_body
@@ -198,3 +200,38 @@ def test_explain_decides_with_the_configured_fair_sharing(
     ledgered = load_engine(state, target, {"gpu.nvidia.com": GPU})
     assert isinstance(ledgered.decision, Pending)
     assert ledgered.decision.message.endswith(". Pending the preemption of 1 workload(s)") is preempts
+
+
+@pytest.mark.parametrize("fair", [True, False])
+def test_explain_shows_the_weighted_shares_compared_in_the_cohort(fair: bool) -> None:
+    """a holds both GPUs the Cohort lends (share 1000), b none: a third Workload of a waits, and
+    explain shows why with the numbers (only with fair sharing configured)."""
+    queues, workloads = cohort_case()
+    held = workloads[:2]
+    live = through_controller(
+        queues, held, _config({"fairSharing": {"preemptionStrategies": list(STRATEGIES)}})
+    )
+    third = _workload("a3", "a", 0, "2026-01-01T00:00:03Z")
+    state = ClusterState(target=Target("workload", "team", "a3"), now=NOW)
+    lists: dict[str, tuple[list[Any], type[Any]]] = {
+        "Namespace": (state.namespaces, Namespace),
+        "ResourceFlavor": (state.flavors, ResourceFlavor),
+        "Cohort": (state.cohorts, Cohort),
+        "ClusterQueue": (state.cluster_queues, ClusterQueue),
+        "LocalQueue": (state.local_queues, LocalQueue),
+    }
+    for doc in queues:
+        into, kind = lists[doc["kind"]]
+        into.append(decode(doc, kind))
+    state.workloads = [decode(body, Workload) for body in [*live.values(), third]]
+    state.workload = state.workloads[-1]
+    state.mappings = {"gpu.nvidia.com": GPU}
+    state.fair_sharing = STRATEGIES if fair else None
+    ex = explain(state)
+    if fair:
+        assert ex.cohort_shares == [
+            "in Cohort fair, lowest admitted first: ClusterQueue b 0, ClusterQueue a 1000 (its side)"
+        ]
+        assert "Fair sharing: weighted shares (without this workload):" in render_text(ex)
+    else:
+        assert ex.cohort_shares == []

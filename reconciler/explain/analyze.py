@@ -20,6 +20,7 @@ from reconciler.core.status import AFS_CONDITION, condition
 from . import explanation as states
 from .claims import learn_mappings, tell_claims
 from .explanation import Explanation
+from .fairness import cohort_shares
 from .pods import event_lines, report_pods
 from .quota import backing_off, holds_quota, is_finished, load_engine, quota_rows, to_fit
 from .state import ClusterState
@@ -269,6 +270,8 @@ def _pending(state: ClusterState, workload: Workload, ex: Explanation) -> None:
         ex.quota, ex.holders, uncovered = quota_rows(ledgered, model, by_key)
         ex.findings.extend(uncovered)
         ex.to_fit = to_fit(ledgered, model, ex.holders)
+    if model is not None and state.fair_sharing is not None:
+        ex.cohort_shares = cohort_shares(engine, model.name)
     ex.ahead = [f"Workload {k[0]}/{k[1]}" for k in ledgered.ahead[:MAX_AHEAD]]
     if len(ledgered.ahead) > MAX_AHEAD:
         ex.ahead.append(f"and {len(ledgered.ahead) - MAX_AHEAD} more")

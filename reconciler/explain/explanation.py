@@ -56,6 +56,9 @@ class Explanation:
     cluster_queue: str | None = None
     # Admission fair sharing: the LocalQueue's score and place as the controller last wrote them.
     fair_sharing: str | None = None
+    # Cohort fair sharing (the Configuration's fairSharing): the weighted shares compared at each
+    # Cohort from the ClusterQueue up.
+    cohort_shares: list[str] = field(default_factory=list)
     # The controller's own words: the Workload's conditions.
     controller_says: list[str] = field(default_factory=list)
     # Problems, each with its fix.

@@ -53,6 +53,7 @@ def render_text(ex: Explanation) -> str:
     out += _section("Held by", holders)
     out += _section("For it to fit", ex.to_fit)
     out += _section("Ahead of it in the queue", ex.ahead)
+    out += _section("Fair sharing: weighted shares (without this workload)", ex.cohort_shares)
     out += _section("Claims", ex.claims)
     out += _section("Pods", ex.pods)
     out += _section("Problems and fixes", ex.findings)
