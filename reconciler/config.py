@@ -22,6 +22,7 @@ from reconciler.config_sections.admission_fair_sharing import (
     parse_admission_fair_sharing,
 )
 from reconciler.config_sections.fair_sharing import FairSharingConfig, parse_fair_sharing
+from reconciler.config_sections.feature_gates import EXTENDED_RESOURCE_GATE, parse_feature_gates
 from reconciler.config_sections.fields import ConfigError, parse_duration
 from reconciler.config_sections.fields import check_unknown as _check_unknown
 from reconciler.config_sections.fields import expect as _expect
@@ -122,6 +123,9 @@ class Configuration:
     fair_sharing: FairSharingConfig | None = None
     # Admission fair sharing (Kueue's ``admissionFairSharing``); None: off.
     admission_fair_sharing: AdmissionFairSharingConfig | None = None
+    # featureGates.KueueDRAIntegrationExtendedResource (Kueue's alpha gate, off by default): a pod's
+    # extended resource declared by a DeviceClass (spec.extendedResourceName) is charged through it.
+    extended_resources: bool = False
     # Fields given but without effect here, each with the reason (named at start-up).
     ignored_fields: tuple[IgnoredField, ...] = ()
     _class_to_resource: dict[str, str] = field(default_factory=dict, init=False, compare=False, repr=False)
@@ -169,6 +173,7 @@ _RESTART_FIELDS = {
     "device_inventory": "deviceInventory",
     "fair_sharing": "fairSharing",
     "admission_fair_sharing": "admissionFairSharing",
+    "extended_resources": f"featureGates.{EXTENDED_RESOURCE_GATE}",
 }
 
 
@@ -248,6 +253,7 @@ def parse_config(data: object) -> Configuration:
         device_inventory=parse_device_inventory(doc.get("deviceInventory")),
         fair_sharing=parse_fair_sharing(doc.get("fairSharing"), version),
         admission_fair_sharing=parse_admission_fair_sharing(doc.get("admissionFairSharing")),
+        extended_resources=parse_feature_gates(doc.get("featureGates")),
         ignored_fields=ignored_fields(doc, version),
     )
 

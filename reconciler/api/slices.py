@@ -18,6 +18,9 @@ from .pods import NodeSelector
 
 class CapacityValue(ApiStruct):
     value: str = "0"
+    # DRA consumable capacity (KEP-5075): how a shared device's capacity is consumed; its
+    # ``default`` is what a request that names no amount of this capacity consumes.
+    request_policy: dict[str, Any] | None = None
 
 
 class DeviceTaint(ApiStruct):

@@ -12,6 +12,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from .feature_gates import ACTED_ON
 from .fields import ConfigError, expect
 
 __all__ = [
@@ -33,7 +34,8 @@ _TOP_LEVEL: dict[str, str] = {
     "controller": "there is no controller-runtime: no per-kind concurrency or cache sync timeout",
     "tls": "the servers' minimum TLS version and cipher suites are not configurable",
     "multiKueue": "MultiKueue is not implemented; " + _ADMISSION + " in this cluster",
-    "featureGates": "Kueue's feature gates do not apply to this controller",
+    "featureGates": "Kueue's feature gates other than KueueDRAIntegrationExtendedResource do not apply "
+    "to this controller",
     "objectRetentionPolicies": "finished and deactivated Workloads are never deleted by this controller",
 }
 # Fields only one version has (Kueue decodes strictly: the other version refuses them).
@@ -68,7 +70,9 @@ def top_level_ignored(version: str) -> frozenset[str]:
 def ignored_fields(doc: Mapping[str, Any], version: str) -> tuple[IgnoredField, ...]:
     """The given fields of `doc` (already checked for unknown ones) that have no effect, by path."""
     reasons = _TOP_LEVEL | _BY_VERSION[version]
-    out = [IgnoredField(key, reasons[key]) for key in doc if key in reasons]
+    out = [
+        IgnoredField(key, reasons[key]) for key in doc if key in reasons and _without_effect(key, doc[key])
+    ]
     integrations = doc.get("integrations")
     if isinstance(integrations, dict):
         out += [
@@ -77,6 +81,11 @@ def ignored_fields(doc: Mapping[str, Any], version: str) -> tuple[IgnoredField, 
             if key in _INTEGRATIONS and integrations[key] is not None
         ]
     return tuple(sorted(out, key=lambda f: f.path))
+
+
+def _without_effect(key: str, value: object) -> bool:
+    """A given field has no effect here: featureGates only when it names a gate not acted on."""
+    return key != "featureGates" or not isinstance(value, dict) or bool(set(value) - ACTED_ON)
 
 
 def _forbidden(path: str, why: str) -> ConfigError:

@@ -78,6 +78,7 @@ def run(args: argparse.Namespace) -> int:
         state.mappings = config.class_to_resource
         state.capacities = config.class_capacities
         state.inventory_on = config.device_inventory.enabled
+        state.extended_resources = config.extended_resources
         state.fair_sharing = config.fair_sharing_strategies
         afs = config.admission_fair_sharing
         if afs is not None:

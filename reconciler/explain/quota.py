@@ -17,6 +17,7 @@ import msgspec
 
 from reconciler.api import Workload
 from reconciler.api.times import epoch
+from reconciler.core.devices.dra_extended import ExtendedResources
 from reconciler.core.devices.inventory import DeviceInventory
 from reconciler.core.engine import Engine
 from reconciler.core.model.clusterqueues import ClusterQueueModel
@@ -108,6 +109,7 @@ def fed_engine(
         {(c.metadata.namespace, c.metadata.name): c for c in state.claims},
         state.capacities,
         sized,
+        ExtendedResources.of(state.device_classes) if state.extended_resources else None,
     )
 
     def compiled(workload: Workload) -> WorkloadInfo | str:

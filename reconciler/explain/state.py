@@ -121,6 +121,9 @@ class ClusterState:
     # inventory is on (None: not known; then charges the flavor decides are sized when they can be).
     capacities: Mapping[str, tuple[tuple[str, str], ...]] = field(default_factory=dict)
     inventory_on: bool | None = None
+    # featureGates.KueueDRAIntegrationExtendedResource: extended resources a DeviceClass serves are
+    # charged through it (from the DeviceClasses read).
+    extended_resources: bool = False
     pods_ready: PodsReadyClock | None = None
     # admissionFairSharing from the Configuration: the queue order then reads the LocalQueues'
     # consumedResources as the controller does after a restart.

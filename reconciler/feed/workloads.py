@@ -6,6 +6,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
 from reconciler.api import ResourceClaim, ResourceClaimTemplate, Workload
+from reconciler.core.devices.dra_extended import ExtendedResources
 from reconciler.core.engine import Engine
 from reconciler.core.model.workloads import WorkloadInfo, compile_workload, covered_by
 
@@ -20,13 +21,16 @@ class WorkloadSources:
 
     `templates` and `claims` by (namespace, name); `mappings` DeviceClass -> quota resource;
     `capacities` per DeviceClass the (device capacity, quota resource) pairs charged; `sized`:
-    the device inventory is on, so charges the flavor decides are sized from it."""
+    the device inventory is on, so charges the flavor decides are sized from it; `extended`: the
+    extended resources the known DeviceClasses serve, charged through them (None: Kueue's gate
+    KueueDRAIntegrationExtendedResource is off)."""
 
     mappings: Mapping[str, str]
     templates: Mapping[Key, ResourceClaimTemplate] = field(default_factory=dict)
     claims: Mapping[Key, ResourceClaim] | None = None
     capacities: Mapping[str, Sequence[tuple[str, str]]] = field(default_factory=dict)
     sized: bool = False
+    extended: ExtendedResources | None = None
 
 
 def compile_for(engine: Engine, workload: Workload, sources: WorkloadSources) -> WorkloadInfo:
@@ -42,4 +46,5 @@ def compile_for(engine: Engine, workload: Workload, sources: WorkloadSources) ->
         covered=covered_by(engine.queues.local_queues, engine.cache.cluster_queues, workload),
         capacities=sources.capacities,
         sized=sources.sized,
+        extended=sources.extended,
     )

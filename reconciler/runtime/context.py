@@ -22,6 +22,7 @@ from reconciler.api import Workload
 from reconciler.api.resources import WORKLOADS
 from reconciler.api.times import now_rfc3339
 from reconciler.config import Configuration
+from reconciler.core.devices.dra_extended import ExtendedResources
 from reconciler.core.devices.inventory import DeviceInventory
 from reconciler.core.engine import Engine
 from reconciler.core.queueing.admission_fair_sharing import AfsSettings
@@ -90,6 +91,9 @@ class Context:
     stats: ReconcilerStats = field(default_factory=ReconcilerStats)
     # The latest device inventory (deviceInventory.mode Report or Enforce), None before the first count.
     device_inventory: DeviceInventory | None = None
+    # With featureGates.KueueDRAIntegrationExtendedResource: which DeviceClass serves each extended
+    # resource (spec.extendedResourceName and the implicit names), from the DeviceClasses watched.
+    extended_resources: ExtendedResources = field(default_factory=ExtendedResources)
     # The integrations integrations.frameworks enables (the kinds of jobs managed).
     integrations: Sequence[Integration] = (BATCH_JOB,)
     workload_writes: OwnWrites[Key] = field(init=False)

@@ -16,12 +16,14 @@ template. Each is said once until it is fixed.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 import structlog
 
-from reconciler.api import ObjectMeta, ResourceClaim
+from reconciler.api import DeviceClass, ObjectMeta, ResourceClaim
 from reconciler.api.resources import EVENTS
+from reconciler.core.devices.dra_extended import ExtendedResources
 from reconciler.core.devices.inventory import DeviceInventory, InventoryIndex
 from reconciler.core.primitives.quantity import CPU
 from reconciler.core.quota.inventory_admission import InventoryGate
@@ -40,9 +42,14 @@ Key = tuple[str, str]
 
 
 class Inventory:
-    def __init__(self, ctx: Context) -> None:
+    def __init__(
+        self, ctx: Context, extended_changed: Callable[[frozenset[str]], None] | None = None
+    ) -> None:
+        """`extended_changed`: told the extended resource names whose DeviceClass changed."""
         self.ctx = ctx
         self.index = InventoryIndex()
+        self._classes: dict[str, DeviceClass] = {}
+        self._extended_changed = extended_changed
         self._changed = True
         # What was said already: (object, problem) pairs, forgotten once the problem is gone.
         self._said: set[tuple[str, str, str]] = set()
@@ -60,6 +67,22 @@ class Inventory:
     def device_class(self, key: Key, obj: Any) -> None:
         self.index.set_class(key[1], obj)
         self._changed = True
+        if obj is None:
+            self._classes.pop(key[1], None)
+        else:
+            self._classes[key[1]] = obj
+        if self.ctx.config.extended_resources:
+            self._extended()
+
+    def _extended(self) -> None:
+        """Which DeviceClass serves each extended resource, again; the names whose class changed
+        (appeared, went, or another class took them) are told, so the waiting Workloads asking
+        for them are charged again."""
+        before, after = self.ctx.extended_resources, ExtendedResources.of(self._classes.values())
+        self.ctx.extended_resources = after
+        changed = {n for n in before.names() | after.names() if before.class_for(n) != after.class_for(n)}
+        if changed and self._extended_changed is not None:
+            self._extended_changed(frozenset(changed))
 
     def resource_slice(self, key: Key, obj: Any) -> None:
         self.index.set_slice(key[1], obj)

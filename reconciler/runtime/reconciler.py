@@ -20,7 +20,7 @@ the writer.
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from functools import partial
 from operator import attrgetter
 from typing import Any
@@ -61,7 +61,7 @@ from .preemption import Preemption
 from .queue_status import QueueStatus
 from .store import Key
 from .views import ReconcilerViews
-from .watched import JOB_HANDLER, POD_JOBS_HANDLER, WATCHED_KINDS, watched_kinds
+from .watched import JOB_HANDLER, POD_JOBS_HANDLER, WATCHED_KINDS, Watched, watched_kinds
 from .workloads import Workloads
 
 __all__ = ["ALL_WATCHED", "INVENTORY_WATCHED", "LABEL_SELECTORS", "WATCHED", "Reconciler", "ReconcilerStats"]
@@ -122,8 +122,8 @@ class Reconciler(ReconcilerViews):
         self.preemption = Preemption(self.ctx)
         self.in_use = InUse(self.ctx)
         self.config_reloads = ConfigReloads(self.ctx, self.workload_sync.mappings_changed)
-        self.inventory = Inventory(self.ctx)
-        self.watched_kinds = watched_kinds(config.device_inventory.enabled, integrations)
+        self.inventory = Inventory(self.ctx, self.workload_sync.extended_changed)
+        self.watched_kinds = _watched_for(config, integrations)
         self.watched = tuple(row.resource for row in self.watched_kinds)
         self.synced: set[str] = set()
         self.ready = False
@@ -400,6 +400,13 @@ def _on_pod_or_job(reconciler: Reconciler, key: Key, pod: ManagedPod | None, *, 
     started = pod is not None and PODSET_LABEL in pod.metadata.labels
     if started or key in reconciler.ctx.pod_index.pods:
         reconciler.on_pod(key, pod.as_pod() if pod is not None and started else None)
+
+
+def _watched_for(config: Configuration, integrations: Sequence[Integration]) -> tuple[Watched, ...]:
+    """The kinds watched: DeviceClasses also with the gate KueueDRAIntegrationExtendedResource."""
+    return watched_kinds(
+        config.device_inventory.enabled, integrations, device_classes=config.extended_resources
+    )
 
 
 def _handler(reconciler: Reconciler, name: str, job_kind: str | None) -> Callable[[Key, Any], None]:

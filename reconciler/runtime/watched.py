@@ -112,7 +112,8 @@ _OTHER_KINDS: tuple[Watched, ...] = (
     Watched(RESOURCE_CLAIMS, ResourceClaim, "_on_claim"),
     Watched(WORKLOAD_PRIORITY_CLASSES, WorkloadPriorityClass, "_on_workload_priority_class"),
     Watched(PRIORITY_CLASSES, PriorityClass, "_on_priority_class"),
-    # Watched too with deviceInventory.mode Report or Enforce.
+    # Watched too with deviceInventory.mode Report or Enforce (DeviceClasses also with Kueue's gate
+    # KueueDRAIntegrationExtendedResource: they say which class serves an extended resource).
     Watched(DEVICE_CLASSES, DeviceClass, "inventory.device_class", inventory=True),
     Watched(RESOURCE_SLICES, ResourceSlice, "inventory.resource_slice", inventory=True),
     Watched(NODES, Node, "inventory.node", inventory=True),
@@ -123,13 +124,21 @@ WATCHED_KINDS: tuple[Watched, ...] = job_rows(DEFAULT_INTEGRATIONS) + _OTHER_KIN
 
 
 def watched_kinds(
-    inventory_on: bool, integrations: Sequence[Integration] = DEFAULT_INTEGRATIONS
+    inventory_on: bool,
+    integrations: Sequence[Integration] = DEFAULT_INTEGRATIONS,
+    *,
+    device_classes: bool = False,
 ) -> tuple[Watched, ...]:
     """The rows a controller watches: its integrations' jobs and the other kinds, the device
-    inventory's too when it is on."""
+    inventory's too when it is on, and DeviceClasses when `device_classes` (extended resources
+    charged through them)."""
     rows = job_rows(integrations) + _OTHER_KINDS
     pods = next((i for i in integrations if i.resource == PODS), None)
     if pods is not None:
         combined = Watched(PODS, pods.projection, POD_JOBS_HANDLER)
         rows = tuple(combined if row.resource == PODS else row for row in rows)
-    return tuple(row for row in rows if inventory_on or not row.inventory)
+    return tuple(
+        row
+        for row in rows
+        if inventory_on or not row.inventory or (device_classes and row.resource == DEVICE_CLASSES)
+    )

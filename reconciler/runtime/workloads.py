@@ -9,7 +9,7 @@ from __future__ import annotations
 import msgspec
 import structlog
 
-from reconciler.api import Workload
+from reconciler.api import Workload, pod_template_view
 from reconciler.core.model.workloads import (
     DEVICE_CHARGES_ANNOTATION,
     FIRST_AVAILABLE_ANNOTATION,
@@ -56,6 +56,7 @@ class Workloads:
             self.ctx.pod_index.claims,
             config.class_capacities,
             config.device_inventory.enabled,
+            self.ctx.extended_resources if config.extended_resources else None,
         )
         info = compile_for(self.ctx.engine, workload, sources)
         wfpr = self.ctx.config.wait_for_pods_ready
@@ -211,6 +212,18 @@ class Workloads:
             marked += 1
         return marked
 
+    def extended_changed(self, names: frozenset[str]) -> None:
+        """The DeviceClass serving some extended resources appeared, went or changed: the Workloads
+        not holding quota that ask for one of them are charged again (admitted ones keep theirs)."""
+        ctx = self.ctx
+        for key, workload in ctx.store.workloads.items():
+            if holds_quota(workload) or ctx.engine.is_admitted(key) or not _asks_for(workload, names):
+                continue
+            self._fed.pop(key, None)
+            if ctx.engine.is_held(key):
+                ctx.engine.remove_workload(key)  # held again, with the new charge, by sync
+            ctx.dirty.workload(key)
+
     def _forget(self, key: Key) -> None:
         self.ctx.engine.remove_workload(key)  # a no-op for a workload the core does not know
         self._fed.pop(key, None)
@@ -251,3 +264,15 @@ class Workloads:
             if wl_key[0] == namespace:
                 self._fed.pop(wl_key, None)
                 self.ctx.dirty.workload(wl_key)
+
+
+def _asks_for(workload: Workload, names: frozenset[str]) -> bool:
+    """Whether a container (or init container) of one of the Workload's pod sets asks for one of
+    `names` (requests or limits)."""
+    for pod_set in workload.spec.pod_sets:
+        spec = pod_template_view(pod_set.template).spec
+        for container in (*spec.containers, *spec.init_containers):
+            wanted = container.resources
+            if names.intersection(wanted.requests) or names.intersection(wanted.limits):
+                return True
+    return False

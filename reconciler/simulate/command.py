@@ -83,6 +83,7 @@ def run_simulation(config_path: str, manifest_paths: Sequence[str]) -> Simulatio
         config.class_capacities,
         config.frameworks,
         FairSharing(config.fair_sharing_strategies, admission),
+        config.extended_resources,
     )
 
 

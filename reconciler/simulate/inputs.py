@@ -144,7 +144,7 @@ def _other_object(obj: InputObject, kind: str, seq: int, inventory_on: bool, out
         meta = obj.body.get("metadata") or {}
         stamp = str(meta.get("creationTimestamp") or "") if isinstance(meta, Mapping) else ""
         out.arrivals.append((stamp, seq, obj))
-    elif inventory_on and kind == "DeviceClass":
+    elif kind == "DeviceClass":  # for the inventory, and the extended resources classes serve
         out.device_classes.append(decode(obj, DeviceClass))
     elif inventory_on and kind == "ResourceSlice":
         out.slices.append(decode(obj, ResourceSlice))

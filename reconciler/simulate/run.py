@@ -25,6 +25,7 @@ from typing import Any
 import msgspec
 
 from reconciler.api import Job, Workload, WorkloadStatus
+from reconciler.core.devices.dra_extended import ExtendedResources
 from reconciler.core.devices.inventory import DeviceInventory
 from reconciler.core.engine import Engine
 from reconciler.core.model.workloads import (
@@ -183,6 +184,7 @@ def prepare(
     capacities: Mapping[str, Sequence[tuple[str, str]]] | None = None,
     frameworks: Sequence[str] = ("batch/job",),
     fair: FairSharing | None = None,
+    extended_resources: bool = False,
 ) -> Prepared:
     capacities = capacities or {}
     engine = Engine()
@@ -193,8 +195,9 @@ def prepare(
     collected = collect(objects, inventory_mode != "Off", engine)
     prepared = Prepared(collected, _inventory(collected, mappings, inventory_mode, capacities))
     engine = collected.engine
+    extended = ExtendedResources.of(collected.device_classes) if extended_resources else None
     sources = WorkloadSources(
-        mappings, collected.templates, collected.claims, capacities, prepared.inventory is not None
+        mappings, collected.templates, collected.claims, capacities, prepared.inventory is not None, extended
     )
     for _, seq, obj in sorted(collected.arrivals, key=lambda a: (a[0], a[1])):
         workload = _workload(obj, collected, frameworks)
@@ -303,11 +306,23 @@ def simulate(
     capacities: Mapping[str, Sequence[tuple[str, str]]] | None = None,
     frameworks: Sequence[str] = ("batch/job",),
     fair: FairSharing | None = None,
+    extended_resources: bool = False,
 ) -> SimulationResult:
     """`capacities`: per DeviceClass, the (device capacity, quota resource) pairs its mapping
     charges (the Configuration's `class_capacities`); `frameworks`: the integrations enabled
-    (integrations.frameworks), whose jobs get Workloads; `fair`: fair sharing, as configured."""
-    prepared = prepare(objects, mappings, inventory_mode, requeuing_timestamp, capacities, frameworks, fair)
+    (integrations.frameworks), whose jobs get Workloads; `fair`: fair sharing, as configured;
+    `extended_resources`: Kueue's gate KueueDRAIntegrationExtendedResource (the DeviceClasses given
+    say which class serves an extended resource)."""
+    prepared = prepare(
+        objects,
+        mappings,
+        inventory_mode,
+        requeuing_timestamp,
+        capacities,
+        frameworks,
+        fair,
+        extended_resources,
+    )
     collected, engine, inventory = prepared.collected, prepared.collected.engine, prepared.inventory
     result = SimulationResult(warnings=collected.warnings)
     trails = _admit_in_turn(prepared)

@@ -70,6 +70,7 @@ __all__ = [
     "DraProblem",
     "MatchConstraint",
     "TemplateLookup",
+    "add_per_pod",
     "claim_charges",
     "uses_dra",
 ]
@@ -241,7 +242,7 @@ def claim_charges(
         if isinstance(per_pod, DraProblem):
             return per_pod
         if per_pod is not None:
-            _add_per_pod(out, per_pod)
+            add_per_pod(out, per_pod)
     return out
 
 
@@ -325,7 +326,7 @@ def _add_once(out: ClaimCharge, shared: Requests) -> None:
     out.constraints.extend(shared.constraints)
 
 
-def _add_per_pod(out: ClaimCharge, per_pod: Requests) -> None:
+def add_per_pod(out: ClaimCharge, per_pod: Requests) -> None:
     add_amounts(out.per_pod, per_pod.amounts)
     add_amounts(out.devices_per_pod, per_pod.devices)
     _count_claim(out.claims_per_pod, per_pod.devices)

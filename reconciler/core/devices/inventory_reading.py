@@ -8,7 +8,7 @@ from fractions import Fraction
 from functools import lru_cache
 
 from reconciler.api import DeviceClass, DeviceClassSpec, ObjectMeta, ResourceClaim
-from reconciler.api.slices import ResourceSlice, SliceDevice
+from reconciler.api.slices import CapacityValue, ResourceSlice, SliceDevice
 
 from ..primitives.quantity import QuantityError, parse_quantity
 from .device_cel import CompiledDeviceClass, compile_device_class
@@ -43,14 +43,24 @@ def request_selectors(expressions: tuple[str, ...]) -> CompiledDeviceClass:
 
 
 def capacity_of(driver: str, device: SliceDevice, name: str) -> Fraction | None:
+    """What a request naming no amount of capacity `name` consumes of the device (see `unasked`)."""
     wanted = _qualified(driver, name)
     for key, capacity in device.capacity.items():
         if _qualified(driver, key) == wanted:
-            try:
-                return parse_quantity(capacity.value)
-            except QuantityError:
-                return None
+            return unasked(capacity)
     return None
+
+
+def unasked(capacity: CapacityValue) -> Fraction | None:
+    """What a request that names no amount of a capacity consumes of it, as the allocator reckons
+    it (DRA consumable capacity): the ``requestPolicy.default`` when the driver sets one, else the
+    whole capacity. None: a quantity that cannot be read (the API server validates them)."""
+    policy = capacity.request_policy or {}
+    default = policy.get("default")
+    try:
+        return parse_quantity(default if isinstance(default, (str, int)) else capacity.value)
+    except QuantityError:
+        return None
 
 
 def _qualified(driver: str, name: str) -> tuple[str, str]:
@@ -75,9 +85,8 @@ def keep_largest(
             name = wanted.get(_qualified(driver, key))
             if name is None:
                 continue
-            try:
-                value = parse_quantity(capacity.value)
-            except QuantityError:
+            value = unasked(capacity)
+            if value is None:
                 continue  # the API server validates quantities; a bad one is not counted
             slot = (*where, name)
             if value > into.get(slot, Fraction(-1)):

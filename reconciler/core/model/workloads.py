@@ -21,6 +21,7 @@ from reconciler.api import (
     ObjectMeta,
     OwnerReference,
     PodSet,
+    PodSpecView,
     ResourceClaimTemplate,
     Workload,
     WorkloadSpec,
@@ -38,6 +39,8 @@ from ..devices.dra import (
     MatchConstraint,
     claim_charges,
 )
+from ..devices.dra_devices import Charging
+from ..devices.dra_extended import ExtendedResources, charge_extended
 from ..primitives.podrequests import Amounts, add_amounts, pod_requests, scale_amounts
 from ..primitives.priority import ResolvedPriority
 from ..primitives.selectors import PodPlacement
@@ -280,13 +283,15 @@ def compile_workload(
     covered: Covered | None = None,
     capacities: Capacities | None = None,
     sized: bool = False,
+    extended: ExtendedResources | None = None,
 ) -> WorkloadInfo:
     """Compute requests (including DRA charges) for every pod set of a Workload.
 
     With `lookup_claim`, shared claims (`resourceClaimName`) are charged once per
     Workload (see dra.py); without it they are refused as Kueue refuses them. `covered`:
     the resources the Workload's ClusterQueue has quota for (see `covered_by`). `capacities` and
-    `sized`: see `claim_charges` (device capacities charged, device inventory on)."""
+    `sized`: see `claim_charges` (device capacities charged, device inventory on). `extended`: the
+    extended resources DeviceClasses serve, charged through their class (None: the rule is off)."""
     meta = workload.metadata
     info = WorkloadInfo(
         namespace=meta.namespace,
@@ -303,11 +308,8 @@ def compile_workload(
     for index, pod_set in enumerate(workload.spec.pod_sets):
         spec = pod_template_view(pod_set.template).spec
         per_pod = pod_requests(spec)
-        once: Mapping[str, int] = _NOTHING
-        demands: tuple[DeviceDemand, ...] = ()
-        demands_once: tuple[DeviceDemand, ...] = ()
-        asks, constraints = tuple[DeviceAsk, ...](), tuple[MatchConstraint, ...]()
         count = 1 if pod_set.count is None else pod_set.count
+        charge: ClaimCharge | DraProblem | None = None
         if spec.resource_claims:
             charge = claim_charges(
                 pod_set_index=index,
@@ -322,28 +324,22 @@ def compile_workload(
                 capacities=capacities or {},
                 sized=sized,
             )
-            if isinstance(charge, DraProblem):
-                info.problem = charge
-            else:
-                add_amounts(per_pod, charge.per_pod)
-                once = charge.once or _NOTHING
-                demands, demands_once = tuple(charge.demands_per_pod), tuple(charge.demands_once)
-                asks, constraints = tuple(charge.asks), tuple(charge.constraints)
-                choices.extend(charge.choices)
-                _count_devices(devices, claims, charge, count)
-        info.pod_sets.append(
-            PodSetInfo(
-                pod_set.name,
-                count,
-                PodPlacement.of(spec),
+        if extended is not None and not isinstance(charge, DraProblem):
+            charging = Charging(mappings, capacities or {}, sized)
+            charge = charge_extended(
                 per_pod,
-                once,
-                demands,
-                demands_once,
-                asks,
-                constraints,
+                charge,
+                resources=extended,
+                pod_set_index=index,
+                pod_set_name=pod_set.name,
+                charging=charging,
             )
-        )
+        if isinstance(charge, DraProblem):
+            info.problem, charge = charge, None
+        elif charge is not None:
+            choices.extend(charge.choices)
+            _count_devices(devices, claims, charge, count)
+        info.pod_sets.append(_pod_set_info(pod_set.name, count, spec, per_pod, charge))
         if info.problem is not None:
             break
     info.choices = tuple(choices)
@@ -363,6 +359,26 @@ def covered_by(
     if model is None:
         return None
     return model.group_of.__contains__
+
+
+def _pod_set_info(
+    name: str, count: int, spec: PodSpecView, per_pod: Amounts, charge: ClaimCharge | None
+) -> PodSetInfo:
+    """A pod set's info: its containers' requests per pod, with what its DRA charge adds."""
+    if charge is None:
+        return PodSetInfo(name, count, PodPlacement.of(spec), per_pod)
+    add_amounts(per_pod, charge.per_pod)
+    return PodSetInfo(
+        name,
+        count,
+        PodPlacement.of(spec),
+        per_pod,
+        charge.once or _NOTHING,
+        tuple(charge.demands_per_pod),
+        tuple(charge.demands_once),
+        tuple(charge.asks),
+        tuple(charge.constraints),
+    )
 
 
 def _count_devices(devices: Amounts, claims: Amounts, charge: ClaimCharge, count: int) -> None:
