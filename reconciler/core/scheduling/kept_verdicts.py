@@ -60,6 +60,18 @@ def _figures(tree: CohortTree, model: ClusterQueueModel, frs: tuple[FlavorResour
 @dataclass(slots=True)
 class KeptVerdicts:
     _entries: dict[tuple[str, bytes], _Entry] = field(default_factory=dict)
+    # The figures the last `get` computed, for the `put` after its miss: (key, tree, usage
+    # generation, figures); the tree is held, so no other tree can be taken for it.
+    _last: tuple[tuple[str, bytes], CohortTree, int, Figures] | None = None
+
+    def _figures(self, key: tuple[str, bytes], tree: CohortTree, entry: _Entry) -> Figures:
+        last = self._last
+        generation = tree.ledger.generation
+        if last is not None and last[0] == key and last[1] is tree and last[2] == generation:
+            return last[3]
+        figures = _figures(tree, entry.model, entry.frs)
+        self._last = (key, tree, generation, figures)
+        return figures
 
     def _entry(self, model: ClusterQueueModel, shape: bytes, epoch: int, sizes: object) -> _Entry | None:
         key = (model.name, shape)
@@ -78,7 +90,7 @@ class KeptVerdicts:
         entry = self._entry(model, shape, epoch, sizes)
         if entry is None:
             return None
-        return entry.by_figures.get(_figures(tree, model, entry.frs))
+        return entry.by_figures.get(self._figures((model.name, shape), tree, entry))
 
     def put(
         self,
@@ -97,7 +109,7 @@ class KeptVerdicts:
             entry = self._entries[(model.name, shape)] = _Entry(model, epoch, sizes, _flavor_resources(model))
         if len(entry.by_figures) >= _PER_ENTRY:
             del entry.by_figures[next(iter(entry.by_figures))]  # the oldest
-        entry.by_figures[_figures(tree, model, entry.frs)] = verdict
+        entry.by_figures[self._figures((model.name, shape), tree, entry)] = verdict
 
     def __len__(self) -> int:
         return sum(len(entry.by_figures) for entry in self._entries.values())
