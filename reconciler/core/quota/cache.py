@@ -59,7 +59,8 @@ class QuotaCache:
     # Admitted workloads whose eviction (preemption) has been asked for and not yet seen.
     evicting: set[WorkloadKey] = field(default_factory=set)
     _admissions: int = 0
-    # Cohort arithmetic memo, valid for (ledger generation, tree shape version).
+    # Cohort arithmetic memo, valid for (ledger generation, tree shape version). Every change of
+    # the tree moves the shape version once it is made (what was read before it is dropped).
     _tree_memo: dict[tuple[str, FlavorResource, int], tuple[int, int, int]] = field(default_factory=dict)
     _tree_memo_at: tuple[int, int] = (-1, -1)
     _shape: int = 0
@@ -111,14 +112,13 @@ class QuotaCache:
         """Add or change a Cohort object; gives the ClusterQueues whose quota it may change."""
         before = self._tree_members(model.name)
         self.delete_cohort(model.name)
-        self._shape += 1
         self.cohort_models[model.name] = model
         if model.parent is not None:
             self.child_cohorts.setdefault(model.parent, set()).add(model.name)
+        self._shape += 1  # after the change: what was read of the tree before it is dropped
         return before | self._tree_members(model.name)
 
     def delete_cohort(self, name: str) -> set[str]:
-        self._shape += 1
         before = self._tree_members(name)
         old = self.cohort_models.pop(name, None)
         if old is not None and old.parent is not None:
@@ -126,6 +126,7 @@ class QuotaCache:
             siblings.discard(name)
             if not siblings:
                 self.child_cohorts.pop(old.parent, None)
+        self._shape += 1
         return before
 
     def _tree_members(self, cohort: str) -> set[str]:
@@ -138,31 +139,31 @@ class QuotaCache:
     # --- queue objects ------------------------------------------------------------------
 
     def set_flavor(self, flavor: ResourceFlavor) -> None:
-        self._shape += 1
         self.flavors[flavor.metadata.name] = flavor
+        self._shape += 1
 
     def delete_flavor(self, name: str) -> None:
         self.flavors.pop(name, None)
 
     def set_cluster_queue(self, model: ClusterQueueModel) -> None:
-        self._shape += 1
         self.broken_cluster_queues.pop(model.name, None)
         self._leave_cohort(model.name)
         self.cluster_queues[model.name] = model
         if model.cohort is not None:
             self.cohorts.setdefault(model.cohort, set()).add(model.name)
+        self._shape += 1
 
     def set_broken_cluster_queue(self, name: str, reason: str) -> None:
-        self._shape += 1
         self._leave_cohort(name)
         self.cluster_queues.pop(name, None)
         self.broken_cluster_queues[name] = reason
+        self._shape += 1
 
     def delete_cluster_queue(self, name: str) -> None:
-        self._shape += 1
         self._leave_cohort(name)
         self.cluster_queues.pop(name, None)
         self.broken_cluster_queues.pop(name, None)
+        self._shape += 1
 
     def _leave_cohort(self, name: str) -> None:
         cohort = self.cohort_of(name)

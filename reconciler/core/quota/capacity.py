@@ -110,7 +110,8 @@ class CohortTree:
     # of shape: fair sharing's lendable amounts and flavor-resources per node.
     shape_memo: dict[object, object] = field(default_factory=dict)
 
-    # --- structure ----------------------------------------------------------------------
+    # --- structure ---------------------------------------------------------------------
+    # What depends on the tree's shape alone is kept in `shape_memo` under a tagged key.
 
     def parent(self, node: Node) -> str | None:
         kind, name = node
@@ -120,84 +121,131 @@ class CohortTree:
         cohort = self.cohort_models.get(name)
         return None if cohort is None else cohort.parent
 
+    def _ancestors(self, node: Node) -> tuple[str, ...]:
+        key = ("ancestors", node)
+        known = self.shape_memo.get(key)
+        if known is None:
+            out: list[str] = []
+            current = self.parent(node)
+            while current is not None and current not in out:
+                out.append(current)
+                current = self.parent(("cohort", current))
+            known = self.shape_memo[key] = tuple(out)
+        assert isinstance(known, tuple)
+        return known
+
     def ancestors(self, node: Node) -> list[str]:
         """Cohorts from the parent up to the root; a cycle ends the walk where it closes."""
-        out: list[str] = []
-        current = self.parent(node)
-        while current is not None and current not in out:
-            out.append(current)
-            current = self.parent(("cohort", current))
-        return out
+        return list(self._ancestors(node))
 
     def in_cycle(self, cluster_queue: str) -> bool:
-        path = self.ancestors(("cq", cluster_queue))
+        path = self._ancestors(("cq", cluster_queue))
         return bool(path) and self.parent(("cohort", path[-1])) is not None
 
     def root(self, cluster_queue: str) -> str | None:
-        path = self.ancestors(("cq", cluster_queue))
+        path = self._ancestors(("cq", cluster_queue))
         return path[-1] if path else None
 
+    def _children(self, cohort: str) -> tuple[Node, ...]:
+        key = ("children", cohort)
+        known = self.shape_memo.get(key)
+        if known is None:
+            cohorts = [("cohort", child) for child in sorted(self.child_cohorts.get(cohort, ()))]
+            queues = [("cq", cq) for cq in sorted(self.members.get(cohort, ()))]
+            known = self.shape_memo[key] = (*cohorts, *queues)
+        assert isinstance(known, tuple)
+        return known
+
     def children(self, cohort: str) -> Iterator[Node]:
-        for child in sorted(self.child_cohorts.get(cohort, ())):
-            yield ("cohort", child)
-        for cq in sorted(self.members.get(cohort, ())):
-            yield ("cq", cq)
+        return iter(self._children(cohort))
 
     def subtree_cluster_queues(self, cohort: str, _seen: set[str] | None = None) -> list[str]:
+        key = ("subtree", cohort)
+        if _seen is None:
+            known = self.shape_memo.get(key)
+            if known is not None:
+                assert isinstance(known, tuple)
+                return list(known)
         seen = _seen if _seen is not None else set()
         if cohort in seen:
             return []
         seen.add(cohort)
         out: list[str] = []
-        for kind, name in self.children(cohort):
+        for kind, name in self._children(cohort):
             out.extend(self.subtree_cluster_queues(name, seen) if kind == "cohort" else [name])
+        if _seen is None:
+            self.shape_memo[key] = tuple(out)
         return out
 
     # --- quantities ---------------------------------------------------------------------
 
     def _quota(self, node: Node, fr: FlavorResource) -> tuple[int, int | None, int | None]:
-        kind, name = node
-        if kind == "cq":
-            model = self.cluster_queues.get(name)
-            return _limits_of(None if model is None else model.quota(*fr), fr[1])
-        cohort = self.cohort_models.get(name)
-        return _limits_of(None if cohort is None else cohort.quota(*fr), fr[1])
+        key = ("quota", node, fr)
+        known = self.shape_memo.get(key)
+        if known is None:
+            kind, name = node
+            model: ClusterQueueModel | CohortModel | None = (
+                self.cluster_queues.get(name) if kind == "cq" else self.cohort_models.get(name)
+            )
+            known = self.shape_memo[key] = _limits_of(None if model is None else model.quota(*fr), fr[1])
+        assert isinstance(known, tuple)
+        return known
 
     def stats(self, node: Node, fr: FlavorResource, _seen: set[str] | None = None) -> tuple[int, int, int]:
         """(subtree quota, usage, local quota) of a node."""
         kind, name = node
-        if kind == "cohort":
-            known = self.memo.get((name, fr, self.ledger.generation))
-            if known is not None:
-                return known
-        nominal, _, lending = self._quota(node, fr)
         if kind == "cq":
-            subtree, usage = nominal, self.ledger.used(name, fr)
-        else:
-            seen = _seen if _seen is not None else set()
-            seen.add(name)
-            subtree, usage = nominal, 0
-            for child in self.children(name):
-                if child[0] == "cohort" and child[1] in seen:
-                    continue
-                c_subtree, c_usage, c_local = self.stats(child, fr, seen)
-                subtree += c_subtree - c_local
-                usage += max(0, c_usage - c_local)
+            nominal, _, lending = self._quota(node, fr)
+            local = 0 if lending is None else max(0, nominal - lending)
+            return nominal, self.ledger.used(name, fr), local
+        memo_key = (name, fr, self.ledger.generation)
+        known = self.memo.get(memo_key)
+        if known is not None:
+            return known
+        nominal, _, lending = self._quota(node, fr)
+        seen = _seen if _seen is not None else set()
+        seen.add(name)
+        subtree, usage = nominal, 0
+        for child in self._children(name):
+            if child[0] == "cohort" and child[1] in seen:
+                continue
+            c_subtree, c_usage, c_local = self.stats(child, fr, seen)
+            subtree += c_subtree - c_local
+            usage += max(0, c_usage - c_local)
         local = 0 if lending is None else max(0, subtree - lending)
-        if kind == "cohort" and _seen is None:  # a whole subtree (not one cut by a cycle)
-            self.memo[(name, fr, self.ledger.generation)] = (subtree, usage, local)
+        if _seen is None:  # a whole subtree (not one cut by a cycle)
+            self.memo[memo_key] = (subtree, usage, local)
         return subtree, usage, local
 
     def local_available(self, node: Node, fr: FlavorResource) -> int:
         _, usage, local = self.stats(node, fr)
         return max(0, local - usage)
 
-    def _path(self, node: Node) -> list[Node]:
-        return [node, *(("cohort", c) for c in self.ancestors(node))]
+    def path_figures(self, cluster_queue: str, frs: Iterable[FlavorResource]) -> tuple[object, ...]:
+        """What the arithmetic along a ClusterQueue's path reads of usage for `frs`: its own usage,
+        and each cohort's (subtree quota, usage, local quota) up to the root. With the tree's shape
+        unchanged, equal figures give equal answers for the ClusterQueue."""
+        own = self.ledger.used_by(cluster_queue)
+        out: list[object] = [own.get(fr, 0) for fr in frs]
+        memo, generation = self.memo, self.ledger.generation
+        for cohort in self._ancestors(("cq", cluster_queue)):
+            for fr in frs:
+                known = memo.get((cohort, fr, generation))
+                out.append(known if known is not None else self.stats(("cohort", cohort), fr))
+        return tuple(out)
+
+    def path(self, node: Node) -> tuple[Node, ...]:
+        """The node and its cohorts up to the root."""
+        key = ("path", node)
+        known = self.shape_memo.get(key)
+        if known is None:
+            known = self.shape_memo[key] = (node, *(("cohort", c) for c in self._ancestors(node)))
+        assert isinstance(known, tuple)
+        return known
 
     def available(self, node: Node, fr: FlavorResource) -> int:
         """What the node can still use (negative when over-committed)."""
-        path = self._path(node)
+        path = self.path(node)
         top = path[-1]
         subtree, usage, _ = self.stats(top, fr)
         left = subtree - usage
@@ -212,16 +260,21 @@ class CohortTree:
         return left
 
     def potential(self, node: Node, fr: FlavorResource) -> int:
-        """What the node could use with nothing else in use."""
-        path = self._path(node)
-        most = self.stats(path[-1], fr)[0]
-        for below in reversed(path[:-1]):
-            subtree, _, local = self.stats(below, fr)
-            _, borrowing, _ = self._quota(below, fr)
-            most = local + most
-            if borrowing is not None:
-                most = min(most, subtree + borrowing)
-        return most
+        """What the node could use with nothing else in use (its quotas alone decide it)."""
+        key = ("potential", node, fr)
+        known = self.shape_memo.get(key)
+        if known is None:
+            path = self.path(node)
+            most = self.stats(path[-1], fr)[0]
+            for below in reversed(path[:-1]):
+                subtree, _, local = self.stats(below, fr)
+                _, borrowing, _ = self._quota(below, fr)
+                most = local + most
+                if borrowing is not None:
+                    most = min(most, subtree + borrowing)
+            known = self.shape_memo[key] = most
+        assert isinstance(known, int)
+        return known
 
     def borrowing_with(self, node: Node, fr: FlavorResource, amount: int) -> bool:
         """The node would use more than its subtree quota (its nominal for a ClusterQueue)."""
@@ -257,18 +310,26 @@ class CohortTree:
 
     def height(self, cohort: str, _seen: set[str] | None = None) -> int:
         """Distance from a cohort to its furthest leaf."""
+        key = ("height", cohort)
+        if _seen is None:
+            known = self.shape_memo.get(key)
+            if known is not None:
+                assert isinstance(known, int)
+                return known
         seen = _seen if _seen is not None else set()
         seen.add(cohort)
-        children = list(self.children(cohort))
+        children = self._children(cohort)
         most = min(len(children), 1)
         for kind, name in children:
             if kind == "cohort" and name not in seen:
                 most = max(most, self.height(name, seen) + 1)
+        if _seen is None:
+            self.shape_memo[key] = most
         return most
 
     def borrow_level(self, cq: ClusterQueueModel, fr: FlavorResource, value: int) -> tuple[int, bool]:
         node = ("cq", cq.name)
-        parents = self.ancestors(node)
+        parents = self._ancestors(node)
         if not parents or not self.borrowing_with(node, fr, value):
             return 0, bool(parents)
         remaining = value - self.local_available(node, fr)

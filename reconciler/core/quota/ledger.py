@@ -9,11 +9,15 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
+from types import MappingProxyType
 
 __all__ = ["Charge", "FlavorResource", "Ledger", "LedgerError"]
 
 FlavorResource = tuple[str, str]
 WorkloadKey = tuple[str, str]
+
+
+_NOTHING: Mapping[FlavorResource, int] = MappingProxyType({})
 
 
 class LedgerError(RuntimeError):
@@ -81,6 +85,10 @@ class Ledger:
 
     def used(self, cluster_queue: str, fr: FlavorResource) -> int:
         return self._usage.get(cluster_queue, {}).get(fr, 0)
+
+    def used_by(self, cluster_queue: str) -> Mapping[FlavorResource, int]:
+        """The ClusterQueue's usage as it is now (a view: read it before the ledger moves)."""
+        return self._usage.get(cluster_queue, _NOTHING)
 
     def usage(self, cluster_queue: str) -> dict[FlavorResource, int]:
         return dict(self._usage.get(cluster_queue, {}))

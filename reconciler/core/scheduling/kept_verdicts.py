@@ -2,71 +2,95 @@
 
 When quota comes back in a cohort, every parked head of the cohort's
 ClusterQueues is woken and takes its turn, as in Kueue. A head's flavor
-assignment reads only its ClusterQueue's configuration, the flavors, and the
-usage of the flavor/resources its ClusterQueue has quota for, by every
-ClusterQueue of its cohort tree. A no-fit verdict is kept with those usages;
-while they are the same again (nothing there moved, or a release was taken
-again by another admission) the verdict is the same and is reused instead of
-computed again. So a release costs an evaluation only for the heads that
-could use what it freed, and only while it is free.
+assignment reads only its shape, its ClusterQueue's configuration, the
+flavors, the device inventory's sizes and, for each flavor/resource its
+ClusterQueue has quota for, the cohort tree's arithmetic along its path: its
+own (quota, usage, local quota) and those of each cohort above it up to the
+root (`CohortTree.stats`; a cohort's usage is what its children use beyond
+what they keep). A no-fit verdict is kept with those figures; while they are
+the same again (nothing on the path moved, or a release was taken again by
+another admission) the verdict is the same and is reused instead of computed
+again. So a release costs an evaluation only for the heads whose path it
+moved, and only while it is free; checking a head costs its path's length,
+not the size of its cohort (the cohorts' figures are computed once per change
+of usage). Heads keep their turns: the scheduler's decisions are unchanged.
 
 Configuration changes move the queue manager's epoch, which drops them all.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from ..model.clusterqueues import ClusterQueueModel
-from ..quota.ledger import FlavorResource, Ledger
+from ..quota.capacity import CohortTree
+from ..quota.ledger import FlavorResource
 from .flavors import FlavorNoFit
 
 __all__ = ["KeptVerdicts"]
 
-# Past this many kept verdicts they are all dropped (shapes come and go).
-_LIMIT = 65_536
+# Past this many (ClusterQueue, shape) entries they are all dropped (shapes come and go); an
+# entry keeps the verdicts of this many different figures (usage goes back and forth).
+_LIMIT = 16_384
+_PER_ENTRY = 4
+
+Figures = tuple[object, ...]
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class _Entry:
-    verdict: FlavorNoFit
     model: ClusterQueueModel
     epoch: int
     sizes: object
-    # The cohort tree's ClusterQueues and the flavor/resources read, with the usages seen.
-    members: tuple[str, ...]
+    # The flavor/resources read, and the verdicts by the path's figures they were made from.
     frs: tuple[FlavorResource, ...]
-    usage: tuple[int, ...]
+    by_figures: dict[Figures, FlavorNoFit] = field(default_factory=dict)
 
 
 def _flavor_resources(model: ClusterQueueModel) -> tuple[FlavorResource, ...]:
     return tuple((q.name, r) for g in model.groups for q in g.flavors for r in sorted(g.covered))
 
 
-def _usage(ledger: Ledger, members: tuple[str, ...], frs: tuple[FlavorResource, ...]) -> tuple[int, ...]:
-    used = ledger.used
-    return tuple(used(m, fr) for m in members for fr in frs)
+def _figures(tree: CohortTree, model: ClusterQueueModel, frs: tuple[FlavorResource, ...]) -> Figures:
+    """What an assignment in `model` reads of usage (its quotas are the model's and the tree's,
+    which only change with the epoch)."""
+    return tree.path_figures(model.name, frs)
 
 
 @dataclass(slots=True)
 class KeptVerdicts:
     _entries: dict[tuple[str, bytes], _Entry] = field(default_factory=dict)
+    # The figures the last `get` computed, for the `put` after its miss: (key, tree, usage
+    # generation, figures); the tree is held, so no other tree can be taken for it.
+    _last: tuple[tuple[str, bytes], CohortTree, int, Figures] | None = None
 
-    def get(
-        self, model: ClusterQueueModel, shape: bytes, epoch: int, sizes: object, ledger: Ledger
-    ) -> FlavorNoFit | None:
-        """The verdict of `shape` in `model`, when everything it read is as it was then."""
+    def _figures(self, key: tuple[str, bytes], tree: CohortTree, entry: _Entry) -> Figures:
+        last = self._last
+        generation = tree.ledger.generation
+        if last is not None and last[0] == key and last[1] is tree and last[2] == generation:
+            return last[3]
+        figures = _figures(tree, entry.model, entry.frs)
+        self._last = (key, tree, generation, figures)
+        return figures
+
+    def _entry(self, model: ClusterQueueModel, shape: bytes, epoch: int, sizes: object) -> _Entry | None:
         key = (model.name, shape)
         entry = self._entries.get(key)
-        if entry is None:
-            return None
-        if entry.model is not model or entry.epoch != epoch or entry.sizes is not sizes:
+        if entry is not None and (
+            entry.model is not model or entry.epoch != epoch or entry.sizes is not sizes
+        ):
             del self._entries[key]
             return None
-        if _usage(ledger, entry.members, entry.frs) != entry.usage:
-            return None  # kept: the usage may come back to what it was
-        return entry.verdict
+        return entry
+
+    def get(
+        self, model: ClusterQueueModel, shape: bytes, epoch: int, sizes: object, tree: CohortTree
+    ) -> FlavorNoFit | None:
+        """The verdict of `shape` in `model`, when everything it read is as it was then."""
+        entry = self._entry(model, shape, epoch, sizes)
+        if entry is None:
+            return None
+        return entry.by_figures.get(self._figures((model.name, shape), tree, entry))
 
     def put(
         self,
@@ -74,21 +98,18 @@ class KeptVerdicts:
         shape: bytes,
         epoch: int,
         sizes: object,
-        ledger: Ledger,
-        members: Callable[[], set[str]],
+        tree: CohortTree,
         verdict: FlavorNoFit,
     ) -> None:
-        """Keep a no-fit verdict; `members` gives the ClusterQueues of the model's cohort tree."""
-        key = (model.name, shape)
-        entry = self._entries.get(key)
-        if entry is not None and entry.model is model and entry.epoch == epoch:
-            tree = entry.members  # the tree only changes with the epoch
-        else:
-            tree = tuple(sorted(members()))
-        if len(self._entries) >= _LIMIT:
-            self._entries.clear()
-        frs = _flavor_resources(model) if entry is None or entry.model is not model else entry.frs
-        self._entries[key] = _Entry(verdict, model, epoch, sizes, tree, frs, _usage(ledger, tree, frs))
+        """Keep a no-fit verdict, with the figures it was made from."""
+        entry = self._entry(model, shape, epoch, sizes)
+        if entry is None:
+            if len(self._entries) >= _LIMIT:
+                self._entries.clear()
+            entry = self._entries[(model.name, shape)] = _Entry(model, epoch, sizes, _flavor_resources(model))
+        if len(entry.by_figures) >= _PER_ENTRY:
+            del entry.by_figures[next(iter(entry.by_figures))]  # the oldest
+        entry.by_figures[self._figures((model.name, shape), tree, entry)] = verdict
 
     def __len__(self) -> int:
-        return len(self._entries)
+        return sum(len(entry.by_figures) for entry in self._entries.values())

@@ -23,7 +23,6 @@ from __future__ import annotations
 
 from collections.abc import Hashable
 from dataclasses import dataclass, field, replace
-from functools import partial
 
 from ..model.clusterqueues import ClusterQueueModel, active_condition
 from ..model.workloads import DeviceSizes, WorkloadInfo
@@ -299,15 +298,15 @@ class _QueuePass:
         gate = self.scheduler.gate
         sizes = self.scheduler.sizes
         kept = self.scheduler.kept if gate is None else None  # free devices are not tracked
+        tree = self.cache.capacity
         if kept is not None:
-            verdict = kept.get(self.model, info.shape, self.queues.epoch, sizes, self.cache.ledger)
+            verdict = kept.get(self.model, info.shape, self.queues.epoch, sizes, tree)
             if verdict is not None:
                 return verdict
         devices = gate.check(self.cache.ledger) if gate is not None else None
-        fit = assign_flavors(info, self.model, self.cache.flavors, self.cache.capacity, devices, sizes)
+        fit = assign_flavors(info, self.model, self.cache.flavors, tree, devices, sizes)
         if kept is not None and isinstance(fit, FlavorNoFit):
-            members = partial(self.cache.cohort_members, self.model.name)
-            kept.put(self.model, info.shape, self.queues.epoch, sizes, self.cache.ledger, members, fit)
+            kept.put(self.model, info.shape, self.queues.epoch, sizes, tree, fit)
         return fit
 
     def step(self, head: _Head | None) -> bool:
