@@ -25,6 +25,7 @@ from typing import Any
 import msgspec
 
 from reconciler.api import Job, Workload, WorkloadStatus
+from reconciler.api.pods import ManagedPod
 from reconciler.core.devices.inventory import DeviceInventory
 from reconciler.core.engine import Engine
 from reconciler.core.model.workloads import (
@@ -54,7 +55,6 @@ from reconciler.core.status import (
     set_condition,
 )
 from reconciler.feed import WorkloadSources, compile_for, inventory_index
-from reconciler.api.pods import ManagedPod
 from reconciler.integrations import BATCH_JOB, POD, REGISTRY, Integration
 from reconciler.integrations.pod import group_name
 from reconciler.integrations.podgroup import group_workload, make_group
