@@ -87,11 +87,11 @@ def test_a_failed_pod_is_let_go_only_once_replaced() -> None:
     failed = pod("b", phase="Failed")
     group = make_group("ns", "g", [pod("a", phase="Running"), failed])
     assert group is not None
-    body = {"metadata": {"name": "g", "namespace": "ns"}, "spec": {"podSets": []}}
-    body["spec"]["podSets"] = [
+    pod_sets = [
         {"name": ps.name, "count": 2, "template": msgspec.json.decode(ps.template)}
         for ps in group_pod_sets(group.pods[:1])
     ]
+    body = {"metadata": {"name": "g", "namespace": "ns"}, "spec": {"podSets": pod_sets}}
     recorded = msgspec.json.decode(msgspec.json.encode(body), type=Workload)
     plan = plan_group(group, recorded, GroupKnown(admitted=True), {}, now=NOW)
     assert plan.finalize == []  # nothing replaces it yet
