@@ -11,6 +11,7 @@ from reconciler.api import (
     Condition,
     DeviceClass,
     LabelSelector,
+    Pod,
     PodSpecView,
     RequeueState,
     ResourceClaim,
@@ -419,3 +420,25 @@ def test_a_first_available_request_is_told_and_an_unmapped_one_named() -> None:
     assert unmapped.findings[0].startswith(
         "none of the DeviceClasses of request gpu (mig.example.com, gpu.nvidia.com) is mapped"
     )
+
+
+def test_a_pod_groups_workload_counts_every_pod_of_the_group() -> None:
+    state = walkthrough_state("job", A)
+    workload = workload_of(state, A)
+    workload.metadata.annotations["kueue.x-k8s.io/is-group-workload"] = "true"
+    workload.spec.pod_sets[0].count = 2
+    state.target, state.job, state.workload = (
+        Target.parse("workload", f"{NS}/{workload.metadata.name}"),
+        None,
+        workload,
+    )
+    ready = {"phase": "Running", "conditions": [{"type": "Ready", "status": "True"}]}
+    state.pods = [
+        decode({"metadata": {"name": name, "namespace": NS}, "status": status}, Pod)
+        for name, status in (("g-1", ready), ("g-2", {"phase": "Pending"}))
+    ]
+    ex, _ = explained(state)
+    assert "pods ready or succeeded: 1 of 2 needed" in ex.pods  # the group's two, not one
+    state.pods = []
+    ex, _ = explained(state)
+    assert any(f.startswith("no pod of the group exists") for f in ex.findings)

@@ -1,6 +1,7 @@
 """`reconciler simulate` with plain pods (examples/pods/, framework pod): one Workload per pod,
 pod set main, charged for its claim through deviceClassMappings; the second pod waits with
-Kueue's message; a pod group's pod and a pod of a framework not enabled are left alone."""
+Kueue's message; a pod group is one Workload, made once the group is complete; a pod of a
+framework not enabled is left alone."""
 
 from __future__ import annotations
 
@@ -32,14 +33,9 @@ def _owner(obj: dict[str, Any]) -> str:
     return f"{ref['kind']}/{ref['name']}"
 
 
-def test_pods_are_admitted_one_workload_each(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
-    group = yaml.safe_load((EXAMPLES / "31-pod-infer-b.yaml").read_text())
-    group["metadata"]["name"] = "grouped"
-    group["metadata"]["labels"]["kueue.x-k8s.io/pod-group-name"] = "g"
-    path = tmp_path / "group.yaml"
-    path.write_text(yaml.safe_dump(group))
+def test_pods_are_admitted_one_workload_each(capsys: pytest.CaptureFixture[str]) -> None:
     files = sorted(EXAMPLES.glob("[1-9]*.yaml"))
-    out, err = _simulate(capsys, EXAMPLES / "00-configuration.yaml", *files, path)
+    out, _ = _simulate(capsys, EXAMPLES / "00-configuration.yaml", *files)
     workloads = {_owner(o): o for o in out if o["kind"] == "Workload"}
     assert sorted(workloads) == ["Pod/infer-a", "Pod/infer-b"]
     admitted = workloads["Pod/infer-a"]
@@ -53,7 +49,37 @@ def test_pods_are_admitted_one_workload_each(capsys: pytest.CaptureFixture[str],
         "couldn't assign flavors to pod set main: insufficient unused quota for nvidia.com/gpu in "
         "flavor pods-t4, 1 more needed",
     )
-    assert "a pod group's pod; pod groups are not supported yet" in err
+
+
+def _group_pod(tmp_path: Path, name: str, group: str, total: int) -> Path:
+    pod = yaml.safe_load((EXAMPLES / "31-pod-infer-b.yaml").read_text())
+    pod["metadata"]["name"] = name
+    pod["metadata"]["labels"]["kueue.x-k8s.io/pod-group-name"] = group
+    pod["metadata"]["annotations"] = {"kueue.x-k8s.io/pod-group-total-count": str(total)}
+    path = tmp_path / f"{name}.yaml"
+    path.write_text(yaml.safe_dump(pod))
+    return path
+
+
+def test_a_pod_group_is_one_workload_once_complete(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    pods = [_group_pod(tmp_path, n, "g", 2) for n in ("g-1", "g-2")]
+    pods.append(_group_pod(tmp_path, "h-1", "h", 2))  # its second pod never comes
+    out, err = _simulate(capsys, EXAMPLES / "00-configuration.yaml", EXAMPLES / "10-queues.yaml", *pods)
+    (workload,) = [o for o in out if o["kind"] == "Workload"]
+    assert workload["metadata"]["name"] == "g"
+    assert workload["metadata"]["annotations"]["kueue.x-k8s.io/is-group-workload"] == "true"
+    assert [r["name"] for r in workload["metadata"]["ownerReferences"]] == ["g-1", "g-2"]
+    ((name, count),) = [(ps["name"], ps["count"]) for ps in workload["spec"]["podSets"]]
+    assert (len(name), count) == (8, 2)  # one shape: one pod set named by its role hash
+    pending = {c["type"]: c for c in workload["status"]["conditions"]}["QuotaReserved"]
+    assert pending["message"] == (
+        f"couldn't assign flavors to pod set {name}: insufficient quota for nvidia.com/gpu in flavor "
+        "pods-t4, previously considered podsets requests (0) + current podset request (2) > maximum "
+        "capacity (1)"
+    )  # both pods' claims charged: two GPUs against a quota of one
+    assert "pod group pods-demo/h: 'h' group has fewer runnable pods than expected" in err
 
 
 def test_pods_are_left_alone_unless_their_framework_is_enabled(

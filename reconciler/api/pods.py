@@ -119,6 +119,7 @@ class ManagedPodSpecView(ApiStruct):
     scheduling_gates: list[SchedulingGate] = []
     node_selector: dict[str, str] = {}
     tolerations: list[Toleration] = []
+    node_name: str = ""
 
 
 class ManagedPod(ApiStruct, kw_only=True):

@@ -41,6 +41,8 @@ from reconciler.api import (
 )
 from reconciler.api.resources import COHORTS, NODES, RESOURCE_SLICES
 from reconciler.api.slices import Node, ResourceSlice
+from reconciler.integrations.pod import GROUP_NAME_LABEL
+from reconciler.integrations.podgroup import IS_GROUP_WORKLOAD_ANNOTATION
 from reconciler.kube import DecodeError, Forbidden, KubeClient, NotFound
 from reconciler.kube.watchwire import ListPage
 
@@ -138,6 +140,9 @@ async def fetch_state(
     ns = target.namespace
     missing = state.unreadable
     pods_query = {"labelSelector": f"batch.kubernetes.io/job-name={job.metadata.name}"} if job else None
+    if workload is not None and workload.metadata.annotations.get(IS_GROUP_WORKLOAD_ANNOTATION) == "true":
+        # A pod group's Workload: its pods are the group's (Kueue's label selector for them).
+        pods_query = {"labelSelector": f"{GROUP_NAME_LABEL}={workload.metadata.name}"}
     # Every list at once; the first error (other than 403/404) cancels the rest.
     workloads = _start("Workloads", missing, _list(client, WORKLOADS, Workload, request_timeout))
     cluster_queues = _start(

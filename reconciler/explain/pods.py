@@ -11,6 +11,7 @@ from reconciler.api.times import epoch
 from reconciler.core.primitives.podstatus import claim_problems, owner_job, ready_or_succeeded
 from reconciler.core.scheduling.podsready import pods_needed, pods_ready_deadline
 from reconciler.core.status import condition
+from reconciler.integrations.podgroup import IS_GROUP_WORKLOAD_ANNOTATION
 
 from .state import Event, PodsReadyClock
 
@@ -61,7 +62,10 @@ def report_pods(
     own = [p for p in pods if job is None or owner_job(p) == job.metadata.name]
     by_key = {(c.metadata.namespace, c.metadata.name): c for c in claims}
     namespace = workload.metadata.namespace
+    group = workload.metadata.annotations.get(IS_GROUP_WORKLOAD_ANNOTATION) == "true"
     needed = pods_needed(job.spec.parallelism, job.spec.completions) if job is not None else 1
+    if group:  # a pod group: every pod its pod sets count
+        needed = sum(1 if ps.count is None else ps.count for ps in workload.spec.pod_sets)
     report = PodReport(ready=ready_or_succeeded(own, job), needed=needed, stalled=False)
     report.lines = [_pod_line(p, by_key) for p in sorted(own, key=lambda p: p.metadata.name)]
     report.lines.insert(0, f"pods ready or succeeded: {report.ready} of {needed} needed")
@@ -85,7 +89,10 @@ def report_pods(
         report.stalled = True
     if not own:
         report.findings.append(
-            "no pod of the Job exists yet: the Job controller creates them once the Job is unsuspended"
+            "no pod of the group exists: its pods were stopped (deleted); they are made again by "
+            "whoever created them (the Workload waits for them, WaitingForReplacementPods)"
+            if group
+            else "no pod of the Job exists yet: the Job controller creates them once the Job is unsuspended"
         )
     if wait is None:
         report.findings.append(

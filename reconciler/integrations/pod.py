@@ -11,8 +11,8 @@ Workload is then finished. It finishes with its phase (Succeeded or Failed, with
 message); PodsReady is its Ready condition. The finalizer goes once its Workload has finished
 or the pod is being deleted.
 
-Pod groups (`kueue.x-k8s.io/pod-group-name`) are not handled: such a pod is never managed
-(`is_group_pod`), and the webhook refuses one that names a queue.
+A pod of a group (`kueue.x-k8s.io/pod-group-name`, `is_group_pod`) is not a job of its own: its
+group is (`podgroup`).
 """
 
 from __future__ import annotations
@@ -33,7 +33,6 @@ from .base import Outcome, Patch, PodSetStart
 
 __all__ = [
     "ADMISSION_GATE",
-    "GROUP_IGNORED",
     "GROUP_NAME_LABEL",
     "GROUP_TOTAL_COUNT_ANNOTATION",
     "MANAGED_LABEL",
@@ -42,7 +41,9 @@ __all__ = [
     "POD_FINALIZER",
     "ROLE_HASH_ANNOTATION",
     "PlainPod",
+    "group_name",
     "is_group_pod",
+    "pod_start_patch",
     "role_hash",
 ]
 
@@ -101,19 +102,43 @@ def role_hash(spec: msgspec.Raw | bytes) -> str:
     return hashlib.sha256(encoded).hexdigest()[:8]
 
 
-GROUP_IGNORED = (
-    "pod groups (kueue.x-k8s.io/pod-group-name) are not supported by dra-quota-reconciler yet: "
-    "this pod is left alone (no Workload, not charged)"
-)
+def group_name(labels: Mapping[str, str], annotations: Mapping[str, str]) -> str:
+    """A pod's group ("" for a single pod): as Kueue v0.18.1 reads it (its feature
+    WorkloadIdentifierAnnotations, on by default), the annotation first, then the label."""
+    return annotations.get(GROUP_NAME_LABEL) or labels.get(GROUP_NAME_LABEL, "")
 
 
 def is_group_pod(labels: Mapping[str, str], annotations: Mapping[str, str]) -> bool:
-    """Whether a pod belongs to a Kueue pod group (not supported here)."""
-    return GROUP_NAME_LABEL in labels or GROUP_NAME_LABEL in annotations
+    """Whether a pod belongs to a Kueue pod group (then `podgroup` handles it, not `PlainPod`)."""
+    return bool(group_name(labels, annotations))
 
 
 def _gated(obj: ManagedPod) -> bool:
     return any(g.name == ADMISSION_GATE for g in obj.spec_view().scheduling_gates)
+
+
+def pod_start_patch(obj: ManagedPod, start: PodSetStart) -> bytes:
+    """The merge patch that starts one pod: the admission gate (and the topology gate) gone, its
+    pod set's node labels, tolerations, labels and annotations in, in one write."""
+    spec = obj.spec_view()
+    gates = [g.name for g in spec.scheduling_gates if g.name not in (ADMISSION_GATE, TOPOLOGY_GATE)]
+    body: dict[str, Any] = {"spec": {"schedulingGates": [{"name": g} for g in gates]}}
+    if start.node_selector:
+        body["spec"]["nodeSelector"] = dict(start.node_selector)
+    current = msgspec.to_builtins(spec.tolerations)
+    added = [t for t in msgspec.to_builtins(list(start.tolerations)) if t not in current]
+    if added:
+        body["spec"]["tolerations"] = [*current, *added]
+    meta: dict[str, Any] = {}
+    if start.labels:
+        meta["labels"] = dict(start.labels)
+    if start.annotations:
+        meta["annotations"] = dict(start.annotations)
+    if meta:
+        body["metadata"] = meta
+    # The resourceVersion makes the write fail rather than ungate a pod changed meanwhile.
+    body.setdefault("metadata", {})["resourceVersion"] = obj.metadata.resource_version
+    return msgspec.json.encode(body)
 
 
 class PlainPod:
@@ -156,25 +181,7 @@ class PlainPod:
 
     def start_patch(self, obj: ManagedPod, starts: Sequence[PodSetStart]) -> bytes:
         start = next((s for s in starts if s.name == JOB_POD_SET), PodSetStart(JOB_POD_SET))
-        spec = obj.spec_view()
-        gates = [g.name for g in spec.scheduling_gates if g.name not in (ADMISSION_GATE, TOPOLOGY_GATE)]
-        body: dict[str, Any] = {"spec": {"schedulingGates": [{"name": g} for g in gates]}}
-        if start.node_selector:
-            body["spec"]["nodeSelector"] = dict(start.node_selector)
-        current = msgspec.to_builtins(spec.tolerations)
-        added = [t for t in msgspec.to_builtins(list(start.tolerations)) if t not in current]
-        if added:
-            body["spec"]["tolerations"] = [*current, *added]
-        meta: dict[str, Any] = {}
-        if start.labels:
-            meta["labels"] = dict(start.labels)
-        if start.annotations:
-            meta["annotations"] = dict(start.annotations)
-        if meta:
-            body["metadata"] = meta
-        # The resourceVersion makes the write fail rather than ungate a pod changed meanwhile.
-        body.setdefault("metadata", {})["resourceVersion"] = obj.metadata.resource_version
-        return msgspec.json.encode(body)
+        return pod_start_patch(obj, start)
 
     def suspend_patch(self, obj: ManagedPod) -> bytes:
         # Never sent: a pod is stopped by deleting it (`stop_deletes`).

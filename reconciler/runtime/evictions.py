@@ -16,6 +16,7 @@ import structlog
 from reconciler.api import RequeueState, Workload
 from reconciler.core.primitives.priority import priority_class_name
 from reconciler.core.status import evicted_workload_status, resource_requests
+from reconciler.integrations.podgroup import PodGroup
 
 from .actions import WriteDone
 from .context import EXPECTED_MISSES, Context
@@ -103,7 +104,8 @@ class Evictions:
         ctx.events.emit(workload, "Normal", f"EvictedDueTo{eviction.reason}", eviction.message)
         owner = ctx.store.owner(key)
         job = ctx.store.job(owner) if owner is not None else None
-        if job is not None:
+        if job is not None and not isinstance(job, PodGroup):
+            # (A pod group's pods each get theirs as they are stopped.)
             ctx.events.emit(job, "Normal", "Stopped", eviction.message)
         if owner is not None:
             ctx.dirty.jobs.add(owner)

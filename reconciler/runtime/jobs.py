@@ -6,8 +6,8 @@ The steps are decided by `integrations.decide`; nothing here knows a particular 
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from typing import Any, Literal
+from collections.abc import Mapping, Sequence
+from typing import Any, Literal, Protocol
 
 import msgspec
 import structlog
@@ -41,7 +41,6 @@ from reconciler.integrations import (
     is_managed,
     suspend_child,
 )
-from reconciler.integrations.pod import GROUP_IGNORED
 from reconciler.kube import Conflict, NotFound
 
 from .actions import Create, Delete, MergePatch, Purpose, WriteDone
@@ -51,7 +50,7 @@ from .job_finish import JobFinish
 from .patches import api_body
 from .store import JobRef, Key
 
-__all__ = ["JobKinds", "Jobs"]
+__all__ = ["JobConcern", "JobKinds", "Jobs"]
 
 log = structlog.get_logger(__name__)
 
@@ -337,27 +336,33 @@ class Jobs:
         return (self.kind, job.metadata.namespace, job.metadata.name)
 
 
-class JobKinds:
-    """The Jobs concern of every enabled integration, and their jobs' watch events (by kind)."""
+class JobConcern(Protocol):
+    """What reconciles the jobs of one kind (`Jobs`; pod groups have their own)."""
 
-    def __init__(self, ctx: Context, integrations: Sequence[Integration], own_namespace: str) -> None:
+    def reconcile(self, key: Key) -> None: ...
+
+    def priority_classes_changed(self) -> None: ...
+
+
+class JobKinds:
+    """The Jobs concern of every enabled integration, and their jobs' watch events (by kind);
+    `extra`: the concerns of kinds kept otherwise (pod groups), reconciled and resynced alike."""
+
+    def __init__(
+        self,
+        ctx: Context,
+        integrations: Sequence[Integration],
+        own_namespace: str,
+        extra: Mapping[str, JobConcern] | None = None,
+    ) -> None:
         self.ctx = ctx
         self.by_kind = {i.kind: Jobs(ctx, i, own_namespace) for i in integrations}
+        self.concerns: dict[str, JobConcern] = {**self.by_kind, **(extra or {})}
         # A job resource's plural -> its kind.
         self.kind_of = {i.resource.plural: i.kind for i in integrations}
-        # Managed pods of pod groups (not implemented) already told so, by UID.
-        self._ignored: set[str] = set()
-
-    def ignored_group_pod(self, pod: Any) -> None:
-        """A pod marked managed that belongs to a pod group: left alone, with a Warning Event
-        on it once (pod groups are not implemented)."""
-        if pod.metadata.uid in self._ignored:
-            return
-        self._ignored.add(pod.metadata.uid)
-        self.ctx.events.emit(pod, "Warning", "PodGroupNotSupported", GROUP_IGNORED)
 
     def reconcile(self, ref: JobRef) -> None:
-        self.by_kind[ref[0]].reconcile((ref[1], ref[2]))
+        self.concerns[ref[0]].reconcile((ref[1], ref[2]))
 
     def on_job(self, key: Key, job: Any, *, kind: str, ready: bool) -> None:
         """A job's watch event: stored, and (once synced) its Workload and pods looked at again."""
@@ -384,7 +389,7 @@ class JobKinds:
 
     def resync(self, plural: str, *, all_kinds: bool) -> None:
         """Every job of the kind listed as `plural` (of every kind with `all_kinds`) is marked."""
-        kinds = self.by_kind if all_kinds else [self.kind_of[plural]] if plural in self.kind_of else []
+        kinds = self.concerns if all_kinds else [self.kind_of[plural]] if plural in self.kind_of else []
         store = self.ctx.store
         for kind in kinds:
             self.ctx.dirty.jobs.update((kind, *key) for key in store.of_kind(kind))
@@ -394,18 +399,18 @@ class JobKinds:
         or out of management."""
         if self.ctx.config.managed_jobs_namespace_selector is None:
             return
-        for kind in self.by_kind:
+        for kind in self.concerns:
             refs = (key for key in self.ctx.store.of_kind(kind) if key[0] == namespace)
             self.ctx.dirty.jobs.update((kind, *key) for key in refs)
 
     def priority_classes_changed(self) -> None:
-        for jobs in self.by_kind.values():
+        for jobs in self.concerns.values():
             jobs.priority_classes_changed()
 
     def follow_labels(self) -> None:
         """Jobs naming a WorkloadPriorityClass may follow it now (Kueue re-reads the label on reconcile)."""
         store = self.ctx.store
-        for kind in self.by_kind:
+        for kind in self.concerns:
             for key, job in store.of_kind(kind).items():
                 if PRIORITY_CLASS_LABEL in job.metadata.labels:
                     self.ctx.dirty.jobs.add((kind, *key))

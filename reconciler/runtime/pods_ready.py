@@ -34,6 +34,7 @@ from reconciler.core.scheduling.podsready import (
     timeout_message,
 )
 from reconciler.core.status import condition, set_condition
+from reconciler.integrations.podgroup import GROUP_KIND, PodGroup
 
 from .actions import MergePatch, OnDone, Purpose, WriteDone
 from .context import EXPECTED_MISSES, Context
@@ -134,8 +135,10 @@ class PodsReady:
             # Every pod set's pods, as the Workload charged them (any number of pod sets).
             needed = sum(1 if ps.count is None else ps.count for ps in workload.spec.pod_sets) or 1
             previous = condition(conditions, PODS_READY)
+            # A pod group is ready as a whole, by its own rule (its count), never pod by pod.
+            seen = [] if owner[0] == GROUP_KIND else pods
             state = pods_ready_state(
-                admitted=True, ready=ready_or_counted(pods, counted), needed=needed, previous=previous
+                admitted=True, ready=ready_or_counted(seen, counted), needed=needed, previous=previous
             )
             if previous is None or (previous.status, previous.reason) != (state.status, state.reason):
                 conditions = set_condition(
@@ -229,9 +232,14 @@ class PodsReady:
         )
 
     def _pods(self, owner: JobRef) -> list[Pod]:
-        """A job's pods, with those of the jobs it controls (a JobSet's are its Jobs')."""
+        """A job's pods, with those of the jobs it controls (a JobSet's are its Jobs'); a pod
+        group's are its started pods."""
         index = self.ctx.pod_index
         pods = index.pods_of((owner[1], owner[2]), owner[0])
+        job = self.ctx.store.job(owner)
+        if isinstance(job, PodGroup):
+            started = (index.pods.get((owner[1], p.metadata.name)) for p in job.pods)
+            return [p for p in started if p is not None]
         if self.ctx.store.integrations[owner[0]].resource == PODS:
             own = index.pods.get((owner[1], owner[2]))  # a plain pod is its own job's pod
             pods += [] if own is None else [own]

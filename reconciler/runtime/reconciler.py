@@ -44,7 +44,7 @@ from reconciler.core.model.jobs import PODSET_LABEL
 from reconciler.core.scheduling.scheduler import Admit, Preempt
 from reconciler.feed import feed_cluster_queue, feed_cohort, feed_flavor, feed_local_queue, feed_namespace
 from reconciler.integrations import REGISTRY, Integration, enabled
-from reconciler.integrations.pod import MANAGED_LABEL, is_group_pod
+from reconciler.integrations.pod import MANAGED_LABEL
 from reconciler.kube import WatchEvent
 from reconciler.observability.metrics import Metrics
 
@@ -56,6 +56,7 @@ from .in_use import InUse
 from .inventory import Inventory
 from .jobs import JobKinds
 from .patches import holds_quota
+from .podgroups import GROUP_KIND, enable_pod_groups
 from .pods_ready import PodsReady
 from .preemption import Preemption
 from .queue_status import QueueStatus
@@ -115,8 +116,8 @@ class Reconciler(ReconcilerViews):
         self.ctx.engine.scheduler.fair_sharing = config.fair_sharing_strategies
         self.workload_sync = Workloads(self.ctx)
         own_namespace = namespace or config.namespace or DEFAULT_NAMESPACE
-        # One Jobs concern per integration, by kind (a kind's jobs never meet another's).
-        self.job_kinds = JobKinds(self.ctx, integrations, own_namespace)
+        self.pod_groups = enable_pod_groups(self.ctx, own_namespace, integrations)  # with plain pods
+        self.job_kinds = JobKinds(self.ctx, integrations, own_namespace, self.pod_groups)  # one per kind
         self.pods_ready = PodsReady(self.ctx)
         self.queue_status = QueueStatus(self.ctx)
         self.preemption = Preemption(self.ctx)
@@ -388,13 +389,12 @@ class Reconciler(ReconcilerViews):
 
 def _on_pod_or_job(reconciler: Reconciler, key: Key, pod: ManagedPod | None, *, kind: str) -> None:
     """A pod with the plain-pod integration on: a job of its own while labelled managed (a pod
-    group's pods are not: Kueue's pod groups are not implemented here), and in the pod index
-    while it carries a pod set label (a started job's pod)."""
+    group's managed pod is its group's, see `podgroups`), and in the pod index while it carries
+    a pod set label (a started job's pod)."""
     managed = pod is not None and pod.metadata.labels.get(MANAGED_LABEL) == "true"
-    if managed and pod is not None and is_group_pod(pod.metadata.labels, pod.metadata.annotations):
-        managed = False
-        if reconciler.ready:
-            reconciler.job_kinds.ignored_group_pod(pod)
+    groups = reconciler.pod_groups.get(GROUP_KIND)
+    if groups is not None and groups.on_pod(key, pod if managed else None, ready=reconciler.ready):
+        managed = False  # its group is the job
     if managed or key in reconciler.ctx.store.of_kind(kind):
         reconciler.job_kinds.on_job(key, pod if managed else None, kind=kind, ready=reconciler.ready)
     started = pod is not None and PODSET_LABEL in pod.metadata.labels

@@ -24,6 +24,7 @@ from reconciler.api import (
 )
 from reconciler.core.model.workloads import workload_name_for_job
 from reconciler.integrations import BATCH_JOB, Integration, controller_parent
+from reconciler.integrations.podgroup import GROUP_KIND, IS_GROUP_WORKLOAD_ANNOTATION, PodGroup
 
 __all__ = ["JobRef", "Key", "Store", "owner_ref"]
 
@@ -33,7 +34,12 @@ JobRef = tuple[str, str, str]
 
 
 def owner_ref(workload: Workload, integrations: Mapping[str, Integration]) -> JobRef | None:
-    """The job (of one of `integrations`, by kind) that controls a Workload, from its owner references."""
+    """The job (of one of `integrations`, by kind) that controls a Workload, from its owner
+    references; a pod group's Workload (marked so, owned by each pod) stands for the group it
+    is named after."""
+    meta = workload.metadata
+    if meta.annotations.get(IS_GROUP_WORKLOAD_ANNOTATION) == "true" and GROUP_KIND in integrations:
+        return (GROUP_KIND, meta.namespace, meta.name)
     for ref in workload.metadata.owner_references:
         integration = integrations.get(ref.kind)
         if integration is not None and ref.api_version == integration.api_version and ref.controller:
@@ -107,6 +113,8 @@ class Store:
 
     def workload_key(self, job: Any, kind: str = BATCH_JOB.kind) -> Key:
         """The key of the Workload that stands for a job of `kind` (whether it exists yet or not)."""
+        if isinstance(job, PodGroup):
+            return (job.namespace, job.name)  # named after the group, as Kueue names it
         ref = (kind, job.metadata.namespace, job.metadata.name)
         known = self._workload_of.get(ref)
         if known is not None and known[0] == job.metadata.uid:

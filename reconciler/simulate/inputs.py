@@ -96,6 +96,11 @@ class Collected:
     slices: list[ResourceSlice] = field(default_factory=list)
     nodes: list[Node] = field(default_factory=list)
     warnings: list[str] = field(default_factory=list)
+    # Pod groups: the pods of each incomplete group so far, why it has no Workload yet, and the
+    # groups whose Workload has arrived.
+    groups: dict[Key, list[Any]] = field(default_factory=dict)
+    group_problems: dict[Key, str] = field(default_factory=dict)
+    groups_done: set[Key] = field(default_factory=set)
 
 
 def _queue_object(obj: InputObject, kind: str, out: Collected) -> bool:

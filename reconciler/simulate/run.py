@@ -25,6 +25,7 @@ from typing import Any
 import msgspec
 
 from reconciler.api import Job, Workload, WorkloadStatus
+from reconciler.api.pods import ManagedPod
 from reconciler.core.devices.dra_extended import ExtendedResources
 from reconciler.core.devices.inventory import DeviceInventory
 from reconciler.core.engine import Engine
@@ -56,7 +57,9 @@ from reconciler.core.status import (
 )
 from reconciler.feed import WorkloadSources, compile_for, inventory_index
 from reconciler.integrations import BATCH_JOB, POD, REGISTRY, Integration
-from reconciler.integrations.pod import is_group_pod
+from reconciler.integrations.pod import group_name
+from reconciler.integrations.podgroup import group_workload, make_group
+from reconciler.integrations.podgroup_plan import GroupKnown, plan_group
 
 from .inputs import Collected, InputObject, SimulationError, SimulationResult, collect, decode, describe
 
@@ -144,9 +147,8 @@ def _other_job(
     if QUEUE_NAME_LABEL not in job.metadata.labels:
         collected.warnings.append(f"{describe(obj)}: no {QUEUE_NAME_LABEL} label; not managed")
         return None
-    if integration is POD and is_group_pod(job.metadata.labels, job.metadata.annotations):
-        collected.warnings.append(f"{describe(obj)}: a pod group's pod; pod groups are not supported yet")
-        return None
+    if integration is POD and group_name(job.metadata.labels, job.metadata.annotations):
+        return _group_pod(obj, job, collected)
     pod_sets = integration.pod_sets(job)
     priority = resolve_priority_of(
         job.metadata.labels,
@@ -157,6 +159,38 @@ def _other_job(
     if isinstance(priority, MissingPriorityClass):
         raise SimulationError(f"{describe(obj)}: {priority.message}")
     return workload_for_object(job.metadata, integration.api_version, integration.kind, pod_sets, priority)
+
+
+def _group_pod(obj: InputObject, pod: ManagedPod, collected: Collected) -> Workload | None:
+    """A pod of a group: kept with its group's pods; the group's one Workload arrives with the
+    pod that completes it (as the controller makes it only then; pods beyond the total count
+    are excess, which Kueue deletes)."""
+    meta = pod.metadata
+    key = (meta.namespace, group_name(meta.labels, meta.annotations))
+    if key in collected.groups_done:
+        collected.warnings.append(f"{describe(obj)}: pod group {key[0]}/{key[1]} is complete: an excess pod")
+        return None
+    members = collected.groups.setdefault(key, [])
+    members.append(pod)
+    group = make_group(*key, members)
+    assert group is not None
+    plan = plan_group(group, None, GroupKnown(), {}, now="")
+    if plan.create is None:
+        collected.group_problems[key] = f"{describe(obj)}: pod group {key[0]}/{key[1]}: {plan.problem}"
+        return None
+    del collected.groups[key]
+    collected.group_problems.pop(key, None)
+    collected.groups_done.add(key)
+    kept, pod_sets = plan.create
+    priority = resolve_priority_of(
+        group.metadata.labels,
+        [ps.template for ps in pod_sets],
+        collected.workload_classes,
+        collected.pod_classes,
+    )
+    if isinstance(priority, MissingPriorityClass):
+        raise SimulationError(f"{describe(obj)}: {priority.message}")
+    return group_workload(group, kept, pod_sets, priority)
 
 
 def _workload(obj: InputObject, collected: Collected, frameworks: Sequence[str]) -> Workload | None:
@@ -222,6 +256,7 @@ def prepare(
             engine.add_workload(info, workload.status.admission)
         else:
             prepared.waiting.append(info)
+    collected.warnings += collected.group_problems.values()  # groups never complete: no Workload
     return prepared
 
 

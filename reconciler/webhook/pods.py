@@ -10,11 +10,14 @@ names a queue (or any, with ``manageJobsWithoutQueueName``) is marked managed
 ``kueue.x-k8s.io/admission`` until its Workload is admitted; it also gets Kueue's role hash
 (``kueue.x-k8s.io/role-hash``).
 
+A pod of a group (``kueue.x-k8s.io/pod-group-name``) is defaulted the same way: its group's
+Workload is made once all its pods exist, and each pod waits at the gate until then.
+
 Validation, as Kueue's: the queue-name rules of any job (suspended here means gated or ended),
 the managed label's only value ``true``, the pod-group metadata (a group name needs a total
 count and the other way round, the name a DNS subdomain, the count a positive integer, the
-name immutable). Pod groups are not implemented by this controller: a pod of a group that
-names a queue is refused, saying so, rather than left gated for ever or run outside quota.
+name immutable, and a group marked not retriable stays so). The group name is read from the
+annotation first, then the label, as Kueue v0.18.1 reads it (WorkloadIdentifierAnnotations).
 """
 
 from __future__ import annotations
@@ -34,9 +37,10 @@ from reconciler.integrations.pod import (
     MANAGED_VALUE,
     POD_FINALIZER,
     ROLE_HASH_ANNOTATION,
-    is_group_pod,
+    group_name,
     role_hash,
 )
+from reconciler.integrations.podgroup import RETRIABLE_IN_GROUP_ANNOTATION
 
 from .fielderrors import IMMUTABLE, FieldError, Path, forbidden, invalid, required
 from .jobs import DEFAULT_LOCAL_QUEUE, JobPolicy, PodPolicy, validate_job, validate_job_update
@@ -44,7 +48,6 @@ from .names import dns1123_subdomain_problems
 from .review import PatchOp, escape
 
 __all__ = [
-    "GROUPS_NOT_SUPPORTED",
     "QueuedPod",
     "default_pod",
     "namespace_managed",
@@ -57,10 +60,6 @@ __all__ = [
 _SYSTEM_NAMESPACE = "kube-system"
 _LABELS = Path("metadata.labels")
 _ANNOTATIONS = Path("metadata.annotations")
-GROUPS_NOT_SUPPORTED = (
-    "pod groups are not supported by dra-quota-reconciler yet (only single pods of the pod "
-    "integration); create the pods without this label, or as a Job or JobSet"
-)
 
 
 @dataclass(frozen=True)
@@ -105,8 +104,6 @@ def default_pod(
     if not labels.get(QUEUE_NAME_LABEL) and default_queue_exists:
         labels[QUEUE_NAME_LABEL] = DEFAULT_LOCAL_QUEUE
     if pod_is_managed(ObjectMeta(labels=labels), rules.manage_without_queue_name):
-        if is_group_pod(labels, meta.annotations):
-            return []  # refused by validation when it names a queue; never held at the gate
         labels[MANAGED_LABEL] = MANAGED_VALUE
     if labels != meta.labels:
         if meta.labels:
@@ -141,18 +138,26 @@ def default_pod(
     return ops
 
 
+def _group_name_path(meta: ObjectMeta) -> str:
+    """Where the group name is read from: the annotation when it is set, else the label."""
+    if meta.annotations.get(GROUP_NAME_LABEL):
+        return _ANNOTATIONS.key(GROUP_NAME_LABEL)
+    return _LABELS.key(GROUP_NAME_LABEL)
+
+
 def _group_errors(meta: ObjectMeta) -> list[FieldError]:
     """Kueue's pod-group metadata rules."""
-    group = meta.labels.get(GROUP_NAME_LABEL, "")
+    group = group_name(meta.labels, meta.annotations)
     count = meta.annotations.get(GROUP_TOTAL_COUNT_ANNOTATION)
-    both = f"both the '{GROUP_TOTAL_COUNT_ANNOTATION}' annotation and the '{GROUP_NAME_LABEL}' label"
-    both += " should be set"
+    by_annotation = bool(meta.annotations.get(GROUP_NAME_LABEL))
+    name_part = f"the '{GROUP_NAME_LABEL}' {'annotation' if by_annotation else 'label'}"
+    both = f"both the '{GROUP_TOTAL_COUNT_ANNOTATION}' annotation and {name_part} should be set"
     if not group:
-        return [required(_LABELS.key(GROUP_NAME_LABEL), both)] if count is not None else []
+        return [required(_group_name_path(meta), both)] if count is not None else []
     errors: list[FieldError] = []
     problems = dns1123_subdomain_problems(group)
     if problems:
-        errors.append(invalid(_LABELS.key(GROUP_NAME_LABEL), group, ",".join(problems)))
+        errors.append(invalid(_group_name_path(meta), group, ",".join(problems)))
     path = _ANNOTATIONS.key(GROUP_TOTAL_COUNT_ANNOTATION)
     if count is None:
         return [*errors, required(path, both)]
@@ -180,11 +185,7 @@ def _common(pod: ManagedPod, rules: JobPolicy) -> list[FieldError]:
 def validate_pod(pod: ManagedPod, rules: JobPolicy) -> list[FieldError]:
     if not rules.pods.enabled:
         return []
-    errors = validate_job(QueuedPod.of(pod), replace(rules, enabled=True)) + _common(pod, rules)
-    meta = pod.metadata
-    if GROUP_NAME_LABEL in meta.labels and meta.labels.get(QUEUE_NAME_LABEL):
-        errors.append(forbidden(_LABELS.key(GROUP_NAME_LABEL), GROUPS_NOT_SUPPORTED))
-    return errors
+    return validate_job(QueuedPod.of(pod), replace(rules, enabled=True)) + _common(pod, rules)
 
 
 def pod_warnings(pod: ManagedPod, rules: JobPolicy) -> list[str]:
@@ -202,7 +203,7 @@ def validate_pod_update(
     new: ManagedPod, old: ManagedPod, rules: JobPolicy, *, default_queue_exists: bool = False
 ) -> list[FieldError]:
     """Kueue's rules for an update of a pod: the queue-name rules of any job, the common
-    rules, and a group name that cannot change."""
+    rules, a group name that cannot change, and a group not retriable that stays so."""
     if not rules.pods.enabled:
         return []
     job_rules = replace(rules, enabled=True)
@@ -210,8 +211,15 @@ def validate_pod_update(
         QueuedPod.of(new), QueuedPod.of(old), job_rules, default_queue_exists=default_queue_exists
     )
     errors += _common(new, rules)
-    old_group = old.metadata.labels.get(GROUP_NAME_LABEL, "")
-    new_group = new.metadata.labels.get(GROUP_NAME_LABEL, "")
+    new_group = group_name(new.metadata.labels, new.metadata.annotations)
+    old_group = group_name(old.metadata.labels, old.metadata.annotations)
+    if new_group and _unretriable(old.metadata) and not _unretriable(new.metadata):
+        path = _ANNOTATIONS.key(RETRIABLE_IN_GROUP_ANNOTATION)
+        errors.append(forbidden(path, "unretriable pod group can't be converted to retriable"))
     if old_group and new_group != old_group:
-        errors.append(invalid(_LABELS.key(GROUP_NAME_LABEL), new_group, IMMUTABLE))
+        errors.append(invalid(_group_name_path(new.metadata), new_group, IMMUTABLE))
     return errors
+
+
+def _unretriable(meta: ObjectMeta) -> bool:
+    return meta.annotations.get(RETRIABLE_IN_GROUP_ANNOTATION) == "false"

@@ -3,7 +3,7 @@ a pod stored by the pod webhook (gated, managed, Kueue's finalizer) gets a Workl
 through deviceClassMappings, is admitted, ungated with its flavor's node labels and tolerations
 in one write, runs, succeeds, and its Workload finishes and its finalizer goes; a pod that does
 not fit stays gated with Kueue's pending message until the quota comes back; a stopped pod is
-deleted; a pod group's pod is left alone."""
+deleted (pod groups: test_podgroup_runtime.py)."""
 
 from __future__ import annotations
 
@@ -23,7 +23,7 @@ from reconciler.api.resources import (
 from reconciler.api.times import rfc3339
 from reconciler.config import parse_config
 from reconciler.integrations import PODSET_LABEL
-from reconciler.integrations.pod import ADMISSION_GATE, GROUP_IGNORED, GROUP_NAME_LABEL, POD_FINALIZER
+from reconciler.integrations.pod import ADMISSION_GATE, POD_FINALIZER
 from reconciler.runtime.actions import Action
 from reconciler.runtime.reconciler import Reconciler
 from reconciler.runtime.watched import POD_JOBS_HANDLER
@@ -220,23 +220,13 @@ def test_a_gated_pod_whose_workload_is_deleted_is_deleted_too() -> None:
     assert c.api.reasons("Pod", "p1") == ["CreatedWorkload", "Stopped"]
 
 
-def test_a_pod_group_pod_and_an_unmanaged_pod_get_no_workload() -> None:
+def test_an_unmanaged_pod_gets_no_workload() -> None:
     c = Cluster()
     queues(c, gpus=1)
-    group = stored_pod(pod_body("g1"))
-    group["metadata"]["labels"] |= {GROUP_NAME_LABEL: "g", "kueue.x-k8s.io/managed": "true"}
-    c.api.add(PODS, group)
     c.api.add(PODS, stored_pod(pod_body("plain", queue=None)))
     c.settle()
     assert c.workloads() == {}
     assert gates(c.pod("plain")) == []
-    # The group's pod is told, once, that it is left alone.
-    c.api.change(PODS, "ns", "g1", {"status": {"phase": "Pending"}})
-    c.settle()
-    warned = [
-        (e["type"], e["reason"], e["message"]) for e in c.api.events if e["involvedObject"]["name"] == "g1"
-    ]
-    assert warned == [("Warning", "PodGroupNotSupported", GROUP_IGNORED)]
 
 
 def test_with_pods_on_pods_are_watched_once_and_a_jobs_pods_still_count_for_pods_ready() -> None:

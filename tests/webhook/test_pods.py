@@ -1,7 +1,8 @@
 """The pod webhooks (framework pod): mpod.kb.io holds a queue-named pod at Kueue's scheduling
 gate, marks it managed and adds Kueue's finalizer (not in kube-system or the controller's
 namespace, not outside a managedJobsNamespaceSelector, not a managed job's pod); vpod.kb.io
-applies Kueue's rules and refuses a queue-named pod group (not implemented)."""
+applies Kueue's rules, the pod-group metadata rules included; a group's pod is held like a
+single pod."""
 
 from __future__ import annotations
 
@@ -133,7 +134,7 @@ async def test_a_pod_of_a_managed_job_is_the_jobs_not_a_job_of_its_own() -> None
 
 
 @pytest.mark.asyncio
-async def test_validation_kueues_rules_and_pod_groups_refused() -> None:
+async def test_validation_kueues_rules_and_pod_group_metadata() -> None:
     assert (await _validate(pod_body("p"))).allowed
     wrong = pod_body("p")
     wrong["metadata"]["labels"]["kueue.x-k8s.io/managed"] = "false"
@@ -144,16 +145,66 @@ async def test_validation_kueues_rules_and_pod_groups_refused() -> None:
     group["metadata"]["labels"]["kueue.x-k8s.io/pod-group-name"] = "g"
     verdict = await _validate(group)
     assert not verdict.allowed
-    assert "metadata.annotations[kueue.x-k8s.io/pod-group-total-count]: Required value" in verdict.message
-    group["metadata"]["annotations"] = {"kueue.x-k8s.io/pod-group-total-count": "2"}
-    verdict = await _validate(group)
     assert verdict.message == (
-        "metadata.labels[kueue.x-k8s.io/pod-group-name]: Forbidden: pod groups are not supported by "
-        "dra-quota-reconciler yet (only single pods of the pod integration); create the pods without "
-        "this label, or as a Job or JobSet"
+        "metadata.annotations[kueue.x-k8s.io/pod-group-total-count]: Required value: both the "
+        "'kueue.x-k8s.io/pod-group-total-count' annotation and the 'kueue.x-k8s.io/pod-group-name' "
+        "label should be set"
     )
-    # A pod group's pod is never gated (it would wait for ever).
-    assert await _stored(group) == group
+    group["metadata"]["annotations"] = {"kueue.x-k8s.io/pod-group-total-count": "0"}
+    assert (await _validate(group)).message == (
+        'metadata.annotations[kueue.x-k8s.io/pod-group-total-count]: Invalid value: "0": incorrect '
+        "annotation value 'kueue.x-k8s.io/pod-group-total-count=0': group total count should be "
+        "greater than zero"
+    )
+    group["metadata"]["annotations"] = {"kueue.x-k8s.io/pod-group-total-count": "2"}
+    assert (await _validate(group)).allowed  # a queue-named group is Kueue's to admit
+    # The name read from the annotation first (Kueue's WorkloadIdentifierAnnotations), checked there.
+    named = pod_body("p")
+    named["metadata"]["annotations"] = {"kueue.x-k8s.io/pod-group-name": "G_1"}
+    message = (await _validate(named)).message
+    assert message.startswith('[metadata.annotations[kueue.x-k8s.io/pod-group-name]: Invalid value: "G_1": ')
+    assert message.endswith(
+        "both the 'kueue.x-k8s.io/pod-group-total-count' annotation and the "
+        "'kueue.x-k8s.io/pod-group-name' annotation should be set]"
+    )
+
+
+@pytest.mark.asyncio
+async def test_a_group_pod_is_held_like_a_single_pod_and_stays_unretriable() -> None:
+    group = pod_body("p")
+    group["metadata"]["labels"]["kueue.x-k8s.io/pod-group-name"] = "g"
+    group["metadata"]["annotations"] = {
+        "kueue.x-k8s.io/pod-group-total-count": "2",
+        "kueue.x-k8s.io/retriable-in-group": "false",
+    }
+    stored = await _stored(group)
+    assert stored["spec"]["schedulingGates"] == [GATE]
+    assert stored["metadata"]["labels"]["kueue.x-k8s.io/managed"] == "true"
+    assert stored["metadata"]["finalizers"] == ["kueue.x-k8s.io/managed"]
+    assert stored["metadata"]["annotations"]["kueue.x-k8s.io/role-hash"] == role_hash(
+        msgspec.json.encode(stored["spec"])
+    )
+    retriable = {
+        **stored,
+        "metadata": {
+            **stored["metadata"],
+            "annotations": {**stored["metadata"]["annotations"], "kueue.x-k8s.io/retriable-in-group": "true"},
+        },
+    }
+    assert (await _validate(retriable, old=stored)).message == (
+        "metadata.annotations[kueue.x-k8s.io/retriable-in-group]: Forbidden: unretriable pod group "
+        "can't be converted to retriable"
+    )
+    renamed = {
+        **stored,
+        "metadata": {
+            **stored["metadata"],
+            "labels": {**stored["metadata"]["labels"], "kueue.x-k8s.io/pod-group-name": "h"},
+        },
+    }
+    assert (await _validate(renamed, old=stored)).message == (
+        'metadata.labels[kueue.x-k8s.io/pod-group-name]: Invalid value: "h": field is immutable'
+    )
 
 
 @pytest.mark.asyncio
