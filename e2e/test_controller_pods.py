@@ -5,6 +5,8 @@ leaves the gated pod alone (PodScheduled False SchedulingGated, no node) while i
 with Kueue's message; once admitted, the controller's one write removes the gate and adds the
 flavor's node labels, and the scheduler places the pod, which gets its GPU claim allocated and
 runs on the node simulator. Its Workload finishes when it succeeds and the finalizer goes.
+A pod group (a GPU pod and a CPU-only pod) gets no Workload until its second pod exists, then one
+Workload with a pod set per shape; both pods are ungated together and run.
 
 The session test-bed has one GPU and the ClusterQueue one GPU of quota: the second pod waits
 for the first.
@@ -226,3 +228,66 @@ async def test_a_gated_pod_waits_unscheduled_until_admitted_then_runs_on_its_fla
     assert ran["spec"]["nodeName"] == "gpu-node-1"
     assert not second["spec"].get("nodeSelector")  # created without; the admission added it
     assert ran["spec"]["nodeSelector"] == {"nvidia.com/gpu.product": "Tesla-T4"}
+
+
+def group_pod(name: str, namespace: str, group: str, *, gpu: bool) -> Obj:
+    """A pod of a two-pod group: the GPU one (claim from `one-gpu`) or a CPU-only one."""
+    body = pod(name, namespace, run_seconds="4")
+    body["metadata"]["labels"]["kueue.x-k8s.io/pod-group-name"] = group
+    body["metadata"]["annotations"]["kueue.x-k8s.io/pod-group-total-count"] = "2"
+    if not gpu:
+        del body["spec"]["resourceClaims"]
+        del body["spec"]["containers"][0]["resources"]["claims"]
+    return body
+
+
+@pytest.mark.asyncio
+async def test_a_pod_group_gets_one_workload_once_complete_and_runs_as_a_whole(
+    kube: KubeClient, served: str
+) -> None:
+    """Two pods of two shapes (one with a GPU claim, one CPU-only): the first stays gated with no
+    Workload; the second completes the group, whose one Workload has a pod set per shape; both
+    pods are ungated together, scheduled, run and succeed; the Workload finishes and the
+    finalizers go."""
+    namespace = served
+    pods_path = api_path("v1", "pods", namespace)
+    workloads_path = api_path(KUEUE, "workloads", namespace)
+    leader = await kube.create(pods_path, group_pod("g-gpu", namespace, "train", gpu=True))
+    assert [g["name"] for g in leader["spec"]["schedulingGates"]] == [GATE]
+    await asyncio.sleep(3)  # the controller has seen it: an incomplete group gets no Workload
+    assert (await kube.get(workloads_path))["items"] == []
+    await kube.create(pods_path, group_pod("g-cpu", namespace, "train", gpu=False))
+
+    async def group_workload() -> Obj | None:
+        items = (await kube.get(workloads_path))["items"]
+        return items[0] if items else None
+
+    workload = await wait_for("the group's Workload", group_workload, within=60, interval=0.3)
+    assert workload["metadata"]["name"] == "train"
+    counts = sorted(ps["count"] for ps in workload["spec"]["podSets"])
+    assert counts == [1, 1]  # one pod set per shape
+    admitted = await workload_where(kube, namespace, "train", "Admitted", "True")
+    usage = {
+        resource: amount
+        for assignment in admitted["status"]["admission"]["podSetAssignments"]
+        for resource, amount in assignment["resourceUsage"].items()
+        if resource == "nvidia.com/gpu"
+    }
+    assert usage == {"nvidia.com/gpu": "1"}
+
+    async def both_succeeded() -> list[Obj] | None:
+        found = [await kube.get(api_path("v1", "pods", namespace, n)) for n in ("g-gpu", "g-cpu")]
+        return found if all(p["status"].get("phase") == "Succeeded" for p in found) else None
+
+    done = await wait_for("both pods of the group to succeed", both_succeeded, within=150, interval=0.5)
+    for current in done:
+        assert not current["spec"].get("schedulingGates")
+        assert current["spec"]["nodeSelector"] == {"nvidia.com/gpu.product": "Tesla-T4"}
+        assert current["spec"]["nodeName"] == "gpu-node-1"
+    await workload_where(kube, namespace, "train", "Finished", "True")
+
+    async def released() -> bool:
+        found = [await kube.get(api_path("v1", "pods", namespace, n)) for n in ("g-gpu", "g-cpu")]
+        return not any(p["metadata"].get("finalizers") for p in found)
+
+    await wait_for("the group's finalizers to go", released, within=60, interval=0.3)
