@@ -14,7 +14,9 @@ them it publishes whole GPUs and the one class, as before. For the allocator's
 rules it can publish device taints, a ``resource.kubernetes.io/pcieRoot`` per GPU,
 NICs (``nic-<i>``, ``type: nic``) on PCIe roots, and shared counters: each GPU's
 counter set ``gpu-<n>-slices`` in a second slice of the pool (a slice holds devices or
-counters), consumed whole by the GPU and in part by each partition.
+counters), consumed whole by the GPU and in part by each partition; shared GPUs (``type:
+vgpu``, ``allowMultipleAllocations``, capacities ``memory`` and ``cores: 100``); and classes
+that declare an ``extendedResourceName``.
 """
 
 from __future__ import annotations
@@ -51,12 +53,15 @@ def device_class(extra: DeviceClassSpec | None = None) -> Obj:
     name, selector = (
         (DEVICE_CLASS_NAME, DEVICE_CLASS_SELECTOR) if extra is None else (extra.name, extra.selector)
     )
-    return {
+    body: Obj = {
         "apiVersion": RESOURCE_V1,
         "kind": "DeviceClass",
         "metadata": {"name": name, "labels": {MANAGED_BY_LABEL: _DRIVER_LABEL_VALUE}},
         "spec": {"selectors": [{"cel": {"expression": selector}}]},
     }
+    if extra is not None and extra.extended_resource_name:
+        body["spec"]["extendedResourceName"] = extra.extended_resource_name
+    return body
 
 
 def partition_devices(node: NodeSpec) -> list[Obj]:
@@ -137,6 +142,10 @@ def gpu_devices(node: NodeSpec) -> list[Obj]:
             },
             "capacity": {"memory": {"value": model.memory}},
         }
+        if gpus.shared:
+            device["attributes"]["type"] = {"string": "vgpu"}
+            device["allowMultipleAllocations"] = True
+            device["capacity"]["cores"] = {"value": "100"}
         if index < len(gpus.pcie_roots):
             device["attributes"][PCIE_ROOT] = {"string": gpus.pcie_roots[index]}
         if gpus.counter_slices:

@@ -92,6 +92,8 @@ class DeviceClassSpec(msgspec.Struct, frozen=True, kw_only=True, rename="camel",
 
     name: str
     selector: str
+    # KEP-5004: pods asking for this extended resource get a claim for the class.
+    extended_resource_name: str | None = None
 
 
 class GpuSpec(
@@ -109,6 +111,9 @@ class GpuSpec(
     taints: list[DeviceTaintSpec] = msgspec.field(default_factory=list)
     # The `resource.kubernetes.io/pcieRoot` attribute of GPU n is pcieRoots[n] (none when absent).
     pcie_roots: list[str] = msgspec.field(default_factory=list)
+    # Shared GPUs (consumable capacity, HAMi-style): `type: vgpu`, allowMultipleAllocations, and a
+    # capacity `cores: 100` (percent of the card) beside `memory`.
+    shared: bool = False
 
     def resolved_model(self) -> GpuModel:
         if self.custom is not None:
