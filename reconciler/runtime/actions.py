@@ -40,6 +40,7 @@ Purpose = Literal[
     "job-clear-start",
     "job-release",
     "job-delete",
+    "pod-group-labels",
     "cq-status",
     "cohort-status",
     "lq-status",

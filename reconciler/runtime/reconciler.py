@@ -55,6 +55,7 @@ from .events import EventRecorder
 from .in_use import InUse
 from .inventory import Inventory
 from .jobs import JobKinds
+from .lws import lws_groups
 from .patches import holds_quota
 from .pods_ready import PodsReady
 from .preemption import Preemption
@@ -117,6 +118,7 @@ class Reconciler(ReconcilerViews):
         own_namespace = namespace or config.namespace or DEFAULT_NAMESPACE
         # One Jobs concern per integration, by kind (a kind's jobs never meet another's).
         self.job_kinds = JobKinds(self.ctx, integrations, own_namespace)
+        self.lws_groups = lws_groups(self.ctx, self.job_kinds.by_kind, own_namespace)
         self.pods_ready = PodsReady(self.ctx)
         self.queue_status = QueueStatus(self.ctx)
         self.preemption = Preemption(self.ctx)
@@ -126,8 +128,7 @@ class Reconciler(ReconcilerViews):
         self.watched_kinds = _watched_for(config, integrations)
         self.watched = tuple(row.resource for row in self.watched_kinds)
         self.synced: set[str] = set()
-        self.ready = False
-        self._next_resync = 0.0
+        self.ready, self._next_resync = False, 0.0
         # The event dispatch, from the table: each watched kind's handler (a job's with its kind).
         self._on_object: dict[str, Callable[[Key, Any], None]] = {
             row.resource.plural: _handler(self, row.handler, self.job_kinds.kind_of.get(row.resource.plural))
@@ -390,7 +391,11 @@ def _on_pod_or_job(reconciler: Reconciler, key: Key, pod: ManagedPod | None, *, 
     """A pod with the plain-pod integration on: a job of its own while labelled managed (a pod
     group's pods are not: Kueue's pod groups are not implemented here), and in the pod index
     while it carries a pod set label (a started job's pod)."""
-    managed = pod is not None and pod.metadata.labels.get(MANAGED_LABEL) == "true"
+    if reconciler.lws_groups.on_pod(key, pod):
+        managed = False  # a LeaderWorkerSet's pod: its group is the job
+    else:
+        managed = pod is not None and pod.metadata.labels.get(MANAGED_LABEL) == "true"
+        managed = managed and kind in reconciler.job_kinds.by_kind  # the plain-pod integration is on
     if managed and pod is not None and is_group_pod(pod.metadata.labels, pod.metadata.annotations):
         managed = False
         if reconciler.ready:

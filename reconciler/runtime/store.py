@@ -24,6 +24,7 @@ from reconciler.api import (
 )
 from reconciler.core.model.workloads import workload_name_for_job
 from reconciler.integrations import BATCH_JOB, Integration, controller_parent
+from reconciler.integrations.lwsgroup import COMPONENT_INDEX_ANNOTATION, LWS_KIND, group_name
 
 __all__ = ["JobRef", "Key", "Store", "owner_ref"]
 
@@ -34,9 +35,15 @@ JobRef = tuple[str, str, str]
 
 def owner_ref(workload: Workload, integrations: Mapping[str, Integration]) -> JobRef | None:
     """The job (of one of `integrations`, by kind) that controls a Workload, from its owner references."""
+    index = workload.metadata.annotations.get(COMPONENT_INDEX_ANNOTATION)
     for ref in workload.metadata.owner_references:
         integration = integrations.get(ref.kind)
-        if integration is not None and ref.api_version == integration.api_version and ref.controller:
+        if integration is None or ref.api_version != integration.api_version:
+            continue
+        if ref.kind == LWS_KIND and index is not None:
+            # A LeaderWorkerSet's group: its Workload is owned (not controlled) by the set.
+            return (ref.kind, workload.metadata.namespace, group_name(ref.name, int(index)))
+        if ref.controller:
             return (ref.kind, workload.metadata.namespace, ref.name)
     return None
 
