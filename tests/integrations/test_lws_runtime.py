@@ -14,7 +14,7 @@ from reconciler.config import parse_config
 from reconciler.integrations import PODSET_LABEL
 from reconciler.integrations.lwsgroup import workload_name
 from reconciler.integrations.pod import ADMISSION_GATE
-from reconciler.runtime.actions import Action
+from reconciler.runtime.actions import Action, Delete
 from reconciler.runtime.reconciler import Reconciler
 from tests.integrations.test_pod_runtime import GPU, T0, TAINT, condition, gates, queues
 from tests.support.lws import group_pods, lws_body, stored_lws
@@ -143,7 +143,7 @@ def test_scale_up_adds_a_groups_workload_and_scale_down_deletes_it_freeing_quota
     assert c.used_gpus() == 4
     c.api.change(LEADERWORKERSETS, "ns", "a", {"spec": {"replicas": 1}})
     performed = c.settle()
-    assert [a.name for a in performed if a.purpose == "delete-workload"] == [
+    assert [a.name for a in performed if isinstance(a, Delete) and a.purpose == "delete-workload"] == [
         workload_name("a", lws["metadata"]["uid"], 1)
     ]
     assert c.workload(lws, 1) is None
@@ -163,7 +163,10 @@ def test_an_evicted_group_has_its_running_pods_deleted_and_its_quota_returned() 
     assert workload is not None
     c.api.change(WORKLOADS, "ns", workload["metadata"]["name"], {"spec": {"active": False}})
     performed = c.settle()
-    assert sorted(a.name for a in performed if a.purpose == "job-delete") == ["a-0", "a-0-1"]
+    assert sorted(a.name for a in performed if isinstance(a, Delete) and a.purpose == "job-delete") == [
+        "a-0",
+        "a-0-1",
+    ]
     assert ("pods", "ns", "a-0") not in c.api.objects
     assert c.used_gpus() == 0
     # The LWS controller recreates the group: its pods wait at the gate again.
