@@ -15,6 +15,9 @@
 # --jobset builds JobSet's manager (main.go of sigs.k8s.io/jobset@$JOBSET_VERSION) and copies
 # its CRD, webhook manifests and their patches, for e2e/test_controller_jobset.py (~3 min cold).
 #
+# --lws builds LeaderWorkerSet's manager (cmd/main.go of sigs.k8s.io/lws@$LWS_VERSION) and copies
+# its CRD and webhook manifests, for e2e/test_controller_lws.py.
+#
 # --node builds what a real node needs (e2e/kubelet/run.sh): the kubelet of the same
 # Kubernetes module build (in the control plane's `go build`), containerd (containerd, containerd-shim-runc-v2, ctr) from
 # github.com/containerd/containerd/v2@$CONTAINERD_VERSION and crictl from
@@ -24,13 +27,15 @@ set -euo pipefail
 
 with_kueue=0
 with_jobset=0
+with_lws=0
 with_node=0
 for arg in "$@"; do
   case "$arg" in
     --kueue) with_kueue=1 ;;
     --jobset) with_jobset=1 ;;
+    --lws) with_lws=1 ;;
     --node) with_node=1 ;;
-    *) echo "usage: $0 [--kueue] [--jobset] [--node]" >&2; exit 2 ;;
+    *) echo "usage: $0 [--kueue] [--jobset] [--lws] [--node]" >&2; exit 2 ;;
   esac
 done
 
@@ -47,6 +52,7 @@ prometheus_dir="$cache/prometheus-$PROMETHEUS_VERSION"
 monitoring_crds_dir="$cache/prometheus-operator-crds-$PROMETHEUS_OPERATOR_VERSION"
 kueue_dir="$cache/kueue-$KUEUE_VERSION"
 jobset_dir="$cache/jobset-$JOBSET_VERSION"
+lws_dir="$cache/lws-$LWS_VERSION"
 containerd_dir="$cache/containerd-$CONTAINERD_VERSION"
 cri_tools_dir="$cache/cri-tools-$CRI_TOOLS_VERSION"
 monitoring_crds=(monitoring.coreos.com_servicemonitors.yaml monitoring.coreos.com_prometheusrules.yaml)
@@ -384,6 +390,40 @@ build_jobset() {
   log "jobset: done ($jobset_dir/bin/jobset)"
 }
 
+# LeaderWorkerSet's manager from its Go module (checked against the checksum database as usual):
+# its main package is cmd/. The CRD and the webhook manifests (with the patches that give its
+# pod webhooks their object selectors) are copied next to it.
+build_lws() {
+  if [[ -x "$lws_dir/bin/lws" && -d "$lws_dir/crds" && -d "$lws_dir/webhook" ]]; then
+    log "lws $LWS_VERSION: cached in $lws_dir"
+    return
+  fi
+  log "lws $LWS_VERSION: downloading the Go module"
+  local scratch info dir
+  scratch=$(mktemp -d)
+  info=$(cd "$scratch" && GOFLAGS= go mod download -json "sigs.k8s.io/lws@$LWS_VERSION")
+  rmdir "$scratch"
+  dir=$(sed -n 's/^[[:space:]]*"Dir": "\(.*\)",$/\1/p' <<<"$info")
+  [[ -f "$dir/cmd/main.go" ]] || { log "lws: no cmd/main.go in the module ($dir)"; exit 1; }
+  rm -rf "$lws_dir/src"
+  mkdir -p "$lws_dir/src" "$lws_dir/bin"
+  cp -r "$dir/." "$lws_dir/src/"
+  chmod -R u+w "$lws_dir/src"
+  cd "$lws_dir/src"
+  log "lws: compiling its manager"
+  go build -v -trimpath -ldflags "-s -w -X sigs.k8s.io/lws/pkg/version.GitVersion=$LWS_VERSION" \
+    -o "$lws_dir/bin/lws.tmp" ./cmd 2>&1 | progress lws
+  mv "$lws_dir/bin/lws.tmp" "$lws_dir/bin/lws"
+  rm -rf "$lws_dir/crds" "$lws_dir/webhook"
+  mkdir -p "$lws_dir/crds" "$lws_dir/webhook"
+  cp config/crd/bases/*.yaml "$lws_dir/crds/"
+  cp config/webhook/manifests.yaml "$lws_dir/webhook/manifests.yaml"
+  cp config/webhook/mutating-patch.yaml config/webhook/validating-patch.yaml "$lws_dir/webhook/"
+  cd "$lws_dir"
+  rm -rf "$lws_dir/src"
+  log "lws: done ($lws_dir/bin/lws)"
+}
+
 # timed LABEL FUNCTION: runs it; with $PHASE_TIMES naming a file (e2e/test.sh), appends
 # `set-up: LABEL<TAB>SECONDS` to it for the test command's table of phase times.
 timed() {
@@ -405,6 +445,7 @@ timed "prometheus (Debian package)" fetch_prometheus
 timed "prometheus-operator CRDs" fetch_monitoring_crds
 if [[ $with_kueue == 1 ]]; then timed "kueue" build_kueue; fi
 if [[ $with_jobset == 1 ]]; then timed "jobset" build_jobset; fi
+if [[ $with_lws == 1 ]]; then timed "lws" build_lws; fi
 if [[ $with_node == 1 ]]; then
   timed "containerd" build_containerd
   timed "crictl" build_crictl

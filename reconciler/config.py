@@ -94,7 +94,9 @@ KNOWN_FRAMEWORKS = frozenset(
     }
 )
 # The frameworks reconciler.integrations implements (its registry has exactly these).
-SUPPORTED_FRAMEWORKS = frozenset({"batch/job", "jobset.x-k8s.io/jobset", "pod"})
+SUPPORTED_FRAMEWORKS = frozenset(
+    {"batch/job", "jobset.x-k8s.io/jobset", "leaderworkerset.x-k8s.io/leaderworkerset", "pod"}
+)
 
 _HANDLED = frozenset({"resources", "waitForPodsReady", "integrations", "manageJobsWithoutQueueName"})
 _HANDLED |= {"namespace", "internalCertManagement", "webhook", "managedJobsNamespaceSelector"}

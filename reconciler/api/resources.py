@@ -12,6 +12,7 @@ __all__ = [
     "EVENTS",
     "JOBS",
     "JOBSETS",
+    "LEADERWORKERSETS",
     "LEASES",
     "LOCAL_QUEUES",
     "MUTATING_WEBHOOK_CONFIGURATIONS",
@@ -74,6 +75,9 @@ class Resource:
 
 JOBS = Resource("batch", "v1", "jobs", "Job", namespaced=True)
 JOBSETS = Resource("jobset.x-k8s.io", "v1alpha2", "jobsets", "JobSet", namespaced=True)
+LEADERWORKERSETS = Resource(
+    "leaderworkerset.x-k8s.io", "v1", "leaderworkersets", "LeaderWorkerSet", namespaced=True
+)
 PODS = Resource("", "v1", "pods", "Pod", namespaced=True)
 NAMESPACES = Resource("", "v1", "namespaces", "Namespace", namespaced=False)
 NODES = Resource("", "v1", "nodes", "Node", namespaced=False)

@@ -8,12 +8,18 @@ from types import MappingProxyType
 from .base import Integration
 from .batchjob import BATCH_JOB
 from .jobset import JOBSET
+from .leaderworkerset import LEADER_WORKER_SET
 from .pod import POD
 
 __all__ = ["REGISTRY", "enabled"]
 
 REGISTRY: Mapping[str, Integration] = MappingProxyType(
-    {BATCH_JOB.framework: BATCH_JOB, JOBSET.framework: JOBSET, POD.framework: POD}
+    {
+        BATCH_JOB.framework: BATCH_JOB,
+        JOBSET.framework: JOBSET,
+        LEADER_WORKER_SET.framework: LEADER_WORKER_SET,
+        POD.framework: POD,
+    }
 )
 
 

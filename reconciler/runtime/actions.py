@@ -43,6 +43,7 @@ Purpose = Literal[
     "job-release",
     "job-delete",
     "job-terminate",
+    "pod-group-labels",
     "cq-status",
     "cohort-status",
     "lq-status",

@@ -85,7 +85,8 @@ class EventRecorder:
         body = event_body(
             api_version=api_version,
             kind=kind,
-            meta=obj.metadata,
+            # A job that stands for part of an object (a LeaderWorkerSet's group) names that object.
+            meta=getattr(obj, "event_meta", obj.metadata),
             event_type=event_type,
             reason=reason,
             message=message,

@@ -238,11 +238,16 @@ class Jobs:
                 ctx.events.emit(job, "Warning", "PriorityClassNotFound", priority.message)
             return
         self._unresolved.pop(key, None)
-        workload = workload_for_object(
-            job.metadata, integration.api_version, integration.kind, pod_sets, priority
+        workload = self._shaped(
+            job,
+            workload_for_object(job.metadata, integration.api_version, integration.kind, pod_sets, priority),
         )
         body = api_body(workload, WORKLOAD_API, "Workload")
         ctx.write(Create("create-workload", WORKLOADS, *wl_key, body, on_done=self._workload_created))
+
+    def _shaped(self, job: Any, workload: Workload) -> Workload:
+        """The Workload as created for `job` (a kind whose Workloads differ overrides this)."""
+        return workload
 
     def _follow_priority_label(self, job: Any, workload: Workload) -> None:
         """The job's priority-class label changed: the Workload takes the new class's priority."""

@@ -55,6 +55,7 @@ from .events import EventRecorder
 from .in_use import InUse
 from .inventory import Inventory
 from .jobs import JobKinds
+from .lws import lws_groups
 from .patches import holds_quota
 from .podgroups import GROUP_KIND, enable_pod_groups
 from .pods_ready import PodsReady
@@ -118,6 +119,7 @@ class Reconciler(ReconcilerViews):
         own_namespace = namespace or config.namespace or DEFAULT_NAMESPACE
         self.pod_groups = enable_pod_groups(self.ctx, own_namespace, integrations)  # with plain pods
         self.job_kinds = JobKinds(self.ctx, integrations, own_namespace, self.pod_groups)  # one per kind
+        self.lws_groups = lws_groups(self.ctx, self.job_kinds, own_namespace)
         self.pods_ready = PodsReady(self.ctx)
         self.queue_status = QueueStatus(self.ctx)
         self.preemption = Preemption(self.ctx)
@@ -127,8 +129,7 @@ class Reconciler(ReconcilerViews):
         self.watched_kinds = _watched_for(config, integrations)
         self.watched = tuple(row.resource for row in self.watched_kinds)
         self.synced: set[str] = set()
-        self.ready = False
-        self._next_resync = 0.0
+        self.ready, self._next_resync = False, 0.0
         # The event dispatch, from the table: each watched kind's handler (a job's with its kind).
         self._on_object: dict[str, Callable[[Key, Any], None]] = {
             row.resource.plural: _handler(self, row.handler, self.job_kinds.kind_of.get(row.resource.plural))
@@ -389,12 +390,16 @@ class Reconciler(ReconcilerViews):
 
 def _on_pod_or_job(reconciler: Reconciler, key: Key, pod: ManagedPod | None, *, kind: str) -> None:
     """A pod with the plain-pod integration on: a job of its own while labelled managed (a pod
-    group's managed pod is its group's, see `podgroups`), and in the pod index while it carries
-    a pod set label (a started job's pod)."""
-    managed = pod is not None and pod.metadata.labels.get(MANAGED_LABEL) == "true"
-    groups = reconciler.pod_groups.get(GROUP_KIND)
-    if groups is not None and groups.on_pod(key, pod if managed else None, ready=reconciler.ready):
-        managed = False  # its group is the job
+    group's managed pod is its group's, see `podgroups`; a LeaderWorkerSet's pod is its group's,
+    see `lws`), and in the pod index while it carries a pod set label (a started job's pod)."""
+    if reconciler.lws_groups.on_pod(key, pod):
+        managed = False  # a LeaderWorkerSet's pod: its group is the job
+    else:
+        managed = pod is not None and pod.metadata.labels.get(MANAGED_LABEL) == "true"
+        managed = managed and kind in reconciler.job_kinds.by_kind  # the plain-pod integration is on
+        groups = reconciler.pod_groups.get(GROUP_KIND)
+        if groups is not None and groups.on_pod(key, pod if managed else None, ready=reconciler.ready):
+            managed = False  # its group is the job
     if managed or key in reconciler.ctx.store.of_kind(kind):
         reconciler.job_kinds.on_job(key, pod if managed else None, kind=kind, ready=reconciler.ready)
     started = pod is not None and PODSET_LABEL in pod.metadata.labels

@@ -24,6 +24,7 @@ from reconciler.api import (
 )
 from reconciler.core.model.workloads import workload_name_for_job
 from reconciler.integrations import BATCH_JOB, Integration, controller_parent
+from reconciler.integrations.lwsgroup import COMPONENT_INDEX_ANNOTATION, LWS_KIND, group_name
 from reconciler.integrations.podgroup import GROUP_KIND, IS_GROUP_WORKLOAD_ANNOTATION, PodGroup
 
 __all__ = ["JobRef", "Key", "Store", "owner_ref"]
@@ -35,15 +36,26 @@ JobRef = tuple[str, str, str]
 
 def owner_ref(workload: Workload, integrations: Mapping[str, Integration]) -> JobRef | None:
     """The job (of one of `integrations`, by kind) that controls a Workload, from its owner
-    references; a pod group's Workload (marked so, owned by each pod) stands for the group it
-    is named after."""
+    references; a LeaderWorkerSet group's Workload (owned, not controlled, by the set, with its
+    group index) stands for that group; a pod group's Workload (marked so, owned by each pod)
+    stands for the group it is named after."""
     meta = workload.metadata
+    index = meta.annotations.get(COMPONENT_INDEX_ANNOTATION)
+    if index is not None:
+        for ref in meta.owner_references:
+            integration = integrations.get(ref.kind)
+            if (
+                ref.kind == LWS_KIND
+                and integration is not None
+                and ref.api_version == integration.api_version
+            ):
+                return (ref.kind, meta.namespace, group_name(ref.name, int(index)))
     if meta.annotations.get(IS_GROUP_WORKLOAD_ANNOTATION) == "true" and GROUP_KIND in integrations:
         return (GROUP_KIND, meta.namespace, meta.name)
-    for ref in workload.metadata.owner_references:
+    for ref in meta.owner_references:
         integration = integrations.get(ref.kind)
         if integration is not None and ref.api_version == integration.api_version and ref.controller:
-            return (ref.kind, workload.metadata.namespace, ref.name)
+            return (ref.kind, meta.namespace, ref.name)
     return None
 
 

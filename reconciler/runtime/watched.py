@@ -28,6 +28,7 @@ from reconciler.api import (
     Workload,
     WorkloadPriorityClass,
 )
+from reconciler.api.pods import ManagedPod
 from reconciler.api.resources import (
     CLUSTER_QUEUES,
     COHORTS,
@@ -49,10 +50,12 @@ from reconciler.api.slices import Node, ResourceSlice
 from reconciler.config import Configuration
 from reconciler.core.model.jobs import PODSET_LABEL
 from reconciler.integrations import Integration, enabled
+from reconciler.integrations.lwsgroup import LWS_KIND
 
 __all__ = [
     "DEFAULT_INTEGRATIONS",
     "JOB_HANDLER",
+    "LWS_HANDLER",
     "POD_JOBS_HANDLER",
     "WATCHED_KINDS",
     "Watched",
@@ -62,6 +65,8 @@ __all__ = [
 
 # The handler of every integration's row; it is given the row's kind.
 JOB_HANDLER = "_on_job"
+# LeaderWorkerSets: their groups are the integration's jobs (made with their pods).
+LWS_HANDLER = "lws_groups.on_set"
 
 
 @dataclass(frozen=True, slots=True)
@@ -81,8 +86,9 @@ class Watched:
     optional: bool = False
 
 
-# With the plain-pod integration on, pods are watched once, all of them: its pods (labelled
-# managed) and the pods of started jobs (labelled with their pod set) cannot share a selector.
+# With the plain-pod or the LeaderWorkerSet integration on, pods are watched once, all of them:
+# its pods (labelled managed, or by their set) and the pods of started jobs (labelled with their
+# pod set) cannot share a selector.
 POD_JOBS_HANDLER = "_on_pod_or_job"
 
 
@@ -90,7 +96,7 @@ def job_rows(integrations: Sequence[Integration]) -> tuple[Watched, ...]:
     """One row per enabled integration: its resource, its projection, the job handler (the
     plain-pod integration's pods come through the pods row, see `watched_kinds`)."""
     return tuple(
-        Watched(i.resource, i.projection, JOB_HANDLER, optional=True)
+        Watched(i.resource, i.projection, LWS_HANDLER if i.kind == LWS_KIND else JOB_HANDLER, optional=True)
         for i in integrations
         if i.resource != PODS
     )
@@ -133,9 +139,9 @@ def watched_kinds(
     inventory's too when it is on, and DeviceClasses when `device_classes` (extended resources
     charged through them)."""
     rows = job_rows(integrations) + _OTHER_KINDS
-    pods = next((i for i in integrations if i.resource == PODS), None)
-    if pods is not None:
-        combined = Watched(PODS, pods.projection, POD_JOBS_HANDLER)
+    # A LeaderWorkerSet's pods are seen from their creation (gated, without a pod set label).
+    if any(i.resource == PODS or i.kind == LWS_KIND for i in integrations):
+        combined = Watched(PODS, ManagedPod, POD_JOBS_HANDLER)
         rows = tuple(combined if row.resource == PODS else row for row in rows)
     return tuple(
         row

@@ -17,8 +17,10 @@ import msgspec
 
 from reconciler.api import ClusterQueue, Job, LocalQueue, ObjectMeta, ResourceFlavor, Workload
 from reconciler.api.jobset import JobSet
+from reconciler.api.lws import LeaderWorkerSet
 from reconciler.api.pods import ManagedPod
 from reconciler.core.model.workloads import QUEUE_NAME_LABEL
+from reconciler.integrations.lwsgroup import SUSPENDING_PARENT_ANNOTATION
 
 from .clusterqueues import validate_cluster_queue, validate_cluster_queue_update
 from .fielderrors import FieldError
@@ -33,6 +35,7 @@ from .jobs import (
     validate_job_update,
 )
 from .jobsets import default_jobset, jobset_needs_default_queue_lookup
+from .leaderworkersets import default_lws, lws_needs_default_queue_lookup, validate_lws, validate_lws_update
 from .localqueues import validate_local_queue, validate_local_queue_update
 from .pods import (
     default_pod,
@@ -142,6 +145,30 @@ async def _mutate_jobset(request: AdmissionRequest, policy: JobPolicy, lookups: 
     return Verdict.allow(default_jobset(jobset, policy, default_queue_exists=exists))
 
 
+async def _mutate_lws(request: AdmissionRequest, policy: JobPolicy, lookups: Lookups) -> Verdict:
+    lws, errors = decode_object(request.object, LeaderWorkerSet)
+    if lws is None:
+        return Verdict.deny(errors)
+    exists = await _default_queue(
+        lookups,
+        request.operation == "CREATE" and lws_needs_default_queue_lookup(lws, policy),
+        request.namespace or lws.metadata.namespace,
+    )
+    if isinstance(exists, Verdict):
+        return exists
+    return Verdict.allow(default_lws(lws, policy, default_queue_exists=exists))
+
+
+async def _validate_lws(request: AdmissionRequest, policy: JobPolicy, lookups: Lookups) -> Verdict:
+    """Kueue's LeaderWorkerSet validation: see `leaderworkersets.validate_lws_update`."""
+    new, old, errors = _decoded(request, LeaderWorkerSet)
+    if new is None or errors:
+        return Verdict.deny(errors)
+    if old is None:
+        return Verdict.judge(validate_lws(new, policy))
+    return Verdict.judge(validate_lws_update(new, old, policy))
+
+
 async def _validate_jobset(request: AdmissionRequest, policy: JobPolicy, lookups: Lookups) -> Verdict:
     """Kueue's JobSet validation: the queue-name rules of any job (see `_validate_job`)."""
     if not policy.jobset_enabled:
@@ -212,11 +239,16 @@ async def _managed_ancestor(meta: ObjectMeta, policy: JobPolicy, lookups: Lookup
 async def _mutate_pod(request: AdmissionRequest, policy: JobPolicy, lookups: Lookups) -> Verdict:
     """Kueue's pod defaulting (framework `pod`): see `pods.default_pod`."""
     rules = policy.pods
-    if not rules.enabled:
+    if not rules.enabled and not policy.lws_enabled:
         return Verdict.allow()
     pod, errors = decode_object(request.object, ManagedPod)
     if pod is None:
         return Verdict.deny(errors)
+    if SUSPENDING_PARENT_ANNOTATION in pod.metadata.annotations:
+        # Held for its parent's Workload whatever the namespace (Kueue's suspend-by-parent).
+        return Verdict.allow(default_pod(pod, policy, default_queue_exists=False, managed_ancestor=False))
+    if not rules.enabled:
+        return Verdict.allow()
     namespace = request.namespace or pod.metadata.namespace
     meta = msgspec.structs.replace(pod.metadata, namespace=namespace)
     try:
@@ -280,6 +312,26 @@ ROUTES: tuple[Route, ...] = (
         False,
         _CREATE_UPDATE,
         _validate_jobset,
+    ),
+    Route(
+        "/mutate-leaderworkerset-x-k8s-io-v1-leaderworkerset",
+        "mleaderworkerset.kb.io",
+        "leaderworkerset.x-k8s.io",
+        "v1",
+        "leaderworkersets",
+        True,
+        _CREATE_UPDATE,
+        _mutate_lws,
+    ),
+    Route(
+        "/validate-leaderworkerset-x-k8s-io-v1-leaderworkerset",
+        "vleaderworkerset.kb.io",
+        "leaderworkerset.x-k8s.io",
+        "v1",
+        "leaderworkersets",
+        False,
+        _CREATE_UPDATE,
+        _validate_lws,
     ),
     Route("/mutate--v1-pod", "mpod.kb.io", "", "v1", "pods", True, ("CREATE",), _mutate_pod),
     Route("/validate--v1-pod", "vpod.kb.io", "", "v1", "pods", False, _CREATE_UPDATE, _validate_pod),

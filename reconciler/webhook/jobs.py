@@ -59,6 +59,7 @@ class JobPolicy:
     enabled: bool = True  # batch/job is among integrations.frameworks
     manage_without_queue_name: bool = False
     jobset_enabled: bool = False  # jobset.x-k8s.io/jobset is among integrations.frameworks
+    lws_enabled: bool = False  # leaderworkerset.x-k8s.io/leaderworkerset is among integrations.frameworks
     pods: PodPolicy = field(default_factory=PodPolicy)
 
 

@@ -29,6 +29,7 @@ from reconciler.api.meta import ObjectMeta
 from reconciler.api.pods import ManagedPod
 from reconciler.core.model.workloads import QUEUE_NAME_LABEL
 from reconciler.core.primitives.selectors import label_selector_matches
+from reconciler.integrations.lwsgroup import SUSPENDING_PARENT_ANNOTATION
 from reconciler.integrations.pod import (
     ADMISSION_GATE,
     GROUP_NAME_LABEL,
@@ -96,6 +97,8 @@ def default_pod(
     pod: ManagedPod, rules: JobPolicy, *, default_queue_exists: bool, managed_ancestor: bool
 ) -> list[PatchOp]:
     """The JSON patch that defaults a pod being created in a managed namespace."""
+    if SUSPENDING_PARENT_ANNOTATION in pod.metadata.annotations and (rules.pods.enabled or rules.lws_enabled):
+        return _held(pod)  # a LeaderWorkerSet's pod: held for its group's Workload, no finalizer
     if not rules.pods.enabled or managed_ancestor:
         return []
     meta = pod.metadata
@@ -121,6 +124,13 @@ def default_pod(
             ops.append({"op": "add", "path": "/metadata/finalizers/-", "value": POD_FINALIZER})
         else:
             ops.append({"op": "add", "path": "/metadata/finalizers", "value": [POD_FINALIZER]})
+    return ops + _held(pod)
+
+
+def _held(pod: ManagedPod) -> list[PatchOp]:
+    """The admission gate and Kueue's role hash, for those the pod lacks."""
+    meta = pod.metadata
+    ops: list[PatchOp] = []
     gates = pod.spec_view().scheduling_gates
     if not any(g.name == ADMISSION_GATE for g in gates):
         gate = {"name": ADMISSION_GATE}

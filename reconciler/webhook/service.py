@@ -54,6 +54,7 @@ def build_webhooks(config: Configuration, options: WebhookOptions, client: KubeC
         enabled="batch/job" in config.frameworks,
         manage_without_queue_name=config.manage_jobs_without_queue_name,
         jobset_enabled="jobset.x-k8s.io/jobset" in config.frameworks,
+        lws_enabled="leaderworkerset.x-k8s.io/leaderworkerset" in config.frameworks,
         pods=PodPolicy(
             enabled="pod" in config.frameworks,
             own_namespace=options.namespace,

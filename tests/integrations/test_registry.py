@@ -27,13 +27,13 @@ def test_the_configuration_accepts_exactly_the_registered_frameworks() -> None:
         (
             ["batch/job", "foo"],
             "integrations.frameworks[1]: Unsupported value: 'foo': supported values: "
-            '"batch/job", "jobset.x-k8s.io/jobset", "pod"',
+            '"batch/job", "jobset.x-k8s.io/jobset", "leaderworkerset.x-k8s.io/leaderworkerset", "pod"',
         ),
         (
             ["deployment"],
             "integrations.frameworks[0]: Unsupported value: 'deployment': supported values: "
-            '"batch/job", "jobset.x-k8s.io/jobset", "pod" (Kueue\'s \'deployment\' integration is not '
-            "implemented yet)",
+            '"batch/job", "jobset.x-k8s.io/jobset", "leaderworkerset.x-k8s.io/leaderworkerset", "pod" '
+            "(Kueue's 'deployment' integration is not implemented yet)",
         ),
     ],
 )
@@ -46,7 +46,6 @@ def test_an_unknown_or_unimplemented_framework_is_a_field_error(frameworks: list
 @pytest.mark.parametrize(
     "name",
     [
-        "leaderworkerset.x-k8s.io/leaderworkerset",
         "kubeflow.org/pytorchjob",
         "ray.io/rayjob",
         "workload.codeflare.dev/appwrapper",

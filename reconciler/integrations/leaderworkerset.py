@@ -1,0 +1,157 @@
+"""LeaderWorkerSet (leaderworkerset.x-k8s.io/v1) behind the integration protocol, as Kueue v0.18.1's
+`leaderworkerset.x-k8s.io/leaderworkerset` framework treats it.
+
+The job here is one group of the set (`lwsgroup.LwsGroup`): Kueue gives each group its own
+Workload, with a `leader` pod set of one pod and a `worker` pod set of size - 1 (one `main` pod
+set of size pods without a leader template). The set's webhook marks both pod templates as
+suspended by their parent, and the pod webhook holds every pod of the set at the scheduling
+gate `kueue.x-k8s.io/admission` (no finalizer: the parent is Kueue's). A group is suspended
+while one of its pods is gated or ended, as a Kueue pod group; starting removes the gate from
+each gated pod with its role's flavor node labels, tolerations and pod set label, one write per
+pod. A running group cannot be suspended: stopping deletes its running pods (the LWS controller
+then recreates the group, gated again). The group serves: its Workload never finishes from its
+pods (Kueue's serving pod groups); it goes when the set scales down or is deleted. PodsReady is
+every pod of the group there and Ready.
+
+`start_patch` and `suspend_patch` describe per-pod writes (the runtime's LeaderWorkerSet jobs
+perform them): a JSON object of pod name -> merge patch, and a JSON list of pod names to delete.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import replace
+from typing import Any
+
+import msgspec
+
+from reconciler.api import PodSet
+from reconciler.api.lws import LeaderWorkerSet
+from reconciler.api.pods import ManagedPod
+from reconciler.api.resources import LEADERWORKERSETS, Resource
+from reconciler.core.model.jobs import PODSET_LABEL
+from reconciler.core.model.workloads import JOB_POD_SET
+
+from .base import Outcome, Patch, PodSetStart
+from .lwsgroup import LWS_API_VERSION, LWS_FRAMEWORK, LWS_KIND, LwsGroup, pod_role, template_pod_sets
+from .pod import ADMISSION_GATE, POD
+
+__all__ = ["LEADER_WORKER_SET", "LeaderWorkerSetIntegration", "group_pods_to_stop", "group_start_patches"]
+
+_TERMINATED = ("Succeeded", "Failed")
+
+
+def _gated(pod: ManagedPod) -> bool:
+    return any(g.name == ADMISSION_GATE for g in pod.spec_view().scheduling_gates)
+
+
+def _ended(pod: ManagedPod) -> bool:
+    return pod.status.phase in _TERMINATED
+
+
+def _ready(pod: ManagedPod) -> bool:
+    return any(c.type == "Ready" and c.status == "True" for c in pod.status.conditions)
+
+
+def group_start_patches(body: bytes) -> dict[str, bytes]:
+    """The per-pod merge patches a `start_patch` describes, by pod name."""
+    decoded: dict[str, Any] = msgspec.json.decode(body)
+    return {name: msgspec.json.encode(patch) for name, patch in decoded.items()}
+
+
+def group_pods_to_stop(body: bytes) -> list[str]:
+    """The pods a `suspend_patch` names for deletion."""
+    names: list[str] = msgspec.json.decode(body, type=list[str])
+    return names
+
+
+class LeaderWorkerSetIntegration:
+    """Kueue's `leaderworkerset.x-k8s.io/leaderworkerset` framework, one group at a time."""
+
+    @property
+    def framework(self) -> str:
+        return LWS_FRAMEWORK
+
+    @property
+    def kind(self) -> str:
+        return LWS_KIND
+
+    @property
+    def api_version(self) -> str:
+        return LWS_API_VERSION
+
+    @property
+    def resource(self) -> Resource:
+        return LEADERWORKERSETS
+
+    @property
+    def projection(self) -> type[Any]:
+        """What is watched (the jobs themselves are the groups, made from it and its pods)."""
+        return LeaderWorkerSet
+
+    @property
+    def stop_deletes(self) -> bool:
+        return True
+
+    @property
+    def top_level(self) -> bool:
+        return True
+
+    def release_patch(self, obj: LwsGroup) -> Patch | None:
+        return None  # the pods of a set carry no finalizer of Kueue's
+
+    def pod_sets(self, obj: LwsGroup) -> list[PodSet]:
+        return [
+            PodSet(name=name, template=template, count=count)
+            for name, template, count in template_pod_sets(obj.leader_template, obj.worker_template, obj.size)
+        ]
+
+    def is_suspended(self, obj: LwsGroup) -> bool:
+        return any(_gated(p) or _ended(p) for p in obj.pods)
+
+    def start_patch(self, obj: LwsGroup, starts: Sequence[PodSetStart]) -> bytes:
+        by_name = {s.name: s for s in starts}
+        leader = obj.leader_template is not None
+        patches: dict[str, Any] = {}
+        for pod in obj.pods:
+            if not _gated(pod):
+                continue
+            role = pod_role(pod, leader)
+            start = replace(by_name.get(role, PodSetStart(role)), name=JOB_POD_SET)
+            patches[pod.metadata.name] = msgspec.json.decode(POD.start_patch(pod, [start]))
+        return msgspec.json.encode(patches)
+
+    def suspend_patch(self, obj: LwsGroup) -> bytes:
+        running = [
+            p.metadata.name
+            for p in obj.pods
+            if not _gated(p) and not _ended(p) and p.metadata.deletion_timestamp is None
+        ]
+        return msgspec.json.encode(running)
+
+    def restore_pending(self, obj: LwsGroup) -> bool:
+        return any(PODSET_LABEL in p.metadata.labels for p in obj.pods)
+
+    def restore_patch(self, obj: LwsGroup, recorded: Sequence[PodSet]) -> Patch | None:
+        return None  # pods are deleted, never restored
+
+    def is_active(self, obj: LwsGroup) -> bool:
+        return any(p.status.phase == "Running" for p in obj.pods)
+
+    def pods_ready(self, obj: LwsGroup) -> bool:
+        return len(obj.pods) >= obj.size and all(_ready(p) for p in obj.pods)
+
+    def pods_ready_count(self, obj: LwsGroup) -> int:
+        return sum(1 for p in obj.pods if _ready(p))
+
+    def finished(self, obj: LwsGroup) -> Outcome | None:
+        return None  # a serving group: its Workload goes with the group, never finished by its pods
+
+    def reclaimable_pods(self, obj: LwsGroup) -> Mapping[str, int]:
+        return {}
+
+    def owns(self, obj: LwsGroup, owner_kind: str, owner_api_version: str, owner_name: str) -> bool:
+        return False  # the group's pods are known by their labels, not by a controller reference
+
+
+LEADER_WORKER_SET = LeaderWorkerSetIntegration()

@@ -1,0 +1,228 @@
+"""LeaderWorkerSets: their groups kept as the jobs of the LeaderWorkerSet integration, and the
+writes a group takes (to its pods, not to the set).
+
+`LwsGroups` keeps every LeaderWorkerSet and the pods the LWS controller made for it (labelled
+with the set's name) and turns them into one `LwsGroup` job per wanted group, in the store
+under `<lws>-<index>`; a group that goes (the set scaled down or deleted) is let go like a
+deleted job. `LwsJobs` is the integration's Jobs concern: the decisions are the common ones
+(`integrations.decide`); a start ungates each gated pod of the group with its role's flavor, a
+stop deletes the group's running pods, the Workload is created in Kueue's shape for a group
+(owned by the set, with the group's index), the pods get Kueue's pod-group metadata, and the
+Workload of a group the set no longer wants is deleted, as Kueue does on a scale-down.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import msgspec
+import structlog
+
+from reconciler.api import Workload
+from reconciler.api.lws import LeaderWorkerSet
+from reconciler.api.meta import OwnerReference
+from reconciler.api.pods import ManagedPod
+from reconciler.api.resources import PODS, WORKLOADS
+from reconciler.integrations import Start, Step
+from reconciler.integrations.leaderworkerset import (
+    LEADER_WORKER_SET,
+    group_pods_to_stop,
+    group_start_patches,
+)
+from reconciler.integrations.lwsgroup import (
+    COMPONENT_INDEX_ANNOTATION,
+    IS_GROUP_WORKLOAD_ANNOTATION,
+    LWS_API_VERSION,
+    LWS_KIND,
+    SET_NAME_LABEL,
+    LwsGroup,
+    groups_of,
+    pod_defaults,
+    workload_name,
+)
+from reconciler.kube import Conflict, NotFound
+
+from .actions import Delete, MergePatch, WriteDone
+from .context import Context
+from .jobs import JobKinds, Jobs
+from .store import Key
+
+__all__ = ["LwsGroups", "LwsJobs", "lws_groups"]
+
+log = structlog.get_logger(__name__)
+
+_OWNER_GVK_ANNOTATION = "kueue.x-k8s.io/job-owner-gvk"
+_OWNER_NAME_ANNOTATION = "kueue.x-k8s.io/job-owner-name"
+_GVK = f"{LWS_API_VERSION}, Kind={LWS_KIND}"
+
+
+class LwsGroups:
+    """The LeaderWorkerSets and their pods, made into groups (the integration's jobs)."""
+
+    def __init__(self, ctx: Context) -> None:
+        self.ctx = ctx
+        self.sets: dict[Key, LeaderWorkerSet] = {}
+        # (namespace, set name) -> pod name -> pod; pod key -> its set's name.
+        self.pods: dict[Key, dict[str, ManagedPod]] = {}
+        self._set_of_pod: dict[Key, str] = {}
+        self.jobs: LwsJobs | None = None
+
+    def on_set(self, key: Key, lws: LeaderWorkerSet | None) -> None:
+        if lws is None:
+            self.sets.pop(key, None)
+        else:
+            self.sets[key] = lws
+        self.rebuild(key)
+
+    def on_pod(self, key: Key, pod: ManagedPod | None) -> bool:
+        """A pod's event; True when it is (or was) a LeaderWorkerSet's pod."""
+        namespace, name = key
+        before = self._set_of_pod.pop(key, None)
+        if before is not None:
+            self.pods.get((namespace, before), {}).pop(name, None)
+        owner = None if pod is None else pod.metadata.labels.get(SET_NAME_LABEL)
+        if pod is not None and owner:
+            self._set_of_pod[key] = owner
+            self.pods.setdefault((namespace, owner), {})[name] = pod
+        for changed in {before, owner} - {None}:
+            self.rebuild((namespace, str(changed)))
+        return before is not None or bool(owner)
+
+    def set_of(self, pod_key: Key) -> str | None:
+        return self._set_of_pod.get(pod_key)
+
+    def rebuild(self, key: Key) -> None:
+        """The set's groups as the store keeps them, from the set and its pods now."""
+        namespace, name = key
+        ctx = self.ctx
+        table = ctx.store.of_kind(LWS_KIND)
+        previous = {k for k, g in table.items() if k[0] == namespace and g.lws_name == name}
+        lws = self.sets.get(key)
+        groups = [] if lws is None else groups_of(lws, self.pods.get(key, {}).values())
+        for group in groups:
+            group_key = (namespace, group.metadata.name)
+            previous.discard(group_key)
+            ctx.store.put_job(group_key, group, LWS_KIND)
+            ctx.dirty.jobs.add((LWS_KIND, *group_key))
+            ctx.dirty.pods.add((LWS_KIND, *group_key))
+        for gone_key in previous:
+            gone = ctx.store.put_job(gone_key, None, LWS_KIND)
+            if gone is not None and self.jobs is not None:
+                self.jobs.group_gone(gone, scaled_down=lws is not None)
+
+
+class LwsJobs(Jobs):
+    """The LeaderWorkerSet integration's jobs (its groups), written through their pods."""
+
+    def __init__(self, ctx: Context, groups: LwsGroups, own_namespace: str) -> None:
+        super().__init__(ctx, LEADER_WORKER_SET, own_namespace)
+        self.groups = groups
+        groups.jobs = self
+        ctx.events.kinds[LwsGroup] = (LWS_API_VERSION, LWS_KIND)
+        # Pod writes in flight, by pod key.
+        self._writing: set[Key] = set()
+
+    def reconcile(self, key: Key) -> None:
+        group = self.ctx.store.of_kind(LWS_KIND).get(key)
+        if group is None:
+            return
+        if self.integration.framework in self.ctx.config.frameworks and self._managed(
+            group.metadata.labels, key[0]
+        ):
+            for pod in group.pods:
+                patch = pod_defaults(group, pod)
+                if patch is not None:
+                    self._pod_write("pod-group-labels", pod.metadata.namespace, pod.metadata.name, patch)
+        super().reconcile(key)
+
+    def _perform(self, job: Any, wl_key: Key, workload: Workload | None, step: Step) -> None:
+        if isinstance(step, Start):
+            if workload is not None:
+                namespace = job.metadata.namespace
+                for name, patch in group_start_patches(step.patch.body).items():
+                    self._pod_write("job-start", namespace, name, patch)
+            return
+        super()._perform(job, wl_key, workload, step)
+
+    def _delete_job(self, job: Any, workload: Workload) -> None:
+        """Stop a group by deleting its running pods (the LWS controller recreates the group)."""
+        names = group_pods_to_stop(self.integration.suspend_patch(job))
+        namespace = job.metadata.namespace
+        asked = False
+        for name in names:
+            if (namespace, name) in self._writing:
+                continue
+            self._writing.add((namespace, name))
+            self.ctx.write(Delete("job-delete", PODS, namespace, name, on_done=self._pod_written))
+            asked = True
+        if asked:
+            evicted = any(c.type == "Evicted" and c.status == "True" for c in workload.status.conditions)
+            if workload.metadata.deletion_timestamp:
+                self.ctx.events.emit(job, "Normal", "Stopped", "Workload is deleted")
+            elif not evicted:
+                self.ctx.events.emit(job, "Normal", "Stopped", "Not admitted by cluster queue")
+
+    def _pod_write(self, purpose: Any, namespace: str, name: str, patch: bytes) -> None:
+        if (namespace, name) in self._writing:
+            return
+        self._writing.add((namespace, name))
+        self.ctx.write(MergePatch(purpose, PODS, namespace, name, patch, on_done=self._pod_written))
+
+    def _pod_written(self, done: WriteDone) -> None:
+        self._writing.discard(done.key)
+        if done.ok and done.body:
+            # The response is the pod's newest state: the group sees it before the watch does.
+            self.groups.on_pod(done.key, msgspec.json.decode(done.body, type=ManagedPod))
+        elif done.error is not None:
+            self.ctx.write_failed(done, expected=(NotFound, Conflict))
+            set_name = self.groups.set_of(done.key)
+            if set_name is not None:
+                self.groups.rebuild((done.key[0], set_name))
+
+    def _shaped(self, job: Any, workload: Workload) -> Workload:
+        """Kueue's Workload for a group: owned by the set (not as its controller), with the
+        group's index and the set's kind and name in its annotations."""
+        group: LwsGroup = job
+        meta = group.event_meta
+        owner = OwnerReference(api_version=LWS_API_VERSION, kind=LWS_KIND, name=meta.name, uid=meta.uid)
+        annotations = {
+            **workload.metadata.annotations,
+            COMPONENT_INDEX_ANNOTATION: str(group.index),
+            IS_GROUP_WORKLOAD_ANNOTATION: "true",
+            _OWNER_GVK_ANNOTATION: _GVK,
+            _OWNER_NAME_ANNOTATION: meta.name,
+        }
+        new_meta = msgspec.structs.replace(
+            workload.metadata, owner_references=[owner], annotations=annotations
+        )
+        return msgspec.structs.replace(workload, metadata=new_meta)
+
+    def group_gone(self, group: LwsGroup, *, scaled_down: bool) -> None:
+        """A group the set no longer has: let go like a deleted job; on a scale-down its
+        Workload is deleted (Kueue's), on the set's deletion the owner references take it."""
+        self.deleted(group)
+        if not scaled_down:
+            return
+        ctx, namespace = self.ctx, group.metadata.namespace
+        name = workload_name(group.lws_name, group.metadata.uid, group.index)
+        workload = ctx.store.workloads.get((namespace, name))
+        if workload is None or workload.metadata.deletion_timestamp:
+            return
+        if ctx.workload_writes.in_flight((namespace, name), "delete-workload"):
+            return
+
+        def done(result: WriteDone) -> None:
+            ctx.write_failed(result, expected=(NotFound,))
+
+        log.info("LeaderWorkerSet scaled down: deleting its group's Workload", workload=f"{namespace}/{name}")
+        ctx.write(Delete("delete-workload", WORKLOADS, namespace, name, on_done=done))
+
+
+def lws_groups(ctx: Context, kinds: JobKinds, own_namespace: str) -> LwsGroups:
+    """The sets' groups; with the integration on, its Jobs concern (in `kinds`) is `LwsJobs`."""
+    groups = LwsGroups(ctx)
+    if LWS_KIND in kinds.by_kind:
+        concern = LwsJobs(ctx, groups, own_namespace)
+        kinds.by_kind[LWS_KIND] = concern
+        kinds.concerns[LWS_KIND] = concern
+    return groups

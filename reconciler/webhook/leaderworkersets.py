@@ -1,0 +1,164 @@
+"""LeaderWorkerSets at the door: Kueue v0.18.1's LeaderWorkerSet webhooks.
+
+Defaulting on create and update (leaderworkerset.x-k8s.io/leaderworkerset among
+integrations.frameworks): a set without a queue name gets ``kueue.x-k8s.io/queue-name: default``
+when its namespace has a LocalQueue named ``default``; a set the controller manages (a queue
+name, or ``manageJobsWithoutQueueName``) has its leader and worker pod templates marked: the
+queue name (and workload priority class) as labels, and the annotations that make the pod
+webhook hold each pod at the admission gate as suspended by its parent
+(``kueue.x-k8s.io/pod-suspending-parent``) and make its group a serving one
+(``kueue.x-k8s.io/pod-group-serving``). The set itself is never suspended.
+
+Validation: the queue-name rules of any job; on update the queue name cannot change once a group
+is ready (``status.readyReplicas`` > 0) nor be removed, and a managed set's pod templates cannot
+change what decides their pods' quota (the spec's shape Kueue's role hash reads).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import msgspec
+
+from reconciler.api.lws import LeaderWorkerSet
+from reconciler.api.meta import ObjectMeta
+from reconciler.core.model.workloads import QUEUE_NAME_LABEL
+from reconciler.core.primitives.priority import PRIORITY_CLASS_LABEL
+from reconciler.integrations.lwsgroup import (
+    GROUP_SERVING_ANNOTATION,
+    LWS_FRAMEWORK,
+    SUSPENDING_PARENT_ANNOTATION,
+)
+from reconciler.integrations.pod import role_hash
+
+from .fielderrors import IMMUTABLE, FieldError, Path, invalid
+from .jobs import DEFAULT_LOCAL_QUEUE, JobPolicy, validate_job
+from .review import PatchOp, escape
+
+__all__ = ["default_lws", "lws_needs_default_queue_lookup", "validate_lws", "validate_lws_update"]
+
+_LABELS = Path("metadata.labels")
+_TEMPLATES = Path("spec.leaderWorkerTemplate")
+_PATHS = {
+    "leaderTemplate": "/spec/leaderWorkerTemplate/leaderTemplate",
+    "workerTemplate": "/spec/leaderWorkerTemplate/workerTemplate",
+}
+
+
+@dataclass(frozen=True)
+class _Suspend:
+    suspend: bool
+
+
+@dataclass(frozen=True)
+class _Queued:
+    """A set as the queue-name rules of any job read it."""
+
+    metadata: ObjectMeta
+    spec: _Suspend
+
+
+def _managed(labels: dict[str, str], policy: JobPolicy) -> bool:
+    return bool(labels.get(QUEUE_NAME_LABEL)) or policy.manage_without_queue_name
+
+
+def lws_needs_default_queue_lookup(lws: LeaderWorkerSet, policy: JobPolicy) -> bool:
+    return policy.lws_enabled and QUEUE_NAME_LABEL not in lws.metadata.labels
+
+
+def _templates(lws: LeaderWorkerSet) -> list[tuple[str, Any]]:
+    template = lws.spec.leader_worker_template
+    found: list[tuple[str, Any]] = []
+    if template.leader_template is not None:
+        found.append(("leaderTemplate", msgspec.json.decode(template.leader_template)))
+    found.append(("workerTemplate", msgspec.json.decode(template.worker_template)))
+    return found
+
+
+def _mark(path: str, template: Any, labels: dict[str, str], annotations: dict[str, str]) -> list[PatchOp]:
+    """Add these labels and annotations to a pod template (the ops for those it lacks)."""
+    ops: list[PatchOp] = []
+    meta = template.get("metadata") if isinstance(template, dict) else None
+    if not isinstance(meta, dict):
+        return [
+            {"op": "add", "path": f"{path}/metadata", "value": {"labels": labels, "annotations": annotations}}
+        ]
+    for section, wanted in (("labels", labels), ("annotations", annotations)):
+        current = meta.get(section)
+        if not isinstance(current, dict):
+            ops.append({"op": "add", "path": f"{path}/metadata/{section}", "value": wanted})
+            continue
+        ops += [
+            {"op": "add", "path": f"{path}/metadata/{section}/{escape(k)}", "value": v}
+            for k, v in wanted.items()
+            if current.get(k) != v
+        ]
+    return ops
+
+
+def default_lws(lws: LeaderWorkerSet, policy: JobPolicy, *, default_queue_exists: bool) -> list[PatchOp]:
+    """The JSON patch that defaults a LeaderWorkerSet (empty when nothing changes)."""
+    if not policy.lws_enabled:
+        return []
+    ops: list[PatchOp] = []
+    labels = dict(lws.metadata.labels)
+    if QUEUE_NAME_LABEL not in labels and default_queue_exists:
+        labels[QUEUE_NAME_LABEL] = DEFAULT_LOCAL_QUEUE
+        if lws.metadata.labels:
+            ops.append(
+                {
+                    "op": "add",
+                    "path": f"/metadata/labels/{escape(QUEUE_NAME_LABEL)}",
+                    "value": DEFAULT_LOCAL_QUEUE,
+                }
+            )
+        else:
+            ops.append(
+                {"op": "add", "path": "/metadata/labels", "value": {QUEUE_NAME_LABEL: DEFAULT_LOCAL_QUEUE}}
+            )
+    if not _managed(labels, policy):
+        return ops
+    pod_labels = {k: labels[k] for k in (QUEUE_NAME_LABEL, PRIORITY_CLASS_LABEL) if labels.get(k)}
+    pod_annotations = {SUSPENDING_PARENT_ANNOTATION: LWS_FRAMEWORK, GROUP_SERVING_ANNOTATION: "true"}
+    for field_name, template in _templates(lws):
+        ops += _mark(_PATHS[field_name], template, pod_labels, pod_annotations)
+    return ops
+
+
+def _queued(lws: LeaderWorkerSet, suspended: bool) -> _Queued:
+    return _Queued(lws.metadata, _Suspend(suspended))
+
+
+def validate_lws(lws: LeaderWorkerSet, policy: JobPolicy) -> list[FieldError]:
+    if not policy.lws_enabled:
+        return []
+    return validate_job(_queued(lws, True), JobPolicy(enabled=True))
+
+
+def _spec_hash(template: Any) -> str:
+    spec = template.get("spec", {}) if isinstance(template, dict) else {}
+    return role_hash(msgspec.json.encode(spec))
+
+
+def validate_lws_update(new: LeaderWorkerSet, old: LeaderWorkerSet, policy: JobPolicy) -> list[FieldError]:
+    """Kueue's rules for an update of a set (see the module's docstring)."""
+    if not policy.lws_enabled:
+        return []
+    errors = validate_lws(new, policy)
+    new_queue = new.metadata.labels.get(QUEUE_NAME_LABEL, "")
+    old_queue = old.metadata.labels.get(QUEUE_NAME_LABEL, "")
+    if (old.status.ready_replicas > 0 or not new_queue) and new_queue != old_queue:
+        errors.append(invalid(_LABELS.key(QUEUE_NAME_LABEL), new_queue, IMMUTABLE))
+    if not _managed(new.metadata.labels, policy):
+        return errors
+    new_templates, old_templates = dict(_templates(new)), dict(_templates(old))
+    for field_name in ("leaderTemplate", "workerTemplate"):
+        path = _TEMPLATES.child(field_name)
+        if (field_name in new_templates) != (field_name in old_templates):
+            errors.append(invalid(path, "", IMMUTABLE))
+        elif field_name in new_templates and _spec_hash(new_templates[field_name]) != _spec_hash(
+            old_templates[field_name]
+        ):
+            errors.append(invalid(path.child("spec"), "", IMMUTABLE))
+    return errors
