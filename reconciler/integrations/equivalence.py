@@ -43,7 +43,7 @@ def _same_containers(job: Any, recorded: Any) -> bool:
         if not isinstance(ours, dict) or not isinstance(theirs, dict):
             if ours != theirs:
                 return False
-        elif any(key not in ours or ours[key] != value for key, value in theirs.items()):
+        elif not theirs.items() <= ours.items():  # each recorded field, with the same value
             return False
     return True
 
@@ -91,13 +91,8 @@ class MatchMemo:
         seen = self._matched.get((job.namespace, job.name))
         if seen is None or not (job.generation and workload.generation):
             return False
-        uid, generation, wl_uid, wl_generation, without_tolerations = seen
-        return (
-            uid == job.uid
-            and generation == job.generation
-            and wl_uid == workload.uid
-            and wl_generation == workload.generation
-            and (admitted or not without_tolerations)
+        return seen[:4] == (job.uid, job.generation, workload.uid, workload.generation) and (
+            admitted or not seen[4]
         )
 
     def record(self, job: ObjectMeta, workload: ObjectMeta, *, admitted: bool) -> None:

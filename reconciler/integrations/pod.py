@@ -155,7 +155,7 @@ class PlainPod:
         return obj.status.phase in _TERMINATED or _gated(obj)
 
     def start_patch(self, obj: ManagedPod, starts: Sequence[PodSetStart]) -> bytes:
-        start = next((s for s in starts if s.name == JOB_POD_SET), PodSetStart(JOB_POD_SET))
+        start = next((s for s in starts if s.name == JOB_POD_SET), None) or PodSetStart(JOB_POD_SET)
         spec = obj.spec_view()
         gates = [g.name for g in spec.scheduling_gates if g.name not in (ADMISSION_GATE, TOPOLOGY_GATE)]
         body: dict[str, Any] = {"spec": {"schedulingGates": [{"name": g} for g in gates]}}
