@@ -25,7 +25,7 @@ from .decide import (
     is_managed,
     pod_set_starts,
 )
-from .equivalence import equivalent
+from .equivalence import MatchMemo, equivalent
 from .jobset import JOBSET
 from .pod import POD
 from .registry import REGISTRY, enabled
@@ -43,6 +43,7 @@ __all__ = [
     "Finish",
     "Integration",
     "Known",
+    "MatchMemo",
     "Nothing",
     "Outcome",
     "Patch",

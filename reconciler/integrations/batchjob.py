@@ -49,7 +49,7 @@ class BatchJob(SuspendableJob):
         return bool(obj.spec.suspend)
 
     def start_patch(self, obj: Job, starts: Sequence[PodSetStart]) -> bytes:
-        start = next((s for s in starts if s.name == JOB_POD_SET), PodSetStart(JOB_POD_SET))
+        start = next((s for s in starts if s.name == JOB_POD_SET), None) or PodSetStart(JOB_POD_SET)
         current = pod_template_view(obj.spec.template).spec.tolerations if start.tolerations else []
         return start_patch(start.node_selector, start.labels, start.tolerations, current, start.annotations)
 

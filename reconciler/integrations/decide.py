@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple
 
 from reconciler.api import Admission, PodSet, ResourceFlavor, Workload
 from reconciler.api.meta import LabelSelector
@@ -20,7 +20,7 @@ from reconciler.core.primitives.selectors import label_selector_matches
 from reconciler.core.scheduling.flavors import admission_node_labels, admission_tolerations
 
 from .base import Integration, Outcome, Patch, PodSetStart
-from .equivalence import equivalent
+from .equivalence import MatchMemo, equivalent
 
 __all__ = [
     "PODSET_LABEL",
@@ -75,9 +75,11 @@ def is_managed(
     return QUEUE_NAME_LABEL in labels or manage_without_queue_name
 
 
-@dataclass(frozen=True, slots=True)
-class Known:
-    """What the runtime knows besides the objects: the ledger's view and writes in flight."""
+class Known(NamedTuple):
+    """What the runtime knows besides the objects: the ledger's view and writes in flight.
+
+    (A named tuple: built for every decision, and much cheaper to build than a frozen dataclass.)
+    """
 
     admitted: bool = False  # the ledger holds the Workload's admission
     creating: bool = False
@@ -85,6 +87,7 @@ class Known:
     finishing: bool = False
     deleting: bool = False
     updating: bool = False
+    starting: bool = False  # the job's start is in flight
 
 
 @dataclass(frozen=True, slots=True)
@@ -177,14 +180,21 @@ def _is_finished(workload: Workload) -> bool:
     return any(c.type == "Finished" and c.status == "True" for c in workload.status.conditions)
 
 
-def _mismatch(integration: Integration, obj: Any, workload: Workload, known: Known) -> Step | None:
+def _mismatch(
+    integration: Integration, obj: Any, workload: Workload, known: Known, memo: MatchMemo | None
+) -> Step | None:
     """Kueue's ensureOneWorkload: a Workload that no longer matches its job is replaced."""
     reserved = known.admitted or known.admitting or workload.status.admission is not None
-    pod_sets = integration.pod_sets(obj)
     # A started job's tolerations include its flavors' until restored (Kueue ignores them while
     # the quota is reserved, which it keeps until the job is stopped; an eviction here lets go first).
     injected = integration.restore_pending(obj)
-    if equivalent(pod_sets, workload.spec.pod_sets, admitted=reserved or injected):
+    lenient = reserved or injected
+    if memo is not None and memo.matched(obj.metadata, workload.metadata, admitted=lenient):
+        return None  # neither spec changed since they last matched
+    pod_sets = integration.pod_sets(obj)
+    if equivalent(pod_sets, workload.spec.pod_sets, admitted=lenient):
+        if memo is not None:
+            memo.record(obj.metadata, workload.metadata, admitted=lenient)
         return None
     suspended = integration.is_suspended(obj)
     if known.deleting or known.updating or workload.metadata.deletion_timestamp:
@@ -192,7 +202,7 @@ def _mismatch(integration: Integration, obj: Any, workload: Workload, known: Kno
         return Nothing() if suspended else Suspend(Patch(integration.suspend_patch(obj)))
     if not suspended:
         return DeleteMismatched(Patch(integration.suspend_patch(obj)), delete=False)
-    if integration.restore_pending(obj):
+    if injected:
         # The templates come back as the Workload recorded them before it goes (Kueue's stopJob).
         patch = integration.restore_patch(obj, workload.spec.pod_sets)
         return Nothing() if patch is None else Restore(patch)
@@ -207,8 +217,13 @@ def decide(
     workload: Workload | None,
     known: Known,
     flavors: Mapping[str, ResourceFlavor],
+    memo: MatchMemo | None = None,
 ) -> Step:
-    """The next step for `obj` (a managed job of `integration`) and its Workload."""
+    """The next step for `obj` (a managed job of `integration`) and its Workload.
+
+    `memo` (kept by the caller across calls) lets the comparison of the job with its Workload
+    be skipped while neither changed since they last matched; the step is the same without it.
+    """
     outcome = integration.finished(obj)
     suspended = integration.is_suspended(obj)
     release = integration.release_patch(obj)
@@ -219,25 +234,27 @@ def decide(
         # not admitted (Kueue's handleJobWithNoWorkload).
         suspend = None if suspended or integration.stop_deletes else Patch(integration.suspend_patch(obj))
         return CreateWorkload(suspend, not known.creating)
-    if release is not None and _is_finished(workload):
+    finished = _is_finished(workload)
+    if release is not None and finished:
         return Release(release)  # Kueue's finalizeJob once the Workload is finished
     if integration.stop_deletes and workload.metadata.deletion_timestamp and outcome is None:
         # Kueue stops the job of a Workload being deleted; a pod, even a gated one, is deleted.
         return Suspend(Patch(integration.suspend_patch(obj)))
-    if outcome is None and not _is_finished(workload):
-        replace = _mismatch(integration, obj, workload, known)
+    if outcome is None and not finished:
+        replace = _mismatch(integration, obj, workload, known, memo)
         if replace is not None:
             return replace
     if outcome is not None:
-        if not _is_finished(workload) and not known.finishing:
+        if not finished and not known.finishing:
             return Finish(outcome)
         return Nothing()
     if known.admitting:
         return Nothing()
     if known.admitted and suspended:
         admission = workload.status.admission
-        if admission is None:
-            return Nothing()  # our write succeeded but its event has not been applied yet
+        if admission is None or known.starting:
+            # Our write succeeded but its event has not been applied yet, or the start is on its way.
+            return Nothing()
         starts = pod_set_starts(admission, flavors, workload.spec.pod_sets)
         return Start(Patch(integration.start_patch(obj, starts)))
     if not known.admitted and not suspended:

@@ -8,6 +8,10 @@ selectors, which starting changes) does not make a job a different one.
 Kueue compares decoded Go structs, which drop fields its API version does not know on both
 sides. Here the raw objects are compared, so a container field the Workload's copy lacks (the
 Workload CRD pruned it) is not a difference; every field the Workload recorded must match.
+
+`MatchMemo` remembers, per job, the generations at which it last matched its Workload: the API
+server moves metadata.generation on every spec change (and only the specs are compared), so while
+neither generation moved the answer is the same and the comparison is skipped.
 """
 
 from __future__ import annotations
@@ -18,8 +22,9 @@ from typing import Any
 import msgspec
 
 from reconciler.api import PodSet
+from reconciler.api.meta import ObjectMeta
 
-__all__ = ["equivalent"]
+__all__ = ["MatchMemo", "equivalent"]
 
 
 def _spec_parts(template: msgspec.Raw) -> tuple[Any, Any, Any]:
@@ -38,7 +43,7 @@ def _same_containers(job: Any, recorded: Any) -> bool:
         if not isinstance(ours, dict) or not isinstance(theirs, dict):
             if ours != theirs:
                 return False
-        elif any(key not in ours or ours[key] != value for key, value in theirs.items()):
+        elif not theirs.items() <= ours.items():  # each recorded field, with the same value
             return False
     return True
 
@@ -61,3 +66,45 @@ def equivalent(job_pod_sets: Sequence[PodSet], recorded: Sequence[PodSet], *, ad
         if not admitted and tolerations != w_tolerations:
             return False
     return True
+
+
+class MatchMemo:
+    """Jobs (by namespace and name) found to match their Workload, with the UIDs and generations
+    of both then, and whether tolerations were compared too (`admitted` False).
+
+    A match without tolerations says nothing of one with them, so it is reused only for a
+    comparison that also leaves them out. An object without a UID or generation (0: not set by
+    an API server) is always compared. Entries are replaced when either object is replaced (a new
+    UID) and dropped with `forget` when the job goes: at most one per job.
+    """
+
+    __slots__ = ("_matched",)
+
+    def __init__(self) -> None:
+        self._matched: dict[tuple[str, str], tuple[str, int, str, int, bool]] = {}
+
+    def __len__(self) -> int:
+        return len(self._matched)
+
+    def matched(self, job: ObjectMeta, workload: ObjectMeta, *, admitted: bool) -> bool:
+        """True when the job matched this Workload at both objects' current generations."""
+        seen = self._matched.get((job.namespace, job.name))
+        if seen is None or not (job.generation and workload.generation):
+            return False
+        return seen[:4] == (job.uid, job.generation, workload.uid, workload.generation) and (
+            admitted or not seen[4]
+        )
+
+    def record(self, job: ObjectMeta, workload: ObjectMeta, *, admitted: bool) -> None:
+        """The job was just compared with its Workload and matched."""
+        if job.uid and workload.uid and job.generation and workload.generation:
+            self._matched[(job.namespace, job.name)] = (
+                job.uid,
+                job.generation,
+                workload.uid,
+                workload.generation,
+                admitted,
+            )
+
+    def forget(self, namespace: str, name: str) -> None:
+        self._matched.pop((namespace, name), None)

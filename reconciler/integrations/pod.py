@@ -180,7 +180,7 @@ class PlainPod:
         return obj.status.phase in _TERMINATED or _gated(obj)
 
     def start_patch(self, obj: ManagedPod, starts: Sequence[PodSetStart]) -> bytes:
-        start = next((s for s in starts if s.name == JOB_POD_SET), PodSetStart(JOB_POD_SET))
+        start = next((s for s in starts if s.name == JOB_POD_SET), None) or PodSetStart(JOB_POD_SET)
         return pod_start_patch(obj, start)
 
     def suspend_patch(self, obj: ManagedPod) -> bytes:

@@ -29,6 +29,8 @@ from reconciler.integrations import (
     Finish,
     Integration,
     Known,
+    MatchMemo,
+    Nothing,
     Patch,
     Release,
     Restore,
@@ -72,6 +74,8 @@ class Jobs:
         self.finishing = JobFinish(ctx)
         # Jobs stopped by deletion (pods), by UID: deleted once.
         self._stopped: dict[Key, str] = {}
+        # Jobs that matched their Workload, at which generations (the comparison is skipped until one moves).
+        self.matches = MatchMemo()
 
     def reconcile(self, key: Key) -> None:
         ctx = self.ctx
@@ -97,17 +101,18 @@ class Jobs:
             self._deleted.pop(wl_key, None)  # the deleted one is gone
         if workload is not None:
             self._follow_priority_label(job, workload)
-        writes = ctx.workload_writes
+        writes = ctx.workload_writes.purposes(wl_key)
         known = Known(
             admitted=ctx.engine.is_admitted(wl_key),
-            creating=writes.in_flight(wl_key, "create-workload"),
-            admitting=writes.in_flight(wl_key, "admit"),
-            finishing=writes.in_flight(wl_key, "finish"),
-            deleting=writes.in_flight(wl_key, "delete-workload")
+            creating="create-workload" in writes,
+            admitting="admit" in writes,
+            finishing="finish" in writes,
+            deleting="delete-workload" in writes
             or (workload is not None and self._deleted.get(wl_key) == workload.metadata.uid),
-            updating=writes.in_flight(wl_key, "workload-update"),
+            updating="workload-update" in writes,
+            starting=ctx.kind_writes[self.kind].in_flight(key, "job-start"),
         )
-        step = decide(self.integration, job, workload, known, ctx.engine.flavors)
+        step = decide(self.integration, job, workload, known, ctx.engine.flavors, self.matches)
         self._perform(job, wl_key, workload, step)
 
     def _managed(self, labels: dict[str, str], namespace: str) -> bool:
@@ -141,6 +146,8 @@ class Jobs:
         return True
 
     def _perform(self, job: Any, wl_key: Key, workload: Workload | None, step: Step) -> None:
+        if isinstance(step, Nothing):
+            return
         if isinstance(step, CreateWorkload):
             if step.suspend is not None and self._write(job, "job-suspend", step.suspend):
                 queue = job.metadata.labels.get(QUEUE_NAME_LABEL, "")
@@ -269,6 +276,7 @@ class Jobs:
         """A job is gone: its Workload is let go (or forgotten, if the API never showed it)."""
         self._unresolved.pop((job.metadata.namespace, job.metadata.name), None)
         self._stopped.pop((job.metadata.namespace, job.metadata.name), None)
+        self.matches.forget(job.metadata.namespace, job.metadata.name)
         wl_key = self.ctx.store.workload_key(job, self.kind)
         self._deleted.pop(wl_key, None)
         if wl_key in self.ctx.store.workloads:

@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import math
 from collections import Counter
-from collections.abc import Callable, Hashable
+from collections.abc import Callable, Collection, Hashable
 from dataclasses import dataclass, field
 from typing import Generic, TypeVar
 
@@ -58,6 +58,10 @@ class OwnWrites(Generic[K]):
         if not current:
             return False
         return not purposes or any(p in current for p in purposes)
+
+    def purposes(self, key: K) -> Collection[str]:
+        """The purposes of the writes in flight for `key` (empty when none)."""
+        return self._in_flight.get(key) or ()
 
     # --- watch events and responses -----------------------------------------------------
 

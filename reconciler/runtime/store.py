@@ -96,7 +96,8 @@ class Store:
         return self.by_kind.setdefault(kind, {})
 
     def job(self, ref: JobRef | None) -> Any | None:
-        return None if ref is None else self.by_kind.get(ref[0], {}).get((ref[1], ref[2]))
+        table = None if ref is None else self.by_kind.get(ref[0])
+        return None if table is None or ref is None else table.get((ref[1], ref[2]))
 
     def put_job(self, key: Key, job: Any | None, kind: str = BATCH_JOB.kind) -> Any | None:
         """Store (or with None, forget) a job of `kind`; returns what was stored before."""

@@ -4,7 +4,9 @@ and the watch events that follow each write, so a flow runs end to end without h
 Each action the reconciler submits is performed as the API server would (a Create gets a UID and
 a resource version, a merge patch is applied as RFC 7386 says, a Delete removes the object), its
 `WriteDone` carries the API's response, and the watch event of the change is delivered after it.
-Posted Events are kept in `events`. With `finalizers=True` a deleted object that carries
+Posted Events are kept in `events`. As the API server, an object starts at metadata.generation 1
+and a write that changes its spec (not its status or metadata) moves the generation on. With
+`finalizers=True` a deleted object that carries
 finalizers stays, with its deletionTimestamp, until a write leaves it none (as the API server).
 """
 
@@ -38,6 +40,16 @@ def merge(target: Any, patch: Any) -> Any:
     return out
 
 
+def _changed(before: dict[str, Any], after: dict[str, Any]) -> dict[str, Any]:
+    """`after` with the generation the API server gives it: one more than `before`'s when the spec
+    changed (a status or metadata change keeps it; a generation set by the writer is not kept)."""
+    generation = before["metadata"].get("generation", 1)
+    if after.get("spec") != before.get("spec"):
+        generation += 1
+    after["metadata"]["generation"] = generation
+    return after
+
+
 class MemoryApi:
     def __init__(self, reconciler: Reconciler, clock: Callable[[], str], *, finalizers: bool = False) -> None:
         self.reconciler = reconciler
@@ -59,13 +71,14 @@ class MemoryApi:
         meta.setdefault("namespace", "" if not resource.namespaced else meta.get("namespace", ""))
         meta["resourceVersion"] = self._next_rv()
         meta.setdefault("creationTimestamp", self.clock())
+        meta.setdefault("generation", 1)
         self.objects[self._ref(resource, meta)] = body
         self._watch("ADDED", resource, body)
 
     def change(self, resource: Resource, namespace: str, name: str, patch: dict[str, Any]) -> None:
         """Someone else (the kubelet, the job's own controller) changes an object."""
         ref = (resource.plural, namespace, name)
-        body = merge(self.objects[ref], patch)
+        body = _changed(self.objects[ref], merge(self.objects[ref], patch))
         body["metadata"]["resourceVersion"] = self._next_rv()
         self.objects[ref] = body
         self._modified(ref, resource, body)
@@ -115,7 +128,7 @@ class MemoryApi:
         elif ref not in self.objects:
             self.reconciler.handle(WriteDone(action, error=NotFound(404, "NotFound", f"{ref} not found")))
         elif isinstance(action, MergePatch):
-            body = merge(self.objects[ref], msgspec.json.decode(action.patch))
+            body = _changed(self.objects[ref], merge(self.objects[ref], msgspec.json.decode(action.patch)))
             body["metadata"]["resourceVersion"] = self._next_rv()
             self.objects[ref] = body
             self.reconciler.handle(WriteDone(action, body=msgspec.json.encode(body)))
