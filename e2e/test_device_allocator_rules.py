@@ -10,6 +10,9 @@ One test-bed of its own, ``deviceInventory.mode: Enforce``, three flavors:
 - ``mig-node``: one A100 whose three 4-slice partitions share its 8 counter slices (published in
   a second slice of the pool). Two partition Jobs are admitted and allocated; the third waits
   ("do not fit the shared counters") though quota and published devices would allow it.
+- ``pool-node``: a pool of two slices the test publishes one at a time: while only one is
+  there the pool counts nothing (as the allocator: an incomplete pool), and a Job waits with
+  ``0 published``; with the second, it is admitted and the scheduler allocates a GPU of the pool.
 - ``pcie-node``: two GPUs on PCIe roots ``pci-0`` and ``pci-1`` and one NIC on ``pci-1``. A Job
   whose claim asks for a GPU and a NIC with ``matchAttribute: resource.kubernetes.io/pcieRoot``
   is admitted and the scheduler gives it ``gpu-1`` and ``nic-0``; a second waits with the
@@ -68,6 +71,7 @@ SPEC = TestbedSpec(
                 counter_slices=8,
             ),
         ),
+        NodeSpec(name="pool-node", labels={"pool": "pool"}),  # its slices are made by the test
         NodeSpec(
             name="pcie-node",
             labels={"pool": "pcie"},
@@ -97,6 +101,7 @@ QUOTAS: dict[str, list[tuple[str, int]]] = {
     "taint": [(GPU, 4)],
     "mig": [(MIG, 6)],
     "pcie": [(GPU, 4), (NIC, 4)],
+    "pool": [(GPU, 4)],
 }
 
 
@@ -118,6 +123,7 @@ def _request(name: str, device_class: str, **extra: Any) -> Obj:
 
 TEMPLATES = [
     _template("gpu", "taint", [_request("dev", "gpu.nvidia.com")]),
+    _template("gpu", "pool", [_request("dev", "gpu.nvidia.com")]),
     _template(
         "gpu-tolerating",
         "taint",
@@ -215,6 +221,29 @@ class Jobs:
         return await wait_for(f"the claim of {ns}/{name} to be allocated", check, within=120)
 
 
+def _pool_slice(part: int, node_uid: str) -> Obj:
+    """Slice `part` (0 or 1) of pool-node's pool: generation 1 of 2 slices, one GPU each."""
+    device = {
+        "name": f"gpu-{part}",
+        "attributes": {"type": {"string": "gpu"}, "productName": {"string": "Tesla T4"}},
+        "capacity": {"memory": {"value": "16Gi"}},
+    }
+    return {
+        "apiVersion": RESOURCE,
+        "kind": "ResourceSlice",
+        "metadata": {
+            "name": f"pool-node-part-{part}",
+            "ownerReferences": [{"apiVersion": "v1", "kind": "Node", "name": "pool-node", "uid": node_uid}],
+        },
+        "spec": {
+            "driver": "gpu.nvidia.com",
+            "nodeName": "pool-node",
+            "pool": {"name": "pool-node", "generation": 1, "resourceSliceCount": 2},
+            "devices": [device],
+        },
+    }
+
+
 @pytest.mark.asyncio
 async def test_taints_shared_counters_and_constraints_as_the_scheduler_allocates(
     tmp_path_factory: pytest.TempPathFactory,
@@ -264,6 +293,18 @@ async def test_taints_shared_counters_and_constraints_as_the_scheduler_allocates
             await jobs.create("pcie", "p2", "gpu-and-nic")
             waiting = await jobs.waiting("pcie", "p2", PCIE_ROOT)
             assert "need free devices with one value of resource.kubernetes.io/pcieRoot" in waiting["message"]
+
+            # Pools: half of a 2-slice pool counts nothing (Kueue issue 14573); the whole does.
+            node_uid = (await kube.get(api_path("v1", "nodes", name="pool-node")))["metadata"]["uid"]
+            slices = api_path(RESOURCE, "resourceslices")
+            await kube.create(slices, _pool_slice(0, node_uid))
+            await jobs.create("pool", "q1", "gpu")
+            waiting = await jobs.waiting("pool", "q1", "0 published on the flavor's nodes")
+            assert "DeviceClass gpu.nvidia.com needs 1, 0 available" in waiting["message"], waiting["message"]
+            await kube.create(slices, _pool_slice(1, node_uid))
+            await jobs.reserved("pool", "q1")
+            (device,) = await jobs.allocated("pool", "q1")
+            assert device in ("gpu-0", "gpu-1")
         finally:
             code = await asyncio.to_thread(controller.stop)
         assert code == 0, controller.log_tail(30)
