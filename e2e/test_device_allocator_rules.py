@@ -1,12 +1,15 @@
 """The device inventory's allocator rules on the test-bed, with the real kube-scheduler (v1.36:
 DRADeviceTaints, partitionable devices and matchAttribute constraints on by default).
 
-One test-bed of its own, ``deviceInventory.mode: Enforce``, three flavors:
+One test-bed of its own, ``deviceInventory.mode: Enforce``, these flavors:
 
 - ``taint-node``: two T4s, ``gpu-1`` tainted ``example.com/unhealthy=true:NoSchedule``. One Job
   is admitted and gets ``gpu-0``; a second waits, the condition naming the class, the node, the
   taint and the missing amount; a Job whose claim tolerates the taint is admitted and the
   scheduler gives it ``gpu-1``.
+- ``admin`` (the taint node again): a Job whose claim has ``adminAccess: true`` is charged nothing,
+  admitted by a ClusterQueue with no GPU quota, and the scheduler gives it ``gpu-0``, held by
+  another claim (Kueue v0.18.1 refuses such claims: "AdminAccess is not supported").
 - ``mig-node``: one A100 whose three 4-slice partitions share its 8 counter slices (published in
   a second slice of the pool). Two partition Jobs are admitted and allocated; the third waits
   ("do not fit the shared counters") though quota and published devices would allow it.
@@ -221,6 +224,36 @@ class Jobs:
         return await wait_for(f"the claim of {ns}/{name} to be allocated", check, within=120)
 
 
+async def _admin_namespace(kube: KubeClient) -> None:
+    """Namespace `admin`, labelled so the API server allows adminAccess claims; a flavor of the
+    taint node; a ClusterQueue with no GPU quota at all."""
+    labels = {"resource.kubernetes.io/admin-access": "true"}
+    namespace = {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "admin", "labels": labels}}
+    await kube.create(api_path("v1", "namespaces"), namespace)
+    flavor = {"apiVersion": KUEUE, "kind": "ResourceFlavor", "metadata": {"name": "admin"}}
+    await kube.create(
+        api_path(KUEUE, "resourceflavors"), {**flavor, "spec": {"nodeLabels": {"pool": "taint"}}}
+    )
+    await kube.create(api_path(KUEUE, "clusterqueues"), cluster_queue("admin-cq", GPU, "admin", 0, {}))
+    local_queue = {
+        "apiVersion": KUEUE,
+        "kind": "LocalQueue",
+        "metadata": {"name": "lq", "namespace": "admin"},
+    }
+    await kube.create(
+        api_path(KUEUE, "localqueues", "admin"), {**local_queue, "spec": {"clusterQueue": "admin-cq"}}
+    )
+    template = _template("gpu-admin", "admin", [_request("dev", "gpu.nvidia.com", adminAccess=True)])
+    await kube.create(api_path(RESOURCE, "resourceclaimtemplates", "admin"), template)
+
+
+async def _workload(kube: KubeClient, ns: str, job_name: str) -> Obj:
+    job = await kube.get(api_path("batch/v1", "jobs", ns, job_name))
+    name = workload_name_for_job(job_name, job["metadata"]["uid"])
+    found: Obj = await kube.get(api_path(KUEUE, "workloads", ns, name))
+    return found
+
+
 def _pool_slice(part: int, node_uid: str) -> Obj:
     """Slice `part` (0 or 1) of pool-node's pool: generation 1 of 2 slices, one GPU each."""
     device = {
@@ -274,6 +307,15 @@ async def test_taints_shared_counters_and_constraints_as_the_scheduler_allocates
             await jobs.create("taint", "t3", "gpu-tolerating")
             await jobs.reserved("taint", "t3")
             assert await jobs.allocated("taint", "t3") == ["gpu-1"]
+
+            # adminAccess (in a namespace labelled for it): charged nothing, admitted with no GPU
+            # quota, and the scheduler gives it a GPU another claim holds (admin access).
+            await _admin_namespace(kube)
+            await jobs.create("admin", "a1", "gpu-admin")
+            await jobs.reserved("admin", "a1")
+            (assignment,) = (await _workload(kube, "admin", "a1"))["status"]["admission"]["podSetAssignments"]
+            assert GPU not in assignment.get("resourceUsage", {}), assignment
+            assert await jobs.allocated("admin", "a1") == ["gpu-0"]
 
             # Shared counters: 8 slices hold two 4-slice partitions, not three.
             for name in ("m1", "m2"):
