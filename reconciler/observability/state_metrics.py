@@ -7,7 +7,7 @@ with the replica's role, at scrape time.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Literal
 
@@ -89,6 +89,9 @@ class DeviceClassSample:
     admitted_claims: int = 0
     # Pending Workloads that cannot be charged because this DeviceClass has no mapping.
     unmapped_workloads: int = 0
+    # What admitted Workloads are charged for the class's device capacities (capacity mapping):
+    # quota resource -> amount in base units (bytes, percent, ...).
+    admitted_capacity: Mapping[str, float] = field(default_factory=dict)
 
 
 @dataclass(frozen=True, slots=True)
@@ -305,11 +308,19 @@ def _device_class_families(samples: list[DeviceClassSample]) -> Iterator[GaugeMe
         "Pending Workloads that cannot be charged because their 'device_class' is not in deviceClassMappings",
         labels=["device_class"],
     )
+    capacity = GaugeMetricFamily(
+        "dra_quota_device_class_admitted_capacity",
+        "Quota charged to admitted Workloads for a 'device_class''s device capacities (the capacity "
+        "mapping: GPU memory, cores...), per quota 'resource', in base units",
+        labels=["device_class", "resource"],
+    )
     for sample in samples:
+        for resource, amount in sorted(sample.admitted_capacity.items()):
+            capacity.add_metric([sample.device_class, resource], amount)
         devices.add_metric([sample.device_class, "pending"], sample.pending_devices)
         devices.add_metric([sample.device_class, "admitted"], sample.admitted_devices)
         claims.add_metric([sample.device_class, "pending"], sample.pending_claims)
         claims.add_metric([sample.device_class, "admitted"], sample.admitted_claims)
         if sample.unmapped_workloads:
             unmapped.add_metric([sample.device_class], sample.unmapped_workloads)
-    yield from (devices, claims, unmapped)
+    yield from (devices, claims, unmapped, capacity)

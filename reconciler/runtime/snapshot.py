@@ -166,6 +166,21 @@ def device_class_samples(reconciler: Reconciler) -> list[DeviceClassSample]:
         problem = info.problem
         if problem is not None and problem.unmapped_class:
             counts.setdefault(problem.unmapped_class, Counter())["unmapped_workloads"] += 1
-    for info in core.cache.workloads.values():
+    capacity: dict[str, dict[str, float]] = {}
+    class_capacities = reconciler.ctx.config.class_capacities
+    for key, info in core.cache.workloads.items():
         add(info, "admitted")
-    return [DeviceClassSample(name, **dict(c)) for name, c in sorted(counts.items())]
+        charge = core.ledger.charge_of(key)
+        if charge is None:
+            continue
+        for device_class in {dc for dc, _, _ in info.device_classes}:
+            for _name, resource in class_capacities.get(device_class, ()):
+                amount = sum(a for (_flavor, r), a in charge.usage.items() if r == resource)
+                if amount:
+                    row = capacity.setdefault(device_class, {})
+                    row[resource] = row.get(resource, 0.0) + base_units(resource, amount)
+    names = sorted(counts.keys() | capacity.keys())
+    return [
+        DeviceClassSample(name, **dict(counts.get(name, Counter())), admitted_capacity=capacity.get(name, {}))
+        for name in names
+    ]
