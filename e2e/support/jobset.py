@@ -68,7 +68,9 @@ def jobset_webhooks(build: JobSetBuild, port: int, ca_pem: bytes) -> list[Obj]:
         "MutatingWebhookConfiguration": build.webhook / "mutating-patch.yaml",
         "ValidatingWebhookConfiguration": build.webhook / "validating-patch.yaml",
     }
-    return upstream_on_loopback(load_documents(build.webhook / "manifests.yaml"), patches, port, ca_pem, "jobset")
+    return upstream_on_loopback(
+        load_documents(build.webhook / "manifests.yaml"), patches, port, ca_pem, "jobset"
+    )
 
 
 class JobSetProcess(ManagedProcess):

@@ -63,7 +63,9 @@ def lws_webhooks(build: LwsBuild, port: int, ca_pem: bytes) -> list[Obj]:
         "MutatingWebhookConfiguration": build.webhook / "mutating-patch.yaml",
         "ValidatingWebhookConfiguration": build.webhook / "validating-patch.yaml",
     }
-    return upstream_on_loopback(load_documents(build.webhook / "manifests.yaml"), patches, port, ca_pem, "lws")
+    return upstream_on_loopback(
+        load_documents(build.webhook / "manifests.yaml"), patches, port, ca_pem, "lws"
+    )
 
 
 class LwsProcess(ManagedProcess):
@@ -113,5 +115,7 @@ async def install_lws_crds(kube: Any, build: LwsBuild | None = None) -> None:
     """LeaderWorkerSet's CRD from its module (`e2e/build-binaries.sh --lws`), established."""
     build = build or lws_build()
     if build.missing():
-        raise FileNotFoundError(f"LeaderWorkerSet is not built ({build.missing()[0]}): run e2e/setup.sh --lws")
+        raise FileNotFoundError(
+            f"LeaderWorkerSet is not built ({build.missing()[0]}): run e2e/setup.sh --lws"
+        )
     await wait_established(kube, await apply_manifests(kube, *build.crd_files()))
