@@ -283,3 +283,107 @@ async def test_a_group_is_admitted_and_runs_and_the_next_set_waits_for_its_quota
     assert leader["spec"]["nodeSelector"] == worker["spec"]["nodeSelector"] == T4
     assert leader["status"]["resourceClaimStatuses"][0]["name"] == "gpu"
     assert await kube.get_or_none(api_path(KUEUE, "workloads", namespace, first)) is None
+
+
+@pytest.mark.asyncio
+async def test_a_second_group_waits_runs_when_the_first_is_evicted_and_goes_on_a_scale_down(
+    kube: KubeClient, served: str
+) -> None:
+    """Scaled to two groups, the second group's Workload waits for the first's GPU; the first's
+    Workload deactivated: evicted, its running pods deleted (the LWS controller makes them again,
+    held at the gate), its quota to the second group, whose pods run. Scaled back to one group:
+    the second group's Workload is deleted."""
+    namespace = served
+    path = api_path(LWS_API, "leaderworkersets", namespace, "scaled")
+    group0 = await create_lws(kube, "scaled", namespace)
+    uid = (await kube.get(path))["metadata"]["uid"]
+    group1 = workload_name_for_job("scaled-1", uid, "LeaderWorkerSet", "leaderworkerset.x-k8s.io")
+    await workload_where(kube, namespace, group0, "Admitted", "True")
+    await running_group(kube, namespace, "scaled")
+
+    await kube.patch(path, {"spec": {"replicas": 2}})
+    pending = await workload_where(kube, namespace, group1, "QuotaReserved", "False")
+    assert pending["metadata"]["annotations"]["kueue.x-k8s.io/component-workload-index"] == "1"
+    assert status_condition(pending, "QuotaReserved")["message"] == (
+        "couldn't assign flavors to pod set leader: insufficient unused quota for nvidia.com/gpu "
+        f"in flavor t4-{namespace}, 1 more needed"
+    )
+
+    await kube.patch(api_path(KUEUE, "workloads", namespace, group0), {"spec": {"active": False}})
+    evicted = await workload_where(kube, namespace, group0, "Evicted", "True")
+    assert status_condition(evicted, "Evicted")["reason"] == "Deactivated"
+    await workload_where(kube, namespace, group1, "Admitted", "True")
+
+    async def swapped() -> list[Obj] | None:
+        pods = await group_pods(kube, namespace, "scaled")
+        by_group: dict[str, list[Obj]] = {}
+        for pod in pods:
+            by_group.setdefault(
+                pod["metadata"]["labels"]["leaderworkerset.sigs.k8s.io/group-index"], []
+            ).append(pod)
+        first, second = by_group.get("0", []), by_group.get("1", [])
+        held = len(first) == 2 and all(
+            GATE in [g["name"] for g in p["spec"].get("schedulingGates") or []] for p in first
+        )
+        running = len(second) == 2 and all(p["status"].get("phase") == "Running" for p in second)
+        return pods if held and running else None
+
+    await wait_for("group 0 held again and group 1 running", swapped, within=120, interval=0.5)
+
+    await kube.patch(path, {"spec": {"replicas": 1}})
+
+    async def deleted() -> bool:
+        return await kube.get_or_none(api_path(KUEUE, "workloads", namespace, group1)) is None
+
+    await wait_for("group 1's Workload to be deleted", deleted, within=60, interval=0.5)
+    remaining = await kube.get(api_path(KUEUE, "workloads", namespace, group0))
+    assert remaining["spec"]["active"] is False
+
+
+@pytest.mark.asyncio
+async def test_a_group_recreated_by_the_lws_controller_runs_again_on_its_admission(
+    kube: KubeClient, served: str
+) -> None:
+    """A worker of a running group deleted: the LWS controller recreates the whole group (its
+    default restart policy), the new pods come held at the gate, and the group's Workload, still
+    admitted, has them ungated and running again, with no second Workload."""
+    namespace = served
+    name = await create_lws(kube, "restarted", namespace)
+    await workload_where(kube, namespace, name, "Admitted", "True")
+    before = await running_group(kube, namespace, "restarted")
+    await kube.delete(api_path("v1", "pods", namespace, "restarted-0-1"))
+
+    async def replaced() -> list[Obj] | None:
+        pods = await group_pods(kube, namespace, "restarted", "Running")
+        old = {p["metadata"]["uid"] for p in before}
+        fresh = [p for p in pods if p["metadata"]["uid"] not in old]
+        return fresh if len(fresh) == 2 else None
+
+    fresh = await wait_for("the recreated group to run", replaced, within=120, interval=0.5)
+    assert sorted(p["metadata"]["name"] for p in fresh) == ["restarted-0", "restarted-0-1"]
+    assert all(p["spec"]["nodeSelector"] == T4 for p in fresh)
+    workloads, _ = await kube.list_all(api_path(KUEUE, "workloads", namespace))
+    assert [w["metadata"]["name"] for w in workloads] == [name]
+    assert status_condition(workloads[0], "Admitted")["status"] == "True"
+
+
+@pytest.mark.asyncio
+async def test_a_set_without_a_leader_template_is_one_main_pod_set(kube: KubeClient, served: str) -> None:
+    """Without a leader template the LWS controller makes the leader from the worker template:
+    the group's Workload has one `main` pod set of the group's size, and every pod runs with it."""
+    namespace = served
+    body = leader_worker_set("plain", namespace)
+    template = body["spec"]["leaderWorkerTemplate"]
+    del template["leaderTemplate"]
+    template["workerTemplate"] = pod_template(gpu=False)
+    created = await kube.create(api_path(LWS_API, "leaderworkersets", namespace), body)
+    name = workload_name_for_job(
+        "plain-0", created["metadata"]["uid"], "LeaderWorkerSet", "leaderworkerset.x-k8s.io"
+    )
+    admitted = await workload_where(kube, namespace, name, "Admitted", "True")
+    assert [(ps["name"], ps["count"]) for ps in admitted["spec"]["podSets"]] == [("main", 2)]
+    (assignment,) = admitted["status"]["admission"]["podSetAssignments"]
+    assert assignment["resourceUsage"] == {"cpu": "200m"}
+    pods = await running_group(kube, namespace, "plain")
+    assert [p["metadata"]["labels"]["kueue.x-k8s.io/podset"] for p in pods] == ["main", "main"]
+    assert all(p["spec"]["nodeSelector"] == T4 for p in pods)

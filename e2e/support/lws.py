@@ -7,8 +7,9 @@ cert rotator would want a Secret and a Service), its webhook server on a loopbac
 certificate for 127.0.0.1, metrics off, health probes on a loopback port. Its webhook
 configurations (from its module, with the patches that give its pod webhooks their object
 selector, as its kustomize build applies them) are registered with `url` client configs: its
-set webhooks default and validate a LeaderWorkerSet at creation, and its pod webhook gives each
-leader pod its group-index label (the LWS controller needs it to make the group's workers).
+set webhooks default and validate a LeaderWorkerSet at creation, and its pod webhook labels each
+leader pod with its group's index and each worker with its own (the LWS controller's pod
+reconciler and this controller's grouping read them).
 """
 
 from __future__ import annotations
