@@ -11,9 +11,10 @@
 #   4. with --node: a real node's parts (e2e/kubelet/): Debian's runc, containernetworking-plugins,
 #      busybox-static, iptables and iproute2 (as root, where missing), and build-binaries.sh --node (kubelet,
 #      containerd, crictl; cached).
-# Options (e2e/test.sh passes --image --node --jobset): --jobset builds JobSet's manager for
+# Options (e2e/test.sh passes --image --node --jobset --lws): --jobset builds JobSet's manager for
 # e2e/test_controller_jobset.py (build-binaries.sh --jobset; cached by version); --lws builds
-# LeaderWorkerSet's manager (build-binaries.sh --lws; cached by version); --kueue also builds Kueue's manager (only for
+# LeaderWorkerSet's manager for e2e/test_controller_lws.py (build-binaries.sh --lws; cached by
+# version); --kueue also builds Kueue's manager (only for
 # recording Kueue's results, `python -m e2e.conformance --record`, or the live side-by-side
 # run; CI compares with the recordings and does not build it); --image does step 3 (needs root
 # where Docker or the base image is missing); --node does step 4 (e2e/test_real_kubelet.py).

@@ -11,8 +11,6 @@ validated at creation as in a real install, and its Jobs' pods are checked by it
 
 from __future__ import annotations
 
-import base64
-import copy
 import os
 import subprocess
 from dataclasses import dataclass
@@ -23,7 +21,7 @@ import yaml
 
 from e2e.support.deploy import apply_manifests, free_port, load_documents, wait_established
 from e2e.support.process import ManagedProcess
-from e2e.support.webhooks import loopback_certificate
+from e2e.support.webhooks import loopback_certificate, upstream_on_loopback
 from e2e.testbed.paths import VERSIONS_FILE, cache_dir
 
 __all__ = [
@@ -64,34 +62,15 @@ def jobset_build(cache: Path | None = None) -> JobSetBuild:
     return JobSetBuild(version, root / "bin" / "jobset", root / "crds", root / "webhook")
 
 
-def _patched(doc: Obj, patch_file: Path) -> Obj:
-    """A webhook configuration with its kustomize JSON patch applied (only `replace` of a whole
-    webhook, which is all JobSet's patches do)."""
-    out = copy.deepcopy(doc)
-    for op in yaml.safe_load(patch_file.read_text()):
-        parts = op["path"].strip("/").split("/")
-        if op["op"] != "replace" or len(parts) != 2 or parts[0] != "webhooks":
-            raise ValueError(f"{patch_file}: unexpected patch {op}")
-        out["webhooks"][int(parts[1])] = op["value"]
-    return out
-
-
 def jobset_webhooks(build: JobSetBuild, port: int, ca_pem: bytes) -> list[Obj]:
     """JobSet's webhook configurations, patched, each webhook called at 127.0.0.1:port."""
-    ca = base64.b64encode(ca_pem).decode()
     patches = {
         "MutatingWebhookConfiguration": build.webhook / "mutating-patch.yaml",
         "ValidatingWebhookConfiguration": build.webhook / "validating-patch.yaml",
     }
-    out = []
-    for doc in load_documents(build.webhook / "manifests.yaml"):
-        patched = _patched(doc, patches[doc["kind"]])
-        for hook in patched["webhooks"]:
-            path = hook["clientConfig"]["service"]["path"]
-            hook["clientConfig"] = {"url": f"https://127.0.0.1:{port}{path}", "caBundle": ca}
-        patched["metadata"] = {"name": f"jobset-{doc['metadata']['name']}"}
-        out.append(patched)
-    return out
+    return upstream_on_loopback(
+        load_documents(build.webhook / "manifests.yaml"), patches, port, ca_pem, "jobset"
+    )
 
 
 class JobSetProcess(ManagedProcess):

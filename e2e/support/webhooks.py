@@ -36,6 +36,7 @@ __all__ = [
     "scoped",
     "shipped_configurations",
     "unregister",
+    "upstream_on_loopback",
     "wait_until_jobs_are_suspended",
 ]
 
@@ -66,6 +67,32 @@ def on_loopback(configurations: Iterable[Obj], port: int, ca_pem: bytes | None) 
             if ca_pem is not None:
                 webhook["clientConfig"]["caBundle"] = base64.b64encode(ca_pem).decode()
         out.append(configuration)
+    return out
+
+
+def _kustomize_replaced(doc: Obj, patch_file: Path) -> Obj:
+    """A webhook configuration with a kustomize JSON patch applied: only `replace` of a whole
+    webhook, which is all the patches JobSet and LeaderWorkerSet ship do."""
+    out = copy.deepcopy(doc)
+    for op in yaml.safe_load(patch_file.read_text()):
+        parts = op["path"].strip("/").split("/")
+        if op["op"] != "replace" or len(parts) != 2 or parts[0] != "webhooks":
+            raise ValueError(f"{patch_file}: unexpected patch {op}")
+        out["webhooks"][int(parts[1])] = op["value"]
+    return out
+
+
+def upstream_on_loopback(
+    documents: Iterable[Obj], patches: dict[str, Path], port: int, ca_pem: bytes, prefix: str
+) -> list[Obj]:
+    """An upstream manager's webhook configurations (its controller-gen manifests, each kind
+    patched by ``patches[kind]`` as its kustomize build does), each webhook called at
+    127.0.0.1:port trusting ``ca_pem``, renamed ``<prefix>-<name>``."""
+    out = []
+    for doc in documents:
+        patched = _kustomize_replaced(doc, patches[doc["kind"]])
+        out += on_loopback([patched], port, ca_pem)
+        out[-1]["metadata"] = {"name": f"{prefix}-{doc['metadata']['name']}"}
     return out
 
 
