@@ -94,7 +94,7 @@ def test_capacity_charges_are_reported_per_device_class_and_resource() -> None:
         }
     )
     h = Harness(config)
-    quotas = {"example.com/vgpu": 4, memory: "16Gi", cores: 100}
+    quotas: dict[str, str | int] = {"example.com/vgpu": 4, memory: "16Gi", cores: 100}
     h.event("ADDED", NAMESPACES, decode({"metadata": {"name": "ns"}}, Namespace))
     h.event("ADDED", RESOURCE_FLAVORS, decode({"metadata": {"name": "t4"}, "spec": {}}, ResourceFlavor))
     h.event("ADDED", CLUSTER_QUEUES, decode(cluster_queue_body("cq", [("t4", quotas)]), ClusterQueue))
