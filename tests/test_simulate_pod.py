@@ -92,3 +92,16 @@ def test_pods_are_left_alone_unless_their_framework_is_enabled(
     out, err = _simulate(capsys, path, EXAMPLES)
     assert not [o for o in out if o["kind"] == "Workload"]
     assert "integrations.frameworks does not enable pod; not managed" in err
+
+
+def test_the_pod_group_example_admits_the_complete_group_and_names_the_incomplete_one(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    group = ROOT / "examples" / "pod-group"
+    out, err = _simulate(capsys, group / "00-configuration.yaml", *sorted(group.glob("[1-9]*.yaml")))
+    (workload,) = [o for o in out if o["kind"] == "Workload"]
+    assert workload["metadata"]["name"] == "train"
+    assert [(ps["count"]) for ps in workload["spec"]["podSets"]] == [2]  # one shape: one pod set
+    (assignment,) = workload["status"]["admission"]["podSetAssignments"]
+    assert assignment["resourceUsage"] == {"nvidia.com/gpu": "2"}
+    assert "pod group group-demo/eval: 'eval' group has fewer runnable pods than expected" in err
