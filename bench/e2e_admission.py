@@ -164,10 +164,11 @@ async def manager_phase(
             f"{hwm_at_admission / 1024:.0f} MiB; "
             f"its CPU time from the first POST to the last unsuspend: {cpu_used:.1f}s"
         )
-        completed_in = await wait_complete(kube, namespaces, total, args.complete_within)
+        done, completed_in = await wait_complete(kube, namespaces, total, args.complete_within)
         hwm = vm_hwm_kib(manager.pid)
         print(
-            f"  every Job completed {completed_in:.0f}s after the last admission; "
+            f"  {'every' if done == total else f'only {done} of {total}'} Job(s) completed "
+            f"{completed_in:.0f}s after the last admission; "
             f"{manager.name} peak RSS "
             f"(VmHWM) at the end: {hwm / 1024:.0f} MiB; its watch saw {observer.events} Job events"
         )

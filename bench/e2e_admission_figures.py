@@ -99,17 +99,19 @@ async def count_events(kube: KubeClient, namespaces: list[str], component: str) 
     return reasons, sum(1 for n in started.values() if n > 1)
 
 
-async def wait_complete(kube: KubeClient, namespaces: list[str], total: int, within: float) -> float:
+async def wait_complete(
+    kube: KubeClient, namespaces: list[str], total: int, within: float
+) -> tuple[int, float]:
+    """How many Jobs succeeded, and after how long: all of them, or as many as within ``within`` s
+    (the pods' runs are the test-bed's, not the manager's: the admission figures stand either way)."""
     began = time.monotonic()
     while True:
         done = 0
         for ns in namespaces:
             jobs, _ = await kube.list_all(api_path("batch/v1", "jobs", ns))
             done += sum(1 for j in jobs if (j.get("status") or {}).get("succeeded"))
-        if done >= total:
-            return time.monotonic() - began
-        if time.monotonic() - began > within:
-            raise TimeoutError(f"{done} of {total} Jobs completed after {within:.0f}s")
+        if done >= total or time.monotonic() - began > within:
+            return done, time.monotonic() - began
         await asyncio.sleep(2.0)
 
 
