@@ -53,6 +53,13 @@ def reworded(pod: Pod, message: str) -> Pod:
     return changed
 
 
+def renamed(pod: Pod, name: str) -> Pod:
+    body = msgspec.json.decode(msgspec.json.encode(pod))
+    body["metadata"]["name"] = name
+    other: Pod = decode(body, Pod)
+    return other
+
+
 def test_the_grace_is_a_quarter_of_the_pods_ready_timeout_within_5_s_and_a_minute() -> None:
     assert claim_report_grace(12) == 5  # the e2e test's short timeout: as before
     assert claim_report_grace(60) == 15
@@ -89,6 +96,13 @@ def test_one_warning_per_report_and_no_rewrite_when_only_the_schedulers_words_ch
     again = h.tick(T0 + 30)
     assert claim_reports(again) == []  # written (and a second Warning posted) before
     assert warnings(again) == []
+    # A second pod waits too: the condition says so, the Warning already posted stands.
+    h.event("ADDED", RESOURCE_CLAIMS, unallocated_claim("a-2-g-y", "a-2"))
+    h.event("ADDED", PODS, renamed(pending_pod("a", claim="a-2-g-y", message=BUSY), "a-2"))
+    more = h.tick(T0 + 31)
+    [(status, message)] = claim_reports(more)
+    assert (status, message.endswith("(and 1 more pod)")) == ("False", True)
+    assert warnings(more) == []
 
 
 def test_checks_before_the_report_lands_write_and_warn_once() -> None:
