@@ -167,7 +167,7 @@ async def manager_phase(
         done, completed_in = await wait_complete(kube, namespaces, total, args.complete_within)
         hwm = vm_hwm_kib(manager.pid)
         print(
-            f"  {'every' if done == total else f'only {done} of {total}'} Job(s) completed "
+            f"  {'every Job' if done == total else f'only {done} of {total} Jobs'} completed "
             f"{completed_in:.0f}s after the last admission; "
             f"{manager.name} peak RSS "
             f"(VmHWM) at the end: {hwm / 1024:.0f} MiB; its watch saw {observer.events} Job events"
