@@ -24,6 +24,13 @@ of the managedFields entry of the writer that set ``spec.suspend`` (printed as a
 the controller's peak RSS (``VmHWM`` of /proc/<pid>/status, read just before it is stopped), the
 Events it wrote, and the time until every controller-phase Job completed.
 
+The manager is this controller or Kueue v0.18.1 (``--controller kueue``, ``--kueue-settings shipped``
+or ``tuned``), both from one Configuration with the same waitForPodsReady. ``--repeat N`` runs the
+managers of ``--managers`` interleaved, each run on a fresh test-bed with its own ceiling, and prints
+the median and range per manager (bench/e2e_admission_repeat.py). Unless ``--no-request-counts``,
+the API server keeps an audit log from which each run counts the manager's and the bare client's
+requests per admitted Job by verb and resource (bench/e2e_admission_requests.py).
+
 Run: ``.venv/bin/python -m bench.e2e_admission`` (about 5 minutes on 2 cores; ``--jobs 200`` for a
 quick look). Prints figures; asserts nothing except that every Job got unsuspended.
 """
