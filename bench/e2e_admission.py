@@ -24,6 +24,13 @@ of the managedFields entry of the writer that set ``spec.suspend`` (printed as a
 the controller's peak RSS (``VmHWM`` of /proc/<pid>/status, read just before it is stopped), the
 Events it wrote, and the time until every controller-phase Job completed.
 
+The manager is this controller or Kueue v0.18.1 (``--controller kueue``, ``--kueue-settings shipped``
+or ``tuned``), both from one Configuration with the same waitForPodsReady. ``--repeat N`` runs the
+managers of ``--managers`` interleaved, each run on a fresh test-bed with its own ceiling, and prints
+the median and range per manager (bench/e2e_admission_repeat.py). Unless ``--no-request-counts``,
+the API server keeps an audit log from which each run counts the manager's and the bare client's
+requests per admitted Job by verb and resource (bench/e2e_admission_requests.py).
+
 Run: ``.venv/bin/python -m bench.e2e_admission`` (about 5 minutes on 2 cores; ``--jobs 200`` for a
 quick look). Prints figures; asserts nothing except that every Job got unsuspended.
 """
@@ -40,6 +47,7 @@ import sys
 import tempfile
 import time
 from collections import Counter
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -57,17 +65,28 @@ from bench.e2e_admission_bare_client import (  # noqa: E402
     bare_client,
 )
 from bench.e2e_admission_figures import (  # noqa: E402
+    Figures,
     Observer,
+    count_events,
     cpu_seconds,
     measure,
     observing,
     percentile,
     server_latencies,
     vm_hwm_kib,
+    wait_complete,
 )
+from bench.e2e_admission_managers import MANAGERS, wait_log  # noqa: E402
 from bench.e2e_admission_managers import install as install_manager_crds  # noqa: E402
 from bench.e2e_admission_managers import start as start_manager  # noqa: E402
-from bench.e2e_admission_managers import wait_log  # noqa: E402
+from bench.e2e_admission_repeat import RunResult, summary  # noqa: E402
+from bench.e2e_admission_requests import (  # noqa: E402
+    audit_args,
+    audit_log,
+    count_requests,
+    request_table,
+    request_total_labels,
+)
 from e2e.support.flood import (  # noqa: E402
     QueueSetup,
     create_jobs,
@@ -75,7 +94,7 @@ from e2e.support.flood import (  # noqa: E402
     flood_job,
     pool_nodes,
 )
-from e2e.testbed import KubeClient, Testbed, TestbedSpec, api_path  # noqa: E402
+from e2e.testbed import KubeClient, Testbed, TestbedSpec  # noqa: E402
 from e2e.testbed.kubeclient import Obj  # noqa: E402
 
 CONTROLLER_AGENT = "dra-quota-reconciler"
@@ -116,109 +135,128 @@ async def flood(
     return sent, created_in
 
 
-async def count_events(kube: KubeClient, namespaces: list[str], component: str) -> tuple[Counter[str], int]:
-    """The manager's Events by reason, and how many Jobs got more than one ``Started``."""
-    reasons: Counter[str] = Counter()
-    started: Counter[str] = Counter()
-    for ns in namespaces:
-        events, _ = await kube.list_all(api_path("v1", "events", ns))
-        for event in events:
-            source = (event.get("source") or {}).get("component") or event.get("reportingComponent")
-            if source == component:
-                reasons[event.get("reason", "")] += 1
-                if event.get("reason") == "Started":
-                    started[f"{ns}/{event['involvedObject']['name']}"] += 1
-    return reasons, sum(1 for n in started.values() if n > 1)
+@dataclass
+class Phase:
+    """What the manager's phase measured."""
+
+    figures: Figures
+    cpu: float
+    rss_mib: float
+    requests: Counter[str]
 
 
-async def wait_complete(kube: KubeClient, namespaces: list[str], total: int, within: float) -> float:
-    began = time.monotonic()
-    while True:
-        done = 0
-        for ns in namespaces:
-            jobs, _ = await kube.list_all(api_path("batch/v1", "jobs", ns))
-            done += sum(1 for j in jobs if (j.get("status") or {}).get("succeeded"))
-        if done >= total:
-            return time.monotonic() - began
-        if time.monotonic() - began > within:
-            raise TimeoutError(f"{done} of {total} Jobs completed after {within:.0f}s")
-        await asyncio.sleep(2.0)
+async def manager_phase(
+    bed: Testbed, kube: KubeClient, args: argparse.Namespace, queues: list[QueueSetup], total: int
+) -> Phase:
+    controller, settings = MANAGERS[args.manager]
+    namespaces = [q.namespace for q in queues]
+    manager = await start_manager(controller, bed, bed.run_dir / "logs", CONTROLLER_AGENT, settings)
+    try:
+        print(
+            f"== {manager.name} ready (pid {manager.pid}; CRDs: {args.crds}); "
+            f"flooding {total} Jobs over {args.queues} queues"
+        )
+        cpu_before = cpu_seconds(manager.pid)
+        flood_began = time.time()
+        async with observing(kube) as observer:
+            sent, created_in = await flood(kube, jobs_for(queues, total, args.run_seconds), observer, 600)
+        cpu_used = cpu_seconds(manager.pid) - cpu_before
+        hwm_at_admission = vm_hwm_kib(manager.pid)
+        server = await server_latencies(kube, namespaces, manager.field_manager)
+        figures = measure(manager.name, sent, created_in, observer, server)
+        for line in figures.lines():
+            print(line, flush=True)
+        print(
+            f"  {manager.name} peak RSS (VmHWM) once all were admitted: "
+            f"{hwm_at_admission / 1024:.0f} MiB; "
+            f"its CPU time from the first POST to the last unsuspend: {cpu_used:.1f}s"
+        )
+        done, completed_in = await wait_complete(kube, namespaces, total, args.complete_within)
+        hwm = vm_hwm_kib(manager.pid)
+        print(
+            f"  {'every Job' if done == total else f'only {done} of {total} Jobs'} completed "
+            f"{completed_in:.0f}s after the last admission; "
+            f"{manager.name} peak RSS "
+            f"(VmHWM) at the end: {hwm / 1024:.0f} MiB; its watch saw {observer.events} Job events"
+        )
+    finally:
+        code = await asyncio.to_thread(manager.stop)
+        stopped = time.time()
+    events, started_twice = await count_events(kube, namespaces, manager.event_component)
+    print(
+        f"  {manager.name} exit code on SIGTERM: {code}; Events it wrote: {dict(events)}; "
+        f"Jobs with more than one Started Event: {started_twice}"
+    )
+    requests = Counter[str]()
+    if args.count_requests:
+        requests = await asyncio.to_thread(
+            count_requests, audit_log(args.audit_dir), manager.user_agent, flood_began, stopped
+        )
+    return Phase(figures, cpu_used, hwm / 1024, requests)
 
 
-async def benchmark(bed: Testbed, args: argparse.Namespace) -> None:
+async def ceiling_phase(
+    bed: Testbed, kube: KubeClient, args: argparse.Namespace, queues: list[QueueSetup], total: int
+) -> tuple[Figures, Counter[str]]:
+    """A bare client doing the same writes with the same concurrency."""
+    log = bed.run_dir / "logs" / "bare-client.log"
+    print(f"== ceiling: bare client, {WRITE_CONCURRENCY} writes in flight, {total} fresh Jobs")
+    bare = await asyncio.to_thread(_spawn_bare_client, bed.kubeconfig, "ceiling-", log)
+    try:
+        await wait_log(log, "watching", 30)
+        async with observing(kube) as observer:
+            sent, created_in = await flood(kube, jobs_for(queues, total, args.run_seconds), observer, 600)
+        server = await server_latencies(kube, [q.namespace for q in queues], BARE_AGENT)
+        ceiling = measure("ceiling (bare client)", sent, created_in, observer, server)
+    finally:
+        os.killpg(bare.pid, signal.SIGTERM)
+        await asyncio.to_thread(bare.wait, 15)
+    for line in ceiling.lines():
+        print(line)
+    requests = Counter[str]()
+    if args.count_requests:
+        requests = await asyncio.to_thread(count_requests, audit_log(args.audit_dir), BARE_AGENT)
+    return ceiling, requests
+
+
+async def benchmark(bed: Testbed, args: argparse.Namespace) -> RunResult:
     per_queue = args.jobs // args.queues
     total = per_queue * args.queues
-    log_dir = bed.run_dir / "logs"
     async with KubeClient.from_kubeconfig(bed.kubeconfig, request_timeout=60) as kube:
         await install_manager_crds(kube, args.crds)
         controller_queues = queues_for("bench", args.queues, per_queue)
         ceiling_queues = queues_for("ceiling", args.queues, per_queue)
         await create_queues(kube, [*controller_queues, *ceiling_queues])
-        ctl_ns = [q.namespace for q in controller_queues]
-        ceil_ns = [q.namespace for q in ceiling_queues]
-
-        # 1. the manager under test
-        manager = await start_manager(args.controller, bed, log_dir, CONTROLLER_AGENT)
-        try:
-            print(
-                f"== {manager.name} ready (pid {manager.pid}; CRDs: {args.crds}); "
-                f"flooding {total} Jobs over {args.queues} queues"
-            )
-            cpu_before = cpu_seconds(manager.pid)
-            async with observing(kube) as observer:
-                sent, created_in = await flood(
-                    kube, jobs_for(controller_queues, total, args.run_seconds), observer, 600
-                )
-            cpu_used = cpu_seconds(manager.pid) - cpu_before
-            hwm_at_admission = vm_hwm_kib(manager.pid)
-            server = await server_latencies(kube, ctl_ns, manager.field_manager)
-            ctl = measure(manager.name, sent, created_in, observer, server)
-            for line in ctl.lines():
-                print(line, flush=True)
-            print(
-                f"  {manager.name} peak RSS (VmHWM) once all were admitted: "
-                f"{hwm_at_admission / 1024:.0f} MiB; "
-                f"its CPU time from the first POST to the last unsuspend: {cpu_used:.1f}s"
-            )
-            completed_in = await wait_complete(kube, ctl_ns, total, args.complete_within)
-            hwm = vm_hwm_kib(manager.pid)
-            print(
-                f"  every Job completed {completed_in:.0f}s after the last admission; "
-                f"{manager.name} peak RSS "
-                f"(VmHWM) at the end: {hwm / 1024:.0f} MiB; its watch saw {observer.events} Job events"
-            )
-        finally:
-            code = await asyncio.to_thread(manager.stop)
-        events, started_twice = await count_events(kube, ctl_ns, manager.event_component)
-        print(
-            f"  {manager.name} exit code on SIGTERM: {code}; Events it wrote: {dict(events)}; "
-            f"Jobs with more than one Started Event: {started_twice}"
-        )
-
-        # 2. the ceiling: a bare client doing the same writes with the same concurrency
-        print(f"== ceiling: bare client, {WRITE_CONCURRENCY} writes in flight, {total} fresh Jobs")
-        bare = await asyncio.to_thread(
-            _spawn_bare_client, bed.kubeconfig, "ceiling-", log_dir / "bare-client.log"
-        )
-        try:
-            await wait_log(log_dir / "bare-client.log", "watching", 30)
-            async with observing(kube) as observer:
-                sent, created_in = await flood(
-                    kube, jobs_for(ceiling_queues, total, args.run_seconds), observer, 600
-                )
-            server = await server_latencies(kube, ceil_ns, BARE_AGENT)
-            ceiling = measure("ceiling (bare client)", sent, created_in, observer, server)
-        finally:
-            os.killpg(bare.pid, signal.SIGTERM)
-            await asyncio.to_thread(bare.wait, 15)
-        for line in ceiling.lines():
+        ctl = await manager_phase(bed, kube, args, controller_queues, total)
+        ceiling, bare_requests = await ceiling_phase(bed, kube, args, ceiling_queues, total)
+        if args.count_requests and args.print_labels:
+            labels = await request_total_labels(kube)
+            names = ", ".join(labels)
+            print(f"== apiserver_request_total labels: {names} (no client label)")
+    lat_c, lat_b = sorted(ctl.figures.latencies), sorted(ceiling.latencies)
+    print(
+        f"== ratio {ctl.figures.name}/ceiling: admissions/s {ctl.figures.rate / ceiling.rate:.2f}; "
+        f"p50 latency {percentile(lat_c, 50) / percentile(lat_b, 50):.2f}x; "
+        f"p99 latency {percentile(lat_c, 99) / percentile(lat_b, 99):.2f}x"
+    )
+    result = RunResult(
+        args.manager,
+        total,
+        ctl.figures.rate,
+        ceiling.rate,
+        percentile(lat_c, 50),
+        percentile(lat_c, 99),
+        ctl.cpu,
+        ctl.rss_mib,
+        ctl.requests,
+        bare_requests,
+    )
+    if args.count_requests:
+        print("== API requests per admitted Job (audit log), by verb and resource:")
+        columns = {args.manager: (ctl.requests, total), "bare client": (bare_requests, total)}
+        for line in request_table(columns):
             print(line)
-        lat_c, lat_b = sorted(ctl.latencies), sorted(ceiling.latencies)
-        print(
-            f"== ratio {ctl.name}/ceiling: admissions/s {ctl.rate / ceiling.rate:.2f}; "
-            f"p50 latency {percentile(lat_c, 50) / percentile(lat_b, 50):.2f}x; "
-            f"p99 latency {percentile(lat_c, 99) / percentile(lat_b, 99):.2f}x"
-        )
+    return result
 
 
 def _spawn_bare_client(kubeconfig: Path, prefix: str, log: Path) -> subprocess.Popen[bytes]:
@@ -244,7 +282,7 @@ def _spawn_bare_client(kubeconfig: Path, prefix: str, log: Path) -> subprocess.P
 # --- main -----------------------------------------------------------------------------------------
 
 
-def main(argv: list[str] | None = None) -> int:
+def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(prog="python -m bench.e2e_admission", description=__doc__.split("\n")[0])
     sub = parser.add_subparsers(dest="command")
     bare = sub.add_parser("bare-client", help="(internal) the ceiling's bare client")
@@ -261,37 +299,94 @@ def main(argv: list[str] | None = None) -> int:
         "--controller",
         choices=["ours", "kueue"],
         default="ours",
-        help="the manager under test: `reconciler run`, or Kueue v0.18.1 (e2e/build-binaries.sh --kueue) "
-        "with its shipped worker counts and client rate",
+        help="the manager under test: `reconciler run`, or Kueue v0.18.1 (e2e/build-binaries.sh --kueue)",
+    )
+    parser.add_argument(
+        "--kueue-settings",
+        choices=["shipped", "tuned"],
+        default="shipped",
+        help="Kueue's client rate and workers: as shipped (50 qps, burst 100, 5 workers per kind) or "
+        "tuned (1000 qps, burst 2000, 32 workers for Jobs, Pods and Workloads)",
+    )
+    parser.add_argument(
+        "--repeat",
+        type=int,
+        default=0,
+        help="run each of --managers N times, interleaved (ours, kueue-tuned, kueue-shipped, ours, ...), "
+        "each run on a fresh test-bed with its own ceiling; prints median and range per manager",
+    )
+    parser.add_argument(
+        "--managers",
+        default=",".join(MANAGERS),
+        help=f"with --repeat: which managers, in order (of {', '.join(MANAGERS)})",
     )
     parser.add_argument(
         "--crds",
         choices=["ours", "kueue"],
         help="Workload and queue CRDs: manifests/crds, or Kueue's own (larger schemas, costlier writes); "
-        "default: the manager's own",
+        "default: the manager's own (Kueue always runs on its own)",
+    )
+    parser.add_argument(
+        "--no-request-counts",
+        dest="count_requests",
+        action="store_false",
+        help="no audit log (by default the API server keeps one to count requests per client)",
     )
     args = parser.parse_args(argv)
-    if args.crds is None:
-        args.crds = args.controller
-    if args.controller == "kueue" and args.crds != "kueue":
+    order = [m.strip() for m in args.managers.split(",") if m.strip()]
+    if unknown := [m for m in order if m not in MANAGERS]:
+        parser.error(f"--managers: unknown {', '.join(unknown)} (of {', '.join(MANAGERS)})")
+    if args.controller == "kueue" and args.crds == "ours":
         parser.error("--controller kueue needs --crds kueue (Kueue writes fields this project's CRDs prune)")
+    args.order = order if args.repeat else [_manager_key(args.controller, args.kueue_settings)]
+    return args
+
+
+def _manager_key(controller: str, settings: str) -> str:
+    return "ours" if controller == "ours" else f"kueue-{settings}"
+
+
+def run_once(args: argparse.Namespace, manager: str, spec: TestbedSpec) -> RunResult:
+    """One manager then its ceiling on a fresh test-bed."""
+    run_args = argparse.Namespace(**vars(args))
+    run_args.manager = manager
+    controller = MANAGERS[manager][0]
+    run_args.crds = "kueue" if controller == "kueue" else (args.crds or "ours")
+    with contextlib.ExitStack() as stack:
+        run_dir = args.run_dir or Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="bench-tb-")))
+        run_args.audit_dir = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="bench-audit-")))
+        extra = audit_args(run_args.audit_dir) if args.count_requests else ()
+        bed = Testbed(run_dir=run_dir, spec=spec, apiserver_args=extra)
+        began = time.monotonic()
+        print(
+            f"== test-bed in {run_dir}: {args.nodes} nodes x {args.gpus_per_node} GPUs; "
+            f"{os.cpu_count()} CPUs; manager {manager}"
+        )
+        bed.start()
+        try:
+            result = asyncio.run(benchmark(bed, run_args))
+        finally:
+            bed.stop()
+        print(f"== total {time.monotonic() - began:.0f}s", flush=True)
+    return result
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse_args(argv)
     if args.command == "bare-client":
         asyncio.run(bare_client(args.kubeconfig, args.namespace_prefix))
         return 0
     spec = TestbedSpec(nodes=pool_nodes(POOL, args.nodes, args.gpus_per_node, pods=400, cpu="64"))
-    with contextlib.ExitStack() as stack:
-        run_dir = args.run_dir or Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="bench-tb-")))
-        bed = Testbed(run_dir=run_dir, spec=spec)
-        began = time.monotonic()
-        print(
-            f"== test-bed in {run_dir}: {args.nodes} nodes x {args.gpus_per_node} GPUs; {os.cpu_count()} CPUs"
-        )
-        bed.start()
-        try:
-            asyncio.run(benchmark(bed, args))
-        finally:
-            bed.stop()
-        print(f"== total {time.monotonic() - began:.0f}s")
+    results: list[RunResult] = []
+    for i in range(max(1, args.repeat)):
+        for manager in args.order:
+            args.print_labels = not results  # the metric's labels, once
+            results.append(run_once(args, manager, spec))
+            if args.repeat:
+                print(f"== run {i + 1} of {args.repeat}, {manager} done", flush=True)
+    if args.repeat:
+        for line in summary(results, args.order):
+            print(line)
     return 0
 
 

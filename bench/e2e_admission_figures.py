@@ -10,6 +10,7 @@ import contextlib
 import os
 import statistics
 import time
+from collections import Counter
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -78,6 +79,40 @@ async def observing(kube: KubeClient) -> AsyncIterator[Observer]:
         task.cancel()
         with contextlib.suppress(asyncio.CancelledError):
             await task
+
+
+# --- Events and completion -----------------------------------------------------------------------
+
+
+async def count_events(kube: KubeClient, namespaces: list[str], component: str) -> tuple[Counter[str], int]:
+    """The manager's Events by reason, and how many Jobs got more than one ``Started``."""
+    reasons: Counter[str] = Counter()
+    started: Counter[str] = Counter()
+    for ns in namespaces:
+        events, _ = await kube.list_all(api_path("v1", "events", ns))
+        for event in events:
+            source = (event.get("source") or {}).get("component") or event.get("reportingComponent")
+            if source == component:
+                reasons[event.get("reason", "")] += 1
+                if event.get("reason") == "Started":
+                    started[f"{ns}/{event['involvedObject']['name']}"] += 1
+    return reasons, sum(1 for n in started.values() if n > 1)
+
+
+async def wait_complete(
+    kube: KubeClient, namespaces: list[str], total: int, within: float
+) -> tuple[int, float]:
+    """How many Jobs succeeded, and after how long: all of them, or as many as within ``within`` s
+    (the pods' runs are the test-bed's, not the manager's: the admission figures stand either way)."""
+    began = time.monotonic()
+    while True:
+        done = 0
+        for ns in namespaces:
+            jobs, _ = await kube.list_all(api_path("batch/v1", "jobs", ns))
+            done += sum(1 for j in jobs if (j.get("status") or {}).get("succeeded"))
+        if done >= total or time.monotonic() - began > within:
+            return done, time.monotonic() - began
+        await asyncio.sleep(2.0)
 
 
 # --- figures --------------------------------------------------------------------------------------

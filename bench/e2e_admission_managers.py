@@ -1,7 +1,8 @@
 """The manager under test in bench/e2e_admission.py: this controller (`reconciler run`) or
-Kueue v0.18.1 (built by `e2e/build-binaries.sh --kueue`), started the same way on the
-test-bed, with what the bench needs to know of each: its pid (CPU, peak RSS), the field
-manager that unsuspends Jobs, and the component its Events carry."""
+Kueue v0.18.1 (built by `e2e/build-binaries.sh --kueue`) with its shipped or tuned client and
+worker settings, started the same way on the test-bed from one Configuration (the same
+waitForPodsReady for both), with what the bench needs to know of each: its pid (CPU, peak RSS),
+the field manager that unsuspends Jobs, the component its Events carry and its user agent."""
 
 from __future__ import annotations
 
@@ -20,23 +21,46 @@ from e2e.testbed import KubeClient, Testbed
 
 Controller = Literal["ours", "kueue"]
 Crds = Literal["ours", "kueue"]
+KueueSettings = Literal["shipped", "tuned"]
+# The managers a --repeat run interleaves, by name: (controller, Kueue's settings).
+MANAGERS: dict[str, tuple[Controller, KueueSettings]] = {
+    "ours": ("ours", "shipped"),
+    "kueue-tuned": ("kueue", "tuned"),
+    "kueue-shipped": ("kueue", "shipped"),
+}
+
+# Both managers run with waitForPodsReady on and the same values: this controller turns it on
+# when a v1beta2 Configuration leaves it out (timeout 30m, blockAdmission false, recoveryTimeout
+# = timeout), Kueue v0.18.1 only when the field is present, so the bench writes it out for both.
+WAIT_FOR_PODS_READY = {"timeout": "30m", "blockAdmission": False}
 
 # Kueue's shipped manager Configuration (config/components/manager): workers per kind and
 # the client's rate, which its defaults (20 qps, burst 30) would otherwise set lower.
-KUEUE_SHIPPED = {
-    "controller": {
-        "groupKindConcurrency": {
-            "Job.batch": 5,
-            "Pod": 5,
-            "Workload.kueue.x-k8s.io": 5,
-            "LocalQueue.kueue.x-k8s.io": 1,
-            "Cohort.kueue.x-k8s.io": 1,
-            "ClusterQueue.kueue.x-k8s.io": 1,
-            "ResourceFlavor.kueue.x-k8s.io": 1,
-        }
-    },
+SHIPPED_WORKERS = {
+    "Job.batch": 5,
+    "Pod": 5,
+    "Workload.kueue.x-k8s.io": 5,
+    "LocalQueue.kueue.x-k8s.io": 1,
+    "Cohort.kueue.x-k8s.io": 1,
+    "ClusterQueue.kueue.x-k8s.io": 1,
+    "ResourceFlavor.kueue.x-k8s.io": 1,
+}
+KUEUE_SHIPPED: dict[str, Any] = {
+    "controller": {"groupKindConcurrency": SHIPPED_WORKERS},
     "clientConnection": {"qps": 50, "burst": 100},
 }
+
+# Kueue tuned so that its client is not the bound, like this controller's writer (no token
+# bucket, 32 writes in flight): a bucket of 1000 requests/s (burst 2000) is well above what the
+# test-bed's API server serves on this machine (the ceiling's bare client reaches a few hundred
+# requests/s), and 32 workers for Jobs, Pods and Workloads match the writer's 32 writes in flight.
+KUEUE_TUNED: dict[str, Any] = {
+    "controller": {
+        "groupKindConcurrency": {**SHIPPED_WORKERS, "Job.batch": 32, "Pod": 32, "Workload.kueue.x-k8s.io": 32}
+    },
+    "clientConnection": {"qps": 1000, "burst": 2000},
+}
+KUEUE_SETTINGS: dict[KueueSettings, dict[str, Any]] = {"shipped": KUEUE_SHIPPED, "tuned": KUEUE_TUNED}
 
 
 class Stoppable(Protocol):
@@ -51,6 +75,8 @@ class RunningManager:
     field_manager: str
     event_component: str
     process: Stoppable
+    # the first word of its requests' User-Agent (the audit log's userAgent)
+    user_agent: str
 
     def stop(self) -> int | None:
         return self.process.stop()
@@ -74,21 +100,37 @@ def _load_crds(folder: Path) -> list[dict[str, Any]]:
     return [yaml.safe_load(p.read_text()) for p in sorted(folder.glob("*.yaml"))]
 
 
-async def start(controller: Controller, bed: Testbed, log_dir: Path, agent: str) -> RunningManager:
+def bench_configuration() -> dict[str, Any]:
+    """The Configuration both managers start from: the walkthrough's, waitForPodsReady written out."""
+    base: dict[str, Any] = yaml.safe_load(CONTROLLER_CONFIG.read_text())
+    return {**base, "waitForPodsReady": dict(WAIT_FOR_PODS_READY)}
+
+
+async def start(
+    controller: Controller,
+    bed: Testbed,
+    log_dir: Path,
+    agent: str,
+    settings: KueueSettings = "shipped",
+) -> RunningManager:
     if controller == "ours":
-        process = ControllerProcess(CONTROLLER_CONFIG, bed.kubeconfig, log_dir / "controller.log")
+        config = log_dir / "bench-configuration.yaml"
+        text = yaml.safe_dump(bench_configuration(), sort_keys=False)
+        await asyncio.to_thread(config.write_text, text)
+        process = ControllerProcess(config, bed.kubeconfig, log_dir / "controller.log")
         await asyncio.to_thread(process.start)
         await wait_log(process.log_path, "caches synced", 60)
         assert process.pid is not None
-        return RunningManager("controller", process.pid, agent, agent, process)
+        return RunningManager("controller", process.pid, agent, agent, process, agent)
     build = kueue_build()
-    base = {**yaml.safe_load(CONTROLLER_CONFIG.read_text()), **KUEUE_SHIPPED}
+    base = {**bench_configuration(), **KUEUE_SETTINGS[settings]}
     kueue = KueueProcess(build, bed.kubeconfig, log_dir / "kueue", base)
     kueue.workdir.mkdir(parents=True, exist_ok=True)
     kueue.start(bed.pki.serving_cert, bed.pki.serving_key)
     await kueue.wait_ready_async(90)
     assert kueue.process is not None
-    return RunningManager("kueue", kueue.process.pid, "kueue", "kueue-admission", kueue)
+    name = f"kueue ({settings})"
+    return RunningManager(name, kueue.process.pid, "kueue", "kueue-admission", kueue, "kueue")
 
 
 def _log_has(path: Path, text: str) -> bool:

@@ -17,10 +17,12 @@ from reconciler.core.primitives.podstatus import (
     CLAIMS_ALLOCATED,
     all_claims_allocated,
     claim_problems,
+    claim_report_grace,
     claims_condition,
     eviction_cause,
     lasting,
     ready_or_counted,
+    same_report,
 )
 from reconciler.core.primitives.priority import priority_class_name
 from reconciler.core.scheduling.podsready import (
@@ -42,15 +44,13 @@ from .evictions import Eviction, Evictions
 from .patches import holds_quota, status_patch, workload_status_write
 from .store import JobRef, Key
 
-__all__ = ["CLAIM_REPORT_GRACE_SECONDS", "PodsReady"]
+__all__ = ["PodsReady"]
 
 log = structlog.get_logger(__name__)
 
-# A pod the scheduler cannot place for a claim is reported once this has passed (transient
-# reports, while devices are being freed, are not worth a Warning).
-CLAIM_REPORT_GRACE_SECONDS = 5.0
-# Writes that make a workload's PodsReady state moot until they land.
-_SETTLING = ("admit", "evict", "finish")
+# Writes that make a workload's PodsReady state moot until they land; and its own write: what it
+# looked at is re-checked when it lands (a check meanwhile would write and warn a second time).
+_SETTLING = ("admit", "evict", "finish", "pods-ready")
 
 
 class PodsReady:
@@ -144,20 +144,26 @@ class PodsReady:
                 conditions = set_condition(
                     conditions, PODS_READY, state.status, state.reason, state.message, now, generation
                 )
-        problems, recheck = lasting(
-            claim_problems(key[0], pods, claims), ctx.wall(), CLAIM_REPORT_GRACE_SECONDS
-        )
+        wfpr = ctx.config.wait_for_pods_ready
+        grace = claim_report_grace(None if wfpr is None else wfpr.timeout_seconds)
+        problems, recheck = lasting(claim_problems(key[0], pods, claims), ctx.wall(), grace)
         if recheck is not None:
             ctx.timers.set(key, "claims", recheck)
         claims_before = condition(conditions, CLAIMS_ALLOCATED)
         allocated = all_claims_allocated(key[0], pods, claims)
         claims_now = claims_condition(key[0], problems, claims_before, all_allocated=allocated)
+        reported = claims_before is not None and claims_before.status == "False"
         if claims_now is not None and (
             claims_before is None
-            or (claims_before.status, claims_before.message) != (claims_now[0], claims_now[2])
+            or claims_before.status != claims_now[0]
+            or not (
+                claims_before.message == claims_now[2] or same_report(claims_before.message, claims_now[2])
+            )
         ):
             conditions = set_condition(conditions, CLAIMS_ALLOCATED, *claims_now, now, generation)
-            if claims_now[0] == "False":
+            if claims_now[0] == "False" and not reported:
+                # One Warning per report: the condition follows a change of pod or claim, not of
+                # the scheduler's words alone.
                 ctx.events.emit(workload, "Warning", claims_now[1], claims_now[2])
         if conditions is workload.status.conditions:
             return

@@ -3,12 +3,16 @@
 The reconciler never waits for a write: it submits an action and goes on
 deciding; the outcome arrives later as a `WriteDone`. One write per slot is in
 flight at a time, and a newer action for a busy slot supersedes the queued one
-(its `WriteDone` says so), which keeps writes to one object in order.
+(its `WriteDone` says so), which keeps writes to one object in order. When every
+write in flight is taken, a waiting write of an object goes before a waiting Event:
+under a saturated API server, admissions are not queued behind their Events.
 """
 
 from __future__ import annotations
 
 import asyncio
+import heapq
+import itertools
 import time
 from collections.abc import Callable
 
@@ -36,7 +40,7 @@ class Writer:
         self._client = client
         self._metrics = metrics
         self._deliver = deliver
-        self._limit = asyncio.Semaphore(concurrency)
+        self._gate = _Gate(concurrency)
         self._busy: set[Slot] = set()
         self._waiting: dict[Slot, Action] = {}
         self._tasks: set[asyncio.Task[None]] = set()
@@ -68,7 +72,8 @@ class Writer:
     async def _run(self, action: Action) -> None:
         started = time.monotonic()
         try:
-            async with self._limit:
+            await self._gate.acquire(1 if isinstance(action, PostEvent) else 0)
+            try:
                 sent = time.monotonic()
                 try:
                     body = await action.perform(self._client)
@@ -76,6 +81,8 @@ class Writer:
                     self._observe(action, time.monotonic() - sent, err)
                     raise
                 self._observe(action, time.monotonic() - sent, None)
+            finally:
+                self._gate.release()
             self._deliver(WriteDone(action, body=body, seconds=time.monotonic() - started))
         except KubeError as err:
             self._deliver(WriteDone(action, error=err, seconds=time.monotonic() - started))
@@ -116,3 +123,33 @@ class Writer:
             await asyncio.gather(*still, return_exceptions=True)
             log.warning("writes abandoned at shutdown", count=len(still))
         return not still
+
+
+class _Gate:
+    """At most `limit` holders; waiters are let in by rank (0 before 1), then in arrival order."""
+
+    def __init__(self, limit: int) -> None:
+        self._free = limit
+        self._waiting: list[tuple[int, int, asyncio.Future[None]]] = []
+        self._order = itertools.count()
+
+    async def acquire(self, rank: int) -> None:
+        if self._free > 0 and not self._waiting:
+            self._free -= 1
+            return
+        granted: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        heapq.heappush(self._waiting, (rank, next(self._order), granted))
+        try:
+            await granted
+        except asyncio.CancelledError:
+            if granted.done() and not granted.cancelled():
+                self.release()  # let in, then cancelled before it could go: pass its turn on
+            raise
+
+    def release(self) -> None:
+        while self._waiting:
+            _rank, _order, waiter = heapq.heappop(self._waiting)
+            if not waiter.done():  # a cancelled waiter is skipped
+                waiter.set_result(None)
+                return
+        self._free += 1

@@ -7,9 +7,9 @@ from typing import Any, cast
 
 import pytest
 
-from reconciler.api.resources import WORKLOADS
+from reconciler.api.resources import EVENTS, WORKLOADS
 from reconciler.kube import KubeClient, ServerError
-from reconciler.runtime.actions import MergePatch
+from reconciler.runtime.actions import MergePatch, PostEvent
 from reconciler.runtime.writer import WriteDone, Writer
 
 
@@ -94,3 +94,28 @@ async def test_drain_abandons_hung_writes_after_the_grace() -> None:
     assert [r.superseded for r in results] == [True]  # the queued one is reported, not lost
     writer.submit(patch("b", b"late"))
     assert results[-1].superseded
+
+
+class FakeEventClient(FakeClient):
+    async def create(self, resource: Any, namespace: Any, body: bytes) -> bytes:
+        return await self.merge_patch(resource, namespace, "", body)
+
+
+@pytest.mark.asyncio
+async def test_a_waiting_write_goes_before_a_waiting_event() -> None:
+    client = FakeEventClient()
+    results: list[WriteDone] = []
+    writer = Writer(cast(KubeClient, client), results.append, concurrency=1)
+    writer.submit(patch("a", b"admit-a"))  # takes the only write in flight
+    await asyncio.sleep(0.01)
+    writer.submit(PostEvent("event", EVENTS, "ns", b"event-a"))
+    writer.submit(PostEvent("event", EVENTS, "ns", b"event-b"))
+    writer.submit(patch("b", b"admit-b"))
+    await asyncio.sleep(0.01)
+    client.release.set()
+    for _ in range(100):
+        if len(results) == 4:
+            break
+        await asyncio.sleep(0.01)
+    assert client.calls == [b"admit-a", b"admit-b", b"event-a", b"event-b"]
+    assert client.peak == 1

@@ -7,6 +7,7 @@ learns from the Workload why an admitted job does not start.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Collection, Iterable, Mapping
 from dataclasses import dataclass, field
 
@@ -18,6 +19,7 @@ __all__ = [
     "ClaimProblem",
     "all_claims_allocated",
     "claim_problems",
+    "claim_report_grace",
     "claims_condition",
     "controller_of",
     "eviction_cause",
@@ -25,6 +27,7 @@ __all__ = [
     "owner_job",
     "ready_or_counted",
     "ready_or_succeeded",
+    "same_report",
 ]
 
 CLAIMS_ALLOCATED = "ClaimsAllocated"
@@ -60,6 +63,35 @@ def lasting(
     old = [p for p in problems if p.since is None or p.since + grace <= now]
     young = [p.since + grace for p in problems if p.since is not None and p.since + grace > now]
     return old, min(young) if young else None
+
+
+# A claim still unallocated is reported once it has been for a quarter of the PodsReady timeout,
+# within these bounds (the upper one without waitForPodsReady): in a busy cluster a pod waits for
+# a device to be freed, and the scheduler says "cannot allocate all claims" meanwhile; the report
+# is for claims that stay so, and still comes well before the eviction.
+CLAIM_REPORT_GRACE_MIN = 5.0
+CLAIM_REPORT_GRACE_MAX = 60.0
+
+
+def claim_report_grace(pods_ready_timeout: float | None) -> float:
+    """Seconds a pod's claim stays unallocated before the Workload reports it."""
+    if pods_ready_timeout is None:
+        return CLAIM_REPORT_GRACE_MAX
+    return min(CLAIM_REPORT_GRACE_MAX, max(CLAIM_REPORT_GRACE_MIN, pods_ready_timeout / 4))
+
+
+_MORE_PODS = re.compile(r" \(and \d+ more pods?\)$")
+
+
+def same_report(previous: str, message: str) -> bool:
+    """Two ClaimNotAllocated messages name the same pod, claim and number of other pods: only the
+    scheduler's words differ (its node counts change at every retry), which is no news."""
+
+    def subject(text: str) -> tuple[str, str]:
+        more = _MORE_PODS.search(text)
+        return text.split(" is not allocated: ", 1)[0], more.group(0) if more else ""
+
+    return subject(previous) == subject(message)
 
 
 def _condition(conditions: Iterable[Condition], kind: str) -> Condition | None:
