@@ -43,6 +43,7 @@ pytestmark = [pytest.mark.testbed, pytest.mark.timeout(300)]
 
 Obj = dict[str, Any]
 GATE = "kueue.x-k8s.io/admission"
+TOPOLOGY_GATE = "kueue.x-k8s.io/topology"  # added after it, as Kueue v0.18.1 does
 POD_WEBHOOKS = ("mpod.kb.io", "vpod.kb.io")
 
 
@@ -177,7 +178,7 @@ async def test_a_gated_pod_waits_unscheduled_until_admitted_then_runs_on_its_fla
     namespace = served
     first, first_wl = await create_pod(kube, "first", namespace)
     # The API's answer to the create: stored gated, managed, with Kueue's finalizer.
-    assert [g["name"] for g in first["spec"]["schedulingGates"]] == [GATE]
+    assert [g["name"] for g in first["spec"]["schedulingGates"]] == [GATE, TOPOLOGY_GATE]
     assert first["metadata"]["labels"]["kueue.x-k8s.io/managed"] == "true"
     assert first["metadata"]["finalizers"] == ["kueue.x-k8s.io/managed"]
     admitted = await workload_where(kube, namespace, first_wl, "Admitted", "True")
@@ -202,7 +203,7 @@ async def test_a_gated_pod_waits_unscheduled_until_admitted_then_runs_on_its_fla
 
     waiting = await wait_for("the scheduler to report the second pod gated", held, within=60, interval=0.3)
     assert not waiting["spec"].get("nodeName")
-    assert [g["name"] for g in waiting["spec"]["schedulingGates"]] == [GATE]
+    assert [g["name"] for g in waiting["spec"]["schedulingGates"]] == [GATE, TOPOLOGY_GATE]
 
     # The first was ungated with its flavor's node labels, scheduled, ran with its GPU, succeeded.
     async def succeeded(name: str) -> Obj | None:
@@ -253,7 +254,7 @@ async def test_a_pod_group_gets_one_workload_once_complete_and_runs_as_a_whole(
     pods_path = api_path("v1", "pods", namespace)
     workloads_path = api_path(KUEUE, "workloads", namespace)
     leader = await kube.create(pods_path, group_pod("g-gpu", namespace, "train", gpu=True))
-    assert [g["name"] for g in leader["spec"]["schedulingGates"]] == [GATE]
+    assert [g["name"] for g in leader["spec"]["schedulingGates"]] == [GATE, TOPOLOGY_GATE]
     await asyncio.sleep(3)  # the controller has seen it: an incomplete group gets no Workload
     assert (await kube.get(workloads_path))["items"] == []
     await kube.create(pods_path, group_pod("g-cpu", namespace, "train", gpu=False))

@@ -13,6 +13,7 @@ from reconciler.core.primitives.podstatus import (
     all_claims_allocated,
     claim_problems,
     claims_condition,
+    eviction_cause,
     lasting,
     ready_or_succeeded,
 )
@@ -30,6 +31,7 @@ def pod(
     ready: bool = False,
     node: str = "",
     unschedulable: str | None = None,
+    reason: str = "Unschedulable",
     claim: str | None = None,
     job_name: str = "a",
 ) -> Pod:
@@ -38,7 +40,7 @@ def pod(
         conditions.append({"type": "Ready", "status": "True"})
     if unschedulable is not None:
         conditions.append(
-            {"type": "PodScheduled", "status": "False", "reason": "Unschedulable", "message": unschedulable}
+            {"type": "PodScheduled", "status": "False", "reason": reason, "message": unschedulable}
         )
     status: dict[str, Any] = {"phase": phase, "conditions": conditions}
     if claim:
@@ -107,6 +109,17 @@ def test_claim_report_clears_once_allocated_and_is_absent_when_never_needed() ->
         "ClaimsAllocated",
         "All ResourceClaims of the workload's pods are allocated",
     )
+
+
+def test_a_pod_the_scheduler_reports_gated_is_no_claim_problem() -> None:
+    """A plain pod held at Kueue's admission gate has its claim unallocated as it should; the
+    scheduler's SchedulingGated condition outlives the ungating for a moment (seen in the
+    pod-single conformance scenario: a Warning and ClaimsAllocated=False Kueue never writes)."""
+    gated = "Scheduling is blocked due to non-empty scheduling gates"
+    pods = [pod("p1", unschedulable=gated, reason="SchedulingGated", claim="p1-gpu-x")]
+    claims = {("ns", "p1-gpu-x"): claim("p1-gpu-x", allocated=False)}
+    assert claim_problems("ns", pods, claims) == []
+    assert eviction_cause("ns", pods, claims) is None
 
 
 def test_pod_index_maps_pods_and_their_claims_to_the_job() -> None:

@@ -24,6 +24,7 @@ from typing import Any
 
 import yaml
 
+from e2e.conformance.podhooks import is_pod_hook, scoped_to
 from e2e.support.deploy import free_port
 from e2e.support.process import ManagedProcess
 from e2e.testbed.paths import VERSIONS_FILE, cache_dir
@@ -73,8 +74,12 @@ def kueue_configuration(base: Obj, *, metrics: int, health: int, webhook: int, c
     return config
 
 
-def webhook_configurations(manifests: Path, port: int, ca_bundle: bytes) -> list[Obj]:
-    """Kueue's webhook configurations for WEBHOOK_GROUPS, pointing at 127.0.0.1:port by url."""
+def webhook_configurations(
+    manifests: Path, port: int, ca_bundle: bytes, pod_namespaces: tuple[str, ...] = ()
+) -> list[Obj]:
+    """Kueue's webhook configurations for WEBHOOK_GROUPS, pointing at 127.0.0.1:port by url;
+    with `pod_namespaces` (a scenario enabling the pod framework) its pod webhooks too, scoped
+    to those namespaces (podhooks.py)."""
     out: list[Obj] = []
     ca = base64.b64encode(ca_bundle).decode()
     for doc in yaml.safe_load_all(manifests.read_text()):
@@ -83,7 +88,9 @@ def webhook_configurations(manifests: Path, port: int, ca_bundle: bytes) -> list
         hooks = []
         for hook in doc.get("webhooks") or []:
             groups = {g for rule in hook.get("rules") or [] for g in rule.get("apiGroups") or []}
-            if not groups or not groups <= WEBHOOK_GROUPS:
+            if pod_namespaces and is_pod_hook(hook):
+                hook = scoped_to(hook, pod_namespaces)
+            elif not groups or not groups <= WEBHOOK_GROUPS:
                 continue
             path = hook["clientConfig"]["service"]["path"]
             hooks.append({**hook, "clientConfig": {"url": f"https://127.0.0.1:{port}{path}", "caBundle": ca}})

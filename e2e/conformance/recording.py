@@ -7,8 +7,9 @@ only this controller and compares it with the recording (`e2e/test_conformance.p
 A recording holds a hash of everything that decides Kueue's result: the scenario file, every
 file it applies, deletes or starts the test-bed with, its Kueue configuration, the pinned
 Kueue and Kubernetes versions (e2e/versions.env) and the snapshot's normalization
-(snapshot.py). When any of them changed after the recording, the recording is stale and the
-check fails, naming the command that records it again.
+(snapshot.py, and snapshot_pods.py for the scenarios that enable the pod framework only, so
+the others' recordings do not depend on it). When any of them changed after the recording,
+the recording is stale and the check fails, naming the command that records it again.
 
 Where Kueue's own result varies from run to run, a recording keeps every distinct result
 seen (`results`, each with how many runs showed it); this controller's run must match one
@@ -26,11 +27,15 @@ from typing import Any
 import yaml
 
 from e2e.conformance.scenario import Scenario, load_scenario
+from e2e.conformance.snapshot_pods import enables_pods
 from e2e.support.deploy import ROOT
 from e2e.testbed.paths import VERSIONS_FILE
 
 RECORDED_DIR = Path(__file__).resolve().parent / "recorded"
 SNAPSHOT_CODE = Path(__file__).resolve().parent / "snapshot.py"
+# The pod framework's part of a snapshot: in the hash of the scenarios that enable `pod` only,
+# so adding or changing it leaves the other scenarios' recordings fresh.
+POD_SNAPSHOT_CODE = Path(__file__).resolve().parent / "snapshot_pods.py"
 # The pins a recording depends on: Kueue itself and the control plane it ran on.
 PINNED = ("KUEUE_VERSION", "KUEUE_MODULE_SUM", "KUBERNETES_VERSION")
 
@@ -66,13 +71,20 @@ def scenario_inputs(scenario_path: Path) -> list[Path]:
     return list(dict.fromkeys(files))
 
 
+def snapshot_code(scenario_path: Path) -> list[Path]:
+    """The snapshot modules a scenario's checkpoints use: snapshot.py, and snapshot_pods.py
+    when its Configuration enables the pod framework."""
+    pods = enables_pods(load_scenario(scenario_path).configuration)
+    return [SNAPSHOT_CODE, *([POD_SNAPSHOT_CODE] if pods else [])]
+
+
 def inputs_hash(scenario_path: Path, pins: dict[str, str] | None = None) -> str:
     """sha256 over the scenario's files (by repository path and content), the pins and the
-    snapshot code."""
+    snapshot code it uses."""
     digest = hashlib.sha256()
     for key, value in sorted((pins if pins is not None else read_pins()).items()):
         digest.update(f"pin {key}={value}\n".encode())
-    for path in [*scenario_inputs(scenario_path), SNAPSHOT_CODE]:
+    for path in [*scenario_inputs(scenario_path), *snapshot_code(scenario_path)]:
         digest.update(f"file {_shown(path)} {hashlib.sha256(path.read_bytes()).hexdigest()}\n".encode())
     return "sha256:" + digest.hexdigest()
 

@@ -10,8 +10,10 @@ from typing import Any, Literal, Protocol
 import yaml
 
 from e2e.conformance.kueue import WEBHOOK_GROUPS, KueueProcess, kueue_build, webhook_configurations
+from e2e.conformance.podhooks import create_namespaces, is_pod_hook, scoped_to, wait_until_pods_are_gated
 from e2e.conformance.scenario import Scenario, Wait
 from e2e.conformance.snapshot import KUEUE, take_snapshot
+from e2e.conformance.snapshot_pods import enables_pods, take_pod_snapshot
 from e2e.support.deploy import (
     ControllerProcess,
     Discovery,
@@ -47,12 +49,17 @@ async def _workload_of(kube: KubeClient, namespace: str, job: str) -> dict[str, 
 async def _waited_workload(kube: KubeClient, wait: Wait) -> dict[str, Any] | None:
     if wait.workload is not None:
         return await kube.get_or_none(api_path(KUEUE, "workloads", wait.namespace, wait.workload))
-    assert wait.job is not None
-    return await _workload_of(kube, wait.namespace, wait.job)
+    owner = wait.job if wait.job is not None else wait.pod
+    assert owner is not None
+    return await _workload_of(kube, wait.namespace, owner)
 
 
 async def _satisfied(kube: KubeClient, wait: Wait) -> bool:
-    if wait.running:
+    if wait.running and wait.pod is not None:
+        pod = await kube.get_or_none(api_path("v1", "pods", wait.namespace, wait.pod))
+        if not pod or (pod.get("status") or {}).get("phase") != "Running":
+            return False
+    elif wait.running:
         assert wait.job is not None
         job = await kube.get_or_none(api_path("batch/v1", "jobs", wait.namespace, wait.job))
         if not job or job["spec"].get("suspend") or not (job.get("status") or {}).get("ready", 0):
@@ -138,19 +145,21 @@ async def _steps(kube: KubeClient, scenario: Scenario) -> Snapshots:
         if step.sleep:
             await asyncio.sleep(step.sleep)
         if step.checkpoint is not None:
-            snapshots[step.checkpoint] = {**await _snapshot(kube, scenario.namespaces), **rejected}
+            snapshots[step.checkpoint] = {**await _snapshot(kube, scenario), **rejected}
             rejected = {}
     return snapshots
 
 
-async def _snapshot(kube: KubeClient, namespaces: tuple[str, ...], within: float = 30.0) -> dict[str, Any]:
-    """take_snapshot, tried again while the API answers 429/503: a CRD installed a moment ago
-    answers "storage is (re)initializing" (seen at a checkpoint right after the first apply)."""
+async def _snapshot(kube: KubeClient, scenario: Scenario, within: float = 30.0) -> dict[str, Any]:
+    """take_snapshot (take_pod_snapshot for a scenario with the pod framework), tried again while
+    the API answers 429/503: a CRD installed a moment ago answers "storage is (re)initializing"
+    (seen at a checkpoint right after the first apply)."""
+    take = take_pod_snapshot if enables_pods(scenario.configuration) else take_snapshot
     loop = asyncio.get_running_loop()
     deadline = loop.time() + within
     while True:
         try:
-            return await take_snapshot(kube, namespaces)
+            return await take(kube, scenario.namespaces)
         except ApiError as err:
             if err.status not in (429, 503) or loop.time() > deadline:
                 raise
@@ -197,6 +206,22 @@ async def _watch_caches_ready(kube: KubeClient, within: float = 30.0) -> None:
             await asyncio.sleep(0.2)
 
 
+async def _pod_namespaces(kube: KubeClient, scenario: Scenario) -> tuple[str, ...]:
+    """A scenario with the pod framework: its namespaces, created (the pod webhooks are scoped
+    to them and probed in the first); otherwise none."""
+    if not enables_pods(scenario.configuration):
+        return ()
+    await create_namespaces(kube, scenario.namespaces)
+    return scenario.namespaces
+
+
+async def _webhooks_called(kube: KubeClient, pod_namespaces: tuple[str, ...]) -> None:
+    """Until the API server calls the Job webhook (and, with the pod framework, the pod webhook)."""
+    await wait_until_jobs_are_suspended(kube, PROBE_NAMESPACE)
+    if pod_namespaces:
+        await wait_until_pods_are_gated(kube, pod_namespaces[0])
+
+
 async def _with_kueue(bed: Testbed, scenario: Scenario, workdir: Path) -> tuple[Snapshots, Manager]:
     build = kueue_build()
     missing = build.missing()
@@ -211,13 +236,16 @@ async def _with_kueue(bed: Testbed, scenario: Scenario, workdir: Path) -> tuple[
             await install_jobset_crds(kube)  # before Kueue starts, so its integration is set up
         namespace = {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "kueue-system"}}
         await apply_objects(kube, [namespace])
+        pod_namespaces = await _pod_namespaces(kube, scenario)
         await _watch_caches_ready(kube)
         kueue.start(bed.pki.serving_cert, bed.pki.serving_key)
         try:
             await kueue.wait_ready_async()
-            hooks = webhook_configurations(build.webhooks, kueue.webhook_port, bed.pki.ca_cert.read_bytes())
-            await apply_objects(kube, hooks)
-            await wait_until_jobs_are_suspended(kube, PROBE_NAMESPACE)
+            ca = bed.pki.ca_cert.read_bytes()
+            await apply_objects(
+                kube, webhook_configurations(build.webhooks, kueue.webhook_port, ca, pod_namespaces)
+            )
+            await _webhooks_called(kube, pod_namespaces)
             return await _steps(kube, scenario), kueue
         except BaseException as err:
             tail = kueue.log_tail()
@@ -225,16 +253,17 @@ async def _with_kueue(bed: Testbed, scenario: Scenario, workdir: Path) -> tuple[
             raise RuntimeError(f"{err}\nkueue log tail:\n{tail}") from err
 
 
-def our_webhooks(port: int, ca_pem: bytes) -> list[Obj]:
+def our_webhooks(port: int, ca_pem: bytes, pod_namespaces: tuple[str, ...] = ()) -> list[Obj]:
     """The controller's shipped webhook configurations on 127.0.0.1:port, keeping only the
     webhooks of the API groups registered for Kueue (WEBHOOK_GROUPS), so both sides are called
-    for the same objects."""
+    for the same objects; with `pod_namespaces` its pod webhooks too, scoped as Kueue's."""
     out = []
     for configuration in on_loopback(shipped_configurations(), port, ca_pem):
         hooks = [
-            hook
+            scoped_to(hook, pod_namespaces) if is_pod_hook(hook) else hook
             for hook in configuration["webhooks"]
             if {g for rule in hook["rules"] for g in rule["apiGroups"]} <= WEBHOOK_GROUPS
+            or (pod_namespaces and is_pod_hook(hook))
         ]
         if hooks:
             out.append({**configuration, "webhooks": hooks})
@@ -267,13 +296,15 @@ async def _with_ours(bed: Testbed, scenario: Scenario, workdir: Path) -> tuple[S
         await install_crds(kube)
         if enables_jobset(scenario.configuration):
             await install_jobset_crds(kube)
+        pod_namespaces = await _pod_namespaces(kube, scenario)
         await _watch_caches_ready(kube)
         controller.start()
         try:
             await controller.wait_ready_async()
             assert controller.webhook_port is not None
-            await apply_objects(kube, our_webhooks(controller.webhook_port, bed.pki.ca_cert.read_bytes()))
-            await wait_until_jobs_are_suspended(kube, PROBE_NAMESPACE)
+            ca = bed.pki.ca_cert.read_bytes()
+            await apply_objects(kube, our_webhooks(controller.webhook_port, ca, pod_namespaces))
+            await _webhooks_called(kube, pod_namespaces)
             return await _steps(kube, scenario), controller
         except BaseException as err:
             tail = controller.log_tail()

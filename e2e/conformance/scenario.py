@@ -19,7 +19,9 @@ steps:
 A `wait` on a Job with `running: true` waits for a ready pod; with `condition` it waits
 for that condition on the Job's Workload (`status`, `reason` optional); with neither, for
 the Job's Workload to exist. `workload: NAME` instead of `job` names a Workload created
-directly (no owner). Without `testbed`, the test-bed's default spec (one node, one T4).
+directly (no owner), or a pod group's Workload (named after the group). `pod: NAME` names a
+pod of the pod framework: `running: true` waits for it to run, `condition` for that condition
+on the Workload it owns. Without `testbed`, the test-bed's default spec (one node, one T4).
 Manifests of the scenarios are in e2e/conformance/manifests/. `within` (seconds,
 default 120) bounds every wait. `recordRuns: N` (default 1): `python -m e2e.conformance
 --record` runs Kueue N times and keeps every distinct result (for scenarios where Kueue's
@@ -49,6 +51,7 @@ class Wait:
     namespace: str
     job: str | None = None
     workload: str | None = None  # a Workload created directly, by name
+    pod: str | None = None  # a pod of the pod framework (its Workload: the one it owns)
     running: bool = False
     condition: str | None = None
     status: str | None = None
@@ -56,10 +59,10 @@ class Wait:
     within: float = 120.0
 
     def __post_init__(self) -> None:
-        if (self.job is None) == (self.workload is None):
-            raise ValueError(f"a wait names exactly one of job, workload: {self}")
+        if sum(name is not None for name in (self.job, self.workload, self.pod)) != 1:
+            raise ValueError(f"a wait names exactly one of job, workload, pod: {self}")
         if self.workload is not None and self.running:
-            raise ValueError(f"running: true needs a job, not a workload: {self}")
+            raise ValueError(f"running: true needs a job or a pod, not a workload: {self}")
 
 
 @dataclass(frozen=True)

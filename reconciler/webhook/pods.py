@@ -7,7 +7,9 @@ or a JobSet's pod: its job holds the quota). Otherwise a pod without a queue nam
 ``kueue.x-k8s.io/queue-name: default`` when the namespace has that LocalQueue, and a pod that
 names a queue (or any, with ``manageJobsWithoutQueueName``) is marked managed
 (``kueue.x-k8s.io/managed: "true"``), gets Kueue's finalizer and is held by the scheduling gate
-``kueue.x-k8s.io/admission`` until its Workload is admitted; it also gets Kueue's role hash
+``kueue.x-k8s.io/admission`` until its Workload is admitted, followed by Kueue's topology gate
+``kueue.x-k8s.io/topology`` (Kueue's webhook adds it while its TopologyAwareScheduling feature
+gate is on, the default; starting the pod removes both); it also gets Kueue's role hash
 (``kueue.x-k8s.io/role-hash``).
 
 A pod of a group (``kueue.x-k8s.io/pod-group-name``) is defaulted the same way: its group's
@@ -38,6 +40,7 @@ from reconciler.integrations.pod import (
     MANAGED_VALUE,
     POD_FINALIZER,
     ROLE_HASH_ANNOTATION,
+    TOPOLOGY_GATE,
     group_name,
     role_hash,
 )
@@ -128,16 +131,17 @@ def default_pod(
 
 
 def _held(pod: ManagedPod) -> list[PatchOp]:
-    """The admission gate and Kueue's role hash, for those the pod lacks."""
+    """The admission gate, then the topology gate (Kueue v0.18.1 adds it while its
+    TopologyAwareScheduling gate is on, by default; a start removes both), and Kueue's role
+    hash, for those the pod lacks."""
     meta = pod.metadata
     ops: list[PatchOp] = []
     gates = pod.spec_view().scheduling_gates
-    if not any(g.name == ADMISSION_GATE for g in gates):
-        gate = {"name": ADMISSION_GATE}
-        if gates:
-            ops.append({"op": "add", "path": "/spec/schedulingGates/-", "value": gate})
-        else:
-            ops.append({"op": "add", "path": "/spec/schedulingGates", "value": [gate]})
+    missing = [{"name": n} for n in (ADMISSION_GATE, TOPOLOGY_GATE) if not any(g.name == n for g in gates)]
+    if missing and gates:
+        ops += [{"op": "add", "path": "/spec/schedulingGates/-", "value": gate} for gate in missing]
+    elif missing:
+        ops.append({"op": "add", "path": "/spec/schedulingGates", "value": missing})
     if ROLE_HASH_ANNOTATION not in meta.annotations:
         value = role_hash(pod.spec)
         if meta.annotations:

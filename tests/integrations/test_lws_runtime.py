@@ -13,7 +13,7 @@ from reconciler.api.times import rfc3339
 from reconciler.config import parse_config
 from reconciler.integrations import PODSET_LABEL
 from reconciler.integrations.lwsgroup import workload_name
-from reconciler.integrations.pod import ADMISSION_GATE
+from reconciler.integrations.pod import ADMISSION_GATE, TOPOLOGY_GATE
 from reconciler.runtime.actions import Action, Delete
 from reconciler.runtime.reconciler import Reconciler
 from tests.integrations.test_pod_runtime import GPU, T0, TAINT, condition, gates, queues
@@ -79,8 +79,8 @@ def test_one_group_gets_a_workload_of_a_leader_and_a_worker_and_is_ungated_on_ad
     c = Cluster()
     queues(c, gpus=2)  # type: ignore[arg-type]
     lws = c.add_set("a")
-    assert gates(c.pod("a-0")) == [ADMISSION_GATE]
-    assert gates(c.pod("a-0-1")) == [ADMISSION_GATE]
+    assert gates(c.pod("a-0")) == [ADMISSION_GATE, TOPOLOGY_GATE]
+    assert gates(c.pod("a-0-1")) == [ADMISSION_GATE, TOPOLOGY_GATE]
     assert "finalizers" not in c.pod("a-0")["metadata"]  # the set is Kueue's parent: no finalizer
     c.settle()
     workload = c.workload(lws, 0)
@@ -124,8 +124,8 @@ def test_two_groups_get_two_workloads_the_second_waits_with_kueues_message() -> 
         "in flavor t4, 1 more needed; couldn't assign flavors to pod set worker: insufficient "
         "unused quota for nvidia.com/gpu in flavor t4, 2 more needed"
     )
-    assert gates(c.pod(f"a-{waiting}")) == [ADMISSION_GATE]
-    assert gates(c.pod(f"a-{waiting}-1")) == [ADMISSION_GATE]
+    assert gates(c.pod(f"a-{waiting}")) == [ADMISSION_GATE, TOPOLOGY_GATE]
+    assert gates(c.pod(f"a-{waiting}-1")) == [ADMISSION_GATE, TOPOLOGY_GATE]
     assert gates(c.pod(f"a-{admitted[0]}-1")) == []
     assert c.used_gpus() == 2
 
@@ -172,8 +172,8 @@ def test_an_evicted_group_has_its_running_pods_deleted_and_its_quota_returned() 
     # The LWS controller recreates the group: its pods wait at the gate again.
     c.add_group(lws, 0)
     c.settle()
-    assert gates(c.pod("a-0")) == [ADMISSION_GATE]
-    assert gates(c.pod("a-0-1")) == [ADMISSION_GATE]
+    assert gates(c.pod("a-0")) == [ADMISSION_GATE, TOPOLOGY_GATE]
+    assert gates(c.pod("a-0-1")) == [ADMISSION_GATE, TOPOLOGY_GATE]
 
 
 def test_deleting_a_set_frees_its_quota_for_the_next() -> None:

@@ -23,7 +23,7 @@ from reconciler.integrations import (
     Suspend,
     decide,
 )
-from reconciler.integrations.pod import ADMISSION_GATE, POD_FINALIZER, role_hash
+from reconciler.integrations.pod import ADMISSION_GATE, POD_FINALIZER, TOPOLOGY_GATE, role_hash
 from tests.support.pods import pod_body, stored_pod
 
 TOLERATION = {"key": "gpu", "operator": "Exists", "effect": "NoSchedule"}
@@ -84,7 +84,8 @@ def test_suspended_while_gated_or_ended() -> None:
 
 
 def test_the_start_write_ungates_and_injects_the_flavor_once() -> None:
-    pod = _pod(spec={"schedulingGates": [{"name": "other"}, {"name": ADMISSION_GATE}]})
+    gates = [{"name": "other"}, {"name": ADMISSION_GATE}, {"name": TOPOLOGY_GATE}]
+    pod = _pod(spec={"schedulingGates": gates})  # as the webhook leaves it: both of Kueue's gates go
     step = decide(POD, pod, _workload(pod, admitted=True), Known(admitted=True), {"t4": _flavor()})
     assert isinstance(step, Start)
     assert msgspec.json.decode(step.patch.body) == {

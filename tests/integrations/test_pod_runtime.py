@@ -23,7 +23,7 @@ from reconciler.api.resources import (
 from reconciler.api.times import rfc3339
 from reconciler.config import parse_config
 from reconciler.integrations import PODSET_LABEL
-from reconciler.integrations.pod import ADMISSION_GATE, POD_FINALIZER
+from reconciler.integrations.pod import ADMISSION_GATE, POD_FINALIZER, TOPOLOGY_GATE
 from reconciler.runtime.actions import Action
 from reconciler.runtime.reconciler import Reconciler
 from reconciler.runtime.watched import POD_JOBS_HANDLER
@@ -107,7 +107,7 @@ def test_a_gated_pod_is_admitted_ungated_on_its_flavor_runs_and_finishes() -> No
     c = Cluster()
     queues(c, gpus=1)
     c.api.add(PODS, stored_pod(pod_body("p1")))
-    assert gates(c.pod("p1")) == [ADMISSION_GATE]
+    assert gates(c.pod("p1")) == [ADMISSION_GATE, TOPOLOGY_GATE]
     c.settle()
     workload = c.workloads()["Pod/p1"]
     assert [(ps["name"], ps["count"]) for ps in workload["spec"]["podSets"]] == [("main", 1)]
@@ -157,7 +157,7 @@ def test_a_pod_that_does_not_fit_stays_gated_with_kueues_message_until_quota_ret
         "couldn't assign flavors to pod set main: insufficient unused quota for nvidia.com/gpu "
         "in flavor t4, 1 more needed"
     )
-    assert gates(c.pod("p2")) == [ADMISSION_GATE]
+    assert gates(c.pod("p2")) == [ADMISSION_GATE, TOPOLOGY_GATE]
     assert "nodeSelector" not in c.pod("p2")["spec"]
     # The first fails: its quota returns and the second is admitted and ungated.
     c.api.change(PODS, "ns", "p1", {"status": {"phase": "Failed"}})

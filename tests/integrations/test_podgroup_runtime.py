@@ -23,6 +23,7 @@ from reconciler.integrations.pod import (
     GROUP_TOTAL_COUNT_ANNOTATION,
     POD_FINALIZER,
     ROLE_HASH_ANNOTATION,
+    TOPOLOGY_GATE,
 )
 from reconciler.integrations.podgroup import IS_GROUP_WORKLOAD_ANNOTATION, TERMINATION_TARGET
 from tests.integrations.test_pod_runtime import GPU, TAINT, Cluster, condition, gates, queues
@@ -70,7 +71,7 @@ def test_a_group_created_pod_by_pod_gets_one_workload_when_complete_and_runs_to_
     c.api.add(PODS, group_pod("p1"))
     c.settle()
     assert not has_workload(c)  # Kueue waits for the whole group
-    assert gates(c.pod("p1")) == [ADMISSION_GATE]
+    assert gates(c.pod("p1")) == [ADMISSION_GATE, TOPOLOGY_GATE]
     told = ("Warning", "ErrWorkloadCompose", "'g' group has fewer runnable pods than expected")
     assert events(c, "p1") == [told]
     c.api.add(PODS, group_pod("p2"))
@@ -259,7 +260,7 @@ def test_a_deleted_group_workload_deletes_and_lets_go_of_every_pod() -> None:
     c.api.add(PODS, group_pod("p1"))
     c.api.add(PODS, group_pod("p2"))
     c.settle()
-    assert gates(c.pod("p1")) == [ADMISSION_GATE]  # no quota: waits
+    assert gates(c.pod("p1")) == [ADMISSION_GATE, TOPOLOGY_GATE]  # no quota: waits
     c.api.delete(WORKLOADS, "ns", "g")
     c.settle()
     assert ("pods", "ns", "p1") not in c.api.objects

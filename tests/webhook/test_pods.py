@@ -26,6 +26,8 @@ ON = JobPolicy(
     pods=PodPolicy(enabled=True, own_namespace="dra-quota-system", job_kinds=frozenset({JOB_KIND}))
 )
 GATE = {"name": "kueue.x-k8s.io/admission"}
+# Kueue v0.18.1 adds its topology gate after the admission gate (TopologyAwareScheduling, on by default).
+TOPOLOGY = {"name": "kueue.x-k8s.io/topology"}
 MANAGED = {"kueue.x-k8s.io/managed": "true"}
 
 
@@ -81,15 +83,19 @@ async def test_a_queue_named_pod_is_gated_marked_and_given_kueues_finalizer() ->
     stored = await _stored(pod_body("p"))
     assert stored["metadata"]["labels"] == {"kueue.x-k8s.io/queue-name": "lq", **MANAGED}
     assert stored["metadata"]["finalizers"] == ["kueue.x-k8s.io/managed"]
-    assert stored["spec"]["schedulingGates"] == [GATE]
+    assert stored["spec"]["schedulingGates"] == [GATE, TOPOLOGY]
     spec = msgspec.json.encode(stored["spec"])
     assert stored["metadata"]["annotations"] == {"kueue.x-k8s.io/role-hash": role_hash(spec)}
-    # A pod with gates of its own keeps them; the admission gate is added after them.
+    # A pod with gates of its own keeps them; the admission and topology gates are added after them.
     body = pod_body("p")
     body["spec"]["schedulingGates"] = [{"name": "mine"}]
     body["metadata"]["finalizers"] = ["x/y"]
     stored = await _stored(body)
-    assert stored["spec"]["schedulingGates"] == [{"name": "mine"}, GATE]
+    assert stored["spec"]["schedulingGates"] == [{"name": "mine"}, GATE, TOPOLOGY]
+    # Gates already there are not added twice.
+    body = pod_body("p")
+    body["spec"]["schedulingGates"] = [TOPOLOGY]
+    assert (await _stored(body))["spec"]["schedulingGates"] == [TOPOLOGY, GATE]
     assert stored["metadata"]["finalizers"] == ["x/y", "kueue.x-k8s.io/managed"]
 
 
@@ -99,10 +105,10 @@ async def test_the_default_local_queue_is_named_and_a_pod_without_a_queue_is_lef
     assert await _stored(body) == body
     stored = await _stored(body, lookups=Lookups(default_queue=True))
     assert stored["metadata"]["labels"] == {"kueue.x-k8s.io/queue-name": "default", **MANAGED}
-    assert stored["spec"]["schedulingGates"] == [GATE]
+    assert stored["spec"]["schedulingGates"] == [GATE, TOPOLOGY]
     # manageJobsWithoutQueueName: every pod is managed.
     every = JobPolicy(manage_without_queue_name=True, pods=ON.pods)
-    assert (await _stored(body, every))["spec"]["schedulingGates"] == [GATE]
+    assert (await _stored(body, every))["spec"]["schedulingGates"] == [GATE, TOPOLOGY]
 
 
 @pytest.mark.asyncio
@@ -113,7 +119,7 @@ async def test_system_and_own_namespaces_and_unselected_namespaces_are_left_alon
         assert lookups.asked == []
     selector = LabelSelector(match_labels={"team": "ml"})
     selected = JobPolicy(pods=PodPolicy(enabled=True, namespace_selector=selector))
-    assert (await _stored(pod_body("p"), selected))["spec"]["schedulingGates"] == [GATE]
+    assert (await _stored(pod_body("p"), selected))["spec"]["schedulingGates"] == [GATE, TOPOLOGY]
     assert await _stored(pod_body("p"), selected, namespace="other") == pod_body("p")
     # Not enabled: nothing changes.
     assert await _stored(pod_body("p"), JobPolicy()) == pod_body("p")
@@ -130,7 +136,7 @@ async def test_a_pod_of_a_managed_job_is_the_jobs_not_a_job_of_its_own() -> None
     assert queued.asked == ["Job ns/j"]
     # Its Job names no queue: the pod, naming one, is managed on its own (as Kueue).
     stored = await _stored(body, lookups=Lookups(owners={"j": {}}))
-    assert stored["spec"]["schedulingGates"] == [GATE]
+    assert stored["spec"]["schedulingGates"] == [GATE, TOPOLOGY]
 
 
 @pytest.mark.asyncio
@@ -178,7 +184,7 @@ async def test_a_group_pod_is_held_like_a_single_pod_and_stays_unretriable() -> 
         "kueue.x-k8s.io/retriable-in-group": "false",
     }
     stored = await _stored(group)
-    assert stored["spec"]["schedulingGates"] == [GATE]
+    assert stored["spec"]["schedulingGates"] == [GATE, TOPOLOGY]
     assert stored["metadata"]["labels"]["kueue.x-k8s.io/managed"] == "true"
     assert stored["metadata"]["finalizers"] == ["kueue.x-k8s.io/managed"]
     assert stored["metadata"]["annotations"]["kueue.x-k8s.io/role-hash"] == role_hash(

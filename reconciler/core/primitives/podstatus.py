@@ -34,6 +34,8 @@ CLAIMS_ALLOCATED = "ClaimsAllocated"
 NOT_ALLOCATED_REASON = "ClaimNotAllocated"
 ALLOCATED_REASON = "ClaimsAllocated"
 ALLOCATED_MESSAGE = "All ResourceClaims of the workload's pods are allocated"
+# kube-scheduler's PodScheduled reason for a pod it does not try while it has scheduling gates.
+SCHEDULING_GATED = "SchedulingGated"
 
 Key = tuple[str, str]
 
@@ -132,13 +134,17 @@ class ClaimProblem:
 def claim_problems(
     namespace: str, pods: Iterable[Pod], claims: Mapping[Key, ResourceClaim]
 ) -> list[ClaimProblem]:
-    """Pods the scheduler could not place that have a claim still unallocated, sorted."""
+    """Pods the scheduler could not place that have a claim still unallocated, sorted.
+
+    A pod the scheduler reports `SchedulingGated` is left out: it was not tried yet (a plain
+    pod held by Kueue's admission gate, whose claim waits as it should, and the scheduler's
+    condition stays so for a moment after the pod is ungated)."""
     found: list[ClaimProblem] = []
     for pod in pods:
         if pod.spec.node_name or pod.metadata.deletion_timestamp:
             continue
         scheduled = _condition(pod.status.conditions, "PodScheduled")
-        if scheduled is None or scheduled.status != "False":
+        if scheduled is None or scheduled.status != "False" or scheduled.reason == SCHEDULING_GATED:
             continue
         for status in pod.status.resource_claim_statuses:
             name = status.resource_claim_name
