@@ -45,6 +45,7 @@ pytestmark = [pytest.mark.testbed, pytest.mark.timeout(300)]
 
 Obj = dict[str, Any]
 GATE = "kueue.x-k8s.io/admission"
+TOPOLOGY_GATE = "kueue.x-k8s.io/topology"  # Kueue's pod webhook sets both
 OUR_WEBHOOKS = ("mleaderworkerset.kb.io", "vleaderworkerset.kb.io", "mpod.kb.io", "vpod.kb.io")
 SUSPENDING_PARENT = "kueue.x-k8s.io/pod-suspending-parent"
 T4 = {"nvidia.com/gpu.product": "Tesla-T4"}
@@ -273,7 +274,7 @@ async def test_a_group_is_admitted_and_runs_and_the_next_set_waits_for_its_quota
 
     waiting = await wait_for("the second set's pods to be held", held, within=60, interval=0.5)
     for pod in waiting:
-        assert [g["name"] for g in pod["spec"]["schedulingGates"]] == [GATE]
+        assert [g["name"] for g in pod["spec"]["schedulingGates"]] == [GATE, TOPOLOGY_GATE]
         assert not pod["spec"].get("nodeName")
 
     # Deleting the first set: its Workload goes with it, its quota and GPU come back.
