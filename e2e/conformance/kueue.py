@@ -32,6 +32,8 @@ Obj = dict[str, Any]
 
 # webhooks of these API groups are registered; the others belong to integrations not enabled
 WEBHOOK_GROUPS = frozenset({"batch", "kueue.x-k8s.io"})
+# with the leaderworkerset framework also those of the sets and of their pods (core: "")
+LWS_WEBHOOK_GROUPS = WEBHOOK_GROUPS | {"leaderworkerset.x-k8s.io", ""}
 
 
 @dataclass(frozen=True)
@@ -73,8 +75,10 @@ def kueue_configuration(base: Obj, *, metrics: int, health: int, webhook: int, c
     return config
 
 
-def webhook_configurations(manifests: Path, port: int, ca_bundle: bytes) -> list[Obj]:
-    """Kueue's webhook configurations for WEBHOOK_GROUPS, pointing at 127.0.0.1:port by url."""
+def webhook_configurations(
+    manifests: Path, port: int, ca_bundle: bytes, groups: frozenset[str] = WEBHOOK_GROUPS
+) -> list[Obj]:
+    """Kueue's webhook configurations for `groups`, pointing at 127.0.0.1:port by url."""
     out: list[Obj] = []
     ca = base64.b64encode(ca_bundle).decode()
     for doc in yaml.safe_load_all(manifests.read_text()):
@@ -82,8 +86,8 @@ def webhook_configurations(manifests: Path, port: int, ca_bundle: bytes) -> list
             continue
         hooks = []
         for hook in doc.get("webhooks") or []:
-            groups = {g for rule in hook.get("rules") or [] for g in rule.get("apiGroups") or []}
-            if not groups or not groups <= WEBHOOK_GROUPS:
+            hook_groups = {g for rule in hook.get("rules") or [] for g in rule.get("apiGroups") or []}
+            if not hook_groups or not hook_groups <= groups:
                 continue
             path = hook["clientConfig"]["service"]["path"]
             hooks.append({**hook, "clientConfig": {"url": f"https://127.0.0.1:{port}{path}", "caBundle": ca}})

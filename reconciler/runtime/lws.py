@@ -20,7 +20,6 @@ import structlog
 
 from reconciler.api import Workload
 from reconciler.api.lws import LeaderWorkerSet
-from reconciler.api.meta import OwnerReference
 from reconciler.api.pods import ManagedPod
 from reconciler.api.resources import PODS, WORKLOADS
 from reconciler.integrations import Start, Step
@@ -30,12 +29,11 @@ from reconciler.integrations.leaderworkerset import (
     group_start_patches,
 )
 from reconciler.integrations.lwsgroup import (
-    COMPONENT_INDEX_ANNOTATION,
-    IS_GROUP_WORKLOAD_ANNOTATION,
     LWS_API_VERSION,
     LWS_KIND,
     SET_NAME_LABEL,
     LwsGroup,
+    group_workload_shape,
     groups_of,
     pod_defaults,
     workload_name,
@@ -50,10 +48,6 @@ from .store import Key
 __all__ = ["LwsGroups", "LwsJobs", "lws_groups"]
 
 log = structlog.get_logger(__name__)
-
-_OWNER_GVK_ANNOTATION = "kueue.x-k8s.io/job-owner-gvk"
-_OWNER_NAME_ANNOTATION = "kueue.x-k8s.io/job-owner-name"
-_GVK = f"{LWS_API_VERSION}, Kind={LWS_KIND}"
 
 
 class LwsGroups:
@@ -180,22 +174,7 @@ class LwsJobs(Jobs):
                 self.groups.rebuild((done.key[0], set_name))
 
     def _shaped(self, job: Any, workload: Workload) -> Workload:
-        """Kueue's Workload for a group: owned by the set (not as its controller), with the
-        group's index and the set's kind and name in its annotations."""
-        group: LwsGroup = job
-        meta = group.event_meta
-        owner = OwnerReference(api_version=LWS_API_VERSION, kind=LWS_KIND, name=meta.name, uid=meta.uid)
-        annotations = {
-            **workload.metadata.annotations,
-            COMPONENT_INDEX_ANNOTATION: str(group.index),
-            IS_GROUP_WORKLOAD_ANNOTATION: "true",
-            _OWNER_GVK_ANNOTATION: _GVK,
-            _OWNER_NAME_ANNOTATION: meta.name,
-        }
-        new_meta = msgspec.structs.replace(
-            workload.metadata, owner_references=[owner], annotations=annotations
-        )
-        return msgspec.structs.replace(workload, metadata=new_meta)
+        return group_workload_shape(job, workload)
 
     def group_gone(self, group: LwsGroup, *, scaled_down: bool) -> None:
         """A group the set no longer has: let go like a deleted job; on a scale-down its
