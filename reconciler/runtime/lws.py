@@ -13,6 +13,7 @@ Workload of a group the set no longer wants is deleted, as Kueue does on a scale
 
 from __future__ import annotations
 
+from functools import partial
 from typing import Any
 
 import msgspec
@@ -127,7 +128,53 @@ class LwsJobs(Jobs):
                 patch = pod_defaults(group, pod)
                 if patch is not None:
                     self._pod_write("pod-group-labels", pod.metadata.namespace, pod.metadata.name, patch)
+            self._own_pods(group)
         super().reconcile(key)
+
+    def _own_pods(self, group: LwsGroup) -> None:
+        """Kueue's pod-group rule for a group's Workload: every pod of the group becomes one of
+        its owners (next to the set), the pods gained at once in one write and an Event."""
+        ctx = self.ctx
+        key = (group.metadata.namespace, workload_name(group.lws_name, group.metadata.uid, group.index))
+        workload = ctx.store.workloads.get(key)
+        if workload is None or workload.metadata.deletion_timestamp:
+            return
+        if ctx.workload_writes.in_flight(key, "workload-owners"):
+            return
+        owned = {ref.uid for ref in workload.metadata.owner_references}
+        gained = [
+            p
+            for p in group.pods
+            if p.metadata.uid and p.metadata.uid not in owned and p.metadata.deletion_timestamp is None
+        ]
+        if not gained:
+            return
+        owners = msgspec.to_builtins(workload.metadata.owner_references)
+        owners += [
+            {"apiVersion": "v1", "kind": "Pod", "name": p.metadata.name, "uid": p.metadata.uid}
+            for p in gained
+        ]
+        body = {
+            "metadata": {"ownerReferences": owners, "resourceVersion": workload.metadata.resource_version}
+        }
+        message = f"Added {len(gained)} owner reference(s)"
+        done = partial(
+            self._owners_written,
+            group=(LWS_KIND, group.metadata.namespace, group.metadata.name),
+            message=message,
+        )
+        ctx.write(MergePatch("workload-owners", WORKLOADS, *key, msgspec.json.encode(body), on_done=done))
+
+    def _owners_written(self, done: WriteDone, *, group: tuple[str, str, str], message: str) -> None:
+        ctx = self.ctx
+        if done.ok and done.body is not None:
+            workload = ctx.apply_workload_write(done.key, done.body)
+            ctx.dirty.workload(done.key, own_write=True)
+            if workload is not None:
+                ctx.events.emit(workload, "Normal", "OwnerReferencesAdded", message)
+        else:
+            ctx.write_failed(done, expected=(NotFound, Conflict))
+        ctx.dirty.jobs.add(group)  # pods that came meanwhile are added next
 
     def _perform(self, job: Any, wl_key: Key, workload: Workload | None, step: Step) -> None:
         if isinstance(step, Start):
