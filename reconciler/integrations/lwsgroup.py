@@ -30,6 +30,7 @@ from reconciler.core.model.workloads import JOB_POD_SET, workload_name_for_job
 __all__ = [
     "COMPONENT_INDEX_ANNOTATION",
     "GROUP_INDEX_LABEL",
+    "GROUP_NAME_LABEL",
     "GROUP_SERVING_ANNOTATION",
     "IS_GROUP_WORKLOAD_ANNOTATION",
     "LEADER",
@@ -67,7 +68,7 @@ PREBUILT_WORKLOAD_LABEL = "kueue.x-k8s.io/prebuilt-workload-name"
 COMPONENT_INDEX_ANNOTATION = "kueue.x-k8s.io/component-workload-index"
 IS_GROUP_WORKLOAD_ANNOTATION = "kueue.x-k8s.io/is-group-workload"
 _MANAGED_LABEL = "kueue.x-k8s.io/managed"
-_GROUP_NAME_LABEL = "kueue.x-k8s.io/pod-group-name"
+GROUP_NAME_LABEL = "kueue.x-k8s.io/pod-group-name"
 _TOTAL_COUNT_ANNOTATION = "kueue.x-k8s.io/pod-group-total-count"
 _ROLE_HASH_ANNOTATION = "kueue.x-k8s.io/role-hash"
 _OWNER_GVK_ANNOTATION = "kueue.x-k8s.io/job-owner-gvk"
@@ -187,7 +188,7 @@ def pod_defaults(group: LwsGroup, pod: ManagedPod) -> bytes | None:
     role = pod_role(pod, group.leader_template is not None)
     labels: Mapping[str, str] = {
         _MANAGED_LABEL: "true",
-        _GROUP_NAME_LABEL: name,
+        GROUP_NAME_LABEL: name,
         PREBUILT_WORKLOAD_LABEL: name,
     }
     annotations = {_TOTAL_COUNT_ANNOTATION: str(group.size), _ROLE_HASH_ANNOTATION: role}

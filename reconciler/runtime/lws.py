@@ -30,6 +30,7 @@ from reconciler.integrations.leaderworkerset import (
     group_start_patches,
 )
 from reconciler.integrations.lwsgroup import (
+    GROUP_NAME_LABEL,
     LWS_API_VERSION,
     LWS_KIND,
     SET_NAME_LABEL,
@@ -132,8 +133,9 @@ class LwsJobs(Jobs):
         super().reconcile(key)
 
     def _own_pods(self, group: LwsGroup) -> None:
-        """Kueue's pod-group rule for a group's Workload: every pod of the group becomes one of
-        its owners (next to the set), the pods gained at once in one write and an Event."""
+        """Kueue's pod-group rule for a group's Workload: every pod of the group (labelled with
+        its pod group's name, the Workload's) becomes one of its owners next to the set, the pods
+        gained since the last such write in one write, with an Event."""
         ctx = self.ctx
         key = (group.metadata.namespace, workload_name(group.lws_name, group.metadata.uid, group.index))
         workload = ctx.store.workloads.get(key)
@@ -145,7 +147,9 @@ class LwsJobs(Jobs):
         gained = [
             p
             for p in group.pods
-            if p.metadata.uid and p.metadata.uid not in owned and p.metadata.deletion_timestamp is None
+            if p.metadata.labels.get(GROUP_NAME_LABEL) == key[1]
+            and p.metadata.uid not in owned
+            and p.metadata.deletion_timestamp is None
         ]
         if not gained:
             return
