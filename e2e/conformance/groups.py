@@ -39,8 +39,8 @@ class GroupNamed:
     def __init__(self, kube: KubeClient) -> None:
         self._kube = kube
 
-    async def get(self, path: str, params: dict[str, str] | None = None) -> Obj:
-        body = await self._kube.get(path, params)
+    async def get(self, path: str) -> Obj:
+        body = await self._kube.get(path)
         if path.rstrip("/").endswith("/workloads") and isinstance(body.get("items"), list):
             body = {**body, "items": [group_named(wl) for wl in body["items"]]}
         return body
