@@ -68,3 +68,22 @@ def test_pods_that_come_later_are_added_each_time_in_one_write() -> None:
     added = [_added(m) for m in messages]
     assert sum(added) == 3
     assert added[-1] == 1
+
+
+def test_a_pod_becomes_an_owner_only_once_it_carries_its_pod_group_name() -> None:
+    """As Kueue finds a group's members by their pod-group-name label: the pods' labels are
+    written first; the owners' write follows their answer."""
+    c = Cluster()
+    queues(c, gpus=2)  # type: ignore[arg-type]
+    lws = stored_lws(lws_body("a"))
+    c.api.add(LEADERWORKERSETS, lws)
+    c.settle()
+    c.add_group(lws, 0)
+    first = c.take()  # the reconciler's writes on the pods' arrival, none performed yet
+    purposes = [getattr(a, "purpose", None) for a in first]
+    assert purposes.count("pod-group-labels") == 2
+    assert "workload-owners" not in purposes
+    for action in first:
+        c.api.perform(action)
+    c.settle()
+    assert _owners(c.workload(lws, 0)) == [("LeaderWorkerSet", "a"), ("Pod", "a-0"), ("Pod", "a-0-1")]
