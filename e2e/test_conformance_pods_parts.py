@@ -58,7 +58,7 @@ def test_kueues_pod_webhook_is_registered_only_for_pod_scenarios_and_scoped(tmp_
     manifests = _kueue_manifests(tmp_path)
     [without] = webhook_configurations(manifests, 9443, b"CA")
     assert [h["name"] for h in without["webhooks"]] == ["mjob.kb.io"]
-    [with_pods] = webhook_configurations(manifests, 9443, b"CA", ("b", "a"))
+    [with_pods] = webhook_configurations(manifests, 9443, b"CA", pod_namespaces=("b", "a"))
     hooks = {h["name"]: h for h in with_pods["webhooks"]}
     assert sorted(hooks) == ["mjob.kb.io", "mpod.kb.io"]
     assert hooks["mpod.kb.io"]["namespaceSelector"] == {"matchExpressions": [NS_IN]}
@@ -68,7 +68,7 @@ def test_kueues_pod_webhook_is_registered_only_for_pod_scenarios_and_scoped(tmp_
 
 def test_the_controllers_pod_webhooks_keep_their_selector_and_are_confined_to_the_namespaces() -> None:
     def pod_hooks(namespaces: tuple[str, ...]) -> dict[str, Any]:
-        configurations = our_webhooks(9443, b"CA", namespaces)
+        configurations = our_webhooks(9443, b"CA", pod_namespaces=namespaces)
         return {
             h["name"]: h
             for c in configurations

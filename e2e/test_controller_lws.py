@@ -244,7 +244,7 @@ async def test_a_group_is_admitted_and_runs_and_the_next_set_waits_for_its_quota
     assert [(ps["name"], ps["count"]) for ps in admitted["spec"]["podSets"]] == [("leader", 1), ("worker", 1)]
     usage = {a["name"]: a["resourceUsage"] for a in admitted["status"]["admission"]["podSetAssignments"]}
     assert usage == {"leader": {"cpu": "100m", "nvidia.com/gpu": "1"}, "worker": {"cpu": "100m"}}
-    (owner,) = admitted["metadata"]["ownerReferences"]
+    owner = admitted["metadata"]["ownerReferences"][0]  # then the group's pods, as Kueue's pod groups
     assert (owner["kind"], owner["name"], owner.get("controller")) == ("LeaderWorkerSet", "first", None)
 
     # The LWS controller's pods: created gated, ungated with the flavor's node labels, scheduled.
@@ -257,6 +257,11 @@ async def test_a_group_is_admitted_and_runs_and_the_next_set_waits_for_its_quota
         assert pod["metadata"]["labels"]["kueue.x-k8s.io/prebuilt-workload-name"] == first
     assert leader["status"]["resourceClaimStatuses"][0]["name"] == "gpu"
     assert leader["metadata"]["labels"]["kueue.x-k8s.io/podset"] == "leader"
+    # Kueue's pod-group rule: the group's pods own its Workload too, next to the set.
+    owners = (await kube.get(api_path(KUEUE, "workloads", namespace, first)))["metadata"]["ownerReferences"]
+    assert {(r["kind"], r["name"], r["uid"]) for r in owners[1:]} == {
+        ("Pod", p["metadata"]["name"], p["metadata"]["uid"]) for p in (leader, worker)
+    }
     assert worker["metadata"]["labels"]["kueue.x-k8s.io/podset"] == "worker"
 
     second = await create_lws(kube, "second", namespace)

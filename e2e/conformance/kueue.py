@@ -33,6 +33,8 @@ Obj = dict[str, Any]
 
 # webhooks of these API groups are registered; the others belong to integrations not enabled
 WEBHOOK_GROUPS = frozenset({"batch", "kueue.x-k8s.io"})
+# with the leaderworkerset framework also those of the sets and of their pods (core: "")
+LWS_WEBHOOK_GROUPS = WEBHOOK_GROUPS | {"leaderworkerset.x-k8s.io", ""}
 
 
 @dataclass(frozen=True)
@@ -75,11 +77,15 @@ def kueue_configuration(base: Obj, *, metrics: int, health: int, webhook: int, c
 
 
 def webhook_configurations(
-    manifests: Path, port: int, ca_bundle: bytes, pod_namespaces: tuple[str, ...] = ()
+    manifests: Path,
+    port: int,
+    ca_bundle: bytes,
+    groups: frozenset[str] = WEBHOOK_GROUPS,
+    pod_namespaces: tuple[str, ...] = (),
 ) -> list[Obj]:
-    """Kueue's webhook configurations for WEBHOOK_GROUPS, pointing at 127.0.0.1:port by url;
-    with `pod_namespaces` (a scenario enabling the pod framework) its pod webhooks too, scoped
-    to those namespaces (podhooks.py)."""
+    """Kueue's webhook configurations for `groups`, pointing at 127.0.0.1:port by url; with
+    `pod_namespaces` (a scenario enabling the pod framework) its pod webhooks too, scoped to those
+    namespaces (podhooks.py)."""
     out: list[Obj] = []
     ca = base64.b64encode(ca_bundle).decode()
     for doc in yaml.safe_load_all(manifests.read_text()):
@@ -87,10 +93,10 @@ def webhook_configurations(
             continue
         hooks = []
         for hook in doc.get("webhooks") or []:
-            groups = {g for rule in hook.get("rules") or [] for g in rule.get("apiGroups") or []}
+            hook_groups = {g for rule in hook.get("rules") or [] for g in rule.get("apiGroups") or []}
             if pod_namespaces and is_pod_hook(hook):
                 hook = scoped_to(hook, pod_namespaces)
-            elif not groups or not groups <= WEBHOOK_GROUPS:
+            elif not hook_groups or not hook_groups <= groups:
                 continue
             path = hook["clientConfig"]["service"]["path"]
             hooks.append({**hook, "clientConfig": {"url": f"https://127.0.0.1:{port}{path}", "caBundle": ca}})

@@ -5,11 +5,18 @@ from __future__ import annotations
 import asyncio
 import shutil
 from pathlib import Path
-from typing import Any, Literal, Protocol
+from typing import Any, Literal, Protocol, cast
 
 import yaml
 
-from e2e.conformance.kueue import WEBHOOK_GROUPS, KueueProcess, kueue_build, webhook_configurations
+from e2e.conformance.groups import GroupNamed
+from e2e.conformance.kueue import (
+    LWS_WEBHOOK_GROUPS,
+    WEBHOOK_GROUPS,
+    KueueProcess,
+    kueue_build,
+    webhook_configurations,
+)
 from e2e.conformance.podhooks import create_namespaces, is_pod_hook, scoped_to, wait_until_pods_are_gated
 from e2e.conformance.scenario import Scenario, Wait
 from e2e.conformance.snapshot import KUEUE, take_snapshot
@@ -23,6 +30,7 @@ from e2e.support.deploy import (
     load_documents,
 )
 from e2e.support.jobset import enables_jobset, install_jobset_crds
+from e2e.support.lws import LwsProcess, enables_lws, install_lws_crds, lws_build, lws_webhooks
 from e2e.support.webhooks import on_loopback, shipped_configurations, wait_until_jobs_are_suspended
 from e2e.testbed import ApiError, KubeClient, Testbed, api_path
 from e2e.testbed.spec import load_spec
@@ -37,6 +45,52 @@ PROBE_NAMESPACE = "default"
 class Manager(Protocol):
     def stop(self, grace: float = 15.0) -> int | None: ...
     def log_tail(self, lines: int = 40) -> str: ...
+
+
+class _WithLws:
+    """The implementation's manager and LeaderWorkerSet's, stopped together (LWS's last)."""
+
+    def __init__(self, manager: Manager, lws: LwsProcess | None) -> None:
+        self.manager, self.lws = manager, lws
+
+    def stop(self, grace: float = 15.0) -> int | None:
+        code = self.manager.stop(grace)
+        if self.lws is not None:
+            self.lws.stop(grace)
+        return code
+
+    def log_tail(self, lines: int = 40) -> str:
+        tail = self.manager.log_tail(lines)
+        return tail if self.lws is None else f"{tail}\nLWS manager log tail:\n{self.lws.log_tail(lines)}"
+
+
+def _webhook_groups(scenario: Scenario) -> frozenset[str]:
+    return LWS_WEBHOOK_GROUPS if enables_lws(scenario.configuration) else WEBHOOK_GROUPS
+
+
+async def _install_integration_crds(kube: KubeClient, scenario: Scenario) -> None:
+    """JobSet's and LeaderWorkerSet's CRDs where the scenario enables them (before a manager
+    starts, so its integration is set up)."""
+    if enables_jobset(scenario.configuration):
+        await install_jobset_crds(kube)
+    if enables_lws(scenario.configuration):
+        await install_lws_crds(kube)
+
+
+async def _start_lws(kube: KubeClient, bed: Testbed, scenario: Scenario, workdir: Path) -> LwsProcess | None:
+    """LeaderWorkerSet's manager and its webhooks where the scenario enables the framework."""
+    if not enables_lws(scenario.configuration):
+        return None
+    build = lws_build()
+    lws = LwsProcess(build, bed.kubeconfig, workdir / "lws")
+    lws.start()
+    try:
+        await lws.wait_ready_async()
+        await apply_objects(kube, lws_webhooks(build, lws.webhook_port, lws.ca_pem))
+    except BaseException:
+        lws.stop()
+        raise
+    return lws
 
 
 async def _workload_of(kube: KubeClient, namespace: str, job: str) -> dict[str, Any] | None:
@@ -159,7 +213,8 @@ async def _snapshot(kube: KubeClient, scenario: Scenario, within: float = 30.0) 
     deadline = loop.time() + within
     while True:
         try:
-            return await take(kube, scenario.namespaces)
+            # LeaderWorkerSet groups' Workloads named apart (e2e/conformance/groups.py)
+            return await take(cast(KubeClient, GroupNamed(kube)), scenario.namespaces)
         except ApiError as err:
             if err.status not in (429, 503) or loop.time() > deadline:
                 raise
@@ -232,37 +287,41 @@ async def _with_kueue(bed: Testbed, scenario: Scenario, workdir: Path) -> tuple[
     async with KubeClient.from_kubeconfig(bed.kubeconfig) as kube:
         crds = [yaml.safe_load(p.read_text()) for p in sorted(build.crds.glob("*.yaml"))]
         await apply_objects(kube, crds)
-        if enables_jobset(scenario.configuration):
-            await install_jobset_crds(kube)  # before Kueue starts, so its integration is set up
+        await _install_integration_crds(kube, scenario)
         namespace = {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "kueue-system"}}
         await apply_objects(kube, [namespace])
         pod_namespaces = await _pod_namespaces(kube, scenario)
         await _watch_caches_ready(kube)
+        lws = await _start_lws(kube, bed, scenario, workdir)
+        manager = _WithLws(kueue, lws)
         kueue.start(bed.pki.serving_cert, bed.pki.serving_key)
         try:
             await kueue.wait_ready_async()
             ca = bed.pki.ca_cert.read_bytes()
-            await apply_objects(
-                kube, webhook_configurations(build.webhooks, kueue.webhook_port, ca, pod_namespaces)
+            hooks = webhook_configurations(
+                build.webhooks, kueue.webhook_port, ca, _webhook_groups(scenario), pod_namespaces
             )
+            await apply_objects(kube, hooks)
             await _webhooks_called(kube, pod_namespaces)
-            return await _steps(kube, scenario), kueue
+            return await _steps(kube, scenario), manager
         except BaseException as err:
-            tail = kueue.log_tail()
-            kueue.stop()
+            tail = manager.log_tail()
+            manager.stop()
             raise RuntimeError(f"{err}\nkueue log tail:\n{tail}") from err
 
 
-def our_webhooks(port: int, ca_pem: bytes, pod_namespaces: tuple[str, ...] = ()) -> list[Obj]:
+def our_webhooks(
+    port: int, ca_pem: bytes, groups: frozenset[str] = WEBHOOK_GROUPS, pod_namespaces: tuple[str, ...] = ()
+) -> list[Obj]:
     """The controller's shipped webhook configurations on 127.0.0.1:port, keeping only the
-    webhooks of the API groups registered for Kueue (WEBHOOK_GROUPS), so both sides are called
+    webhooks of the API groups registered for Kueue (`groups`), so both sides are called
     for the same objects; with `pod_namespaces` its pod webhooks too, scoped as Kueue's."""
     out = []
     for configuration in on_loopback(shipped_configurations(), port, ca_pem):
         hooks = [
-            scoped_to(hook, pod_namespaces) if is_pod_hook(hook) else hook
+            scoped_to(hook, pod_namespaces) if pod_namespaces and is_pod_hook(hook) else hook
             for hook in configuration["webhooks"]
-            if {g for rule in hook["rules"] for g in rule["apiGroups"]} <= WEBHOOK_GROUPS
+            if {g for rule in hook["rules"] for g in rule["apiGroups"]} <= groups
             or (pod_namespaces and is_pod_hook(hook))
         ]
         if hooks:
@@ -294,21 +353,23 @@ async def _with_ours(bed: Testbed, scenario: Scenario, workdir: Path) -> tuple[S
     controller = _our_process(bed, scenario, workdir)
     async with KubeClient.from_kubeconfig(bed.kubeconfig) as kube:
         await install_crds(kube)
-        if enables_jobset(scenario.configuration):
-            await install_jobset_crds(kube)
+        await _install_integration_crds(kube, scenario)
         pod_namespaces = await _pod_namespaces(kube, scenario)
         await _watch_caches_ready(kube)
+        lws = await _start_lws(kube, bed, scenario, workdir)
+        manager = _WithLws(controller, lws)
         controller.start()
         try:
             await controller.wait_ready_async()
             assert controller.webhook_port is not None
             ca = bed.pki.ca_cert.read_bytes()
-            await apply_objects(kube, our_webhooks(controller.webhook_port, ca, pod_namespaces))
+            hooks = our_webhooks(controller.webhook_port, ca, _webhook_groups(scenario), pod_namespaces)
+            await apply_objects(kube, hooks)
             await _webhooks_called(kube, pod_namespaces)
-            return await _steps(kube, scenario), controller
+            return await _steps(kube, scenario), manager
         except BaseException as err:
-            tail = controller.log_tail()
-            controller.stop()
+            tail = manager.log_tail()
+            manager.stop()
             raise RuntimeError(f"{err}\ncontroller log tail:\n{tail}") from err
 
 

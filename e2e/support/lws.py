@@ -27,9 +27,19 @@ from e2e.support.process import ManagedProcess
 from e2e.support.webhooks import loopback_certificate, upstream_on_loopback
 from e2e.testbed.paths import VERSIONS_FILE, cache_dir
 
-__all__ = ["LWS_API", "LwsBuild", "LwsProcess", "install_lws_crds", "lws_build", "lws_webhooks"]
+__all__ = [
+    "LWS_API",
+    "LWS_FRAMEWORK",
+    "LwsBuild",
+    "LwsProcess",
+    "enables_lws",
+    "install_lws_crds",
+    "lws_build",
+    "lws_webhooks",
+]
 
 LWS_API = "leaderworkerset.x-k8s.io/v1"
+LWS_FRAMEWORK = "leaderworkerset.x-k8s.io/leaderworkerset"
 Obj = dict[str, Any]
 
 
@@ -110,6 +120,12 @@ class LwsProcess(ManagedProcess):
             start_new_session=True,
         )
         log.close()
+
+
+def enables_lws(configuration: Path) -> bool:
+    """Whether a Configuration file names the leaderworkerset framework in integrations.frameworks."""
+    doc = yaml.safe_load(configuration.read_text()) or {}
+    return LWS_FRAMEWORK in ((doc.get("integrations") or {}).get("frameworks") or [])
 
 
 async def install_lws_crds(kube: Any, build: LwsBuild | None = None) -> None:

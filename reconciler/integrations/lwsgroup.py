@@ -21,14 +21,16 @@ from dataclasses import dataclass, field
 
 import msgspec
 
+from reconciler.api import Workload
 from reconciler.api.lws import LeaderWorkerSet
-from reconciler.api.meta import ObjectMeta
+from reconciler.api.meta import ObjectMeta, OwnerReference
 from reconciler.api.pods import ManagedPod
 from reconciler.core.model.workloads import JOB_POD_SET, workload_name_for_job
 
 __all__ = [
     "COMPONENT_INDEX_ANNOTATION",
     "GROUP_INDEX_LABEL",
+    "GROUP_NAME_LABEL",
     "GROUP_SERVING_ANNOTATION",
     "IS_GROUP_WORKLOAD_ANNOTATION",
     "LEADER",
@@ -42,6 +44,7 @@ __all__ = [
     "WORKER",
     "LwsGroup",
     "group_name",
+    "group_workload_shape",
     "groups_of",
     "pod_defaults",
     "pod_role",
@@ -65,9 +68,12 @@ PREBUILT_WORKLOAD_LABEL = "kueue.x-k8s.io/prebuilt-workload-name"
 COMPONENT_INDEX_ANNOTATION = "kueue.x-k8s.io/component-workload-index"
 IS_GROUP_WORKLOAD_ANNOTATION = "kueue.x-k8s.io/is-group-workload"
 _MANAGED_LABEL = "kueue.x-k8s.io/managed"
-_GROUP_NAME_LABEL = "kueue.x-k8s.io/pod-group-name"
+GROUP_NAME_LABEL = "kueue.x-k8s.io/pod-group-name"
 _TOTAL_COUNT_ANNOTATION = "kueue.x-k8s.io/pod-group-total-count"
 _ROLE_HASH_ANNOTATION = "kueue.x-k8s.io/role-hash"
+_OWNER_GVK_ANNOTATION = "kueue.x-k8s.io/job-owner-gvk"
+_OWNER_NAME_ANNOTATION = "kueue.x-k8s.io/job-owner-name"
+_GVK = f"{LWS_API_VERSION}, Kind={LWS_KIND}"
 LEADER = "leader"
 WORKER = "worker"
 
@@ -182,8 +188,25 @@ def pod_defaults(group: LwsGroup, pod: ManagedPod) -> bytes | None:
     role = pod_role(pod, group.leader_template is not None)
     labels: Mapping[str, str] = {
         _MANAGED_LABEL: "true",
-        _GROUP_NAME_LABEL: name,
+        GROUP_NAME_LABEL: name,
         PREBUILT_WORKLOAD_LABEL: name,
     }
     annotations = {_TOTAL_COUNT_ANNOTATION: str(group.size), _ROLE_HASH_ANNOTATION: role}
     return msgspec.json.encode({"metadata": {"labels": labels, "annotations": annotations}})
+
+
+def group_workload_shape(group: LwsGroup, workload: Workload) -> Workload:
+    """Kueue's Workload for a group, from the one made as for a job named as the group: owned
+    by the set (not as its controller), with the group's index and the set's kind and name in
+    its annotations."""
+    meta = group.event_meta
+    owner = OwnerReference(api_version=LWS_API_VERSION, kind=LWS_KIND, name=meta.name, uid=meta.uid)
+    annotations = {
+        **workload.metadata.annotations,
+        COMPONENT_INDEX_ANNOTATION: str(group.index),
+        IS_GROUP_WORKLOAD_ANNOTATION: "true",
+        _OWNER_GVK_ANNOTATION: _GVK,
+        _OWNER_NAME_ANNOTATION: meta.name,
+    }
+    new_meta = msgspec.structs.replace(workload.metadata, owner_references=[owner], annotations=annotations)
+    return msgspec.structs.replace(workload, metadata=new_meta)

@@ -13,6 +13,7 @@ Workload of a group the set no longer wants is deleted, as Kueue does on a scale
 
 from __future__ import annotations
 
+from functools import partial
 from typing import Any
 
 import msgspec
@@ -20,7 +21,6 @@ import structlog
 
 from reconciler.api import Workload
 from reconciler.api.lws import LeaderWorkerSet
-from reconciler.api.meta import OwnerReference
 from reconciler.api.pods import ManagedPod
 from reconciler.api.resources import PODS, WORKLOADS
 from reconciler.integrations import Start, Step
@@ -30,12 +30,12 @@ from reconciler.integrations.leaderworkerset import (
     group_start_patches,
 )
 from reconciler.integrations.lwsgroup import (
-    COMPONENT_INDEX_ANNOTATION,
-    IS_GROUP_WORKLOAD_ANNOTATION,
+    GROUP_NAME_LABEL,
     LWS_API_VERSION,
     LWS_KIND,
     SET_NAME_LABEL,
     LwsGroup,
+    group_workload_shape,
     groups_of,
     pod_defaults,
     workload_name,
@@ -50,10 +50,6 @@ from .store import Key
 __all__ = ["LwsGroups", "LwsJobs", "lws_groups"]
 
 log = structlog.get_logger(__name__)
-
-_OWNER_GVK_ANNOTATION = "kueue.x-k8s.io/job-owner-gvk"
-_OWNER_NAME_ANNOTATION = "kueue.x-k8s.io/job-owner-name"
-_GVK = f"{LWS_API_VERSION}, Kind={LWS_KIND}"
 
 
 class LwsGroups:
@@ -133,7 +129,56 @@ class LwsJobs(Jobs):
                 patch = pod_defaults(group, pod)
                 if patch is not None:
                     self._pod_write("pod-group-labels", pod.metadata.namespace, pod.metadata.name, patch)
+            self._own_pods(group)
         super().reconcile(key)
+
+    def _own_pods(self, group: LwsGroup) -> None:
+        """Kueue's pod-group rule for a group's Workload: every pod of the group (labelled with
+        its pod group's name, the Workload's) becomes one of its owners next to the set, the pods
+        gained since the last such write in one write, with an Event."""
+        ctx = self.ctx
+        key = (group.metadata.namespace, workload_name(group.lws_name, group.metadata.uid, group.index))
+        workload = ctx.store.workloads.get(key)
+        if workload is None or workload.metadata.deletion_timestamp:
+            return
+        if ctx.workload_writes.in_flight(key, "workload-owners"):
+            return
+        owned = {ref.uid for ref in workload.metadata.owner_references}
+        gained = [
+            p
+            for p in group.pods
+            if p.metadata.labels.get(GROUP_NAME_LABEL) == key[1]
+            and p.metadata.uid not in owned
+            and p.metadata.deletion_timestamp is None
+        ]
+        if not gained:
+            return
+        owners = msgspec.to_builtins(workload.metadata.owner_references)
+        owners += [
+            {"apiVersion": "v1", "kind": "Pod", "name": p.metadata.name, "uid": p.metadata.uid}
+            for p in gained
+        ]
+        body = {
+            "metadata": {"ownerReferences": owners, "resourceVersion": workload.metadata.resource_version}
+        }
+        message = f"Added {len(gained)} owner reference(s)"
+        done = partial(
+            self._owners_written,
+            group=(LWS_KIND, group.metadata.namespace, group.metadata.name),
+            message=message,
+        )
+        ctx.write(MergePatch("workload-owners", WORKLOADS, *key, msgspec.json.encode(body), on_done=done))
+
+    def _owners_written(self, done: WriteDone, *, group: tuple[str, str, str], message: str) -> None:
+        ctx = self.ctx
+        if done.ok and done.body is not None:
+            workload = ctx.apply_workload_write(done.key, done.body)
+            ctx.dirty.workload(done.key, own_write=True)
+            if workload is not None:
+                ctx.events.emit(workload, "Normal", "OwnerReferencesAdded", message)
+        else:
+            ctx.write_failed(done, expected=(NotFound, Conflict))
+        ctx.dirty.jobs.add(group)  # pods that came meanwhile are added next
 
     def _perform(self, job: Any, wl_key: Key, workload: Workload | None, step: Step) -> None:
         if isinstance(step, Start):
@@ -180,22 +225,7 @@ class LwsJobs(Jobs):
                 self.groups.rebuild((done.key[0], set_name))
 
     def _shaped(self, job: Any, workload: Workload) -> Workload:
-        """Kueue's Workload for a group: owned by the set (not as its controller), with the
-        group's index and the set's kind and name in its annotations."""
-        group: LwsGroup = job
-        meta = group.event_meta
-        owner = OwnerReference(api_version=LWS_API_VERSION, kind=LWS_KIND, name=meta.name, uid=meta.uid)
-        annotations = {
-            **workload.metadata.annotations,
-            COMPONENT_INDEX_ANNOTATION: str(group.index),
-            IS_GROUP_WORKLOAD_ANNOTATION: "true",
-            _OWNER_GVK_ANNOTATION: _GVK,
-            _OWNER_NAME_ANNOTATION: meta.name,
-        }
-        new_meta = msgspec.structs.replace(
-            workload.metadata, owner_references=[owner], annotations=annotations
-        )
-        return msgspec.structs.replace(workload, metadata=new_meta)
+        return group_workload_shape(job, workload)
 
     def group_gone(self, group: LwsGroup, *, scaled_down: bool) -> None:
         """A group the set no longer has: let go like a deleted job; on a scale-down its

@@ -2,8 +2,8 @@
 
 Objects are admitted in creation order: by `metadata.creationTimestamp`
 where present, otherwise in the order given (file order). Each job (of any
-integration the Configuration enables: batch/v1 Jobs, JobSets) or Workload
-arrives in turn and the scheduler runs after each arrival, as the controller
+integration the Configuration enables: batch/v1 Jobs, JobSets, pod groups,
+LeaderWorkerSets) or Workload arrives in turn and the scheduler runs after each arrival, as the controller
 would do when they are created one by one. The result is what the
 API would show afterwards: Workloads with conditions, admission and resource
 requests, and ClusterQueues with usage and counts.
@@ -12,6 +12,9 @@ With the device inventory on (``inventory_mode`` Report or Enforce), DeviceClass
 ResourceSlice and Node objects in the input make the inventory: ClusterQueues get
 the DevicesCoverQuota condition, and in Enforce mode admission also waits for free
 devices.
+
+A LeaderWorkerSet arrives as its groups, one Workload each (a `leader` and a `worker` pod
+set, owned by the set, with the group's index), group 0 first, as the controller makes them.
 
 The objects reach the engine through the feed (`reconciler.feed`), as the controller's do.
 """
@@ -25,6 +28,7 @@ from typing import Any
 import msgspec
 
 from reconciler.api import Job, Workload, WorkloadStatus
+from reconciler.api.lws import LeaderWorkerSet
 from reconciler.api.pods import ManagedPod
 from reconciler.core.devices.dra_extended import ExtendedResources
 from reconciler.core.devices.inventory import DeviceInventory
@@ -57,6 +61,8 @@ from reconciler.core.status import (
 )
 from reconciler.feed import WorkloadSources, compile_for, inventory_index
 from reconciler.integrations import BATCH_JOB, POD, REGISTRY, Integration
+from reconciler.integrations.leaderworkerset import LEADER_WORKER_SET
+from reconciler.integrations.lwsgroup import LWS_API_VERSION, LWS_KIND, group_workload_shape, groups_of
 from reconciler.integrations.pod import group_name
 from reconciler.integrations.podgroup import group_workload, make_group
 from reconciler.integrations.podgroup_plan import GroupKnown, plan_group
@@ -136,19 +142,23 @@ def _integration(obj: InputObject) -> Integration | None:
 
 def _other_job(
     obj: InputObject, integration: Integration, collected: Collected, frameworks: Sequence[str]
-) -> Workload | None:
-    """The Workload of a job of another integration (a JobSet): its pod sets, owned by it."""
+) -> list[Workload]:
+    """The Workloads of a job of another integration (a JobSet: one with its pod sets, owned by
+    it; a LeaderWorkerSet: one per group)."""
     if integration.framework not in frameworks:
         collected.warnings.append(
             f"{describe(obj)}: integrations.frameworks does not enable {integration.framework}; not managed"
         )
-        return None
+        return []
     job = decode(obj, integration.projection)
     if QUEUE_NAME_LABEL not in job.metadata.labels:
         collected.warnings.append(f"{describe(obj)}: no {QUEUE_NAME_LABEL} label; not managed")
-        return None
+        return []
+    if integration is LEADER_WORKER_SET:
+        return _lws_groups(obj, job, collected)
     if integration is POD and group_name(job.metadata.labels, job.metadata.annotations):
-        return _group_pod(obj, job, collected)
+        workload = _group_pod(obj, job, collected)
+        return [] if workload is None else [workload]
     pod_sets = integration.pod_sets(job)
     priority = resolve_priority_of(
         job.metadata.labels,
@@ -158,7 +168,25 @@ def _other_job(
     )
     if isinstance(priority, MissingPriorityClass):
         raise SimulationError(f"{describe(obj)}: {priority.message}")
-    return workload_for_object(job.metadata, integration.api_version, integration.kind, pod_sets, priority)
+    return [workload_for_object(job.metadata, integration.api_version, integration.kind, pod_sets, priority)]
+
+
+def _lws_groups(obj: InputObject, lws: LeaderWorkerSet, collected: Collected) -> list[Workload]:
+    """A LeaderWorkerSet's Workloads, one per group it wants, as the controller makes them."""
+    out = []
+    for group in groups_of(lws, ()):
+        pod_sets = LEADER_WORKER_SET.pod_sets(group)
+        priority = resolve_priority_of(
+            group.metadata.labels,
+            [ps.template for ps in pod_sets],
+            collected.workload_classes,
+            collected.pod_classes,
+        )
+        if isinstance(priority, MissingPriorityClass):
+            raise SimulationError(f"{describe(obj)}: {priority.message}")
+        made = workload_for_object(group.metadata, LWS_API_VERSION, LWS_KIND, pod_sets, priority)
+        out.append(group_workload_shape(group, made))
+    return out
 
 
 def _group_pod(obj: InputObject, pod: ManagedPod, collected: Collected) -> Workload | None:
@@ -193,21 +221,22 @@ def _group_pod(obj: InputObject, pod: ManagedPod, collected: Collected) -> Workl
     return group_workload(group, kept, pod_sets, priority)
 
 
-def _workload(obj: InputObject, collected: Collected, frameworks: Sequence[str]) -> Workload | None:
-    """The Workload an arriving object stands for (None: a job this controller leaves alone)."""
+def _workloads(obj: InputObject, collected: Collected, frameworks: Sequence[str]) -> list[Workload]:
+    """The Workloads an arriving object stands for, in order (none: a job this controller
+    leaves alone)."""
     integration = _integration(obj)
     if integration is not None:
         return _other_job(obj, integration, collected, frameworks)
     if obj.body.get("kind") != "Job":
-        return decode(obj, Workload)
+        return [decode(obj, Workload)]
     job = decode(obj, Job)
     if QUEUE_NAME_LABEL not in job.metadata.labels:
         collected.warnings.append(f"{describe(obj)}: no {QUEUE_NAME_LABEL} label; not managed")
-        return None
+        return []
     priority = resolve_priority(job, collected.workload_classes, collected.pod_classes)
     if isinstance(priority, MissingPriorityClass):
         raise SimulationError(f"{describe(obj)}: {priority.message}")
-    return workload_for_job(job, priority)
+    return [workload_for_job(job, priority)]
 
 
 def prepare(
@@ -234,30 +263,43 @@ def prepare(
         mappings, collected.templates, collected.claims, capacities, prepared.inventory is not None, extended
     )
     for _, seq, obj in sorted(collected.arrivals, key=lambda a: (a[0], a[1])):
-        workload = _workload(obj, collected, frameworks)
-        if workload is None:
-            continue
-        if not workload.metadata.namespace:
-            raise SimulationError(f"{describe(obj)}: metadata.namespace: set the namespace")
-        try:
-            info = compile_for(engine, workload, sources)
-        except (QuantityError, msgspec.ValidationError) as err:
-            raise SimulationError(f"{describe(obj)}: spec.podSets: {err}") from None
-        info.uid = info.uid or f"~{seq:08d}"
-        if info.choices:
-            # As the controller records it: which firstAvailable subrequests are charged.
-            workload.metadata.annotations[FIRST_AVAILABLE_ANNOTATION] = "; ".join(info.choices)
-        info.created = queue_order_timestamp(workload, requeuing_timestamp) or info.created
-        prepared.workloads[info.key] = workload
-        prepared.infos[info.key] = info
-        if _is_admitted(workload):
-            # Already admitted: it holds its quota before anything new is considered.
-            assert workload.status.admission is not None
-            engine.add_workload(info, workload.status.admission)
-        else:
-            prepared.waiting.append(info)
+        for n, workload in enumerate(_workloads(obj, collected, frameworks)):
+            _arrive(
+                prepared, obj, workload, sources, f"~{seq:08d}" + (f"-{n}" if n else ""), requeuing_timestamp
+            )
     collected.warnings += collected.group_problems.values()  # groups never complete: no Workload
     return prepared
+
+
+def _arrive(
+    prepared: Prepared,
+    obj: InputObject,
+    workload: Workload,
+    sources: WorkloadSources,
+    uid: str,
+    requeuing_timestamp: str,
+) -> None:
+    """One Workload fed: charged at once when already admitted, else waiting for its turn."""
+    engine = prepared.collected.engine
+    if not workload.metadata.namespace:
+        raise SimulationError(f"{describe(obj)}: metadata.namespace: set the namespace")
+    try:
+        info = compile_for(engine, workload, sources)
+    except (QuantityError, msgspec.ValidationError) as err:
+        raise SimulationError(f"{describe(obj)}: spec.podSets: {err}") from None
+    info.uid = info.uid or uid
+    if info.choices:
+        # As the controller records it: which firstAvailable subrequests are charged.
+        workload.metadata.annotations[FIRST_AVAILABLE_ANNOTATION] = "; ".join(info.choices)
+    info.created = queue_order_timestamp(workload, requeuing_timestamp) or info.created
+    prepared.workloads[info.key] = workload
+    prepared.infos[info.key] = info
+    if _is_admitted(workload):
+        # Already admitted: it holds its quota before anything new is considered.
+        assert workload.status.admission is not None
+        engine.add_workload(info, workload.status.admission)
+    else:
+        prepared.waiting.append(info)
 
 
 @dataclass(frozen=True, slots=True)

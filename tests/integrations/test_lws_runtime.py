@@ -86,8 +86,9 @@ def test_one_group_gets_a_workload_of_a_leader_and_a_worker_and_is_ungated_on_ad
     workload = c.workload(lws, 0)
     assert workload is not None
     assert workload["metadata"]["name"].startswith("leaderworkerset-a-0-")
-    (owner,) = workload["metadata"]["ownerReferences"]
+    owner, *pods = workload["metadata"]["ownerReferences"]  # the set, then the group's pods (Kueue's)
     assert (owner["kind"], owner["name"], owner.get("controller")) == ("LeaderWorkerSet", "a", None)
+    assert [(p["kind"], p["name"]) for p in pods] == [("Pod", "a-0"), ("Pod", "a-0-1")]
     assert workload["metadata"]["annotations"]["kueue.x-k8s.io/component-workload-index"] == "0"
     assert [(ps["name"], ps["count"]) for ps in workload["spec"]["podSets"]] == [("leader", 1), ("worker", 1)]
     usage = [a["resourceUsage"] for a in workload["status"]["admission"]["podSetAssignments"]]
@@ -102,6 +103,7 @@ def test_one_group_gets_a_workload_of_a_leader_and_a_worker_and_is_ungated_on_ad
         assert pod["metadata"]["labels"]["kueue.x-k8s.io/pod-group-name"] == workload["metadata"]["name"]
         assert pod["metadata"]["annotations"]["kueue.x-k8s.io/role-hash"] == role
     assert c.api.reasons("LeaderWorkerSet", "a") == ["CreatedWorkload"]
+    assert "OwnerReferencesAdded" in c.api.reasons("Workload", workload["metadata"]["name"])
 
 
 def test_two_groups_get_two_workloads_the_second_waits_with_kueues_message() -> None:
