@@ -105,3 +105,26 @@ def test_the_pod_group_example_admits_the_complete_group_and_names_the_incomplet
     (assignment,) = workload["status"]["admission"]["podSetAssignments"]
     assert assignment["resourceUsage"] == {"nvidia.com/gpu": "2"}
     assert "pod group group-demo/eval: 'eval' group has fewer runnable pods than expected" in err
+
+
+def test_pods_are_admitted_as_kueue_admitted_them(capsys: pytest.CaptureFixture[str]) -> None:
+    """The conformance scenario pod-single's objects, simulated: the same admission and pending
+    message as real Kueue v0.18.1 recorded (which the controller's live run matches too)."""
+    scenario = yaml.safe_load((ROOT / "e2e/conformance/scenarios/pod-single.yaml").read_text())
+    files = [ROOT / f for step in scenario["steps"] for f in _applied(step)]
+    out, _ = _simulate(capsys, ROOT / scenario["configuration"], *files)
+    workloads = {_owner(o): o for o in out if o["kind"] == "Workload"}
+    recorded = yaml.safe_load((ROOT / "e2e/conformance/recorded/pod-single.yaml").read_text())
+    kueue = recorded["results"][0]["checkpoints"]["first-running-second-gated"]
+    assert (
+        workloads["Pod/pod-first"]["status"]["admission"]
+        == kueue["Workload[p3-dra-demo/Pod/pod-first].admission"]
+    )
+    pending = {c["type"]: c for c in workloads["Pod/pod-second"]["status"]["conditions"]}["QuotaReserved"]
+    expected = kueue["Workload[p3-dra-demo/Pod/pod-second].conditions.QuotaReserved"]
+    assert f"{pending['status']} {pending['reason']}: {pending['message']}" == expected
+
+
+def _applied(step: dict[str, Any]) -> list[str]:
+    applied = step.get("apply", [])
+    return [applied] if isinstance(applied, str) else list(applied)
