@@ -31,11 +31,10 @@ import pytest
 import yaml
 
 from e2e.support.deploy import ControllerProcess, install_crds
+from e2e.support.device_jobs import Jobs, cluster_queue
 from e2e.support.faults import own_testbed
 from e2e.support.workloads import KUEUE
-from e2e.test_device_inventory import claim_job, cluster_queue
 from e2e.testbed import KubeClient, api_path
-from e2e.testbed.scenario import status_condition, wait_for
 from e2e.testbed.spec import (
     DeviceClassSpec,
     DeviceTaintSpec,
@@ -173,57 +172,6 @@ async def _set_up(kube: KubeClient) -> None:
         await kube.create(api_path(RESOURCE, "resourceclaimtemplates", ns), template)
 
 
-class Jobs:
-    def __init__(self, kube: KubeClient) -> None:
-        self.kube = kube
-
-    async def create(self, ns: str, name: str, template: str) -> None:
-        await self.kube.create(
-            api_path("batch/v1", "jobs", ns), claim_job(name, ns, template, run_seconds=600)
-        )
-
-    async def reserved(self, ns: str, name: str) -> Obj:
-        """Waits for QuotaReserved on the Job's Workload; returns the condition."""
-
-        async def check() -> Obj | None:
-            found = await self._condition(ns, name)
-            return found if found.get("status") == "True" else None
-
-        return await wait_for(f"{ns}/{name} to be admitted", check, within=90)
-
-    async def waiting(self, ns: str, name: str, words: str) -> Obj:
-        async def check() -> Obj | None:
-            found = await self._condition(ns, name)
-            return found if words in found.get("message", "") else None
-
-        return await wait_for(f"{ns}/{name} to wait with {words!r}", check, within=90)
-
-    async def _condition(self, ns: str, name: str) -> Obj:
-        job = await self.kube.get_or_none(api_path("batch/v1", "jobs", ns, name))
-        if job is None:
-            return {}
-        workload = await self.kube.get_or_none(
-            api_path(KUEUE, "workloads", ns, workload_name_for_job(name, job["metadata"]["uid"]))
-        )
-        return {} if workload is None else status_condition(workload, "QuotaReserved")
-
-    async def allocated(self, ns: str, name: str) -> list[str]:
-        """The devices the scheduler allocated to the Job's claim (waits for them)."""
-
-        async def check() -> list[str] | None:
-            claims = await self.kube.get(api_path(RESOURCE, "resourceclaims", ns))
-            for item in claims.get("items", []):
-                if item["metadata"]["name"].startswith(f"{name}-"):
-                    results = (
-                        item.get("status", {}).get("allocation", {}).get("devices", {}).get("results", [])
-                    )
-                    if results:
-                        return sorted(r["device"] for r in results)
-            return None
-
-        return await wait_for(f"the claim of {ns}/{name} to be allocated", check, within=120)
-
-
 async def _admin_namespace(kube: KubeClient) -> None:
     """Namespace `admin`, labelled so the API server allows adminAccess claims; a flavor of the
     taint node; a ClusterQueue with no GPU quota at all."""
@@ -281,7 +229,7 @@ def _pool_slice(part: int, node_uid: str) -> Obj:
 async def test_taints_shared_counters_and_constraints_as_the_scheduler_allocates(
     tmp_path_factory: pytest.TempPathFactory,
 ) -> None:
-    run_dir = tmp_path_factory.mktemp("testbed-allocator-rules")
+    run_dir = tmp_path_factory.mktemp("tb-rules")
     path = run_dir / "configuration.yaml"
     path.write_text(yaml.safe_dump(CONFIGURATION))
     async with own_testbed(run_dir / "bed", SPEC) as bed, KubeClient.from_kubeconfig(bed.kubeconfig) as kube:

@@ -25,11 +25,11 @@ import yaml
 from prometheus_client.parser import text_string_to_metric_families
 
 from e2e.support.deploy import ControllerProcess, install_crds
+from e2e.support.device_jobs import claim_job, cluster_queue, job
 from e2e.support.faults import own_testbed
 from e2e.support.workloads import KUEUE
 from e2e.testbed import KubeClient, Testbed, api_path
 from e2e.testbed.kubeclient import ApiError
-from e2e.testbed.names import RUN_SECONDS_ANNOTATION
 from e2e.testbed.scenario import single_gpu_claim_template, status_condition, wait_for
 from e2e.testbed.spec import DeviceClassSpec, GpuSpec, NodeSpec, PartitionSpec, TestbedSpec
 from reconciler.core.model.workloads import workload_name_for_job
@@ -51,45 +51,6 @@ CONFIGURATION = {
     },
     "deviceInventory": {"mode": "Enforce"},
 }
-
-
-def job(name: str, namespace: str, *, run_seconds: int) -> Obj:
-    """A one-GPU Job (claim template ``single-gpu``) in LocalQueue ``lq``."""
-    return {
-        "apiVersion": "batch/v1",
-        "kind": "Job",
-        "metadata": {"name": name, "namespace": namespace, "labels": {"kueue.x-k8s.io/queue-name": "lq"}},
-        "spec": {
-            "suspend": True,
-            "template": {
-                "metadata": {"annotations": {RUN_SECONDS_ANNOTATION: str(run_seconds)}},
-                "spec": {
-                    "restartPolicy": "Never",
-                    "resourceClaims": [{"name": "gpu", "resourceClaimTemplateName": "single-gpu"}],
-                    "containers": [
-                        {"name": "main", "image": "busybox", "resources": {"claims": [{"name": "gpu"}]}}
-                    ],
-                },
-            },
-        },
-    }
-
-
-def cluster_queue(name: str, resource: str, flavor: str, quota: int, namespace_selector: Obj) -> Obj:
-    return {
-        "apiVersion": KUEUE,
-        "kind": "ClusterQueue",
-        "metadata": {"name": name},
-        "spec": {
-            "namespaceSelector": namespace_selector,
-            "resourceGroups": [
-                {
-                    "coveredResources": [resource],
-                    "flavors": [{"name": flavor, "resources": [{"name": resource, "nominalQuota": quota}]}],
-                }
-            ],
-        },
-    }
 
 
 class Scene:
@@ -365,15 +326,6 @@ async def test_partitions_and_classes_published_by_the_fake_driver_are_counted_p
 
 GPU_MEMORY = "nvidia.com/gpu-memory"
 MIG = "nvidia.com/mig"
-
-
-def claim_job(name: str, namespace: str, template: str, *, run_seconds: int) -> Obj:
-    """A Job of one pod whose claim comes from ``template``, in LocalQueue ``lq``."""
-    body = job(name, namespace, run_seconds=run_seconds)
-    spec = body["spec"]["template"]["spec"]
-    spec["resourceClaims"] = [{"name": "dev", "resourceClaimTemplateName": template}]
-    spec["containers"][0]["resources"] = {"claims": [{"name": "dev"}]}
-    return body
 
 
 def claim_template(name: str, namespace: str, exactly: Obj) -> Obj:

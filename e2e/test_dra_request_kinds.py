@@ -23,10 +23,9 @@ import pytest
 import yaml
 
 from e2e.support.deploy import ControllerProcess, install_crds
+from e2e.support.device_jobs import Jobs, claim_job, cluster_queue, job
 from e2e.support.faults import own_testbed
 from e2e.support.workloads import KUEUE
-from e2e.test_device_allocator_rules import Jobs
-from e2e.test_device_inventory import claim_job, cluster_queue, job
 from e2e.testbed import KubeClient, api_path
 from e2e.testbed.scenario import wait_for
 from e2e.testbed.spec import DeviceClassSpec, GpuSpec, NodeSpec, TestbedSpec
@@ -154,7 +153,7 @@ async def _claim_results(kube: KubeClient, ns: str, job_name: str) -> list[Obj]:
 async def test_extended_resources_and_shared_gpus_are_charged_and_allocated(
     tmp_path_factory: pytest.TempPathFactory,
 ) -> None:
-    run_dir = tmp_path_factory.mktemp("testbed-request-kinds")
+    run_dir = tmp_path_factory.mktemp("tb-kinds")
     path = run_dir / "configuration.yaml"
     path.write_text(yaml.safe_dump(CONFIGURATION))
     async with own_testbed(run_dir / "bed", SPEC) as bed, KubeClient.from_kubeconfig(bed.kubeconfig) as kube:
