@@ -49,7 +49,7 @@ class BatchJob(SuspendableJob):
         return bool(obj.spec.suspend)
 
     def start_patch(self, obj: Job, starts: Sequence[PodSetStart]) -> bytes:
-        start = next((s for s in starts if s.name == JOB_POD_SET), None) or PodSetStart(JOB_POD_SET)
+        start = _main_start(starts)
         current = pod_template_view(obj.spec.template).spec.tolerations if start.tolerations else []
         return start_patch(start.node_selector, start.labels, start.tolerations, current, start.annotations)
 
@@ -79,6 +79,8 @@ class BatchJob(SuspendableJob):
         return obj.status.succeeded + (obj.status.ready or 0)
 
     def finished(self, obj: Job) -> Outcome | None:
+        if not obj.status.conditions:
+            return None  # (most Jobs, most of the time)
         outcome = job_outcome(obj)
         return None if outcome is None else Outcome(outcome.succeeded, outcome.message)
 
@@ -88,6 +90,13 @@ class BatchJob(SuspendableJob):
 
     def owns(self, obj: Job, owner_kind: str, owner_api_version: str, owner_name: str) -> bool:
         return owner_kind == "Job" and owner_api_version == "batch/v1" and owner_name == obj.metadata.name
+
+
+def _main_start(starts: Sequence[PodSetStart]) -> PodSetStart:
+    for start in starts:
+        if start.name == JOB_POD_SET:
+            return start
+    return PodSetStart(JOB_POD_SET)
 
 
 BATCH_JOB = BatchJob()

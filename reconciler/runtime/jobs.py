@@ -79,51 +79,64 @@ class Jobs:
 
     def reconcile(self, key: Key) -> None:
         ctx = self.ctx
-        job = ctx.store.of_kind(self.kind).get(key)
+        store = ctx.store
+        table = store.by_kind.get(self.kind)
+        job = None if table is None else table.get(key)
         if job is None or self.integration.framework not in ctx.config.frameworks:
             return
-        if job.metadata.deletion_timestamp:
+        meta = job.metadata
+        if meta.deletion_timestamp:
             # Kueue's finalize: a deleted job lets go of its finalizer (its Workload is an orphan).
             release = self.integration.release_patch(job)
             if release is not None and self._write(job, "job-release", release):
-                ctx.dirty.workload(ctx.store.workload_key(job, self.kind))
+                ctx.dirty.workload(store.workload_key(job, self.kind))
             return
-        if self._stopped.get(key) == job.metadata.uid:
+        if self._stopped.get(key) == meta.uid:
             return  # deleted at our request: nothing more until the API shows it going
-        parent = None if self.integration.top_level else controller_parent(job, ctx.store.integrations)
-        if parent is not None and self._child(job, parent[0], parent[1]):
+        if meta.owner_references and not self.integration.top_level:
+            parent = controller_parent(job, store.integrations)
+            if parent is not None and self._child(job, parent[0], parent[1]):
+                return
+        if not self._managed(meta.labels, key[0]):
             return
-        if not self._managed(job.metadata.labels, key[0]):
-            return
-        wl_key = ctx.store.workload_key(job, self.kind)
-        workload = ctx.store.workloads.get(wl_key)
-        if workload is None or self._deleted.get(wl_key, workload.metadata.uid) != workload.metadata.uid:
-            self._deleted.pop(wl_key, None)  # the deleted one is gone
-        if workload is not None:
+        wl_key = store.workload_key(job, self.kind)
+        workload = store.workloads.get(wl_key)
+        deleted = self._deleted
+        if deleted and (
+            workload is None or deleted.get(wl_key, workload.metadata.uid) != workload.metadata.uid
+        ):
+            deleted.pop(wl_key, None)  # the deleted one is gone
+        if workload is not None and PRIORITY_CLASS_LABEL in meta.labels:
             self._follow_priority_label(job, workload)
-        writes = ctx.workload_writes.purposes(wl_key)
-        known = Known(
-            admitted=ctx.engine.is_admitted(wl_key),
-            creating="create-workload" in writes,
-            admitting="admit" in writes,
-            finishing="finish" in writes,
-            deleting="delete-workload" in writes
-            or (workload is not None and self._deleted.get(wl_key) == workload.metadata.uid),
-            updating="workload-update" in writes,
-            starting=ctx.kind_writes[self.kind].in_flight(key, "job-start"),
-        )
+        known = self._known(key, wl_key, workload)
         step = decide(self.integration, job, workload, known, ctx.engine.flavors, self.matches)
-        self._perform(job, wl_key, workload, step)
+        if not isinstance(step, Nothing):
+            self._perform(job, wl_key, workload, step)
+
+    def _known(self, key: Key, wl_key: Key, workload: Workload | None) -> Known:
+        ctx, writes = self.ctx, self.ctx.workload_writes.purposes(wl_key)
+        deleting = workload is not None and self._deleted.get(wl_key) == workload.metadata.uid
+        return Known(  # admitted, creating, admitting, finishing, deleting, updating, starting
+            ctx.engine.is_admitted(wl_key),
+            "create-workload" in writes,
+            "admit" in writes,
+            "finish" in writes,
+            deleting or "delete-workload" in writes,
+            "workload-update" in writes,
+            ctx.kind_writes[self.kind].in_flight(key, "job-start"),
+        )
 
     def _managed(self, labels: dict[str, str], namespace: str) -> bool:
         ctx = self.ctx
+        config = ctx.config
+        selector = config.managed_jobs_namespace_selector
         return is_managed(
             labels,
             namespace,
-            manage_without_queue_name=ctx.config.manage_jobs_without_queue_name,
+            manage_without_queue_name=config.manage_jobs_without_queue_name,
             own_namespace=self.own_namespace,
-            selector=ctx.config.managed_jobs_namespace_selector,
-            namespace_labels=ctx.engine.cache.namespaces.get(namespace),
+            selector=selector,
+            namespace_labels=None if selector is None else ctx.engine.cache.namespaces.get(namespace),
         )
 
     def _child(self, job: Any, parent_kind: Integration, parent_name: str) -> bool:

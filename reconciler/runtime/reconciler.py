@@ -217,10 +217,9 @@ class Reconciler(ReconcilerViews):
                 self.pods_ready.refresh(key)
             pods, dirty.pods = dirty.pods, set()
             for ref in pods:
-                ref = store.parent(ref) or ref  # a JobSet's Job: its pods are the JobSet's
-                job = store.job(ref)
-                if job is not None:
-                    self.pods_ready.check_pods(store.workload_key(job, ref[0]))
+                owner = store.pods_owner(ref)  # a JobSet's Job: its pods are the JobSet's
+                if owner is not None:
+                    self.pods_ready.check_pods(store.workload_key(owner[1], owner[0][0]))
 
     # --- watch events -------------------------------------------------------------------
 

@@ -96,8 +96,10 @@ class Store:
         return self.by_kind.setdefault(kind, {})
 
     def job(self, ref: JobRef | None) -> Any | None:
-        table = None if ref is None else self.by_kind.get(ref[0])
-        return None if table is None or ref is None else table.get((ref[1], ref[2]))
+        if ref is None:
+            return None
+        table = self.by_kind.get(ref[0])
+        return None if table is None else table.get(ref[1:])
 
     def put_job(self, key: Key, job: Any | None, kind: str = BATCH_JOB.kind) -> Any | None:
         """Store (or with None, forget) a job of `kind`; returns what was stored before."""
@@ -128,9 +130,10 @@ class Store:
         """The key of the Workload that stands for a job of `kind` (whether it exists yet or not)."""
         if isinstance(job, PodGroup):
             return (job.namespace, job.name)  # named after the group, as Kueue names it
-        ref = (kind, job.metadata.namespace, job.metadata.name)
+        meta = job.metadata
+        ref = (kind, meta.namespace, meta.name)
         known = self._workload_of.get(ref)
-        if known is not None and known[0] == job.metadata.uid:
+        if known is not None and known[0] == meta.uid:
             return known[1]
         integration = self.integrations[kind]
         group = integration.api_version.rpartition("/")[0]
@@ -140,14 +143,26 @@ class Store:
             self._workload_of[ref] = (job.metadata.uid, wl_key)
         return wl_key
 
-    def parent(self, ref: JobRef) -> JobRef | None:
-        """The job of another enabled integration that controls this one (a Job's JobSet)."""
-        job = self.job(ref)
+    def parent(self, ref: JobRef, job: Any | None = None) -> JobRef | None:
+        """The job of another enabled integration that controls this one (a Job's JobSet);
+        `job`: the stored job of `ref`, when the caller has it."""
+        if job is None:
+            job = self.job(ref)
+        if job is None or not job.metadata.owner_references:
+            return None  # (a job without owners has no parent)
         integration = self.integrations.get(ref[0])
-        if job is None or integration is None or integration.top_level:
+        if integration is None or integration.top_level:
             return None
         found = controller_parent(job, self.integrations)
         return None if found is None else (found[0].kind, ref[1], found[1])
+
+    def pods_owner(self, ref: JobRef) -> tuple[JobRef, Any] | None:
+        """The stored job whose pods a job's pods are (its parent's, for a JobSet's Job), with its ref."""
+        job = self.job(ref)
+        parent = None if job is None else self.parent(ref, job)
+        if parent is not None:
+            ref, job = parent, self.job(parent)
+        return None if job is None else (ref, job)
 
     def children(self, ref: JobRef) -> list[JobRef]:
         """The jobs this one controls (a JobSet's Jobs), of the other enabled integrations."""

@@ -117,16 +117,15 @@ class Workloads:
 
     def _let_go(self, key: Key, workload: Workload) -> bool:
         """Its Job is gone, it is being deleted or it finished: out of the core. True if so."""
-        owner = self.ctx.store.owner(key)
-        job = self.ctx.store.job(owner)
-        # A job stopped by deletion (a pod) is gone for good once it is being deleted.
-        orphaned = owner is not None and (
-            job is None
-            or (
-                job.metadata.deletion_timestamp is not None
-                and self.ctx.store.integrations[owner[0]].stop_deletes
+        store = self.ctx.store
+        owner = store.owner(key)
+        orphaned = False
+        if owner is not None:
+            job = store.job(owner)
+            # A job stopped by deletion (a pod) is gone for good once it is being deleted.
+            orphaned = job is None or (
+                job.metadata.deletion_timestamp is not None and store.integrations[owner[0]].stop_deletes
             )
-        )
         if orphaned or workload.metadata.deletion_timestamp:
             # As Kueue, an orphan not yet being deleted is first finished (OwnerNotFound), which
             # returns its quota; one being deleted keeps its quota until the API no longer shows it.

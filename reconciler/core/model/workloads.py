@@ -111,6 +111,9 @@ def workload_template(raw: msgspec.Raw) -> msgspec.Raw:
 
 
 def _workload_template(raw: msgspec.Raw) -> msgspec.Raw:
+    data = bytes(raw)
+    if b"\\" not in data and b"controller-uid" not in data and b"job-name" not in data:
+        return raw  # no escapes, so no label key can be one of those: nothing to take out
     template = msgspec.json.decode(raw)
     if not isinstance(template, dict):
         return raw
