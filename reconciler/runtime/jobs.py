@@ -71,15 +71,14 @@ class Jobs:
         self._unresolved: dict[Key, str] = {}
         # Workloads (by UID) we asked the API to delete because they no longer match their job.
         self._deleted: dict[Key, str] = {}
-        self.finishing = JobFinish(ctx)
+        self.finishing = JobFinish(ctx, only_releases=True)
         # Jobs stopped by deletion (pods), by UID: deleted once.
         self._stopped: dict[Key, str] = {}
         # Jobs that matched their Workload, at which generations (the comparison is skipped until one moves).
         self.matches = MatchMemo()
 
     def reconcile(self, key: Key) -> None:
-        ctx = self.ctx
-        store = ctx.store
+        ctx, store = self.ctx, self.ctx.store
         table = store.by_kind.get(self.kind)
         job = None if table is None else table.get(key)
         if job is None or self.integration.framework not in ctx.config.frameworks:
@@ -108,27 +107,20 @@ class Jobs:
             deleted.pop(wl_key, None)  # the deleted one is gone
         if workload is not None and PRIORITY_CLASS_LABEL in meta.labels:
             self._follow_priority_label(job, workload)
-        known = self._known(key, wl_key, workload)
-        step = decide(self.integration, job, workload, known, ctx.engine.flavors, self.matches)
+        ours = workload is not None and deleted.get(wl_key) == workload.metadata.uid  # asked to delete
+        step = decide(
+            self.integration,
+            job,
+            workload,
+            _known(ctx, self.kind, key, wl_key, ours),
+            ctx.engine.flavors,
+            self.matches,
+        )
         if not isinstance(step, Nothing):
             self._perform(job, wl_key, workload, step)
 
-    def _known(self, key: Key, wl_key: Key, workload: Workload | None) -> Known:
-        ctx, writes = self.ctx, self.ctx.workload_writes.purposes(wl_key)
-        deleting = workload is not None and self._deleted.get(wl_key) == workload.metadata.uid
-        return Known(  # admitted, creating, admitting, finishing, deleting, updating, starting
-            ctx.engine.is_admitted(wl_key),
-            "create-workload" in writes,
-            "admit" in writes,
-            "finish" in writes,
-            deleting or "delete-workload" in writes,
-            "workload-update" in writes,
-            ctx.kind_writes[self.kind].in_flight(key, "job-start"),
-        )
-
     def _managed(self, labels: dict[str, str], namespace: str) -> bool:
-        ctx = self.ctx
-        config = ctx.config
+        ctx, config = self.ctx, self.ctx.config
         selector = config.managed_jobs_namespace_selector
         return is_managed(
             labels,
@@ -360,6 +352,20 @@ class Jobs:
 
     def _ref(self, job: Any) -> JobRef:
         return (self.kind, job.metadata.namespace, job.metadata.name)
+
+
+def _known(ctx: Context, kind: str, key: Key, wl_key: Key, deleted: bool) -> Known:
+    """What decide needs besides the objects (`deleted`: the Workload is one we asked to delete)."""
+    writes = ctx.workload_writes.purposes(wl_key)
+    return Known(  # admitted, creating, admitting, finishing, deleting, updating, starting
+        ctx.engine.is_admitted(wl_key),
+        "create-workload" in writes,
+        "admit" in writes,
+        "finish" in writes,
+        deleted or "delete-workload" in writes,
+        "workload-update" in writes,
+        ctx.kind_writes[kind].in_flight(key, "job-start"),
+    )
 
 
 class JobConcern(Protocol):

@@ -202,7 +202,7 @@ class Reconciler(ReconcilerViews):
 
     def _drain(self) -> None:
         """Process the dirty marks in the loop's fixed order."""
-        dirty, store = self.ctx.dirty, self.ctx.store
+        dirty, store, concerns = self.ctx.dirty, self.ctx.store, self.job_kinds.concerns
         for _ in range(MAX_ROUNDS):
             if not dirty.pending():
                 return
@@ -211,7 +211,7 @@ class Reconciler(ReconcilerViews):
                 self.workload_sync.sync(key, own_write=own_write)
             jobs, dirty.jobs = dirty.jobs, set()
             for ref in jobs:
-                self.job_kinds.reconcile(ref)
+                concerns[ref[0]].reconcile((ref[1], ref[2]))  # (JobKinds.reconcile, one call less)
             tracked, dirty.pods_ready = dirty.pods_ready, set()
             for key in tracked:
                 self.pods_ready.refresh(key)

@@ -8,7 +8,7 @@ looked up afterwards.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -78,6 +78,11 @@ class Store:
     # Job -> (its UID, its Workload's key); Workload key -> its owning job.
     _workload_of: dict[JobRef, tuple[str, Key]] = field(default_factory=dict)
     _job_of: dict[Key, JobRef] = field(default_factory=dict)
+    # The job that owns a stored Workload: the index's own lookup (no Python call on hot paths).
+    owner: Callable[[Key], JobRef | None] = field(init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        self.owner = self._job_of.get
 
     def put_cohort(self, name: str, cohort: Cohort | None) -> bool:
         """Keep (or forget) a Cohort object; True when only its status changed."""
@@ -180,10 +185,6 @@ class Store:
                 if parent is not None and parent[0] is integration and parent[1] == ref[2]:
                     found.append((kind, namespace, name))
         return found
-
-    def owner(self, workload_key: Key) -> JobRef | None:
-        """The job that owns a stored Workload."""
-        return self._job_of.get(workload_key)
 
     def job_key(self, workload_key: Key) -> Key | None:
         """The (namespace, name) of the job that owns a stored Workload."""
