@@ -8,7 +8,7 @@ The runtime performs the step and comes back when something changes.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping
 from dataclasses import dataclass
 from typing import Any, NamedTuple
 
@@ -38,6 +38,7 @@ __all__ = [
     "UpdateMismatched",
     "decide",
     "is_managed",
+    "known_of",
     "pod_set_starts",
 ]
 
@@ -89,6 +90,26 @@ class Known(NamedTuple):
     deleting: bool = False
     updating: bool = False
     starting: bool = False  # the job's start is in flight
+
+
+# The facts while no write is in flight for the Workload, by (admitted, starting): built once.
+_QUIET = {(a, s): Known(admitted=a, starting=s) for a in (False, True) for s in (False, True)}
+
+
+def known_of(admitted: bool, writes: Collection[str], *, deleted: bool, starting: bool) -> Known:
+    """`Known` from the purposes of the Workload's writes in flight (`writes`), whether it is
+    one the runtime asked to delete (`deleted`) and whether the job's start is in flight."""
+    if not writes and not deleted:
+        return _QUIET[admitted, starting]  # (most decisions)
+    return Known(
+        admitted=admitted,
+        creating="create-workload" in writes,
+        admitting="admit" in writes,
+        finishing="finish" in writes,
+        deleting=deleted or "delete-workload" in writes,
+        updating="workload-update" in writes,
+        starting=starting,
+    )
 
 
 @dataclass(frozen=True, slots=True)

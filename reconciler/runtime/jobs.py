@@ -28,7 +28,6 @@ from reconciler.integrations import (
     DeleteMismatched,
     Finish,
     Integration,
-    Known,
     MatchMemo,
     Nothing,
     Patch,
@@ -41,6 +40,7 @@ from reconciler.integrations import (
     controller_parent,
     decide,
     is_managed,
+    known_of,
     suspend_child,
 )
 from reconciler.kube import Conflict, NotFound
@@ -96,7 +96,16 @@ class Jobs:
             parent = controller_parent(job, store.integrations)
             if parent is not None and self._child(job, parent[0], parent[1]):
                 return
-        if not self._managed(meta.labels, key[0]):
+        config, namespace = ctx.config, key[0]
+        selector = config.managed_jobs_namespace_selector
+        if not is_managed(  # (as _managed, one call less)
+            meta.labels,
+            namespace,
+            manage_without_queue_name=config.manage_jobs_without_queue_name,
+            own_namespace=self.own_namespace,
+            selector=selector,
+            namespace_labels=None if selector is None else ctx.engine.cache.namespaces.get(namespace),
+        ):
             return
         wl_key = store.workload_key(job, self.kind)
         workload = store.workloads.get(wl_key)
@@ -107,15 +116,13 @@ class Jobs:
             deleted.pop(wl_key, None)  # the deleted one is gone
         if workload is not None and PRIORITY_CLASS_LABEL in meta.labels:
             self._follow_priority_label(job, workload)
-        ours = workload is not None and deleted.get(wl_key) == workload.metadata.uid  # asked to delete
-        step = decide(
-            self.integration,
-            job,
-            workload,
-            _known(ctx, self.kind, key, wl_key, ours),
-            ctx.engine.flavors,
-            self.matches,
+        known = known_of(
+            ctx.engine.is_admitted(wl_key),
+            ctx.workload_writes.purposes(wl_key),
+            deleted=workload is not None and deleted.get(wl_key) == workload.metadata.uid,
+            starting=ctx.kind_writes[self.kind].in_flight(key, "job-start"),
         )
+        step = decide(self.integration, job, workload, known, ctx.engine.flavors, self.matches)
         if not isinstance(step, Nothing):
             self._perform(job, wl_key, workload, step)
 
@@ -323,15 +330,13 @@ class Jobs:
         return True
 
     def _job_written(self, done: WriteDone) -> None:
-        ctx = self.ctx
-        action = done.action
-        key = done.key
-        if done.ok and done.body:
-            ctx.apply_job_write(key, done.body, self.integration)
+        ctx, action, key, projection = self.ctx, done.action, done.key, self.integration.projection
+        applied = ctx.apply_job_write(key, done.body, self.integration) if done.ok and done.body else None
         if done.error is not None or done.superseded:
             ctx.write_failed(done, expected=(NotFound, Conflict))
         elif action.purpose == "job-start" and done.body is not None:
-            started = msgspec.json.decode(done.body, type=self.integration.projection)
+            started = applied if applied is not None else msgspec.json.decode(done.body, type=projection)
+            self.matches.started(started.metadata)  # what starting changes is no mismatch
             owned = ctx.store.workloads.get(ctx.store.workload_key(started, self.kind))
             admission = owned.status.admission if owned is not None else None
             cq_name = admission.cluster_queue if admission is not None else ""
@@ -352,20 +357,6 @@ class Jobs:
 
     def _ref(self, job: Any) -> JobRef:
         return (self.kind, job.metadata.namespace, job.metadata.name)
-
-
-def _known(ctx: Context, kind: str, key: Key, wl_key: Key, deleted: bool) -> Known:
-    """What decide needs besides the objects (`deleted`: the Workload is one we asked to delete)."""
-    writes = ctx.workload_writes.purposes(wl_key)
-    return Known(  # admitted, creating, admitting, finishing, deleting, updating, starting
-        ctx.engine.is_admitted(wl_key),
-        "create-workload" in writes,
-        "admit" in writes,
-        "finish" in writes,
-        deleted or "delete-workload" in writes,
-        "workload-update" in writes,
-        ctx.kind_writes[kind].in_flight(key, "job-start"),
-    )
 
 
 class JobConcern(Protocol):

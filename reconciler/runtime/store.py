@@ -163,8 +163,11 @@ class Store:
 
     def pods_owner(self, ref: JobRef) -> tuple[JobRef, Any] | None:
         """The stored job whose pods a job's pods are (its parent's, for a JobSet's Job), with its ref."""
-        job = self.job(ref)
-        parent = None if job is None else self.parent(ref, job)
+        table = self.by_kind.get(ref[0])
+        job = None if table is None else table.get((ref[1], ref[2]))
+        if job is None:
+            return None
+        parent = self.parent(ref, job) if job.metadata.owner_references else None
         if parent is not None:
             ref, job = parent, self.job(parent)
         return None if job is None else (ref, job)
