@@ -122,7 +122,7 @@ class Jobs:
             deleted=workload is not None and deleted.get(wl_key) == workload.metadata.uid,
             starting=ctx.kind_writes[self.kind].in_flight(key, "job-start"),
         )
-        step = decide(self.integration, job, workload, known, ctx.engine.flavors, self.matches)
+        step = decide(self.integration, job, workload, known, ctx.engine.cache.flavors, self.matches)
         if not isinstance(step, Nothing):
             self._perform(job, wl_key, workload, step)
 

@@ -133,13 +133,13 @@ class Store:
 
     def workload_key(self, job: Any, kind: str = BATCH_JOB.kind) -> Key:
         """The key of the Workload that stands for a job of `kind` (whether it exists yet or not)."""
-        if isinstance(job, PodGroup):
-            return (job.namespace, job.name)  # named after the group, as Kueue names it
         meta = job.metadata
         ref = (kind, meta.namespace, meta.name)
-        known = self._workload_of.get(ref)
+        known = self._workload_of.get(ref)  # (never a pod group's: those are not kept below)
         if known is not None and known[0] == meta.uid:
             return known[1]
+        if isinstance(job, PodGroup):
+            return (job.namespace, job.name)  # named after the group, as Kueue names it
         integration = self.integrations[kind]
         group = integration.api_version.rpartition("/")[0]
         name = workload_name_for_job(job.metadata.name, job.metadata.uid, kind, group)
