@@ -7,7 +7,7 @@ from typing import Any
 
 from reconciler.api import Job, PodSet, pod_template_view
 from reconciler.api.resources import JOBS, Resource
-from reconciler.core.model.jobs import PODSET_LABEL, job_outcome, restore_patch, start_patch, suspend_patch
+from reconciler.core.model.jobs import PODSET_LABEL, restore_patch, start_patch, suspend_patch
 from reconciler.core.model.workloads import JOB_POD_SET, job_pod_count, workload_template
 
 from .base import Outcome, Patch, PodSetStart, SuspendableJob
@@ -79,10 +79,11 @@ class BatchJob(SuspendableJob):
         return obj.status.succeeded + (obj.status.ready or 0)
 
     def finished(self, obj: Job) -> Outcome | None:
-        if not obj.status.conditions:
-            return None  # (most Jobs, most of the time)
-        outcome = job_outcome(obj)
-        return None if outcome is None else Outcome(outcome.succeeded, outcome.message)
+        """The Job's Complete or Failed condition, if it has finished."""
+        for condition in obj.status.conditions:
+            if condition.type in ("Complete", "Failed") and condition.status == "True":
+                return Outcome(condition.type == "Complete", condition.message)
+        return None
 
     def reclaimable_pods(self, obj: Job) -> Mapping[str, int]:
         # Kueue reclaims a Job's pods only while completions exceed parallelism: not tracked here.

@@ -203,13 +203,6 @@ def pod_set_starts(
     ]
 
 
-def _is_finished(workload: Workload) -> bool:
-    for c in workload.status.conditions:  # noqa: SIM110 (a loop: no generator on a hot path)
-        if c.type == "Finished" and c.status == "True":
-            return True
-    return False
-
-
 def _mismatch(
     integration: Integration, obj: Any, workload: Workload, known: Known, memo: MatchMemo | None
 ) -> Step | None:
@@ -264,7 +257,11 @@ def decide(
         suspended = integration.is_suspended(obj)
         suspend = None if suspended or integration.stop_deletes else Patch(integration.suspend_patch(obj))
         return CreateWorkload(suspend, not known.creating)
-    finished = _is_finished(workload)
+    finished = False
+    for c in workload.status.conditions:  # its Finished condition (a loop: no call, no generator)
+        if c.type == "Finished" and c.status == "True":
+            finished = True
+            break
     if finished:
         release = integration.release_patch(obj)
         if release is not None:

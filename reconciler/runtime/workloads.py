@@ -121,7 +121,8 @@ class Workloads:
         owner = store.owner(key)
         orphaned = False
         if owner is not None:
-            job = store.job(owner)
+            table = store.by_kind.get(owner[0])
+            job = None if table is None else table.get((owner[1], owner[2]))
             # A job stopped by deletion (a pod) is gone for good once it is being deleted.
             orphaned = job is None or (
                 job.metadata.deletion_timestamp is not None and store.integrations[owner[0]].stop_deletes
