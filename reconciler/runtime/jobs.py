@@ -119,7 +119,7 @@ class Jobs:
         known = known_of(
             ctx.engine.is_admitted(wl_key),
             ctx.workload_writes.purposes(wl_key),
-            deleted=workload is not None and deleted.get(wl_key) == workload.metadata.uid,
+            deleted=wl_key in deleted and workload is not None and deleted[wl_key] == workload.metadata.uid,
             starting=ctx.kind_writes[self.kind].in_flight(key, "job-start"),
         )
         step = decide(self.integration, job, workload, known, ctx.engine.cache.flavors, self.matches)
@@ -401,7 +401,7 @@ class JobKinds:
             return  # older than our own write, already applied
         ctx.store.put_job(key, job, kind)
         if ready:
-            ref: JobRef = (kind, *key)
+            ref: JobRef = (kind, key[0], key[1])
             ctx.dirty.pods.add(ref)
             ctx.dirty.jobs.add(ref)
 

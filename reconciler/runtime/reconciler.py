@@ -217,9 +217,9 @@ class Reconciler(ReconcilerViews):
                 self.pods_ready.refresh(key)
             pods, dirty.pods = dirty.pods, set()
             for ref in pods:
-                owner = store.pods_owner(ref)  # a JobSet's Job: its pods are the JobSet's
-                if owner is not None:
-                    self.pods_ready.check_pods(store.workload_key(owner[1], owner[0][0]))
+                wl_key = store.pods_workload(ref)  # a JobSet's Job: its pods are the JobSet's
+                if wl_key is not None:
+                    self.pods_ready.check_pods(wl_key)
 
     # --- watch events -------------------------------------------------------------------
 

@@ -108,7 +108,9 @@ class Store:
 
     def put_job(self, key: Key, job: Any | None, kind: str = BATCH_JOB.kind) -> Any | None:
         """Store (or with None, forget) a job of `kind`; returns what was stored before."""
-        table = self.of_kind(kind)
+        table = self.by_kind.get(kind)
+        if table is None:
+            table = self.by_kind[kind] = {}
         if job is None:
             self._workload_of.pop((kind, *key), None)
             return table.pop(key, None)
@@ -161,8 +163,8 @@ class Store:
         found = controller_parent(job, self.integrations)
         return None if found is None else (found[0].kind, ref[1], found[1])
 
-    def pods_owner(self, ref: JobRef) -> tuple[JobRef, Any] | None:
-        """The stored job whose pods a job's pods are (its parent's, for a JobSet's Job), with its ref."""
+    def pods_workload(self, ref: JobRef) -> Key | None:
+        """The Workload a stored job's pods count for (its parent's, for a JobSet's Job)."""
         table = self.by_kind.get(ref[0])
         job = None if table is None else table.get((ref[1], ref[2]))
         if job is None:
@@ -170,7 +172,9 @@ class Store:
         parent = self.parent(ref, job) if job.metadata.owner_references else None
         if parent is not None:
             ref, job = parent, self.job(parent)
-        return None if job is None else (ref, job)
+            if job is None:
+                return None
+        return self.workload_key(job, ref[0])
 
     def children(self, ref: JobRef) -> list[JobRef]:
         """The jobs this one controls (a JobSet's Jobs), of the other enabled integrations."""
