@@ -64,7 +64,7 @@ class Jobs:
     def __init__(self, ctx: Context, integration: Integration = BATCH_JOB, own_namespace: str = "") -> None:
         self.ctx = ctx
         self.integration = integration
-        self.kind = integration.kind
+        self.kind, self.framework = integration.kind, integration.framework
         # The controller's namespace: its jobs are not managed (as kube-system's).
         self.own_namespace = own_namespace
         # Jobs whose Workload waits for a priority class, with what they were told.
@@ -81,7 +81,7 @@ class Jobs:
         ctx, store = self.ctx, self.ctx.store
         table = store.by_kind.get(self.kind)
         job = None if table is None else table.get(key)
-        if job is None or self.integration.framework not in ctx.config.frameworks:
+        if job is None or self.framework not in ctx.config.frameworks:
             return
         meta = job.metadata
         if meta.deletion_timestamp:
