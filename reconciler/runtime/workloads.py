@@ -23,7 +23,7 @@ from reconciler.core.status import condition, set_condition
 from reconciler.feed import WorkloadSources, compile_for
 
 from .context import Context
-from .patches import holds_quota, is_true
+from .patches import holds_quota
 from .store import Key
 from .workload_orphans import Orphans
 from .workload_requeue import Requeues
@@ -136,9 +136,12 @@ class Workloads:
                 self._forget(key)
             self.orphans.release_finalizer(workload)
             return True
-        if is_true(workload.status.conditions, "Finished"):
-            self._forget(key)
-            return True
+        for c in workload.status.conditions:  # its first Finished (as is_true reads it, in one call)
+            if c.type == "Finished":
+                if c.status == "True":
+                    self._forget(key)
+                    return True
+                break
         return False
 
     def _keep_admitted(self, key: Key, workload: Workload) -> None:
