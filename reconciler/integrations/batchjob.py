@@ -57,7 +57,7 @@ class BatchJob(SuspendableJob):
         return suspend_patch()
 
     def restore_pending(self, obj: Job) -> bool:
-        return _PODSET_LABEL_BYTES in bytes(obj.spec.template)
+        return bytes(obj.spec.template).find(_PODSET_LABEL_BYTES) >= 0  # (find: cheaper than `in` on bytes)
 
     def restore_patch(self, obj: Job, recorded: Sequence[PodSet]) -> Patch | None:
         original = next((ps for ps in recorded if ps.name == JOB_POD_SET), None)
