@@ -204,16 +204,15 @@ def pod_set_starts(
 
 
 def _mismatch(
-    integration: Integration,
-    obj: Any,
-    workload: Workload,
-    known: Known,
-    memo: MatchMemo | None,
-    reserved: bool,
-    lenient: bool,
+    integration: Integration, obj: Any, workload: Workload, known: Known, memo: MatchMemo | None
 ) -> Step | None:
-    """Kueue's ensureOneWorkload: a Workload that no longer matches its job is replaced
-    (`lenient`: tolerations left out of the comparison; `reserved`: the quota is held)."""
+    """Kueue's ensureOneWorkload: a Workload that no longer matches its job is replaced."""
+    reserved = known.admitted or known.admitting or workload.status.admission is not None
+    # A started job's tolerations include its flavors' until restored (Kueue ignores them while
+    # the quota is reserved, which it keeps until the job is stopped; an eviction here lets go first).
+    lenient = reserved or integration.restore_pending(obj)
+    if memo is not None and memo.matched(obj.metadata, workload.metadata, admitted=lenient):
+        return None  # neither spec changed since they last matched
     pod_sets = integration.pod_sets(obj)
     if equivalent(pod_sets, workload.spec.pod_sets, admitted=lenient):
         if memo is not None:
@@ -273,15 +272,9 @@ def decide(
     if outcome is not None:
         return Finish(outcome) if not finished and not known.finishing else NOTHING
     if not finished:
-        reserved = known.admitted or known.admitting or workload.status.admission is not None
-        # A started job's tolerations include its flavors' until restored (Kueue ignores them while
-        # the quota is reserved, which it keeps until the job is stopped; an eviction lets go first).
-        lenient = reserved or integration.restore_pending(obj)
-        # The memo: neither spec changed since they last matched (the comparison is skipped).
-        if memo is None or not memo.matched(obj.metadata, workload.metadata, admitted=lenient):
-            replace = _mismatch(integration, obj, workload, known, memo, reserved, lenient)
-            if replace is not None:
-                return replace
+        replace = _mismatch(integration, obj, workload, known, memo)
+        if replace is not None:
+            return replace
     if known.admitting:
         return NOTHING
     suspended = integration.is_suspended(obj)

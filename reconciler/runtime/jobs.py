@@ -90,7 +90,7 @@ class Jobs:
             if release is not None and self._write(job, "job-release", release):
                 ctx.dirty.workload(store.workload_key(job, self.kind))
             return
-        if self._stopped and self._stopped.get(key) == meta.uid:
+        if self._stopped.get(key) == meta.uid:
             return  # deleted at our request: nothing more until the API shows it going
         if meta.owner_references and not self.integration.top_level:
             parent = controller_parent(job, store.integrations)

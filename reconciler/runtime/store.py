@@ -104,7 +104,7 @@ class Store:
         if ref is None:
             return None
         table = self.by_kind.get(ref[0])
-        return None if table is None else table.get((ref[1], ref[2]))
+        return None if table is None else table.get(ref[1:])
 
     def put_job(self, key: Key, job: Any | None, kind: str = BATCH_JOB.kind) -> Any | None:
         """Store (or with None, forget) a job of `kind`; returns what was stored before."""
