@@ -23,7 +23,6 @@ from .decide import (
     UpdateMismatched,
     decide,
     is_managed,
-    known_of,
     pod_set_starts,
 )
 from .equivalence import MatchMemo, equivalent
@@ -61,7 +60,6 @@ __all__ = [
     "enabled",
     "equivalent",
     "is_managed",
-    "known_of",
     "pod_set_starts",
     "suspend_child",
 ]

@@ -86,7 +86,7 @@ def resolve_priority_of(
         )
     pod_class = ""
     for template in templates:
-        if bytes(template).find(b"priorityClassName") >= 0:  # most have none: skip the decode (find: no `in`)
+        if b"priorityClassName" in bytes(template):  # most templates have none: skip the decode
             pod_class = pod_template_view(template).spec.priority_class_name or ""
         if pod_class:
             break
