@@ -1,6 +1,6 @@
 """Two replicas of `reconciler run --leader-elect` on a test-bed of their own, under a flood of Jobs.
 
-Short lease settings (lease 4 s, renew deadline 3 s, retry 0.5 s). Replica a leads, b stands by.
+Short lease settings (lease 8 s, renew deadline 6 s, retry 1 s). Replica a leads, b stands by.
 During the flood:
 
 1. a is SIGKILLed: b takes over within the lease duration (plus a little slack) counted from the
@@ -46,17 +46,20 @@ from e2e.testbed import KubeClient, TestbedSpec, api_path
 
 pytestmark = [pytest.mark.testbed]
 
-LEASE_SECONDS = 4.0
+# Short enough to test a takeover in seconds, long enough that a leader on a loaded CI machine
+# (three test-beds and a flood at once) is not dropped by one slow lease PUT: with a 3 s renew
+# deadline a new leader lost the lease to one timed-out PUT in two CI runs.
+LEASE_SECONDS = 8.0
 ELECTION = [
     "--leader-elect",
     "--leader-election-namespace",
     "default",
     "--lease-duration",
-    "4s",
+    "8s",
     "--renew-deadline",
-    "3s",
+    "6s",
     "--retry-period",
-    "0.5s",
+    "1s",
 ]
 ROLE_HEADER = "X-Replica-Role"
 STANDING_BY = re.compile(r"standing by: not the leader \(leader is (?P<leader>[\w.-]+)\)")
