@@ -23,7 +23,7 @@ import pytest
 import yaml
 
 from e2e.support.deploy import ControllerProcess, install_crds
-from e2e.support.device_jobs import Jobs, claim_job, cluster_queue, job
+from e2e.support.device_jobs import Jobs, claim_job, job, pool_queues
 from e2e.support.faults import own_testbed
 from e2e.support.workloads import KUEUE
 from e2e.testbed import KubeClient, api_path
@@ -76,22 +76,7 @@ QUOTAS: dict[str, list[tuple[str, int | str]]] = {
 async def _set_up(kube: KubeClient) -> None:
     await install_crds(kube)
     for ns, quotas in QUOTAS.items():
-        await kube.create(
-            api_path("v1", "namespaces"), {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": ns}}
-        )
-        flavor = {"apiVersion": KUEUE, "kind": "ResourceFlavor", "metadata": {"name": ns}}
-        await kube.create(
-            api_path(KUEUE, "resourceflavors"), {**flavor, "spec": {"nodeLabels": {"pool": ns}}}
-        )
-        cq = cluster_queue(f"{ns}-cq", GPU, ns, 0, {})
-        group = cq["spec"]["resourceGroups"][0]
-        group["coveredResources"] = [r for r, _ in quotas]
-        group["flavors"][0]["resources"] = [{"name": r, "nominalQuota": q} for r, q in quotas]
-        await kube.create(api_path(KUEUE, "clusterqueues"), cq)
-        local_queue = {"apiVersion": KUEUE, "kind": "LocalQueue", "metadata": {"name": "lq", "namespace": ns}}
-        await kube.create(
-            api_path(KUEUE, "localqueues", ns), {**local_queue, "spec": {"clusterQueue": f"{ns}-cq"}}
-        )
+        await pool_queues(kube, ns, quotas)
     share = {
         "apiVersion": RESOURCE,
         "kind": "ResourceClaimTemplate",

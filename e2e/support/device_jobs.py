@@ -4,6 +4,7 @@ Workloads' QuotaReserved condition and their claims' allocation."""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 from e2e.support.workloads import KUEUE
@@ -115,3 +116,21 @@ class Jobs:
             return None
 
         return await wait_for(f"the claim of {ns}/{name} to be allocated", check, within=120)
+
+
+async def pool_queues(kube: KubeClient, ns: str, quotas: Sequence[tuple[str, int | str]]) -> None:
+    """Namespace `ns`, a flavor `ns` of the nodes labelled `pool: ns`, ClusterQueue `ns-cq`
+    with `quotas` in that flavor, and LocalQueue `lq` pointing at it."""
+    namespace = {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": ns}}
+    await kube.create(api_path("v1", "namespaces"), namespace)
+    flavor = {"apiVersion": KUEUE, "kind": "ResourceFlavor", "metadata": {"name": ns}}
+    await kube.create(api_path(KUEUE, "resourceflavors"), {**flavor, "spec": {"nodeLabels": {"pool": ns}}})
+    cq = cluster_queue(f"{ns}-cq", quotas[0][0], ns, 0, {})
+    group = cq["spec"]["resourceGroups"][0]
+    group["coveredResources"] = [r for r, _ in quotas]
+    group["flavors"][0]["resources"] = [{"name": r, "nominalQuota": q} for r, q in quotas]
+    await kube.create(api_path(KUEUE, "clusterqueues"), cq)
+    local_queue = {"apiVersion": KUEUE, "kind": "LocalQueue", "metadata": {"name": "lq", "namespace": ns}}
+    await kube.create(
+        api_path(KUEUE, "localqueues", ns), {**local_queue, "spec": {"clusterQueue": f"{ns}-cq"}}
+    )
