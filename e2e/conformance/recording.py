@@ -7,8 +7,9 @@ only this controller and compares it with the recording (`e2e/test_conformance.p
 A recording holds a hash of everything that decides Kueue's result: the scenario file, every
 file it applies, deletes or starts the test-bed with, its Kueue configuration, the pinned
 Kueue and Kubernetes versions (e2e/versions.env) and the snapshot's normalization
-(snapshot.py, and snapshot_pods.py for the scenarios that enable the pod framework only, so
-the others' recordings do not depend on it). When any of them changed after the recording,
+(snapshot.py, and snapshot_pods.py for the scenarios that enable the pod framework only,
+snapshot_fair.py for those with cohort fair sharing only, so the others' recordings do not
+depend on them). When any of them changed after the recording,
 the recording is stale and the check fails, naming the command that records it again.
 
 Where Kueue's own result varies from run to run, a recording keeps every distinct result
@@ -27,6 +28,7 @@ from typing import Any
 import yaml
 
 from e2e.conformance.scenario import Scenario, load_scenario
+from e2e.conformance.snapshot_fair import enables_fair_sharing
 from e2e.conformance.snapshot_pods import enables_pods
 from e2e.support.deploy import ROOT
 from e2e.testbed.paths import VERSIONS_FILE
@@ -36,6 +38,8 @@ SNAPSHOT_CODE = Path(__file__).resolve().parent / "snapshot.py"
 # The pod framework's part of a snapshot: in the hash of the scenarios that enable `pod` only,
 # so adding or changing it leaves the other scenarios' recordings fresh.
 POD_SNAPSHOT_CODE = Path(__file__).resolve().parent / "snapshot_pods.py"
+# Cohort fair sharing's part (weighted shares): in the hash of the scenarios that set fairSharing only.
+FAIR_SNAPSHOT_CODE = Path(__file__).resolve().parent / "snapshot_fair.py"
 # The pins a recording depends on: Kueue itself and the control plane it ran on.
 PINNED = ("KUEUE_VERSION", "KUEUE_MODULE_SUM", "KUBERNETES_VERSION")
 
@@ -73,9 +77,11 @@ def scenario_inputs(scenario_path: Path) -> list[Path]:
 
 def snapshot_code(scenario_path: Path) -> list[Path]:
     """The snapshot modules a scenario's checkpoints use: snapshot.py, and snapshot_pods.py
-    when its Configuration enables the pod framework."""
-    pods = enables_pods(load_scenario(scenario_path).configuration)
-    return [SNAPSHOT_CODE, *([POD_SNAPSHOT_CODE] if pods else [])]
+    when its Configuration enables the pod framework, snapshot_fair.py when it sets fairSharing."""
+    configuration = load_scenario(scenario_path).configuration
+    if enables_pods(configuration):
+        return [SNAPSHOT_CODE, POD_SNAPSHOT_CODE]
+    return [SNAPSHOT_CODE, *([FAIR_SNAPSHOT_CODE] if enables_fair_sharing(configuration) else [])]
 
 
 def inputs_hash(scenario_path: Path, pins: dict[str, str] | None = None) -> str:

@@ -20,6 +20,7 @@ from e2e.conformance.kueue import (
 from e2e.conformance.podhooks import create_namespaces, is_pod_hook, scoped_to, wait_until_pods_are_gated
 from e2e.conformance.scenario import Scenario, Wait
 from e2e.conformance.snapshot import KUEUE, take_snapshot
+from e2e.conformance.snapshot_fair import enables_fair_sharing, take_fair_snapshot
 from e2e.conformance.snapshot_pods import enables_pods, take_pod_snapshot
 from e2e.support.deploy import (
     ControllerProcess,
@@ -205,10 +206,15 @@ async def _steps(kube: KubeClient, scenario: Scenario) -> Snapshots:
 
 
 async def _snapshot(kube: KubeClient, scenario: Scenario, within: float = 30.0) -> dict[str, Any]:
-    """take_snapshot (take_pod_snapshot for a scenario with the pod framework), tried again while
+    """take_snapshot (take_pod_snapshot for a scenario with the pod framework, take_fair_snapshot
+    for one with cohort fair sharing), tried again while
     the API answers 429/503: a CRD installed a moment ago answers "storage is (re)initializing"
     (seen at a checkpoint right after the first apply)."""
-    take = take_pod_snapshot if enables_pods(scenario.configuration) else take_snapshot
+    take = take_snapshot
+    if enables_pods(scenario.configuration):
+        take = take_pod_snapshot
+    elif enables_fair_sharing(scenario.configuration):
+        take = take_fair_snapshot
     loop = asyncio.get_running_loop()
     deadline = loop.time() + within
     while True:

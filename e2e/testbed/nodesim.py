@@ -40,7 +40,13 @@ def _node_object(node: NodeSpec) -> Obj:
 
 def _node_status(node: NodeSpec, ip: str, kubelet_version: str, since: str) -> Obj:
     stamp = rfc3339()
-    resources = {"cpu": node.cpu, "memory": node.memory, "pods": str(node.pods), "ephemeral-storage": "100Gi"}
+    resources = {
+        "cpu": node.cpu,
+        "memory": node.memory,
+        "pods": str(node.pods),
+        "ephemeral-storage": "100Gi",
+        **node.extended_resources,
+    }
 
     def condition(kind: str, status: str, reason: str, message: str) -> Obj:
         return {

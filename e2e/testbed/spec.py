@@ -133,6 +133,9 @@ class NodeSpec(msgspec.Struct, frozen=True, kw_only=True, rename="camel", forbid
     pods: int = 110
     gpus: GpuSpec | None = None
     nics: list[NicSpec] = msgspec.field(default_factory=list)
+    # What a device plugin would advertise: extended resources in the node's capacity and
+    # allocatable (e.g. {example.com/gpu: "2"}), with no DRA behind them.
+    extended_resources: dict[str, str] = msgspec.field(default_factory=dict)
 
 
 class TestbedSpec(msgspec.Struct, frozen=True, kw_only=True, rename="camel", forbid_unknown_fields=True):
