@@ -1,6 +1,7 @@
 """The jobs of one integration (batch/v1 Job, or any kind in the registry): a Workload for each
 queued job, the job suspended until its Workload is admitted, started with its flavors' node
-labels, suspended and restored after an eviction, and its Workload finished when the job ends.
+labels, suspended and restored after an eviction (whose reservation ends once the job no longer
+runs: `evictions`), and its Workload finished when the job ends.
 The steps are decided by `integrations.decide`; nothing here knows a particular kind.
 """
 
@@ -48,8 +49,9 @@ from reconciler.kube import Conflict, NotFound
 from .actions import Create, Delete, MergePatch, Purpose, WriteDone
 from .context import Context
 from .events import WORKLOAD_API
+from .evictions import Evictions
 from .job_finish import JobFinish
-from .patches import api_body
+from .patches import api_body, evicting
 from .store import JobRef, Key
 
 __all__ = ["JobConcern", "JobKinds", "Jobs"]
@@ -72,6 +74,7 @@ class Jobs:
         # Workloads (by UID) we asked the API to delete because they no longer match their job.
         self._deleted: dict[Key, str] = {}
         self.finishing = JobFinish(ctx)
+        self.evictions = Evictions(ctx)
         # Jobs stopped by deletion (pods), by UID: deleted once.
         self._stopped: dict[Key, str] = {}
         # Jobs that matched their Workload, at which generations (the comparison is skipped until one moves).
@@ -102,8 +105,9 @@ class Jobs:
         if workload is not None:
             self._follow_priority_label(job, workload)
         writes = ctx.workload_writes.purposes(wl_key)
+        evicted = workload is not None and evicting(workload)
         known = Known(
-            admitted=ctx.engine.is_admitted(wl_key),
+            admitted=ctx.engine.is_admitted(wl_key) and not evicted,  # evicting: stopped, never started
             creating="create-workload" in writes,
             admitting="admit" in writes,
             finishing="finish" in writes,
@@ -114,6 +118,8 @@ class Jobs:
         )
         step = decide(self.integration, job, workload, known, ctx.engine.flavors, self.matches)
         self._perform(job, wl_key, workload, step)
+        if evicted and workload is not None and isinstance(step, (Nothing, Suspend, Restore)):
+            self.evictions.release_if_stopped(workload, self.integration, job)
 
     def _managed(self, labels: dict[str, str], namespace: str) -> bool:
         ctx = self.ctx
