@@ -87,7 +87,8 @@ def test_a_stalled_job_is_evicted_at_the_deadline_and_its_quota_goes_to_the_next
     h.event("MODIFIED", JOBS, decode(suspended, Job))
     actions = h.take()
     assert of(actions, "job-clear-start") == []  # pods still active
-    assert of(actions, "evict") == [] and of(actions, "admit") == []
+    assert of(actions, "evict") == []
+    assert of(actions, "admit") == []
     assert of(h.tick(T0 + 64), "evict") == []  # no second deadline on an evicting Workload
     # Its pod is gone (active 0): the reservation ends now (Kueue's second step).
     suspended["status"] = {"startTime": suspended["status"]["startTime"], "active": 0}
