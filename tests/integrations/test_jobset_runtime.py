@@ -9,8 +9,6 @@ from __future__ import annotations
 import dataclasses
 from typing import Any
 
-import msgspec
-
 from reconciler.api.resources import (
     CLUSTER_QUEUES,
     JOBS,
@@ -20,13 +18,12 @@ from reconciler.api.resources import (
     PODS,
     RESOURCE_CLAIM_TEMPLATES,
     RESOURCE_FLAVORS,
-    WORKLOAD_PRIORITY_CLASSES,
     WORKLOADS,
 )
 from reconciler.api.times import rfc3339
 from reconciler.config import parse_config
 from reconciler.integrations import PODSET_LABEL
-from reconciler.runtime.actions import Action, MergePatch
+from reconciler.runtime.actions import Action
 from reconciler.runtime.reconciler import Reconciler
 from tests.support.builders import cluster_queue_body, job_body
 from tests.support.jobsets import jobset_body
@@ -285,116 +282,3 @@ def test_the_pods_of_a_jobsets_jobs_make_its_workload_pods_ready() -> None:
     ready = condition(c.workloads()["JobSet/js"], "PodsReady")
     assert ready is not None
     assert ready["status"] == "True"
-
-
-PRIORITY_LABEL = "kueue.x-k8s.io/priority-class"
-ACTIVE = [{"name": "leader", "active": 1}, {"name": "workers", "active": 2}]
-STOPPED = [{"name": "leader", "active": 0}, {"name": "workers", "active": 0}]
-
-
-def preempting_queues(c: Cluster) -> None:
-    """3 GPUs, preemption within the ClusterQueue by priority; classes `low` and `high`."""
-    queues(c, gpus=3)
-    body = cluster_queue_body("cq", [("t4", {"cpu": 10, GPU: 3})])
-    body["spec"]["preemption"] = {"withinClusterQueue": "LowerPriority"}
-    c.api.change(CLUSTER_QUEUES, "", "cq", {"spec": body["spec"]})
-    for name, value in (("low", 10), ("high", 1000)):
-        c.api.add(WORKLOAD_PRIORITY_CLASSES, {"metadata": {"name": name}, "value": value})
-    c.settle()
-
-
-def running_jobset(c: Cluster, name: str, priority: str) -> None:
-    body = jobset_body(name, TWO)
-    body["metadata"]["labels"][PRIORITY_LABEL] = priority
-    c.api.add(JOBSETS, body)
-    c.settle()
-
-
-def evictions(performed: list[Action], workload: str) -> list[MergePatch]:
-    """The eviction writes (either step) to one Workload."""
-    return [a for a in performed if isinstance(a, MergePatch) and a.purpose == "evict" and a.name == workload]
-
-
-def restarted(c: Cluster) -> Cluster:
-    """A new controller process over the same API objects (its watches list them all)."""
-    fresh = Cluster()
-    fresh.now = c.now
-    fresh.api.objects = c.api.objects
-    fresh.api._rv, fresh.api._uid = c.api._rv + 1000, c.api._uid + 1000
-    for (plural, _, _), body in list(c.api.objects.items()):
-        row = fresh.api.resources.get(plural)
-        if row is not None:
-            fresh.api._watch("ADDED", row.resource, body)
-    fresh.api.sync()
-    return fresh
-
-
-def test_a_preempted_jobset_keeps_its_quota_until_its_jobs_are_no_longer_active() -> None:
-    """Kueue's two steps: the victim is Evicted and suspended, but its quota is held (the
-    preemptor waits) until no Job of it is active; then the reservation ends and the preemptor
-    is admitted."""
-    c = Cluster()
-    preempting_queues(c)
-    running_jobset(c, "low", "low")
-    assert c.jobset("low")["spec"]["suspend"] is False
-    c.api.change(JOBSETS, "ns", "low", {"status": {"replicatedJobsStatus": ACTIVE}})
-    c.settle()
-    running_jobset(c, "high", "high")
-    low = c.workloads()["JobSet/low"]
-    evicted = condition(low, "Evicted")
-    assert evicted is not None
-    assert (evicted["status"], evicted["reason"]) == ("True", "Preempted")
-    reserved = condition(low, "QuotaReserved")
-    assert reserved is not None
-    assert reserved["status"] == "True"
-    assert low["status"]["admission"] is not None
-    assert c.jobset("low")["spec"]["suspend"] is True  # stopped
-    # Its Jobs still active: the preemptor waits, the quota still the victim's.
-    assert c.jobset("high")["spec"]["suspend"] is True
-    assert c.used_gpus() == 3
-    high = c.workloads()["JobSet/high"]
-    assert high["status"].get("admission") is None
-    pending = condition(high, "QuotaReserved")
-    assert pending is not None
-    assert "Pending the preemption of 1 workload(s)" in pending["message"]
-    # One Job still active: nothing changes.
-    c.api.change(JOBSETS, "ns", "low", {"status": {"replicatedJobsStatus": STOPPED[:1] + ACTIVE[1:]}})
-    assert evictions(c.settle(), low["metadata"]["name"]) == []
-    assert c.jobset("high")["spec"]["suspend"] is True
-    # No Job active: the reservation ends with the eviction's words, the preemptor runs.
-    c.api.change(JOBSETS, "ns", "low", {"status": {"replicatedJobsStatus": STOPPED}})
-    (release,) = evictions(c.settle(), low["metadata"]["name"])
-    written = msgspec.json.decode(release.patch)
-    assert written["status"]["admission"] is None
-    for kind, status, reason in (("QuotaReserved", "False", "Pending"), ("Requeued", "True", "Preempted")):
-        found = condition(written, kind)
-        assert found is not None
-        assert (found["status"], found["reason"], found["message"]) == (status, reason, evicted["message"])
-    assert c.jobset("high")["spec"]["suspend"] is False
-    assert c.used_gpus() == 3  # now the preemptor's
-
-
-def test_a_restarted_controller_keeps_an_evicting_jobsets_quota_and_never_evicts_it_again() -> None:
-    """A new process sees the victim Evicted with its reservation: its quota is charged (the
-    preemptor still waits), no second eviction is written, and the reservation ends once its
-    Jobs are no longer active."""
-    c = Cluster()
-    preempting_queues(c)
-    running_jobset(c, "low", "low")
-    c.api.change(JOBSETS, "ns", "low", {"status": {"replicatedJobsStatus": ACTIVE}})
-    c.settle()
-    running_jobset(c, "high", "high")
-    name = c.workloads()["JobSet/low"]["metadata"]["name"]
-    fresh = restarted(c)
-    performed = fresh.settle()
-    assert evictions(performed, name) == []  # neither evicted again nor released
-    assert fresh.used_gpus() == 3
-    assert fresh.reconciler.core.is_admitted(("ns", name))
-    assert fresh.jobset("high")["spec"]["suspend"] is True
-    high = fresh.workloads()["JobSet/high"]
-    assert high["status"].get("admission") is None
-    fresh.api.change(JOBSETS, "ns", "low", {"status": {"replicatedJobsStatus": STOPPED}})
-    (release,) = evictions(fresh.settle(), name)
-    assert msgspec.json.decode(release.patch)["status"]["admission"] is None
-    assert fresh.workloads()["JobSet/low"]["status"].get("admission") is None
-    assert fresh.jobset("high")["spec"]["suspend"] is False
