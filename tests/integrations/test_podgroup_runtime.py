@@ -3,7 +3,8 @@ honoured), as Kueue v0.18.1 runs them: no Workload until the group is complete (
 ErrWorkloadCompose meanwhile), then one Workload named after the group, owned by every pod, one
 pod set per pod shape (role hash) charged through deviceClassMappings; admission ungates each
 pod with its role's flavor; an eviction marks the running pods TerminationTarget and deletes
-them; a failed pod is replaced; excess pods are deleted; the end lets go of every finalizer."""
+them, the quota kept until none runs; a failed pod is replaced; excess pods are deleted; the end
+lets go of every finalizer."""
 
 from __future__ import annotations
 
