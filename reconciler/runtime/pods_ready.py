@@ -66,10 +66,15 @@ class PodsReady:
         """An admitted workload gets its deadline (or is evicted when deactivated); others lose it."""
         ctx = self.ctx
         workload = ctx.store.workloads.get(key)
-        if workload is None or not holds_quota(workload) or evicting(workload):
-            # (An evicting one keeps its quota until its job stops: no deadline, never evicted again.)
+        if workload is None or not holds_quota(workload):
             self._unready.discard(key)
             ctx.timers.cancel(key, "pods-ready")
+            return
+        if evicting(workload):
+            # It keeps its quota until its job stops: no deadline, never evicted again; but not
+            # ready, it still holds blockAdmission back (as in Kueue's cache until it leaves).
+            ctx.timers.cancel(key, "pods-ready")
+            self._track_ready(key, workload)
             return
         if not workload.spec.active:
             limit = ctx.config.wait_for_pods_ready
@@ -81,11 +86,7 @@ class PodsReady:
         wfpr = ctx.config.wait_for_pods_ready
         if wfpr is None:
             return
-        ready = condition(workload.status.conditions, PODS_READY)
-        if ready is not None and ready.status == "True":
-            self._unready.discard(key)
-        else:
-            self._unready.add(key)
+        self._track_ready(key, workload)
         deadline = pods_ready_deadline(
             workload.status.conditions, wfpr.timeout_seconds, wfpr.recovery_timeout_seconds
         )
@@ -97,6 +98,15 @@ class PodsReady:
         if owner is not None:
             ctx.dirty.pods.add(owner)
 
+    def _track_ready(self, key: Key, workload: Workload) -> None:
+        if self.ctx.config.wait_for_pods_ready is None:
+            return
+        ready = condition(workload.status.conditions, PODS_READY)
+        if ready is not None and ready.status == "True":
+            self._unready.discard(key)
+        else:
+            self._unready.add(key)
+
     def admission_blocked(self) -> bool:
         """blockAdmission: nothing is admitted while an admitted workload is not yet ready."""
         ctx = self.ctx
@@ -105,12 +115,7 @@ class PodsReady:
             return False
         for key in list(self._unready):
             workload = ctx.store.workloads.get(key)
-            if (
-                workload is None
-                or not holds_quota(workload)
-                or evicting(workload)
-                or ctx.workload_writes.in_flight(key, "evict")
-            ):
+            if workload is None or not holds_quota(workload):
                 self._unready.discard(key)
         return bool(self._unready)
 

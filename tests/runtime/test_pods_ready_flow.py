@@ -316,6 +316,43 @@ def test_block_admission_holds_new_admissions_until_the_admitted_one_is_ready() 
     assert admit_b.name == wl_b.metadata.name
 
 
+def test_block_admission_holds_while_an_evicted_job_still_runs() -> None:
+    """An evicted Workload whose Job is still active keeps its reservation and, not ready, keeps
+    blockAdmission holding (Kueue's cache keeps it until its reservation ends): the free GPU is
+    not given to job b until job a's pods are gone."""
+    h = Clocked()
+    h.reconciler.config = parse_config(
+        {
+            "apiVersion": "config.kueue.x-k8s.io/v1beta2",
+            "kind": "Configuration",
+            "resources": {"deviceClassMappings": [{"name": GPU, "deviceClassNames": ["gpu.nvidia.com"]}]},
+            "waitForPodsReady": {"timeout": "60s", "blockAdmission": True},
+        }
+    )
+    queues(h, gpus=2)
+    h.sync_all()
+    job_a, wl_a, _ = admitted_job(h, "a")
+    job_a = started(h, job_a)
+    h.event("MODIFIED", JOBS, job_a)
+    _, wl_b, actions = admitted_job(h, "b")
+    assert of(actions, "admit") == []  # a GPU is free, but job a is not ready
+    (evict,) = of(h.tick(T0 + 61), "evict")
+    assert of(h.take(), "admit") == []  # while the eviction is written
+    evicted = h.land(evict, wl_a)
+    assert evicted.status.admission is not None  # job a is still active
+    h.event("MODIFIED", WORKLOADS, evicted)
+    assert of(h.take(), "admit") == []
+    stopped = msgspec.json.decode(msgspec.json.encode(job_a))
+    stopped["spec"]["suspend"] = True
+    stopped["status"] = {"active": 0}
+    stopped["metadata"]["resourceVersion"] = h.next_rv()
+    h.event("MODIFIED", JOBS, decode(stopped, Job))
+    (release,) = of(h.take(), "evict")
+    h.land(release, evicted)
+    admits = of(h.take(), "admit")
+    assert [a.name for a in admits] == [wl_b.metadata.name]
+
+
 def test_a_job_that_ends_at_its_deadline_is_finished_not_evicted() -> None:
     h = Clocked()
     queues(h)
