@@ -51,7 +51,7 @@ class Evictions:
         self.ctx = ctx
 
     def evict(self, workload: Workload, eviction: Eviction) -> bool:
-        """Ask for the eviction once; False when one is already in flight."""
+        """Ask for the eviction once; False when one is in flight or the Workload is evicting."""
         ctx = self.ctx
         meta = workload.metadata
         key = (meta.namespace, meta.name)
