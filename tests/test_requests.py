@@ -76,6 +76,19 @@ def test_job_controller_labels_are_dropped_from_the_template() -> None:
     assert labels == {"batch.kubernetes.io/job-name": "j", "team": "a"}
 
 
+def test_job_controller_labels_written_with_json_escapes_are_dropped_too() -> None:
+    # The template is looked into only when it may hold those keys: escapes always count as "may".
+    j = job("j")
+    template = msgspec.json.decode(j.spec.template)
+    template["metadata"] = {"labels": {"team": "a"}}
+    raw = msgspec.json.encode(template).replace(
+        b'"team"', b'"job\\u002dname":"j","controller\\u002duid":"x","team"'
+    )
+    j.spec.template = msgspec.Raw(raw)
+    labels = msgspec.json.decode(workload_for_job(j).spec.pod_sets[0].template)["metadata"]["labels"]
+    assert labels == {"team": "a"}
+
+
 def test_containers_sum_and_limits_fill_missing_requests() -> None:
     s = spec(
         {

@@ -178,7 +178,7 @@ class Engine:
         return self.queues.is_held(key)
 
     def is_admitted(self, key: WorkloadKey) -> bool:
-        return self.cache.holds(key)
+        return self.cache.ledger.holds(key)  # (QuotaCache.holds, one call less: asked on every decision)
 
     def rebuild(self, admitted: Iterable[tuple[WorkloadKey, Admission]]) -> None:
         """Recompute the ledger from admitted Workloads (start, relist)."""

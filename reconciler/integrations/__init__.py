@@ -23,6 +23,7 @@ from .decide import (
     UpdateMismatched,
     decide,
     is_managed,
+    known_of,
     pod_set_starts,
 )
 from .equivalence import MatchMemo, equivalent
@@ -60,6 +61,7 @@ __all__ = [
     "enabled",
     "equivalent",
     "is_managed",
+    "known_of",
     "pod_set_starts",
     "suspend_child",
 ]

@@ -7,7 +7,7 @@ from typing import Any
 
 from reconciler.api import Job, PodSet, pod_template_view
 from reconciler.api.resources import JOBS, Resource
-from reconciler.core.model.jobs import PODSET_LABEL, job_outcome, restore_patch, start_patch, suspend_patch
+from reconciler.core.model.jobs import PODSET_LABEL, restore_patch, start_patch, suspend_patch
 from reconciler.core.model.workloads import JOB_POD_SET, job_pod_count, workload_template
 
 from .base import Outcome, Patch, PodSetStart, SuspendableJob
@@ -49,7 +49,7 @@ class BatchJob(SuspendableJob):
         return bool(obj.spec.suspend)
 
     def start_patch(self, obj: Job, starts: Sequence[PodSetStart]) -> bytes:
-        start = next((s for s in starts if s.name == JOB_POD_SET), None) or PodSetStart(JOB_POD_SET)
+        start = _main_start(starts)
         current = pod_template_view(obj.spec.template).spec.tolerations if start.tolerations else []
         return start_patch(start.node_selector, start.labels, start.tolerations, current, start.annotations)
 
@@ -57,7 +57,7 @@ class BatchJob(SuspendableJob):
         return suspend_patch()
 
     def restore_pending(self, obj: Job) -> bool:
-        return _PODSET_LABEL_BYTES in bytes(obj.spec.template)
+        return bytes(obj.spec.template).find(_PODSET_LABEL_BYTES) >= 0  # (find: cheaper than `in` on bytes)
 
     def restore_patch(self, obj: Job, recorded: Sequence[PodSet]) -> Patch | None:
         original = next((ps for ps in recorded if ps.name == JOB_POD_SET), None)
@@ -79,8 +79,11 @@ class BatchJob(SuspendableJob):
         return obj.status.succeeded + (obj.status.ready or 0)
 
     def finished(self, obj: Job) -> Outcome | None:
-        outcome = job_outcome(obj)
-        return None if outcome is None else Outcome(outcome.succeeded, outcome.message)
+        """The Job's Complete or Failed condition, if it has finished."""
+        for condition in obj.status.conditions:
+            if condition.type in ("Complete", "Failed") and condition.status == "True":
+                return Outcome(condition.type == "Complete", condition.message)
+        return None
 
     def reclaimable_pods(self, obj: Job) -> Mapping[str, int]:
         # Kueue reclaims a Job's pods only while completions exceed parallelism: not tracked here.
@@ -88,6 +91,13 @@ class BatchJob(SuspendableJob):
 
     def owns(self, obj: Job, owner_kind: str, owner_api_version: str, owner_name: str) -> bool:
         return owner_kind == "Job" and owner_api_version == "batch/v1" and owner_name == obj.metadata.name
+
+
+def _main_start(starts: Sequence[PodSetStart]) -> PodSetStart:
+    for start in starts:
+        if start.name == JOB_POD_SET:
+            return start
+    return PodSetStart(JOB_POD_SET)
 
 
 BATCH_JOB = BatchJob()

@@ -8,7 +8,7 @@ The runtime performs the step and comes back when something changes.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping
 from dataclasses import dataclass
 from typing import Any, NamedTuple
 
@@ -38,11 +38,13 @@ __all__ = [
     "UpdateMismatched",
     "decide",
     "is_managed",
+    "known_of",
     "pod_set_starts",
 ]
 
 SYSTEM_NAMESPACE = "kube-system"
 NAMESPACE_NAME_LABEL = "kubernetes.io/metadata.name"
+_EMPTY: Mapping[str, str] = {}
 
 
 def is_managed(
@@ -90,9 +92,33 @@ class Known(NamedTuple):
     starting: bool = False  # the job's start is in flight
 
 
+# The facts while no write is in flight for the Workload, by (admitted, starting): built once.
+_QUIET = {(a, s): Known(admitted=a, starting=s) for a in (False, True) for s in (False, True)}
+
+
+def known_of(admitted: bool, writes: Collection[str], *, deleted: bool, starting: bool) -> Known:
+    """`Known` from the purposes of the Workload's writes in flight (`writes`), whether it is
+    one the runtime asked to delete (`deleted`) and whether the job's start is in flight."""
+    if not writes and not deleted:
+        return _QUIET[admitted, starting]  # (most decisions)
+    return Known(
+        admitted=admitted,
+        creating="create-workload" in writes,
+        admitting="admit" in writes,
+        finishing="finish" in writes,
+        deleting=deleted or "delete-workload" in writes,
+        updating="workload-update" in writes,
+        starting=starting,
+    )
+
+
 @dataclass(frozen=True, slots=True)
 class Nothing:
     pass
+
+
+# The one Nothing step (it has no fields): decisions return it rather than building one each time.
+NOTHING = Nothing()
 
 
 @dataclass(frozen=True, slots=True)
@@ -171,26 +197,23 @@ def pod_set_starts(
             node_selector=labels.get(ps.name, {}),
             tolerations=tolerations.get(ps.name, []),
             labels={PODSET_LABEL: ps.name},
+            annotations=_EMPTY,
         )
         for ps in pod_sets
     ]
 
 
-def _is_finished(workload: Workload) -> bool:
-    return any(c.type == "Finished" and c.status == "True" for c in workload.status.conditions)
-
-
 def _mismatch(
-    integration: Integration, obj: Any, workload: Workload, known: Known, memo: MatchMemo | None
+    integration: Integration,
+    obj: Any,
+    workload: Workload,
+    known: Known,
+    memo: MatchMemo | None,
+    reserved: bool,
+    lenient: bool,
 ) -> Step | None:
-    """Kueue's ensureOneWorkload: a Workload that no longer matches its job is replaced."""
-    reserved = known.admitted or known.admitting or workload.status.admission is not None
-    # A started job's tolerations include its flavors' until restored (Kueue ignores them while
-    # the quota is reserved, which it keeps until the job is stopped; an eviction here lets go first).
-    injected = integration.restore_pending(obj)
-    lenient = reserved or injected
-    if memo is not None and memo.matched(obj.metadata, workload.metadata, admitted=lenient):
-        return None  # neither spec changed since they last matched
+    """Kueue's ensureOneWorkload: a Workload that no longer matches its job is replaced
+    (`lenient`: tolerations left out of the comparison; `reserved`: the quota is held)."""
     pod_sets = integration.pod_sets(obj)
     if equivalent(pod_sets, workload.spec.pod_sets, admitted=lenient):
         if memo is not None:
@@ -199,13 +222,13 @@ def _mismatch(
     suspended = integration.is_suspended(obj)
     if known.deleting or known.updating or workload.metadata.deletion_timestamp:
         # On its way out or being rewritten: a running job waits suspended.
-        return Nothing() if suspended else Suspend(Patch(integration.suspend_patch(obj)))
+        return NOTHING if suspended else Suspend(Patch(integration.suspend_patch(obj)))
     if not suspended:
         return DeleteMismatched(Patch(integration.suspend_patch(obj)), delete=False)
-    if injected:
+    if integration.restore_pending(obj):
         # The templates come back as the Workload recorded them before it goes (Kueue's stopJob).
         patch = integration.restore_patch(obj, workload.spec.pod_sets)
-        return Nothing() if patch is None else Restore(patch)
+        return NOTHING if patch is None else Restore(patch)
     if not reserved:
         return UpdateMismatched(pod_sets)
     return DeleteMismatched(None, delete=True)
@@ -223,44 +246,57 @@ def decide(
 
     `memo` (kept by the caller across calls) lets the comparison of the job with its Workload
     be skipped while neither changed since they last matched; the step is the same without it.
+    (Each fact is asked of the integration only where a step depends on it.)
     """
     outcome = integration.finished(obj)
-    suspended = integration.is_suspended(obj)
-    release = integration.release_patch(obj)
     if workload is None:
         if outcome is not None:
-            return Nothing() if release is None else Release(release)
+            release = integration.release_patch(obj)
+            return NOTHING if release is None else Release(release)
         # A job stopped by deletion gets its Workload first, and is stopped only if that is
         # not admitted (Kueue's handleJobWithNoWorkload).
+        suspended = integration.is_suspended(obj)
         suspend = None if suspended or integration.stop_deletes else Patch(integration.suspend_patch(obj))
         return CreateWorkload(suspend, not known.creating)
-    finished = _is_finished(workload)
-    if release is not None and finished:
-        return Release(release)  # Kueue's finalizeJob once the Workload is finished
-    if integration.stop_deletes and workload.metadata.deletion_timestamp and outcome is None:
+    finished = False
+    for c in workload.status.conditions:  # its Finished condition (a loop: no call, no generator)
+        if c.type == "Finished" and c.status == "True":
+            finished = True
+            break
+    if finished:
+        release = integration.release_patch(obj)
+        if release is not None:
+            return Release(release)  # Kueue's finalizeJob once the Workload is finished
+    if outcome is None and workload.metadata.deletion_timestamp and integration.stop_deletes:
         # Kueue stops the job of a Workload being deleted; a pod, even a gated one, is deleted.
         return Suspend(Patch(integration.suspend_patch(obj)))
-    if outcome is None and not finished:
-        replace = _mismatch(integration, obj, workload, known, memo)
-        if replace is not None:
-            return replace
     if outcome is not None:
-        if not finished and not known.finishing:
-            return Finish(outcome)
-        return Nothing()
+        return Finish(outcome) if not finished and not known.finishing else NOTHING
+    if not finished:
+        reserved = known.admitted or known.admitting or workload.status.admission is not None
+        # A started job's tolerations include its flavors' until restored (Kueue ignores them while
+        # the quota is reserved, which it keeps until the job is stopped; an eviction lets go first).
+        lenient = reserved or integration.restore_pending(obj)
+        # The memo: neither spec changed since they last matched (the comparison is skipped).
+        if memo is None or not memo.matched(obj.metadata, workload.metadata, admitted=lenient):
+            replace = _mismatch(integration, obj, workload, known, memo, reserved, lenient)
+            if replace is not None:
+                return replace
     if known.admitting:
-        return Nothing()
-    if known.admitted and suspended:
+        return NOTHING
+    suspended = integration.is_suspended(obj)
+    if known.admitted:
         admission = workload.status.admission
-        if admission is None or known.starting:
-            # Our write succeeded but its event has not been applied yet, or the start is on its way.
-            return Nothing()
+        if not suspended or admission is None or known.starting:
+            # Running; or our write succeeded but its event has not been applied yet, or the
+            # start is on its way.
+            return NOTHING
         starts = pod_set_starts(admission, flavors, workload.spec.pod_sets)
         return Start(Patch(integration.start_patch(obj, starts)))
-    if not known.admitted and not suspended:
+    if not suspended:
         return Suspend(Patch(integration.suspend_patch(obj)))
-    if not known.admitted and suspended and workload.spec.pod_sets and integration.restore_pending(obj):
+    if workload.spec.pod_sets and integration.restore_pending(obj):
         patch = integration.restore_patch(obj, workload.spec.pod_sets)
         if patch is not None:
             return Restore(patch)
-    return Nothing()
+    return NOTHING

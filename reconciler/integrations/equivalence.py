@@ -59,6 +59,8 @@ def equivalent(job_pod_sets: Sequence[PodSet], recorded: Sequence[PodSet], *, ad
     for ours, theirs in zip(job_pod_sets, recorded, strict=True):
         if _count(ours) != _count(theirs) or ours.min_count != theirs.min_count:
             return False
+        if ours.template == theirs.template:
+            continue  # the same JSON text: the same containers and tolerations
         containers, init, tolerations = _spec_parts(ours.template)
         w_containers, w_init, w_tolerations = _spec_parts(theirs.template)
         if not _same_containers(containers, w_containers) or not _same_containers(init, w_init):
@@ -105,6 +107,16 @@ class MatchMemo:
                 workload.generation,
                 admitted,
             )
+
+    def started(self, job: ObjectMeta) -> None:
+        """Our start of the job landed, at `job.generation`. Starting changes only what a
+        comparison of an admitted job leaves out (its pod templates' node selector, labels,
+        annotations and tolerations), so a match at the generation just before is one at this
+        generation for such a comparison. Another generation between them (someone else's
+        change) leaves the entry as it was: the next decision compares."""
+        seen = self._matched.get((job.namespace, job.name))
+        if seen is not None and seen[0] == job.uid and job.generation == seen[1] + 1:
+            self._matched[(job.namespace, job.name)] = (job.uid, job.generation, seen[2], seen[3], True)
 
     def forget(self, namespace: str, name: str) -> None:
         self._matched.pop((namespace, name), None)

@@ -13,14 +13,18 @@ from reconciler.kube import NotFound
 from .actions import WriteDone
 from .context import Context
 from .patches import workload_status_write
-from .store import Key
+from .store import JobRef, Key
 
 __all__ = ["JobFinish"]
 
 
 class JobFinish:
-    def __init__(self, ctx: Context) -> None:
+    def __init__(self, ctx: Context, *, only_releases: bool = False) -> None:
         self.ctx = ctx
+        # The owner of a Workload whose finish landed is looked at again for what follows it;
+        # with `only_releases` (jobs decided by `integrations.decide`, whose one step after a
+        # finish is a Release) only when it carries a finalizer to let go of.
+        self.only_releases = only_releases
 
     def finish(self, workload: Workload, succeeded: bool, message: str) -> None:
         ctx = self.ctx
@@ -59,12 +63,20 @@ class JobFinish:
             ctx.apply_workload_write(key, done.body)
             ctx.engine.remove_workload(key)
             owner = ctx.store.owner(key)
-            if owner is not None:
+            if owner is not None and self._follows(owner):
                 ctx.dirty.jobs.add(owner)  # what follows a finish (a pod's finalizer goes)
             priority_class = priority_class_name(ctx.store.workloads.get(key))
             ctx.metrics.workload_finished(self._cluster_queue_of(key), priority_class)
         else:
             ctx.write_failed(done, expected=(NotFound,))
+
+    def _follows(self, owner: JobRef) -> bool:
+        """Whether a step may follow the finish for its job (a job without a finalizer has none:
+        its Workload's event and its own changes bring it back when anything else moves)."""
+        if not self.only_releases:
+            return True
+        integration, job = self.ctx.store.integrations.get(owner[0]), self.ctx.store.job(owner)
+        return integration is None or job is None or integration.release_patch(job) is not None
 
     def _cluster_queue_of(self, key: Key) -> str:
         workload = self.ctx.store.workloads.get(key)

@@ -29,7 +29,6 @@ from reconciler.integrations import (
     DeleteMismatched,
     Finish,
     Integration,
-    Known,
     MatchMemo,
     Nothing,
     Patch,
@@ -42,6 +41,7 @@ from reconciler.integrations import (
     controller_parent,
     decide,
     is_managed,
+    known_of,
     suspend_child,
 )
 from reconciler.kube import Conflict, NotFound
@@ -66,14 +66,14 @@ class Jobs:
     def __init__(self, ctx: Context, integration: Integration = BATCH_JOB, own_namespace: str = "") -> None:
         self.ctx = ctx
         self.integration = integration
-        self.kind = integration.kind
+        self.kind, self.framework = integration.kind, integration.framework
         # The controller's namespace: its jobs are not managed (as kube-system's).
         self.own_namespace = own_namespace
         # Jobs whose Workload waits for a priority class, with what they were told.
         self._unresolved: dict[Key, str] = {}
         # Workloads (by UID) we asked the API to delete because they no longer match their job.
         self._deleted: dict[Key, str] = {}
-        self.finishing = JobFinish(ctx)
+        self.finishing = JobFinish(ctx, only_releases=True)
         self.evictions = Evictions(ctx)
         # Jobs stopped by deletion (pods), by UID: deleted once.
         self._stopped: dict[Key, str] = {}
@@ -81,55 +81,61 @@ class Jobs:
         self.matches = MatchMemo()
 
     def reconcile(self, key: Key) -> None:
-        ctx = self.ctx
-        job = ctx.store.of_kind(self.kind).get(key)
-        if job is None or self.integration.framework not in ctx.config.frameworks:
+        ctx, store = self.ctx, self.ctx.store
+        table = store.by_kind.get(self.kind)
+        job = None if table is None else table.get(key)
+        if job is None or self.framework not in ctx.config.frameworks:
             return
-        if job.metadata.deletion_timestamp:
+        meta = job.metadata
+        if meta.deletion_timestamp:
             # Kueue's finalize: a deleted job lets go of its finalizer (its Workload is an orphan).
             release = self.integration.release_patch(job)
             if release is not None and self._write(job, "job-release", release):
-                ctx.dirty.workload(ctx.store.workload_key(job, self.kind))
+                ctx.dirty.workload(store.workload_key(job, self.kind))
             return
-        if self._stopped.get(key) == job.metadata.uid:
+        if self._stopped and self._stopped.get(key) == meta.uid:
             return  # deleted at our request: nothing more until the API shows it going
-        parent = None if self.integration.top_level else controller_parent(job, ctx.store.integrations)
-        if parent is not None and self._child(job, parent[0], parent[1]):
+        if meta.owner_references and not self.integration.top_level:
+            parent = controller_parent(job, store.integrations)
+            if parent is not None and self._child(job, parent[0], parent[1]):
+                return
+        if not self._managed(meta.labels, key[0]):
             return
-        if not self._managed(job.metadata.labels, key[0]):
-            return
-        wl_key = ctx.store.workload_key(job, self.kind)
-        workload = ctx.store.workloads.get(wl_key)
-        if workload is None or self._deleted.get(wl_key, workload.metadata.uid) != workload.metadata.uid:
-            self._deleted.pop(wl_key, None)  # the deleted one is gone
-        if workload is not None:
+        wl_key = store.workload_key(job, self.kind)
+        workload = store.workloads.get(wl_key)
+        deleted = self._deleted
+        if deleted and (
+            workload is None or deleted.get(wl_key, workload.metadata.uid) != workload.metadata.uid
+        ):
+            deleted.pop(wl_key, None)  # the deleted one is gone
+        if workload is not None and PRIORITY_CLASS_LABEL in meta.labels:
             self._follow_priority_label(job, workload)
-        writes = ctx.workload_writes.purposes(wl_key)
-        evicted = workload is not None and evicting(workload)
-        known = Known(
-            admitted=ctx.engine.is_admitted(wl_key) and not evicted,  # evicting: stopped, never started
-            creating="create-workload" in writes,
-            admitting="admit" in writes,
-            finishing="finish" in writes,
-            deleting="delete-workload" in writes
-            or (workload is not None and self._deleted.get(wl_key) == workload.metadata.uid),
-            updating="workload-update" in writes,
+        admitted = ctx.engine.is_admitted(wl_key)
+        # Evicted, its job still being stopped: never started again (its reservation ends once
+        # the job no longer runs).
+        evicted = admitted and workload is not None and evicting(workload)
+        known = known_of(
+            admitted and not evicted,
+            ctx.workload_writes.purposes(wl_key),
+            deleted=wl_key in deleted and workload is not None and deleted[wl_key] == workload.metadata.uid,
             starting=ctx.kind_writes[self.kind].in_flight(key, "job-start"),
         )
-        step = decide(self.integration, job, workload, known, ctx.engine.flavors, self.matches)
-        self._perform(job, wl_key, workload, step)
+        step = decide(self.integration, job, workload, known, ctx.engine.cache.flavors, self.matches)
+        if not isinstance(step, Nothing):
+            self._perform(job, wl_key, workload, step)
         if evicted and workload is not None and isinstance(step, (Nothing, Suspend, Restore)):
             self.evictions.release_if_stopped(workload, self.integration, job)
 
     def _managed(self, labels: dict[str, str], namespace: str) -> bool:
-        ctx = self.ctx
+        ctx, config = self.ctx, self.ctx.config
+        selector = config.managed_jobs_namespace_selector
         return is_managed(
             labels,
             namespace,
-            manage_without_queue_name=ctx.config.manage_jobs_without_queue_name,
+            manage_without_queue_name=config.manage_jobs_without_queue_name,
             own_namespace=self.own_namespace,
-            selector=ctx.config.managed_jobs_namespace_selector,
-            namespace_labels=ctx.engine.cache.namespaces.get(namespace),
+            selector=selector,
+            namespace_labels=None if selector is None else ctx.engine.cache.namespaces.get(namespace),
         )
 
     def _child(self, job: Any, parent_kind: Integration, parent_name: str) -> bool:
@@ -324,15 +330,13 @@ class Jobs:
         return True
 
     def _job_written(self, done: WriteDone) -> None:
-        ctx = self.ctx
-        action = done.action
-        key = done.key
-        if done.ok and done.body:
-            ctx.apply_job_write(key, done.body, self.integration)
+        ctx, action, key, projection = self.ctx, done.action, done.key, self.integration.projection
+        applied = ctx.apply_job_write(key, done.body, self.integration) if done.ok and done.body else None
         if done.error is not None or done.superseded:
             ctx.write_failed(done, expected=(NotFound, Conflict))
         elif action.purpose == "job-start" and done.body is not None:
-            started = msgspec.json.decode(done.body, type=self.integration.projection)
+            started = applied if applied is not None else msgspec.json.decode(done.body, type=projection)
+            self.matches.started(started.metadata)  # what starting changes is no mismatch
             owned = ctx.store.workloads.get(ctx.store.workload_key(started, self.kind))
             admission = owned.status.admission if owned is not None else None
             cq_name = admission.cluster_queue if admission is not None else ""
@@ -397,7 +401,7 @@ class JobKinds:
             return  # older than our own write, already applied
         ctx.store.put_job(key, job, kind)
         if ready:
-            ref: JobRef = (kind, *key)
+            ref: JobRef = (kind, key[0], key[1])
             ctx.dirty.pods.add(ref)
             ctx.dirty.jobs.add(ref)
 

@@ -258,7 +258,8 @@ class PodsReady:
         if isinstance(job, PodGroup):
             started = (index.pods.get((owner[1], p.metadata.name)) for p in job.pods)
             return [p for p in started if p is not None]
-        if self.ctx.store.integrations[owner[0]].resource == PODS:
+        resource = self.ctx.store.integrations[owner[0]].resource
+        if resource.plural == PODS.plural and resource == PODS:  # (the plural first: cheaper)
             own = index.pods.get((owner[1], owner[2]))  # a plain pod is its own job's pod
             pods += [] if own is None else [own]
         for child in self.ctx.store.children(owner):

@@ -202,7 +202,7 @@ class Reconciler(ReconcilerViews):
 
     def _drain(self) -> None:
         """Process the dirty marks in the loop's fixed order."""
-        dirty, store = self.ctx.dirty, self.ctx.store
+        dirty, store, concerns = self.ctx.dirty, self.ctx.store, self.job_kinds.concerns
         for _ in range(MAX_ROUNDS):
             if not dirty.pending():
                 return
@@ -211,16 +211,15 @@ class Reconciler(ReconcilerViews):
                 self.workload_sync.sync(key, own_write=own_write)
             jobs, dirty.jobs = dirty.jobs, set()
             for ref in jobs:
-                self.job_kinds.reconcile(ref)
+                concerns[ref[0]].reconcile((ref[1], ref[2]))  # (JobKinds.reconcile, one call less)
             tracked, dirty.pods_ready = dirty.pods_ready, set()
             for key in tracked:
                 self.pods_ready.refresh(key)
             pods, dirty.pods = dirty.pods, set()
             for ref in pods:
-                ref = store.parent(ref) or ref  # a JobSet's Job: its pods are the JobSet's
-                job = store.job(ref)
-                if job is not None:
-                    self.pods_ready.check_pods(store.workload_key(job, ref[0]))
+                wl_key = store.pods_workload(ref)  # a JobSet's Job: its pods are the JobSet's
+                if wl_key is not None:
+                    self.pods_ready.check_pods(wl_key)
 
     # --- watch events -------------------------------------------------------------------
 

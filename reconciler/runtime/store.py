@@ -8,7 +8,7 @@ looked up afterwards.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -78,6 +78,11 @@ class Store:
     # Job -> (its UID, its Workload's key); Workload key -> its owning job.
     _workload_of: dict[JobRef, tuple[str, Key]] = field(default_factory=dict)
     _job_of: dict[Key, JobRef] = field(default_factory=dict)
+    # The job that owns a stored Workload: the index's own lookup (no Python call on hot paths).
+    owner: Callable[[Key], JobRef | None] = field(init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        self.owner = self._job_of.get
 
     def put_cohort(self, name: str, cohort: Cohort | None) -> bool:
         """Keep (or forget) a Cohort object; True when only its status changed."""
@@ -96,12 +101,16 @@ class Store:
         return self.by_kind.setdefault(kind, {})
 
     def job(self, ref: JobRef | None) -> Any | None:
-        table = None if ref is None else self.by_kind.get(ref[0])
-        return None if table is None or ref is None else table.get((ref[1], ref[2]))
+        if ref is None:
+            return None
+        table = self.by_kind.get(ref[0])
+        return None if table is None else table.get((ref[1], ref[2]))
 
     def put_job(self, key: Key, job: Any | None, kind: str = BATCH_JOB.kind) -> Any | None:
         """Store (or with None, forget) a job of `kind`; returns what was stored before."""
-        table = self.of_kind(kind)
+        table = self.by_kind.get(kind)
+        if table is None:
+            table = self.by_kind[kind] = {}
         if job is None:
             self._workload_of.pop((kind, *key), None)
             return table.pop(key, None)
@@ -126,12 +135,13 @@ class Store:
 
     def workload_key(self, job: Any, kind: str = BATCH_JOB.kind) -> Key:
         """The key of the Workload that stands for a job of `kind` (whether it exists yet or not)."""
+        meta = job.metadata
+        ref = (kind, meta.namespace, meta.name)
+        known = self._workload_of.get(ref)  # (never a pod group's: those are not kept below)
+        if known is not None and known[0] == meta.uid:
+            return known[1]
         if isinstance(job, PodGroup):
             return (job.namespace, job.name)  # named after the group, as Kueue names it
-        ref = (kind, job.metadata.namespace, job.metadata.name)
-        known = self._workload_of.get(ref)
-        if known is not None and known[0] == job.metadata.uid:
-            return known[1]
         integration = self.integrations[kind]
         group = integration.api_version.rpartition("/")[0]
         name = workload_name_for_job(job.metadata.name, job.metadata.uid, kind, group)
@@ -140,14 +150,31 @@ class Store:
             self._workload_of[ref] = (job.metadata.uid, wl_key)
         return wl_key
 
-    def parent(self, ref: JobRef) -> JobRef | None:
-        """The job of another enabled integration that controls this one (a Job's JobSet)."""
-        job = self.job(ref)
+    def parent(self, ref: JobRef, job: Any | None = None) -> JobRef | None:
+        """The job of another enabled integration that controls this one (a Job's JobSet);
+        `job`: the stored job of `ref`, when the caller has it."""
+        if job is None:
+            job = self.job(ref)
+        if job is None or not job.metadata.owner_references:
+            return None  # (a job without owners has no parent)
         integration = self.integrations.get(ref[0])
-        if job is None or integration is None or integration.top_level:
+        if integration is None or integration.top_level:
             return None
         found = controller_parent(job, self.integrations)
         return None if found is None else (found[0].kind, ref[1], found[1])
+
+    def pods_workload(self, ref: JobRef) -> Key | None:
+        """The Workload a stored job's pods count for (its parent's, for a JobSet's Job)."""
+        table = self.by_kind.get(ref[0])
+        job = None if table is None else table.get((ref[1], ref[2]))
+        if job is None:
+            return None
+        parent = self.parent(ref, job) if job.metadata.owner_references else None
+        if parent is not None:
+            ref, job = parent, self.job(parent)
+            if job is None:
+                return None
+        return self.workload_key(job, ref[0])
 
     def children(self, ref: JobRef) -> list[JobRef]:
         """The jobs this one controls (a JobSet's Jobs), of the other enabled integrations."""
@@ -165,10 +192,6 @@ class Store:
                 if parent is not None and parent[0] is integration and parent[1] == ref[2]:
                     found.append((kind, namespace, name))
         return found
-
-    def owner(self, workload_key: Key) -> JobRef | None:
-        """The job that owns a stored Workload."""
-        return self._job_of.get(workload_key)
 
     def job_key(self, workload_key: Key) -> Key | None:
         """The (namespace, name) of the job that owns a stored Workload."""

@@ -43,10 +43,10 @@ class StoppedQueues:
     def drain(self, workload: Workload) -> None:
         """An admitted Workload whose ClusterQueue is HoldAndDrain is evicted (asked for once)."""
         admission = workload.status.admission
+        if admission is None or self._stop_policy(admission.cluster_queue) != HOLD_AND_DRAIN:
+            return  # (the policy first: it is the rarer)
         conditions = workload.status.conditions
-        if admission is None or not is_true(conditions, "Admitted") or is_true(conditions, "Evicted"):
-            return
-        if self._stop_policy(admission.cluster_queue) != HOLD_AND_DRAIN:
+        if not is_true(conditions, "Admitted") or is_true(conditions, "Evicted"):
             return
         if self.evictions.evict(workload, Eviction(CLUSTER_QUEUE_STOPPED, STOPPED_MESSAGE)):
             meta = workload.metadata

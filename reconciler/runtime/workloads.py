@@ -23,7 +23,7 @@ from reconciler.core.status import condition, set_condition
 from reconciler.feed import WorkloadSources, compile_for
 
 from .context import Context
-from .patches import evicting, holds_quota, is_true
+from .patches import evicting, holds_quota
 from .store import Key
 from .workload_orphans import Orphans
 from .workload_requeue import Requeues
@@ -120,16 +120,16 @@ class Workloads:
 
     def _let_go(self, key: Key, workload: Workload) -> bool:
         """Its Job is gone, it is being deleted or it finished: out of the core. True if so."""
-        owner = self.ctx.store.owner(key)
-        job = self.ctx.store.job(owner)
-        # A job stopped by deletion (a pod) is gone for good once it is being deleted.
-        orphaned = owner is not None and (
-            job is None
-            or (
-                job.metadata.deletion_timestamp is not None
-                and self.ctx.store.integrations[owner[0]].stop_deletes
+        store = self.ctx.store
+        owner = store.owner(key)
+        orphaned = False
+        if owner is not None:
+            table = store.by_kind.get(owner[0])
+            job = None if table is None else table.get((owner[1], owner[2]))
+            # A job stopped by deletion (a pod) is gone for good once it is being deleted.
+            orphaned = job is None or (
+                job.metadata.deletion_timestamp is not None and store.integrations[owner[0]].stop_deletes
             )
-        )
         if orphaned or workload.metadata.deletion_timestamp:
             # As Kueue, an orphan not yet being deleted is first finished (OwnerNotFound), which
             # returns its quota; one being deleted keeps its quota until the API no longer shows it.
@@ -139,9 +139,12 @@ class Workloads:
                 self._forget(key)
             self.orphans.release_finalizer(workload)
             return True
-        if is_true(workload.status.conditions, "Finished"):
-            self._forget(key)
-            return True
+        for c in workload.status.conditions:  # its first Finished (as is_true reads it, in one call)
+            if c.type == "Finished":
+                if c.status == "True":
+                    self._forget(key)
+                    return True
+                break
         return False
 
     def _keep_admitted(self, key: Key, workload: Workload) -> None:

@@ -9,7 +9,15 @@ import msgspec
 
 from reconciler.api import Job, ObjectMeta, PodSet, Workload, WorkloadSpec
 from reconciler.api.resources import JOBS
-from reconciler.integrations import BATCH_JOB, Known, MatchMemo, Nothing, UpdateMismatched, decide
+from reconciler.integrations import (
+    BATCH_JOB,
+    DeleteMismatched,
+    Known,
+    MatchMemo,
+    Nothing,
+    UpdateMismatched,
+    decide,
+)
 from reconciler.integrations.batchjob import BatchJob
 from tests.support.memory_cluster import Cluster
 
@@ -124,3 +132,50 @@ def test_over_the_api_a_new_parallelism_reaches_the_workload_and_a_deleted_job_i
     c.api.delete(JOBS, "ns", "a")
     c.settle()
     assert len(memo) == 0
+
+
+def test_our_start_landing_one_generation_on_keeps_the_match_for_an_admitted_job() -> None:
+    memo, kind = MatchMemo(), CountingJob()
+    recorded = workload(BATCH_JOB.pod_sets(job()))
+    admitted = Known(admitted=True)
+    # Matched while pending (tolerations compared too), then admitted and started.
+    assert isinstance(decide(kind, job(), recorded, Known(), {}, memo), Nothing)
+    assert isinstance(decide(kind, job(), recorded, admitted, {}, memo), Nothing)
+    assert kind.built == 1
+    # The start's response: the flavor's tolerations in, one generation on; no second comparison.
+    memo.started(job(generation=2, tolerations=True).metadata)
+    assert isinstance(
+        decide(kind, job(generation=2, tolerations=True), recorded, admitted, {}, memo), Nothing
+    )
+    assert kind.built == 1
+    # It holds only where tolerations are left out: without the quota they are compared again.
+    step = decide(kind, job(generation=2, tolerations=True), recorded, Known(), {}, memo)
+    assert isinstance(step, UpdateMismatched)
+    assert kind.built == 2
+
+
+def test_a_start_landing_after_someone_elses_change_is_compared_again() -> None:
+    memo = MatchMemo()
+    recorded = workload(BATCH_JOB.pod_sets(job()))
+    admitted = Known(admitted=True)
+    assert isinstance(decide(BATCH_JOB, job(), recorded, admitted, {}, memo), Nothing)
+    # Parallelism raised (generation 2) before our start landed (generation 3): a mismatch.
+    memo.started(job(generation=3, parallelism=3).metadata)
+    step = decide(BATCH_JOB, job(generation=3, parallelism=3), recorded, admitted, {}, memo)
+    assert isinstance(step, DeleteMismatched)
+    # A start of another job of that name (a new UID) is no match either.
+    memo.started(job(uid="j-2", generation=2, parallelism=3).metadata)
+    step = decide(BATCH_JOB, job(uid="j-2", generation=2, parallelism=3), recorded, admitted, {}, memo)
+    assert isinstance(step, DeleteMismatched)
+
+
+def test_over_the_api_a_started_job_is_not_compared_again_for_its_own_start() -> None:
+    c = Cluster()
+    c.queues(gpus=1)
+    kind = CountingJob()
+    c.reconciler.job_kinds.by_kind["Job"].integration = kind
+    c.submit("a")
+    assert c.job("a")["spec"]["suspend"] is False
+    assert c.job("a")["metadata"]["generation"] == 2  # the start moved it
+    # Built for the Workload, then compared once (before admission); the start is no change.
+    assert kind.built == 2

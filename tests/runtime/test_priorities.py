@@ -79,3 +79,23 @@ def test_a_missing_workload_priority_class_holds_the_workload_and_says_why() -> 
     add_class(h, "urgent", 5000)
     (create,) = of(h.take(), "create-workload")
     assert msgspec.json.decode(create.body)["spec"]["priority"] == 5000
+
+
+def test_a_jobs_changed_priority_class_label_moves_its_workloads_priority() -> None:
+    # The Workload is looked at for the label only when the Job carries it: a Job that gains it
+    # still moves its Workload.
+    h = Harness()
+    queues(h)
+    add_class(h, "high", 1000)
+    h.sync_all()
+    job = gpu_job(h, "train")
+    workload = queued(h, job)
+    assert (workload.spec.priority, workload.spec.priority_class_ref) == (0, None)
+    h.event("ADDED", WORKLOADS, workload)
+    h.take()
+    job.metadata.labels["kueue.x-k8s.io/priority-class"] = "high"
+    h.event("MODIFIED", JOBS, job)
+    (update,) = of(h.take(), "workload-priority")
+    patch = msgspec.json.decode(update.patch)
+    assert patch["spec"]["priority"] == 1000
+    assert patch["spec"]["priorityClassRef"]["name"] == "high"

@@ -1,13 +1,12 @@
 """What the controller does to batch/v1 Jobs, as plain data.
 
-Which Jobs are managed, when one has finished, and the merge patches that
+Which Jobs are managed, and the merge patches that
 suspend a Job or start it on its flavors' nodes.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
 
 import msgspec
 
@@ -17,32 +16,16 @@ from .workloads import QUEUE_NAME_LABEL
 
 __all__ = [
     "PODSET_LABEL",
-    "JobOutcome",
     "is_managed",
-    "job_outcome",
     "restore_patch",
     "start_patch",
     "suspend_patch",
 ]
 
 
-@dataclass(frozen=True, slots=True)
-class JobOutcome:
-    succeeded: bool
-    message: str
-
-
 def is_managed(job: Job, *, manage_without_queue_name: bool = False) -> bool:
     """A Job is ours when it names a queue (or, if configured, always)."""
     return QUEUE_NAME_LABEL in job.metadata.labels or manage_without_queue_name
-
-
-def job_outcome(job: Job) -> JobOutcome | None:
-    """The Job's Complete or Failed condition, if it has finished."""
-    for condition in job.status.conditions:
-        if condition.type in ("Complete", "Failed") and condition.status == "True":
-            return JobOutcome(condition.type == "Complete", condition.message)
-    return None
 
 
 PODSET_LABEL = "kueue.x-k8s.io/podset"
