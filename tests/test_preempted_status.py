@@ -4,9 +4,10 @@ Kueue v0.18.1's conditions when it is evicted, and when it is admitted again."""
 from __future__ import annotations
 
 from reconciler.api import Condition, WorkloadStatus
+from reconciler.core.eviction_status import evicted_workload_status
 from reconciler.core.scheduling.preemption import IN_CLUSTER_QUEUE
 from reconciler.core.scheduling.scheduler import Admit
-from reconciler.core.status import admitted_workload_status, evicted_workload_status
+from reconciler.core.status import admitted_workload_status
 
 EVICTED_AT, ADMITTED_AT = "2026-01-01T00:00:01Z", "2026-01-01T00:00:09Z"
 MESSAGE = "Preempted to accommodate a workload (UID: u, JobUID: j) due to ..."
@@ -30,7 +31,6 @@ def _preempted() -> WorkloadStatus:
         requests=[],
         now=EVICTED_AT,
         generation=3,
-        requeued=True,
         preempted_reason=IN_CLUSTER_QUEUE,
     )
 

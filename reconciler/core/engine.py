@@ -146,6 +146,12 @@ class Engine:
         if charge is not None:
             self._freed(charge)
 
+    def keep_evicting(self, key: WorkloadKey) -> None:
+        """Its eviction is written but its job still runs: it keeps its quota until the
+        reservation ends, and is the first preemption candidate, never asked to go again."""
+        if self.cache.holds(key):
+            self.cache.evicting.add(key)
+
     def remove_workload(self, key: WorkloadKey) -> None:
         """The workload finished or was deleted: forget it and return its quota."""
         self.admission_lost(key)

@@ -40,11 +40,11 @@ __all__ = [
     "cluster_queue_status",
     "cohort_status",
     "condition",
-    "evicted_workload_status",
     "local_queue_status",
     "pending_workload_status",
     "resource_requests",
     "set_condition",
+    "waiting_for_start",
 ]
 
 QUOTA_RESERVED = "QuotaReserved"
@@ -112,7 +112,7 @@ def resource_requests(info: WorkloadInfo) -> list[PodSetRequest]:
     ]
 
 
-def _waiting_for_start(conditions: list[Condition], now: str, generation: int | None) -> list[Condition]:
+def waiting_for_start(conditions: list[Condition], now: str, generation: int | None) -> list[Condition]:
     """PodsReady as it stands whenever a workload (re)starts its wait for pods."""
     return set_condition(
         conditions,
@@ -142,7 +142,7 @@ def admitted_workload_status(
             message = f"Previously: {active.message}"
             conditions = set_condition(conditions, kind, "False", "QuotaReserved", message, now, generation)
     if pods_ready:
-        conditions = _waiting_for_start(conditions, now, generation)
+        conditions = waiting_for_start(conditions, now, generation)
     conditions = set_condition(
         conditions,
         QUOTA_RESERVED,
@@ -349,44 +349,6 @@ def afs_ranking(state: Engine, namespace: str, name: str) -> str:
     return (
         f"score {score:.6g} (weighted usage over weight {weight:g}); place {place} of {len(peers)} "
         f"LocalQueues in ClusterQueue {cluster_queue}, lowest score admitted first"
-    )
-
-
-def evicted_workload_status(
-    previous: WorkloadStatus,
-    *,
-    reason: str,
-    message: str,
-    requeue_state: RequeueState | None,
-    requests: list[PodSetRequest],
-    now: str,
-    generation: int | None = None,
-    pods_ready: bool = False,
-    requeued: bool = False,
-    preempted_reason: str | None = None,
-) -> WorkloadStatus:
-    """Evicted and its quota given back in one write: the API never shows it holding quota after.
-
-    `requeued`: Requeued=True (Kueue sets it for a preemption), else False with the eviction's reason;
-    `preempted_reason`: a preemption's victim, Preempted=True with this reason (InClusterQueue, ...)."""
-    conditions = set_condition(previous.conditions, EVICTED, "True", reason, message, now, generation)
-    conditions = set_condition(conditions, QUOTA_RESERVED, "False", "Pending", message, now, generation)
-    conditions = set_condition(
-        conditions, ADMITTED, "False", "NoReservation", "The workload has no reservation", now, generation
-    )
-    conditions = set_condition(
-        conditions, REQUEUED, "True" if requeued else "False", reason, message, now, generation
-    )
-    if pods_ready:
-        conditions = _waiting_for_start(conditions, now, generation)
-    if preempted_reason is not None:
-        # Without observedGeneration, as Kueue v0.18.1 sets it.
-        conditions = set_condition(conditions, PREEMPTED, "True", preempted_reason, message, now)
-    return WorkloadStatus(
-        conditions=conditions,
-        admission=None,
-        requeue_state=requeue_state,
-        resource_requests=requests,
     )
 
 

@@ -1,8 +1,12 @@
-"""Evicting an admitted Workload: one status write ends its reservation; its quota returns, its Job
-is stopped and restored, and Events are posted only once that write has landed.
+"""Evicting an admitted Workload, in Kueue v0.18.1's two steps: Evicted=True is written while the
+reservation is kept, its job is stopped, and only once the job no longer runs (its integration's
+`is_active`) is the reservation ended and its quota returned (`release`, asked for by the job's
+concern). A job not running at the eviction gets both steps in one write. Events are posted
+only once the eviction has landed.
 
-Shared by the concerns that evict (waitForPodsReady, preemption); each says what its eviction
-is and what to do when it lands or fails.
+Shared by the concerns that evict (waitForPodsReady, preemption, a stopped ClusterQueue); each
+says what its eviction is and what to do when it lands or fails. While a Workload is evicting it
+counts in its ClusterQueue's usage and is the first preemption candidate, never evicted again.
 """
 
 from __future__ import annotations
@@ -10,17 +14,20 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 from functools import partial
+from typing import Any
 
 import structlog
 
 from reconciler.api import RequeueState, Workload
+from reconciler.core.eviction_status import evicted_workload_status, unreserved_workload_status
 from reconciler.core.primitives.priority import priority_class_name
-from reconciler.core.status import evicted_workload_status, resource_requests
+from reconciler.core.status import resource_requests
+from reconciler.integrations import Integration
 from reconciler.integrations.podgroup import PodGroup
 
 from .actions import WriteDone
 from .context import EXPECTED_MISSES, Context
-from .patches import status_patch, workload_status_write
+from .patches import evicting, status_patch, workload_status_write
 from .store import Key
 
 __all__ = ["Eviction", "Evictions"]
@@ -34,7 +41,6 @@ class Eviction:
     message: str
     underlying_cause: str = ""  # for the eviction metric
     requeue_state: RequeueState | None = None  # None: keep the Workload's own
-    requeued: bool = False  # Requeued=True (preemption), else False with the eviction's reason
     preempted_reason: str | None = None  # sets Preempted=True with this reason (InClusterQueue, ...)
     on_landed: Callable[[Key], None] | None = None
     on_failed: Callable[[Key], None] | None = None
@@ -45,14 +51,15 @@ class Evictions:
         self.ctx = ctx
 
     def evict(self, workload: Workload, eviction: Eviction) -> bool:
-        """Ask for the eviction once; False when one is already in flight."""
+        """Ask for the eviction once; False when one is in flight or the Workload is evicting."""
         ctx = self.ctx
         meta = workload.metadata
         key = (meta.namespace, meta.name)
-        if ctx.workload_writes.in_flight(key, "evict"):
-            return False
+        if ctx.workload_writes.in_flight(key, "evict") or evicting(workload):
+            return False  # (an evicting Workload is never evicted again)
         info = ctx.engine.workload(key)
         now, generation = ctx.clock(), meta.generation or None
+        running = self._job_active(key)
         status = evicted_workload_status(
             workload.status,
             reason=eviction.reason,
@@ -62,20 +69,27 @@ class Evictions:
             now=now,
             generation=generation,
             pods_ready=ctx.tracks_pods_ready(key),
-            requeued=eviction.requeued,
             preempted_reason=eviction.preempted_reason,
+            keep_reservation=running,
         )
         ctx.write(
             workload_status_write(
                 "evict",
                 (meta.namespace, meta.name),
                 status_patch(status, meta.resource_version),
-                partial(self._done, eviction=eviction),
+                partial(self._done, eviction=eviction, released=not running),
             )
         )
         return True
 
-    def _done(self, done: WriteDone, *, eviction: Eviction) -> None:
+    def _job_active(self, key: Key) -> bool:
+        """Whether the Workload's job still runs (some of its pods), by its integration."""
+        store = self.ctx.store
+        owner = store.owner(key)
+        job = store.job(owner)
+        return owner is not None and job is not None and store.integrations[owner[0]].is_active(job)
+
+    def _done(self, done: WriteDone, *, eviction: Eviction, released: bool) -> None:
         ctx = self.ctx
         key = done.key
         if not done.ok or done.body is None:
@@ -94,10 +108,13 @@ class Evictions:
         )
         # Until this write's own event, an older one must not look like it is still admitted.
         ctx.apply_workload_write(key, done.body, until_seen=True)
-        ctx.engine.remove_workload(key)
+        if released:
+            ctx.engine.remove_workload(key)
+        else:
+            ctx.engine.keep_evicting(key)  # its quota stays until its job no longer runs
         if eviction.on_landed is not None:
             eviction.on_landed(key)
-        ctx.dirty.workload(key, own_write=True)  # queued again (after a backoff, if any)
+        ctx.dirty.workload(key, own_write=True)  # queued again (after a backoff, if any) once released
         workload = ctx.store.workloads.get(key)
         if workload is None:
             return
@@ -109,3 +126,34 @@ class Evictions:
             ctx.events.emit(job, "Normal", "Stopped", eviction.message)
         if owner is not None:
             ctx.dirty.jobs.add(owner)
+
+    def release_if_stopped(self, workload: Workload, integration: Integration, job: Any) -> None:
+        """An evicting Workload whose job (of `integration`) no longer runs, and has not ended
+        (its Workload is finished instead): its reservation ends."""
+        if evicting(workload) and integration.finished(job) is None and not integration.is_active(job):
+            self.release(workload)
+
+    def release(self, workload: Workload) -> None:
+        """The second step of an eviction whose job no longer runs: the reservation ends (Kueue's
+        words from the Evicted condition) and, once that lands, the quota returns."""
+        ctx = self.ctx
+        meta = workload.metadata
+        key = (meta.namespace, meta.name)
+        if ctx.workload_writes.in_flight(key, "evict"):
+            return
+        status = unreserved_workload_status(workload.status, ctx.clock(), meta.generation or None)
+        ctx.write(
+            workload_status_write("evict", key, status_patch(status, meta.resource_version), self._released)
+        )
+
+    def _released(self, done: WriteDone) -> None:
+        ctx = self.ctx
+        key = done.key
+        if not done.ok or done.body is None:
+            # Asked again when the Workload's (or its job's) next event is looked at.
+            ctx.write_failed(done, expected=EXPECTED_MISSES)
+            ctx.dirty.workload(key)
+            return
+        ctx.apply_workload_write(key, done.body, until_seen=True)
+        ctx.engine.remove_workload(key)
+        ctx.dirty.workload(key, own_write=True)  # queued again (after a backoff, if any)

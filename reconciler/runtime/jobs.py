@@ -1,6 +1,7 @@
 """The jobs of one integration (batch/v1 Job, or any kind in the registry): a Workload for each
 queued job, the job suspended until its Workload is admitted, started with its flavors' node
-labels, suspended and restored after an eviction, and its Workload finished when the job ends.
+labels, suspended and restored after an eviction (whose reservation ends once the job no longer
+runs: `evictions`), and its Workload finished when the job ends.
 The steps are decided by `integrations.decide`; nothing here knows a particular kind.
 """
 
@@ -48,8 +49,9 @@ from reconciler.kube import Conflict, NotFound
 from .actions import Create, Delete, MergePatch, Purpose, WriteDone
 from .context import Context
 from .events import WORKLOAD_API
+from .evictions import Evictions
 from .job_finish import JobFinish
-from .patches import api_body
+from .patches import api_body, evicting
 from .store import JobRef, Key
 
 __all__ = ["JobConcern", "JobKinds", "Jobs"]
@@ -72,6 +74,7 @@ class Jobs:
         # Workloads (by UID) we asked the API to delete because they no longer match their job.
         self._deleted: dict[Key, str] = {}
         self.finishing = JobFinish(ctx, only_releases=True)
+        self.evictions = Evictions(ctx)
         # Jobs stopped by deletion (pods), by UID: deleted once.
         self._stopped: dict[Key, str] = {}
         # Jobs that matched their Workload, at which generations (the comparison is skipped until one moves).
@@ -96,16 +99,7 @@ class Jobs:
             parent = controller_parent(job, store.integrations)
             if parent is not None and self._child(job, parent[0], parent[1]):
                 return
-        config, namespace = ctx.config, key[0]
-        selector = config.managed_jobs_namespace_selector
-        if not is_managed(  # (as _managed, one call less)
-            meta.labels,
-            namespace,
-            manage_without_queue_name=config.manage_jobs_without_queue_name,
-            own_namespace=self.own_namespace,
-            selector=selector,
-            namespace_labels=None if selector is None else ctx.engine.cache.namespaces.get(namespace),
-        ):
+        if not self._managed(meta.labels, key[0]):
             return
         wl_key = store.workload_key(job, self.kind)
         workload = store.workloads.get(wl_key)
@@ -116,8 +110,12 @@ class Jobs:
             deleted.pop(wl_key, None)  # the deleted one is gone
         if workload is not None and PRIORITY_CLASS_LABEL in meta.labels:
             self._follow_priority_label(job, workload)
+        admitted = ctx.engine.is_admitted(wl_key)
+        # Evicted, its job still being stopped: never started again (its reservation ends once
+        # the job no longer runs).
+        evicted = admitted and workload is not None and evicting(workload)
         known = known_of(
-            ctx.engine.is_admitted(wl_key),
+            admitted and not evicted,
             ctx.workload_writes.purposes(wl_key),
             deleted=wl_key in deleted and workload is not None and deleted[wl_key] == workload.metadata.uid,
             starting=ctx.kind_writes[self.kind].in_flight(key, "job-start"),
@@ -125,6 +123,8 @@ class Jobs:
         step = decide(self.integration, job, workload, known, ctx.engine.cache.flavors, self.matches)
         if not isinstance(step, Nothing):
             self._perform(job, wl_key, workload, step)
+        if evicted and workload is not None and isinstance(step, (Nothing, Suspend, Restore)):
+            self.evictions.release_if_stopped(workload, self.integration, job)
 
     def _managed(self, labels: dict[str, str], namespace: str) -> bool:
         ctx, config = self.ctx, self.ctx.config

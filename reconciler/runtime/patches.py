@@ -21,6 +21,7 @@ from .actions import MergePatch, OnDone, Purpose
 __all__ = [
     "api_body",
     "cluster_queue_status_patch",
+    "evicting",
     "holds_quota",
     "is_true",
     "same_cluster_queue_status",
@@ -50,6 +51,11 @@ def holds_quota(workload: Workload) -> bool:
         elif c.type == "Finished" and finished is None:
             finished = c.status == "True"
     return bool(reserved) and not finished
+
+
+def evicting(workload: Workload) -> bool:
+    """Evicted while its quota is still reserved: its job is being stopped (Kueue's first step)."""
+    return holds_quota(workload) and is_true(workload.status.conditions, "Evicted")
 
 
 def _same_conditions(a: list[Condition], b: list[Condition]) -> bool:

@@ -4,7 +4,8 @@ Managed pods that name a group are kept here by group (and in the store as a `Po
 `GROUP_KIND`, so the shared parts find the job of the group's Workload). Each pass decides the
 group's steps with `integrations.podgroup_plan` and performs them: the Workload created once the
 group is complete, its owners and `WaitingForReplacementPods` kept up to date, its pods started,
-stopped, released or deleted (`podgroup_writes`), and the Workload finished or deleted.
+stopped, released or deleted (`podgroup_writes`), and the Workload finished or deleted. An
+evicted group's reservation ends once none of its pods runs (`evictions`).
 """
 
 from __future__ import annotations
@@ -29,6 +30,7 @@ from reconciler.kube import Conflict, NotFound
 from .actions import Create, Delete, MergePatch, WriteDone
 from .context import EXPECTED_MISSES, Context
 from .events import WORKLOAD_API
+from .evictions import Evictions
 from .job_finish import JobFinish
 from .patches import api_body, workload_status_write
 from .podgroup_writes import GroupPodWrites
@@ -57,6 +59,7 @@ class PodGroups:
         self.own_namespace = own_namespace
         self.pod_writes = GroupPodWrites(ctx, self._applied)
         self.finishing = JobFinish(ctx)
+        self.evictions = Evictions(ctx)
         # Group -> its managed pods by name; pod -> its group.
         self._members: dict[Key, dict[str, ManagedPod]] = {}
         self._group_of: dict[Key, Key] = {}
@@ -153,6 +156,8 @@ class PodGroups:
         )
         plan = plan_group(group, workload, known, ctx.engine.flavors, now=ctx.clock())
         self._perform(group, workload, plan)
+        if workload is not None and not (known.finishing or known.deleting) and plan.finish is None:
+            self.evictions.release_if_stopped(workload, POD_GROUP, group)  # an eviction's second step
 
     def _perform(self, group: PodGroup, workload: Workload | None, plan: GroupPlan) -> None:
         self._tell(group, plan)

@@ -2,8 +2,8 @@
 deadlines, eviction (or deactivation) when a deadline passes, and blockAdmission.
 
 Deadlines come from the conditions' transition times, so a restarted
-controller keeps them. An eviction is one status write that ends the
-reservation; the quota leaves the core only when that write has landed.
+controller keeps them. An eviction (`evictions`) keeps the quota while the job still runs; an
+evicting Workload has no deadline and is never evicted again.
 """
 
 from __future__ import annotations
@@ -41,7 +41,7 @@ from reconciler.integrations.podgroup import GROUP_KIND, PodGroup
 from .actions import MergePatch, OnDone, Purpose, WriteDone
 from .context import EXPECTED_MISSES, Context
 from .evictions import Eviction, Evictions
-from .patches import holds_quota, status_patch, workload_status_write
+from .patches import evicting, holds_quota, status_patch, workload_status_write
 from .store import JobRef, Key
 
 __all__ = ["PodsReady"]
@@ -70,6 +70,12 @@ class PodsReady:
             self._unready.discard(key)
             ctx.timers.cancel(key, "pods-ready")
             return
+        if evicting(workload):
+            # It keeps its quota until its job stops: no deadline, never evicted again; but not
+            # ready, it still holds blockAdmission back (as in Kueue's cache until it leaves).
+            ctx.timers.cancel(key, "pods-ready")
+            self._track_ready(key, workload)
+            return
         if not workload.spec.active:
             limit = ctx.config.wait_for_pods_ready
             reason, message = deactivation_reason(
@@ -80,11 +86,7 @@ class PodsReady:
         wfpr = ctx.config.wait_for_pods_ready
         if wfpr is None:
             return
-        ready = condition(workload.status.conditions, PODS_READY)
-        if ready is not None and ready.status == "True":
-            self._unready.discard(key)
-        else:
-            self._unready.add(key)
+        self._track_ready(key, workload)
         deadline = pods_ready_deadline(
             workload.status.conditions, wfpr.timeout_seconds, wfpr.recovery_timeout_seconds
         )
@@ -96,6 +98,15 @@ class PodsReady:
         if owner is not None:
             ctx.dirty.pods.add(owner)
 
+    def _track_ready(self, key: Key, workload: Workload) -> None:
+        if self.ctx.config.wait_for_pods_ready is None:
+            return
+        ready = condition(workload.status.conditions, PODS_READY)
+        if ready is not None and ready.status == "True":
+            self._unready.discard(key)
+        else:
+            self._unready.add(key)
+
     def admission_blocked(self) -> bool:
         """blockAdmission: nothing is admitted while an admitted workload is not yet ready."""
         ctx = self.ctx
@@ -104,7 +115,7 @@ class PodsReady:
             return False
         for key in list(self._unready):
             workload = ctx.store.workloads.get(key)
-            if workload is None or not holds_quota(workload) or ctx.workload_writes.in_flight(key, "evict"):
+            if workload is None or not holds_quota(workload):
                 self._unready.discard(key)
         return bool(self._unready)
 
@@ -117,6 +128,7 @@ class PodsReady:
         if (
             workload is None
             or not holds_quota(workload)
+            or evicting(workload)
             or ctx.workload_writes.in_flight(key, *_SETTLING)
             or ctx.workload_writes.awaiting(key)
         ):
@@ -197,7 +209,7 @@ class PodsReady:
         ctx = self.ctx
         wfpr = ctx.config.wait_for_pods_ready
         workload = ctx.store.workloads.get(key)
-        if wfpr is None or workload is None or not holds_quota(workload):
+        if wfpr is None or workload is None or not holds_quota(workload) or evicting(workload):
             return
         if ctx.workload_writes.in_flight(key, "admit", "evict", "deactivate", "finish"):
             return  # a Job that has ended is finished by its write, never evicted
@@ -272,7 +284,7 @@ class PodsReady:
         *,
         underlying_cause: str,
     ) -> None:
-        """Evict: one status write ends the reservation; the quota returns when it lands."""
+        """Evict (`evictions`: the quota returns once the job no longer runs)."""
         eviction = Eviction(
             reason,
             message,

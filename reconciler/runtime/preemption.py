@@ -36,7 +36,6 @@ class Preemption:
             eviction = Eviction(
                 PREEMPTED,
                 message,
-                requeued=True,
                 preempted_reason=target.reason,
                 on_failed=ctx.engine.eviction_failed,
             )

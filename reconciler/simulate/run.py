@@ -33,6 +33,7 @@ from reconciler.api.pods import ManagedPod
 from reconciler.core.devices.dra_extended import ExtendedResources
 from reconciler.core.devices.inventory import DeviceInventory
 from reconciler.core.engine import Engine
+from reconciler.core.eviction_status import evicted_workload_status
 from reconciler.core.model.workloads import (
     DEVICE_CHARGES_ANNOTATION,
     FIRST_AVAILABLE_ANNOTATION,
@@ -54,7 +55,6 @@ from reconciler.core.status import (
     admitted_workload_status,
     cluster_queue_status,
     condition,
-    evicted_workload_status,
     pending_workload_status,
     resource_requests,
     set_condition,
@@ -363,7 +363,6 @@ def _final_status(workload: Workload, info: WorkloadInfo, trail: Sequence[Step],
                 requests=resource_requests(info),
                 now=now,
                 generation=generation,
-                requeued=True,
                 preempted_reason=step.reason,
             )
         if isinstance(step, Admit) and step.charged:

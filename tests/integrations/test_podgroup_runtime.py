@@ -3,7 +3,8 @@ honoured), as Kueue v0.18.1 runs them: no Workload until the group is complete (
 ErrWorkloadCompose meanwhile), then one Workload named after the group, owned by every pod, one
 pod set per pod shape (role hash) charged through deviceClassMappings; admission ungates each
 pod with its role's flavor; an eviction marks the running pods TerminationTarget and deletes
-them; a failed pod is replaced; excess pods are deleted; the end lets go of every finalizer."""
+them, the quota kept until none runs; a failed pod is replaced; excess pods are deleted; the end
+lets go of every finalizer."""
 
 from __future__ import annotations
 
@@ -147,6 +148,13 @@ def test_a_two_shape_group_has_a_pod_set_per_shape_each_charged_through_its_clai
         assert c.pod(name)["metadata"]["labels"][PODSET_LABEL] == role(c, name)
 
 
+def stopped(c: Cluster, *names: str) -> None:
+    """The kubelet has stopped the (deleted) pods: no longer Running."""
+    for name in names:
+        c.api.change(PODS, "ns", name, {"status": {"phase": "Failed"}})
+    c.settle()
+
+
 def test_a_pods_ready_timeout_marks_the_running_pods_termination_target_and_deletes_them() -> None:
     c = Cluster()
     queues(c, gpus=2)
@@ -162,7 +170,7 @@ def test_a_pods_ready_timeout_marks_the_running_pods_termination_target_and_dele
     evicted = condition(workload(c), "Evicted")
     assert evicted is not None
     assert evicted["reason"] == "PodsReadyTimeout"
-    assert c.used_gpus() == 0
+    assert c.used_gpus() == 2  # its pods still run: the quota is kept until they stop (Kueue)
     for name in ("p1", "p2"):
         pod = c.pod(name)
         target = condition(pod, TERMINATION_TARGET)
@@ -178,6 +186,15 @@ def test_a_pods_ready_timeout_marks_the_running_pods_termination_target_and_dele
     waiting = condition(workload(c), "WaitingForReplacementPods")
     assert waiting is not None
     assert (waiting["status"], waiting["reason"]) == ("True", "PodsReadyTimeout")
+    stopped(c, "p1", "p2")
+    assert c.used_gpus() == 0
+    reserved = condition(workload(c), "QuotaReserved")
+    assert reserved is not None
+    assert (reserved["status"], reserved["reason"], reserved["message"]) == (
+        "False",
+        "Pending",
+        evicted["message"],
+    )
 
 
 def test_a_higher_priority_workload_preempts_the_group_whose_pods_are_deleted() -> None:
@@ -206,6 +223,10 @@ def test_a_higher_priority_workload_preempts_the_group_whose_pods_are_deleted() 
             preempted["message"],
         )
         assert c.pod(name)["metadata"]["deletionTimestamp"]
+    # Deleted but still running (Kueue's finalizer holds them): the group keeps its quota.
+    assert ADMISSION_GATE in gates(c.pod("urgent"))
+    assert c.used_gpus() == 2
+    stopped(c, "p1", "p2")
     assert gates(c.pod("urgent")) == []  # the quota went to the preemptor
 
 

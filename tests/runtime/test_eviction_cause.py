@@ -67,7 +67,7 @@ def stalled(pod: Pod | None, claim: ResourceClaim | None) -> tuple[str, list[tup
     actions = h.tick(T0 + 61)
     (evict,) = of(actions, "evict")
     evicted = h.land(evict, workload)
-    assert evicted.status.admission is None
+    assert evicted.status.admission is not None  # its Job's pod is active: kept until it stops
     status, reason, message = conditions(evict)["Evicted"]
     assert (status, reason) == ("True", "PodsReadyTimeout")  # Kueue's reason, whatever the cause
     return message, events(h.take())

@@ -37,6 +37,8 @@ GPU_CLAIM = {"name": "g", "resourceClaimTemplateName": "gpu"}
 
 
 def test_a_stalled_job_is_evicted_at_the_deadline_and_its_quota_goes_to_the_next() -> None:
+    """Kueue's two steps: Evicted=True while the Job's pods are still active (the quota kept, the
+    next Job not admitted), then the reservation ends once `status.active` is 0."""
     h = Clocked()
     queues(h)
     h.sync_all()
@@ -56,15 +58,15 @@ def test_a_stalled_job_is_evicted_at_the_deadline_and_its_quota_goes_to_the_next
     message = f"Exceeded the PodsReady timeout ns/{wl_a.metadata.name}"
     got = conditions(evict)
     assert got["Evicted"] == ("True", "PodsReadyTimeout", message)
-    assert got["QuotaReserved"] == ("False", "Pending", message)
-    assert got["Admitted"][0] == "False"
-    assert got["Requeued"] == ("False", "PodsReadyTimeout", message)
-    assert body["status"]["admission"] is None
+    # The Job still has an active pod: the reservation is kept (Kueue's first step).
+    assert got["QuotaReserved"][0] == "True"
+    assert got["Admitted"][0] == "True"
+    assert "Requeued" not in got
+    assert body["status"]["admission"] is not None
     assert body["status"]["requeueState"]["count"] == 1
     requeue_at = epoch(body["status"]["requeueState"]["requeueAt"])
     assert requeue_at is not None
     assert T0 + 70 <= requeue_at <= T0 + 72
-    # The quota is held until the eviction is written: the API never shows two holders.
     assert h.reconciler.core.ledger.used("cq", ("t4", GPU)) == 1
     assert of(h.take(), "admit") == []
     evicted = h.land(evict, wl_a)
@@ -72,20 +74,42 @@ def test_a_stalled_job_is_evicted_at_the_deadline_and_its_quota_goes_to_the_next
     assert ("EvictedDueToPodsReadyTimeout", message) in events(actions)
     assert ("Stopped", message) in events(actions)
     assert of(actions, "job-suspend")
-    (admit_b,) = of(actions, "admit")
-    assert admit_b.name == wl_b.metadata.name
+    # Landed, but the Job's pods still run: the quota stays with it, job b waits.
+    assert of(actions, "admit") == []
+    assert h.reconciler.core.ledger.used("cq", ("t4", GPU)) == 1
+    assert h.reconciler.core.is_admitted(("ns", wl_a.metadata.name))
     h.event("MODIFIED", WORKLOADS, evicted)
-    # Suspended by the Job controller's side: startTime cleared, then the template restored.
+    assert of(h.take(), "admit") == []
+    # Suspended by the Job controller's side, its pod still terminating (active 1).
     suspended = msgspec.json.decode(msgspec.json.encode(job_a))
     suspended["spec"]["suspend"] = True
     suspended["metadata"]["resourceVersion"] = h.next_rv()
     h.event("MODIFIED", JOBS, decode(suspended, Job))
-    assert of(h.take(), "job-clear-start") == []  # pods still active
+    actions = h.take()
+    assert of(actions, "job-clear-start") == []  # pods still active
+    assert of(actions, "evict") == []
+    assert of(actions, "admit") == []
+    assert of(h.tick(T0 + 64), "evict") == []  # no second deadline on an evicting Workload
+    # Its pod is gone (active 0): the reservation ends now (Kueue's second step).
     suspended["status"] = {"startTime": suspended["status"]["startTime"], "active": 0}
     suspended["metadata"]["resourceVersion"] = h.next_rv()
     h.event("MODIFIED", JOBS, decode(suspended, Job))
-    (clear,) = of(h.take(), "job-clear-start")
+    actions = h.take()
+    (release,) = of(actions, "evict")
+    got = conditions(release)
+    assert got["Evicted"] == ("True", "PodsReadyTimeout", message)
+    assert got["QuotaReserved"] == ("False", "Pending", message)
+    assert got["Admitted"][0] == "False"
+    assert got["Requeued"] == ("False", "PodsReadyTimeout", message)
+    assert msgspec.json.decode(release.patch)["status"]["admission"] is None
+    assert msgspec.json.decode(release.patch)["status"]["requeueState"]["count"] == 1
+    (clear,) = of(actions, "job-clear-start")
     assert clear.subresource == "status"
+    assert h.reconciler.core.ledger.used("cq", ("t4", GPU)) == 1  # until the write lands
+    evicted = h.land(release, evicted)
+    (admit_b,) = of(h.take(), "admit")
+    assert admit_b.name == wl_b.metadata.name
+    h.event("MODIFIED", WORKLOADS, evicted)
     suspended["status"] = {}
     suspended["metadata"]["resourceVersion"] = h.next_rv()
     h.reconciler.handle(WriteDone(clear, body=msgspec.json.encode(suspended)))
@@ -188,15 +212,26 @@ def test_a_pod_not_ready_for_longer_than_the_recovery_timeout_evicts_the_workloa
     message = f"Exceeded the PodsReady timeout ns/{wl_a.metadata.name}"
     got = conditions(evict)
     assert got["Evicted"] == ("True", "PodsReadyTimeout", message)
-    assert got["QuotaReserved"] == ("False", "Pending", message)
-    assert got["Requeued"] == ("False", "PodsReadyTimeout", message)
+    assert got["QuotaReserved"][0] == "True"  # its Job's pod still runs: kept until it stops
     body = msgspec.json.decode(evict.patch)["status"]
-    assert body["admission"] is None
+    assert body["admission"] is not None
     assert body["requeueState"]["count"] == 1
-    h.land(evict, wl_a)
+    wl_a = h.land(evict, wl_a)
     actions = h.take()
     assert ("EvictedDueToPodsReadyTimeout", message) in events(actions)
     assert of(actions, "job-suspend")
+    assert h.reconciler.core.ledger.used("cq", ("t4", GPU)) == 1
+    # The Job is suspended and its pod gone: the reservation ends.
+    stopped = msgspec.json.decode(msgspec.json.encode(started(h, job_a)))
+    stopped["spec"]["suspend"] = True
+    stopped["status"] = {"active": 0}
+    h.event("MODIFIED", JOBS, decode(stopped, Job))
+    (release,) = of(h.take(), "evict")
+    got = conditions(release)
+    assert got["QuotaReserved"] == ("False", "Pending", message)
+    assert got["Requeued"] == ("False", "PodsReadyTimeout", message)
+    assert msgspec.json.decode(release.patch)["status"]["admission"] is None
+    h.land(release, wl_a)
     assert h.reconciler.core.ledger.used("cq", ("t4", GPU)) == 0
     labels = {
         "cluster_queue": "cq",
@@ -279,6 +314,43 @@ def test_block_admission_holds_new_admissions_until_the_admitted_one_is_ready() 
     h.land(ready, wl_a)
     (admit_b,) = of(h.take(), "admit")
     assert admit_b.name == wl_b.metadata.name
+
+
+def test_block_admission_holds_while_an_evicted_job_still_runs() -> None:
+    """An evicted Workload whose Job is still active keeps its reservation and, not ready, keeps
+    blockAdmission holding (Kueue's cache keeps it until its reservation ends): the free GPU is
+    not given to job b until job a's pods are gone."""
+    h = Clocked()
+    h.reconciler.config = parse_config(
+        {
+            "apiVersion": "config.kueue.x-k8s.io/v1beta2",
+            "kind": "Configuration",
+            "resources": {"deviceClassMappings": [{"name": GPU, "deviceClassNames": ["gpu.nvidia.com"]}]},
+            "waitForPodsReady": {"timeout": "60s", "blockAdmission": True},
+        }
+    )
+    queues(h, gpus=2)
+    h.sync_all()
+    job_a, wl_a, _ = admitted_job(h, "a")
+    job_a = started(h, job_a)
+    h.event("MODIFIED", JOBS, job_a)
+    _, wl_b, actions = admitted_job(h, "b")
+    assert of(actions, "admit") == []  # a GPU is free, but job a is not ready
+    (evict,) = of(h.tick(T0 + 61), "evict")
+    assert of(h.take(), "admit") == []  # while the eviction is written
+    evicted = h.land(evict, wl_a)
+    assert evicted.status.admission is not None  # job a is still active
+    h.event("MODIFIED", WORKLOADS, evicted)
+    assert of(h.take(), "admit") == []
+    stopped = msgspec.json.decode(msgspec.json.encode(job_a))
+    stopped["spec"]["suspend"] = True
+    stopped["status"] = {"active": 0}
+    stopped["metadata"]["resourceVersion"] = h.next_rv()
+    h.event("MODIFIED", JOBS, decode(stopped, Job))
+    (release,) = of(h.take(), "evict")
+    h.land(release, evicted)
+    admits = of(h.take(), "admit")
+    assert [a.name for a in admits] == [wl_b.metadata.name]
 
 
 def test_a_job_that_ends_at_its_deadline_is_finished_not_evicted() -> None:
