@@ -113,7 +113,9 @@ class Jobs:
         admitted = ctx.engine.is_admitted(wl_key)
         # Evicted, its job still being stopped: never started again (its reservation ends once
         # the job no longer runs).
-        evicted = admitted and workload is not None and evicting(workload)
+        evicted = (
+            admitted and wl_key in ctx.engine.cache.evicting and workload is not None and evicting(workload)
+        )
         known = known_of(
             admitted and not evicted,
             ctx.workload_writes.purposes(wl_key),

@@ -55,7 +55,15 @@ def holds_quota(workload: Workload) -> bool:
 
 def evicting(workload: Workload) -> bool:
     """Evicted while its quota is still reserved: its job is being stopped (Kueue's first step)."""
-    return holds_quota(workload) and is_true(workload.status.conditions, "Evicted")
+    return holds_quota(workload) and evicted(workload)
+
+
+def evicted(workload: Workload) -> bool:
+    """Its first Evicted condition is True (with `holds_quota` known: whether it is `evicting`)."""
+    for c in workload.status.conditions:
+        if c.type == "Evicted":
+            return c.status == "True"
+    return False
 
 
 def _same_conditions(a: list[Condition], b: list[Condition]) -> bool:

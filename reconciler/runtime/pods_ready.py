@@ -41,7 +41,7 @@ from reconciler.integrations.podgroup import GROUP_KIND, PodGroup
 from .actions import MergePatch, OnDone, Purpose, WriteDone
 from .context import EXPECTED_MISSES, Context
 from .evictions import Eviction, Evictions
-from .patches import evicting, holds_quota, status_patch, workload_status_write
+from .patches import evicted, holds_quota, status_patch, workload_status_write
 from .store import JobRef, Key
 
 __all__ = ["PodsReady"]
@@ -70,7 +70,7 @@ class PodsReady:
             self._unready.discard(key)
             ctx.timers.cancel(key, "pods-ready")
             return
-        if evicting(workload):
+        if evicted(workload):  # (holds its quota: evicting)
             # It keeps its quota until its job stops: no deadline, never evicted again; but not
             # ready, it still holds blockAdmission back (as in Kueue's cache until it leaves).
             ctx.timers.cancel(key, "pods-ready")
@@ -128,7 +128,7 @@ class PodsReady:
         if (
             workload is None
             or not holds_quota(workload)
-            or evicting(workload)
+            or evicted(workload)
             or ctx.workload_writes.in_flight(key, *_SETTLING)
             or ctx.workload_writes.awaiting(key)
         ):
@@ -209,7 +209,7 @@ class PodsReady:
         ctx = self.ctx
         wfpr = ctx.config.wait_for_pods_ready
         workload = ctx.store.workloads.get(key)
-        if wfpr is None or workload is None or not holds_quota(workload) or evicting(workload):
+        if wfpr is None or workload is None or not holds_quota(workload) or evicted(workload):
             return
         if ctx.workload_writes.in_flight(key, "admit", "evict", "deactivate", "finish"):
             return  # a Job that has ended is finished by its write, never evicted

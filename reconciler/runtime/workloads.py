@@ -23,7 +23,7 @@ from reconciler.core.status import condition, set_condition
 from reconciler.feed import WorkloadSources, compile_for
 
 from .context import Context
-from .patches import evicting, holds_quota
+from .patches import evicted, holds_quota
 from .store import Key
 from .workload_orphans import Orphans
 from .workload_requeue import Requeues
@@ -99,7 +99,7 @@ class Workloads:
         if holds_quota(workload):
             self.stopped.drain(workload)
             self._keep_admitted(key, workload)
-            if evicting(workload):
+            if evicted(workload):  # (holds its quota: evicting)
                 # Also after a restart: it keeps its quota until its job is seen no longer running.
                 ctx.engine.keep_evicting(key)
             return
