@@ -7,9 +7,20 @@ import datetime as dt
 __all__ = ["epoch", "now_rfc3339", "rfc3339", "rfc3339_micro"]
 
 
+# The last second formatted and its text: asked for on every condition and Event written, the
+# same second is formatted once.
+_last_second: list[tuple[int, str]] = [(-1, "")]
+
+
 def now_rfc3339() -> str:
     """Now, to the second, as Kubernetes writes condition and event times."""
-    return dt.datetime.now(dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+    now = dt.datetime.now(dt.UTC)
+    second = int(now.timestamp())
+    last = _last_second[0]
+    if last[0] != second:
+        last = (second, now.strftime("%Y-%m-%dT%H:%M:%SZ"))
+        _last_second[0] = last
+    return last[1]
 
 
 def rfc3339(seconds: float) -> str:

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import re
 from fractions import Fraction
+from functools import lru_cache
 from math import ceil
 
 __all__ = [
@@ -45,7 +46,14 @@ def parse_quantity(value: str | int) -> Fraction:
         raise QuantityError(f"{value!r} is not a quantity")
     if isinstance(value, int):
         return Fraction(value)
-    text = str(value).strip()
+    return _parse_text(str(value).strip())
+
+
+@lru_cache(maxsize=4096)
+def _parse_text(text: str) -> Fraction:
+    """parse_quantity of a string (a pure function of it, asked for the same few quantities
+    again and again: cached)."""
+    value = text
     match = _QUANTITY.match(text)
     if match is None:
         raise QuantityError(f'{value!r} is not a quantity (expected e.g. "1", "500m", "16Gi")')
@@ -73,6 +81,7 @@ def _is_binary(resource: str) -> bool:
     return resource in _BINARY_RESOURCES or resource.startswith("hugepages-") or resource.endswith("-memory")
 
 
+@lru_cache(maxsize=4096)
 def format_amount(resource: str, amount: int) -> str:
     """Render an amount the way the API (and Kueue's messages) show it."""
     if resource == CPU:
