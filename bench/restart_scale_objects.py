@@ -97,7 +97,7 @@ def plan(layout: Layout) -> Plan:
         count[q] += 1
     queues: list[QueuePlan] = []
     for q, total in enumerate(count):
-        pending = max(1, round(total * layout.pending_percent / 100))
+        pending = min(total - 1, max(1, round(total * layout.pending_percent / 100)))
         admitted = total - pending
         spaces = tuple(namespace_name(q, n) for n in range(layout.namespaces_per_queue))
         quota = (admitted + layout.free_slots) * layout.cpu_milli
