@@ -162,6 +162,7 @@ class Restart:
     first_admission: float
     fitting_admitted: float | None
     admitted: int
+    workload_writes: int
     cpu_at: dict[str, float]
     hwm_mib_at: dict[str, float]
     exit_code: int | None
@@ -206,6 +207,7 @@ async def restart(bed: Testbed, kube: KubeClient, p: Plan, within: float) -> Res
         first_admission=first - spawned,
         fitting_admitted=max(watch.admitted_at.values()) - spawned if all_in else None,
         admitted=len(watch.admitted_at),
+        workload_writes=watch.events,
         cpu_at=cpu,
         hwm_mib_at=hwm,
         exit_code=code,
@@ -246,7 +248,8 @@ def report(
     lines.append(f"  ratio first admission / bare list (median): {r.first_admission / bare:.2f} (goal: <= 2)")
     lines.append(
         f"  pending Workloads admitted in all: {r.admitted} (that fit: {p.fitting}; {counted} "
-        f"{SETTLE:.0f} s after the last admission)"
+        f"{SETTLE:.0f} s after the last admission); Workload updates the watch saw from the "
+        f"spawn to then: {r.workload_writes}"
     )
     return lines
 
