@@ -160,20 +160,28 @@ async def measure(kube: KubeClient, args: argparse.Namespace, shape: Shape, pid:
         watches += [loading, waiting]  # (cancelled if the other fails)
         await asyncio.wait([loading, waiting], return_when=asyncio.FIRST_EXCEPTION)
         created_in = await loading
-        await waiting
+        try:
+            await waiting
+        except TimeoutError as err:
+            print(f"== {err}: the figures below are of the finished ones", flush=True)
         cpu = cpu_seconds(pid) - cpu_before
+        ended = time.time()
         hwm = vm_hwm_kib(pid)
         await asyncio.sleep(2.0)  # the ClusterQueues' last status writes (their usage back to 0)
     finally:
         for task in watches:
             task.cancel()
         await asyncio.gather(*watches, return_exceptions=True)
-    last = max(t.finished_at or 0.0 for t in runner.tracked.values())
+    finished = runner.finished()
+    last = (
+        max(t.finished_at or 0.0 for t in runner.tracked.values()) if finished == shape.workloads else ended
+    )
     return Result(
         shape=shape.name,
         scale=shape.scale,
         manager=args.manager,
         workloads=shape.workloads,
+        finished=finished,
         wall=last - began,
         created_in=created_in,
         classes=class_figures(runner.tracked.values()),

@@ -33,7 +33,8 @@ class Result:
     scale: float
     manager: str
     workloads: int
-    wall: float  # s, first POST -> last Finished seen
+    finished: int  # all of them, unless --within ran out
+    wall: float  # s, first POST -> last Finished seen (or --within ran out)
     created_in: float  # s, first POST -> last POST returned
     classes: list[ClassFigures]
     usage_percent: float  # Kueue's checker's ClusterQueue usage
@@ -76,16 +77,18 @@ def class_figures(tracked: Iterable[Tracked]) -> list[ClassFigures]:
 
 
 def result_lines(r: Result) -> list[str]:
+    done = f"{r.workloads}" if r.finished == r.workloads else f"only {r.finished} of {r.workloads}"
     lines = [
-        f"== {r.manager}, shape {r.shape} at 1/{r.scale:g}: {r.workloads} Workloads finished in "
+        f"== {r.manager}, shape {r.shape} at 1/{r.scale:g}: {done} Workloads finished in "
         f"{r.wall:.1f}s wall (created over {r.created_in:.1f}s); ClusterQueue usage {r.usage_percent:.1f}% "
         f"(Kueue's checker); runner patches {r.runner_patches}",
         f"  manager: CPU {r.cpu:.1f}s, peak RSS {r.rss_mib:.0f} MiB, "
         f"{r.requests_per_workload():.2f} API requests per Workload",
-        "  | class | Workloads | time to admission mean / p50 / p90 (s) | evictions |",
+        "  | class | Workloads | admitted | time to admission mean / p50 / p90 (s) | evictions |",
     ]
     for c in r.classes:
         lines.append(
-            f"  | {c.name} | {c.workloads} | {c.mean_s:.1f} / {c.p50_s:.1f} / {c.p90_s:.1f} | {c.evictions} |"
+            f"  | {c.name} | {c.workloads} | {c.admitted} | "
+            f"{c.mean_s:.1f} / {c.p50_s:.1f} / {c.p90_s:.1f} | {c.evictions} |"
         )
     return lines
