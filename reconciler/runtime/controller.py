@@ -109,6 +109,11 @@ async def _consume(
             progress.last_batch = finished
         if metrics is not None:
             metrics.reconcile_batch(finished - started)
+        # Let the writer's and the watches' tasks run before the next batch: `inbox.get()` does
+        # not yield while items wait, and a batch's own writes can put items back at once (a
+        # superseded write's answer), so without this the loop could starve the very writes
+        # whose answers it waits for.
+        await asyncio.sleep(0)
 
 
 def _describe(item: Item) -> str:

@@ -194,6 +194,14 @@ class PendingQueue:
         for group in self._groups.values():
             group.settled = False
 
+    def unsettle(self, group_key: Hashable) -> bool:
+        """Look at a settled group again in the next pass; False when there is no such group."""
+        group = self._groups.get(group_key)
+        if group is None:
+            return False
+        group.settled = False
+        return True
+
     def settle(self, group_key: Hashable) -> None:
         """The group's first workload did not fit: the rest of it would not either."""
         group = self._groups.get(group_key)

@@ -197,6 +197,12 @@ class QuotaCache:
         # An unknown time sorts after every RFC 3339 stamp: it was admitted just now.
         self.admitted_at[info.key] = (reserved_at or "~", self._admissions)
 
+    def hold(self, cluster_queue: str, usage: Mapping[FlavorResource, int], sign: int = 1) -> None:
+        """Keep `usage` from every later head of a scheduling cycle, as an admission would (a
+        preempting head's, as Kueue does); `sign` -1 gives it back at the end of the cycle."""
+        self.ledger.add_usage(cluster_queue, usage, sign)
+        self._admissions += 1
+
     def release(self, key: WorkloadKey) -> tuple[Charge | None, WorkloadInfo | None]:
         """Return a workload's quota; gives its charge and what was known of it."""
         self.admitted_at.pop(key, None)

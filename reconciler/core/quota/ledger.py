@@ -75,6 +75,23 @@ class Ledger:
             del self._usage[charge.cluster_queue]
         return charge
 
+    def add_usage(self, cluster_queue: str, usage: Mapping[FlavorResource, int], sign: int = 1) -> None:
+        """Usage held by no workload (a preempting head's, for the rest of a scheduling cycle);
+        `sign` -1 takes it back."""
+        nonzero = {fr: amount for fr, amount in usage.items() if amount}
+        if not nonzero:
+            return
+        self.generation += 1
+        held = self._usage.setdefault(cluster_queue, {})
+        for fr, amount in nonzero.items():
+            left = held.get(fr, 0) + sign * amount
+            if left:
+                held[fr] = left
+            else:
+                held.pop(fr, None)
+        if not held:
+            del self._usage[cluster_queue]
+
     def rebuild(self, charges: Iterable[tuple[WorkloadKey, Charge]]) -> None:
         self.generation += 1
         self._usage.clear()

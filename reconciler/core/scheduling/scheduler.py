@@ -31,7 +31,7 @@ from ..queueing.pending_queue import Candidate, PendingQueue
 from ..queueing.queues import QueueManager
 from ..quota.cache import QuotaCache
 from ..quota.inventory_admission import InventoryGate
-from ..quota.ledger import Charge
+from ..quota.ledger import Charge, FlavorResource
 from .fair_preemption import fair_preemption_targets
 from .fair_sharing import Contender, tournament_winner
 from .flavors import FlavorFit, FlavorNoFit, PodSetFlavors, assign_flavors
@@ -102,6 +102,11 @@ class Scheduler:
     # Quota no-fit verdicts kept across cycles by (ClusterQueue, shape), with what they read.
     # None: every woken head is evaluated afresh (the reference the kept verdicts are tested against).
     kept: KeptVerdicts | None = field(default_factory=KeptVerdicts)
+    # Heads waiting for their preemptions, by ClusterQueue: looked at again in every cycle of
+    # their queue (as Kueue requeues them), so their hold keeps what they wait for.
+    _preempting: dict[WorkloadKey, str] = field(default_factory=dict)
+    # What the preempting heads of the current cycle hold (given back when the cycle ends).
+    _holds: list[tuple[str, dict[FlavorResource, int]]] = field(default_factory=list)
 
     def forget(self, key: WorkloadKey) -> None:
         """The workload changed or left: its next verdict is reported whatever it is."""
@@ -109,6 +114,20 @@ class Scheduler:
 
     def cycle(self, cache: QuotaCache, queues: QueueManager) -> list[Decision]:
         """Admit what fits, in queue order; report what cannot be admitted and why."""
+        try:
+            return self._cycle(cache, queues)
+        finally:
+            # A preempting head's usage is kept from the heads after it, in this cycle only.
+            for name, usage in self._holds:
+                cache.hold(name, usage, -1)
+            self._holds.clear()
+
+    def _wake_preempting(self, name: str, queue: PendingQueue) -> None:
+        for key, cluster_queue in list(self._preempting.items()):
+            if cluster_queue == name and not queue.unsettle(("preempting", key)):
+                del self._preempting[key]
+
+    def _cycle(self, cache: QuotaCache, queues: QueueManager) -> list[Decision]:
         decisions: list[Decision] = []
         for key, message in queues.take_unreported():
             self._report(decisions, Pending(key, REASON_INADMISSIBLE, message))
@@ -133,6 +152,7 @@ class Scheduler:
                 for key in queue.ordered_keys():
                     self._report(decisions, Pending(key, reason, message, model.name))
                 continue
+            self._wake_preempting(name, queue)
             one = _QueuePass(self, cache, queues, model, queue, decisions, claimed)
             root = cache.capacity.root(name) if model.cohort is not None else None
             if root is None:
@@ -363,6 +383,12 @@ class _QueuePass:
                 group = ("preempting", key)  # parked alone: its verdict is its own
                 fresh = tuple(t for t in targets if t.key not in cache.evicting)
                 cache.evicting |= victims
+                # Kueue's scheduler adds the preemptor's usage for the rest of its cycle: what
+                # the evictions free is not taken by a head after it.
+                held = preemptor_requests(info, model, cache, scheduler.sizes)
+                cache.hold(model.name, held)
+                scheduler._holds.append((model.name, held))
+                scheduler._preempting[key] = model.name
                 if fresh:
                     out.append(Preempt(key, model.name, fresh))
         if candidate.group is None and queue.strict_fifo:
