@@ -40,6 +40,8 @@ SNAPSHOT_CODE = Path(__file__).resolve().parent / "snapshot.py"
 POD_SNAPSHOT_CODE = Path(__file__).resolve().parent / "snapshot_pods.py"
 # Cohort fair sharing's part (weighted shares): in the hash of the scenarios that set fairSharing only.
 FAIR_SNAPSHOT_CODE = Path(__file__).resolve().parent / "snapshot_fair.py"
+# JobSet's indexed pod names: in the hash of the scenarios that run JobSet's manager only.
+JOBSET_SNAPSHOT_CODE = Path(__file__).resolve().parent / "snapshot_jobset.py"
 # The pins a recording depends on: Kueue itself and the control plane it ran on.
 PINNED = ("KUEUE_VERSION", "KUEUE_MODULE_SUM", "KUBERNETES_VERSION")
 
@@ -78,9 +80,12 @@ def scenario_inputs(scenario_path: Path) -> list[Path]:
 def snapshot_code(scenario_path: Path) -> list[Path]:
     """The snapshot modules a scenario's checkpoints use: snapshot.py, and snapshot_pods.py
     when its Configuration enables the pod framework, snapshot_fair.py when it sets fairSharing."""
-    configuration = load_scenario(scenario_path).configuration
+    scenario = load_scenario(scenario_path)
+    configuration = scenario.configuration
     if enables_pods(configuration):
         return [SNAPSHOT_CODE, POD_SNAPSHOT_CODE]
+    if scenario.jobset_controller:
+        return [SNAPSHOT_CODE, JOBSET_SNAPSHOT_CODE]
     return [SNAPSHOT_CODE, *([FAIR_SNAPSHOT_CODE] if enables_fair_sharing(configuration) else [])]
 
 

@@ -21,6 +21,7 @@ from e2e.conformance.podhooks import create_namespaces, is_pod_hook, scoped_to, 
 from e2e.conformance.scenario import Scenario, Wait
 from e2e.conformance.snapshot import KUEUE, take_snapshot
 from e2e.conformance.snapshot_fair import enables_fair_sharing, take_fair_snapshot
+from e2e.conformance.snapshot_jobset import take_jobset_snapshot
 from e2e.conformance.snapshot_pods import enables_pods, take_pod_snapshot
 from e2e.support.deploy import (
     ControllerProcess,
@@ -30,8 +31,15 @@ from e2e.support.deploy import (
     install_crds,
     load_documents,
 )
-from e2e.support.jobset import enables_jobset, install_jobset_crds
+from e2e.support.jobset import (
+    JobSetProcess,
+    enables_jobset,
+    install_jobset_crds,
+    jobset_build,
+    jobset_webhooks,
+)
 from e2e.support.lws import LwsProcess, enables_lws, install_lws_crds, lws_build, lws_webhooks
+from e2e.support.upstream import UpstreamProcess
 from e2e.support.webhooks import on_loopback, shipped_configurations, wait_until_jobs_are_suspended
 from e2e.testbed import ApiError, KubeClient, Testbed, api_path
 from e2e.testbed.spec import load_spec
@@ -49,9 +57,10 @@ class Manager(Protocol):
 
 
 class _WithLws:
-    """The implementation's manager and LeaderWorkerSet's, stopped together (LWS's last)."""
+    """The implementation's manager and an upstream one (LeaderWorkerSet's or JobSet's), stopped
+    together (the upstream one last)."""
 
-    def __init__(self, manager: Manager, lws: LwsProcess | None) -> None:
+    def __init__(self, manager: Manager, lws: UpstreamProcess | None) -> None:
         self.manager, self.lws = manager, lws
 
     def stop(self, grace: float = 15.0) -> int | None:
@@ -62,7 +71,7 @@ class _WithLws:
 
     def log_tail(self, lines: int = 40) -> str:
         tail = self.manager.log_tail(lines)
-        return tail if self.lws is None else f"{tail}\nLWS manager log tail:\n{self.lws.log_tail(lines)}"
+        return tail if self.lws is None else f"{tail}\n{self.lws.what} log tail:\n{self.lws.log_tail(lines)}"
 
 
 def _webhook_groups(scenario: Scenario) -> frozenset[str]:
@@ -78,20 +87,30 @@ async def _install_integration_crds(kube: KubeClient, scenario: Scenario) -> Non
         await install_lws_crds(kube)
 
 
-async def _start_lws(kube: KubeClient, bed: Testbed, scenario: Scenario, workdir: Path) -> LwsProcess | None:
-    """LeaderWorkerSet's manager and its webhooks where the scenario enables the framework."""
-    if not enables_lws(scenario.configuration):
+async def _start_lws(
+    kube: KubeClient, bed: Testbed, scenario: Scenario, workdir: Path
+) -> UpstreamProcess | None:
+    """LeaderWorkerSet's manager and its webhooks where the scenario enables the framework, or
+    JobSet's where the scenario asks for its controller (`jobsetController: true`)."""
+    upstream: UpstreamProcess
+    if enables_lws(scenario.configuration):
+        build = lws_build()
+        upstream = LwsProcess(build, bed.kubeconfig, workdir / "lws")
+        hooks = lws_webhooks
+    elif scenario.jobset_controller:
+        build = jobset_build()
+        upstream = JobSetProcess(build, bed.kubeconfig, workdir / "jobset")
+        hooks = jobset_webhooks
+    else:
         return None
-    build = lws_build()
-    lws = LwsProcess(build, bed.kubeconfig, workdir / "lws")
-    lws.start()
+    upstream.start()
     try:
-        await lws.wait_ready_async()
-        await apply_objects(kube, lws_webhooks(build, lws.webhook_port, lws.ca_pem))
+        await upstream.wait_ready_async()
+        await apply_objects(kube, hooks(build, upstream.webhook_port, upstream.ca_pem))
     except BaseException:
-        lws.stop()
+        upstream.stop()
         raise
-    return lws
+    return upstream
 
 
 async def _workload_of(kube: KubeClient, namespace: str, job: str) -> dict[str, Any] | None:
@@ -215,6 +234,8 @@ async def _snapshot(kube: KubeClient, scenario: Scenario, within: float = 30.0) 
         take = take_pod_snapshot
     elif enables_fair_sharing(scenario.configuration):
         take = take_fair_snapshot
+    elif scenario.jobset_controller:
+        take = take_jobset_snapshot
     loop = asyncio.get_running_loop()
     deadline = loop.time() + within
     while True:

@@ -84,6 +84,9 @@ class Scenario:
     steps: tuple[Step, ...] = field(default_factory=tuple)
     testbed: Path | None = None  # a test-bed spec; None: the default spec
     record_runs: int = 1  # runs of Kueue per `--record` (more where Kueue's result varies)
+    # The real JobSet manager runs beside the manager under test (the JobSet scenarios without it
+    # install the CRD alone: nothing makes a JobSet's Jobs).
+    jobset_controller: bool = False
 
 
 def _step(raw: dict[str, Any], where: str) -> Step:
@@ -126,7 +129,14 @@ def load_scenario(path: Path) -> Scenario:
         steps=steps,
         testbed=_files(raw["testbed"], f"{path.name} testbed")[0] if "testbed" in raw else None,
         record_runs=_record_runs(raw.get("recordRuns", 1), path.name),
+        jobset_controller=_flag(raw.get("jobsetController", False), "jobsetController", path.name),
     )
+
+
+def _flag(value: Any, name: str, where: str) -> bool:
+    if not isinstance(value, bool):
+        raise ValueError(f"{where}: {name} must be true or false, not {value!r}")
+    return value
 
 
 def _record_runs(value: Any, where: str) -> int:
