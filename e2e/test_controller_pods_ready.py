@@ -163,7 +163,9 @@ async def test_stalled_job_is_evicted_restored_requeued_then_deactivated(
             in status_condition(pending, "QuotaReserved")["message"]
         )
 
-        evicted = await workload_when(kube, namespace, stalled, "Evicted", "True", within=TIMEOUT + 20)
+        await workload_when(kube, namespace, stalled, "Evicted", "True", within=TIMEOUT + 20)
+        # Kueue's second step: the reservation ends once the Job has no active pod left.
+        evicted = await workload_when(kube, namespace, stalled, "QuotaReserved", "False", within=30)
         message = f"Exceeded the PodsReady timeout {namespace}/{stalled}"
         assert status_condition(evicted, "Evicted")["reason"] == "PodsReadyTimeout"
         assert status_condition(evicted, "Evicted")["message"] == message
@@ -209,7 +211,9 @@ async def test_stalled_job_is_evicted_restored_requeued_then_deactivated(
             "The workload is deactivated due to exceeding the maximum number of re-queuing retries"
         )
         assert final["spec"]["active"] is False
-        assert condition_is(final, "QuotaReserved", "False")
+        # The reservation ends once the Job's pods are gone (Kueue's second step).
+        final = await workload_when(kube, namespace, stalled, "QuotaReserved", "False", within=30)
+        assert status_condition(final, "Evicted")["reason"] == "DeactivatedDueToRequeuingLimitExceeded"
 
         await cluster_queue_when(
             kube,
