@@ -104,7 +104,7 @@ class Scheduler:
     kept: KeptVerdicts | None = field(default_factory=KeptVerdicts)
     # Heads waiting for their preemptions, by ClusterQueue: looked at again in every cycle of
     # their queue (as Kueue requeues them), so their hold keeps what they wait for.
-    _preempting: dict[WorkloadKey, str] = field(default_factory=dict)
+    _preempting: dict[str, set[WorkloadKey]] = field(default_factory=dict)
     # What the preempting heads of the current cycle hold (given back when the cycle ends).
     _holds: list[tuple[str, dict[FlavorResource, int]]] = field(default_factory=list)
 
@@ -123,9 +123,9 @@ class Scheduler:
             self._holds.clear()
 
     def _wake_preempting(self, name: str, queue: PendingQueue) -> None:
-        for key, cluster_queue in list(self._preempting.items()):
-            if cluster_queue == name and not queue.unsettle(("preempting", key)):
-                del self._preempting[key]
+        keys = self._preempting.get(name)
+        if keys:
+            keys -= {key for key in keys if not queue.unsettle(("preempting", key))}
 
     def _cycle(self, cache: QuotaCache, queues: QueueManager) -> list[Decision]:
         decisions: list[Decision] = []
@@ -388,7 +388,7 @@ class _QueuePass:
                 held = preemptor_requests(info, model, cache, scheduler.sizes)
                 cache.hold(model.name, held)
                 scheduler._holds.append((model.name, held))
-                scheduler._preempting[key] = model.name
+                scheduler._preempting.setdefault(model.name, set()).add(key)
                 if fresh:
                     out.append(Preempt(key, model.name, fresh))
         if candidate.group is None and queue.strict_fifo:
