@@ -163,3 +163,17 @@ def pytest_collection_finish(session: pytest.Session) -> None:
             ensure_binaries()
     else:
         ensure_binaries()
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) -> Iterator[None]:
+    """A failed test's report carries the tail of each process log its fixtures hold (the
+    controller's, an upstream manager's): CI keeps no test-bed, so this is what is left to read."""
+    outcome = yield
+    report = outcome.get_result()  # type: ignore[attr-defined]
+    if report.when != "call" or not report.failed:
+        return
+    for name, value in getattr(item, "funcargs", {}).items():
+        tail = getattr(value, "log_tail", None)
+        if callable(tail) and hasattr(value, "log_path"):
+            report.sections.append((f"log of fixture {name!r} (last 80 lines)", str(tail(80))))
