@@ -50,6 +50,7 @@ Purpose = Literal[
     "cq-finalizer",
     "flavor-finalizer",
     "event",
+    "event-series",
 ]
 
 

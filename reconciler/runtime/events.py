@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from functools import partial
 from typing import Any
 
 import msgspec
@@ -12,7 +14,8 @@ import structlog
 from reconciler.api import Job, ObjectMeta
 from reconciler.api.resources import EVENTS
 
-from .actions import PostEvent, WriteDone
+from .actions import MergePatch, PostEvent, WriteDone
+from .event_series import EventSeries, SeriesKey, Tally
 
 __all__ = ["COMPONENT", "WORKLOAD_API", "EventRecorder", "event_body"]
 
@@ -70,32 +73,73 @@ WORKLOAD_API = "kueue.x-k8s.io/v1beta2"
 
 @dataclass
 class EventRecorder:
-    """Posts Events about jobs and Workloads (fire and forget: a lost Event is only logged)."""
+    """Posts Events about jobs and Workloads (fire and forget: a lost Event is only logged);
+    a repeat of one posted within six minutes is counted on it instead (event_series)."""
 
-    submit: Callable[[PostEvent], None]
+    submit: Callable[[PostEvent | MergePatch], None]
     clock: Callable[[], str]
     instance: str
+    monotonic: Callable[[], float] = time.monotonic
     # The jobs' projections -> the (apiVersion, kind) an Event names (the context adds every
     # enabled integration's); anything else is a Workload.
     kinds: dict[type[Any], tuple[str, str]] = field(default_factory=lambda: {Job: ("batch/v1", "Job")})
+    series: EventSeries = field(default_factory=EventSeries)
 
     def emit(self, obj: Any, event_type: str, reason: str, message: str) -> None:
         """An Event about a Workload or a job (of a kind in `kinds`)."""
         api_version, kind = self.kinds.get(type(obj), (WORKLOAD_API, "Workload"))
+        # A job that stands for part of an object (a LeaderWorkerSet's group) names that object.
+        meta = getattr(obj, "event_meta", obj.metadata)
+        key = (meta.namespace, kind, meta.name, meta.uid, event_type, reason)
+        now = self.clock()
+        occurrence = self.series.seen(key, self.monotonic(), now)
+        if occurrence.write_count is not None:
+            self._write_count(key, occurrence.write_count)
+        if not occurrence.post:
+            return
         body = event_body(
             api_version=api_version,
             kind=kind,
-            # A job that stands for part of an object (a LeaderWorkerSet's group) names that object.
-            meta=getattr(obj, "event_meta", obj.metadata),
+            meta=meta,
             event_type=event_type,
             reason=reason,
             message=message,
-            now=self.clock(),
+            now=now,
             instance=self.instance,
         )
-        self.submit(PostEvent("event", EVENTS, obj.metadata.namespace, body, on_done=_event_done))
+        on_done = partial(self._posted, key)
+        self.submit(PostEvent("event", EVENTS, obj.metadata.namespace, body, on_done=on_done))
+
+    def tick(self) -> None:
+        """Write the counts of the series that ended or ran long (on the reconciler's tick)."""
+        for key, tally in self.series.due(self.monotonic()):
+            self._write_count(key, tally)
+
+    def _posted(self, key: SeriesKey, done: WriteDone) -> None:
+        name = None
+        if done.ok and done.body is not None:
+            name = msgspec.json.decode(done.body, type=_Posted).metadata.name or None
+        elif done.error is not None:
+            log.debug("event not recorded", error=str(done.error))
+        tally = self.series.posted(key, name)
+        if tally is not None:
+            self._write_count(key, tally)
+
+    def _write_count(self, key: SeriesKey, tally: Tally) -> None:
+        if tally.name is None:
+            return
+        count = tally.count
+        body = msgspec.json.encode({"count": count, "lastTimestamp": tally.last_stamp})
+
+        def done(result: WriteDone) -> None:
+            self.series.written(key, tally, count, self.monotonic(), result.ok)
+
+        self.submit(MergePatch("event-series", EVENTS, key[0], tally.name, body, on_done=done))
 
 
-def _event_done(done: WriteDone) -> None:
-    if done.error is not None:
-        log.debug("event not recorded", error=str(done.error))
+class _PostedMeta(msgspec.Struct):
+    name: str = ""
+
+
+class _Posted(msgspec.Struct):
+    metadata: _PostedMeta = msgspec.field(default_factory=_PostedMeta)

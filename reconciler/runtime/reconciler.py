@@ -102,7 +102,7 @@ class Reconciler(ReconcilerViews):
     ) -> None:
         """`namespace`: the controller's own (default: the Configuration's, else kueue-system);
         `registry`: framework names -> integrations, of which `integrations.frameworks` enables some."""
-        events = EventRecorder(submit, clock, instance)
+        events = EventRecorder(submit, clock, instance, monotonic)
         integrations = enabled(config.frameworks, registry)
         self.ctx = Context(
             config,
@@ -199,6 +199,7 @@ class Reconciler(ReconcilerViews):
         self._drain()
         self.in_use.recheck()
         self.queue_status.flush()
+        ctx.events.tick()
 
     def _drain(self) -> None:
         """Process the dirty marks in the loop's fixed order."""

@@ -53,6 +53,8 @@ class Verdicts:
         self._annotating: dict[Key, tuple[str | None, str | None]] = {}
         # Waiting workloads seen without a PodsReady condition (see write_waiting_for_start).
         self._without_pods_ready: set[Key] = set()
+        # The pending status last asked for while its write is in flight (and its patch).
+        self._asked: dict[Key, tuple[WorkloadStatus, bytes]] = {}
 
     def wait_for_start(self, key: Key) -> None:
         """A waiting workload without a PodsReady condition: write_waiting_for_start gives it one."""
@@ -60,6 +62,7 @@ class Verdicts:
 
     def forget(self, key: Key) -> None:
         self._annotating.pop(key, None)
+        self._asked.pop(key, None)
 
     def write_waiting_for_start(self) -> None:
         """With waitForPodsReady, a waiting Job's Workload shows PodsReady=False WaitForStart
@@ -212,25 +215,25 @@ class Verdicts:
         if ctx.tracks_pods_ready(key):
             status = _waiting_for_start(status, now, generation)
         self._record_choices(workload, info)
-        # A status write still in flight may carry an older verdict: this one must follow it.
-        if same_workload_status(status, workload.status) and not ctx.workload_writes.in_flight(
-            key, "workload-status"
-        ):
+        if ctx.workload_writes.in_flight(key, "workload-status"):
+            # The write in flight has the last word: skip only a verdict equal to what it carries.
+            asked = self._asked.get(key)
+            if asked is not None and same_workload_status(status, asked[0]):
+                return
+        elif same_workload_status(status, workload.status):
             return
-        ctx.write(
-            workload_status_write(
-                "workload-status",
-                (key[0], key[1]),
-                status_patch(status),
-                self._status_written,
-            )
-        )
+        patch = status_patch(status)
+        self._asked[key] = (status, patch)
+        ctx.write(workload_status_write("workload-status", (key[0], key[1]), patch, self._status_written))
         if decision.reason == REASON_PENDING:
             # Kueue's scheduler records its verdicts; a workload its queues refuse (unmapped
             # DeviceClass, missing LocalQueue) gets the condition only.
             ctx.events.emit(workload, "Warning", decision.reason, decision.message)
 
     def _status_written(self, done: WriteDone) -> None:
+        asked = self._asked.get(done.key)
+        if asked is not None and isinstance(done.action, MergePatch) and asked[1] is done.action.patch:
+            del self._asked[done.key]  # (the last one asked for: none other is in flight)
         if done.ok and done.body is not None:
             self.ctx.apply_workload_write(done.key, done.body)
         else:

@@ -18,6 +18,7 @@ from collections.abc import Callable
 
 import structlog
 
+from reconciler.api.resources import EVENTS
 from reconciler.kube import ApiError, KubeClient, KubeError, TransportError
 from reconciler.observability.metrics import Metrics
 
@@ -72,7 +73,7 @@ class Writer:
     async def _run(self, action: Action) -> None:
         started = time.monotonic()
         try:
-            await self._gate.acquire(1 if isinstance(action, PostEvent) else 0)
+            await self._gate.acquire(1 if action.resource is EVENTS else 0)
             try:
                 sent = time.monotonic()
                 try:

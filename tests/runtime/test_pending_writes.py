@@ -31,3 +31,25 @@ def test_a_later_verdict_follows_an_earlier_one_in_flight() -> None:
     assert len(writes) == 2
     final = apply_patch(h, shown, writes[-1])
     assert next(c for c in final.status.conditions if c.type == "QuotaReserved").message == real
+
+
+def test_a_verdict_equal_to_the_one_in_flight_is_not_written_again() -> None:
+    """Cycles in quick succession decide the same verdict while its write is still in flight: it
+    is written once (the shape bench saw every pending message written twice)."""
+    h = Harness()
+    queues(h, gpus=0)
+    h.sync_all()
+    workload = queued(h, gpu_job(h, "job"))
+    h.event("ADDED", WORKLOADS, workload)
+    (first,) = of(h.take(), "workload-status")  # in flight: its response has not come
+    message = next(
+        c for c in apply_patch(h, workload, first).status.conditions if c.type == "QuotaReserved"
+    ).message
+    key = (workload.metadata.namespace, workload.metadata.name)
+    sync = h.reconciler.workload_sync
+    sync.pending(Pending(key, "Pending", message, "cq"))
+    sync.pending(Pending(key, "Pending", message, "cq"))
+    assert of(h.take(), "workload-status") == []
+    # A different verdict still follows the one in flight.
+    sync.pending(Pending(key, "Pending", "Workload no longer fits after processing another workload", "cq"))
+    assert len(of(h.take(), "workload-status")) == 1
