@@ -1,11 +1,14 @@
 """Repeated Events folded into one, as the recorder of Kueue v0.18.1 (client-go's events API) does.
 
-An Event about an object with a type and reason already posted within the last six minutes is
-not posted again: the first one stands (its message too), the second occurrence writes the count
-on it, and later ones only count here. The count is written again when the series ends (six
-minutes without a repeat) or has run for thirty minutes since it was last written. So a Workload
-retried many times shows one Pending Event "(xN over ...)" instead of N Events, and the API
-server gets at most two writes per series in six minutes.
+An Event about an object with the type, reason and message of one already posted within the last
+six minutes, the object unchanged since (the same resourceVersion: client-go keys a series on the
+object reference, which carries it), is not posted again: the second occurrence writes the count
+on the one posted, and later ones only count here. (client-go leaves the message out of its key
+and so would count a new message on the first Event, unseen: a new message is posted here.)
+The count is written again when the series ends (six minutes without a repeat) or has run for
+thirty minutes since it was last written. So an object told the same again and again, unchanged,
+shows one Event "(xN over ...)" instead of N Events, and the API server gets at most two writes
+per series in six minutes.
 
 `EventSeries` keeps the bookkeeping (plain data, no I/O); `EventRecorder` does the writes.
 """
@@ -23,8 +26,8 @@ REFRESH_SECONDS = 30 * 60.0
 # How often the ended series are looked for (a sweep is a pass over all of them).
 SWEEP_SECONDS = 30.0
 
-# (namespace, involved object's kind, name, uid, event type, reason)
-SeriesKey = tuple[str, str, str, str, str, str]
+# (namespace, involved object's kind, name, uid, resourceVersion, event type, reason, message)
+SeriesKey = tuple[str, str, str, str, str, str, str, str]
 
 
 @dataclass(slots=True)

@@ -90,7 +90,11 @@ class EventRecorder:
         api_version, kind = self.kinds.get(type(obj), (WORKLOAD_API, "Workload"))
         # A job that stands for part of an object (a LeaderWorkerSet's group) names that object.
         meta = getattr(obj, "event_meta", obj.metadata)
-        key = (meta.namespace, kind, meta.name, meta.uid, event_type, reason)
+        # The object's resourceVersion too, as the object reference client-go keys its series
+        # on: a repeat about an object that changed meanwhile is an Event of its own. And the
+        # message: a new one is posted (client-go would count it on the first, message unseen).
+        version = meta.resource_version or ""
+        key = (meta.namespace, kind, meta.name, meta.uid, version, event_type, reason, message)
         now = self.clock()
         occurrence = self.series.seen(key, self.monotonic(), now)
         if occurrence.write_count is not None:

@@ -27,8 +27,10 @@ def recorder() -> tuple[EventRecorder, list[PostEvent | MergePatch], Clock]:
     return EventRecorder(sent.append, clock.stamp, "test", lambda: clock.now), sent, clock
 
 
-def workload(name: str = "wl") -> Workload:
-    return Workload(metadata=ObjectMeta(name=name, namespace="ns", uid=f"uid-{name}"))
+def workload(name: str = "wl", version: str = "7") -> Workload:
+    return Workload(
+        metadata=ObjectMeta(name=name, namespace="ns", uid=f"uid-{name}", resource_version=version)
+    )
 
 
 def land(action: PostEvent | MergePatch, name: str = "wl.abc") -> None:
@@ -43,9 +45,9 @@ def test_repeats_post_once_and_count_on_the_posted_event() -> None:
     (post,) = sent
     assert isinstance(post, PostEvent)
     land(post)
-    for n in range(2, 6):
+    for _ in range(2, 6):
         clock.now += 10
-        events.emit(wl, "Warning", "Pending", f"{n} more needed")
+        events.emit(wl, "Warning", "Pending", "1 more needed")
     # The second occurrence writes count 2 on the posted Event; the later ones are only counted.
     assert len(sent) == 2
     patch = sent[1]
@@ -86,7 +88,11 @@ def test_other_reasons_types_and_objects_are_their_own_series() -> None:
     events.emit(workload("a"), "Normal", "QuotaReserved", "m")
     events.emit(workload("a"), "Normal", "Pending", "m")
     events.emit(workload("b"), "Warning", "Pending", "m")
-    assert [type(a) for a in sent] == [PostEvent] * 4
+    # The object changed since (its resourceVersion): client-go's series key has it.
+    events.emit(workload("a", version="8"), "Warning", "Pending", "m")
+    # A new message is posted (the first Event would not show it).
+    events.emit(workload("a", version="8"), "Warning", "Pending", "m2")
+    assert [type(a) for a in sent] == [PostEvent] * 6
 
 
 def test_a_failed_post_or_count_write_starts_afresh() -> None:
