@@ -4,8 +4,11 @@ The reconciler never waits for a write: it submits an action and goes on
 deciding; the outcome arrives later as a `WriteDone`. One write per slot is in
 flight at a time, and a newer action for a busy slot supersedes the queued one
 (its `WriteDone` says so), which keeps writes to one object in order. When every
-write in flight is taken, a waiting write of an object goes before a waiting Event:
-under a saturated API server, admissions are not queued behind their Events.
+write in flight is taken, waiting writes go in by rank: writes of objects first, then the
+pending verdicts (a Workload's pending status, its PodsReady=False WaitForStart), then
+Events; so under a saturated API server admissions are not queued behind the verdicts and
+Events of thousands of waiting Workloads. A write that outranks the one waiting for its slot
+replaces it (an admission the pending message it was queued behind).
 """
 
 from __future__ import annotations
@@ -28,6 +31,16 @@ __all__ = ["WriteDone", "Writer"]
 
 log = structlog.get_logger(__name__)
 
+# Waiting writes of these purposes go after other object writes (and before Events).
+_VERDICTS = frozenset({"workload-status", "waiting-for-start"})
+
+
+def rank(action: Action) -> int:
+    """0: object writes, 1: pending verdicts, 2: Events (lower goes first when all are taken)."""
+    if action.resource is EVENTS:
+        return 2
+    return 1 if action.purpose in _VERDICTS else 0
+
 
 class Writer:
     def __init__(
@@ -44,6 +57,8 @@ class Writer:
         self._gate = _Gate(concurrency)
         self._busy: set[Slot] = set()
         self._waiting: dict[Slot, Action] = {}
+        # Slots whose write waits for a place in flight (not sent yet): its turn and its rank.
+        self._blocked: dict[Slot, tuple[asyncio.Future[None], int]] = {}
         self._tasks: set[asyncio.Task[None]] = set()
         self.closed = False
 
@@ -57,6 +72,9 @@ class Writer:
             self._waiting[slot] = action
             if replaced is not None:
                 self._deliver(WriteDone(replaced, superseded=True))
+            blocked = self._blocked.get(slot)
+            if blocked is not None and rank(action) < blocked[1]:
+                blocked[0].cancel()  # not sent yet: withdrawn (superseded), this one goes instead
             return
         self._start(action)
 
@@ -73,7 +91,9 @@ class Writer:
     async def _run(self, action: Action) -> None:
         started = time.monotonic()
         try:
-            await self._gate.acquire(1 if action.resource is EVENTS else 0)
+            if not await self._enter(action):
+                self._deliver(WriteDone(action, superseded=True))
+                return
             try:
                 sent = time.monotonic()
                 try:
@@ -94,6 +114,27 @@ class Writer:
                 following = self._waiting.pop(slot, None)
                 if following is not None and not self.closed:
                     self._start(following)
+
+    async def _enter(self, action: Action) -> bool:
+        """Wait for a place in flight; False when withdrawn meanwhile for a write that outranks it."""
+        order = rank(action)
+        turn = self._gate.enter(order)
+        if turn is None:
+            return True
+        slot = action.slot
+        if slot is not None:
+            self._blocked[slot] = (turn, order)
+        try:
+            await self._gate.wait(turn)
+        except asyncio.CancelledError:
+            task = asyncio.current_task()
+            if turn.cancelled() and (task is None or not task.cancelling()):
+                return False  # withdrawn (the writer's own cancel of the turn, not the task's)
+            raise
+        finally:
+            if slot is not None:
+                self._blocked.pop(slot, None)
+        return True
 
     def _observe(self, action: Action, seconds: float, error: KubeError | None) -> None:
         if self._metrics is None:
@@ -134,12 +175,16 @@ class _Gate:
         self._waiting: list[tuple[int, int, asyncio.Future[None]]] = []
         self._order = itertools.count()
 
-    async def acquire(self, rank: int) -> None:
+    def enter(self, rank: int) -> asyncio.Future[None] | None:
+        """In at once (None), or a turn to `wait` for (cancelling it withdraws the waiter)."""
         if self._free > 0 and not self._waiting:
             self._free -= 1
-            return
+            return None
         granted: asyncio.Future[None] = asyncio.get_running_loop().create_future()
         heapq.heappush(self._waiting, (rank, next(self._order), granted))
+        return granted
+
+    async def wait(self, granted: asyncio.Future[None]) -> None:
         try:
             await granted
         except asyncio.CancelledError:

@@ -119,3 +119,59 @@ async def test_a_waiting_write_goes_before_a_waiting_event() -> None:
         await asyncio.sleep(0.01)
     assert client.calls == [b"admit-a", b"admit-b", b"event-a", b"event-b"]
     assert client.peak == 1
+
+
+def admit(name: str, body: bytes) -> MergePatch:
+    return MergePatch("admit", WORKLOADS, "ns", name, body, subresource="status", slot_name="workload-status")
+
+
+def verdict(name: str, body: bytes) -> MergePatch:
+    return MergePatch(
+        "workload-status", WORKLOADS, "ns", name, body, subresource="status", slot_name="workload-status"
+    )
+
+
+@pytest.mark.asyncio
+async def test_an_admission_replaces_its_pending_verdict_waiting_and_goes_before_the_others() -> None:
+    """Thousands of pending verdicts waiting for a place in flight (a restart): an admission is
+    not queued behind them, nor behind its own Workload's verdict, which it replaces unsent."""
+    client = FakeEventClient()
+    results: list[WriteDone] = []
+    writer = Writer(cast(KubeClient, client), results.append, concurrency=1)
+    writer.submit(patch("busy", b"first"))  # takes the only write in flight
+    await asyncio.sleep(0.01)
+    for name in ("a", "b", "c"):
+        writer.submit(verdict(name, f"pending-{name}".encode()))
+    writer.submit(PostEvent("event", EVENTS, "ns", b"event"))
+    await asyncio.sleep(0.01)
+    writer.submit(admit("c", b"admit-c"))
+    await asyncio.sleep(0.01)
+    client.release.set()
+    for _ in range(100):
+        if len(results) == 6:
+            break
+        await asyncio.sleep(0.01)
+    assert client.calls == [b"first", b"admit-c", b"pending-a", b"pending-b", b"event"]
+    withdrawn = [cast(MergePatch, r.action).patch for r in results if r.superseded]
+    assert withdrawn == [b"pending-c"]
+    assert client.peak == 1
+
+
+@pytest.mark.asyncio
+async def test_a_write_of_the_same_rank_waits_behind_the_one_in_its_slot() -> None:
+    client = FakeClient()
+    results: list[WriteDone] = []
+    writer = Writer(cast(KubeClient, client), results.append, concurrency=1)
+    writer.submit(patch("busy", b"first"))
+    await asyncio.sleep(0.01)
+    writer.submit(verdict("a", b"v1"))
+    writer.submit(verdict("b", b"w1"))
+    await asyncio.sleep(0.01)
+    writer.submit(verdict("a", b"v2"))  # queued behind v1 (same rank): v1 keeps its place
+    client.release.set()
+    for _ in range(100):
+        if len(results) == 4:
+            break
+        await asyncio.sleep(0.01)
+    assert client.calls == [b"first", b"v1", b"w1", b"v2"]
+    assert not any(r.superseded for r in results)
