@@ -8,7 +8,7 @@ preemptions (bench/perf_shapes.py --shape baseline --scale 10).
 
 from __future__ import annotations
 
-from reconciler.core.scheduling.scheduler import Admit, Preempt
+from reconciler.core.scheduling.scheduler import NO_LONGER_FITS, Admit, Pending, Preempt
 from tests.test_preemption import GPU, engine, gpu_job, of_type
 
 LOWER = {"preemption": {"withinClusterQueue": "LowerPriority"}}
@@ -46,3 +46,28 @@ def test_a_head_arriving_while_the_preemptor_waits_does_not_take_the_freed_quota
     assert of_type(state.schedule(), Admit) == []
     state.remove_workload(("ns", "low-2"))
     assert [d.key[1] for d in of_type(state.schedule(), Admit)] == ["big"]
+
+
+def test_heads_behind_a_holding_preemptor_are_told_what_the_cycle_began_with() -> None:
+    """Kueue assigns flavors on the cycle's snapshot, before a preempting head holds its usage: a
+    head that does not fit is told by how much without the hold, and one that would fit but for
+    the hold no longer fits (skipped). Told with the hold, the messages of every head behind a
+    preemptor changed with each cycle it held: on Kueue's baseline shape at 1/5, 4,668 pending
+    writes for 200 Workloads (bench/perf_shapes.py), 741 with this."""
+    state = engine(("a", 4, dict(LOWER)))
+    for name in ("low-1", "low-2"):
+        state.add_workload(gpu_job(name, gpus=2, priority=1))
+    state.schedule()
+    state.add_workload(gpu_job("big", gpus=4, priority=10))
+    state.schedule()
+    state.add_workload(gpu_job("three", gpus=3, priority=1))
+    state.schedule()
+    state.remove_workload(("ns", "low-1"))  # 2 GPUs free; big holds 4 while it waits for low-2
+    verdicts = {d.key[1]: d.message for d in of_type(state.schedule(), Pending)}
+    assert verdicts["three"].endswith(
+        "insufficient unused quota for nvidia.com/gpu in flavor t4, 1 more needed"
+    )
+    state.add_workload(gpu_job("one", gpus=1, priority=1))
+    verdicts = {d.key[1]: d.message for d in of_type(state.schedule(), Pending)}
+    assert verdicts["one"] == NO_LONGER_FITS
+    assert of_type(state.schedule(), Admit) == []
