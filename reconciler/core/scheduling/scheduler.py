@@ -383,7 +383,9 @@ class _QueuePass:
                 unheld = self._unheld(info, candidate)
                 if unheld is None:
                     return False  # skipped for this cycle
-                fit = unheld
+                # Its message; whether to preempt is still judged with the holds (what its
+                # victims free must make room beside them).
+                fit = FlavorNoFit(unheld.message, fit.waiting_for_quota)
             result = self.verdicts[info.shape] = fit
         if overtaken:
             # Kueue's skipped entry: reported, and tried again on the next round as it is.
