@@ -329,26 +329,23 @@ class _QueuePass:
             kept.put(self.model, info.shape, self.queues.epoch, sizes, tree, fit)
         return fit
 
-    def _unheld(self, info: WorkloadInfo, candidate: Candidate) -> FlavorNoFit | None:
-        """A head that does not fit while this cycle's preempting heads hold their usage: its
-        verdict as Kueue assigns flavors, on the cycle's snapshot before any hold. None when it
-        would fit but for a hold: it is skipped for this cycle (Kueue's entry that no longer fits)
-        and looked at again in the next one (the hold's evictions landing start it)."""
-        scheduler, ledger = self.scheduler, self.cache.ledger
-        for name, usage in scheduler._holds:
+    def _unheld(self, info: WorkloadInfo, held: FlavorNoFit) -> FlavorNoFit:
+        """The verdict of a head that does not fit while this cycle's preempting heads hold their
+        usage, told as Kueue tells it: its flavors assigned on the cycle's snapshot, before any
+        hold. One that does not fit then either is told by how much; whether it may preempt is
+        still judged with the holds (what its victims free must make room beside them). One that
+        would fit but for a hold no longer fits (Kueue's skipped entry) and does not preempt."""
+        ledger = self.cache.ledger
+        for name, usage in self.scheduler._holds:
             ledger.add_usage(name, usage, -1)
         try:
             unheld = self._assign(info)
         finally:
-            for name, usage in scheduler._holds:
+            for name, usage in self.scheduler._holds:
                 ledger.add_usage(name, usage, 1)
         if isinstance(unheld, FlavorNoFit):
-            return unheld
-        model = self.model
-        scheduler._report(self.out, Pending(candidate.key, REASON_PENDING, NO_LONGER_FITS, model.name))
-        if candidate.group is not None:
-            scheduler._group_strays.setdefault((model.name, candidate.group), set()).add(candidate.key)
-        return None
+            return FlavorNoFit(unheld.message, held.waiting_for_quota)
+        return FlavorNoFit(NO_LONGER_FITS, waiting_for_quota=False)
 
     def step(self, head: _Head | None) -> bool:
         """Admit, park or report one candidate; False when the queue is done for this cycle."""
@@ -380,12 +377,7 @@ class _QueuePass:
                 out.append(Admit(key, model.name, fit.pod_sets, fit.considered, fit.charged))
                 return True
             if scheduler._holds:
-                unheld = self._unheld(info, candidate)
-                if unheld is None:
-                    return False  # skipped for this cycle
-                # Its message; whether to preempt is still judged with the holds (what its
-                # victims free must make room beside them).
-                fit = FlavorNoFit(unheld.message, fit.waiting_for_quota)
+                fit = self._unheld(info, fit)
             result = self.verdicts[info.shape] = fit
         if overtaken:
             # Kueue's skipped entry: reported, and tried again on the next round as it is.
