@@ -243,15 +243,31 @@ async def test_an_evicted_jobset_is_suspended_with_its_pod_templates_restored(
     evicted = await workload_where(kube, namespace, name, "Evicted", "True")
     assert status_condition(evicted, "Evicted")["reason"] == "Deactivated"
 
+    seen: list[Obj] = []
+
     async def restored() -> Obj | None:
         current = await kube.get(path)
+        seen[:] = [current]
         jobs = current["spec"]["replicatedJobs"]
         same = [rj["template"]["spec"]["template"] for rj in jobs] == [
             rj["template"]["spec"]["template"] for rj in created["spec"]["replicatedJobs"]
         ]
         return current if current["spec"].get("suspend") and same else None
 
-    await wait_for("the JobSet suspended with its templates restored", restored, within=60, interval=0.3)
+    try:
+        await wait_for("the JobSet suspended with its templates restored", restored, within=60, interval=0.3)
+    except AssertionError as failed:
+        # What was seen last, for a failure in CI (the logs of the controller and the JobSet
+        # manager follow in the report).
+        workload = await kube.get(api_path(KUEUE, "workloads", namespace, name))
+        last = seen[0] if seen else {}
+        templates = [
+            rj["template"]["spec"]["template"] for rj in last.get("spec", {}).get("replicatedJobs", [])
+        ]
+        raise AssertionError(
+            f"{failed}\nJobSet spec.suspend={last.get('spec', {}).get('suspend')} status={last.get('status')}"
+            f"\npod templates={templates}\nWorkload conditions={workload['status'].get('conditions')}"
+        ) from failed
 
     async def released() -> bool:
         cq = await kube.get(api_path(KUEUE, "clusterqueues", name=f"cq-{namespace}"))

@@ -288,7 +288,13 @@ async def test_a_group_is_admitted_and_runs_and_the_next_set_waits_for_its_quota
     leader, worker = await running_group(kube, namespace, "second")
     assert leader["spec"]["nodeSelector"] == worker["spec"]["nodeSelector"] == T4
     assert leader["status"]["resourceClaimStatuses"][0]["name"] == "gpu"
-    assert await kube.get_or_none(api_path(KUEUE, "workloads", namespace, first)) is None
+
+    # Its quota came back when its set went; the Workload itself goes once it is let go of
+    # (garbage collection of an object whose owner is gone takes its own time under load).
+    async def first_gone() -> bool:
+        return await kube.get_or_none(api_path(KUEUE, "workloads", namespace, first)) is None
+
+    await wait_for("the first set's Workload to be gone", first_gone, within=60, interval=0.5)
 
 
 @pytest.mark.asyncio
