@@ -176,4 +176,6 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) ->
     for name, value in getattr(item, "funcargs", {}).items():
         tail = getattr(value, "log_tail", None)
         if callable(tail) and hasattr(value, "log_path"):
-            report.sections.append((f"log of fixture {name!r} (last 80 lines)", str(tail(80))))
+            alive = getattr(value, "alive", None)
+            state = "" if not callable(alive) else (", running" if alive() else ", NOT RUNNING")
+            report.sections.append((f"log of fixture {name!r}{state} (last 80 lines)", str(tail(80))))
