@@ -8,10 +8,23 @@ preemptions (bench/perf_shapes.py --shape baseline --scale 10).
 
 from __future__ import annotations
 
+from typing import Any
+
 from reconciler.core.scheduling.scheduler import NO_LONGER_FITS, Admit, Pending, Preempt
 from tests.test_preemption import GPU, engine, gpu_job, of_type
 
 LOWER = {"preemption": {"withinClusterQueue": "LowerPriority"}}
+
+
+def big_preempting_two() -> Any:
+    """4 GPUs held by two priority-1 Workloads of 2; "big" (4 GPUs, priority 10) preempts both."""
+    state = engine(("a", 4, dict(LOWER)))
+    for name in ("low-1", "low-2"):
+        state.add_workload(gpu_job(name, gpus=2, priority=1))
+    state.schedule()
+    state.add_workload(gpu_job("big", gpus=4, priority=10))
+    state.schedule()
+    return state
 
 
 def test_what_an_eviction_frees_waits_for_the_preemptor_not_a_lower_head_behind_it() -> None:
@@ -33,12 +46,7 @@ def test_what_an_eviction_frees_waits_for_the_preemptor_not_a_lower_head_behind_
 
 
 def test_a_head_arriving_while_the_preemptor_waits_does_not_take_the_freed_quota() -> None:
-    state = engine(("a", 4, dict(LOWER)))
-    for name in ("low-1", "low-2"):
-        state.add_workload(gpu_job(name, gpus=2, priority=1))
-    state.schedule()
-    state.add_workload(gpu_job("big", gpus=4, priority=10))
-    state.schedule()
+    state = big_preempting_two()
     state.remove_workload(("ns", "low-1"))
     state.schedule()  # big looked at again: still waiting for low-2
     # A new workload alone makes the queue's next cycle: big is looked at first again.
@@ -54,12 +62,7 @@ def test_heads_behind_a_holding_preemptor_are_told_what_the_cycle_began_with() -
     the hold no longer fits (skipped). Told with the hold, the messages of every head behind a
     preemptor changed with each cycle it held: on Kueue's baseline shape at 1/5, 4,668 pending
     writes for 200 Workloads (bench/perf_shapes.py), 741 with this."""
-    state = engine(("a", 4, dict(LOWER)))
-    for name in ("low-1", "low-2"):
-        state.add_workload(gpu_job(name, gpus=2, priority=1))
-    state.schedule()
-    state.add_workload(gpu_job("big", gpus=4, priority=10))
-    state.schedule()
+    state = big_preempting_two()
     state.add_workload(gpu_job("three", gpus=3, priority=1))
     state.schedule()
     state.remove_workload(("ns", "low-1"))  # 2 GPUs free; big holds 4 while it waits for low-2

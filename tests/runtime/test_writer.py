@@ -34,6 +34,14 @@ class FakeClient:
         return patch
 
 
+async def landed(results: list[WriteDone], count: int) -> None:
+    """Until `count` outcomes have come back (or a second has passed)."""
+    for _ in range(100):
+        if len(results) == count:
+            return
+        await asyncio.sleep(0.01)
+
+
 def patch(name: str, body: bytes) -> MergePatch:
     return MergePatch("workload-status", WORKLOADS, "ns", name, body, subresource="status")
 
@@ -71,10 +79,7 @@ async def test_concurrency_is_bounded_and_errors_come_back() -> None:
     await asyncio.sleep(0.02)
     assert client.peak == 3
     client.release.set()
-    for _ in range(100):
-        if len(results) == 10:
-            break
-        await asyncio.sleep(0.01)
+    await landed(results, 10)
     errors = [r for r in results if r.error is not None]
     assert len(errors) == 1
     assert isinstance(errors[0].error, ServerError)
@@ -113,10 +118,7 @@ async def test_a_waiting_write_goes_before_a_waiting_event() -> None:
     writer.submit(patch("b", b"admit-b"))
     await asyncio.sleep(0.01)
     client.release.set()
-    for _ in range(100):
-        if len(results) == 4:
-            break
-        await asyncio.sleep(0.01)
+    await landed(results, 4)
     assert client.calls == [b"admit-a", b"admit-b", b"event-a", b"event-b"]
     assert client.peak == 1
 
@@ -147,10 +149,7 @@ async def test_an_admission_replaces_its_pending_verdict_waiting_and_goes_before
     writer.submit(admit("c", b"admit-c"))
     await asyncio.sleep(0.01)
     client.release.set()
-    for _ in range(100):
-        if len(results) == 6:
-            break
-        await asyncio.sleep(0.01)
+    await landed(results, 6)
     assert client.calls == [b"first", b"admit-c", b"pending-a", b"pending-b", b"event"]
     withdrawn = [cast(MergePatch, r.action).patch for r in results if r.superseded]
     assert withdrawn == [b"pending-c"]
@@ -169,9 +168,6 @@ async def test_a_write_of_the_same_rank_waits_behind_the_one_in_its_slot() -> No
     await asyncio.sleep(0.01)
     writer.submit(verdict("a", b"v2"))  # queued behind v1 (same rank): v1 keeps its place
     client.release.set()
-    for _ in range(100):
-        if len(results) == 4:
-            break
-        await asyncio.sleep(0.01)
+    await landed(results, 4)
     assert client.calls == [b"first", b"v1", b"w1", b"v2"]
     assert not any(r.superseded for r in results)
