@@ -113,6 +113,14 @@ class Scene:
         name = workload_name_for_job(job_name, created["metadata"]["uid"])
         return await self.kube.get(api_path(KUEUE, "workloads", self.namespace, name))
 
+    async def last_seen(self, job_name: str) -> str:
+        """The Job's Workload's status (or why there is none), for a failure's message."""
+        try:
+            found = await self.workload(job_name)
+        except ApiError as err:
+            return f"not found ({err.status})"
+        return repr({"labels": found["metadata"].get("labels"), "status": found.get("status")})
+
     async def condition(self, job_name: str, kind: str) -> Obj:
         try:
             return status_condition(await self.workload(job_name), kind)
@@ -318,15 +326,20 @@ async def test_a_cluster_queue_borrows_the_gpu_a_cohort_object_holds(
     )
     await scene.local_queue("lq", f"team-{ns}")
     jobs = api_path("batch/v1", "jobs", ns)
-    await kube.create(jobs, job("first", ns, "lq", run_seconds=300))
-    await kube.create(jobs, job("second", ns, "lq", run_seconds=2))
 
     async def condition_is(job_name: str, status: str) -> Obj | None:
         found = await scene.condition(job_name, "QuotaReserved")
         return found if found.get("status") == status else None
 
+    # One after the other: two Workloads created at once reach the queue in either order (CI saw
+    # the second one take the GPU, finish within its 2 s and leave it to the first).
+    await kube.create(jobs, job("first", ns, "lq", run_seconds=300))
     await wait_for("the first Job to get the Cohort's GPU", lambda: condition_is("first", "True"), within=60)
-    pending = await wait_for("the second Job to wait", lambda: condition_is("second", "False"), within=60)
+    await kube.create(jobs, job("second", ns, "lq", run_seconds=2))
+    try:
+        pending = await wait_for("the second Job to wait", lambda: condition_is("second", "False"), within=60)
+    except AssertionError as err:
+        raise AssertionError(f"{err}; its Workload as last seen: {await scene.last_seen('second')}") from None
     assert pending["message"].endswith(
         f"insufficient unused quota for nvidia.com/gpu in flavor {flavor}, 1 more needed"
     )
