@@ -74,3 +74,32 @@ def test_heads_behind_a_holding_preemptor_are_told_what_the_cycle_began_with() -
     verdicts = {d.key[1]: d.message for d in of_type(state.schedule(), Pending)}
     assert verdicts["one"] == NO_LONGER_FITS
     assert of_type(state.schedule(), Admit) == []
+
+
+def test_a_parked_group_member_that_turns_preemptor_speaks_only_for_itself() -> None:
+    """Two 2-GPU workloads parked together; a lower-priority borrower comes in and the GPU in use
+    goes: the first becomes a preemptor. Its 'Pending the preemption' verdict is its own; the other
+    keeps what it was told, and is looked at in its own turn once the preemption lands."""
+    preemption = {"reclaimWithinCohort": "Any", "withinClusterQueue": "LowerPriority"}
+    state = engine(("a", 2, {"cohort": "pool", "preemption": preemption}), ("b", 0, {"cohort": "pool"}))
+    state.add_workload(gpu_job("a1", queue="lq-a", priority=10))
+    assert of_type(state.schedule(), Admit)
+    for name in ("x1", "x2"):
+        state.add_workload(
+            gpu_job(name, queue="lq-a", gpus=2, priority=5, created=f"2026-01-01T00:00:0{name[1]}Z")
+        )
+    assert [d.key[1] for d in of_type(state.schedule(), Pending)] == ["x1", "x2"]
+    state.add_workload(gpu_job("b1", queue="lq-b", priority=0))
+    assert of_type(state.schedule(), Admit)
+    state.remove_workload(("ns", "a1"))
+    decisions = state.schedule()
+    assert [(d.key[1], [t.key[1] for t in d.targets]) for d in of_type(decisions, Preempt)] == [
+        ("x1", ["b1"])
+    ]
+    told = {d.key[1]: d.message for d in of_type(decisions, Pending)}
+    assert list(told) == ["x1"]
+    assert told["x1"].endswith("Pending the preemption of 1 workload(s)")
+    state.remove_workload(("ns", "b1"))
+    decisions = state.schedule()
+    assert [d.key[1] for d in of_type(decisions, Admit)] == ["x1"]
+    assert [d.message.endswith("2 more needed") for d in of_type(decisions, Pending)] == [True]

@@ -1,8 +1,8 @@
 """Where the API server is and how to authenticate: kubeconfig or in-cluster.
 
-kubeconfig files are read by kubernetes_asyncio's loader (client certificates,
-CA, bearer tokens, token files, exec plugins); this module turns its result
-into what the aiohttp client needs: a server URL, an ``ssl.SSLContext`` and a
+kubeconfig files with static credentials are read by `kubeconfig`, the others
+by kubernetes_asyncio's loader (exec and auth-provider plugins); this module
+turns either into what the aiohttp client needs: a server URL, an ``ssl.SSLContext`` and a
 source of ``Authorization`` header values that refreshes itself.
 """
 
@@ -20,6 +20,7 @@ from typing import Any, Protocol
 import structlog
 
 from reconciler.kube.errors import ConfigError
+from reconciler.kube.kubeconfig import StaticKubeconfig, read_static, static_ssl_context
 
 __all__ = [
     "SERVICE_ACCOUNT_DIR",
@@ -151,14 +152,39 @@ def _ssl_context(
 async def load_kubeconfig(path: str | None = None, context: str | None = None) -> ClusterConfig:
     """The cluster of a kubeconfig file (``$KUBECONFIG`` or ~/.kube/config when ``path`` is None).
 
-    Reading the file is a little blocking I/O on the loop, done once at start-up.
+    Static credentials are read by `kubeconfig.read_static`; a user with a plugin goes to
+    kubernetes_asyncio's loader (a little blocking I/O on the loop, done once at start-up).
     """
+    if path is None:
+        # Both readers merge a KUBECONFIG list ("a:b") as kubectl does.
+        path = os.environ.get("KUBECONFIG") or os.path.join(os.environ.get("HOME", ""), ".kube", "config")
+    try:
+        static = await asyncio.to_thread(read_static, path, context)
+    except OSError as exc:
+        raise ConfigError(f"cannot read kubeconfig {path}: {exc}") from exc
+    if static is not None:
+        return await _static_cluster(static, path)
+    return await _loaded_cluster(path, context)
+
+
+async def _static_cluster(static: StaticKubeconfig, path: str) -> ClusterConfig:
+    context_ssl: ssl.SSLContext | None = None
+    if static.server.startswith("https://"):
+        try:
+            context_ssl = await asyncio.to_thread(static_ssl_context, static)
+        except (OSError, ssl.SSLError, ValueError) as exc:
+            raise ConfigError(f"kubeconfig {path}: bad TLS material: {exc}") from exc
+    tokens: TokenSource = StaticToken(static.authorization)
+    if static.token_file is not None:
+        tokens = FileTokenSource(static.token_file)
+        await tokens.authorization()  # fail now, not on the first request
+    return ClusterConfig(static.server, context_ssl, tokens, static.tls_server_name)
+
+
+async def _loaded_cluster(path: str, context: str | None) -> ClusterConfig:
     from kubernetes_asyncio.client import Configuration
     from kubernetes_asyncio.config import ConfigException, load_kube_config
 
-    if path is None:
-        # The loader merges a KUBECONFIG list ("a:b") as kubectl does.
-        path = os.environ.get("KUBECONFIG") or os.path.join(os.environ.get("HOME", ""), ".kube", "config")
     configuration = Configuration()
     try:
         loader = await load_kube_config(

@@ -5,6 +5,7 @@ from __future__ import annotations
 import base64
 import datetime
 import errno
+import json
 import tempfile
 from pathlib import Path
 
@@ -17,6 +18,7 @@ from cryptography.x509.oid import NameOID
 from reconciler.api.resources import WORKLOADS
 from reconciler.kube import ConfigError, KubeClient, Unauthorized
 from reconciler.kube.auth import FileTokenSource, load_in_cluster
+from tests.kube.test_kubeconfig import exec_kubeconfig
 from tests.support.fake_apiserver import FakeApiServer, json_reply, status_reply
 
 
@@ -160,20 +162,14 @@ async def test_kubeconfig_env_list_is_merged(
 async def test_inline_certificate_data_without_a_temporary_directory_names_the_fix(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """A read-only root filesystem: the loader cannot write the inline CA to a temporary file."""
+    """A read-only root filesystem and a user with an exec plugin: kubernetes_asyncio's loader
+    cannot write the inline CA to a temporary file. (Static credentials need none: see
+    test_kubeconfig.)"""
     _write_ca(tmp_path / "ca.crt")
     ca_data = base64.b64encode((tmp_path / "ca.crt").read_bytes()).decode()
     config = tmp_path / "kubeconfig"
-    config.write_text(
-        f"""
-clusters:
-- name: c
-  cluster: {{server: "https://127.0.0.1:6443", certificate-authority-data: "{ca_data}"}}
-users: [{{name: u, user: {{token: t}}}}]
-contexts: [{{name: x, context: {{cluster: c, user: u}}}}]
-current-context: x
-"""
-    )
+    server = "https://127.0.0.1:6443"
+    config.write_text(json.dumps(exec_kubeconfig(server, {"certificate-authority-data": ca_data})))
 
     def no_temporary_directory() -> str:
         raise FileNotFoundError(errno.ENOENT, "No usable temporary directory found in ['/tmp']")

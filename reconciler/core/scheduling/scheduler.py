@@ -240,6 +240,10 @@ class Scheduler:
         pending: Pending,
     ) -> None:
         """Park a workload that does not fit; a parked group shares its first member's verdict."""
+        if candidate.group is not None and candidate.group != group:
+            # It leaves its group (e.g. to wait for its own preemptions): its verdict is its own,
+            # and the group's next member is looked at in its own right.
+            candidate = replace(candidate, group=None)
         verdict = (pending.reason, pending.message)
         group_id = (pending.cluster_queue, group)
         if candidate.group is not None:
