@@ -202,6 +202,9 @@ class Verdicts:
         else:
             ctx.engine.rollback(key)
         self._unfeed(key)
+        # Its newer version may have come while the write was in flight (and been set aside):
+        # no event may follow, so it is fed again now on what the store has.
+        ctx.dirty.workload(key)
 
     def pending(self, decision: Pending) -> None:
         ctx = self.ctx
