@@ -41,7 +41,7 @@ from reconciler.api.resources import WORKLOADS, Resource
 from reconciler.api.times import now_rfc3339
 from reconciler.config import Configuration
 from reconciler.core.model.jobs import PODSET_LABEL
-from reconciler.core.scheduling.scheduler import Admit, Preempt
+from reconciler.core.scheduling.scheduler import Admit, Decision, Preempt
 from reconciler.feed import feed_cluster_queue, feed_cohort, feed_flavor, feed_local_queue, feed_namespace
 from reconciler.integrations import REGISTRY, Integration, enabled
 from reconciler.integrations.pod import MANAGED_LABEL
@@ -167,13 +167,7 @@ class Reconciler(ReconcilerViews):
         if decisions:
             admits = any(isinstance(d, Admit) for d in decisions)
             ctx.metrics.admission_attempt(admits, ctx.monotonic() - started)
-        for decision in decisions:
-            if isinstance(decision, Admit):
-                self.workload_sync.admit(decision)
-            elif isinstance(decision, Preempt):
-                self.preemption.preempt(decision)
-            else:
-                self.workload_sync.pending(decision)
+        _carry_out(decisions, self.workload_sync, self.preemption)
         self.workload_sync.write_waiting_for_start()
         ctx.dirty.queue_status = True
 
@@ -430,3 +424,17 @@ def _models_differ(previous: ClusterQueue, current: ClusterQueue) -> bool:
         previous.spec != current.spec
         or previous.metadata.deletion_timestamp != current.metadata.deletion_timestamp
     )
+
+
+def _carry_out(decisions: Sequence[Decision], workloads: Workloads, preemption: Preemption) -> None:
+    """Write a cycle's decisions. A workload's status is written once per cycle, with its last
+    verdict (a cycle here can take a head several times, as several of Kueue's cycles would);
+    the Event of each verdict stays."""
+    last = {d.key: d for d in decisions if not isinstance(d, Preempt)}
+    for decision in decisions:
+        if isinstance(decision, Admit):
+            workloads.admit(decision)
+        elif isinstance(decision, Preempt):
+            preemption.preempt(decision)
+        else:
+            workloads.pending(decision, write=last[decision.key] is decision)

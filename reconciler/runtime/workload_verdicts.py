@@ -206,7 +206,9 @@ class Verdicts:
         # no event may follow, so it is fed again now on what the store has.
         ctx.dirty.workload(key)
 
-    def pending(self, decision: Pending) -> None:
+    def pending(self, decision: Pending, *, write: bool = True) -> None:
+        """Write the verdict (unless `write` is False: a later verdict of the same cycle will)
+        and record its Event when it is news."""
         ctx = self.ctx
         key = decision.key
         workload = ctx.store.workloads.get(key)
@@ -225,9 +227,10 @@ class Verdicts:
                 return
         elif same_workload_status(status, workload.status):
             return
-        patch = status_patch(status)
-        self._asked[key] = (status, patch)
-        ctx.write(workload_status_write("workload-status", (key[0], key[1]), patch, self._status_written))
+        if write:
+            patch = status_patch(status)
+            self._asked[key] = (status, patch)
+            ctx.write(workload_status_write("workload-status", (key[0], key[1]), patch, self._status_written))
         if decision.reason == REASON_PENDING:
             # Kueue's scheduler records its verdicts; a workload its queues refuse (unmapped
             # DeviceClass, missing LocalQueue) gets the condition only.

@@ -69,8 +69,8 @@ class Workloads:
     def admit(self, decision: Admit) -> None:
         self.verdicts.admit(decision)
 
-    def pending(self, decision: Pending) -> None:
-        self.verdicts.pending(decision)
+    def pending(self, decision: Pending, *, write: bool = True) -> None:
+        self.verdicts.pending(decision, write=write)
 
     def write_waiting_for_start(self) -> None:
         self.verdicts.write_waiting_for_start()

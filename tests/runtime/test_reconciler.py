@@ -26,6 +26,7 @@ from reconciler.core.model.workloads import workload_name_for_job
 from reconciler.kube import Conflict, Forbidden, NamespaceTerminating
 from reconciler.runtime.actions import Create, PostEvent
 from reconciler.runtime.writer import WriteDone
+from tests.support.builders import cluster_queue_body
 from tests.support.reconciler_harness import (
     GPU,
     Harness,
@@ -332,3 +333,52 @@ def test_a_create_refused_in_a_terminating_namespace_is_not_a_write_error() -> N
         h.reconciler.handle(WriteDone(create_b, error=Forbidden(403, "Forbidden", "no RBAC")))
     assert h.reconciler.ctx.stats.write_errors == 1
     assert [e["event"] for e in logs if e["log_level"] == "warning"] == ["write failed"]
+
+
+def test_a_workload_told_twice_in_one_cycle_gets_one_status_write_and_both_events() -> None:
+    """A release lets two heads of a cohort in; the one that fits without borrowing goes first,
+    so the borrower is told 'no longer fits' and then, in the next round of the same cycle, by
+    how much quota it lacks. Both are recorded as Events, as Kueue's cycles record them; only the
+    last is written to its status (the first would be overwritten at once)."""
+    h = Harness()
+    queues(h, gpus=0)
+    h.event(
+        "MODIFIED",
+        CLUSTER_QUEUES,
+        decode(cluster_queue_body("cq", [("t4", {GPU: 0})], cohort="pool"), ClusterQueue),
+    )
+    h.event(
+        "ADDED",
+        CLUSTER_QUEUES,
+        decode(cluster_queue_body("cq-b", [("t4", {GPU: 0})], cohort="pool"), ClusterQueue),
+    )
+    local_queue = {"metadata": {"name": "lq-b", "namespace": "ns"}, "spec": {"clusterQueue": "cq-b"}}
+    h.event("ADDED", LOCAL_QUEUES, decode(local_queue, LocalQueue))
+    h.sync_all()
+    borrower = msgspec.json.decode(msgspec.json.encode(gpu_job(h, "b")))
+    borrower["metadata"]["labels"]["kueue.x-k8s.io/queue-name"] = "lq-b"
+    for job in (gpu_job(h, "a"), decode(borrower, Job)):
+        h.event("ADDED", JOBS, job)
+        (create,) = of(h.take(), "create-workload")
+        h.event("ADDED", WORKLOADS, created_workload(h, create))
+    h.take()
+    h.event(
+        "MODIFIED",
+        CLUSTER_QUEUES,
+        decode(cluster_queue_body("cq", [("t4", {GPU: 1})], cohort="pool"), ClusterQueue),
+    )
+    actions = h.take()
+    assert [a.name for a in of(actions, "admit")] == [workload_name_for_job("a", "uid-a")]
+    name_b = workload_name_for_job("b", "uid-b")
+    writes = [msgspec.json.decode(a.patch) for a in of(actions, "workload-status") if a.name == name_b]
+    assert [
+        c["message"] for w in writes for c in w["status"]["conditions"] if c["type"] == "QuotaReserved"
+    ] == [
+        "couldn't assign flavors to pod set main: insufficient unused quota for nvidia.com/gpu in flavor t4, "
+        "1 more needed"
+    ]
+    told = [msgspec.json.decode(e.body) for e in actions if isinstance(e, PostEvent)]
+    assert [e["message"][:40] for e in told if e["involvedObject"]["name"] == name_b] == [
+        "Workload no longer fits after processing",
+        "couldn't assign flavors to pod set main:",
+    ]
