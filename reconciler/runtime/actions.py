@@ -82,14 +82,18 @@ class MergePatch:
     # Status-only writes of one object share a slot so they stay in order.
     slot_name: str | None = None
     on_done: OnDone | None = field(default=None, compare=False, repr=False)
+    # Run on the loop as the write is sent: the patch to send then (e.g. its precondition moved
+    # past our own writes that landed first; see own_moves).
+    prepare: Callable[[bytes], bytes] | None = field(default=None, compare=False, repr=False)
 
     @property
     def slot(self) -> Slot:
         return (self.slot_name or self.purpose, self.namespace or "", self.name)
 
     async def perform(self, client: KubeClient) -> bytes:
+        patch = self.patch if self.prepare is None else self.prepare(self.patch)
         return await client.merge_patch(
-            self.resource, self.namespace, self.name, self.patch, subresource=self.subresource
+            self.resource, self.namespace, self.name, patch, subresource=self.subresource
         )
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 import msgspec
@@ -144,7 +145,11 @@ def cluster_queue_status_patch(desired: ClusterQueueStatus, shown: ClusterQueueS
 
 
 def workload_status_write(
-    purpose: Purpose, key: tuple[str, str], patch: bytes, on_done: OnDone
+    purpose: Purpose,
+    key: tuple[str, str],
+    patch: bytes,
+    on_done: OnDone,
+    prepare: Callable[[bytes], bytes] | None = None,
 ) -> MergePatch:
     """A merge patch of a Workload's status subresource. Every such write of one Workload shares
     the slot "workload-status", so they land in the order they were asked for and a newer one
@@ -159,4 +164,5 @@ def workload_status_write(
         subresource="status",
         slot_name="workload-status",
         on_done=on_done,
+        prepare=prepare,
     )

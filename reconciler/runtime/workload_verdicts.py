@@ -9,6 +9,7 @@ a failed write (409 included) gives the quota back.
 from __future__ import annotations
 
 from collections.abc import Callable
+from functools import partial
 
 import msgspec
 
@@ -33,6 +34,7 @@ from reconciler.kube import Conflict, NotFound
 
 from .actions import MergePatch, WriteDone
 from .context import EXPECTED_MISSES, Context
+from .own_moves import OwnMoves, Version
 from .patches import same_workload_status, status_patch, workload_status_write
 from .store import Key
 
@@ -55,6 +57,12 @@ class Verdicts:
         self._without_pods_ready: set[Key] = set()
         # The pending status last asked for while its write is in flight (and its patch).
         self._asked: dict[Key, tuple[WorkloadStatus, bytes]] = {}
+        # The versions our pending writes moved each Workload through (admissions follow them).
+        self._moves = OwnMoves(self._version)
+
+    def _version(self, key: Key) -> Version | None:
+        workload = self.ctx.store.workloads.get(key)
+        return None if workload is None else _version_of(workload)
 
     def wait_for_start(self, key: Key) -> None:
         """A waiting workload without a PodsReady condition: write_waiting_for_start gives it one."""
@@ -63,6 +71,7 @@ class Verdicts:
     def forget(self, key: Key) -> None:
         self._annotating.pop(key, None)
         self._asked.pop(key, None)
+        self._moves.forget(key)
 
     def write_waiting_for_start(self) -> None:
         """With waitForPodsReady, a waiting Job's Workload shows PodsReady=False WaitForStart
@@ -88,12 +97,12 @@ class Verdicts:
                     "waiting-for-start",
                     (meta.namespace, meta.name),
                     status_patch(status, meta.resource_version),
-                    self._waiting_for_start_written,
+                    partial(self._waiting_for_start_written, base=[_version_of(workload)]),
                 )
             )
 
-    def _waiting_for_start_written(self, done: WriteDone) -> None:
-        self._status_written(done)
+    def _waiting_for_start_written(self, done: WriteDone, base: list[Version | None]) -> None:
+        self._status_written(done, base)
         if not done.ok:
             # Lost a race (a newer version, or a superseded write): look at it again.
             self.ctx.dirty.workload(done.key)
@@ -148,12 +157,20 @@ class Verdicts:
             workload.metadata.generation or None,
             pods_ready=ctx.tracks_pods_ready(key),
         )
+        decided_on = workload.metadata.resource_version
+
+        def on_newest(patch: bytes) -> bytes:
+            # A pending verdict of ours that landed first moved the version on: follow it.
+            newest = self._moves.follow(key, decided_on)
+            return patch if newest == decided_on else status_patch(status, newest)
+
         ctx.write(
             workload_status_write(
                 "admit",
                 (key[0], key[1]),
-                status_patch(status, workload.metadata.resource_version),
+                status_patch(status, decided_on),
                 lambda done: self._admission_written(done, decision.considered, decision.charged),
+                prepare=on_newest,
             )
         )
 
@@ -164,6 +181,7 @@ class Verdicts:
         key = done.key
         if done.ok and done.body is not None:
             ctx.stats.admitted += 1
+            self._moves.forget(key)  # (admitted: no pending verdict of its follows)
             ctx.engine.admission_written(key, ctx.wall())  # its entry penalty joins its usage
             ctx.apply_workload_write(key, done.body, until_seen=True)
             # Its own watch event may have come first and been set aside: start the PodsReady clock now.
@@ -230,18 +248,27 @@ class Verdicts:
         if write:
             patch = status_patch(status)
             self._asked[key] = (status, patch)
-            ctx.write(workload_status_write("workload-status", (key[0], key[1]), patch, self._status_written))
+            base: list[Version | None] = [None]
+
+            def on_send(sent: bytes) -> bytes:
+                base[0] = self._moves.sending(key)  # (no precondition: it lands on the newest)
+                return sent
+
+            written = partial(self._status_written, base=base)
+            ctx.write(workload_status_write("workload-status", key, patch, written, prepare=on_send))
         if decision.reason == REASON_PENDING:
             # Kueue's scheduler records its verdicts; a workload its queues refuse (unmapped
             # DeviceClass, missing LocalQueue) gets the condition only.
             ctx.events.emit(workload, "Warning", decision.reason, decision.message)
 
-    def _status_written(self, done: WriteDone) -> None:
+    def _status_written(self, done: WriteDone, base: list[Version | None]) -> None:
         asked = self._asked.get(done.key)
         if asked is not None and isinstance(done.action, MergePatch) and asked[1] is done.action.patch:
             del self._asked[done.key]  # (the last one asked for: none other is in flight)
         if done.ok and done.body is not None:
-            self.ctx.apply_workload_write(done.key, done.body)
+            applied = self.ctx.apply_workload_write(done.key, done.body)
+            if applied is not None:
+                self._moves.landed(done.key, base[0], _version_of(applied))
         else:
             self.ctx.write_failed(done, expected=(NotFound, Conflict))
 
@@ -257,3 +284,7 @@ def _waiting_for_start(status: WorkloadStatus, now: str, generation: int | None)
         status.conditions, PODS_READY, state.status, state.reason, state.message, now, generation
     )
     return msgspec.structs.replace(status, conditions=conditions)
+
+
+def _version_of(workload: Workload) -> Version:
+    return (workload.metadata.resource_version, workload.metadata.generation)

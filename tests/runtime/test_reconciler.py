@@ -382,3 +382,30 @@ def test_a_workload_told_twice_in_one_cycle_gets_one_status_write_and_both_event
         "Workload no longer fits after processing",
         "couldn't assign flavors to pod set main:",
     ]
+
+
+def test_an_admission_is_sent_on_the_version_our_own_pending_write_left() -> None:
+    """b's pending verdict is in flight when the GPU comes back and b is admitted on the version
+    the store showed. The verdict lands first (same slot) and moves the version on: the admission
+    is sent on the version after it, not failed (409) against our own write."""
+    h = Harness()
+    queues(h)
+    h.sync_all()
+    workloads: dict[str, Workload] = {}
+    for name in ("a", "b"):
+        h.event("ADDED", JOBS, gpu_job(h, name))
+        (create,) = of(h.take(), "create-workload")
+        workloads[name] = created_workload(h, create)
+        h.event("ADDED", WORKLOADS, workloads[name])
+    actions = h.take()
+    (verdict,) = [a for a in of(actions, "workload-status") if a.name == workloads["b"].metadata.name]
+    assert verdict.prepare(verdict.patch) == verdict.patch  # sent now, on b's version
+    h.event("DELETED", WORKLOADS, workloads["a"])  # the GPU comes back
+    (admit,) = of(h.take(), "admit")
+    decided_on = workloads["b"].metadata.resource_version
+    assert msgspec.json.decode(admit.patch)["metadata"]["resourceVersion"] == decided_on
+    told = apply_patch(h, workloads["b"], verdict)
+    h.reconciler.handle(WriteDone(verdict, body=msgspec.json.encode(told)))
+    sent = msgspec.json.decode(admit.prepare(admit.patch))
+    assert sent["metadata"]["resourceVersion"] == told.metadata.resource_version
+    assert sent["status"] == msgspec.json.decode(admit.patch)["status"]
