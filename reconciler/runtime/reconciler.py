@@ -115,14 +115,14 @@ class Reconciler(ReconcilerViews):
             integrations=integrations,
         )
         self.ctx.engine.scheduler.fair_sharing = config.fair_sharing_strategies
-        self.workload_sync = Workloads(self.ctx)
+        self.preemption = Preemption(self.ctx)
+        self.workload_sync = Workloads(self.ctx, admission_settled=self.preemption.admission_settled)
         own_namespace = namespace or config.namespace or DEFAULT_NAMESPACE
         self.pod_groups = enable_pod_groups(self.ctx, own_namespace, integrations)  # with plain pods
         self.job_kinds = JobKinds(self.ctx, integrations, own_namespace, self.pod_groups)  # one per kind
         self.lws_groups = lws_groups(self.ctx, self.job_kinds, own_namespace)
         self.pods_ready = PodsReady(self.ctx)
         self.queue_status = QueueStatus(self.ctx)
-        self.preemption = Preemption(self.ctx)
         self.in_use = InUse(self.ctx)
         self.config_reloads = ConfigReloads(self.ctx, self.workload_sync.mappings_changed)
         self.inventory = Inventory(self.ctx, self.workload_sync.extended_changed)

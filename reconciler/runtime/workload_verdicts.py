@@ -47,10 +47,17 @@ def seconds_since(stamp: str | None, now: str) -> int:
 
 
 class Verdicts:
-    def __init__(self, ctx: Context, unfeed: Callable[[Key], None]) -> None:
+    def __init__(
+        self,
+        ctx: Context,
+        unfeed: Callable[[Key], None],
+        admission_settled: Callable[[Key, bool], None] = lambda key, admitted: None,
+    ) -> None:
         self.ctx = ctx
         # Makes the next sync give the workload to the core again.
         self._unfeed = unfeed
+        # Told when an admission write lands (True) or fails (preemption waits for it).
+        self._admission_settled = admission_settled
         # The firstAvailable annotation last asked for, per workload.
         self._annotating: dict[Key, tuple[str | None, str | None]] = {}
         # Waiting workloads seen without a PodsReady condition (see write_waiting_for_start).
@@ -169,10 +176,15 @@ class Verdicts:
                 "admit",
                 (key[0], key[1]),
                 status_patch(status, decided_on),
-                lambda done: self._admission_written(done, decision.considered, decision.charged),
+                lambda done: self._admission_done(done, decision.considered, decision.charged),
                 prepare=on_newest,
             )
         )
+
+    def _admission_done(self, done: WriteDone, considered: str, charged: tuple[str, ...]) -> None:
+        self._admission_written(done, considered, charged)
+        # Evictions asked for while it was being written go now (or are dropped with it).
+        self._admission_settled(done.key, done.ok and done.body is not None)
 
     def _admission_written(
         self, done: WriteDone, considered: str = "", charged: tuple[str, ...] = ()

@@ -6,6 +6,8 @@ ClusterQueue's stopPolicy: drained, then requeued once it runs again (`workload_
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import msgspec
 import structlog
 
@@ -36,11 +38,13 @@ log = structlog.get_logger(__name__)
 
 
 class Workloads:
-    def __init__(self, ctx: Context) -> None:
+    def __init__(
+        self, ctx: Context, admission_settled: Callable[[Key, bool], None] = lambda key, admitted: None
+    ) -> None:
         self.ctx = ctx
         # The generation of each workload as last given to the core.
         self._fed: dict[Key, int] = {}
-        self.verdicts = Verdicts(ctx, unfeed=self._unfeed)
+        self.verdicts = Verdicts(ctx, unfeed=self._unfeed, admission_settled=admission_settled)
         self.requeues = Requeues(ctx)
         self.orphans = Orphans(ctx, forget=self._forget)
         self.stopped = StoppedQueues(ctx)

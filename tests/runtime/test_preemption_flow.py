@@ -96,3 +96,32 @@ def test_a_high_priority_job_preempts_the_running_low_one() -> None:
         "priority_class": "low",
     }  # the victim's class
     assert metric(samples, "kueue_evicted_workloads_total", replica_role="leader", **eviction) == 1
+
+
+def test_a_victim_whose_admission_is_still_being_written_is_evicted_once_it_lands() -> None:
+    """The low Job's admission is in flight when the high one comes: the ledger already charges
+    it, so the scheduler names it. Its eviction waits for the admission to land and is then
+    written on the admitted version (before, it was written at once on the pending version, or
+    replaced the admission still waiting in the Workload's slot and wrote Preempted on a Workload
+    never admitted)."""
+    h = Harness()
+    queues(h)
+    body = cluster_queue_body("cq", [("t4", {GPU: 1})])
+    body["spec"]["preemption"] = {"withinClusterQueue": "LowerPriority"}
+    h.event("MODIFIED", CLUSTER_QUEUES, decode(body, ClusterQueue))
+    for name, value in (("low", 10), ("high", 1000)):
+        wpc = {"metadata": {"name": name, "resourceVersion": h.next_rv()}, "value": value}
+        h.event("ADDED", WORKLOAD_PRIORITY_CLASSES, decode(wpc, WorkloadPriorityClass))
+    h.sync_all()
+    low = queued(h, "low", "low")
+    (admit,) = of(h.take(), "admit")
+    queued(h, "high", "high")
+    assert of(h.take(), "evict") == []  # (the low one's admission is in flight)
+    admitted = apply_patch(h, low, admit)
+    h.reconciler.handle(WriteDone(admit, body=msgspec.json.encode(admitted)))
+    (evict,) = of(h.take(), "evict")
+    patch = msgspec.json.decode(evict.patch)
+    assert evict.name == low.metadata.name
+    assert patch["metadata"]["resourceVersion"] == admitted.metadata.resource_version
+    preempted = {c["type"]: c["status"] for c in patch["status"]["conditions"]}
+    assert (preempted["Evicted"], preempted["Preempted"]) == ("True", "True")
