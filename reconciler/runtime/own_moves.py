@@ -32,10 +32,6 @@ class OwnMoves:
         self._current = current
         self._moves: dict[Key, tuple[tuple[str, ...], str]] = {}
 
-    def sending(self, key: Key) -> Version | None:
-        """The version a write without precondition is about to be applied to (the store's)."""
-        return self._current(key)
-
     def landed(self, key: Key, base: Version | None, after: Version) -> None:
         """Our write sent on `base` landed as `after`."""
         if base is None or base[1] != after[1] or base[0] == after[0]:

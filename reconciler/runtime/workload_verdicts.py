@@ -263,7 +263,7 @@ class Verdicts:
             base: list[Version | None] = [None]
 
             def on_send(sent: bytes) -> bytes:
-                base[0] = self._moves.sending(key)  # (no precondition: it lands on the newest)
+                base[0] = self._version(key)  # (no precondition: it lands on the store's, or newer)
                 return sent
 
             written = partial(self._status_written, base=base)

@@ -3,41 +3,22 @@
 from __future__ import annotations
 
 import base64
-import datetime
 import errno
 import json
 import tempfile
 from pathlib import Path
 
 import pytest
-from cryptography import x509
-from cryptography.hazmat.primitives import hashes, serialization
-from cryptography.hazmat.primitives.asymmetric import ec
-from cryptography.x509.oid import NameOID
 
 from reconciler.api.resources import WORKLOADS
 from reconciler.kube import ConfigError, KubeClient, Unauthorized
 from reconciler.kube.auth import FileTokenSource, load_in_cluster
-from tests.kube.test_kubeconfig import exec_kubeconfig
+from tests.kube.test_kubeconfig import exec_kubeconfig, pem_pair
 from tests.support.fake_apiserver import FakeApiServer, json_reply, status_reply
 
 
 def _write_ca(path: Path) -> None:
-    key = ec.generate_private_key(ec.SECP256R1())
-    name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "test-ca")])
-    now = datetime.datetime.now(datetime.UTC)
-    cert = (
-        x509.CertificateBuilder()
-        .subject_name(name)
-        .issuer_name(name)
-        .public_key(key.public_key())
-        .serial_number(1)
-        .not_valid_before(now)
-        .not_valid_after(now + datetime.timedelta(days=1))
-        .add_extension(x509.BasicConstraints(ca=True, path_length=None), critical=True)
-        .sign(key, hashes.SHA256())
-    )
-    path.write_bytes(cert.public_bytes(serialization.Encoding.PEM))
+    path.write_bytes(pem_pair("test-ca")[0])
 
 
 @pytest.mark.asyncio

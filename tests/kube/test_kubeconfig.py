@@ -24,7 +24,7 @@ from reconciler.kube.kubeconfig import read_static
 ROOT = Path(__file__).resolve().parents[2]
 
 
-def _pem_pair(name: str) -> tuple[bytes, bytes]:
+def pem_pair(name: str) -> tuple[bytes, bytes]:
     """A self-signed certificate (a CA) and its key, PEM."""
     key = ec.generate_private_key(ec.SECP256R1())
     subject = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, name)])
@@ -67,8 +67,8 @@ def _b64(data: bytes) -> str:
 
 
 def _inline_kubeconfig(path: Path) -> None:
-    ca, _ = _pem_pair("inline-ca")
-    cert, key = _pem_pair("inline-user")
+    ca, _ = pem_pair("inline-ca")
+    cert, key = pem_pair("inline-user")
     path.write_text(
         f"""
 clusters:

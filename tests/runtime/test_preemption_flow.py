@@ -36,10 +36,8 @@ def queued(h: Harness, name: str, priority_class: str) -> Workload:
     return workload
 
 
-def test_a_high_priority_job_preempts_the_running_low_one() -> None:
-    h = Harness()
-    metrics = Metrics("leader")
-    h.reconciler.metrics = metrics
+def preempting_queue(h: Harness) -> None:
+    """A queue of one GPU that preempts lower priorities, and the priority classes low and high."""
     queues(h)
     body = cluster_queue_body("cq", [("t4", {GPU: 1})])
     body["spec"]["preemption"] = {"withinClusterQueue": "LowerPriority"}
@@ -48,6 +46,13 @@ def test_a_high_priority_job_preempts_the_running_low_one() -> None:
         wpc = {"metadata": {"name": name, "resourceVersion": h.next_rv()}, "value": value}
         h.event("ADDED", WORKLOAD_PRIORITY_CLASSES, decode(wpc, WorkloadPriorityClass))
     h.sync_all()
+
+
+def test_a_high_priority_job_preempts_the_running_low_one() -> None:
+    h = Harness()
+    metrics = Metrics("leader")
+    h.reconciler.metrics = metrics
+    preempting_queue(h)
     low = queued(h, "low", "low")
     (admit,) = of(h.take(), "admit")
     running = apply_patch(h, low, admit)
@@ -105,14 +110,7 @@ def test_a_victim_whose_admission_is_still_being_written_is_evicted_once_it_land
     replaced the admission still waiting in the Workload's slot and wrote Preempted on a Workload
     never admitted)."""
     h = Harness()
-    queues(h)
-    body = cluster_queue_body("cq", [("t4", {GPU: 1})])
-    body["spec"]["preemption"] = {"withinClusterQueue": "LowerPriority"}
-    h.event("MODIFIED", CLUSTER_QUEUES, decode(body, ClusterQueue))
-    for name, value in (("low", 10), ("high", 1000)):
-        wpc = {"metadata": {"name": name, "resourceVersion": h.next_rv()}, "value": value}
-        h.event("ADDED", WORKLOAD_PRIORITY_CLASSES, decode(wpc, WorkloadPriorityClass))
-    h.sync_all()
+    preempting_queue(h)
     low = queued(h, "low", "low")
     (admit,) = of(h.take(), "admit")
     queued(h, "high", "high")

@@ -24,7 +24,7 @@ from reconciler.api.resources import (
 )
 from reconciler.core.model.workloads import workload_name_for_job
 from reconciler.kube import Conflict, Forbidden, NamespaceTerminating
-from reconciler.runtime.actions import Create, PostEvent
+from reconciler.runtime.actions import Create, MergePatch, PostEvent
 from reconciler.runtime.writer import WriteDone
 from tests.support.builders import cluster_queue_body
 from tests.support.reconciler_harness import (
@@ -95,8 +95,8 @@ def test_admission_flow_from_job_to_start() -> None:
     assert started == ["Started"]
 
 
-def test_a_conflict_rolls_the_reservation_back() -> None:
-    h = Harness()
+def admission_in_flight(h: Harness) -> tuple[Workload, MergePatch]:
+    """One queue, one Job: its Workload seen and its admission asked for (not yet answered)."""
     queues(h)
     h.sync_all()
     h.event("ADDED", JOBS, gpu_job(h, "a"))
@@ -104,6 +104,12 @@ def test_a_conflict_rolls_the_reservation_back() -> None:
     workload = created_workload(h, create)
     h.event("ADDED", WORKLOADS, workload)
     (admit,) = of(h.take(), "admit")
+    return workload, admit
+
+
+def test_a_conflict_rolls_the_reservation_back() -> None:
+    h = Harness()
+    workload, admit = admission_in_flight(h)
     assert h.reconciler.core.ledger.used("cq", ("t4", GPU)) == 1
     h.reconciler.handle(WriteDone(admit, error=Conflict(409, "Conflict", "the object has been modified")))
     assert h.reconciler.core.ledger.used("cq", ("t4", GPU)) == 0
@@ -132,13 +138,7 @@ def test_a_failed_admission_of_a_workload_released_meanwhile_is_decided_again_at
     no further event will: it is decided again on what the store has at once, not left out of
     every queue until the next resync (seen on Kueue's large shape: 30 s stalls)."""
     h = Harness()
-    queues(h)
-    h.sync_all()
-    h.event("ADDED", JOBS, gpu_job(h, "a"))
-    (create,) = of(h.take(), "create-workload")
-    workload = created_workload(h, create)
-    h.event("ADDED", WORKLOADS, workload)
-    (admit,) = of(h.take(), "admit")
+    workload, admit = admission_in_flight(h)
     key = (workload.metadata.namespace, workload.metadata.name)
     h.reconciler.core.remove_workload(key)  # its reservation taken back meanwhile
     body = msgspec.json.decode(msgspec.json.encode(workload))
