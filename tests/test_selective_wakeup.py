@@ -281,7 +281,13 @@ def test_quota_taken_again_in_the_same_cycle_leaves_the_other_heads_their_verdic
             "couldn't assign flavors to pod set main: insufficient unused quota for nvidia.com/gpu "
             "in flavor t4, 1 more needed",
         ),
+        # waited untold behind a-w1, of its shape (Kueue's equivalence hashing): told on its turn
+        (
+            "a-w2",
+            "couldn't assign flavors to pod set main: insufficient unused quota for nvidia.com/gpu "
+            "in flavor t4, 1 more needed",
+        ),
     ]
     # Both heads are tried on the freed GPU; once a-w1 took it, b-w1 and a-w2 find the usage as
-    # it was when their verdicts were made, and keep them.
+    # it was when b-w1's verdict was made, and keep it.
     assert sorted(counter.names) == ["a-w1", "b-w1"]

@@ -9,10 +9,11 @@ it can be tried, and parked workloads get another chance when quota is released;
 with StrictFIFO the head blocks the queue until it fits.
 
 Parked workloads are grouped by *shape* (everything admission looks at: pod
-sets, requests, node constraints). Workloads of one shape get the same
-verdict, so after a release only the first of each group, in queue order,
+sets, requests, node constraints) and priority. Workloads of one group get the
+same verdict, so after a release only the first of each group, in queue order,
 needs to be evaluated: the cost of a release is the number of distinct
-shapes, not the number of waiting workloads.
+groups, not the number of waiting workloads. A new workload whose group was
+just found not to fit joins it unevaluated (Kueue's equivalence hashing).
 """
 
 from __future__ import annotations
@@ -145,6 +146,15 @@ class PendingQueue:
         group = self._groups.setdefault(group_key, _Group())
         group.heaps.push(self._bucket(key), entry)
 
+    def join_settled(self, key: WorkloadKey, group_key: Hashable) -> bool:
+        """Park a queued workload with its group, unevaluated, when that group was just found not
+        to fit (BestEffortFIFO only); False otherwise."""
+        group = self._groups.get(group_key)
+        if self.strict_fifo or group is None or not group.settled or key not in self._live:
+            return False
+        self.park(key, group_key)
+        return True
+
     def __len__(self) -> int:
         return len(self._live) + len(self._parked)
 
@@ -219,8 +229,14 @@ class PendingQueue:
         live = self._live
         return self._heaps.head(lambda e: live.get(e.key) is e, self.score_of)
 
-    def next_candidate(self) -> Candidate | None:
-        """The first workload in queue order among new ones and unsettled parked groups."""
+    def next_candidate(self, first: Set[Hashable] = frozenset()) -> Candidate | None:
+        """The first workload in queue order among new ones and unsettled parked groups; an
+        unsettled group of `first` comes before all else (Kueue's sticky preempting head)."""
+        for group_key in first:
+            group = self._groups.get(group_key)
+            head = None if group is None or group.settled else self._group_head(group_key, group)
+            if head is not None:
+                return Candidate(head[1].key, group_key)
         best = self._active_head()
         best_group: Hashable | None = None
         for group_key, group in list(self._groups.items()):

@@ -85,12 +85,8 @@ Decision = Admit | Pending | Preempt
 
 @dataclass
 class Scheduler:
-    # The last pending verdict reported per workload, and per parked group.
+    # The last pending verdict reported per workload.
     _last: dict[WorkloadKey, tuple[str, str]] = field(default_factory=dict)
-    _group_verdicts: dict[tuple[str | None, Hashable], tuple[str, str] | None] = field(default_factory=dict)
-    # Members of a parked group told something else than its verdict (an overtaken head): only
-    # they are told the verdict again when the group settles on the same one.
-    _group_strays: dict[tuple[str | None, Hashable], set[WorkloadKey]] = field(default_factory=dict)
     # deviceInventory.mode Enforce: what fits quota must fit the free devices too.
     gate: InventoryGate | None = None
     # The device inventory (Report or Enforce): sizes allocationMode All and device capacities.
@@ -135,7 +131,11 @@ class Scheduler:
         claimed: set[WorkloadKey] = set()
         # ClusterQueues sharing a cohort tree take turns (see _schedule_cohort).
         by_root: dict[str | None, list[_QueuePass]] = {}
-        for name in queues.take_dirty():
+        names = list(queues.take_dirty())
+        # Kueue pops a preempting head in every cycle: it holds what its victims free against the
+        # heads of its whole cohort, not only in cycles with news for its own queue.
+        names += [name for name, keys in self._preempting.items() if keys and name not in names]
+        for name in names:
             queue = queues.queues.get(name)
             model = cache.cluster_queues.get(name)
             if queue is None or model is None:
@@ -239,29 +239,16 @@ class Scheduler:
         group: Hashable,
         pending: Pending,
     ) -> None:
-        """Park a workload that does not fit; a parked group shares its first member's verdict."""
+        """Park a workload that does not fit and tell it why. Only the workload looked at is told:
+        the rest of its group waits untold, as Kueue's scheduling equivalence hashing moves the
+        equivalent workloads aside without a verdict of their own."""
         if candidate.group is not None and candidate.group != group:
             # It leaves its group (e.g. to wait for its own preemptions): its verdict is its own,
             # and the group's next member is looked at in its own right.
             candidate = replace(candidate, group=None)
-        verdict = (pending.reason, pending.message)
-        group_id = (pending.cluster_queue, group)
-        if candidate.group is not None:
-            strays = self._group_strays.pop(group_id, None)
-            if self._group_verdicts.get(group_id) != verdict:
-                for member in list(queue.group_members(candidate.group)):
-                    self._report(out, replace(pending, key=member))
-                self._group_verdicts[group_id] = verdict
-            elif strays:
-                # The rest of the group was told this verdict already; walking it would cost
-                # its size on every release.
-                for member in queue.group_members_among(candidate.group, strays):
-                    self._report(out, replace(pending, key=member))
-        else:
-            self._report(out, pending)
+        self._report(out, pending)
+        if candidate.group is None:
             queue.park(candidate.key, group)
-            if self._group_verdicts.setdefault(group_id, verdict) != verdict:
-                self._group_verdicts[group_id] = None
         queue.settle(candidate.group if candidate.group is not None else group)
 
 
@@ -309,14 +296,20 @@ class _QueuePass:
 
     def peek(self) -> _Head | None:
         """The next candidate with its flavor assignment (when its namespace may use the queue)."""
-        candidate = self.queue.next_candidate()
-        if candidate is None:
-            return None
-        info = self.queues.workloads[candidate.key]
-        fit: FlavorFit | FlavorNoFit | None = None
-        if self._namespace_ok(info.namespace):
+        sticky: set[Hashable] = set()
+        if not self.queue.strict_fifo:
+            sticky = {("preempting", key) for key in self.scheduler._preempting.get(self.model.name, ())}
+        while (candidate := self.queue.next_candidate(sticky)) is not None:
+            info = self.queues.workloads[candidate.key]
+            if not self._namespace_ok(info.namespace):
+                return _Head(candidate, None, self.cache.admissions)
+            if candidate.group is None and self.queue.join_settled(candidate.key, _group_of(info)):
+                # Kueue's scheduling equivalence hashing: one of its shape and priority was just
+                # found not to fit, so it waits with them, untold, until quota moves.
+                continue
             fit = self.verdicts.get(info.shape) or self._assign(info)
-        return _Head(candidate, fit, self.cache.admissions)
+            return _Head(candidate, fit, self.cache.admissions)
+        return None
 
     def _assign(self, info: WorkloadInfo) -> FlavorFit | FlavorNoFit:
         gate = self.scheduler.gate
@@ -386,12 +379,9 @@ class _QueuePass:
         if overtaken:
             # Kueue's skipped entry: reported, and tried again on the next round as it is.
             scheduler._report(out, Pending(key, REASON_PENDING, NO_LONGER_FITS, model.name))
-            if candidate.group is not None:
-                # Its group's verdict no longer speaks for it: report it again when settled.
-                scheduler._group_strays.setdefault((model.name, candidate.group), set()).add(key)
             return True
         pending = Pending(key, REASON_PENDING, result.message, model.name)
-        group = info.shape
+        group = _group_of(info)
         if result.waiting_for_quota and _may_preempt(model):
             usage = queues.afs.score if queues.afs is not None and queues.uses_afs(model.name) else None
             if scheduler.fair_sharing is not None:
@@ -421,7 +411,14 @@ class _QueuePass:
             scheduler._report(out, pending)
             return False
         scheduler._settle(out, queue, candidate, group, pending)
-        return True
+        # Kueue's sticky workload: while a head waits for its preemptions, it stays its queue's
+        # head and nothing behind it is looked at.
+        return group != ("preempting", key)
+
+
+def _group_of(info: WorkloadInfo) -> Hashable:
+    """Workloads parked together: what admission looks at and the priority (preemption does)."""
+    return (info.shape, info.priority)
 
 
 def _may_preempt(model: ClusterQueueModel) -> bool:
