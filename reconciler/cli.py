@@ -44,6 +44,11 @@ def duration(text: str) -> float:
     return seconds
 
 
+def duration_or_zero(text: str) -> float:
+    """As `duration`, or 0 (``0``, ``0s``) for none."""
+    return 0.0 if text.strip() in ("0", "0s", "0ms") else duration(text)
+
+
 def _bind_address(text: str) -> str:
     from .observability.server import parse_bind_address
 
@@ -211,6 +216,13 @@ def _parser() -> argparse.ArgumentParser:
     run.add_argument("--log-level", default="info", choices=("debug", "info", "warning", "error"))
     run.add_argument("--log-format", choices=("json", "console"), help="default: console on a terminal")
     run.add_argument("--write-concurrency", type=int, default=32, help="concurrent API writes (default 32)")
+    run.add_argument(
+        "--retry-parked-after",
+        type=duration_or_zero,
+        default=1.0,
+        help="wait before workloads that did not fit are tried again once quota moves (default 1s, "
+        "Kueue's batch period; 0 tries them at once)",
+    )
     _add_metrics_arguments(run)
     run.add_argument(
         "--health-probe-bind-address",
@@ -289,6 +301,7 @@ def _run(args: argparse.Namespace) -> int:
             config_path=args.config,
             config_reload_interval=args.config_reload_interval,
             namespace=config.namespace or default_election_namespace(),
+            retry_parked_after=args.retry_parked_after,
         ),
         metrics_bind_address=args.metrics_bind_address,
         metrics_tls=metrics_tls,

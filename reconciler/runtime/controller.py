@@ -57,6 +57,9 @@ class ControllerOptions:
     # The controller's own namespace (its jobs are not managed, as kube-system's); None: the
     # Configuration's `namespace`, else kueue-system.
     namespace: str | None = None
+    # Seconds before parked workloads are tried again once quota moves (Kueue's batch period;
+    # the moves meanwhile share one retry). 0: at once.
+    retry_parked_after: float = 1.0
 
 
 async def make_client(kubeconfig: str | None) -> KubeClient:
@@ -179,6 +182,7 @@ async def run_controller(
     reconciler = Reconciler(
         config, writer.submit, instance=socket.gethostname(), metrics=metrics, namespace=options.namespace
     )
+    reconciler.ctx.engine.queues.retry_period = options.retry_parked_after
     informers: list[Informer[Any]] = [
         Informer(
             client,

@@ -163,6 +163,7 @@ class Reconciler(ReconcilerViews):
         ctx = self.ctx
         self.inventory.refresh()
         started = ctx.monotonic()
+        ctx.engine.queues.release_retries(started)
         decisions = ctx.engine.schedule()
         if decisions:
             admits = any(isinstance(d, Admit) for d in decisions)

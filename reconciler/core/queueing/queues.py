@@ -49,6 +49,12 @@ class QueueManager:
     _dirty: set[str] = field(default_factory=set)
     # Moves on every `retry` (configuration changed): verdicts from before no longer hold.
     epoch: int = 0
+    # Kueue's batch period for retrying parked workloads once quota moves (its inadmissible
+    # requeuer waits 1 s, coalescing the moves meanwhile); 0: at once. StrictFIFO is not parked.
+    retry_period: float = 0.0
+    # BestEffortFIFO ClusterQueues whose parked workloads wait for their retry, with since when
+    # (None until `release_retries` first sees them).
+    _deferred: dict[str, float | None] = field(default_factory=dict)
     # Admission fair sharing (the Configuration's admissionFairSharing); None: off.
     afs: AdmissionFairSharing | None = None
     # ClusterQueues with admissionMode UsageBasedAdmissionFairSharing (ordered by usage when on).
@@ -160,19 +166,40 @@ class QueueManager:
 
     def quota_freed(self, cluster_queue: str) -> None:
         """Quota came back: every parked workload of that ClusterQueue may fit now."""
-        queue = self.queues.get(cluster_queue)
-        if queue is not None:
-            queue.wake_parked()
-        self._dirty.add(cluster_queue)
+        self._wake(cluster_queue)
 
     def retry(self, names: Iterable[str] | None = None) -> None:
         """Quota, flavors or selectors changed: set-aside workloads get another chance."""
         self.epoch += 1
         for name in self.queues if names is None else names:
-            queue = self.queues.get(name)
-            if queue is not None:
-                queue.wake_parked()
-                self._dirty.add(name)
+            if name in self.queues:
+                self._wake(name)
+
+    def _wake(self, name: str) -> None:
+        queue = self.queues.get(name)
+        if queue is not None and self.retry_period > 0 and not queue.strict_fifo:
+            self._deferred.setdefault(name, None)  # stamped by the next `release_retries`
+            return
+        if queue is not None:
+            queue.wake_parked()
+        self._dirty.add(name)
+
+    def release_retries(self, now: float) -> float | None:
+        """Wake the parked workloads whose retry has waited `retry_period` seconds (retries asked
+        for since the last call are stamped `now`); returns when the next one is due."""
+        due: float | None = None
+        for name, since in list(self._deferred.items()):
+            if since is None:
+                since = self._deferred[name] = now
+            if now - since >= self.retry_period:
+                del self._deferred[name]
+                queue = self.queues.get(name)
+                if queue is not None:
+                    queue.wake_parked()
+                    self._dirty.add(name)
+            elif due is None or since + self.retry_period < due:
+                due = since + self.retry_period
+        return due
 
     # --- for the scheduler --------------------------------------------------------------
 
