@@ -38,8 +38,12 @@ class _Flush:
     """Inbox marker: time to write ClusterQueue status."""
 
 
+class _Wake:
+    """Inbox marker: parked workloads are due to be tried again (only a batch is needed)."""
+
+
 FLUSH = _Flush()
-Item = WatchEvent[Any] | WriteDone | ConfigReload | _Flush
+Item = WatchEvent[Any] | WriteDone | ConfigReload | _Flush | _Wake
 
 
 @dataclass(frozen=True)
@@ -83,40 +87,65 @@ async def _consume(
     progress: _Progress | None = None,
     metrics: Metrics | None = None,
 ) -> None:
-    while True:
-        items = [await inbox.get()]
-        started = time.monotonic()
-        while len(items) < max_batch:
-            try:
-                items.append(inbox.get_nowait())
-            except asyncio.QueueEmpty:
-                break
-        flush = False
-        for item in items:
-            if isinstance(item, _Flush):
-                flush = True
-                continue
-            try:
-                reconciler.handle(item)
-            except Exception:
-                # One bad object must not stop the controller; the next event retries it.
-                log.exception("failed to handle an inbox item", item=_describe(item))
+    # A batch when parked workloads are due to be tried again (else the next tick would be).
+    wake: asyncio.TimerHandle | None = None
+    wake_for: float | None = None
+    try:
+        while True:
+            await _consume_batch(inbox, reconciler, max_batch, progress, metrics)
+            due = reconciler.retry_due
+            if due is not None and due != wake_for:
+                if wake is not None:
+                    wake.cancel()
+                # (a little after: the loop may run a timer up to its clock's resolution early)
+                wake = asyncio.get_running_loop().call_at(due + 0.005, inbox.put_nowait, _Wake())
+                wake_for = due
+    finally:
+        if wake is not None:
+            wake.cancel()
+
+
+async def _consume_batch(
+    inbox: asyncio.Queue[Item],
+    reconciler: Reconciler,
+    max_batch: int,
+    progress: _Progress | None,
+    metrics: Metrics | None,
+) -> None:
+    """Handle one batch of inbox items, then decide."""
+    items = [await inbox.get()]
+    started = time.monotonic()
+    while len(items) < max_batch:
         try:
-            reconciler.after_batch()
-            if flush:
-                reconciler.flush_status()
+            items.append(inbox.get_nowait())
+        except asyncio.QueueEmpty:
+            break
+    flush = False
+    for item in items:
+        if isinstance(item, _Flush | _Wake):
+            flush = flush or isinstance(item, _Flush)
+            continue
+        try:
+            reconciler.handle(item)
         except Exception:
-            log.exception("failed to decide after a batch")
-        finished = time.monotonic()
-        if progress is not None:
-            progress.last_batch = finished
-        if metrics is not None:
-            metrics.reconcile_batch(finished - started)
-        # Let the writer's and the watches' tasks run before the next batch: `inbox.get()` does
-        # not yield while items wait, and a batch's own writes can put items back at once (a
-        # superseded write's answer), so without this the loop could starve the very writes
-        # whose answers it waits for.
-        await asyncio.sleep(0)
+            # One bad object must not stop the controller; the next event retries it.
+            log.exception("failed to handle an inbox item", item=_describe(item))
+    try:
+        reconciler.after_batch()
+        if flush:
+            reconciler.flush_status()
+    except Exception:
+        log.exception("failed to decide after a batch")
+    finished = time.monotonic()
+    if progress is not None:
+        progress.last_batch = finished
+    if metrics is not None:
+        metrics.reconcile_batch(finished - started)
+    # Let the writer's and the watches' tasks run before the next batch: `inbox.get()` does
+    # not yield while items wait, and a batch's own writes can put items back at once (a
+    # superseded write's answer), so without this the loop could starve the very writes
+    # whose answers it waits for.
+    await asyncio.sleep(0)
 
 
 def _describe(item: Item) -> str:
@@ -126,7 +155,7 @@ def _describe(item: Item) -> str:
         return f"write {item.action.purpose}"
     if isinstance(item, ConfigReload):
         return f"configuration {item.path}"
-    return "flush"
+    return "flush" if isinstance(item, _Flush) else "wake"
 
 
 async def _tick(inbox: asyncio.Queue[Item], interval: float) -> None:

@@ -130,6 +130,7 @@ class Reconciler(ReconcilerViews):
         self.watched = tuple(row.resource for row in self.watched_kinds)
         self.synced: set[str] = set()
         self.ready, self._next_resync = False, 0.0
+        self.retry_due: float | None = None  # (monotonic) when parked workloads are next retried
         # The event dispatch, from the table: each watched kind's handler (a job's with its kind).
         self._on_object: dict[str, Callable[[Key, Any], None]] = {
             row.resource.plural: _handler(self, row.handler, self.job_kinds.kind_of.get(row.resource.plural))
@@ -163,7 +164,7 @@ class Reconciler(ReconcilerViews):
         ctx = self.ctx
         self.inventory.refresh()
         started = ctx.monotonic()
-        ctx.engine.queues.release_retries(started)
+        self.retry_due = ctx.engine.queues.release_retries(started)
         decisions = ctx.engine.schedule()
         if decisions:
             admits = any(isinstance(d, Admit) for d in decisions)

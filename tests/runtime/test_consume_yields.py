@@ -24,6 +24,7 @@ class _Echo:
     def __init__(self, inbox: asyncio.Queue[Any]) -> None:
         self.inbox = inbox
         self.batches = 0
+        self.retry_due: float | None = None
 
     def handle(self, item: object) -> None:
         pass
