@@ -112,12 +112,14 @@ async def start(
     log_dir: Path,
     agent: str,
     settings: KueueSettings = "shipped",
+    extra: tuple[str, ...] = (),
 ) -> RunningManager:
+    """Start the manager; `extra` are further flags of `reconciler run` (this controller only)."""
     if controller == "ours":
         config = log_dir / "bench-configuration.yaml"
         text = yaml.safe_dump(bench_configuration(), sort_keys=False)
         await asyncio.to_thread(config.write_text, text)
-        process = ControllerProcess(config, bed.kubeconfig, log_dir / "controller.log")
+        process = ControllerProcess(config, bed.kubeconfig, log_dir / "controller.log", *extra)
         await asyncio.to_thread(process.start)
         await wait_log(process.log_path, "caches synced", 60)
         assert process.pid is not None

@@ -130,7 +130,8 @@ async def run(bed: Testbed, args: argparse.Namespace, shape: Shape) -> Result:
     async with KubeClient.from_kubeconfig(bed.kubeconfig, request_timeout=60) as kube:
         await install_crds(kube, controller)
         await create_setup(kube, shape)
-        manager = await start_manager(controller, bed, bed.run_dir / "logs", AGENT, settings)
+        extra = () if args.retry_parked_after is None else ("--retry-parked-after", args.retry_parked_after)
+        manager = await start_manager(controller, bed, bed.run_dir / "logs", AGENT, settings, extra)
         try:
             await wait_active(kube, shape.cluster_queues, 120)
             print(f"== {manager.name} ready (pid {manager.pid}); {shape.cluster_queues} ClusterQueues Active")
@@ -206,6 +207,10 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--json", type=Path, help="also write the figures here")
     parser.add_argument("--run-dir", type=Path, help="test-bed run folder (default: a temporary one)")
     parser.add_argument("--print-shape", action="store_true", help="print the effective shape and stop")
+    parser.add_argument(
+        "--retry-parked-after",
+        help="this controller only: its --retry-parked-after (default its own, 1s; 0 retries at once)",
+    )
     return parser.parse_args(argv)
 
 

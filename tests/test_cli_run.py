@@ -123,3 +123,12 @@ def test_the_flag_defaults_are_those_docs_metrics_lists() -> None:
     assert (args.lease_duration, args.renew_deadline, args.retry_period) == (15.0, 10.0, 2.0)
     assert args.write_concurrency == 32  # docs/benchmarks.md: "only 32 writes in flight"
     assert args.config_reload_interval == 2.0  # docs/dra.md: "--config-reload-interval (2 s)"
+
+
+def test_parked_workloads_are_retried_after_kueues_second_unless_told_otherwise() -> None:
+    args = cli._parser().parse_args(["run", "--config", str(CONFIG)])
+    assert args.retry_parked_after == 1.0  # docs/scheduling.md: "tried again 1 s after quota moves"
+    args = cli._parser().parse_args(["run", "--config", str(CONFIG), "--retry-parked-after", "0"])
+    assert args.retry_parked_after == 0.0
+    args = cli._parser().parse_args(["run", "--config", str(CONFIG), "--retry-parked-after", "250ms"])
+    assert args.retry_parked_after == 0.25
