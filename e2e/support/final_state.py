@@ -1,5 +1,7 @@
 """The end state of a flood: every queue-labelled Job is admitted-and-finished (one pod, Succeeded)
-or pending with a reason (suspended, QuotaReserved=False with a message, no pod)."""
+or pending with a reason (suspended, QuotaReserved=False with a message, no pod). A pending Job
+without a verdict of its own counts when a Workload of its namespace with the same pod sets and
+priority has one: it waits untold behind it (Kueue's scheduling equivalence hashing)."""
 
 from __future__ import annotations
 
@@ -25,6 +27,8 @@ class FinalState:
 async def verify_final(kube: KubeClient, namespaces: Iterable[str]) -> FinalState:
     """Every queue-labelled Job is admitted-and-finished or pending with a reason."""
     state = FinalState()
+    told: dict[tuple[str, str], str] = {}  # (namespace, equivalence) -> a verdict told
+    untold: list[tuple[str, str, Obj]] = []
     for ns in namespaces:
         jobs = (await kube.get(api_path("batch/v1", "jobs", ns)))["items"]
         workloads = (await kube.get(api_path(KUEUE, "workloads", ns)))["items"]
@@ -63,14 +67,12 @@ async def verify_final(kube: KubeClient, namespaces: Iterable[str]) -> FinalStat
                     )
                 continue
             qr = condition(wl, "QuotaReserved") or {}
-            if (
-                job["spec"].get("suspend")
-                and qr.get("status") == "False"
-                and qr.get("message")
-                and not phases
-                and not is_true(wl, "Finished")
-            ):
+            waiting = job["spec"].get("suspend") and not phases and not is_true(wl, "Finished")
+            if waiting and qr.get("status") == "False" and qr.get("message"):
                 state.pending[name] = str(qr["message"])
+                told[(ns, _equivalence(wl))] = str(qr["message"])
+            elif waiting and not qr:
+                untold.append((name, ns, wl))
             else:
                 state.problems.append(
                     f"{name}: neither finished nor pending with a reason: "
@@ -78,7 +80,23 @@ async def verify_final(kube: KubeClient, namespaces: Iterable[str]) -> FinalStat
                     f"conditions={json.dumps((job.get('status') or {}).get('conditions'))} "
                     f"QuotaReserved={json.dumps(qr)} Finished={is_true(wl, 'Finished')} pods {phases}"
                 )
+    for name, ns, wl in untold:
+        message = told.get((ns, _equivalence(wl)))
+        if message is None:
+            state.problems.append(f"{name}: pending without a reason, and none of its shape has one")
+        else:
+            state.pending[name] = f"(untold, as one of its shape: {message})"
     return state
+
+
+def _equivalence(wl: Obj) -> str:
+    """What Kueue's equivalence hash reads, as far as a flood's Jobs differ: pod sets and priority."""
+    spec = wl.get("spec") or {}
+    pod_sets = [
+        [ps.get("count"), [c.get("resources") for c in ps["template"]["spec"].get("containers", [])]]
+        for ps in spec.get("podSets", [])
+    ]
+    return json.dumps([pod_sets, spec.get("priority")], sort_keys=True)
 
 
 async def settle_final(

@@ -94,7 +94,11 @@ class Health:
         if waiting is not None:
             return Verdict(503, f"not ready: {self.role}, {waiting}", self.role)
         if self.role == "follower":
-            leader = self.leader() or "unknown"
+            # Between winning the Lease and acting as leader it is still a follower, and does not
+            # stand by for itself.
+            leader = self.leader()
+            if not leader or leader == self.identity:
+                leader = "unknown"
             return Verdict(200, f"standing by: not the leader (leader is {leader})", self.role)
         if self.controller is None:
             return Verdict(503, f"not ready: {self.role}, controller starting", self.role)

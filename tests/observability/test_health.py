@@ -48,6 +48,15 @@ async def probe() -> AsyncIterator[Probe]:
 
 
 @pytest.mark.asyncio
+async def test_a_follower_that_just_won_the_lease_does_not_name_itself_as_the_leader(probe: Probe) -> None:
+    """Seen in the fail-over e2e test: between winning the Lease and acting as leader, a replica
+    said it stood by for itself."""
+    probe.health.role, probe.health.identity = "follower", "pod-b"
+    probe.health.leader = lambda: "pod-b"
+    assert await probe.get("/readyz") == (200, "standing by: not the leader (leader is unknown)", "follower")
+
+
+@pytest.mark.asyncio
 async def test_follower_is_ready_and_says_who_leads(probe: Probe) -> None:
     probe.health.role = "follower"
     probe.health.leader = lambda: "pod-a"
