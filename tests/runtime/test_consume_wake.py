@@ -4,6 +4,8 @@ waiting for another item or the status tick, and drops the pending wake when it 
 from __future__ import annotations
 
 import asyncio
+import contextlib
+from collections.abc import AsyncIterator
 from typing import Any, cast
 
 import pytest
@@ -34,32 +36,34 @@ class _Parked:
         pass
 
 
-@pytest.mark.asyncio
-async def test_a_batch_runs_when_the_retry_is_due() -> None:
+@contextlib.asynccontextmanager
+async def consuming(parked: _Parked) -> AsyncIterator[asyncio.Queue[Any]]:
+    """The consuming loop over `parked`, its first batch asked for; stopped on the way out."""
     inbox: asyncio.Queue[Any] = asyncio.Queue()
-    parked = _Parked()
     inbox.put_nowait("first")
     consumer = asyncio.create_task(_consume(inbox, cast(Reconciler, parked), max_batch=8))
     try:
+        yield inbox
+    finally:
+        consumer.cancel()
+        await asyncio.gather(consumer, return_exceptions=True)
+
+
+@pytest.mark.asyncio
+async def test_a_batch_runs_when_the_retry_is_due() -> None:
+    parked = _Parked()
+    async with consuming(parked):
         for _ in range(100):
             await asyncio.sleep(0.01)
             if len(parked.batches) >= 2:
                 break
-    finally:
-        consumer.cancel()
-        await asyncio.gather(consumer, return_exceptions=True)
     assert len(parked.batches) == 2, parked.batches
     assert 0.05 <= parked.batches[1] - parked.batches[0] < 0.5
 
 
 @pytest.mark.asyncio
 async def test_the_pending_wake_is_cancelled_when_the_loop_stops() -> None:
-    inbox: asyncio.Queue[Any] = asyncio.Queue()
-    parked = _Parked()
-    inbox.put_nowait("first")
-    consumer = asyncio.create_task(_consume(inbox, cast(Reconciler, parked), max_batch=8))
-    await asyncio.sleep(0.01)
-    consumer.cancel()
-    await asyncio.gather(consumer, return_exceptions=True)
+    async with consuming(_Parked()) as inbox:
+        await asyncio.sleep(0.01)
     await asyncio.sleep(0.1)
     assert inbox.empty()  # no wake was delivered after the stop

@@ -3,10 +3,9 @@ moved (the controller's `retry_parked_after`, 1 s by default), on the batch or t
 
 from __future__ import annotations
 
-from reconciler.api import Workload
-from reconciler.api.resources import JOBS, WORKLOADS
+from reconciler.api.resources import WORKLOADS
 from reconciler.runtime.controller import ControllerOptions
-from tests.support.reconciler_harness import Harness, created_workload, gpu_job, of, queues
+from tests.support.reconciler_harness import Harness, jobs_with_workloads, of, queues
 
 
 def test_the_waiting_job_is_admitted_a_batch_period_after_the_gpu_comes_back() -> None:
@@ -16,11 +15,7 @@ def test_the_waiting_job_is_admitted_a_batch_period_after_the_gpu_comes_back() -
     h.reconciler.ctx.engine.queues.retry_period = ControllerOptions().retry_parked_after
     queues(h)
     h.sync_all()
-    workloads: dict[str, Workload] = {}
-    for name in ("a", "b"):
-        h.event("ADDED", JOBS, gpu_job(h, name))
-        (create,) = of(h.take(), "create-workload")
-        workloads[name] = created_workload(h, create)
+    workloads = jobs_with_workloads(h, "a", "b")
     for workload in workloads.values():
         h.event("ADDED", WORKLOADS, workload)
     assert [a.name for a in of(h.take(), "admit")] == [workloads["a"].metadata.name]

@@ -34,6 +34,7 @@ from tests.support.reconciler_harness import (
     created_workload,
     decode,
     gpu_job,
+    jobs_with_workloads,
     of,
     queues,
 )
@@ -168,12 +169,7 @@ def test_second_job_waits_with_kueues_message_and_its_status_is_written_once() -
     h = Harness()
     queues(h)
     h.sync_all()
-    workloads = []
-    for name in ("a", "b"):
-        h.event("ADDED", JOBS, gpu_job(h, name))
-        (create,) = of(h.take(), "create-workload")
-        workloads.append(created_workload(h, create))
-    for workload in workloads:
+    for workload in jobs_with_workloads(h, "a", "b").values():
         h.event("ADDED", WORKLOADS, workload)
     actions = h.take()
     assert len(of(actions, "admit")) == 1
@@ -391,12 +387,9 @@ def test_an_admission_is_sent_on_the_version_our_own_pending_write_left() -> Non
     h = Harness()
     queues(h)
     h.sync_all()
-    workloads: dict[str, Workload] = {}
-    for name in ("a", "b"):
-        h.event("ADDED", JOBS, gpu_job(h, name))
-        (create,) = of(h.take(), "create-workload")
-        workloads[name] = created_workload(h, create)
-        h.event("ADDED", WORKLOADS, workloads[name])
+    workloads = jobs_with_workloads(h, "a", "b")
+    for workload in workloads.values():
+        h.event("ADDED", WORKLOADS, workload)
     actions = h.take()
     (verdict,) = [a for a in of(actions, "workload-status") if a.name == workloads["b"].metadata.name]
     assert verdict.prepare(verdict.patch) == verdict.patch  # sent now, on b's version

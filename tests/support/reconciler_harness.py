@@ -18,6 +18,7 @@ from reconciler.api import (
 )
 from reconciler.api.resources import (
     CLUSTER_QUEUES,
+    JOBS,
     LOCAL_QUEUES,
     NAMESPACES,
     RESOURCE_CLAIM_TEMPLATES,
@@ -132,6 +133,16 @@ def created_workload(h: Harness, action: Create) -> Workload:
     body["metadata"]["generation"] = 1
     workload: Workload = decode(body, Workload)
     return workload
+
+
+def jobs_with_workloads(h: Harness, *names: str) -> dict[str, Workload]:
+    """A one-GPU Job per name, and the Workload the API returns for each (not yet watched)."""
+    workloads: dict[str, Workload] = {}
+    for name in names:
+        h.event("ADDED", JOBS, gpu_job(h, name))
+        (create,) = of(h.take(), "create-workload")
+        workloads[name] = created_workload(h, create)
+    return workloads
 
 
 def apply_patch(h: Harness, workload: Workload, action: MergePatch) -> Workload:

@@ -262,18 +262,6 @@ class PendingQueue:
             return iter(())
         return (e.key for e in group.heaps.entries() if self._parked.get(e.key, (None, None))[1] is e)
 
-    def group_members_among(self, group_key: Hashable, keys: Set[WorkloadKey]) -> list[WorkloadKey]:
-        """The members of a parked group found in `keys`, in the order of `group_members`."""
-        group = self._groups.get(group_key)
-        if group is None:
-            return []
-        parked = self._parked
-        found = [k for k in keys if (p := parked.get(k)) is not None and p[0] == group_key]
-        if len(found) < 2:
-            return found
-        entries = {id(parked[k][1]): k for k in found}
-        return [entries[id(e)] for e in group.heaps.entries() if id(e) in entries]
-
     def ordered_keys(self) -> list[WorkloadKey]:
         """Every waiting workload in queue order (for status and tests)."""
         entries = sorted([*self._live.values(), *(e for _, e in self._parked.values())], key=self._rank)

@@ -179,7 +179,11 @@ class QueueManager:
         queue = self.queues.get(name)
         if queue is not None and self.retry_period > 0 and not queue.strict_fifo:
             self._deferred.setdefault(name, None)  # stamped by the next `release_retries`
-            return
+        else:
+            self._wake_now(name)
+
+    def _wake_now(self, name: str) -> None:
+        queue = self.queues.get(name)
         if queue is not None:
             queue.wake_parked()
         self._dirty.add(name)
@@ -193,10 +197,8 @@ class QueueManager:
                 since = self._deferred[name] = now
             if now - since >= self.retry_period:
                 del self._deferred[name]
-                queue = self.queues.get(name)
-                if queue is not None:
-                    queue.wake_parked()
-                    self._dirty.add(name)
+                if name in self.queues:
+                    self._wake_now(name)
             elif due is None or since + self.retry_period < due:
                 due = since + self.retry_period
         return due

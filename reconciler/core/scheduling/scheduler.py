@@ -279,6 +279,11 @@ class _QueuePass:
         self._verdicts: dict[bytes, FlavorNoFit] = {}
         self._verdicts_at = cache.admissions
         self.selector_ok: dict[str, bool] = {}
+        # Kueue's sticky workload: a head waiting for its preemptions is looked at first (a head
+        # that turns preemptor during the pass ends it, so this stays true for the pass).
+        self.sticky: frozenset[Hashable] = frozenset()
+        if not queue.strict_fifo:
+            self.sticky = frozenset(("preempting", key) for key in scheduler._preempting.get(model.name, ()))
 
     @property
     def verdicts(self) -> dict[bytes, FlavorNoFit]:
@@ -296,10 +301,7 @@ class _QueuePass:
 
     def peek(self) -> _Head | None:
         """The next candidate with its flavor assignment (when its namespace may use the queue)."""
-        sticky: set[Hashable] = set()
-        if not self.queue.strict_fifo:
-            sticky = {("preempting", key) for key in self.scheduler._preempting.get(self.model.name, ())}
-        while (candidate := self.queue.next_candidate(sticky)) is not None:
+        while (candidate := self.queue.next_candidate(self.sticky)) is not None:
             info = self.queues.workloads[candidate.key]
             if not self._namespace_ok(info.namespace):
                 return _Head(candidate, None, self.cache.admissions)
