@@ -56,6 +56,10 @@ from e2e.testbed.spec import TestbedSpec, default_spec, dump_spec
 COMPONENTS = START_ORDER  # the fixed ones; plus one "driver-<node>" per node
 
 
+_START_ATTEMPTS = 3
+_PORT_TAKEN = "address already in use"
+
+
 def _stderr_echo(message: str) -> None:
     print(f"[testbed] {message}", file=sys.stderr, flush=True)
 
@@ -128,7 +132,19 @@ class Testbed:
 
     # ---- lifecycle -----------------------------------------------------------
     def start(self) -> None:
-        """Build if needed, start every component, return once all are healthy."""
+        """Build if needed, start every component, return once all are healthy. A port drawn free
+        can be taken by another process before its component binds it: the start is then tried
+        again on fresh ports (at most _START_ATTEMPTS times)."""
+        for attempt in range(1, _START_ATTEMPTS + 1):
+            try:
+                self._start_once()
+                return
+            except TestbedError as err:
+                if attempt == _START_ATTEMPTS or _PORT_TAKEN not in str(err):
+                    raise
+                self._echo(f"a port was taken before its component bound it; starting again ({attempt})")
+
+    def _start_once(self) -> None:
         if self._processes:
             raise TestbedError("this Testbed is already started")
         if any_recorded_running(self.layout):
