@@ -20,10 +20,10 @@ from typing import Any
 
 import aiohttp
 
+from reconciler.admission.queue_rules import JobPolicy
 from reconciler.api import ObjectMeta
 from reconciler.webhook.certmanager import write_cert_dir
 from reconciler.webhook.certs import new_bundle
-from reconciler.webhook.jobs import JobPolicy
 from reconciler.webhook.server import WebhookServer, make_app
 
 CONTAINER = {"name": "c", "image": "busybox", "resources": {"requests": {"cpu": "1", "memory": "1Gi"}}}

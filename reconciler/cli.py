@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from .config import ConfigError, Configuration, load_config
+from .integrations import check_frameworks
 from .simulate import InputError, SimulationError, render, run_simulation
 
 if TYPE_CHECKING:
@@ -237,7 +238,30 @@ def _parser() -> argparse.ArgumentParser:
 
     add_explain_parser(sub)
     sub.add_parser("version", help="print the version")
+    manifests = sub.add_parser(
+        "manifests",
+        help="write the generated parts of manifests/ (RBAC rules, webhooks) from the registered kinds",
+    )
+    manifests.add_argument(
+        "--root", default=".", help="the repository's root (default: the current directory)"
+    )
+    manifests.add_argument("--check", action="store_true", help="only say which files differ (exit 1 if any)")
     return parser
+
+
+def _manifests(args: argparse.Namespace) -> int:
+    from pathlib import Path
+
+    from .generated import write
+
+    stale = write(Path(args.root), check=args.check)
+    for path in stale:
+        verb = "differs from what the registry generates" if args.check else "written"
+        print(f"{path}: {verb}", file=sys.stderr)
+    if args.check and stale:
+        print("run `reconciler manifests` to write them", file=sys.stderr)
+        return 1
+    return 0
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -247,6 +271,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 0
     if args.command == "run":
         return _run(args)
+    if args.command == "manifests":
+        return _manifests(args)
     if args.command == "explain":
         from .explain.command import run as run_explain
 
@@ -271,6 +297,7 @@ def _run(args: argparse.Namespace) -> int:
 
     try:
         config = load_config(args.config)
+        check_frameworks(config)
     except ConfigError as err:
         print(f"error: {err}", file=sys.stderr)
         return EXIT_USAGE

@@ -26,6 +26,7 @@ from reconciler.config_sections.feature_gates import EXTENDED_RESOURCE_GATE, par
 from reconciler.config_sections.fields import ConfigError, parse_duration
 from reconciler.config_sections.fields import check_unknown as _check_unknown
 from reconciler.config_sections.fields import expect as _expect
+from reconciler.config_sections.frameworks import DEFAULT_FRAMEWORKS, KNOWN_FRAMEWORKS
 from reconciler.config_sections.ignored import (
     IgnoredField,
     ignored_fields,
@@ -71,33 +72,6 @@ __all__ = [
 GROUP = "config.kueue.x-k8s.io"
 VERSIONS = ("v1beta1", "v1beta2")
 
-KNOWN_FRAMEWORKS = frozenset(
-    {
-        "batch/job",
-        "kubeflow.org/mpijob",
-        "ray.io/rayjob",
-        "ray.io/rayservice",
-        "ray.io/raycluster",
-        "jobset.x-k8s.io/jobset",
-        "kubeflow.org/paddlejob",
-        "kubeflow.org/pytorchjob",
-        "kubeflow.org/tfjob",
-        "kubeflow.org/xgboostjob",
-        "kubeflow.org/jaxjob",
-        "trainer.kubeflow.org/trainjob",
-        "workload.codeflare.dev/appwrapper",
-        "sparkoperator.k8s.io/sparkapplication",
-        "pod",
-        "deployment",
-        "statefulset",
-        "leaderworkerset.x-k8s.io/leaderworkerset",
-    }
-)
-# The frameworks reconciler.integrations implements (its registry has exactly these).
-SUPPORTED_FRAMEWORKS = frozenset(
-    {"batch/job", "jobset.x-k8s.io/jobset", "leaderworkerset.x-k8s.io/leaderworkerset", "pod"}
-)
-
 _HANDLED = frozenset({"resources", "waitForPodsReady", "integrations", "manageJobsWithoutQueueName"})
 _HANDLED |= {"namespace", "internalCertManagement", "webhook", "managedJobsNamespaceSelector"}
 _HANDLED |= {"apiVersion", "kind", "fairSharing", "admissionFairSharing"}
@@ -110,7 +84,7 @@ class Configuration:
     api_version: str = f"{GROUP}/v1beta2"
     device_class_mappings: tuple[DeviceClassMapping, ...] = ()
     wait_for_pods_ready: WaitForPodsReady | None = None
-    frameworks: tuple[str, ...] = ("batch/job",)
+    frameworks: tuple[str, ...] = DEFAULT_FRAMEWORKS
     manage_jobs_without_queue_name: bool = False
     # Kueue's managedJobsNamespaceSelector as given; None: Kueue's default (every namespace but
     # kube-system and the controller's own), applied where the namespace is known.
@@ -195,18 +169,15 @@ def _parse_frameworks(raw: object, version: str) -> tuple[str, ...]:
     if version == "v1beta1":
         allowed |= {"podOptions"}  # v1beta2 has none
     _check_unknown(obj, allowed, path)
-    frameworks = obj.get("frameworks") or ["batch/job"]
+    frameworks = obj.get("frameworks") or list(DEFAULT_FRAMEWORKS)
     _expect(frameworks, list, f"{path}.frameworks", "a list of framework names")
+    # Kueue's names; which of them this build implements is the integrations' registry's to say
+    # (`reconciler.integrations.check_frameworks`, at start).
     for i, name in enumerate(frameworks):
-        if name not in SUPPORTED_FRAMEWORKS:
-            # Kueue knows more frameworks than are implemented here: say which ones are.
-            later = ""
-            if name in KNOWN_FRAMEWORKS:
-                later = f" (Kueue's {name!r} integration is not implemented yet)"
+        if name not in KNOWN_FRAMEWORKS:
             raise ConfigError(
                 f"{path}.frameworks[{i}]: Unsupported value: {name!r}: supported values: "
-                + ", ".join(f'"{f}"' for f in sorted(SUPPORTED_FRAMEWORKS))
-                + later
+                + ", ".join(f'"{f}"' for f in sorted(KNOWN_FRAMEWORKS))
             )
     return tuple(frameworks)
 

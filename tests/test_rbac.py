@@ -273,6 +273,9 @@ def used_access() -> set[Access]:
     # write of the generic Jobs concern to the group's pods, and its Workloads are owned by the
     # set without blocking its deletion. The set itself is only listed and watched.
     found = {a for a in found if a[1].split("/")[0] != LEADERWORKERSETS.plural or a[2] in ("list", "watch")}
+    # The pod webhook reads the object that controls a pod, of each kind that can be another's
+    # child (webhook/service.py hands their resources to ApiLookups, which gets them).
+    found |= {(i.resource.group, i.resource.plural, "get") for i in REGISTRY.values() if not i.top_level}
     return found
 
 

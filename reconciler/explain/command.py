@@ -9,6 +9,7 @@ import sys
 from reconciler.api.times import now_rfc3339
 from reconciler.config import ConfigError, load_config
 from reconciler.core.queueing.admission_fair_sharing import AfsSettings
+from reconciler.integrations import check_frameworks
 from reconciler.kube import ConfigError as KubeConfigError
 from reconciler.kube import KubeClient, KubeError
 
@@ -60,6 +61,8 @@ def run(args: argparse.Namespace) -> int:
     try:
         target = Target.parse(args.kind, args.ref)
         config = load_config(args.config) if args.config else None
+        if config is not None:
+            check_frameworks(config)
     except (TargetError, ConfigError) as err:
         print(f"error: {err}", file=sys.stderr)
         return EXIT_USAGE

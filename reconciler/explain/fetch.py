@@ -41,8 +41,8 @@ from reconciler.api import (
 )
 from reconciler.api.resources import COHORTS, NODES, RESOURCE_SLICES
 from reconciler.api.slices import Node, ResourceSlice
-from reconciler.integrations.pod import GROUP_NAME_LABEL
-from reconciler.integrations.podgroup import IS_GROUP_WORKLOAD_ANNOTATION
+from reconciler.integrations.pods.group import IS_GROUP_WORKLOAD_ANNOTATION
+from reconciler.integrations.pods.pod import GROUP_NAME_LABEL
 from reconciler.kube import DecodeError, Forbidden, KubeClient, NotFound
 from reconciler.kube.watchwire import ListPage
 

@@ -11,7 +11,7 @@ from reconciler.api.times import epoch
 from reconciler.core.primitives.podstatus import claim_problems, owner_job, ready_or_succeeded
 from reconciler.core.scheduling.podsready import pods_needed, pods_ready_deadline
 from reconciler.core.status import condition
-from reconciler.integrations.podgroup import IS_GROUP_WORKLOAD_ANNOTATION
+from reconciler.integrations.pods.group import IS_GROUP_WORKLOAD_ANNOTATION
 
 from .state import Event, PodsReadyClock
 

@@ -1,12 +1,14 @@
-"""The integration seam: what the controller knows about each kind of job, one module per kind.
+"""The integration seam: what the controller knows about each kind of job, one module (or small
+package) per kind, each registered once.
 
 `base.Integration` is the protocol (Kueue's GenericJob); `decide.decide` the pure decision the
-runtime performs; `registry.REGISTRY` maps Kueue framework names to integrations.
+runtime performs; `registration.Registration` what a kind registers (its integration, webhooks
+and API access); `registry.REGISTRATIONS` maps Kueue framework names to registrations.
 """
 
 from .base import Integration, Outcome, Patch, PodSetStart, SuspendableJob
 from .batchjob import BATCH_JOB
-from .children import CHILD_SUSPENDED, controller_parent, suspend_child
+from .children import CHILD_SUSPENDED, SUSPENDING_PARENT_ANNOTATION, controller_parent, suspend_child
 from .decide import (
     PODSET_LABEL,
     SYSTEM_NAMESPACE,
@@ -28,8 +30,17 @@ from .decide import (
 )
 from .equivalence import MatchMemo, equivalent
 from .jobset import JOBSET
-from .pod import POD
-from .registry import REGISTRY, enabled
+from .pods import POD
+from .registration import Access, Registration
+from .registry import (
+    REGISTRATIONS,
+    REGISTRY,
+    check_frameworks,
+    enabled,
+    enabled_registrations,
+    register,
+    registered,
+)
 
 __all__ = [
     "BATCH_JOB",
@@ -37,8 +48,11 @@ __all__ = [
     "JOBSET",
     "POD",
     "PODSET_LABEL",
+    "REGISTRATIONS",
     "REGISTRY",
+    "SUSPENDING_PARENT_ANNOTATION",
     "SYSTEM_NAMESPACE",
+    "Access",
     "CreateWorkload",
     "DeleteMismatched",
     "Finish",
@@ -49,6 +63,7 @@ __all__ = [
     "Outcome",
     "Patch",
     "PodSetStart",
+    "Registration",
     "Release",
     "Restore",
     "Start",
@@ -56,12 +71,16 @@ __all__ = [
     "Suspend",
     "SuspendableJob",
     "UpdateMismatched",
+    "check_frameworks",
     "controller_parent",
     "decide",
     "enabled",
+    "enabled_registrations",
     "equivalent",
     "is_managed",
     "known_of",
     "pod_set_starts",
+    "register",
+    "registered",
     "suspend_child",
 ]

@@ -13,10 +13,13 @@ from typing import Any
 
 from .base import Integration
 
-__all__ = ["CHILD_SUSPENDED", "controller_parent", "suspend_child"]
+__all__ = ["CHILD_SUSPENDED", "SUSPENDING_PARENT_ANNOTATION", "controller_parent", "suspend_child"]
 
 # Kueue's Event on a child job it suspends (reason Suspended).
 CHILD_SUSPENDED = "Kueue managed child job suspended"
+# On a pod template of a parent that is never suspended itself (a serving kind): its pods are
+# held at the admission gate for the parent's Workload; the value is the parent's framework.
+SUSPENDING_PARENT_ANNOTATION = "kueue.x-k8s.io/pod-suspending-parent"
 
 
 def controller_parent(obj: Any, integrations: Mapping[str, Integration]) -> tuple[Integration, str] | None:

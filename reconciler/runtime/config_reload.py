@@ -31,6 +31,7 @@ import structlog
 import yaml
 
 from reconciler.config import LIVE_FIELDS, ConfigError, Configuration, parse_config, with_live_changes
+from reconciler.integrations import check_frameworks
 
 from .context import Context
 
@@ -65,7 +66,9 @@ def read_config(path: str, last_digest: str | None) -> ConfigReload | None:
     if digest == last_digest:
         return None
     try:
-        return ConfigReload(path, digest, config=parse_config(yaml.safe_load(data)))
+        config = parse_config(yaml.safe_load(data))
+        check_frameworks(config)
+        return ConfigReload(path, digest, config=config)
     except yaml.YAMLError as err:
         return ConfigReload(path, digest, error=f"{path}: not valid YAML: {err}")
     except ConfigError as err:

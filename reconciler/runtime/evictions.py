@@ -23,7 +23,7 @@ from reconciler.core.eviction_status import evicted_workload_status, unreserved_
 from reconciler.core.primitives.priority import priority_class_name
 from reconciler.core.status import resource_requests
 from reconciler.integrations import Integration
-from reconciler.integrations.podgroup import PodGroup
+from reconciler.integrations.pods.group import PodGroup
 
 from .actions import WriteDone
 from .context import EXPECTED_MISSES, Context

@@ -24,12 +24,7 @@ from reconciler.api.lws import LeaderWorkerSet
 from reconciler.api.pods import ManagedPod
 from reconciler.api.resources import PODS, WORKLOADS
 from reconciler.integrations import Start, Step
-from reconciler.integrations.leaderworkerset import (
-    LEADER_WORKER_SET,
-    group_pods_to_stop,
-    group_start_patches,
-)
-from reconciler.integrations.lwsgroup import (
+from reconciler.integrations.lws.group import (
     GROUP_NAME_LABEL,
     LWS_API_VERSION,
     LWS_KIND,
@@ -39,6 +34,11 @@ from reconciler.integrations.lwsgroup import (
     groups_of,
     pod_defaults,
     workload_name,
+)
+from reconciler.integrations.lws.sets import (
+    LEADER_WORKER_SET,
+    group_pods_to_stop,
+    group_start_patches,
 )
 from reconciler.kube import Conflict, NotFound
 

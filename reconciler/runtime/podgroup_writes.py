@@ -13,8 +13,8 @@ import msgspec
 from reconciler.api.pods import ManagedPod
 from reconciler.api.resources import PODS
 from reconciler.integrations import POD, PodSetStart
-from reconciler.integrations.pod import pod_start_patch
-from reconciler.integrations.podgroup import has_finalizer, termination_patch
+from reconciler.integrations.pods.group import has_finalizer, termination_patch
+from reconciler.integrations.pods.pod import pod_start_patch
 from reconciler.kube import Conflict, NotFound
 
 from .actions import Delete, MergePatch, Purpose, WriteDone

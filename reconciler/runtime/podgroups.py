@@ -22,9 +22,9 @@ from reconciler.api.pods import ManagedPod
 from reconciler.api.resources import PODS, WORKLOADS
 from reconciler.core.primitives.priority import MissingPriorityClass, resolve_priority_of
 from reconciler.integrations import POD, Integration, is_managed
-from reconciler.integrations.pod import group_name
-from reconciler.integrations.podgroup import GROUP_KIND, POD_GROUP, PodGroup, group_workload, make_group
-from reconciler.integrations.podgroup_plan import GroupKnown, GroupPlan, plan_group
+from reconciler.integrations.pods.group import GROUP_KIND, POD_GROUP, PodGroup, group_workload, make_group
+from reconciler.integrations.pods.group_plan import GroupKnown, GroupPlan, plan_group
+from reconciler.integrations.pods.pod import group_name
 from reconciler.kube import Conflict, NotFound
 
 from .actions import Create, Delete, MergePatch, WriteDone

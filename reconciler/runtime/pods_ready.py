@@ -36,7 +36,7 @@ from reconciler.core.scheduling.podsready import (
     timeout_message,
 )
 from reconciler.core.status import condition, set_condition
-from reconciler.integrations.podgroup import GROUP_KIND, PodGroup
+from reconciler.integrations.pods.group import GROUP_KIND, PodGroup
 
 from .actions import MergePatch, OnDone, Purpose, WriteDone
 from .context import EXPECTED_MISSES, Context

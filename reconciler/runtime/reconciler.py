@@ -44,7 +44,7 @@ from reconciler.core.model.jobs import PODSET_LABEL
 from reconciler.core.scheduling.scheduler import Admit, Decision, Preempt
 from reconciler.feed import feed_cluster_queue, feed_cohort, feed_flavor, feed_local_queue, feed_namespace
 from reconciler.integrations import REGISTRY, Integration, enabled
-from reconciler.integrations.pod import MANAGED_LABEL
+from reconciler.integrations.pods.pod import MANAGED_LABEL
 from reconciler.kube import WatchEvent
 from reconciler.observability.metrics import Metrics
 

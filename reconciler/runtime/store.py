@@ -24,8 +24,8 @@ from reconciler.api import (
 )
 from reconciler.core.model.workloads import workload_name_for_job
 from reconciler.integrations import BATCH_JOB, Integration, controller_parent
-from reconciler.integrations.lwsgroup import COMPONENT_INDEX_ANNOTATION, LWS_KIND, group_name
-from reconciler.integrations.podgroup import GROUP_KIND, IS_GROUP_WORKLOAD_ANNOTATION, PodGroup
+from reconciler.integrations.lws.group import COMPONENT_INDEX_ANNOTATION, LWS_KIND, group_name
+from reconciler.integrations.pods.group import GROUP_KIND, IS_GROUP_WORKLOAD_ANNOTATION, PodGroup
 
 __all__ = ["JobRef", "Key", "Store", "owner_ref"]
 

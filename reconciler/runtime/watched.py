@@ -50,7 +50,7 @@ from reconciler.api.slices import Node, ResourceSlice
 from reconciler.config import Configuration
 from reconciler.core.model.jobs import PODSET_LABEL
 from reconciler.integrations import Integration, enabled
-from reconciler.integrations.lwsgroup import LWS_KIND
+from reconciler.integrations.lws.group import LWS_KIND
 
 __all__ = [
     "DEFAULT_INTEGRATIONS",

@@ -61,11 +61,11 @@ from reconciler.core.status import (
 )
 from reconciler.feed import WorkloadSources, compile_for, inventory_index
 from reconciler.integrations import BATCH_JOB, POD, REGISTRY, Integration
-from reconciler.integrations.leaderworkerset import LEADER_WORKER_SET
-from reconciler.integrations.lwsgroup import LWS_API_VERSION, LWS_KIND, group_workload_shape, groups_of
-from reconciler.integrations.pod import group_name
-from reconciler.integrations.podgroup import group_workload, make_group
-from reconciler.integrations.podgroup_plan import GroupKnown, plan_group
+from reconciler.integrations.lws.group import LWS_API_VERSION, LWS_KIND, group_workload_shape, groups_of
+from reconciler.integrations.lws.sets import LEADER_WORKER_SET
+from reconciler.integrations.pods.group import group_workload, make_group
+from reconciler.integrations.pods.group_plan import GroupKnown, plan_group
+from reconciler.integrations.pods.pod import group_name
 
 from .inputs import Collected, InputObject, SimulationError, SimulationResult, collect, decode, describe
 

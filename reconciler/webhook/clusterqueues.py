@@ -11,12 +11,11 @@ turns the ClusterQueue inactive later.
 
 from __future__ import annotations
 
+from reconciler.admission.fielderrors import FieldError, Path, duplicate, invalid, not_supported
+from reconciler.admission.names import label_selector, non_negative_quantity, qualified_name
 from reconciler.api import ClusterQueue, ResourceGroup, ResourceQuota
 from reconciler.core.model.clusterqueues import InvalidClusterQueueError, compile_cluster_queue
 from reconciler.core.primitives.quantity import QuantityError, parse_quantity
-
-from .fielderrors import FieldError, Path, duplicate, invalid, not_supported
-from .names import label_selector, non_negative_quantity, qualified_name
 
 __all__ = ["validate_cluster_queue", "validate_cluster_queue_update"]
 

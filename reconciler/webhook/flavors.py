@@ -8,10 +8,9 @@ operator when the key is empty, no value with ``Exists``, and ``tolerationSecond
 
 from __future__ import annotations
 
+from reconciler.admission.fielderrors import FieldError, Path, duplicate, invalid, not_supported
+from reconciler.admission.names import label_value, qualified_name
 from reconciler.api import ResourceFlavor
-
-from .fielderrors import FieldError, Path, duplicate, invalid, not_supported
-from .names import label_value, qualified_name
 
 __all__ = ["validate_resource_flavor"]
 

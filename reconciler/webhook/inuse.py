@@ -7,10 +7,9 @@ to objects made while the webhook was not there).
 
 from __future__ import annotations
 
+from reconciler.admission.review import PatchOp
 from reconciler.api import ClusterQueue, ResourceFlavor
 from reconciler.core.model.workloads import RESOURCE_IN_USE_FINALIZER
-
-from .review import PatchOp
 
 __all__ = ["add_in_use_finalizer"]
 

@@ -6,10 +6,9 @@ too so a LocalQueue created against a slimmer CRD is held to the same rules.
 
 from __future__ import annotations
 
+from reconciler.admission.fielderrors import IMMUTABLE, FieldError, Path, invalid, not_supported
+from reconciler.admission.names import dns1123_subdomain
 from reconciler.api import LocalQueue
-
-from .fielderrors import IMMUTABLE, FieldError, Path, invalid, not_supported
-from .names import dns1123_subdomain
 
 __all__ = ["validate_local_queue", "validate_local_queue_update"]
 

@@ -15,16 +15,12 @@ from dataclasses import dataclass, field
 
 import msgspec
 
+from reconciler.admission.queue_rules import DEFAULT_LOCAL_QUEUE
 from reconciler.api.meta import ObjectMeta
-from reconciler.api.resources import JOBS, JOBSETS, LOCAL_QUEUES, NAMESPACES
+from reconciler.api.resources import LOCAL_QUEUES, NAMESPACES, Resource
 from reconciler.kube import KubeClient, NotFound
 
-from .jobs import DEFAULT_LOCAL_QUEUE
-
 __all__ = ["ApiLookups"]
-
-# The kinds whose objects may control a pod the pod webhook looks at (Kueue's job kinds here).
-_JOB_RESOURCES = (JOBS, JOBSETS)
 
 
 class _Object(msgspec.Struct):
@@ -34,6 +30,8 @@ class _Object(msgspec.Struct):
 @dataclass
 class ApiLookups:
     client: KubeClient
+    # The enabled kinds whose objects may control a pod the pod webhook looks at.
+    job_resources: tuple[Resource, ...] = ()
     ttl: float = 5.0
     timeout: float = 3.0
     monotonic: Callable[[], float] = time.monotonic
@@ -73,7 +71,7 @@ class ApiLookups:
         return {} if body is None else msgspec.json.decode(body, type=_Object).metadata.labels
 
     async def object_meta(self, api_version: str, kind: str, namespace: str, name: str) -> ObjectMeta | None:
-        for resource in _JOB_RESOURCES:
+        for resource in self.job_resources:
             if (resource.api_version, resource.kind) == (api_version, kind):
                 path = resource.item_path(namespace, name)
                 body = await self._get(path)

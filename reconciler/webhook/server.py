@@ -21,10 +21,11 @@ from pathlib import Path
 import structlog
 from aiohttp import web
 
+from reconciler.admission.queue_rules import JobPolicy
+from reconciler.admission.review import BadReviewError, Verdict, decode_review, encode_response
+
 from .certmanager import CERT_FILE, KEY_FILE
-from .handlers import ROUTES, Lookups, Route, describe, handle
-from .jobs import JobPolicy
-from .review import BadReviewError, Verdict, decode_review, encode_response
+from .handlers import Lookups, Route, describe, handle, routes
 
 __all__ = ["MAX_BODY", "WebhookServer", "make_app"]
 
@@ -33,7 +34,7 @@ log = structlog.get_logger(__name__)
 MAX_BODY = 16 * 1024 * 1024  # an AdmissionReview carries the object and its old version
 
 
-def make_app(policy: JobPolicy, lookups: Lookups, routes: tuple[Route, ...] = ROUTES) -> web.Application:
+def make_app(policy: JobPolicy, lookups: Lookups, served: tuple[Route, ...] | None = None) -> web.Application:
     def endpoint(route: Route) -> Callable[[web.Request], Awaitable[web.Response]]:
         async def review(request: web.Request) -> web.Response:
             try:
@@ -62,7 +63,7 @@ def make_app(policy: JobPolicy, lookups: Lookups, routes: tuple[Route, ...] = RO
         return review
 
     app = web.Application(client_max_size=MAX_BODY)
-    for route in routes:
+    for route in routes() if served is None else served:
         app.router.add_post(route.path, endpoint(route))
     return app
 
@@ -142,7 +143,11 @@ class WebhookServer:
             addresses = runner.addresses
             self.bound_port = int(addresses[0][1]) if addresses else self.port
             self.serving.set()
-            log.info("serving admission webhooks", port=self.bound_port, paths=[r.path for r in ROUTES])
+            log.info(
+                "serving admission webhooks",
+                port=self.bound_port,
+                paths=[r.canonical for r in self.app.router.resources()],
+            )
             while True:
                 await asyncio.sleep(self.reload_interval)
                 await self.reload()

@@ -7,12 +7,12 @@ import asyncio
 from dataclasses import dataclass
 from pathlib import Path
 
+from reconciler.admission.queue_rules import JobPolicy
 from reconciler.config import Configuration
 from reconciler.integrations import enabled
 from reconciler.kube import KubeClient
 
 from .certmanager import CertManager, CertSettings
-from .jobs import JobPolicy, PodPolicy
 from .lookups import ApiLookups
 from .server import WebhookServer, make_app
 
@@ -50,21 +50,15 @@ class Webhooks:
 
 
 def build_webhooks(config: Configuration, options: WebhookOptions, client: KubeClient) -> Webhooks:
+    children = [i for i in enabled(config.frameworks) if not i.top_level]
     policy = JobPolicy(
-        enabled="batch/job" in config.frameworks,
+        frameworks=frozenset(config.frameworks),
         manage_without_queue_name=config.manage_jobs_without_queue_name,
-        jobset_enabled="jobset.x-k8s.io/jobset" in config.frameworks,
-        lws_enabled="leaderworkerset.x-k8s.io/leaderworkerset" in config.frameworks,
-        pods=PodPolicy(
-            enabled="pod" in config.frameworks,
-            own_namespace=options.namespace,
-            namespace_selector=config.managed_jobs_namespace_selector,
-            job_kinds=frozenset(
-                (i.api_version, i.kind) for i in enabled(config.frameworks) if not i.top_level
-            ),
-        ),
+        own_namespace=options.namespace,
+        namespace_selector=config.managed_jobs_namespace_selector,
+        job_kinds=frozenset((i.api_version, i.kind) for i in children),
     )
-    app = make_app(policy, ApiLookups(client))
+    app = make_app(policy, ApiLookups(client, tuple(i.resource for i in children)))
     server = WebhookServer(app, options.host, options.port, options.cert_dir, options.reload_interval)
     certs = None
     internal = config.internal_cert_management

@@ -16,11 +16,7 @@ from typing import Any
 
 import msgspec
 
-from reconciler.api import PodSet, PodTemplateView, Workload
-from reconciler.core.primitives.podrequests import pod_requests
-from reconciler.core.primitives.quantity import QuantityError, parse_quantity, to_amount
-
-from .fielderrors import (
+from reconciler.admission.fielderrors import (
     IMMUTABLE,
     FieldError,
     Path,
@@ -31,8 +27,11 @@ from .fielderrors import (
     required,
     too_many,
 )
-from .names import dns1123_label, non_negative_quantity
-from .review import decode_object
+from reconciler.admission.names import dns1123_label, non_negative_quantity
+from reconciler.admission.review import decode_object
+from reconciler.api import PodSet, PodTemplateView, Workload
+from reconciler.core.primitives.podrequests import pod_requests
+from reconciler.core.primitives.quantity import QuantityError, parse_quantity, to_amount
 
 __all__ = ["MAX_POD_SETS", "validate_workload", "validate_workload_update"]
 

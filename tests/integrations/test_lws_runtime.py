@@ -12,8 +12,8 @@ from reconciler.api.resources import LEADERWORKERSETS, PODS, WORKLOADS
 from reconciler.api.times import rfc3339
 from reconciler.config import parse_config
 from reconciler.integrations import PODSET_LABEL
-from reconciler.integrations.lwsgroup import workload_name
-from reconciler.integrations.pod import ADMISSION_GATE, TOPOLOGY_GATE
+from reconciler.integrations.lws.group import workload_name
+from reconciler.integrations.pods.pod import ADMISSION_GATE, TOPOLOGY_GATE
 from reconciler.runtime.actions import Action, Delete
 from reconciler.runtime.reconciler import Reconciler
 from tests.integrations.test_pod_runtime import GPU, T0, TAINT, condition, gates, queues

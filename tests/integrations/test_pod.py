@@ -23,7 +23,7 @@ from reconciler.integrations import (
     Suspend,
     decide,
 )
-from reconciler.integrations.pod import ADMISSION_GATE, POD_FINALIZER, TOPOLOGY_GATE, role_hash
+from reconciler.integrations.pods.pod import ADMISSION_GATE, POD_FINALIZER, TOPOLOGY_GATE, role_hash
 from tests.support.pods import pod_body, stored_pod
 
 TOLERATION = {"key": "gpu", "operator": "Exists", "effect": "NoSchedule"}

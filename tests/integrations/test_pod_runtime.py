@@ -23,7 +23,7 @@ from reconciler.api.resources import (
 from reconciler.api.times import rfc3339
 from reconciler.config import parse_config
 from reconciler.integrations import PODSET_LABEL
-from reconciler.integrations.pod import ADMISSION_GATE, POD_FINALIZER, TOPOLOGY_GATE
+from reconciler.integrations.pods.pod import ADMISSION_GATE, POD_FINALIZER, TOPOLOGY_GATE
 from reconciler.runtime.actions import Action
 from reconciler.runtime.reconciler import Reconciler
 from reconciler.runtime.watched import POD_JOBS_HANDLER

@@ -9,8 +9,7 @@ import msgspec
 
 from reconciler.api import Workload
 from reconciler.api.pods import ManagedPod
-from reconciler.integrations.pod import GROUP_NAME_LABEL, GROUP_TOTAL_COUNT_ANNOTATION
-from reconciler.integrations.podgroup import (
+from reconciler.integrations.pods.group import (
     RETRIABLE_IN_GROUP_ANNOTATION,
     group_finished,
     group_pod_sets,
@@ -18,7 +17,8 @@ from reconciler.integrations.podgroup import (
     role_of,
     total_count,
 )
-from reconciler.integrations.podgroup_plan import GroupKnown, plan_group
+from reconciler.integrations.pods.group_plan import GroupKnown, plan_group
+from reconciler.integrations.pods.pod import GROUP_NAME_LABEL, GROUP_TOTAL_COUNT_ANNOTATION
 from tests.support.pods import pod_body, stored_pod
 
 NOW = "2026-01-01T00:10:00Z"

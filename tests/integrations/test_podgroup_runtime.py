@@ -18,7 +18,8 @@ from reconciler.api.resources import (
     WORKLOADS,
 )
 from reconciler.integrations import PODSET_LABEL
-from reconciler.integrations.pod import (
+from reconciler.integrations.pods.group import IS_GROUP_WORKLOAD_ANNOTATION, TERMINATION_TARGET
+from reconciler.integrations.pods.pod import (
     ADMISSION_GATE,
     GROUP_NAME_LABEL,
     GROUP_TOTAL_COUNT_ANNOTATION,
@@ -26,7 +27,6 @@ from reconciler.integrations.pod import (
     ROLE_HASH_ANNOTATION,
     TOPOLOGY_GATE,
 )
-from reconciler.integrations.podgroup import IS_GROUP_WORKLOAD_ANNOTATION, TERMINATION_TARGET
 from tests.integrations.test_pod_runtime import GPU, TAINT, Cluster, condition, gates, queues
 from tests.support.builders import cluster_queue_body
 from tests.support.pods import pod_body, stored_pod

@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from reconciler.config import SUPPORTED_FRAMEWORKS, ConfigError, parse_config
-from reconciler.integrations import BATCH_JOB, REGISTRY, enabled
+from reconciler.config import ConfigError, parse_config
+from reconciler.config_sections.frameworks import KNOWN_FRAMEWORKS
+from reconciler.integrations import BATCH_JOB, REGISTRATIONS, REGISTRY, check_frameworks, enabled
 
 
 def _config(frameworks: list[str]) -> dict[str, object]:
@@ -16,31 +17,30 @@ def _config(frameworks: list[str]) -> dict[str, object]:
     }
 
 
-def test_the_configuration_accepts_exactly_the_registered_frameworks() -> None:
-    assert set(REGISTRY) == SUPPORTED_FRAMEWORKS
+def test_every_registered_framework_is_one_of_kueues_and_is_accepted() -> None:
+    assert set(REGISTRY) == set(REGISTRATIONS) <= KNOWN_FRAMEWORKS
+    config = parse_config(_config(list(REGISTRY)))
+    check_frameworks(config)
     assert enabled(parse_config(_config(["batch/job"])).frameworks) == [BATCH_JOB]
 
 
-@pytest.mark.parametrize(
-    ("frameworks", "message"),
-    [
-        (
-            ["batch/job", "foo"],
-            "integrations.frameworks[1]: Unsupported value: 'foo': supported values: "
-            '"batch/job", "jobset.x-k8s.io/jobset", "leaderworkerset.x-k8s.io/leaderworkerset", "pod"',
-        ),
-        (
-            ["deployment"],
-            "integrations.frameworks[0]: Unsupported value: 'deployment': supported values: "
-            '"batch/job", "jobset.x-k8s.io/jobset", "leaderworkerset.x-k8s.io/leaderworkerset", "pod" '
-            "(Kueue's 'deployment' integration is not implemented yet)",
-        ),
-    ],
-)
-def test_an_unknown_or_unimplemented_framework_is_a_field_error(frameworks: list[str], message: str) -> None:
+def test_a_name_kueue_does_not_know_is_a_field_error_of_the_configuration() -> None:
     with pytest.raises(ConfigError) as error:
-        parse_config(_config(frameworks))
-    assert str(error.value) == message
+        parse_config(_config(["batch/job", "foo"]))
+    assert str(error.value).startswith(
+        "integrations.frameworks[1]: Unsupported value: 'foo': supported values: "
+        '"batch/job", "deployment", "jobset.x-k8s.io/jobset", '
+    )
+
+
+def test_an_unimplemented_framework_is_refused_naming_the_implemented_ones() -> None:
+    with pytest.raises(ConfigError) as error:
+        check_frameworks(parse_config(_config(["deployment"])))
+    assert str(error.value) == (
+        "integrations.frameworks[0]: Unsupported value: 'deployment': supported values: "
+        '"batch/job", "jobset.x-k8s.io/jobset", "leaderworkerset.x-k8s.io/leaderworkerset", "pod" '
+        "(Kueue's 'deployment' integration is not implemented yet)"
+    )
 
 
 @pytest.mark.parametrize(
@@ -53,6 +53,6 @@ def test_an_unknown_or_unimplemented_framework_is_a_field_error(frameworks: list
 )
 def test_kueue_frameworks_not_implemented_here_are_refused_naming_the_field(name: str) -> None:
     with pytest.raises(ConfigError) as error:
-        parse_config(_config(["batch/job", name]))
+        check_frameworks(parse_config(_config(["batch/job", name])))
     assert str(error.value).startswith(f"integrations.frameworks[1]: Unsupported value: {name!r}")
     assert str(error.value).endswith(f"(Kueue's {name!r} integration is not implemented yet)")

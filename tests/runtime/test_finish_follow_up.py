@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 
 from reconciler.api.resources import JOBS, PODS
-from reconciler.integrations.pod import POD_FINALIZER
+from reconciler.integrations.pods.pod import POD_FINALIZER
 from reconciler.runtime.actions import Action
 from tests.integrations.test_pod_runtime import Cluster as PodCluster
 from tests.integrations.test_pod_runtime import queues

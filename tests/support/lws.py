@@ -9,16 +9,16 @@ from typing import Any
 
 import msgspec
 
+from reconciler.admission.queue_rules import JobPolicy
 from reconciler.api.lws import LeaderWorkerSet
 from reconciler.api.pods import ManagedPod
-from reconciler.webhook.jobs import JobPolicy
-from reconciler.webhook.leaderworkersets import default_lws
-from reconciler.webhook.pods import default_pod
+from reconciler.integrations.lws.webhook import default_lws
+from reconciler.integrations.pods.webhook import default_pod
 from tests.support.pods import apply_ops
 
 __all__ = ["LWS_POLICY", "group_pods", "lws_body", "stored_lws"]
 
-LWS_POLICY = JobPolicy(lws_enabled=True)
+LWS_POLICY = JobPolicy(frameworks=frozenset({"batch/job", "leaderworkerset.x-k8s.io/leaderworkerset"}))
 
 
 def _template(cpu: str, claim_template: str | None) -> dict[str, Any]:

@@ -8,14 +8,14 @@ from typing import Any
 
 import msgspec
 
+from reconciler.admission.queue_rules import JobPolicy
 from reconciler.api.pods import ManagedPod
-from reconciler.webhook.jobs import JobPolicy, PodPolicy
-from reconciler.webhook.pods import default_pod
+from reconciler.integrations.pods.webhook import default_pod
 
 __all__ = ["POD_POLICY", "apply_ops", "pod_body", "stored_pod"]
 
 QUEUE = "kueue.x-k8s.io/queue-name"
-POD_POLICY = JobPolicy(pods=PodPolicy(enabled=True))
+POD_POLICY = JobPolicy(frameworks=frozenset({"batch/job", "pod"}))
 
 
 def pod_body(

@@ -11,8 +11,8 @@ import msgspec
 import pytest
 from structlog.testing import capture_logs
 
+from reconciler.admission.review import MAX_DEPTH, BadReviewError, decode_object, decode_review
 from reconciler.api import ClusterQueue
-from reconciler.webhook.review import MAX_DEPTH, BadReviewError, decode_object, decode_review
 from tests.webhook.test_server import Running, job_request, running, serving
 
 __all__ = ["running"]  # the fixture, used by name

@@ -9,14 +9,14 @@ from typing import Any
 import msgspec
 import pytest
 
+from reconciler.admission.queue_rules import JobPolicy
+from reconciler.admission.review import AdmissionRequest, GroupVersionResource
 from reconciler.api import ObjectMeta
-from reconciler.webhook.handlers import ROUTES, handle
-from reconciler.webhook.jobs import JobPolicy
-from reconciler.webhook.review import AdmissionRequest, GroupVersionResource
+from reconciler.webhook.handlers import handle, routes
 from tests.support.jobsets import jobset_body
 
-ON = JobPolicy(jobset_enabled=True)
-ROUTE = next(r for r in ROUTES if r.path == "/mutate-jobset-x-k8s-io-v1alpha2-jobset")
+ON = JobPolicy(frameworks=frozenset({"batch/job", "jobset.x-k8s.io/jobset"}))
+ROUTE = next(r for r in routes() if r.path == "/mutate-jobset-x-k8s-io-v1alpha2-jobset")
 TWO = [("leader", 1, 1, 1, "gpu-a"), ("workers", 2, 1, 1, "gpu-b")]
 
 
@@ -74,7 +74,7 @@ async def test_the_default_local_queue_is_named_and_the_jobset_suspended() -> No
     ]
     # No default LocalQueue, no queue name: left alone (unless manageJobsWithoutQueueName).
     assert await _patch(body, ON) == []
-    managing = JobPolicy(jobset_enabled=True, manage_without_queue_name=True)
+    managing = JobPolicy(frameworks=ON.frameworks, manage_without_queue_name=True)
     assert await _patch(body, managing) == [{"op": "add", "path": "/spec/suspend", "value": True}]
 
 
@@ -83,7 +83,7 @@ async def test_nothing_changes_when_the_jobset_framework_is_not_enabled() -> Non
     assert await _patch(jobset_body("js", TWO, suspend=False), JobPolicy()) == []
 
 
-VALIDATE = next(r for r in ROUTES if r.path == "/validate-jobset-x-k8s-io-v1alpha2-jobset")
+VALIDATE = next(r for r in routes() if r.path == "/validate-jobset-x-k8s-io-v1alpha2-jobset")
 
 
 def _update(new: dict[str, Any], old: dict[str, Any]) -> AdmissionRequest:

@@ -20,7 +20,7 @@ async def lookups() -> AsyncIterator[tuple[ApiLookups, FakeApiServer]]:
     await server.start()
     client = KubeClient(server.url, token="t0ken", retry_backoff=Backoff(initial=0.01, maximum=0.04))
     try:
-        yield ApiLookups(client), server
+        yield ApiLookups(client, (JOBS, JOBSETS)), server
     finally:
         await client.close()
         await server.close()

@@ -6,24 +6,27 @@ single pod."""
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Any
 
 import msgspec
 import pytest
 
+from reconciler.admission.queue_rules import JobPolicy
+from reconciler.admission.review import AdmissionRequest, GroupVersionResource, Verdict
 from reconciler.api import ObjectMeta
 from reconciler.api.meta import LabelSelector
-from reconciler.integrations.pod import role_hash
-from reconciler.webhook.handlers import ROUTES, handle
-from reconciler.webhook.jobs import JobPolicy, PodPolicy
-from reconciler.webhook.review import AdmissionRequest, GroupVersionResource, Verdict
+from reconciler.integrations.pods.pod import role_hash
+from reconciler.webhook.handlers import handle, routes
 from tests.support.pods import apply_ops, pod_body
 
-MUTATE = next(r for r in ROUTES if r.name == "mpod.kb.io")
-VALIDATE = next(r for r in ROUTES if r.name == "vpod.kb.io")
+MUTATE = next(r for r in routes() if r.name == "mpod.kb.io")
+VALIDATE = next(r for r in routes() if r.name == "vpod.kb.io")
 JOB_KIND = ("batch/v1", "Job")
 ON = JobPolicy(
-    pods=PodPolicy(enabled=True, own_namespace="dra-quota-system", job_kinds=frozenset({JOB_KIND}))
+    frameworks=frozenset({"batch/job", "pod"}),
+    own_namespace="dra-quota-system",
+    job_kinds=frozenset({JOB_KIND}),
 )
 GATE = {"name": "kueue.x-k8s.io/admission"}
 # Kueue v0.18.1 adds its topology gate after the admission gate (TopologyAwareScheduling, on by default).
@@ -107,7 +110,7 @@ async def test_the_default_local_queue_is_named_and_a_pod_without_a_queue_is_lef
     assert stored["metadata"]["labels"] == {"kueue.x-k8s.io/queue-name": "default", **MANAGED}
     assert stored["spec"]["schedulingGates"] == [GATE, TOPOLOGY]
     # manageJobsWithoutQueueName: every pod is managed.
-    every = JobPolicy(manage_without_queue_name=True, pods=ON.pods)
+    every = dataclasses.replace(ON, manage_without_queue_name=True)
     assert (await _stored(body, every))["spec"]["schedulingGates"] == [GATE, TOPOLOGY]
 
 
@@ -118,7 +121,7 @@ async def test_system_and_own_namespaces_and_unselected_namespaces_are_left_alon
         assert await _stored(pod_body("p"), lookups=lookups, namespace=namespace) == pod_body("p")
         assert lookups.asked == []
     selector = LabelSelector(match_labels={"team": "ml"})
-    selected = JobPolicy(pods=PodPolicy(enabled=True, namespace_selector=selector))
+    selected = JobPolicy(frameworks=frozenset({"pod"}), namespace_selector=selector)
     assert (await _stored(pod_body("p"), selected))["spec"]["schedulingGates"] == [GATE, TOPOLOGY]
     assert await _stored(pod_body("p"), selected, namespace="other") == pod_body("p")
     # Not enabled: nothing changes.

@@ -7,11 +7,19 @@ from typing import Any, TypeVar
 import msgspec
 import pytest
 
+from reconciler.admission.fielderrors import (
+    FieldError,
+    aggregate,
+    duplicate,
+    invalid,
+    not_supported,
+    required,
+)
+from reconciler.admission.queue_rules import JobPolicy, validate_job, validate_job_update
 from reconciler.api import ClusterQueue, Job, LocalQueue, ResourceFlavor, Workload
+from reconciler.integrations.batchjob import default_job
 from reconciler.webhook.clusterqueues import validate_cluster_queue
-from reconciler.webhook.fielderrors import FieldError, aggregate, duplicate, invalid, not_supported, required
 from reconciler.webhook.flavors import validate_resource_flavor
-from reconciler.webhook.jobs import JobPolicy, default_job, validate_job, validate_job_update
 from reconciler.webhook.localqueues import validate_local_queue, validate_local_queue_update
 from reconciler.webhook.workloads import validate_workload, validate_workload_update
 from tests.support.builders import job_body
@@ -72,7 +80,7 @@ def test_a_queue_labelled_job_is_suspended() -> None:
 def test_a_suspended_or_unmanaged_job_is_left_alone() -> None:
     assert default_job(job(suspend=True), JobPolicy(), default_queue_exists=False) == []
     assert default_job(job(queue=None), JobPolicy(), default_queue_exists=False) == []
-    assert default_job(job(suspend=False), JobPolicy(enabled=False), default_queue_exists=True) == []
+    assert default_job(job(suspend=False), JobPolicy(frameworks=frozenset()), default_queue_exists=True) == []
 
 
 def test_manage_jobs_without_queue_name_suspends_every_job() -> None:
@@ -101,23 +109,23 @@ def test_the_default_local_queue_is_set_when_it_exists() -> None:
 
 
 def test_job_validation() -> None:
-    assert validate_job(job(queue="team-a"), JobPolicy()) == []
-    (error,) = validate_job(job(queue="Team_A"), JobPolicy())
+    assert validate_job(job(queue="team-a")) == []
+    (error,) = validate_job(job(queue="Team_A"))
     assert str(error).startswith(
         'metadata.labels[kueue.x-k8s.io/queue-name]: Invalid value: "Team_A": a lowercase RFC 1123 subdomain'
     )
     bad_time = job("lq", None, **{"kueue.x-k8s.io/max-exec-time-seconds": "0"})
-    assert messages(validate_job(bad_time, JobPolicy())) == [
+    assert messages(validate_job(bad_time)) == [
         "metadata.labels[kueue.x-k8s.io/max-exec-time-seconds]: Invalid value: 0: should be greater than 0"
     ]
 
 
 def test_the_queue_name_cannot_change_while_the_job_runs() -> None:
     running_old, running_new = job(queue="a", suspend=False), job(queue="b", suspend=False)
-    assert messages(validate_job_update(running_new, running_old, JobPolicy())) == [
+    assert messages(validate_job_update(running_new, running_old)) == [
         'metadata.labels[kueue.x-k8s.io/queue-name]: Invalid value: "b": field is immutable'
     ]
-    assert validate_job_update(job(queue="b", suspend=True), job(queue="a", suspend=True), JobPolicy()) == []
+    assert validate_job_update(job(queue="b", suspend=True), job(queue="a", suspend=True)) == []
 
 
 # --- ClusterQueues --------------------------------------------------------------------------------

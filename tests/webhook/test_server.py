@@ -16,10 +16,10 @@ import aiohttp
 import pytest
 import pytest_asyncio
 
+from reconciler.admission.queue_rules import JobPolicy
 from reconciler.api import ObjectMeta
 from reconciler.webhook.certmanager import write_cert_dir
 from reconciler.webhook.certs import CertBundle, new_bundle
-from reconciler.webhook.jobs import JobPolicy
 from reconciler.webhook.server import WebhookServer, make_app
 from tests.support.builders import job_body
 

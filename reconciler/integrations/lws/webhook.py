@@ -21,22 +21,19 @@ from typing import Any
 
 import msgspec
 
+from reconciler.admission.fielderrors import IMMUTABLE, FieldError, Path, invalid
+from reconciler.admission.queue_rules import DEFAULT_LOCAL_QUEUE, JobPolicy, default_queue_ops, validate_job
+from reconciler.admission.review import AdmissionRequest, PatchOp, Verdict, decode_object, escape
+from reconciler.admission.routes import Lookups, Route, decoded, default_queue
 from reconciler.api.lws import LeaderWorkerSet
 from reconciler.api.meta import ObjectMeta
 from reconciler.core.model.workloads import QUEUE_NAME_LABEL
 from reconciler.core.primitives.priority import PRIORITY_CLASS_LABEL
-from reconciler.integrations.lwsgroup import (
-    GROUP_SERVING_ANNOTATION,
-    LWS_FRAMEWORK,
-    SUSPENDING_PARENT_ANNOTATION,
-)
-from reconciler.integrations.pod import role_hash
 
-from .fielderrors import IMMUTABLE, FieldError, Path, invalid
-from .jobs import DEFAULT_LOCAL_QUEUE, JobPolicy, validate_job
-from .review import PatchOp, escape
+from ..pods.pod import role_hash
+from .group import GROUP_SERVING_ANNOTATION, LWS_FRAMEWORK, SUSPENDING_PARENT_ANNOTATION
 
-__all__ = ["default_lws", "lws_needs_default_queue_lookup", "validate_lws", "validate_lws_update"]
+__all__ = ["ROUTES", "default_lws", "lws_needs_default_queue_lookup", "validate_lws", "validate_lws_update"]
 
 _LABELS = Path("metadata.labels")
 _TEMPLATES = Path("spec.leaderWorkerTemplate")
@@ -64,7 +61,7 @@ def _managed(labels: dict[str, str], policy: JobPolicy) -> bool:
 
 
 def lws_needs_default_queue_lookup(lws: LeaderWorkerSet, policy: JobPolicy) -> bool:
-    return policy.lws_enabled and QUEUE_NAME_LABEL not in lws.metadata.labels
+    return policy.on(LWS_FRAMEWORK) and QUEUE_NAME_LABEL not in lws.metadata.labels
 
 
 def _templates(lws: LeaderWorkerSet) -> list[tuple[str, Any]]:
@@ -99,24 +96,13 @@ def _mark(path: str, template: Any, labels: dict[str, str], annotations: dict[st
 
 def default_lws(lws: LeaderWorkerSet, policy: JobPolicy, *, default_queue_exists: bool) -> list[PatchOp]:
     """The JSON patch that defaults a LeaderWorkerSet (empty when nothing changes)."""
-    if not policy.lws_enabled:
+    if not policy.on(LWS_FRAMEWORK):
         return []
     ops: list[PatchOp] = []
     labels = dict(lws.metadata.labels)
     if QUEUE_NAME_LABEL not in labels and default_queue_exists:
+        ops += default_queue_ops(lws.metadata)
         labels[QUEUE_NAME_LABEL] = DEFAULT_LOCAL_QUEUE
-        if lws.metadata.labels:
-            ops.append(
-                {
-                    "op": "add",
-                    "path": f"/metadata/labels/{escape(QUEUE_NAME_LABEL)}",
-                    "value": DEFAULT_LOCAL_QUEUE,
-                }
-            )
-        else:
-            ops.append(
-                {"op": "add", "path": "/metadata/labels", "value": {QUEUE_NAME_LABEL: DEFAULT_LOCAL_QUEUE}}
-            )
     if not _managed(labels, policy):
         return ops
     pod_labels = {k: labels[k] for k in (QUEUE_NAME_LABEL, PRIORITY_CLASS_LABEL) if labels.get(k)}
@@ -131,9 +117,9 @@ def _queued(lws: LeaderWorkerSet, suspended: bool) -> _Queued:
 
 
 def validate_lws(lws: LeaderWorkerSet, policy: JobPolicy) -> list[FieldError]:
-    if not policy.lws_enabled:
+    if not policy.on(LWS_FRAMEWORK):
         return []
-    return validate_job(_queued(lws, True), JobPolicy(enabled=True))
+    return validate_job(_queued(lws, True))
 
 
 def _spec_hash(template: Any) -> str:
@@ -143,7 +129,7 @@ def _spec_hash(template: Any) -> str:
 
 def validate_lws_update(new: LeaderWorkerSet, old: LeaderWorkerSet, policy: JobPolicy) -> list[FieldError]:
     """Kueue's rules for an update of a set (see the module's docstring)."""
-    if not policy.lws_enabled:
+    if not policy.on(LWS_FRAMEWORK):
         return []
     errors = validate_lws(new, policy)
     new_queue = new.metadata.labels.get(QUEUE_NAME_LABEL, "")
@@ -162,3 +148,59 @@ def validate_lws_update(new: LeaderWorkerSet, old: LeaderWorkerSet, policy: JobP
         ):
             errors.append(invalid(path.child("spec"), "", IMMUTABLE))
     return errors
+
+
+async def _mutate(request: AdmissionRequest, policy: JobPolicy, lookups: Lookups) -> Verdict:
+    lws, errors = decode_object(request.object, LeaderWorkerSet)
+    if lws is None:
+        return Verdict.deny(errors)
+    exists = await default_queue(
+        lookups,
+        request.operation == "CREATE" and lws_needs_default_queue_lookup(lws, policy),
+        request.namespace or lws.metadata.namespace,
+    )
+    if isinstance(exists, Verdict):
+        return exists
+    return Verdict.allow(default_lws(lws, policy, default_queue_exists=exists))
+
+
+async def _validate(request: AdmissionRequest, policy: JobPolicy, lookups: Lookups) -> Verdict:
+    """Kueue's LeaderWorkerSet validation: see `validate_lws_update`."""
+    new, old, errors = decoded(request, LeaderWorkerSet)
+    if new is None or errors:
+        return Verdict.deny(errors)
+    if old is None:
+        return Verdict.judge(validate_lws(new, policy))
+    return Verdict.judge(validate_lws_update(new, old, policy))
+
+
+_GROUP, _VERSION, _RESOURCE = "leaderworkerset.x-k8s.io", "v1", "leaderworkersets"
+_CREATE_UPDATE = ("CREATE", "UPDATE")
+
+ROUTES = (
+    Route(
+        f"/mutate-{_GROUP.replace('.', '-')}-{_VERSION}-leaderworkerset",
+        "mleaderworkerset.kb.io",
+        _GROUP,
+        _VERSION,
+        _RESOURCE,
+        True,
+        _CREATE_UPDATE,
+        _mutate,
+        why="Marks a managed LeaderWorkerSet's pod templates (queue name; suspended by their parent,\n"
+        "serving) so the pod webhook holds its pods (integrations.frameworks:\n"
+        "leaderworkerset.x-k8s.io/leaderworkerset; otherwise it leaves sets as they are).",
+    ),
+    Route(
+        f"/validate-{_GROUP.replace('.', '-')}-{_VERSION}-leaderworkerset",
+        "vleaderworkerset.kb.io",
+        _GROUP,
+        _VERSION,
+        _RESOURCE,
+        False,
+        _CREATE_UPDATE,
+        _validate,
+        why="Kueue's rules for LeaderWorkerSets: queue name, and a managed set's pod templates\n"
+        "(integrations.frameworks: leaderworkerset.x-k8s.io/leaderworkerset).",
+    ),
+)

@@ -27,6 +27,8 @@ from reconciler.api.meta import ObjectMeta, OwnerReference
 from reconciler.api.pods import ManagedPod
 from reconciler.core.model.workloads import JOB_POD_SET, workload_name_for_job
 
+from ..children import SUSPENDING_PARENT_ANNOTATION
+
 __all__ = [
     "COMPONENT_INDEX_ANNOTATION",
     "GROUP_INDEX_LABEL",
@@ -62,7 +64,6 @@ GROUP_INDEX_LABEL = "leaderworkerset.sigs.k8s.io/group-index"
 LEADER_NAME_ANNOTATION = "leaderworkerset.sigs.k8s.io/leader-name"
 _LWS_PREFIX = "leaderworkerset.sigs.k8s.io"
 # Kueue's pod-group and workload metadata.
-SUSPENDING_PARENT_ANNOTATION = "kueue.x-k8s.io/pod-suspending-parent"
 GROUP_SERVING_ANNOTATION = "kueue.x-k8s.io/pod-group-serving"
 PREBUILT_WORKLOAD_LABEL = "kueue.x-k8s.io/prebuilt-workload-name"
 COMPONENT_INDEX_ANNOTATION = "kueue.x-k8s.io/component-workload-index"

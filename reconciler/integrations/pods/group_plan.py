@@ -32,10 +32,9 @@ from reconciler.api.times import epoch
 from reconciler.core.model.workloads import QUEUE_NAME_LABEL
 from reconciler.core.status import condition, set_condition
 
-from .base import Outcome, PodSetStart
-from .decide import pod_set_starts
-from .pod import GROUP_TOTAL_COUNT_ANNOTATION
-from .podgroup import (
+from ..base import Outcome, PodSetStart
+from ..decide import pod_set_starts
+from .group import (
     MAX_ROLES,
     PodGroup,
     group_finished,
@@ -47,6 +46,7 @@ from .podgroup import (
     suspended,
     total_count,
 )
+from .pod import GROUP_TOTAL_COUNT_ANNOTATION
 
 __all__ = [
     "NO_MATCH",

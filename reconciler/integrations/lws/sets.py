@@ -32,9 +32,9 @@ from reconciler.api.resources import LEADERWORKERSETS, Resource
 from reconciler.core.model.jobs import PODSET_LABEL
 from reconciler.core.model.workloads import JOB_POD_SET
 
-from .base import Outcome, Patch, PodSetStart
-from .lwsgroup import LWS_API_VERSION, LWS_FRAMEWORK, LWS_KIND, LwsGroup, pod_role, template_pod_sets
-from .pod import ADMISSION_GATE, POD
+from ..base import Outcome, Patch, PodSetStart
+from ..pods.pod import ADMISSION_GATE, POD
+from .group import LWS_API_VERSION, LWS_FRAMEWORK, LWS_KIND, LwsGroup, pod_role, template_pod_sets
 
 __all__ = ["LEADER_WORKER_SET", "LeaderWorkerSetIntegration", "group_pods_to_stop", "group_start_patches"]
 

@@ -29,7 +29,7 @@ from reconciler.api.resources import PODS, Resource
 from reconciler.core.model.jobs import PODSET_LABEL
 from reconciler.core.model.workloads import JOB_POD_SET
 
-from .base import Outcome, Patch, PodSetStart
+from ..base import Outcome, Patch, PodSetStart
 
 __all__ = [
     "ADMISSION_GATE",

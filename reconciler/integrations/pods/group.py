@@ -27,7 +27,7 @@ from reconciler.core.model.jobs import PODSET_LABEL
 from reconciler.core.model.workloads import QUEUE_NAME_LABEL, RESOURCE_IN_USE_FINALIZER
 from reconciler.core.primitives.priority import ResolvedPriority
 
-from .base import Outcome, Patch, PodSetStart
+from ..base import Outcome, Patch, PodSetStart
 from .pod import ADMISSION_GATE, GROUP_TOTAL_COUNT_ANNOTATION, POD_FINALIZER, ROLE_HASH_ANNOTATION, role_hash
 
 __all__ = [

@@ -24,34 +24,40 @@ annotation first, then the label, as Kueue v0.18.1 reads it (WorkloadIdentifierA
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Mapping
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 
+import msgspec
+
+from reconciler.admission.fielderrors import IMMUTABLE, FieldError, Path, forbidden, invalid, required
+from reconciler.admission.names import dns1123_subdomain_problems
+from reconciler.admission.queue_rules import DEFAULT_LOCAL_QUEUE, JobPolicy, validate_job, validate_job_update
+from reconciler.admission.review import AdmissionRequest, PatchOp, Verdict, decode_object, escape
+from reconciler.admission.routes import Lookups, Route, decoded, default_queue
 from reconciler.api.meta import ObjectMeta
 from reconciler.api.pods import ManagedPod
 from reconciler.core.model.workloads import QUEUE_NAME_LABEL
 from reconciler.core.primitives.selectors import label_selector_matches
-from reconciler.integrations.lwsgroup import SUSPENDING_PARENT_ANNOTATION
-from reconciler.integrations.pod import (
+
+from ..children import SUSPENDING_PARENT_ANNOTATION
+from .group import RETRIABLE_IN_GROUP_ANNOTATION
+from .pod import (
     ADMISSION_GATE,
     GROUP_NAME_LABEL,
     GROUP_TOTAL_COUNT_ANNOTATION,
     MANAGED_LABEL,
     MANAGED_VALUE,
+    POD,
     POD_FINALIZER,
     ROLE_HASH_ANNOTATION,
     TOPOLOGY_GATE,
     group_name,
     role_hash,
 )
-from reconciler.integrations.podgroup import RETRIABLE_IN_GROUP_ANNOTATION
-
-from .fielderrors import IMMUTABLE, FieldError, Path, forbidden, invalid, required
-from .jobs import DEFAULT_LOCAL_QUEUE, JobPolicy, PodPolicy, validate_job, validate_job_update
-from .names import dns1123_subdomain_problems
-from .review import PatchOp, escape
 
 __all__ = [
+    "ROUTES",
     "QueuedPod",
     "default_pod",
     "namespace_managed",
@@ -84,7 +90,7 @@ class QueuedPod:
         return cls(pod.metadata, _Suspended(gated or pod.status.phase in ("Succeeded", "Failed")))
 
 
-def namespace_managed(namespace: str, labels: Mapping[str, str] | None, policy: PodPolicy) -> bool:
+def namespace_managed(namespace: str, labels: Mapping[str, str] | None, policy: JobPolicy) -> bool:
     """Whether the controller manages pods in this namespace (`labels`: the Namespace's, needed
     only with a managedJobsNamespaceSelector)."""
     if policy.namespace_selector is not None:
@@ -100,9 +106,9 @@ def default_pod(
     pod: ManagedPod, rules: JobPolicy, *, default_queue_exists: bool, managed_ancestor: bool
 ) -> list[PatchOp]:
     """The JSON patch that defaults a pod being created in a managed namespace."""
-    if SUSPENDING_PARENT_ANNOTATION in pod.metadata.annotations and (rules.pods.enabled or rules.lws_enabled):
-        return _held(pod)  # a LeaderWorkerSet's pod: held for its group's Workload, no finalizer
-    if not rules.pods.enabled or managed_ancestor:
+    if _held_for_parent(pod, rules):
+        return _held(pod)  # a serving parent's pod: held for its group's Workload, no finalizer
+    if not rules.on(POD.framework) or managed_ancestor:
         return []
     meta = pod.metadata
     ops: list[PatchOp] = []
@@ -128,6 +134,13 @@ def default_pod(
         else:
             ops.append({"op": "add", "path": "/metadata/finalizers", "value": [POD_FINALIZER]})
     return ops + _held(pod)
+
+
+def _held_for_parent(pod: ManagedPod, rules: JobPolicy) -> bool:
+    """Whether the pod is a serving parent's (a LeaderWorkerSet's), held for its group's Workload
+    while that parent's framework (or the pod framework) is on."""
+    parent = pod.metadata.annotations.get(SUSPENDING_PARENT_ANNOTATION)
+    return parent is not None and (rules.on(POD.framework) or rules.on(parent))
 
 
 def _held(pod: ManagedPod) -> list[PatchOp]:
@@ -197,17 +210,17 @@ def _common(pod: ManagedPod, rules: JobPolicy) -> list[FieldError]:
 
 
 def validate_pod(pod: ManagedPod, rules: JobPolicy) -> list[FieldError]:
-    if not rules.pods.enabled:
+    if not rules.on(POD.framework):
         return []
-    return validate_job(QueuedPod.of(pod), replace(rules, enabled=True)) + _common(pod, rules)
+    return validate_job(QueuedPod.of(pod)) + _common(pod, rules)
 
 
 def pod_warnings(pod: ManagedPod, rules: JobPolicy) -> list[str]:
     """Kueue's warning for a pod marked managed whose controller is a job kind it manages."""
-    if not rules.pods.enabled or pod.metadata.labels.get(MANAGED_LABEL) != MANAGED_VALUE:
+    if not rules.on(POD.framework) or pod.metadata.labels.get(MANAGED_LABEL) != MANAGED_VALUE:
         return []
     owner = next((r for r in pod.metadata.owner_references if r.controller), None)
-    if owner is None or (owner.api_version, owner.kind) not in rules.pods.job_kinds:
+    if owner is None or (owner.api_version, owner.kind) not in rules.job_kinds:
         return []
     label = f"{MANAGED_LABEL}={MANAGED_VALUE}"
     return [f"pod owner is managed by kueue, label '{label}' might lead to unexpected behaviour"]
@@ -218,11 +231,10 @@ def validate_pod_update(
 ) -> list[FieldError]:
     """Kueue's rules for an update of a pod: the queue-name rules of any job, the common
     rules, a group name that cannot change, and a group not retriable that stays so."""
-    if not rules.pods.enabled:
+    if not rules.on(POD.framework):
         return []
-    job_rules = replace(rules, enabled=True)
     errors = validate_job_update(
-        QueuedPod.of(new), QueuedPod.of(old), job_rules, default_queue_exists=default_queue_exists
+        QueuedPod.of(new), QueuedPod.of(old), default_queue_exists=default_queue_exists
     )
     errors += _common(new, rules)
     new_group = group_name(new.metadata.labels, new.metadata.annotations)
@@ -237,3 +249,99 @@ def validate_pod_update(
 
 def _unretriable(meta: ObjectMeta) -> bool:
     return meta.annotations.get(RETRIABLE_IN_GROUP_ANNOTATION) == "false"
+
+
+# How far up a pod's controllers are followed (Kueue's managedOwnersChainLimit).
+_OWNER_CHAIN_LIMIT = 10
+
+
+async def _managed_ancestor(meta: ObjectMeta, policy: JobPolicy, lookups: Lookups) -> bool:
+    """Whether one of the pod's controllers, up the chain, is a job the controller manages
+    (Kueue's FindAncestorJobManagedByKueue): its pods are its job's, not jobs of their own."""
+    for _ in range(_OWNER_CHAIN_LIMIT):
+        ref = next((r for r in meta.owner_references if r.controller), None)
+        if ref is None or (ref.api_version, ref.kind) not in policy.job_kinds:
+            return False
+        owner = await lookups.object_meta(ref.api_version, ref.kind, meta.namespace, ref.name)
+        if owner is None:
+            return False
+        if pod_is_managed(owner, policy.manage_without_queue_name):
+            return True
+        meta = owner
+    return False
+
+
+async def _mutate(request: AdmissionRequest, policy: JobPolicy, lookups: Lookups) -> Verdict:
+    """Kueue's pod defaulting (framework `pod`): see `default_pod`."""
+    pod, errors = decode_object(request.object, ManagedPod)
+    if pod is None:
+        return Verdict.deny(errors)
+    if _held_for_parent(pod, policy):
+        # Held for its parent's Workload whatever the namespace (Kueue's suspend-by-parent).
+        return Verdict.allow(default_pod(pod, policy, default_queue_exists=False, managed_ancestor=False))
+    if not policy.on(POD.framework):
+        return Verdict.allow()
+    namespace = request.namespace or pod.metadata.namespace
+    meta = msgspec.structs.replace(pod.metadata, namespace=namespace)
+    try:
+        labels = None if policy.namespace_selector is None else await lookups.namespace_labels(namespace)
+        if not namespace_managed(namespace, labels, policy):
+            return Verdict.allow()
+        ancestor = await _managed_ancestor(meta, policy, lookups)
+        exists = False
+        if not ancestor and not meta.labels.get(QUEUE_NAME_LABEL):
+            exists = await lookups.default_local_queue_exists(namespace)
+    except Exception as err:
+        return Verdict.fail(f"cannot tell whether pod {namespace}/{meta.name} is to be managed: {err}")
+    return Verdict.allow(default_pod(pod, policy, default_queue_exists=exists, managed_ancestor=ancestor))
+
+
+async def _validate(request: AdmissionRequest, policy: JobPolicy, lookups: Lookups) -> Verdict:
+    """Kueue's pod validation: see `validate_pod` and `validate_pod_update`."""
+    if not policy.on(POD.framework):
+        return Verdict.allow()
+    new, old, errors = decoded(request, ManagedPod)
+    if new is None or errors:
+        return Verdict.deny(errors)
+    warnings = tuple(pod_warnings(new, policy))
+    if old is None:
+        return dataclasses.replace(Verdict.judge(validate_pod(new, policy)), warnings=warnings)
+    exists = await default_queue(
+        lookups,
+        bool(old.metadata.labels.get(QUEUE_NAME_LABEL)) and not new.metadata.labels.get(QUEUE_NAME_LABEL),
+        request.namespace or new.metadata.namespace,
+    )
+    if isinstance(exists, Verdict):
+        return exists
+    verdict = Verdict.judge(validate_pod_update(new, old, policy, default_queue_exists=exists))
+    return dataclasses.replace(verdict, warnings=warnings)
+
+
+ROUTES = (
+    Route(
+        "/mutate--v1-pod",
+        "mpod.kb.io",
+        "",
+        "v1",
+        "pods",
+        True,
+        ("CREATE",),
+        _mutate,
+        why="Holds a pod that names a queue at the scheduling gate kueue.x-k8s.io/admission, marks it\n"
+        "managed and adds Kueue's finalizer (integrations.frameworks: pod; otherwise it leaves pods\n"
+        "as they are). As Kueue ships it, every pod outside kube-system and the controller's\n"
+        "namespace passes through it.",
+    ),
+    Route(
+        "/validate--v1-pod",
+        "vpod.kb.io",
+        "",
+        "v1",
+        "pods",
+        False,
+        ("CREATE", "UPDATE"),
+        _validate,
+        why="Kueue's rules for plain pods (integrations.frameworks: pod): queue name, managed label,\n"
+        "pod-group metadata.",
+    ),
+)
