@@ -13,9 +13,9 @@ from reconciler.config import parse_config
 from reconciler.observability.metrics import Metrics
 from reconciler.runtime.patches import cluster_queue_status_patch, status_patch
 from reconciler.runtime.snapshot import state_snapshot
-from tests.runtime.test_priorities import queued
 from tests.support.builders import cluster_queue_body
 from tests.support.metrics import scrape, value
+from tests.support.priority_jobs import queued
 from tests.support.reconciler_harness import CONFIG, GPU, Harness, decode, gpu_job, of, queues
 
 FAIR = parse_config(

@@ -18,9 +18,9 @@ from reconciler.explain.quota import load_engine
 from reconciler.explain.render import render_text
 from reconciler.explain.state import ClusterState, Target
 from reconciler.simulate import FairSharing, InputObject, run_simulation, simulate
-from tests.simulate.test_simulate_preemption import KUEUE, NOW, Key, Obj, _workload, through_controller
 from tests.support.builders import cluster_queue_body
 from tests.support.reconciler_harness import CONFIG, GPU, decode
+from tests.support.simulate_controller import KUEUE, NOW, Key, Obj, _workload, through_controller
 
 EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "fair-sharing"
 STRATEGIES = ("LessThanOrEqualToFinalShare", "LessThanInitialShare")

@@ -12,8 +12,8 @@ from reconciler.core.devices.inventory import DeviceInventory
 from reconciler.explain.quota import _inventory as explain_inventory
 from reconciler.explain.state import ClusterState, Target
 from reconciler.simulate import InputObject, prepare
-from tests.runtime.test_inventory_flow import enforcing
 from tests.support.builders import decode
+from tests.support.inventory_harness import enforcing
 
 DRIVER = "gpu.nvidia.com"
 MAPPINGS = {DRIVER: "nvidia.com/gpu"}

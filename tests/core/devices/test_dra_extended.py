@@ -15,7 +15,8 @@ from reconciler.core.devices.dra_extended import ExtendedResources
 from reconciler.core.model.workloads import WorkloadInfo, compile_workload, workload_for_job
 from reconciler.core.quota.inventory_admission import InventoryGate
 from reconciler.core.scheduling.scheduler import Admit, Pending
-from tests.core.devices.test_device_demands import (
+from tests.support.builders import job
+from tests.support.device_engine import (
     CAPACITIES,
     GI,
     GPU,
@@ -27,7 +28,6 @@ from tests.core.devices.test_device_demands import (
     inventory,
     node_slice,
 )
-from tests.support.builders import job
 
 EXTENDED = "nvidia.com/gpu"
 

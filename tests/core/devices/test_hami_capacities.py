@@ -29,8 +29,8 @@ from reconciler.explain.quota import fed_engine
 from reconciler.explain.state import ClusterState, Target
 from reconciler.runtime.reconciler import Reconciler
 from reconciler.simulate import InputObject, prepare
-from tests.core.devices.test_device_demands import by_name, engine
 from tests.support.builders import claim_template, decode, job, job_body
+from tests.support.device_engine import by_name, engine
 from tests.support.reconciler_harness import Harness
 
 CLASS = "hami.example.com"

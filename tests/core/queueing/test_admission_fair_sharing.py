@@ -22,7 +22,7 @@ from reconciler.core.queueing.admission_fair_sharing import (
     weighted_usage,
 )
 from reconciler.core.scheduling.scheduler import Admit, Preempt
-from tests.core.scheduling.test_admission import info
+from tests.support.admission_engine import info
 from tests.support.builders import cluster_queue_body, decode, flavor
 
 GPU = "nvidia.com/gpu"

@@ -15,11 +15,11 @@ from reconciler.core.scheduling.scheduler import Admit, Pending
 from reconciler.core.status import cluster_queue_status, condition, local_queue_status
 from reconciler.explain.analyze import explain
 from reconciler.runtime.actions import MergePatch
-from tests.core.quota.test_hierarchical_cohorts import cohort, submit, with_cohorts
-from tests.core.scheduling.test_preemption import engine
-from tests.runtime.test_priorities import queued
 from tests.support.builders import cluster_queue_body
+from tests.support.cohort_engine import cohort, submit, with_cohorts
 from tests.support.explain_state import walkthrough_state, workload_of
+from tests.support.preemption_engine import engine
+from tests.support.priority_jobs import queued
 from tests.support.reconciler_harness import GPU, Harness, decode, gpu_job, of, queues
 
 CYCLE = "cohort has a cycle: x -> y -> x"

@@ -4,14 +4,12 @@ and their properties over random cohort trees."""
 from __future__ import annotations
 
 import math
-from typing import Any
 
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from reconciler.api import ClusterQueue, Cohort
+from reconciler.api import Cohort
 from reconciler.core.engine import Engine
-from reconciler.core.model.clusterqueues import compile_cluster_queue
 from reconciler.core.quota.cohorts import compile_cohort
 from reconciler.core.quota.fair_sharing import (
     MAX_SHARE,
@@ -23,44 +21,10 @@ from reconciler.core.quota.fair_sharing import (
     simulated_usage,
 )
 from reconciler.core.quota.ledger import Charge
-from tests.support.builders import cluster_queue_body, decode, flavor
+from tests.support.builders import decode
+from tests.support.fair_sharing_engine import GPU, add_cohort, add_cq, fresh
 
-GPU = "nvidia.com/gpu"
 T4 = ("t4", GPU)
-
-
-def add_cq(
-    state: Engine, name: str, quotas: dict[str, int], cohort: str | None = "org", weight: Any = None
-) -> None:
-    body = cluster_queue_body(name, [("t4", quotas)], cohort=cohort)
-    if weight is not None:
-        body["spec"]["fairSharing"] = {"weight": weight}
-    state.set_cluster_queue(compile_cluster_queue(decode(body, ClusterQueue)))
-    state.set_local_queue("ns", f"lq-{name}", name)
-
-
-def add_cohort(
-    state: Engine, name: str, parent: str | None = None, gpus: int = 0, weight: Any = None
-) -> None:
-    spec: dict[str, Any] = {
-        "resourceGroups": [
-            {
-                "coveredResources": [GPU],
-                "flavors": [{"name": "t4", "resources": [{"name": GPU, "nominalQuota": gpus}]}],
-            }
-        ]
-    }
-    if parent:
-        spec["parentName"] = parent
-    if weight is not None:
-        spec["fairSharing"] = {"weight": weight}
-    body = {
-        "apiVersion": "kueue.x-k8s.io/v1beta2",
-        "kind": "Cohort",
-        "metadata": {"name": name},
-        "spec": spec,
-    }
-    state.set_cohort(compile_cohort(decode(body, Cohort)))
 
 
 def use(state: Engine, cq: str, amount: int, fr: tuple[str, str] = T4, key: str = "") -> None:
@@ -69,13 +33,6 @@ def use(state: Engine, cq: str, amount: int, fr: tuple[str, str] = T4, key: str 
 
 def share(state: Engine, kind: str, name: str) -> Share:
     return dominant_share(state.cache.capacity, (kind, name))
-
-
-def fresh() -> Engine:
-    state = Engine()
-    state.set_flavor(flavor("t4"))
-    state.set_namespace("ns", {})
-    return state
 
 
 def test_borrowed_over_what_the_cohort_can_lend_divided_by_the_weight() -> None:

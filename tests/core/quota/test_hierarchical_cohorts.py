@@ -2,49 +2,19 @@
 
 from __future__ import annotations
 
-from typing import Any
-
 import pytest
 
-from reconciler.api import Cohort
 from reconciler.core.engine import Engine
 from reconciler.core.model.clusterqueues import InvalidClusterQueueError
 from reconciler.core.quota.cohorts import compile_cohort
 from reconciler.core.scheduling.preemption import IN_COHORT_RECLAMATION, cluster_queue_path
 from reconciler.core.scheduling.scheduler import Admit, Pending, Preempt
-from tests.core.scheduling.test_preemption import GPU, engine, gpu_job, of_type
-from tests.support.builders import decode
-
-
-def cohort(name: str, gpus: int | None = None, parent: str | None = None, **limits: int) -> Cohort:
-    spec: dict[str, Any] = {}
-    if parent:
-        spec["parentName"] = parent
-    if gpus is not None:
-        quota = {"name": GPU, "nominalQuota": gpus, **limits}
-        spec["resourceGroups"] = [
-            {"coveredResources": [GPU], "flavors": [{"name": "t4", "resources": [quota]}]}
-        ]
-    result: Cohort = decode(
-        {"apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "Cohort", "metadata": {"name": name}, "spec": spec},
-        Cohort,
-    )
-    return result
-
-
-def with_cohorts(state: Engine, *cohorts: Cohort) -> Engine:
-    for c in cohorts:
-        state.set_cohort(compile_cohort(c))
-    return state
+from tests.support.cohort_engine import cohort, submit, with_cohorts
+from tests.support.preemption_engine import GPU, engine, of_type
 
 
 def admitted(state: Engine) -> list[str]:
     return sorted(d.key[1] for d in state.schedule() if isinstance(d, Admit))
-
-
-def submit(state: Engine, queue: str, *names: str, gpus: int = 1, priority: int = 0) -> None:
-    for name in names:
-        state.add_workload(gpu_job(name, queue=f"lq-{queue}", gpus=gpus, priority=priority))
 
 
 def test_a_cohorts_own_quota_is_shared_by_its_members() -> None:

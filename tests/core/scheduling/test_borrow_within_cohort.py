@@ -17,8 +17,8 @@ from reconciler.core.scheduling.preemption import (
     preemption_message,
 )
 from reconciler.core.scheduling.scheduler import Admit, Pending, Preempt
-from tests.core.scheduling.test_preemption import GPU, engine, gpu_job, of_type
 from tests.support.builders import cluster_queue_body, decode
+from tests.support.preemption_engine import GPU, engine, gpu_job, of_type
 
 BORROW = {"reclaimWithinCohort": "LowerPriority", "borrowWithinCohort": {"policy": "LowerPriority"}}
 

@@ -25,7 +25,8 @@ from reconciler.core.quota.capacity import CohortTree
 from reconciler.core.quota.cohorts import compile_cohort
 from reconciler.core.quota.ledger import Charge
 from reconciler.core.scheduling.scheduler import Scheduler
-from tests.core.scheduling.test_selective_wakeup import (
+from tests.support.builders import cluster_queue_body, decode, flavor, job
+from tests.support.cohort_trees import (
     CPU,
     FLAVORS,
     GPU,
@@ -35,7 +36,6 @@ from tests.core.scheduling.test_selective_wakeup import (
     step,
     trees,
 )
-from tests.support.builders import cluster_queue_body, decode, flavor, job
 
 WorkloadKey = tuple[str, str]
 FAIR = ("LessThanOrEqualToFinalShare", "LessThanInitialShare")

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from reconciler.core.engine import Engine
 from reconciler.core.scheduling.scheduler import Admit, Pending
-from tests.core.scheduling.test_preemption import engine, gpu_job
+from tests.support.preemption_engine import engine, gpu_job
 
 
 def admitted(state: Engine) -> list[str]:

@@ -6,8 +6,8 @@ from __future__ import annotations
 from reconciler.api import Admission, PodSetAssignment
 from reconciler.core.engine import Engine
 from reconciler.core.scheduling.scheduler import NO_LONGER_FITS, Admit, Pending
-from tests.core.quota.test_fair_sharing_shares import GPU, add_cohort, add_cq, fresh
-from tests.core.scheduling.test_preemption import gpu_job
+from tests.support.fair_sharing_engine import GPU, add_cohort, add_cq, fresh
+from tests.support.preemption_engine import gpu_job
 
 BOTH = ("LessThanOrEqualToFinalShare", "LessThanInitialShare")
 

@@ -19,9 +19,9 @@ from reconciler.core.scheduling.preemption import (
     preemption_message,
 )
 from reconciler.core.scheduling.scheduler import Pending, Preempt
-from tests.core.quota.test_fair_sharing_shares import GPU, add_cohort, fresh
-from tests.core.scheduling.test_preemption import gpu_job
 from tests.support.builders import cluster_queue_body, decode
+from tests.support.fair_sharing_engine import GPU, add_cohort, fresh
+from tests.support.preemption_engine import gpu_job
 
 BOTH = ("LessThanOrEqualToFinalShare", "LessThanInitialShare")
 FINAL = ("LessThanOrEqualToFinalShare",)

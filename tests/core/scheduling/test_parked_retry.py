@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from reconciler.core.engine import Engine
 from reconciler.core.scheduling.scheduler import Admit, Decision
-from tests.core.scheduling.test_admission import GPU, info, state_with
+from tests.support.admission_engine import GPU, info, state_with
 
 
 def admitted(decisions: list[Decision]) -> list[str]:

@@ -11,7 +11,7 @@ from __future__ import annotations
 from typing import Any
 
 from reconciler.core.scheduling.scheduler import NO_LONGER_FITS, Admit, Pending, Preempt
-from tests.core.scheduling.test_preemption import GPU, engine, gpu_job, of_type
+from tests.support.preemption_engine import GPU, engine, gpu_job, of_type
 
 LOWER = {"preemption": {"withinClusterQueue": "LowerPriority"}}
 
