@@ -22,10 +22,11 @@ from reconciler.api.resources import (
 )
 from reconciler.cli import main
 from reconciler.simulate import InputObject, simulate
-from tests.integrations.test_lws_runtime import Cluster
-from tests.integrations.test_pod_runtime import GPU, TAINT
 from tests.support.builders import cluster_queue_body
 from tests.support.lws import lws_body, stored_lws
+from tests.support.lws_cluster import lws_cluster
+from tests.support.memory_cluster import GPU
+from tests.support.pod_queues import TAINT
 
 ROOT = Path(__file__).resolve().parents[2]
 EXAMPLES = ROOT / "examples" / "lws"
@@ -83,7 +84,7 @@ def _admissions(workloads: list[Obj]) -> dict[str, Obj]:
 def through_controller(gpus: int, replicas: int) -> dict[str, Obj]:
     """The set's groups' Workloads once the controller's reconciler has settled (the LWS
     controller's pods of every group there, as the pod webhook stores them)."""
-    c = Cluster()
+    c = lws_cluster()
     for resource, body in _queues(gpus):
         c.api.add(resource, copy.deepcopy(body))
     c.api.sync()

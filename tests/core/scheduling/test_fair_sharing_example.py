@@ -45,7 +45,7 @@ def load(name: str) -> dict[str, list[Any]]:
     return out
 
 
-class Cluster:
+class FairSharingExample:
     """The example's cluster: the engine, and what eviction of a preempted workload does."""
 
     def __init__(self) -> None:
@@ -97,7 +97,7 @@ class Cluster:
 
 
 def test_the_worked_example() -> None:
-    cluster = Cluster()
+    cluster = FairSharingExample()
     for job in load("20-team-a-jobs.yaml")["Job"]:
         cluster.submit(job)
     assert cluster.settle() == ["a-1", "a-2", "a-3", "a-4", "a-5", "a-6"]
