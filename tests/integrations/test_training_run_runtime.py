@@ -11,12 +11,10 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
-from collections.abc import AsyncIterator
 from typing import Any
 
 import msgspec
 import pytest
-import pytest_asyncio
 
 from reconciler.api.resources import (
     CLUSTER_QUEUES,
@@ -188,16 +186,6 @@ def test_its_table_row_is_the_integrations_own() -> None:
 
 
 CONFIG_DOC = {"apiVersion": "config.kueue.x-k8s.io/v1beta2", "kind": "Configuration"}
-
-
-@pytest_asyncio.fixture
-async def fake() -> AsyncIterator[FakeApiServer]:
-    server = FakeApiServer()
-    await server.start()
-    try:
-        yield server
-    finally:
-        await server.close()
 
 
 @pytest.mark.asyncio

@@ -183,16 +183,6 @@ class CertObjects:
 
 
 @pytest_asyncio.fixture
-async def fake() -> AsyncIterator[FakeApiServer]:
-    server = FakeApiServer()
-    await server.start()
-    try:
-        yield server
-    finally:
-        await server.close()
-
-
-@pytest_asyncio.fixture
 async def client(fake: FakeApiServer) -> AsyncIterator[KubeClient]:
     kube = KubeClient(fake.url, token="t", retry_backoff=Backoff(initial=0.01, maximum=0.02))
     try:
