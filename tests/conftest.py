@@ -8,12 +8,15 @@ from collections.abc import AsyncIterator
 from pathlib import Path
 
 import pytest_asyncio
-
-from reconciler.kube import Backoff, KubeClient
+from reconciler.kube import Backoff
+from reconciler.kube import KubeClient
 from reconciler.webhook.jobs import JobPolicy
-from reconciler.webhook.server import WebhookServer, make_app
+from reconciler.webhook.server import WebhookServer
+from reconciler.webhook.server import make_app
+
 from tests.support.fake_apiserver import FakeApiServer
-from tests.support.webhook_server import Lookups, Running
+from tests.support.webhook_server import Lookups
+from tests.support.webhook_server import Running
 
 
 @pytest_asyncio.fixture

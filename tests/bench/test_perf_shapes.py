@@ -6,10 +6,18 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-
 from bench.perf_shapes_figures import class_figures
-from bench.perf_shapes_runner import Action, Tracked, UsageRecorder, finish_patch, observe, unset_patch
-from bench.perf_shapes_shape import CLASS_LABEL, RUNTIME_LABEL, SHAPES, scaled, workload
+from bench.perf_shapes_runner import Action
+from bench.perf_shapes_runner import Tracked
+from bench.perf_shapes_runner import UsageRecorder
+from bench.perf_shapes_runner import finish_patch
+from bench.perf_shapes_runner import observe
+from bench.perf_shapes_runner import unset_patch
+from bench.perf_shapes_shape import CLASS_LABEL
+from bench.perf_shapes_shape import RUNTIME_LABEL
+from bench.perf_shapes_shape import SHAPES
+from bench.perf_shapes_shape import scaled
+from bench.perf_shapes_shape import workload
 
 Obj = dict[str, Any]
 

@@ -7,17 +7,14 @@ from __future__ import annotations
 from collections import Counter
 
 import pytest
-
-from bench.restart_scale_objects import (
-    FLAVOR,
-    Layout,
-    Plan,
-    WorkloadPlan,
-    admission_patch,
-    plan,
-    queue_objects,
-    workload_body,
-)
+from bench.restart_scale_objects import FLAVOR
+from bench.restart_scale_objects import Layout
+from bench.restart_scale_objects import Plan
+from bench.restart_scale_objects import WorkloadPlan
+from bench.restart_scale_objects import admission_patch
+from bench.restart_scale_objects import plan
+from bench.restart_scale_objects import queue_objects
+from bench.restart_scale_objects import workload_body
 from e2e.support.workloads import parse_quantity
 
 

@@ -8,7 +8,6 @@ import ssl
 from pathlib import Path
 
 import pytest
-
 from reconciler import cli
 from reconciler.webhook.certs import new_bundle
 
@@ -72,7 +71,6 @@ def test_the_certificate_made_at_start_is_ecdsa_p256_for_localhost_loopback_and_
 ) -> None:
     from cryptography import x509
     from cryptography.hazmat.primitives.asymmetric import ec
-
     from reconciler.webhook import certs
 
     made: list[certs.CertBundle] = []

@@ -6,7 +6,6 @@ import argparse
 from pathlib import Path
 
 import pytest
-
 from reconciler import cli
 
 CONFIG = Path(__file__).resolve().parents[2] / "examples" / "walkthrough" / "00-configuration.yaml"
@@ -78,7 +77,8 @@ def test_bad_bind_address_is_a_usage_error(capsys: pytest.CaptureFixture[str]) -
 
 
 def test_webhook_options_from_the_configuration_and_the_flags(monkeypatch: pytest.MonkeyPatch) -> None:
-    from reconciler.config import load_config, parse_config
+    from reconciler.config import load_config
+    from reconciler.config import parse_config
 
     monkeypatch.setenv("POD_NAMESPACE", "ops")
     parser = cli._parser()

@@ -7,9 +7,12 @@ from typing import Any
 
 import pytest
 import yaml
-
 from reconciler.cli import main
-from reconciler.config import ConfigError, load_config, parse_config, parse_duration, with_live_changes
+from reconciler.config import ConfigError
+from reconciler.config import load_config
+from reconciler.config import parse_config
+from reconciler.config import parse_duration
+from reconciler.config import with_live_changes
 
 
 def doc(version: str = "v1beta2", **fields: Any) -> dict[str, Any]:

@@ -7,12 +7,16 @@ from fractions import Fraction
 from typing import Any
 
 import pytest
-
-from reconciler.api import ClusterQueue, Cohort
-from reconciler.config import ConfigError, parse_config
-from reconciler.core.model.clusterqueues import InvalidClusterQueueError, compile_cluster_queue
+from reconciler.api import ClusterQueue
+from reconciler.api import Cohort
+from reconciler.config import ConfigError
+from reconciler.config import parse_config
+from reconciler.core.model.clusterqueues import InvalidClusterQueueError
+from reconciler.core.model.clusterqueues import compile_cluster_queue
 from reconciler.core.quota.cohorts import compile_cohort
-from tests.support.builders import cluster_queue_body, decode
+
+from tests.support.builders import cluster_queue_body
+from tests.support.builders import decode
 
 BOTH = ("LessThanOrEqualToFinalShare", "LessThanInitialShare")
 

@@ -7,8 +7,9 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-
-from reconciler.config import ConfigError, parse_config, with_live_changes
+from reconciler.config import ConfigError
+from reconciler.config import parse_config
+from reconciler.config import with_live_changes
 
 
 def config(gates: Any) -> Any:

@@ -8,10 +8,12 @@ from typing import Any
 
 import pytest
 import yaml
-
-from reconciler.api.meta import LabelSelector, LabelSelectorRequirement
+from reconciler.api.meta import LabelSelector
+from reconciler.api.meta import LabelSelectorRequirement
 from reconciler.cli import main
-from reconciler.config import ConfigError, parse_config, with_live_changes
+from reconciler.config import ConfigError
+from reconciler.config import parse_config
+from reconciler.config import with_live_changes
 
 
 def doc(version: str = "v1beta2", **fields: Any) -> dict[str, Any]:
@@ -219,7 +221,8 @@ def test_every_configuration_field_is_live_or_reported_as_needing_a_restart() ->
     # A field missing from both lists would change in the file, take no effect, and say nothing.
     from dataclasses import fields
 
-    from reconciler.config import _RESTART_FIELDS, Configuration
+    from reconciler.config import _RESTART_FIELDS
+    from reconciler.config import Configuration
 
     live = {"device_class_mappings", "ignored_fields"}  # the mappings reload; ignored ones are logged
     declared = {f.name for f in fields(Configuration) if f.init}

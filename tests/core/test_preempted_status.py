@@ -3,7 +3,8 @@ Kueue v0.18.1's conditions when it is evicted, and when it is admitted again."""
 
 from __future__ import annotations
 
-from reconciler.api import Condition, WorkloadStatus
+from reconciler.api import Condition
+from reconciler.api import WorkloadStatus
 from reconciler.core.eviction_status import evicted_workload_status
 from reconciler.core.scheduling.preemption import IN_CLUSTER_QUEUE
 from reconciler.core.scheduling.scheduler import Admit

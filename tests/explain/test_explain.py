@@ -6,33 +6,34 @@ import json
 
 import msgspec
 import pytest
-
-from reconciler.api import (
-    Condition,
-    DeviceClass,
-    LabelSelector,
-    Pod,
-    PodSpecView,
-    RequeueState,
-    ResourceClaim,
-    ResourceClaimTemplate,
-    Workload,
-)
+from reconciler.api import Condition
+from reconciler.api import DeviceClass
+from reconciler.api import LabelSelector
+from reconciler.api import Pod
+from reconciler.api import PodSpecView
+from reconciler.api import RequeueState
+from reconciler.api import ResourceClaim
+from reconciler.api import ResourceClaimTemplate
+from reconciler.api import Workload
 from reconciler.explain.analyze import explain
 from reconciler.explain.claims import tell_claims
 from reconciler.explain.explanation import Explanation
-from reconciler.explain.render import render_json, render_text
-from reconciler.explain.state import ClusterState, Event, PodsReadyClock, Target, TargetError
-from tests.support.explain_state import (
-    NOW,
-    NS,
-    PENDING_MESSAGE,
-    decode,
-    unallocated_claim,
-    unschedulable_pod,
-    walkthrough_state,
-    workload_of,
-)
+from reconciler.explain.render import render_json
+from reconciler.explain.render import render_text
+from reconciler.explain.state import ClusterState
+from reconciler.explain.state import Event
+from reconciler.explain.state import PodsReadyClock
+from reconciler.explain.state import Target
+from reconciler.explain.state import TargetError
+
+from tests.support.explain_state import NOW
+from tests.support.explain_state import NS
+from tests.support.explain_state import PENDING_MESSAGE
+from tests.support.explain_state import decode
+from tests.support.explain_state import unallocated_claim
+from tests.support.explain_state import unschedulable_pod
+from tests.support.explain_state import walkthrough_state
+from tests.support.explain_state import workload_of
 
 A = "kueue-dra-running-a"
 B = "kueue-dra-pending-b"

@@ -6,7 +6,11 @@ from __future__ import annotations
 from reconciler.api import Cohort
 from reconciler.explain.analyze import explain
 from reconciler.explain.state import ClusterState
-from tests.support.explain_state import NS, PENDING_MESSAGE, decode, walkthrough_state
+
+from tests.support.explain_state import NS
+from tests.support.explain_state import PENDING_MESSAGE
+from tests.support.explain_state import decode
+from tests.support.explain_state import walkthrough_state
 
 GPU = "nvidia.com/gpu"
 B = "kueue-dra-pending-b"

@@ -4,21 +4,21 @@ controller wrote them, and (with --config's admissionFairSharing) the queue orde
 from __future__ import annotations
 
 import msgspec
-
-from reconciler.api import (
-    AdmissionFairSharingStatus,
-    AdmissionScope,
-    Condition,
-    LocalQueue,
-    LocalQueueFairSharingStatus,
-    Workload,
-)
+from reconciler.api import AdmissionFairSharingStatus
+from reconciler.api import AdmissionScope
+from reconciler.api import Condition
+from reconciler.api import LocalQueue
+from reconciler.api import LocalQueueFairSharingStatus
+from reconciler.api import Workload
 from reconciler.core.queueing.admission_fair_sharing import AfsSettings
 from reconciler.core.status import AFS_CONDITION
 from reconciler.explain.analyze import explain
 from reconciler.explain.render import render_text
 from reconciler.explain.state import ClusterState
-from tests.support.explain_state import NS, walkthrough_state, workload_of
+
+from tests.support.explain_state import NS
+from tests.support.explain_state import walkthrough_state
+from tests.support.explain_state import workload_of
 
 B = "kueue-dra-pending-b"
 RANKED = (

@@ -3,10 +3,14 @@
 from __future__ import annotations
 
 from reconciler.api import Condition
-from reconciler.api.slices import Node, ResourceSlice
+from reconciler.api.slices import Node
+from reconciler.api.slices import ResourceSlice
 from reconciler.explain.analyze import explain
 from reconciler.explain.state import ClusterState
-from tests.support.explain_state import decode, walkthrough_state, workload_of
+
+from tests.support.explain_state import decode
+from tests.support.explain_state import walkthrough_state
+from tests.support.explain_state import workload_of
 
 A = "kueue-dra-running-a"
 B = "kueue-dra-pending-b"

@@ -8,22 +8,29 @@ from typing import Any
 
 import msgspec
 import pytest
-
-from reconciler.api import ClusterQueue, Cohort, LocalQueue, Namespace, ResourceFlavor, Workload
-from reconciler.api.resources import (
-    CLUSTER_QUEUES,
-    COHORTS,
-    LOCAL_QUEUES,
-    NAMESPACES,
-    RESOURCE_FLAVORS,
-    WORKLOADS,
-    Resource,
-)
+from reconciler.api import ClusterQueue
+from reconciler.api import Cohort
+from reconciler.api import LocalQueue
+from reconciler.api import Namespace
+from reconciler.api import ResourceFlavor
+from reconciler.api import Workload
+from reconciler.api.resources import CLUSTER_QUEUES
+from reconciler.api.resources import COHORTS
+from reconciler.api.resources import LOCAL_QUEUES
+from reconciler.api.resources import NAMESPACES
+from reconciler.api.resources import RESOURCE_FLAVORS
+from reconciler.api.resources import WORKLOADS
+from reconciler.api.resources import Resource
 from reconciler.core.engine import Engine
 from reconciler.explain.quota import fed_engine
-from reconciler.explain.state import ClusterState, Target
-from reconciler.feed import QueueObjects, feed_queue_objects
-from reconciler.simulate import InputObject, SimulationError, prepare
+from reconciler.explain.state import ClusterState
+from reconciler.explain.state import Target
+from reconciler.feed import QueueObjects
+from reconciler.feed import feed_queue_objects
+from reconciler.simulate import InputObject
+from reconciler.simulate import SimulationError
+from reconciler.simulate import prepare
+
 from tests.support.builders import cluster_queue_body
 from tests.support.engine_state import engine_state
 from tests.support.reconciler_harness import Harness

@@ -6,25 +6,33 @@ from __future__ import annotations
 
 from typing import Any
 
-from reconciler.api import ClusterQueue, DeviceClass, LocalQueue, Namespace, ResourceFlavor, Workload
-from reconciler.api.resources import (
-    CLUSTER_QUEUES,
-    DEVICE_CLASSES,
-    LOCAL_QUEUES,
-    NAMESPACES,
-    RESOURCE_FLAVORS,
-    WORKLOADS,
-    Resource,
-)
-from reconciler.config import Configuration, parse_config
+from reconciler.api import ClusterQueue
+from reconciler.api import DeviceClass
+from reconciler.api import LocalQueue
+from reconciler.api import Namespace
+from reconciler.api import ResourceFlavor
+from reconciler.api import Workload
+from reconciler.api.resources import CLUSTER_QUEUES
+from reconciler.api.resources import DEVICE_CLASSES
+from reconciler.api.resources import LOCAL_QUEUES
+from reconciler.api.resources import NAMESPACES
+from reconciler.api.resources import RESOURCE_FLAVORS
+from reconciler.api.resources import WORKLOADS
+from reconciler.api.resources import Resource
+from reconciler.config import Configuration
+from reconciler.config import parse_config
 from reconciler.core.engine import Engine
 from reconciler.explain.quota import fed_engine
-from reconciler.explain.state import ClusterState, Target
+from reconciler.explain.state import ClusterState
+from reconciler.explain.state import Target
 from reconciler.runtime.snapshot import device_class_samples
-from reconciler.simulate import InputObject, prepare
+from reconciler.simulate import InputObject
+from reconciler.simulate import prepare
+
 from tests.support.builders import cluster_queue_body
 from tests.support.engine_state import engine_state
-from tests.support.reconciler_harness import Harness, decode
+from tests.support.reconciler_harness import Harness
+from tests.support.reconciler_harness import decode
 
 KUEUE = "kueue.x-k8s.io/v1beta2"
 EXTENDED = "nvidia.com/gpu"

@@ -5,9 +5,17 @@ from __future__ import annotations
 from typing import Any
 
 import msgspec
-
-from reconciler.api import Job, ObjectMeta, PodSet, Workload, WorkloadSpec
-from reconciler.integrations import BATCH_JOB, Known, PodSetStart, Suspend, decide, equivalent
+from reconciler.api import Job
+from reconciler.api import ObjectMeta
+from reconciler.api import PodSet
+from reconciler.api import Workload
+from reconciler.api import WorkloadSpec
+from reconciler.integrations import BATCH_JOB
+from reconciler.integrations import Known
+from reconciler.integrations import PodSetStart
+from reconciler.integrations import Suspend
+from reconciler.integrations import decide
+from reconciler.integrations import equivalent
 
 
 def decode_job(body: dict[str, Any]) -> Job:

@@ -6,14 +6,19 @@ from __future__ import annotations
 from typing import Any
 
 import msgspec
-
 from reconciler.api import Toleration
 from reconciler.config import parse_config
-from reconciler.integrations import JOBSET, PODSET_LABEL, PodSetStart, enabled
-from reconciler.integrations.children import controller_parent, suspend_child
+from reconciler.integrations import JOBSET
+from reconciler.integrations import PODSET_LABEL
+from reconciler.integrations import PodSetStart
+from reconciler.integrations import enabled
+from reconciler.integrations.children import controller_parent
+from reconciler.integrations.children import suspend_child
 from reconciler.integrations.registry import REGISTRY
 from reconciler.runtime.store import Store
-from tests.support.jobsets import jobset_body, jobset_of
+
+from tests.support.jobsets import jobset_body
+from tests.support.jobsets import jobset_of
 
 TWO = [("leader", 1, None, None, "gpu-a"), ("workers", 2, 2, 2, "gpu-b")]
 
@@ -157,6 +162,7 @@ def test_a_job_controlled_by_a_jobset_is_its_child() -> None:
     store = Store(integrations={i.kind: i for i in REGISTRY.values()})
     owner = {"apiVersion": "jobset.x-k8s.io/v1alpha2", "kind": "JobSet", "name": "js", "controller": True}
     from reconciler.api import Job
+
     from tests.support.builders import job_body
     from tests.support.reconciler_harness import decode
 

@@ -8,13 +8,22 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 import msgspec
+from reconciler.api.resources import CLUSTER_QUEUES
+from reconciler.api.resources import JOBSETS
+from reconciler.api.resources import WORKLOAD_PRIORITY_CLASSES
+from reconciler.runtime.actions import Action
+from reconciler.runtime.actions import MergePatch
 
-from reconciler.api.resources import CLUSTER_QUEUES, JOBSETS, WORKLOAD_PRIORITY_CLASSES
-from reconciler.runtime.actions import Action, MergePatch
 from tests.support.builders import cluster_queue_body
-from tests.support.jobset_queues import TWO, condition, jobset_cluster, queues
-from tests.support.jobsets import RJ, jobset_body
-from tests.support.memory_cluster import GPU, T0, Cluster
+from tests.support.jobset_queues import TWO
+from tests.support.jobset_queues import condition
+from tests.support.jobset_queues import jobset_cluster
+from tests.support.jobset_queues import queues
+from tests.support.jobsets import RJ
+from tests.support.jobsets import jobset_body
+from tests.support.memory_cluster import GPU
+from tests.support.memory_cluster import T0
+from tests.support.memory_cluster import Cluster
 
 PRIORITY_LABEL = "kueue.x-k8s.io/priority-class"
 ACTIVE = [{"name": "leader", "active": 1}, {"name": "workers", "active": 2}]

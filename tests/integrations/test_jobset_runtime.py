@@ -8,16 +8,20 @@ from __future__ import annotations
 
 from typing import Any
 
-from reconciler.api.resources import (
-    JOBS,
-    JOBSETS,
-    PODS,
-)
+from reconciler.api.resources import JOBS
+from reconciler.api.resources import JOBSETS
+from reconciler.api.resources import PODS
 from reconciler.integrations import PODSET_LABEL
+
 from tests.support.builders import job_body
-from tests.support.jobset_queues import TWO, condition, jobset_cluster, queues
+from tests.support.jobset_queues import TWO
+from tests.support.jobset_queues import condition
+from tests.support.jobset_queues import jobset_cluster
+from tests.support.jobset_queues import queues
 from tests.support.jobsets import jobset_body
-from tests.support.memory_cluster import GPU, T0, Cluster
+from tests.support.memory_cluster import GPU
+from tests.support.memory_cluster import T0
+from tests.support.memory_cluster import Cluster
 
 
 def pod_templates(jobset: dict[str, Any]) -> dict[str, Any]:

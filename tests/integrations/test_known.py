@@ -5,7 +5,8 @@ from __future__ import annotations
 
 import itertools
 
-from reconciler.integrations import Known, known_of
+from reconciler.integrations import Known
+from reconciler.integrations import known_of
 
 PURPOSES = ("create-workload", "admit", "finish", "delete-workload", "workload-update", "evict")
 

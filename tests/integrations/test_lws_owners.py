@@ -4,8 +4,12 @@ pod-group rule makes it (the conformance recording lws-two-groups: `OwnerReferen
 
 from __future__ import annotations
 
-from reconciler.api.resources import LEADERWORKERSETS, PODS
-from tests.support.lws import group_pods, lws_body, stored_lws
+from reconciler.api.resources import LEADERWORKERSETS
+from reconciler.api.resources import PODS
+
+from tests.support.lws import group_pods
+from tests.support.lws import lws_body
+from tests.support.lws import stored_lws
 from tests.support.lws_cluster import lws_cluster
 from tests.support.pod_queues import queues
 

@@ -8,14 +8,21 @@ from __future__ import annotations
 
 from typing import Any
 
-from reconciler.api.resources import LEADERWORKERSETS, PODS, WORKLOADS
+from reconciler.api.resources import LEADERWORKERSETS
+from reconciler.api.resources import PODS
+from reconciler.api.resources import WORKLOADS
 from reconciler.integrations import PODSET_LABEL
 from reconciler.integrations.lwsgroup import workload_name
-from reconciler.integrations.pod import ADMISSION_GATE, TOPOLOGY_GATE
+from reconciler.integrations.pod import ADMISSION_GATE
+from reconciler.integrations.pod import TOPOLOGY_GATE
 from reconciler.runtime.actions import Delete
+
 from tests.support.lws_cluster import lws_cluster
 from tests.support.memory_cluster import GPU
-from tests.support.pod_queues import TAINT, condition, gates, queues
+from tests.support.pod_queues import TAINT
+from tests.support.pod_queues import condition
+from tests.support.pod_queues import gates
+from tests.support.pod_queues import queues
 
 
 def _admitted(workload: dict[str, Any] | None) -> bool:

@@ -8,13 +8,18 @@ v0.18.1): a job there is never suspended, nor given a Workload, with or without 
 from __future__ import annotations
 
 import pytest
-
-from reconciler.api import Job, Namespace
-from reconciler.api.resources import JOBS, NAMESPACES
+from reconciler.api import Job
+from reconciler.api import Namespace
+from reconciler.api.resources import JOBS
+from reconciler.api.resources import NAMESPACES
 from reconciler.config import parse_config
 from reconciler.integrations import is_managed
+
 from tests.support.builders import job_body
-from tests.support.reconciler_harness import Harness, decode, of, queues
+from tests.support.reconciler_harness import Harness
+from tests.support.reconciler_harness import decode
+from tests.support.reconciler_harness import of
+from tests.support.reconciler_harness import queues
 
 MANAGE_ALL = parse_config(
     {

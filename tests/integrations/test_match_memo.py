@@ -6,19 +6,21 @@ from __future__ import annotations
 from typing import Any
 
 import msgspec
-
-from reconciler.api import Job, ObjectMeta, PodSet, Workload, WorkloadSpec
+from reconciler.api import Job
+from reconciler.api import ObjectMeta
+from reconciler.api import PodSet
+from reconciler.api import Workload
+from reconciler.api import WorkloadSpec
 from reconciler.api.resources import JOBS
-from reconciler.integrations import (
-    BATCH_JOB,
-    DeleteMismatched,
-    Known,
-    MatchMemo,
-    Nothing,
-    UpdateMismatched,
-    decide,
-)
+from reconciler.integrations import BATCH_JOB
+from reconciler.integrations import DeleteMismatched
+from reconciler.integrations import Known
+from reconciler.integrations import MatchMemo
+from reconciler.integrations import Nothing
+from reconciler.integrations import UpdateMismatched
+from reconciler.integrations import decide
 from reconciler.integrations.batchjob import BatchJob
+
 from tests.support.memory_cluster import Cluster
 
 TOLERATION = {"key": "gpu", "operator": "Exists", "effect": "NoSchedule"}

@@ -7,24 +7,29 @@ import hashlib
 from typing import Any
 
 import msgspec
-
-from reconciler.api import Admission, PodSetAssignment, ResourceFlavor, Workload
+from reconciler.api import Admission
+from reconciler.api import PodSetAssignment
+from reconciler.api import ResourceFlavor
+from reconciler.api import Workload
 from reconciler.api.pods import ManagedPod
-from reconciler.integrations import (
-    POD,
-    PODSET_LABEL,
-    REGISTRY,
-    CreateWorkload,
-    Finish,
-    Known,
-    Nothing,
-    Release,
-    Start,
-    Suspend,
-    decide,
-)
-from reconciler.integrations.pod import ADMISSION_GATE, POD_FINALIZER, TOPOLOGY_GATE, role_hash
-from tests.support.pods import pod_body, stored_pod
+from reconciler.integrations import POD
+from reconciler.integrations import PODSET_LABEL
+from reconciler.integrations import REGISTRY
+from reconciler.integrations import CreateWorkload
+from reconciler.integrations import Finish
+from reconciler.integrations import Known
+from reconciler.integrations import Nothing
+from reconciler.integrations import Release
+from reconciler.integrations import Start
+from reconciler.integrations import Suspend
+from reconciler.integrations import decide
+from reconciler.integrations.pod import ADMISSION_GATE
+from reconciler.integrations.pod import POD_FINALIZER
+from reconciler.integrations.pod import TOPOLOGY_GATE
+from reconciler.integrations.pod import role_hash
+
+from tests.support.pods import pod_body
+from tests.support.pods import stored_pod
 
 TOLERATION = {"key": "gpu", "operator": "Exists", "effect": "NoSchedule"}
 

@@ -7,18 +7,24 @@ deleted (pod groups: test_podgroup_runtime.py)."""
 
 from __future__ import annotations
 
-from reconciler.api.resources import (
-    JOBS,
-    PODS,
-    WORKLOADS,
-)
+from reconciler.api.resources import JOBS
+from reconciler.api.resources import PODS
+from reconciler.api.resources import WORKLOADS
 from reconciler.integrations import PODSET_LABEL
-from reconciler.integrations.pod import ADMISSION_GATE, POD_FINALIZER, TOPOLOGY_GATE
+from reconciler.integrations.pod import ADMISSION_GATE
+from reconciler.integrations.pod import POD_FINALIZER
+from reconciler.integrations.pod import TOPOLOGY_GATE
 from reconciler.runtime.watched import POD_JOBS_HANDLER
+
 from tests.support.builders import job_body
 from tests.support.memory_cluster import GPU
-from tests.support.pod_queues import TAINT, condition, gates, pod_cluster, queues
-from tests.support.pods import pod_body, stored_pod
+from tests.support.pod_queues import TAINT
+from tests.support.pod_queues import condition
+from tests.support.pod_queues import gates
+from tests.support.pod_queues import pod_cluster
+from tests.support.pod_queues import queues
+from tests.support.pods import pod_body
+from tests.support.pods import stored_pod
 
 
 def test_a_gated_pod_is_admitted_ungated_on_its_flavor_runs_and_finishes() -> None:

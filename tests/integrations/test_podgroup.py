@@ -6,20 +6,21 @@ from __future__ import annotations
 from typing import Any
 
 import msgspec
-
 from reconciler.api import Workload
 from reconciler.api.pods import ManagedPod
-from reconciler.integrations.pod import GROUP_NAME_LABEL, GROUP_TOTAL_COUNT_ANNOTATION
-from reconciler.integrations.podgroup import (
-    RETRIABLE_IN_GROUP_ANNOTATION,
-    group_finished,
-    group_pod_sets,
-    make_group,
-    role_of,
-    total_count,
-)
-from reconciler.integrations.podgroup_plan import GroupKnown, plan_group
-from tests.support.pods import pod_body, stored_pod
+from reconciler.integrations.pod import GROUP_NAME_LABEL
+from reconciler.integrations.pod import GROUP_TOTAL_COUNT_ANNOTATION
+from reconciler.integrations.podgroup import RETRIABLE_IN_GROUP_ANNOTATION
+from reconciler.integrations.podgroup import group_finished
+from reconciler.integrations.podgroup import group_pod_sets
+from reconciler.integrations.podgroup import make_group
+from reconciler.integrations.podgroup import role_of
+from reconciler.integrations.podgroup import total_count
+from reconciler.integrations.podgroup_plan import GroupKnown
+from reconciler.integrations.podgroup_plan import plan_group
+
+from tests.support.pods import pod_body
+from tests.support.pods import stored_pod
 
 NOW = "2026-01-01T00:10:00Z"
 

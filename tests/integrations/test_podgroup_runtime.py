@@ -10,27 +10,31 @@ from __future__ import annotations
 
 from typing import Any
 
-from reconciler.api.resources import (
-    CLUSTER_QUEUES,
-    PODS,
-    RESOURCE_CLAIM_TEMPLATES,
-    WORKLOAD_PRIORITY_CLASSES,
-    WORKLOADS,
-)
+from reconciler.api.resources import CLUSTER_QUEUES
+from reconciler.api.resources import PODS
+from reconciler.api.resources import RESOURCE_CLAIM_TEMPLATES
+from reconciler.api.resources import WORKLOAD_PRIORITY_CLASSES
+from reconciler.api.resources import WORKLOADS
 from reconciler.integrations import PODSET_LABEL
-from reconciler.integrations.pod import (
-    ADMISSION_GATE,
-    GROUP_NAME_LABEL,
-    GROUP_TOTAL_COUNT_ANNOTATION,
-    POD_FINALIZER,
-    ROLE_HASH_ANNOTATION,
-    TOPOLOGY_GATE,
-)
-from reconciler.integrations.podgroup import IS_GROUP_WORKLOAD_ANNOTATION, TERMINATION_TARGET
+from reconciler.integrations.pod import ADMISSION_GATE
+from reconciler.integrations.pod import GROUP_NAME_LABEL
+from reconciler.integrations.pod import GROUP_TOTAL_COUNT_ANNOTATION
+from reconciler.integrations.pod import POD_FINALIZER
+from reconciler.integrations.pod import ROLE_HASH_ANNOTATION
+from reconciler.integrations.pod import TOPOLOGY_GATE
+from reconciler.integrations.podgroup import IS_GROUP_WORKLOAD_ANNOTATION
+from reconciler.integrations.podgroup import TERMINATION_TARGET
+
 from tests.support.builders import cluster_queue_body
-from tests.support.memory_cluster import GPU, Cluster
-from tests.support.pod_queues import TAINT, condition, gates, pod_cluster, queues
-from tests.support.pods import pod_body, stored_pod
+from tests.support.memory_cluster import GPU
+from tests.support.memory_cluster import Cluster
+from tests.support.pod_queues import TAINT
+from tests.support.pod_queues import condition
+from tests.support.pod_queues import gates
+from tests.support.pod_queues import pod_cluster
+from tests.support.pod_queues import queues
+from tests.support.pods import pod_body
+from tests.support.pods import stored_pod
 
 READY = [{"type": "Ready", "status": "True"}]
 

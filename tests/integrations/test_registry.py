@@ -3,9 +3,12 @@
 from __future__ import annotations
 
 import pytest
-
-from reconciler.config import SUPPORTED_FRAMEWORKS, ConfigError, parse_config
-from reconciler.integrations import BATCH_JOB, REGISTRY, enabled
+from reconciler.config import SUPPORTED_FRAMEWORKS
+from reconciler.config import ConfigError
+from reconciler.config import parse_config
+from reconciler.integrations import BATCH_JOB
+from reconciler.integrations import REGISTRY
+from reconciler.integrations import enabled
 
 
 def _config(frameworks: list[str]) -> dict[str, object]:

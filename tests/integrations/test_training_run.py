@@ -9,27 +9,30 @@ from __future__ import annotations
 from typing import Any
 
 import msgspec
-
 from reconciler.api import Workload
 from reconciler.core.engine import Engine
-from reconciler.core.model.workloads import compile_workload, workload_for_object
+from reconciler.core.model.workloads import compile_workload
+from reconciler.core.model.workloads import workload_for_object
 from reconciler.core.scheduling.scheduler import Admit
 from reconciler.core.status import admitted_workload_status
-from reconciler.integrations import (
-    PODSET_LABEL,
-    CreateWorkload,
-    DeleteMismatched,
-    Finish,
-    Known,
-    Nothing,
-    Restore,
-    Start,
-    Suspend,
-    decide,
-)
-from tests.support.builders import cluster_queue, flavor
+from reconciler.integrations import PODSET_LABEL
+from reconciler.integrations import CreateWorkload
+from reconciler.integrations import DeleteMismatched
+from reconciler.integrations import Finish
+from reconciler.integrations import Known
+from reconciler.integrations import Nothing
+from reconciler.integrations import Restore
+from reconciler.integrations import Start
+from reconciler.integrations import Suspend
+from reconciler.integrations import decide
+
+from tests.support.builders import cluster_queue
+from tests.support.builders import flavor
 from tests.support.memory_api import merge
-from tests.support.trainingrun import REGISTRY_WITH_TRAINING_RUN, TRAINING_RUN, TrainingRun, training_run
+from tests.support.trainingrun import REGISTRY_WITH_TRAINING_RUN
+from tests.support.trainingrun import TRAINING_RUN
+from tests.support.trainingrun import TrainingRun
+from tests.support.trainingrun import training_run
 
 GPU = "nvidia.com/gpu"
 ROLES = [("leader", 1, {"cpu": "1"}), ("workers", 2, {"cpu": "1", GPU: "1"})]

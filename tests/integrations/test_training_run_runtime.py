@@ -15,26 +15,33 @@ from typing import Any
 
 import msgspec
 import pytest
-
-from reconciler.api.resources import (
-    CLUSTER_QUEUES,
-    JOBS,
-    LOCAL_QUEUES,
-    NAMESPACES,
-    PODS,
-    RESOURCE_FLAVORS,
-    WORKLOAD_PRIORITY_CLASSES,
-    WORKLOADS,
-)
+from reconciler.api.resources import CLUSTER_QUEUES
+from reconciler.api.resources import JOBS
+from reconciler.api.resources import LOCAL_QUEUES
+from reconciler.api.resources import NAMESPACES
+from reconciler.api.resources import PODS
+from reconciler.api.resources import RESOURCE_FLAVORS
+from reconciler.api.resources import WORKLOAD_PRIORITY_CLASSES
+from reconciler.api.resources import WORKLOADS
 from reconciler.config import parse_config
 from reconciler.integrations import PODSET_LABEL
-from reconciler.kube import Backoff, Informer, KubeClient, WatchEvent
+from reconciler.kube import Backoff
+from reconciler.kube import Informer
+from reconciler.kube import KubeClient
+from reconciler.kube import WatchEvent
 from reconciler.runtime.reconciler import Reconciler
-from tests.support.builders import cluster_queue_body, job_body
-from tests.support.fake_apiserver import FakeApiServer, page, stream
+
+from tests.support.builders import cluster_queue_body
+from tests.support.builders import job_body
+from tests.support.fake_apiserver import FakeApiServer
+from tests.support.fake_apiserver import page
+from tests.support.fake_apiserver import stream
 from tests.support.informers import until
-from tests.support.memory_cluster import T0, Cluster
-from tests.support.trainingrun import REGISTRY_WITH_TRAINING_RUN, TRAINING_RUN, training_run
+from tests.support.memory_cluster import T0
+from tests.support.memory_cluster import Cluster
+from tests.support.trainingrun import REGISTRY_WITH_TRAINING_RUN
+from tests.support.trainingrun import TRAINING_RUN
+from tests.support.trainingrun import training_run
 
 GPU = "nvidia.com/gpu"
 ROLES = [("leader", 1, {"cpu": "1"}), ("workers", 2, {"cpu": "1", GPU: "1"})]

@@ -9,12 +9,18 @@ import tempfile
 from pathlib import Path
 
 import pytest
-
 from reconciler.api.resources import WORKLOADS
-from reconciler.kube import ConfigError, KubeClient, Unauthorized
-from reconciler.kube.auth import FileTokenSource, load_in_cluster
-from tests.support.fake_apiserver import FakeApiServer, json_reply, status_reply
-from tests.support.kubeconfigs import exec_kubeconfig, pem_pair
+from reconciler.kube import ConfigError
+from reconciler.kube import KubeClient
+from reconciler.kube import Unauthorized
+from reconciler.kube.auth import FileTokenSource
+from reconciler.kube.auth import load_in_cluster
+
+from tests.support.fake_apiserver import FakeApiServer
+from tests.support.fake_apiserver import json_reply
+from tests.support.fake_apiserver import status_reply
+from tests.support.kubeconfigs import exec_kubeconfig
+from tests.support.kubeconfigs import pem_pair
 
 
 def _write_ca(path: Path) -> None:

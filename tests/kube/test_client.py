@@ -8,32 +8,32 @@ import socket
 import time
 
 import pytest
-
-from reconciler.api.resources import EVENTS, JOBS, NAMESPACES, RESOURCE_FLAVORS, WORKLOADS
-from reconciler.kube import (
-    ApiError,
-    Backoff,
-    Conflict,
-    Forbidden,
-    Gone,
-    Invalid,
-    KubeClient,
-    NamespaceTerminating,
-    NotFound,
-    ServerError,
-    TooManyRequests,
-    TransportError,
-)
+from reconciler.api.resources import EVENTS
+from reconciler.api.resources import JOBS
+from reconciler.api.resources import NAMESPACES
+from reconciler.api.resources import RESOURCE_FLAVORS
+from reconciler.api.resources import WORKLOADS
+from reconciler.kube import ApiError
+from reconciler.kube import Backoff
+from reconciler.kube import Conflict
+from reconciler.kube import Forbidden
+from reconciler.kube import Gone
+from reconciler.kube import Invalid
+from reconciler.kube import KubeClient
+from reconciler.kube import NamespaceTerminating
+from reconciler.kube import NotFound
+from reconciler.kube import ServerError
+from reconciler.kube import TooManyRequests
+from reconciler.kube import TransportError
 from reconciler.kube.errors import api_error
-from tests.support.fake_apiserver import (
-    FakeApiServer,
-    Pause,
-    drop_connection,
-    json_reply,
-    raw_reply,
-    status_reply,
-    stream,
-)
+
+from tests.support.fake_apiserver import FakeApiServer
+from tests.support.fake_apiserver import Pause
+from tests.support.fake_apiserver import drop_connection
+from tests.support.fake_apiserver import json_reply
+from tests.support.fake_apiserver import raw_reply
+from tests.support.fake_apiserver import status_reply
+from tests.support.fake_apiserver import stream
 
 PATH = "/api/v1/namespaces/default/pods"
 

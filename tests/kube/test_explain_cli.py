@@ -10,25 +10,28 @@ from typing import Any
 
 import msgspec
 import pytest
-
 from reconciler import cli
-from reconciler.api import (
-    CLUSTER_QUEUES,
-    DEVICE_CLASSES,
-    EVENTS,
-    JOBS,
-    LOCAL_QUEUES,
-    NAMESPACES,
-    PODS,
-    RESOURCE_CLAIM_TEMPLATES,
-    RESOURCE_CLAIMS,
-    RESOURCE_FLAVORS,
-    RESOURCE_SLICES,
-    WORKLOADS,
-)
-from reconciler.api.resources import COHORTS, NODES
-from tests.support.explain_state import NS, PENDING_MESSAGE, walkthrough_state
-from tests.support.fake_apiserver import FakeApiServer, json_reply, page
+from reconciler.api import CLUSTER_QUEUES
+from reconciler.api import DEVICE_CLASSES
+from reconciler.api import EVENTS
+from reconciler.api import JOBS
+from reconciler.api import LOCAL_QUEUES
+from reconciler.api import NAMESPACES
+from reconciler.api import PODS
+from reconciler.api import RESOURCE_CLAIM_TEMPLATES
+from reconciler.api import RESOURCE_CLAIMS
+from reconciler.api import RESOURCE_FLAVORS
+from reconciler.api import RESOURCE_SLICES
+from reconciler.api import WORKLOADS
+from reconciler.api.resources import COHORTS
+from reconciler.api.resources import NODES
+
+from tests.support.explain_state import NS
+from tests.support.explain_state import PENDING_MESSAGE
+from tests.support.explain_state import walkthrough_state
+from tests.support.fake_apiserver import FakeApiServer
+from tests.support.fake_apiserver import json_reply
+from tests.support.fake_apiserver import page
 
 CONFIG = Path(__file__).resolve().parents[2] / "examples" / "walkthrough" / "00-configuration.yaml"
 

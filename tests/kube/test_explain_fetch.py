@@ -5,26 +5,32 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-
-from reconciler.api import (
-    CLUSTER_QUEUES,
-    DEVICE_CLASSES,
-    EVENTS,
-    JOBS,
-    LOCAL_QUEUES,
-    NAMESPACES,
-    PODS,
-    RESOURCE_CLAIM_TEMPLATES,
-    RESOURCE_CLAIMS,
-    RESOURCE_FLAVORS,
-    WORKLOADS,
-    Resource,
-)
-from reconciler.api.resources import COHORTS, NODES, RESOURCE_SLICES
-from reconciler.explain.fetch import ExplainError, fetch_state
+from reconciler.api import CLUSTER_QUEUES
+from reconciler.api import DEVICE_CLASSES
+from reconciler.api import EVENTS
+from reconciler.api import JOBS
+from reconciler.api import LOCAL_QUEUES
+from reconciler.api import NAMESPACES
+from reconciler.api import PODS
+from reconciler.api import RESOURCE_CLAIM_TEMPLATES
+from reconciler.api import RESOURCE_CLAIMS
+from reconciler.api import RESOURCE_FLAVORS
+from reconciler.api import WORKLOADS
+from reconciler.api import Resource
+from reconciler.api.resources import COHORTS
+from reconciler.api.resources import NODES
+from reconciler.api.resources import RESOURCE_SLICES
+from reconciler.explain.fetch import ExplainError
+from reconciler.explain.fetch import fetch_state
 from reconciler.explain.state import Target
-from reconciler.kube import KubeClient, ServerError
-from tests.support.fake_apiserver import FakeApiServer, json_reply, obj, page, status_reply
+from reconciler.kube import KubeClient
+from reconciler.kube import ServerError
+
+from tests.support.fake_apiserver import FakeApiServer
+from tests.support.fake_apiserver import json_reply
+from tests.support.fake_apiserver import obj
+from tests.support.fake_apiserver import page
+from tests.support.fake_apiserver import status_reply
 
 NS = "team"
 JOB: dict[str, Any] = {

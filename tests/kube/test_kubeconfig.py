@@ -12,10 +12,11 @@ import tempfile
 from pathlib import Path
 
 import pytest
-
 from reconciler.kube.auth import load_kubeconfig
 from reconciler.kube.kubeconfig import read_static
-from tests.support.kubeconfigs import exec_kubeconfig, pem_pair
+
+from tests.support.kubeconfigs import exec_kubeconfig
+from tests.support.kubeconfigs import pem_pair
 
 ROOT = Path(__file__).resolve().parents[2]
 

@@ -10,11 +10,20 @@ from typing import Any
 import pytest
 import pytest_asyncio
 from aiohttp import web
+from reconciler.kube import Backoff
+from reconciler.kube import KubeClient
+from reconciler.kube.leader import ElectionConfig
+from reconciler.kube.leader import LeaderElector
+from reconciler.kube.leader import LeadershipLost
 
-from reconciler.kube import Backoff, KubeClient
-from reconciler.kube.leader import ElectionConfig, LeaderElector, LeadershipLost
-from tests.support.fake_apiserver import FakeApiServer, Responder, status_body
-from tests.support.leases import COLLECTION, ITEM, NAME, NS, LeaseStore
+from tests.support.fake_apiserver import FakeApiServer
+from tests.support.fake_apiserver import Responder
+from tests.support.fake_apiserver import status_body
+from tests.support.leases import COLLECTION
+from tests.support.leases import ITEM
+from tests.support.leases import NAME
+from tests.support.leases import NS
+from tests.support.leases import LeaseStore
 
 
 def hang() -> Responder:

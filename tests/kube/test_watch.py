@@ -11,31 +11,29 @@ import asyncio
 import time
 
 import pytest
-
-from reconciler.api import Job, Pod
+from reconciler.api import Job
+from reconciler.api import Pod
 from reconciler.api.resources import PODS
-from reconciler.kube import Backoff, KubeClient
-from tests.support.fake_apiserver import (
-    FakeApiServer,
-    bookmark,
-    error_event,
-    event,
-    obj,
-    page,
-    status_reply,
-    stream,
-)
-from tests.support.informers import (
-    HANG,
-    LIST,
-    WATCH,
-    Recorder,
-    lists,
-    make,
-    running,
-    until,
-    watches,
-)
+from reconciler.kube import Backoff
+from reconciler.kube import KubeClient
+
+from tests.support.fake_apiserver import FakeApiServer
+from tests.support.fake_apiserver import bookmark
+from tests.support.fake_apiserver import error_event
+from tests.support.fake_apiserver import event
+from tests.support.fake_apiserver import obj
+from tests.support.fake_apiserver import page
+from tests.support.fake_apiserver import status_reply
+from tests.support.fake_apiserver import stream
+from tests.support.informers import HANG
+from tests.support.informers import LIST
+from tests.support.informers import WATCH
+from tests.support.informers import Recorder
+from tests.support.informers import lists
+from tests.support.informers import make
+from tests.support.informers import running
+from tests.support.informers import until
+from tests.support.informers import watches
 
 
 @pytest.mark.asyncio

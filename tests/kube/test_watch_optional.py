@@ -6,12 +6,21 @@ optional stays unsynced on a 404."""
 from __future__ import annotations
 
 import pytest
-from structlog.testing import capture_logs
-
 from reconciler.api import Pod
 from reconciler.kube import KubeClient
-from tests.support.fake_apiserver import FakeApiServer, obj, page, raw_reply
-from tests.support.informers import HANG, LIST, WATCH, Recorder, make, running, until
+from structlog.testing import capture_logs
+
+from tests.support.fake_apiserver import FakeApiServer
+from tests.support.fake_apiserver import obj
+from tests.support.fake_apiserver import page
+from tests.support.fake_apiserver import raw_reply
+from tests.support.informers import HANG
+from tests.support.informers import LIST
+from tests.support.informers import WATCH
+from tests.support.informers import Recorder
+from tests.support.informers import make
+from tests.support.informers import running
+from tests.support.informers import until
 
 NOT_SERVED = raw_reply(404, b"404 page not found")
 

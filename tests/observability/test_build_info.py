@@ -8,14 +8,12 @@ import os
 from pathlib import Path
 
 import pytest
-
-from reconciler.observability.build_info import (
-    ENV_BUILD_DATE,
-    ENV_GIT_COMMIT,
-    ENV_GIT_VERSION,
-    read_build_info,
-)
+from reconciler.observability.build_info import ENV_BUILD_DATE
+from reconciler.observability.build_info import ENV_GIT_COMMIT
+from reconciler.observability.build_info import ENV_GIT_VERSION
+from reconciler.observability.build_info import read_build_info
 from reconciler.observability.metrics import Metrics
+
 from tests.support.metrics import scrape
 
 BUILT = dt.datetime(2026, 3, 4, 5, 6, 7, tzinfo=dt.UTC)

@@ -7,17 +7,16 @@ from collections.abc import AsyncIterator
 import aiohttp
 import pytest
 import pytest_asyncio
-
-from reconciler.observability.health import ControllerState, Health, WatchState
+from reconciler.observability.health import ControllerState
+from reconciler.observability.health import Health
+from reconciler.observability.health import WatchState
 from reconciler.observability.metrics import Metrics
-from reconciler.observability.server import (
-    ROLE_HEADER,
-    Server,
-    health_app,
-    metrics_app,
-    parse_bind_address,
-    start_server,
-)
+from reconciler.observability.server import ROLE_HEADER
+from reconciler.observability.server import Server
+from reconciler.observability.server import health_app
+from reconciler.observability.server import metrics_app
+from reconciler.observability.server import parse_bind_address
+from reconciler.observability.server import start_server
 
 
 def watches(

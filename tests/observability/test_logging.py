@@ -8,7 +8,6 @@ import sys
 
 import pytest
 import structlog
-
 from reconciler.observability.logging import configure_logging
 
 

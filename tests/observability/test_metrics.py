@@ -3,31 +3,41 @@
 from __future__ import annotations
 
 import asyncio
-from typing import Any, cast
+from typing import Any
+from typing import cast
 
 import msgspec
 import pytest
-
-from reconciler.api import ClusterQueue, Job, Workload
-from reconciler.api.resources import CLUSTER_QUEUES, JOBS, WORKLOADS
-from reconciler.kube import Informer, KubeClient, ServerError
-from reconciler.observability.metrics import Metrics, kueue_buckets
-from reconciler.runtime.actions import Create, MergePatch
+from reconciler.api import ClusterQueue
+from reconciler.api import Job
+from reconciler.api import Workload
+from reconciler.api.resources import CLUSTER_QUEUES
+from reconciler.api.resources import JOBS
+from reconciler.api.resources import WORKLOADS
+from reconciler.kube import Informer
+from reconciler.kube import KubeClient
+from reconciler.kube import ServerError
+from reconciler.observability.metrics import Metrics
+from reconciler.observability.metrics import kueue_buckets
+from reconciler.runtime.actions import Create
+from reconciler.runtime.actions import MergePatch
 from reconciler.runtime.snapshot import state_snapshot
-from reconciler.runtime.writer import WriteDone, Writer
+from reconciler.runtime.writer import WriteDone
+from reconciler.runtime.writer import Writer
+
 from tests.support.builders import cluster_queue_body
-from tests.support.leader_metrics import leader_harness, with_creation
-from tests.support.metrics import scrape, value
-from tests.support.reconciler_harness import (
-    GPU,
-    Harness,
-    apply_patch,
-    created_workload,
-    decode,
-    gpu_job,
-    of,
-    queues,
-)
+from tests.support.leader_metrics import leader_harness
+from tests.support.leader_metrics import with_creation
+from tests.support.metrics import scrape
+from tests.support.metrics import value
+from tests.support.reconciler_harness import GPU
+from tests.support.reconciler_harness import Harness
+from tests.support.reconciler_harness import apply_patch
+from tests.support.reconciler_harness import created_workload
+from tests.support.reconciler_harness import decode
+from tests.support.reconciler_harness import gpu_job
+from tests.support.reconciler_harness import of
+from tests.support.reconciler_harness import queues
 
 CREATED = "2026-01-01T00:00:00Z"
 

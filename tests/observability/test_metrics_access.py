@@ -20,16 +20,26 @@ import aiohttp
 import pytest
 import pytest_asyncio
 from aiohttp import web
-
-from reconciler.api.resources import SUBJECT_ACCESS_REVIEWS, TOKEN_REVIEWS
-from reconciler.kube import Backoff, KubeClient
-from reconciler.kube.reviews import ApiReviewer, ReviewedUser
-from reconciler.observability.access import AccessGuard, CachePolicy, TtlCache
+from reconciler.api.resources import SUBJECT_ACCESS_REVIEWS
+from reconciler.api.resources import TOKEN_REVIEWS
+from reconciler.kube import Backoff
+from reconciler.kube import KubeClient
+from reconciler.kube.reviews import ApiReviewer
+from reconciler.kube.reviews import ReviewedUser
+from reconciler.observability.access import AccessGuard
+from reconciler.observability.access import CachePolicy
+from reconciler.observability.access import TtlCache
 from reconciler.observability.metrics import Metrics
-from reconciler.observability.server import Server, is_loopback, start_metrics_server
-from reconciler.observability.tls import CertificateFiles, context_from_pem
+from reconciler.observability.server import Server
+from reconciler.observability.server import is_loopback
+from reconciler.observability.server import start_metrics_server
+from reconciler.observability.tls import CertificateFiles
+from reconciler.observability.tls import context_from_pem
 from reconciler.webhook.certs import new_bundle
-from tests.support.fake_apiserver import FakeApiServer, Recorded, status_reply
+
+from tests.support.fake_apiserver import FakeApiServer
+from tests.support.fake_apiserver import Recorded
+from tests.support.fake_apiserver import status_reply
 
 TOKEN_REVIEW_PATH = TOKEN_REVIEWS.list_path()
 ACCESS_REVIEW_PATH = SUBJECT_ACCESS_REVIEWS.list_path()

@@ -8,9 +8,14 @@ from reconciler.api import ClusterQueue
 from reconciler.api.resources import CLUSTER_QUEUES
 from reconciler.observability.metrics import Metrics
 from reconciler.runtime.snapshot import state_snapshot
+
 from tests.support.builders import cluster_queue_body
-from tests.support.metrics import scrape, value
-from tests.support.reconciler_harness import GPU, Harness, decode, queues
+from tests.support.metrics import scrape
+from tests.support.metrics import value
+from tests.support.reconciler_harness import GPU
+from tests.support.reconciler_harness import Harness
+from tests.support.reconciler_harness import decode
+from tests.support.reconciler_harness import queues
 
 
 def test_quota_gauges_carry_the_cohort_and_its_limits() -> None:

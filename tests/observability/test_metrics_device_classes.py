@@ -3,24 +3,33 @@
 from __future__ import annotations
 
 import msgspec
-
-from reconciler.api import ClusterQueue, Job, LocalQueue, Namespace, ResourceClaimTemplate, ResourceFlavor
-from reconciler.api.resources import (
-    CLUSTER_QUEUES,
-    JOBS,
-    LOCAL_QUEUES,
-    NAMESPACES,
-    RESOURCE_CLAIM_TEMPLATES,
-    RESOURCE_FLAVORS,
-    WORKLOADS,
-)
+from reconciler.api import ClusterQueue
+from reconciler.api import Job
+from reconciler.api import LocalQueue
+from reconciler.api import Namespace
+from reconciler.api import ResourceClaimTemplate
+from reconciler.api import ResourceFlavor
+from reconciler.api.resources import CLUSTER_QUEUES
+from reconciler.api.resources import JOBS
+from reconciler.api.resources import LOCAL_QUEUES
+from reconciler.api.resources import NAMESPACES
+from reconciler.api.resources import RESOURCE_CLAIM_TEMPLATES
+from reconciler.api.resources import RESOURCE_FLAVORS
+from reconciler.api.resources import WORKLOADS
 from reconciler.config import parse_config
 from reconciler.runtime.actions import Create
 from reconciler.runtime.snapshot import state_snapshot
 from reconciler.runtime.writer import WriteDone
-from tests.support.builders import cluster_queue_body, job_body
-from tests.support.metrics import scrape, value
-from tests.support.reconciler_harness import Harness, created_workload, decode, of, queues
+
+from tests.support.builders import cluster_queue_body
+from tests.support.builders import job_body
+from tests.support.metrics import scrape
+from tests.support.metrics import value
+from tests.support.reconciler_harness import Harness
+from tests.support.reconciler_harness import created_workload
+from tests.support.reconciler_harness import decode
+from tests.support.reconciler_harness import of
+from tests.support.reconciler_harness import queues
 
 
 def submit(h: Harness, name: str, template: str, parallelism: int) -> None:

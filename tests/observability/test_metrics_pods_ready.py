@@ -3,12 +3,19 @@
 from __future__ import annotations
 
 import pytest
-
-from reconciler.api.resources import JOBS, PODS
+from reconciler.api.resources import JOBS
+from reconciler.api.resources import PODS
 from reconciler.observability.metrics import Metrics
-from tests.support.metrics import scrape, value
-from tests.support.pods_ready_harness import T0, Clocked, admitted_job, ready_pod, started
-from tests.support.reconciler_harness import of, queues
+
+from tests.support.metrics import scrape
+from tests.support.metrics import value
+from tests.support.pods_ready_harness import T0
+from tests.support.pods_ready_harness import Clocked
+from tests.support.pods_ready_harness import admitted_job
+from tests.support.pods_ready_harness import ready_pod
+from tests.support.pods_ready_harness import started
+from tests.support.reconciler_harness import of
+from tests.support.reconciler_harness import queues
 
 
 def clocked_with_metrics() -> tuple[Clocked, Metrics]:

@@ -3,16 +3,28 @@
 from __future__ import annotations
 
 import msgspec
-
-from reconciler.api import ClusterQueue, Cohort, Workload
-from reconciler.api.resources import CLUSTER_QUEUES, COHORTS, WORKLOADS
+from reconciler.api import ClusterQueue
+from reconciler.api import Cohort
+from reconciler.api import Workload
+from reconciler.api.resources import CLUSTER_QUEUES
+from reconciler.api.resources import COHORTS
+from reconciler.api.resources import WORKLOADS
 from reconciler.core.primitives.priority import priority_class_name
 from reconciler.runtime.writer import WriteDone
+
 from tests.support.builders import cluster_queue_body
-from tests.support.leader_metrics import leader_harness, with_creation
-from tests.support.metrics import scrape, value
-from tests.support.priority_jobs import add_class, labelled, queued
-from tests.support.reconciler_harness import GPU, apply_patch, decode, of, queues
+from tests.support.leader_metrics import leader_harness
+from tests.support.leader_metrics import with_creation
+from tests.support.metrics import scrape
+from tests.support.metrics import value
+from tests.support.priority_jobs import add_class
+from tests.support.priority_jobs import labelled
+from tests.support.priority_jobs import queued
+from tests.support.reconciler_harness import GPU
+from tests.support.reconciler_harness import apply_patch
+from tests.support.reconciler_harness import decode
+from tests.support.reconciler_harness import of
+from tests.support.reconciler_harness import queues
 
 
 def test_admission_series_carry_the_workloads_priority_class() -> None:

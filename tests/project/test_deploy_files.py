@@ -11,14 +11,19 @@ import json
 import re
 import shlex
 import tomllib
-from dataclasses import dataclass, field
+from dataclasses import dataclass
+from dataclasses import field
 from pathlib import Path
 from typing import Any
 
 import pytest
 import yaml
 
-from tests.support.deploy_files import BUILD_WHEEL, COMPILE_VENV, CONTRACT_ARGS, INSTALL_LOCKED, INSTALL_WHEEL
+from tests.support.deploy_files import BUILD_WHEEL
+from tests.support.deploy_files import COMPILE_VENV
+from tests.support.deploy_files import CONTRACT_ARGS
+from tests.support.deploy_files import INSTALL_LOCKED
+from tests.support.deploy_files import INSTALL_WHEEL
 
 ROOT = Path(__file__).resolve().parents[2]
 DOCKERFILE = ROOT / "Dockerfile"

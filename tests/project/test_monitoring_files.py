@@ -13,19 +13,17 @@ import re
 import pytest
 import yaml
 
-from tests.support.monitoring_files import (
-    CONTRACT_METRICS,
-    MONITORING,
-    OTHER_METRICS,
-    ROOT,
-    SCRAPE_JOB,
-    alert_expressions,
-    all_panels,
-    base_metric,
-    dashboard,
-    dashboard_expressions,
-    rule_groups,
-)
+from tests.support.monitoring_files import CONTRACT_METRICS
+from tests.support.monitoring_files import MONITORING
+from tests.support.monitoring_files import OTHER_METRICS
+from tests.support.monitoring_files import ROOT
+from tests.support.monitoring_files import SCRAPE_JOB
+from tests.support.monitoring_files import alert_expressions
+from tests.support.monitoring_files import all_panels
+from tests.support.monitoring_files import base_metric
+from tests.support.monitoring_files import dashboard
+from tests.support.monitoring_files import dashboard_expressions
+from tests.support.monitoring_files import rule_groups
 
 # Labels Prometheus (Operator) adds to every scraped series.
 SCRAPE_LABELS = frozenset({"job", "instance", "namespace", "pod", "service", "endpoint", "container"})

@@ -25,16 +25,18 @@ from __future__ import annotations
 
 import ast
 import importlib
-from collections.abc import Iterable, Iterator
-from dataclasses import dataclass, field
+from collections.abc import Iterable
+from collections.abc import Iterator
+from dataclasses import dataclass
+from dataclasses import field
 from pathlib import Path
 from typing import Any
 
 import pytest
 import yaml
-
 from reconciler.api import resources
-from reconciler.api.resources import LEADERWORKERSETS, Resource
+from reconciler.api.resources import LEADERWORKERSETS
+from reconciler.api.resources import Resource
 from reconciler.integrations import REGISTRY
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -172,7 +174,8 @@ def _named(resource: Resource, sub: ast.expr | None, scope: Scope) -> list[str]:
 def watched_access() -> set[Access]:
     """List and watch for every watched kind, from the table the informers are made from, with
     the rows of every registered integration (the shipped RBAC lets any of them be enabled)."""
-    from reconciler.runtime.watched import WATCHED_KINDS, job_rows
+    from reconciler.runtime.watched import WATCHED_KINDS
+    from reconciler.runtime.watched import job_rows
 
     rows = (*WATCHED_KINDS, *job_rows(list(REGISTRY.values())))
     return {(row.resource.group, row.resource.plural, verb) for row in rows for verb in ("list", "watch")}
@@ -256,6 +259,7 @@ def _path_calls(node: ast.expr, scope: Scope) -> list[tuple[ast.expr, str, ast.e
 def _blocks_job_deletion() -> bool:
     """Whether the Workload made for a Job blocks the Job's deletion (needs jobs/finalizers)."""
     from reconciler.core.model.workloads import workload_for_job
+
     from tests.support.builders import job
 
     owners = workload_for_job(job("j")).metadata.owner_references
@@ -404,11 +408,9 @@ def test_the_scan_reads_a_conditional_subresource() -> None:
 
 def _named_objects() -> dict[tuple[str, str], set[str]]:
     """(apiGroup, resource) -> the objects the shipped configuration makes the code name."""
-    from reconciler.api.resources import (
-        MUTATING_WEBHOOK_CONFIGURATIONS,
-        SECRETS,
-        VALIDATING_WEBHOOK_CONFIGURATIONS,
-    )
+    from reconciler.api.resources import MUTATING_WEBHOOK_CONFIGURATIONS
+    from reconciler.api.resources import SECRETS
+    from reconciler.api.resources import VALIDATING_WEBHOOK_CONFIGURATIONS
     from reconciler.config import load_config
     from reconciler.webhook.certmanager import CertSettings
 

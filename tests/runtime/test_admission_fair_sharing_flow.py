@@ -8,18 +8,23 @@ from __future__ import annotations
 
 from typing import Any
 
-from reconciler.api.resources import (
-    CLUSTER_QUEUES,
-    JOBS,
-    LOCAL_QUEUES,
-    NAMESPACES,
-    RESOURCE_CLAIM_TEMPLATES,
-    RESOURCE_FLAVORS,
-)
-from reconciler.config import Configuration, parse_config
+from reconciler.api.resources import CLUSTER_QUEUES
+from reconciler.api.resources import JOBS
+from reconciler.api.resources import LOCAL_QUEUES
+from reconciler.api.resources import NAMESPACES
+from reconciler.api.resources import RESOURCE_CLAIM_TEMPLATES
+from reconciler.api.resources import RESOURCE_FLAVORS
+from reconciler.config import Configuration
+from reconciler.config import parse_config
 from reconciler.core.status import AFS_CONDITION
-from tests.support.builders import cluster_queue_body, job_body
-from tests.support.memory_cluster import GPU, T0, Cluster, condition, gpu_template
+
+from tests.support.builders import cluster_queue_body
+from tests.support.builders import job_body
+from tests.support.memory_cluster import GPU
+from tests.support.memory_cluster import T0
+from tests.support.memory_cluster import Cluster
+from tests.support.memory_cluster import condition
+from tests.support.memory_cluster import gpu_template
 
 
 def config(afs: bool = True, half_life: str = "10m", sampling: str = "1m") -> Configuration:

@@ -5,14 +5,26 @@ rewrite when only the scheduler's words change."""
 from __future__ import annotations
 
 import msgspec
-
-from reconciler.api import Pod, Workload
-from reconciler.api.resources import JOBS, PODS, RESOURCE_CLAIMS, WORKLOADS
+from reconciler.api import Pod
+from reconciler.api import Workload
+from reconciler.api.resources import JOBS
+from reconciler.api.resources import PODS
+from reconciler.api.resources import RESOURCE_CLAIMS
+from reconciler.api.resources import WORKLOADS
 from reconciler.core.primitives.podstatus import claim_report_grace
-from reconciler.runtime.actions import Action, MergePatch
-from tests.support.pending_claims import pending_pod, unallocated_claim
-from tests.support.pods_ready_harness import T0, Clocked, admitted_job, events, started
-from tests.support.reconciler_harness import decode, of, queues
+from reconciler.runtime.actions import Action
+from reconciler.runtime.actions import MergePatch
+
+from tests.support.pending_claims import pending_pod
+from tests.support.pending_claims import unallocated_claim
+from tests.support.pods_ready_harness import T0
+from tests.support.pods_ready_harness import Clocked
+from tests.support.pods_ready_harness import admitted_job
+from tests.support.pods_ready_harness import events
+from tests.support.pods_ready_harness import started
+from tests.support.reconciler_harness import decode
+from tests.support.reconciler_harness import of
+from tests.support.reconciler_harness import queues
 
 BUSY = "0/4 nodes are available: 4 cannot allocate all claims. still not schedulable"
 

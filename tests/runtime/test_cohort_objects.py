@@ -2,12 +2,21 @@
 
 from __future__ import annotations
 
-from reconciler.api import ClusterQueue, Cohort
-from reconciler.api.resources import CLUSTER_QUEUES, COHORTS, WORKLOADS
+from reconciler.api import ClusterQueue
+from reconciler.api import Cohort
+from reconciler.api.resources import CLUSTER_QUEUES
+from reconciler.api.resources import COHORTS
+from reconciler.api.resources import WORKLOADS
 from reconciler.runtime.reconciler import WATCHED
+
 from tests.support.builders import cluster_queue_body
 from tests.support.priority_jobs import queued
-from tests.support.reconciler_harness import GPU, Harness, decode, gpu_job, of, queues
+from tests.support.reconciler_harness import GPU
+from tests.support.reconciler_harness import Harness
+from tests.support.reconciler_harness import decode
+from tests.support.reconciler_harness import gpu_job
+from tests.support.reconciler_harness import of
+from tests.support.reconciler_harness import queues
 
 
 def cohort(h: Harness, gpus: int | str) -> Cohort:

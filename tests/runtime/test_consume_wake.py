@@ -6,10 +6,10 @@ from __future__ import annotations
 import asyncio
 import contextlib
 from collections.abc import AsyncIterator
-from typing import Any, cast
+from typing import Any
+from typing import cast
 
 import pytest
-
 from reconciler.runtime.controller import _consume
 from reconciler.runtime.reconciler import Reconciler
 

@@ -8,10 +8,10 @@ tasks a turn: seen as a controller at a full core writing nothing on Kueue's bas
 from __future__ import annotations
 
 import asyncio
-from typing import Any, cast
+from typing import Any
+from typing import cast
 
 import pytest
-
 from reconciler.runtime.controller import _consume
 from reconciler.runtime.reconciler import Reconciler
 

@@ -11,22 +11,33 @@ from typing import Any
 import msgspec
 import pytest
 import yaml
-
-from reconciler.api import ClusterQueue, Job, ResourceClaim, ResourceClaimTemplate, Workload
-from reconciler.api.resources import (
-    CLUSTER_QUEUES,
-    JOBS,
-    RESOURCE_CLAIM_TEMPLATES,
-    RESOURCE_CLAIMS,
-    WORKLOADS,
-)
+from reconciler.api import ClusterQueue
+from reconciler.api import Job
+from reconciler.api import ResourceClaim
+from reconciler.api import ResourceClaimTemplate
+from reconciler.api import Workload
+from reconciler.api.resources import CLUSTER_QUEUES
+from reconciler.api.resources import JOBS
+from reconciler.api.resources import RESOURCE_CLAIM_TEMPLATES
+from reconciler.api.resources import RESOURCE_CLAIMS
+from reconciler.api.resources import WORKLOADS
 from reconciler.config import parse_config
-from reconciler.runtime.actions import Action, Create
-from reconciler.runtime.config_reload import ConfigReload, read_config, watch_config
+from reconciler.runtime.actions import Action
+from reconciler.runtime.actions import Create
+from reconciler.runtime.config_reload import ConfigReload
+from reconciler.runtime.config_reload import read_config
+from reconciler.runtime.config_reload import watch_config
 from reconciler.runtime.workloads import FIRST_AVAILABLE_ANNOTATION
 from reconciler.runtime.writer import WriteDone
+
 from tests.support.builders import job_body
-from tests.support.reconciler_harness import GPU, Harness, apply_patch, created_workload, decode, of, queues
+from tests.support.reconciler_harness import GPU
+from tests.support.reconciler_harness import Harness
+from tests.support.reconciler_harness import apply_patch
+from tests.support.reconciler_harness import created_workload
+from tests.support.reconciler_harness import decode
+from tests.support.reconciler_harness import of
+from tests.support.reconciler_harness import queues
 
 
 def config_doc(mappings: dict[str, list[str]], **extra: Any) -> dict[str, Any]:

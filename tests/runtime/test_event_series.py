@@ -5,11 +5,14 @@ repeat."""
 from __future__ import annotations
 
 import msgspec
-
-from reconciler.api import ObjectMeta, Workload
+from reconciler.api import ObjectMeta
+from reconciler.api import Workload
 from reconciler.kube import NotFound
-from reconciler.runtime.actions import MergePatch, PostEvent, WriteDone
-from reconciler.runtime.event_series import FINISH_SECONDS, REFRESH_SECONDS
+from reconciler.runtime.actions import MergePatch
+from reconciler.runtime.actions import PostEvent
+from reconciler.runtime.actions import WriteDone
+from reconciler.runtime.event_series import FINISH_SECONDS
+from reconciler.runtime.event_series import REFRESH_SECONDS
 from reconciler.runtime.events import EventRecorder
 
 

@@ -2,12 +2,24 @@
 
 from __future__ import annotations
 
-from reconciler.api import Pod, ResourceClaim
-from reconciler.api.resources import JOBS, PODS, RESOURCE_CLAIMS
+from reconciler.api import Pod
+from reconciler.api import ResourceClaim
+from reconciler.api.resources import JOBS
+from reconciler.api.resources import PODS
+from reconciler.api.resources import RESOURCE_CLAIMS
 from reconciler.core.primitives.podstatus import eviction_cause
-from tests.support.pending_claims import UNSCHEDULABLE, pending_pod, unallocated_claim
-from tests.support.pods_ready_harness import T0, Clocked, admitted_job, conditions, events, started
-from tests.support.reconciler_harness import of, queues
+
+from tests.support.pending_claims import UNSCHEDULABLE
+from tests.support.pending_claims import pending_pod
+from tests.support.pending_claims import unallocated_claim
+from tests.support.pods_ready_harness import T0
+from tests.support.pods_ready_harness import Clocked
+from tests.support.pods_ready_harness import admitted_job
+from tests.support.pods_ready_harness import conditions
+from tests.support.pods_ready_harness import events
+from tests.support.pods_ready_harness import started
+from tests.support.reconciler_harness import of
+from tests.support.reconciler_harness import queues
 
 
 def stalled(pod: Pod | None, claim: ResourceClaim | None) -> tuple[str, list[tuple[str, str]]]:

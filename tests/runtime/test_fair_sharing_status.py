@@ -7,16 +7,30 @@ import json
 import math
 from typing import Any
 
-from reconciler.api import ClusterQueue, ClusterQueueStatus, Cohort, FairSharingStatus
-from reconciler.api.resources import CLUSTER_QUEUES, COHORTS, WORKLOADS
+from reconciler.api import ClusterQueue
+from reconciler.api import ClusterQueueStatus
+from reconciler.api import Cohort
+from reconciler.api import FairSharingStatus
+from reconciler.api.resources import CLUSTER_QUEUES
+from reconciler.api.resources import COHORTS
+from reconciler.api.resources import WORKLOADS
 from reconciler.config import parse_config
 from reconciler.observability.metrics import Metrics
-from reconciler.runtime.patches import cluster_queue_status_patch, status_patch
+from reconciler.runtime.patches import cluster_queue_status_patch
+from reconciler.runtime.patches import status_patch
 from reconciler.runtime.snapshot import state_snapshot
+
 from tests.support.builders import cluster_queue_body
-from tests.support.metrics import scrape, value
+from tests.support.metrics import scrape
+from tests.support.metrics import value
 from tests.support.priority_jobs import queued
-from tests.support.reconciler_harness import CONFIG, GPU, Harness, decode, gpu_job, of, queues
+from tests.support.reconciler_harness import CONFIG
+from tests.support.reconciler_harness import GPU
+from tests.support.reconciler_harness import Harness
+from tests.support.reconciler_harness import decode
+from tests.support.reconciler_harness import gpu_job
+from tests.support.reconciler_harness import of
+from tests.support.reconciler_harness import queues
 
 FAIR = parse_config(
     {

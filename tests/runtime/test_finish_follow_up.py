@@ -7,14 +7,18 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-
-from reconciler.api.resources import JOBS, PODS
+from reconciler.api.resources import JOBS
+from reconciler.api.resources import PODS
 from reconciler.integrations.pod import POD_FINALIZER
 from reconciler.runtime.actions import Action
+
 from tests.support.memory_api import MemoryApi
-from tests.support.memory_cluster import Cluster, condition
-from tests.support.pod_queues import pod_cluster, queues
-from tests.support.pods import pod_body, stored_pod
+from tests.support.memory_cluster import Cluster
+from tests.support.memory_cluster import condition
+from tests.support.pod_queues import pod_cluster
+from tests.support.pod_queues import queues
+from tests.support.pods import pod_body
+from tests.support.pods import stored_pod
 
 
 def perform_holding_events(

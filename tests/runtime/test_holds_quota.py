@@ -5,8 +5,13 @@ from __future__ import annotations
 
 import itertools
 
-from reconciler.api import Admission, Condition, ObjectMeta, Workload, WorkloadStatus
-from reconciler.runtime.patches import holds_quota, is_true
+from reconciler.api import Admission
+from reconciler.api import Condition
+from reconciler.api import ObjectMeta
+from reconciler.api import Workload
+from reconciler.api import WorkloadStatus
+from reconciler.runtime.patches import holds_quota
+from reconciler.runtime.patches import is_true
 
 KINDS = [("QuotaReserved", "True"), ("QuotaReserved", "False"), ("Finished", "True"), ("Finished", "False")]
 KINDS += [("Admitted", "True")]

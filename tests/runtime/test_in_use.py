@@ -5,24 +5,26 @@ from __future__ import annotations
 from typing import Any
 
 import msgspec
-
-from reconciler.api import ClusterQueue, ResourceFlavor
-from reconciler.api.resources import CLUSTER_QUEUES, JOBS, RESOURCE_FLAVORS, WORKLOADS
+from reconciler.api import ClusterQueue
+from reconciler.api import ResourceFlavor
+from reconciler.api.resources import CLUSTER_QUEUES
+from reconciler.api.resources import JOBS
+from reconciler.api.resources import RESOURCE_FLAVORS
+from reconciler.api.resources import WORKLOADS
 from reconciler.kube import Conflict
 from reconciler.runtime.actions import MergePatch
 from reconciler.runtime.in_use import RESOURCE_IN_USE
 from reconciler.runtime.writer import WriteDone
+
 from tests.support.builders import cluster_queue_body
-from tests.support.reconciler_harness import (
-    GPU,
-    Harness,
-    apply_patch,
-    created_workload,
-    decode,
-    gpu_job,
-    of,
-    queues,
-)
+from tests.support.reconciler_harness import GPU
+from tests.support.reconciler_harness import Harness
+from tests.support.reconciler_harness import apply_patch
+from tests.support.reconciler_harness import created_workload
+from tests.support.reconciler_harness import decode
+from tests.support.reconciler_harness import gpu_job
+from tests.support.reconciler_harness import of
+from tests.support.reconciler_harness import queues
 
 DELETED_AT = "2026-01-01T00:00:00Z"
 

@@ -5,34 +5,35 @@ from __future__ import annotations
 from typing import Any
 
 import msgspec
-
-from reconciler.api import ClusterQueue, DeviceClass, ResourceClaimTemplate
-from reconciler.api.resources import (
-    CLUSTER_QUEUES,
-    DEVICE_CLASSES,
-    JOBS,
-    NODES,
-    RESOURCE_CLAIM_TEMPLATES,
-    RESOURCE_SLICES,
-    WORKLOADS,
-)
-from reconciler.api.slices import Node, ResourceSlice
+from reconciler.api import ClusterQueue
+from reconciler.api import DeviceClass
+from reconciler.api import ResourceClaimTemplate
+from reconciler.api.resources import CLUSTER_QUEUES
+from reconciler.api.resources import DEVICE_CLASSES
+from reconciler.api.resources import JOBS
+from reconciler.api.resources import NODES
+from reconciler.api.resources import RESOURCE_CLAIM_TEMPLATES
+from reconciler.api.resources import RESOURCE_SLICES
+from reconciler.api.resources import WORKLOADS
+from reconciler.api.slices import Node
+from reconciler.api.slices import ResourceSlice
 from reconciler.core.model.workloads import DEVICE_CHARGES_ANNOTATION
 from reconciler.kube import WatchEvent
-from reconciler.runtime.actions import Create, PostEvent
-from reconciler.runtime.reconciler import ALL_WATCHED, WATCHED
+from reconciler.runtime.actions import Create
+from reconciler.runtime.actions import PostEvent
+from reconciler.runtime.reconciler import ALL_WATCHED
+from reconciler.runtime.reconciler import WATCHED
 from reconciler.runtime.writer import WriteDone
+
 from tests.support.builders import cluster_queue_body
 from tests.support.inventory_harness import enforcing
-from tests.support.reconciler_harness import (
-    Harness,
-    apply_patch,
-    created_workload,
-    decode,
-    gpu_job,
-    of,
-    queues,
-)
+from tests.support.reconciler_harness import Harness
+from tests.support.reconciler_harness import apply_patch
+from tests.support.reconciler_harness import created_workload
+from tests.support.reconciler_harness import decode
+from tests.support.reconciler_harness import gpu_job
+from tests.support.reconciler_harness import of
+from tests.support.reconciler_harness import queues
 
 DRIVER = "gpu.nvidia.com"
 

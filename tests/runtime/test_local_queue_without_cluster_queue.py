@@ -9,8 +9,14 @@ from typing import Any
 
 from reconciler.api import ClusterQueue
 from reconciler.api.resources import CLUSTER_QUEUES
+
 from tests.support.builders import cluster_queue_body
-from tests.support.reconciler_harness import CONFIG, GPU, Harness, decode, of, queues
+from tests.support.reconciler_harness import CONFIG
+from tests.support.reconciler_harness import GPU
+from tests.support.reconciler_harness import Harness
+from tests.support.reconciler_harness import decode
+from tests.support.reconciler_harness import of
+from tests.support.reconciler_harness import queues
 
 
 def _lq_patches(h: Harness) -> list[dict[str, Any]]:

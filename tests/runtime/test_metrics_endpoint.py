@@ -6,14 +6,17 @@ import datetime as dt
 
 import aiohttp
 import pytest
-
-from reconciler.api.resources import SUBJECT_ACCESS_REVIEWS, TOKEN_REVIEWS
+from reconciler.api.resources import SUBJECT_ACCESS_REVIEWS
+from reconciler.api.resources import TOKEN_REVIEWS
 from reconciler.kube import KubeClient
 from reconciler.observability.metrics import Metrics
-from reconciler.observability.tls import ServingCertificate, context_from_pem
+from reconciler.observability.tls import ServingCertificate
+from reconciler.observability.tls import context_from_pem
 from reconciler.runtime.metrics_endpoint import serve_metrics
 from reconciler.webhook.certs import new_bundle
-from tests.support.fake_apiserver import FakeApiServer, json_reply
+
+from tests.support.fake_apiserver import FakeApiServer
+from tests.support.fake_apiserver import json_reply
 
 
 @pytest.mark.asyncio

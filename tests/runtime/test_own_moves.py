@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from reconciler.runtime.own_moves import OwnMoves, Version
+from reconciler.runtime.own_moves import OwnMoves
+from reconciler.runtime.own_moves import Version
 
 KEY = ("ns", "w")
 

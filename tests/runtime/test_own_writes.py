@@ -11,20 +11,20 @@ from __future__ import annotations
 from typing import Any
 
 import msgspec
-
-from reconciler.api import Job, Workload
-from reconciler.api.resources import JOBS, WORKLOADS
+from reconciler.api import Job
+from reconciler.api import Workload
+from reconciler.api.resources import JOBS
+from reconciler.api.resources import WORKLOADS
 from reconciler.runtime.writer import WriteDone
-from tests.support.reconciler_harness import (
-    GPU,
-    Harness,
-    apply_patch,
-    created_workload,
-    decode,
-    gpu_job,
-    of,
-    queues,
-)
+
+from tests.support.reconciler_harness import GPU
+from tests.support.reconciler_harness import Harness
+from tests.support.reconciler_harness import apply_patch
+from tests.support.reconciler_harness import created_workload
+from tests.support.reconciler_harness import decode
+from tests.support.reconciler_harness import gpu_job
+from tests.support.reconciler_harness import of
+from tests.support.reconciler_harness import queues
 
 
 def admitted_job(h: Harness) -> tuple[Job, Workload, Any]:

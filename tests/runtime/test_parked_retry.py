@@ -5,7 +5,11 @@ from __future__ import annotations
 
 from reconciler.api.resources import WORKLOADS
 from reconciler.runtime.controller import ControllerOptions
-from tests.support.reconciler_harness import Harness, jobs_with_workloads, of, queues
+
+from tests.support.reconciler_harness import Harness
+from tests.support.reconciler_harness import jobs_with_workloads
+from tests.support.reconciler_harness import of
+from tests.support.reconciler_harness import queues
 
 
 def test_the_waiting_job_is_admitted_a_batch_period_after_the_gpu_comes_back() -> None:

@@ -4,12 +4,16 @@ what the API shows, since the earlier write (still in flight) would otherwise ha
 from __future__ import annotations
 
 import msgspec
-
 from reconciler.api.resources import WORKLOADS
 from reconciler.core.scheduling.scheduler import Pending
 from reconciler.runtime.writer import WriteDone
+
 from tests.support.priority_jobs import queued
-from tests.support.reconciler_harness import Harness, apply_patch, gpu_job, of, queues
+from tests.support.reconciler_harness import Harness
+from tests.support.reconciler_harness import apply_patch
+from tests.support.reconciler_harness import gpu_job
+from tests.support.reconciler_harness import of
+from tests.support.reconciler_harness import queues
 
 
 def test_a_later_verdict_follows_an_earlier_one_in_flight() -> None:

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import msgspec
-
 from reconciler.api import Pod
 from reconciler.runtime.podindex import PodIndex
 

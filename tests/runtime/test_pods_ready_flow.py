@@ -3,35 +3,36 @@
 from __future__ import annotations
 
 import msgspec
-
-from reconciler.api import ClusterQueue, Job, Workload
-from reconciler.api.resources import CLUSTER_QUEUES, JOBS, PODS, WORKLOADS
+from reconciler.api import ClusterQueue
+from reconciler.api import Job
+from reconciler.api import Workload
+from reconciler.api.resources import CLUSTER_QUEUES
+from reconciler.api.resources import JOBS
+from reconciler.api.resources import PODS
+from reconciler.api.resources import WORKLOADS
 from reconciler.api.times import epoch
 from reconciler.config import parse_config
 from reconciler.kube import Conflict
 from reconciler.runtime.actions import Action
 from reconciler.runtime.writer import WriteDone
+
 from tests.support.builders import job_body
 from tests.support.metrics import scrape
 from tests.support.metrics import value as metric
-from tests.support.pods_ready_harness import (
-    T0,
-    Clocked,
-    admitted_job,
-    conditions,
-    events,
-    queued_job,
-    ready_pod,
-    started,
-)
-from tests.support.reconciler_harness import (
-    GPU,
-    apply_patch,
-    created_workload,
-    decode,
-    of,
-    queues,
-)
+from tests.support.pods_ready_harness import T0
+from tests.support.pods_ready_harness import Clocked
+from tests.support.pods_ready_harness import admitted_job
+from tests.support.pods_ready_harness import conditions
+from tests.support.pods_ready_harness import events
+from tests.support.pods_ready_harness import queued_job
+from tests.support.pods_ready_harness import ready_pod
+from tests.support.pods_ready_harness import started
+from tests.support.reconciler_harness import GPU
+from tests.support.reconciler_harness import apply_patch
+from tests.support.reconciler_harness import created_workload
+from tests.support.reconciler_harness import decode
+from tests.support.reconciler_harness import of
+from tests.support.reconciler_harness import queues
 
 GPU_CLAIM = {"name": "g", "resourceClaimTemplateName": "gpu"}
 

@@ -4,25 +4,28 @@ goes."""
 from __future__ import annotations
 
 import msgspec
-
-from reconciler.api import ClusterQueue, Workload, WorkloadPriorityClass
-from reconciler.api.resources import CLUSTER_QUEUES, JOBS, WORKLOAD_PRIORITY_CLASSES, WORKLOADS
+from reconciler.api import ClusterQueue
+from reconciler.api import Workload
+from reconciler.api import WorkloadPriorityClass
+from reconciler.api.resources import CLUSTER_QUEUES
+from reconciler.api.resources import JOBS
+from reconciler.api.resources import WORKLOAD_PRIORITY_CLASSES
+from reconciler.api.resources import WORKLOADS
 from reconciler.observability.metrics import Metrics
 from reconciler.runtime.actions import PostEvent
 from reconciler.runtime.writer import WriteDone
+
 from tests.support.builders import cluster_queue_body
 from tests.support.metrics import scrape
 from tests.support.metrics import value as metric
-from tests.support.reconciler_harness import (
-    GPU,
-    Harness,
-    apply_patch,
-    created_workload,
-    decode,
-    gpu_job,
-    of,
-    queues,
-)
+from tests.support.reconciler_harness import GPU
+from tests.support.reconciler_harness import Harness
+from tests.support.reconciler_harness import apply_patch
+from tests.support.reconciler_harness import created_workload
+from tests.support.reconciler_harness import decode
+from tests.support.reconciler_harness import gpu_job
+from tests.support.reconciler_harness import of
+from tests.support.reconciler_harness import queues
 
 
 def queued(h: Harness, name: str, priority_class: str) -> Workload:

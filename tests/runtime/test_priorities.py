@@ -3,19 +3,20 @@
 from __future__ import annotations
 
 import msgspec
-
-from reconciler.api.resources import JOBS, WORKLOADS
+from reconciler.api.resources import JOBS
+from reconciler.api.resources import WORKLOADS
 from reconciler.runtime.actions import PostEvent
 from reconciler.runtime.writer import WriteDone
-from tests.support.priority_jobs import add_class, labelled, queued
-from tests.support.reconciler_harness import (
-    GPU,
-    Harness,
-    apply_patch,
-    gpu_job,
-    of,
-    queues,
-)
+
+from tests.support.priority_jobs import add_class
+from tests.support.priority_jobs import labelled
+from tests.support.priority_jobs import queued
+from tests.support.reconciler_harness import GPU
+from tests.support.reconciler_harness import Harness
+from tests.support.reconciler_harness import apply_patch
+from tests.support.reconciler_harness import gpu_job
+from tests.support.reconciler_harness import of
+from tests.support.reconciler_harness import queues
 
 
 def test_the_higher_priority_job_is_admitted_first_when_quota_frees() -> None:

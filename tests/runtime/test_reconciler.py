@@ -4,40 +4,38 @@ from __future__ import annotations
 
 import msgspec
 import pytest
+from reconciler.api import ClusterQueue
+from reconciler.api import Job
+from reconciler.api import LocalQueue
+from reconciler.api import Namespace
+from reconciler.api import ResourceFlavor
+from reconciler.api import Workload
+from reconciler.api.resources import CLUSTER_QUEUES
+from reconciler.api.resources import JOBS
+from reconciler.api.resources import LOCAL_QUEUES
+from reconciler.api.resources import NAMESPACES
+from reconciler.api.resources import RESOURCE_FLAVORS
+from reconciler.api.resources import WORKLOADS
+from reconciler.core.model.workloads import workload_name_for_job
+from reconciler.kube import Conflict
+from reconciler.kube import Forbidden
+from reconciler.kube import NamespaceTerminating
+from reconciler.runtime.actions import Create
+from reconciler.runtime.actions import MergePatch
+from reconciler.runtime.actions import PostEvent
+from reconciler.runtime.writer import WriteDone
 from structlog.testing import capture_logs
 
-from reconciler.api import (
-    ClusterQueue,
-    Job,
-    LocalQueue,
-    Namespace,
-    ResourceFlavor,
-    Workload,
-)
-from reconciler.api.resources import (
-    CLUSTER_QUEUES,
-    JOBS,
-    LOCAL_QUEUES,
-    NAMESPACES,
-    RESOURCE_FLAVORS,
-    WORKLOADS,
-)
-from reconciler.core.model.workloads import workload_name_for_job
-from reconciler.kube import Conflict, Forbidden, NamespaceTerminating
-from reconciler.runtime.actions import Create, MergePatch, PostEvent
-from reconciler.runtime.writer import WriteDone
 from tests.support.builders import cluster_queue_body
-from tests.support.reconciler_harness import (
-    GPU,
-    Harness,
-    apply_patch,
-    created_workload,
-    decode,
-    gpu_job,
-    jobs_with_workloads,
-    of,
-    queues,
-)
+from tests.support.reconciler_harness import GPU
+from tests.support.reconciler_harness import Harness
+from tests.support.reconciler_harness import apply_patch
+from tests.support.reconciler_harness import created_workload
+from tests.support.reconciler_harness import decode
+from tests.support.reconciler_harness import gpu_job
+from tests.support.reconciler_harness import jobs_with_workloads
+from tests.support.reconciler_harness import of
+from tests.support.reconciler_harness import queues
 
 
 def test_nothing_is_decided_before_every_watch_has_synced() -> None:

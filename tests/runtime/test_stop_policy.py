@@ -5,7 +5,9 @@ Kueue's reason and message; releasing the stop resumes admission without any oth
 from __future__ import annotations
 
 from reconciler.api.resources import CLUSTER_QUEUES
-from tests.support.memory_cluster import Cluster, condition
+
+from tests.support.memory_cluster import Cluster
+from tests.support.memory_cluster import condition
 
 INACTIVE = ("False", "Inadmissible", "ClusterQueue cq is inactive")
 STOPPED = "The ClusterQueue is stopped"

@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
-from reconciler.api import OwnerReference, Workload
-from reconciler.core.model.workloads import workload_for_job, workload_name_for_job
+from reconciler.api import OwnerReference
+from reconciler.api import Workload
+from reconciler.core.model.workloads import workload_for_job
+from reconciler.core.model.workloads import workload_name_for_job
 from reconciler.runtime.own_writes import OwnWrites
 from reconciler.runtime.store import Store
+
 from tests.support.builders import job
 
 

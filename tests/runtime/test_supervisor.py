@@ -17,20 +17,31 @@ from typing import NoReturn
 import aiohttp
 import pytest
 import structlog.testing
-
-from reconciler.config import Configuration, parse_config
+from reconciler.config import Configuration
+from reconciler.config import parse_config
 from reconciler.kube.leader import ElectionConfig
 from reconciler.observability.health import Health
 from reconciler.observability.metrics import Metrics
-from reconciler.observability.server import ROLE_HEADER, Server
+from reconciler.observability.server import ROLE_HEADER
+from reconciler.observability.server import Server
 from reconciler.runtime.controller import ControllerOptions
 from reconciler.runtime.reconciler import WATCHED
-from reconciler.runtime.supervisor import EXIT_LEADERSHIP_LOST, ProcessOptions, run_process
+from reconciler.runtime.supervisor import EXIT_LEADERSHIP_LOST
+from reconciler.runtime.supervisor import ProcessOptions
+from reconciler.runtime.supervisor import run_process
 from reconciler.webhook.certmanager import write_cert_dir
 from reconciler.webhook.certs import new_bundle
 from reconciler.webhook.service import WebhookOptions
-from tests.support.fake_apiserver import FakeApiServer, page, status_reply, stream
-from tests.support.leases import COLLECTION, ITEM, NAME, NS, LeaseStore
+
+from tests.support.fake_apiserver import FakeApiServer
+from tests.support.fake_apiserver import page
+from tests.support.fake_apiserver import status_reply
+from tests.support.fake_apiserver import stream
+from tests.support.leases import COLLECTION
+from tests.support.leases import ITEM
+from tests.support.leases import NAME
+from tests.support.leases import NS
+from tests.support.leases import LeaseStore
 
 CONFIG = parse_config({"apiVersion": "config.kueue.x-k8s.io/v1beta2", "kind": "Configuration"})
 # Certificates from outside (cert-manager's way): no Secret, nothing injected.

@@ -6,7 +6,10 @@ Workload)."""
 from __future__ import annotations
 
 from reconciler.api.resources import RESOURCE_CLAIM_TEMPLATES
-from tests.support.memory_cluster import Cluster, condition, gpu_template
+
+from tests.support.memory_cluster import Cluster
+from tests.support.memory_cluster import condition
+from tests.support.memory_cluster import gpu_template
 
 MISSING = (
     "spec.podSets[0].template.spec.resourceClaims[0]: Internal error: failed to get claim spec for "

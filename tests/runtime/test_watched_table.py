@@ -3,11 +3,16 @@
 from __future__ import annotations
 
 import msgspec
-
-from reconciler.api.resources import COHORTS, NODES, PODS
+from reconciler.api.resources import COHORTS
+from reconciler.api.resources import NODES
+from reconciler.api.resources import PODS
 from reconciler.kube import WatchEvent
-from reconciler.runtime.reconciler import ALL_WATCHED, LABEL_SELECTORS, WATCHED
-from reconciler.runtime.watched import WATCHED_KINDS, watched_kinds
+from reconciler.runtime.reconciler import ALL_WATCHED
+from reconciler.runtime.reconciler import LABEL_SELECTORS
+from reconciler.runtime.reconciler import WATCHED
+from reconciler.runtime.watched import WATCHED_KINDS
+from reconciler.runtime.watched import watched_kinds
+
 from tests.support.reconciler_harness import Harness
 
 

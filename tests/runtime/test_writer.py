@@ -3,14 +3,18 @@
 from __future__ import annotations
 
 import asyncio
-from typing import Any, cast
+from typing import Any
+from typing import cast
 
 import pytest
-
-from reconciler.api.resources import EVENTS, WORKLOADS
-from reconciler.kube import KubeClient, ServerError
-from reconciler.runtime.actions import MergePatch, PostEvent
-from reconciler.runtime.writer import WriteDone, Writer
+from reconciler.api.resources import EVENTS
+from reconciler.api.resources import WORKLOADS
+from reconciler.kube import KubeClient
+from reconciler.kube import ServerError
+from reconciler.runtime.actions import MergePatch
+from reconciler.runtime.actions import PostEvent
+from reconciler.runtime.writer import WriteDone
+from reconciler.runtime.writer import Writer
 
 
 class FakeClient:

@@ -8,19 +8,35 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-
-from reconciler.api import ClusterQueue, Cohort, LocalQueue, Namespace, ResourceFlavor, Workload
+from reconciler.api import ClusterQueue
+from reconciler.api import Cohort
+from reconciler.api import LocalQueue
+from reconciler.api import Namespace
+from reconciler.api import ResourceFlavor
+from reconciler.api import Workload
 from reconciler.config import parse_config
 from reconciler.core.queueing.admission_fair_sharing import AfsSettings
 from reconciler.core.scheduling.scheduler import Pending
 from reconciler.explain.analyze import explain
 from reconciler.explain.quota import load_engine
 from reconciler.explain.render import render_text
-from reconciler.explain.state import ClusterState, Target
-from reconciler.simulate import FairSharing, InputObject, run_simulation, simulate
+from reconciler.explain.state import ClusterState
+from reconciler.explain.state import Target
+from reconciler.simulate import FairSharing
+from reconciler.simulate import InputObject
+from reconciler.simulate import run_simulation
+from reconciler.simulate import simulate
+
 from tests.support.builders import cluster_queue_body
-from tests.support.reconciler_harness import CONFIG, GPU, decode
-from tests.support.simulate_controller import KUEUE, NOW, Key, Obj, _workload, through_controller
+from tests.support.reconciler_harness import CONFIG
+from tests.support.reconciler_harness import GPU
+from tests.support.reconciler_harness import decode
+from tests.support.simulate_controller import KUEUE
+from tests.support.simulate_controller import NOW
+from tests.support.simulate_controller import Key
+from tests.support.simulate_controller import Obj
+from tests.support.simulate_controller import _workload
+from tests.support.simulate_controller import through_controller
 
 EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "fair-sharing"
 STRATEGIES = ("LessThanOrEqualToFinalShare", "LessThanInitialShare")

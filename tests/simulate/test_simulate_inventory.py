@@ -7,7 +7,6 @@ from typing import Any
 
 import pytest
 import yaml
-
 from reconciler.cli import main
 
 

@@ -11,19 +11,19 @@ from typing import Any
 
 import pytest
 import yaml
-
-from reconciler.api.resources import (
-    CLUSTER_QUEUES,
-    LOCAL_QUEUES,
-    NAMESPACES,
-    RESOURCE_CLAIM_TEMPLATES,
-    RESOURCE_FLAVORS,
-    Resource,
-)
+from reconciler.api.resources import CLUSTER_QUEUES
+from reconciler.api.resources import LOCAL_QUEUES
+from reconciler.api.resources import NAMESPACES
+from reconciler.api.resources import RESOURCE_CLAIM_TEMPLATES
+from reconciler.api.resources import RESOURCE_FLAVORS
+from reconciler.api.resources import Resource
 from reconciler.cli import main
-from reconciler.simulate import InputObject, simulate
+from reconciler.simulate import InputObject
+from reconciler.simulate import simulate
+
 from tests.support.builders import cluster_queue_body
-from tests.support.lws import lws_body, stored_lws
+from tests.support.lws import lws_body
+from tests.support.lws import stored_lws
 from tests.support.lws_cluster import lws_cluster
 from tests.support.memory_cluster import GPU
 from tests.support.pod_queues import TAINT

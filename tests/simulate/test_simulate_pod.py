@@ -10,7 +10,6 @@ from typing import Any
 
 import pytest
 import yaml
-
 from reconciler.cli import main
 
 ROOT = Path(__file__).resolve().parents[2]

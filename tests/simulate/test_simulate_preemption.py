@@ -9,12 +9,18 @@ from pathlib import Path
 
 import pytest
 import yaml
-
 from reconciler.cli import main
-from reconciler.simulate import InputObject, simulate
+from reconciler.simulate import InputObject
+from reconciler.simulate import simulate
+
 from tests.support.builders import cluster_queue_body
 from tests.support.reconciler_harness import GPU
-from tests.support.simulate_controller import KUEUE, NOW, Key, Obj, _workload, through_controller
+from tests.support.simulate_controller import KUEUE
+from tests.support.simulate_controller import NOW
+from tests.support.simulate_controller import Key
+from tests.support.simulate_controller import Obj
+from tests.support.simulate_controller import _workload
+from tests.support.simulate_controller import through_controller
 
 ROOT = Path(__file__).resolve().parents[2]
 CONFORMANCE = ROOT / "e2e" / "conformance"

@@ -5,8 +5,13 @@ from __future__ import annotations
 from typing import Any
 
 from reconciler.core.engine import Engine
-from reconciler.core.model.workloads import WorkloadInfo, compile_workload, workload_for_job
-from tests.support.builders import cluster_queue, flavor, job
+from reconciler.core.model.workloads import WorkloadInfo
+from reconciler.core.model.workloads import compile_workload
+from reconciler.core.model.workloads import workload_for_job
+
+from tests.support.builders import cluster_queue
+from tests.support.builders import flavor
+from tests.support.builders import job
 
 GPU = "nvidia.com/gpu"
 

@@ -2,19 +2,18 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
+from collections.abc import Sequence
 from typing import Any
 
 import msgspec
-
-from reconciler.api import (
-    ClusterQueue,
-    Job,
-    ResourceClaimTemplate,
-    ResourceFlavor,
-    Workload,
-)
-from reconciler.core.model.clusterqueues import ClusterQueueModel, compile_cluster_queue
+from reconciler.api import ClusterQueue
+from reconciler.api import Job
+from reconciler.api import ResourceClaimTemplate
+from reconciler.api import ResourceFlavor
+from reconciler.api import Workload
+from reconciler.core.model.clusterqueues import ClusterQueueModel
+from reconciler.core.model.clusterqueues import compile_cluster_queue
 
 
 def decode(body: Mapping[str, Any], kind: type[Any]) -> Any:

@@ -7,8 +7,10 @@ from typing import Any
 from reconciler.api import Cohort
 from reconciler.core.engine import Engine
 from reconciler.core.quota.cohorts import compile_cohort
+
 from tests.support.builders import decode
-from tests.support.preemption_engine import GPU, gpu_job
+from tests.support.preemption_engine import GPU
+from tests.support.preemption_engine import gpu_job
 
 
 def cohort(name: str, gpus: int | None = None, parent: str | None = None, **limits: int) -> Cohort:

@@ -6,10 +6,12 @@ from dataclasses import dataclass
 from typing import Any
 
 from hypothesis import strategies as st
-
 from reconciler.api import Cohort
 from reconciler.core.engine import Engine
-from reconciler.core.scheduling.scheduler import Admit, Decision, Preempt
+from reconciler.core.scheduling.scheduler import Admit
+from reconciler.core.scheduling.scheduler import Decision
+from reconciler.core.scheduling.scheduler import Preempt
+
 from tests.support.builders import decode
 
 GPU = "nvidia.com/gpu"

@@ -3,17 +3,20 @@ and an engine over them."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
+from collections.abc import Sequence
 from typing import Any
 
 import msgspec
-
 from reconciler.api import DeviceClass
 from reconciler.api.slices import ResourceSlice
-from reconciler.core.devices.inventory import DeviceInventory, InventoryIndex
+from reconciler.core.devices.inventory import DeviceInventory
+from reconciler.core.devices.inventory import InventoryIndex
 from reconciler.core.engine import Engine
 from reconciler.core.scheduling.scheduler import Decision
-from tests.support.builders import cluster_queue, flavor
+
+from tests.support.builders import cluster_queue
+from tests.support.builders import flavor
 
 DRIVER = "gpu.example.com"
 

@@ -12,21 +12,20 @@ from typing import Any
 
 import msgspec
 import yaml
-
-from reconciler.api import (
-    ClusterQueue,
-    DeviceClass,
-    Job,
-    LocalQueue,
-    Namespace,
-    Pod,
-    ResourceClaim,
-    ResourceClaimTemplate,
-    ResourceFlavor,
-    Workload,
-)
-from reconciler.explain.state import ClusterState, Target
-from reconciler.simulate import InputObject, simulate
+from reconciler.api import ClusterQueue
+from reconciler.api import DeviceClass
+from reconciler.api import Job
+from reconciler.api import LocalQueue
+from reconciler.api import Namespace
+from reconciler.api import Pod
+from reconciler.api import ResourceClaim
+from reconciler.api import ResourceClaimTemplate
+from reconciler.api import ResourceFlavor
+from reconciler.api import Workload
+from reconciler.explain.state import ClusterState
+from reconciler.explain.state import Target
+from reconciler.simulate import InputObject
+from reconciler.simulate import simulate
 
 ROOT = Path(__file__).resolve().parents[2]
 EXAMPLES = ROOT / "examples" / "walkthrough"

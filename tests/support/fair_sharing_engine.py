@@ -4,11 +4,15 @@ from __future__ import annotations
 
 from typing import Any
 
-from reconciler.api import ClusterQueue, Cohort
+from reconciler.api import ClusterQueue
+from reconciler.api import Cohort
 from reconciler.core.engine import Engine
 from reconciler.core.model.clusterqueues import compile_cluster_queue
 from reconciler.core.quota.cohorts import compile_cohort
-from tests.support.builders import cluster_queue_body, decode, flavor
+
+from tests.support.builders import cluster_queue_body
+from tests.support.builders import decode
+from tests.support.builders import flavor
 
 GPU = "nvidia.com/gpu"
 

@@ -4,12 +4,20 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import AsyncIterator, Callable
-from typing import Any, TypeVar
+from collections.abc import AsyncIterator
+from collections.abc import Callable
+from typing import Any
+from typing import TypeVar
 
 from reconciler.api.resources import PODS
-from reconciler.kube import Backoff, HasMetadata, Informer, KubeClient, WatchEvent
-from tests.support.fake_apiserver import FakeApiServer, stream
+from reconciler.kube import Backoff
+from reconciler.kube import HasMetadata
+from reconciler.kube import Informer
+from reconciler.kube import KubeClient
+from reconciler.kube import WatchEvent
+
+from tests.support.fake_apiserver import FakeApiServer
+from tests.support.fake_apiserver import stream
 
 PATH = PODS.list_path()
 LIST = ("LIST", PATH)

@@ -5,9 +5,8 @@ from __future__ import annotations
 
 from reconciler.config import parse_config
 from reconciler.runtime.reconciler import Reconciler
-from tests.support.reconciler_harness import (
-    Harness,
-)
+
+from tests.support.reconciler_harness import Harness
 
 
 def enforcing(mode: str = "Enforce", classes: tuple[str, ...] = ("gpu.nvidia.com",)) -> Harness:

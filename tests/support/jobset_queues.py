@@ -6,16 +6,16 @@ from __future__ import annotations
 import dataclasses
 from typing import Any
 
-from reconciler.api.resources import (
-    CLUSTER_QUEUES,
-    LOCAL_QUEUES,
-    NAMESPACES,
-    RESOURCE_CLAIM_TEMPLATES,
-    RESOURCE_FLAVORS,
-)
+from reconciler.api.resources import CLUSTER_QUEUES
+from reconciler.api.resources import LOCAL_QUEUES
+from reconciler.api.resources import NAMESPACES
+from reconciler.api.resources import RESOURCE_CLAIM_TEMPLATES
+from reconciler.api.resources import RESOURCE_FLAVORS
 from reconciler.config import parse_config
+
 from tests.support.builders import cluster_queue_body
-from tests.support.memory_cluster import GPU, Cluster
+from tests.support.memory_cluster import GPU
+from tests.support.memory_cluster import Cluster
 
 # A leader Job of 1 pod (1 GPU from gpu-a) and 2 worker Jobs of 1 pod (1 GPU each from gpu-b).
 TWO = [("leader", 1, 1, 1, "gpu-a"), ("workers", 2, 1, 1, "gpu-b")]

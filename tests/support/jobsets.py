@@ -7,7 +7,6 @@ from collections.abc import Sequence
 from typing import Any
 
 import msgspec
-
 from reconciler.api.jobset import JobSet
 
 __all__ = ["RJ", "jobset_body", "jobset_of"]

@@ -5,14 +5,12 @@ from __future__ import annotations
 import datetime as dt
 
 import msgspec
-
 from reconciler.api import Workload
 from reconciler.observability.metrics import Metrics
 from reconciler.runtime.snapshot import state_snapshot
-from tests.support.reconciler_harness import (
-    Harness,
-    decode,
-)
+
+from tests.support.reconciler_harness import Harness
+from tests.support.reconciler_harness import decode
 
 CREATED_EPOCH = dt.datetime(2026, 1, 1, tzinfo=dt.UTC).timestamp()
 

@@ -6,8 +6,8 @@ import json
 from typing import Any
 
 from aiohttp import web
-
 from reconciler.api.resources import LEASES
+
 from tests.support.fake_apiserver import status_body
 
 NS, NAME = "kueue-system", "dra-quota-reconciler"

@@ -8,12 +8,12 @@ import copy
 from typing import Any
 
 import msgspec
-
 from reconciler.api.lws import LeaderWorkerSet
 from reconciler.api.pods import ManagedPod
 from reconciler.webhook.jobs import JobPolicy
 from reconciler.webhook.leaderworkersets import default_lws
 from reconciler.webhook.pods import default_pod
+
 from tests.support.pods import apply_ops
 
 __all__ = ["LWS_POLICY", "group_pods", "lws_body", "stored_lws"]

@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 from reconciler.config import parse_config
-from tests.support.memory_cluster import GPU, Cluster
+
+from tests.support.memory_cluster import GPU
+from tests.support.memory_cluster import Cluster
 
 CONFIG = parse_config(
     {

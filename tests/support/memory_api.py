@@ -16,10 +16,15 @@ from collections.abc import Callable
 from typing import Any
 
 import msgspec
-
 from reconciler.api.resources import Resource
-from reconciler.kube import NotFound, WatchEvent
-from reconciler.runtime.actions import Action, Create, Delete, MergePatch, PostEvent, WriteDone
+from reconciler.kube import NotFound
+from reconciler.kube import WatchEvent
+from reconciler.runtime.actions import Action
+from reconciler.runtime.actions import Create
+from reconciler.runtime.actions import Delete
+from reconciler.runtime.actions import MergePatch
+from reconciler.runtime.actions import PostEvent
+from reconciler.runtime.actions import WriteDone
 from reconciler.runtime.reconciler import Reconciler
 
 __all__ = ["MemoryApi", "merge"]

@@ -7,27 +7,30 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from reconciler.api.resources import (
-    CLUSTER_QUEUES,
-    JOBS,
-    JOBSETS,
-    LEADERWORKERSETS,
-    LOCAL_QUEUES,
-    NAMESPACES,
-    PODS,
-    RESOURCE_CLAIM_TEMPLATES,
-    RESOURCE_FLAVORS,
-    WORKLOADS,
-)
+from reconciler.api.resources import CLUSTER_QUEUES
+from reconciler.api.resources import JOBS
+from reconciler.api.resources import JOBSETS
+from reconciler.api.resources import LEADERWORKERSETS
+from reconciler.api.resources import LOCAL_QUEUES
+from reconciler.api.resources import NAMESPACES
+from reconciler.api.resources import PODS
+from reconciler.api.resources import RESOURCE_CLAIM_TEMPLATES
+from reconciler.api.resources import RESOURCE_FLAVORS
+from reconciler.api.resources import WORKLOADS
 from reconciler.api.times import rfc3339
-from reconciler.config import Configuration, parse_config
+from reconciler.config import Configuration
+from reconciler.config import parse_config
 from reconciler.integrations import Integration
 from reconciler.integrations.lwsgroup import workload_name
 from reconciler.integrations.registry import REGISTRY
 from reconciler.runtime.actions import Action
 from reconciler.runtime.reconciler import Reconciler
-from tests.support.builders import cluster_queue_body, job_body
-from tests.support.lws import group_pods, lws_body, stored_lws
+
+from tests.support.builders import cluster_queue_body
+from tests.support.builders import job_body
+from tests.support.lws import group_pods
+from tests.support.lws import lws_body
+from tests.support.lws import stored_lws
 from tests.support.memory_api import MemoryApi
 
 __all__ = ["CONFIG", "GPU", "T0", "Cluster", "condition", "gpu_template"]

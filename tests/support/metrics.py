@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 from prometheus_client.parser import text_string_to_metric_families
-
 from reconciler.observability.metrics import Metrics
 
 Samples = dict[tuple[str, frozenset[tuple[str, str]]], float]

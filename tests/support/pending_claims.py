@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
-from reconciler.api import Pod, ResourceClaim
+from reconciler.api import Pod
+from reconciler.api import ResourceClaim
+
 from tests.support.reconciler_harness import decode
 
 UNSCHEDULABLE = "0/1 nodes are available: 1 cannot allocate all claims. still not schedulable"

@@ -7,9 +7,9 @@ import copy
 from typing import Any
 
 import msgspec
-
 from reconciler.api.pods import ManagedPod
-from reconciler.webhook.jobs import JobPolicy, PodPolicy
+from reconciler.webhook.jobs import JobPolicy
+from reconciler.webhook.jobs import PodPolicy
 from reconciler.webhook.pods import default_pod
 
 __all__ = ["POD_POLICY", "apply_ops", "pod_body", "stored_pod"]

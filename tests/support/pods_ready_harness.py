@@ -6,23 +6,27 @@ from collections.abc import Mapping
 from typing import Any
 
 import msgspec
-
-from reconciler.api import Job, Pod, Workload
-from reconciler.api.resources import JOBS, WORKLOADS
+from reconciler.api import Job
+from reconciler.api import Pod
+from reconciler.api import Workload
+from reconciler.api.resources import JOBS
+from reconciler.api.resources import WORKLOADS
 from reconciler.api.times import rfc3339
 from reconciler.config import parse_config
-from reconciler.runtime.actions import Action, Create, MergePatch, PostEvent
+from reconciler.runtime.actions import Action
+from reconciler.runtime.actions import Create
+from reconciler.runtime.actions import MergePatch
+from reconciler.runtime.actions import PostEvent
 from reconciler.runtime.reconciler import Reconciler
 from reconciler.runtime.writer import WriteDone
-from tests.support.reconciler_harness import (
-    GPU,
-    Harness,
-    apply_patch,
-    created_workload,
-    decode,
-    gpu_job,
-    of,
-)
+
+from tests.support.reconciler_harness import GPU
+from tests.support.reconciler_harness import Harness
+from tests.support.reconciler_harness import apply_patch
+from tests.support.reconciler_harness import created_workload
+from tests.support.reconciler_harness import decode
+from tests.support.reconciler_harness import gpu_job
+from tests.support.reconciler_harness import of
 
 T0 = 1767225600.0  # 2026-01-01T00:00:00Z
 

@@ -5,9 +5,15 @@ from __future__ import annotations
 from typing import Any
 
 from reconciler.core.engine import Engine
-from reconciler.core.model.workloads import WorkloadInfo, compile_workload, workload_for_job
+from reconciler.core.model.workloads import WorkloadInfo
+from reconciler.core.model.workloads import compile_workload
+from reconciler.core.model.workloads import workload_for_job
 from reconciler.core.scheduling.scheduler import Decision
-from tests.support.builders import cluster_queue_body, decode, flavor, job
+
+from tests.support.builders import cluster_queue_body
+from tests.support.builders import decode
+from tests.support.builders import flavor
+from tests.support.builders import job
 
 GPU = "nvidia.com/gpu"
 

@@ -4,17 +4,18 @@ queued Workload."""
 from __future__ import annotations
 
 import msgspec
-
-from reconciler.api import Job, Workload, WorkloadPriorityClass
-from reconciler.api.resources import JOBS, WORKLOAD_PRIORITY_CLASSES
+from reconciler.api import Job
+from reconciler.api import Workload
+from reconciler.api import WorkloadPriorityClass
+from reconciler.api.resources import JOBS
+from reconciler.api.resources import WORKLOAD_PRIORITY_CLASSES
 from reconciler.runtime.writer import WriteDone
-from tests.support.reconciler_harness import (
-    Harness,
-    created_workload,
-    decode,
-    gpu_job,
-    of,
-)
+
+from tests.support.reconciler_harness import Harness
+from tests.support.reconciler_harness import created_workload
+from tests.support.reconciler_harness import decode
+from tests.support.reconciler_harness import gpu_job
+from tests.support.reconciler_harness import of
 
 
 def labelled(h: Harness, name: str, priority_class: str) -> Job:

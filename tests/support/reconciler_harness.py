@@ -6,31 +6,32 @@ from collections.abc import Mapping
 from typing import Any
 
 import msgspec
-
-from reconciler.api import (
-    ClusterQueue,
-    Job,
-    LocalQueue,
-    Namespace,
-    ResourceClaimTemplate,
-    ResourceFlavor,
-    Workload,
-)
-from reconciler.api.resources import (
-    CLUSTER_QUEUES,
-    JOBS,
-    LOCAL_QUEUES,
-    NAMESPACES,
-    RESOURCE_CLAIM_TEMPLATES,
-    RESOURCE_FLAVORS,
-    Resource,
-)
-from reconciler.config import Configuration, parse_config
-from reconciler.integrations import REGISTRY, Integration
+from reconciler.api import ClusterQueue
+from reconciler.api import Job
+from reconciler.api import LocalQueue
+from reconciler.api import Namespace
+from reconciler.api import ResourceClaimTemplate
+from reconciler.api import ResourceFlavor
+from reconciler.api import Workload
+from reconciler.api.resources import CLUSTER_QUEUES
+from reconciler.api.resources import JOBS
+from reconciler.api.resources import LOCAL_QUEUES
+from reconciler.api.resources import NAMESPACES
+from reconciler.api.resources import RESOURCE_CLAIM_TEMPLATES
+from reconciler.api.resources import RESOURCE_FLAVORS
+from reconciler.api.resources import Resource
+from reconciler.config import Configuration
+from reconciler.config import parse_config
+from reconciler.integrations import REGISTRY
+from reconciler.integrations import Integration
 from reconciler.kube import WatchEvent
-from reconciler.runtime.actions import Action, Create, MergePatch
+from reconciler.runtime.actions import Action
+from reconciler.runtime.actions import Create
+from reconciler.runtime.actions import MergePatch
 from reconciler.runtime.reconciler import Reconciler
-from tests.support.builders import cluster_queue_body, job_body
+
+from tests.support.builders import cluster_queue_body
+from tests.support.builders import job_body
 
 CONFIG = parse_config(
     {

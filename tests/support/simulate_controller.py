@@ -5,21 +5,26 @@ from __future__ import annotations
 from typing import Any
 
 import msgspec
-
-from reconciler.api import ClusterQueue, Cohort, LocalQueue, Namespace, ResourceFlavor, Workload
-from reconciler.api.resources import (
-    CLUSTER_QUEUES,
-    COHORTS,
-    LOCAL_QUEUES,
-    NAMESPACES,
-    RESOURCE_FLAVORS,
-    WORKLOADS,
-    Resource,
-)
+from reconciler.api import ClusterQueue
+from reconciler.api import Cohort
+from reconciler.api import LocalQueue
+from reconciler.api import Namespace
+from reconciler.api import ResourceFlavor
+from reconciler.api import Workload
+from reconciler.api.resources import CLUSTER_QUEUES
+from reconciler.api.resources import COHORTS
+from reconciler.api.resources import LOCAL_QUEUES
+from reconciler.api.resources import NAMESPACES
+from reconciler.api.resources import RESOURCE_FLAVORS
+from reconciler.api.resources import WORKLOADS
+from reconciler.api.resources import Resource
 from reconciler.config import Configuration
 from reconciler.runtime.actions import MergePatch
 from reconciler.runtime.writer import WriteDone
-from tests.support.reconciler_harness import CONFIG, GPU, Harness
+
+from tests.support.reconciler_harness import CONFIG
+from tests.support.reconciler_harness import GPU
+from tests.support.reconciler_harness import Harness
 
 KUEUE = "kueue.x-k8s.io/v1beta2"
 

@@ -6,24 +6,24 @@ and one registry entry (`REGISTRY_WITH_TRAINING_RUN`). Nothing else in the contr
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
+from collections.abc import Sequence
 from types import MappingProxyType
 from typing import Any
 
 import msgspec
-
-from reconciler.api import Condition, ObjectMeta, PodSet
+from reconciler.api import Condition
+from reconciler.api import ObjectMeta
+from reconciler.api import PodSet
 from reconciler.api.meta import ApiStruct
 from reconciler.api.resources import Resource
-from reconciler.integrations import (
-    PODSET_LABEL,
-    REGISTRY,
-    Integration,
-    Outcome,
-    Patch,
-    PodSetStart,
-    SuspendableJob,
-)
+from reconciler.integrations import PODSET_LABEL
+from reconciler.integrations import REGISTRY
+from reconciler.integrations import Integration
+from reconciler.integrations import Outcome
+from reconciler.integrations import Patch
+from reconciler.integrations import PodSetStart
+from reconciler.integrations import SuspendableJob
 
 __all__ = ["REGISTRY_WITH_TRAINING_RUN", "TRAINING_RUN", "TrainingRun", "training_run"]
 

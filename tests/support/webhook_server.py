@@ -10,11 +10,12 @@ from pathlib import Path
 from typing import Any
 
 import aiohttp
-
 from reconciler.api import ObjectMeta
 from reconciler.webhook.certmanager import write_cert_dir
-from reconciler.webhook.certs import CertBundle, new_bundle
+from reconciler.webhook.certs import CertBundle
+from reconciler.webhook.certs import new_bundle
 from reconciler.webhook.server import WebhookServer
+
 from tests.support.builders import job_body
 
 NOW = dt.datetime.now(dt.UTC)

@@ -9,11 +9,16 @@ from typing import Any
 import aiohttp
 import msgspec
 import pytest
+from reconciler.api import ClusterQueue
+from reconciler.webhook.review import MAX_DEPTH
+from reconciler.webhook.review import BadReviewError
+from reconciler.webhook.review import decode_object
+from reconciler.webhook.review import decode_review
 from structlog.testing import capture_logs
 
-from reconciler.api import ClusterQueue
-from reconciler.webhook.review import MAX_DEPTH, BadReviewError, decode_object, decode_review
-from tests.support.webhook_server import Running, job_request, serving
+from tests.support.webhook_server import Running
+from tests.support.webhook_server import job_request
+from tests.support.webhook_server import serving
 
 DEEP = 100_000
 PATH = "/mutate-batch-v1-job"

@@ -15,12 +15,22 @@ import pytest_asyncio
 from aiohttp import web
 from cryptography import x509
 from cryptography.hazmat.primitives.asymmetric import ec
+from reconciler.api.resources import MUTATING_WEBHOOK_CONFIGURATIONS
+from reconciler.api.resources import VALIDATING_WEBHOOK_CONFIGURATIONS
+from reconciler.kube import Backoff
+from reconciler.kube import KubeClient
+from reconciler.webhook.certmanager import CertManager
+from reconciler.webhook.certmanager import CertSettings
+from reconciler.webhook.certmanager import write_cert_dir
+from reconciler.webhook.certs import CertBundle
+from reconciler.webhook.certs import KeyPair
+from reconciler.webhook.certs import issue_serving
+from reconciler.webhook.certs import new_bundle
+from reconciler.webhook.certs import new_ca
+from reconciler.webhook.certs import renewal_reason
 
-from reconciler.api.resources import MUTATING_WEBHOOK_CONFIGURATIONS, VALIDATING_WEBHOOK_CONFIGURATIONS
-from reconciler.kube import Backoff, KubeClient
-from reconciler.webhook.certmanager import CertManager, CertSettings, write_cert_dir
-from reconciler.webhook.certs import CertBundle, KeyPair, issue_serving, new_bundle, new_ca, renewal_reason
-from tests.support.fake_apiserver import FakeApiServer, status_body
+from tests.support.fake_apiserver import FakeApiServer
+from tests.support.fake_apiserver import status_body
 
 NOW = dt.datetime(2026, 1, 1, tzinfo=dt.UTC)
 HOSTS = ["svc.ns.svc", "127.0.0.1"]

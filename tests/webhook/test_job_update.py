@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import msgspec
-
 from reconciler.api import Job
-from reconciler.webhook.jobs import JobPolicy, needs_default_queue_lookup_on_update, validate_job_update
+from reconciler.webhook.jobs import JobPolicy
+from reconciler.webhook.jobs import needs_default_queue_lookup_on_update
+from reconciler.webhook.jobs import validate_job_update
+
 from tests.support.builders import job_body
 
 

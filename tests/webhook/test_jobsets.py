@@ -8,11 +8,13 @@ from typing import Any
 
 import msgspec
 import pytest
-
 from reconciler.api import ObjectMeta
-from reconciler.webhook.handlers import ROUTES, handle
+from reconciler.webhook.handlers import ROUTES
+from reconciler.webhook.handlers import handle
 from reconciler.webhook.jobs import JobPolicy
-from reconciler.webhook.review import AdmissionRequest, GroupVersionResource
+from reconciler.webhook.review import AdmissionRequest
+from reconciler.webhook.review import GroupVersionResource
+
 from tests.support.jobsets import jobset_body
 
 ON = JobPolicy(jobset_enabled=True)

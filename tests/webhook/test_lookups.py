@@ -7,11 +7,16 @@ from collections.abc import AsyncIterator
 
 import pytest
 import pytest_asyncio
-
-from reconciler.api.resources import JOBS, JOBSETS, NAMESPACES
-from reconciler.kube import Backoff, KubeClient
+from reconciler.api.resources import JOBS
+from reconciler.api.resources import JOBSETS
+from reconciler.api.resources import NAMESPACES
+from reconciler.kube import Backoff
+from reconciler.kube import KubeClient
 from reconciler.webhook.lookups import ApiLookups
-from tests.support.fake_apiserver import FakeApiServer, json_reply, status_reply
+
+from tests.support.fake_apiserver import FakeApiServer
+from tests.support.fake_apiserver import json_reply
+from tests.support.fake_apiserver import status_reply
 
 
 @pytest_asyncio.fixture

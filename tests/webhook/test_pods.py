@@ -10,14 +10,19 @@ from typing import Any
 
 import msgspec
 import pytest
-
 from reconciler.api import ObjectMeta
 from reconciler.api.meta import LabelSelector
 from reconciler.integrations.pod import role_hash
-from reconciler.webhook.handlers import ROUTES, handle
-from reconciler.webhook.jobs import JobPolicy, PodPolicy
-from reconciler.webhook.review import AdmissionRequest, GroupVersionResource, Verdict
-from tests.support.pods import apply_ops, pod_body
+from reconciler.webhook.handlers import ROUTES
+from reconciler.webhook.handlers import handle
+from reconciler.webhook.jobs import JobPolicy
+from reconciler.webhook.jobs import PodPolicy
+from reconciler.webhook.review import AdmissionRequest
+from reconciler.webhook.review import GroupVersionResource
+from reconciler.webhook.review import Verdict
+
+from tests.support.pods import apply_ops
+from tests.support.pods import pod_body
 
 MUTATE = next(r for r in ROUTES if r.name == "mpod.kb.io")
 VALIDATE = next(r for r in ROUTES if r.name == "vpod.kb.io")

@@ -2,18 +2,33 @@
 
 from __future__ import annotations
 
-from typing import Any, TypeVar
+from typing import Any
+from typing import TypeVar
 
 import msgspec
 import pytest
-
-from reconciler.api import ClusterQueue, Job, LocalQueue, ResourceFlavor, Workload
+from reconciler.api import ClusterQueue
+from reconciler.api import Job
+from reconciler.api import LocalQueue
+from reconciler.api import ResourceFlavor
+from reconciler.api import Workload
 from reconciler.webhook.clusterqueues import validate_cluster_queue
-from reconciler.webhook.fielderrors import FieldError, aggregate, duplicate, invalid, not_supported, required
+from reconciler.webhook.fielderrors import FieldError
+from reconciler.webhook.fielderrors import aggregate
+from reconciler.webhook.fielderrors import duplicate
+from reconciler.webhook.fielderrors import invalid
+from reconciler.webhook.fielderrors import not_supported
+from reconciler.webhook.fielderrors import required
 from reconciler.webhook.flavors import validate_resource_flavor
-from reconciler.webhook.jobs import JobPolicy, default_job, validate_job, validate_job_update
-from reconciler.webhook.localqueues import validate_local_queue, validate_local_queue_update
-from reconciler.webhook.workloads import validate_workload, validate_workload_update
+from reconciler.webhook.jobs import JobPolicy
+from reconciler.webhook.jobs import default_job
+from reconciler.webhook.jobs import validate_job
+from reconciler.webhook.jobs import validate_job_update
+from reconciler.webhook.localqueues import validate_local_queue
+from reconciler.webhook.localqueues import validate_local_queue_update
+from reconciler.webhook.workloads import validate_workload
+from reconciler.webhook.workloads import validate_workload_update
+
 from tests.support.builders import job_body
 
 QUEUE = "kueue.x-k8s.io/queue-name"

@@ -11,10 +11,13 @@ from typing import Any
 
 import aiohttp
 import pytest
-
 from reconciler.webhook.certmanager import write_cert_dir
 from reconciler.webhook.certs import new_bundle
-from tests.support.webhook_server import NOW, Running, job_request, serving
+
+from tests.support.webhook_server import NOW
+from tests.support.webhook_server import Running
+from tests.support.webhook_server import job_request
+from tests.support.webhook_server import serving
 
 
 def patch_of(response: dict[str, Any]) -> list[dict[str, Any]]:

@@ -5,10 +5,10 @@ from __future__ import annotations
 from typing import Any
 
 import msgspec
-
 from reconciler.api import DeviceClass
 from reconciler.api.slices import SliceDevice
-from reconciler.core.devices.device_cel import compile_device_class, device_facts
+from reconciler.core.devices.device_cel import compile_device_class
+from reconciler.core.devices.device_cel import device_facts
 
 DRIVER = "gpu.nvidia.com"
 

@@ -2,36 +2,44 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
+from collections.abc import Sequence
 from typing import Any
 
-from hypothesis import given, settings
+from hypothesis import given
+from hypothesis import settings
 from hypothesis import strategies as st
-
-from reconciler.api import ClusterQueue, ResourceClaimTemplate, WorkloadStatus
+from reconciler.api import ClusterQueue
+from reconciler.api import ResourceClaimTemplate
+from reconciler.api import WorkloadStatus
 from reconciler.core.devices.dra import DeviceDemand
 from reconciler.core.devices.inventory import InventoryIndex
 from reconciler.core.model.clusterqueues import compile_cluster_queue
-from reconciler.core.model.workloads import WorkloadInfo, compile_workload, workload_for_job
+from reconciler.core.model.workloads import WorkloadInfo
+from reconciler.core.model.workloads import compile_workload
+from reconciler.core.model.workloads import workload_for_job
 from reconciler.core.quota.cache import charge_from_admission
 from reconciler.core.quota.inventory_admission import InventoryGate
-from reconciler.core.scheduling.scheduler import Admit, Pending
+from reconciler.core.scheduling.scheduler import Admit
+from reconciler.core.scheduling.scheduler import Pending
 from reconciler.core.status import admitted_workload_status
-from tests.support.builders import claim_template, cluster_queue_body, decode, job
-from tests.support.device_engine import (
-    CAPACITIES,
-    DRIVER,
-    FLAVORS,
-    GI,
-    GPU,
-    MAPPINGS,
-    MEMORY,
-    MIG,
-    by_name,
-    engine,
-    inventory,
-    node_slice,
-)
+
+from tests.support.builders import claim_template
+from tests.support.builders import cluster_queue_body
+from tests.support.builders import decode
+from tests.support.builders import job
+from tests.support.device_engine import CAPACITIES
+from tests.support.device_engine import DRIVER
+from tests.support.device_engine import FLAVORS
+from tests.support.device_engine import GI
+from tests.support.device_engine import GPU
+from tests.support.device_engine import MAPPINGS
+from tests.support.device_engine import MEMORY
+from tests.support.device_engine import MIG
+from tests.support.device_engine import by_name
+from tests.support.device_engine import engine
+from tests.support.device_engine import inventory
+from tests.support.device_engine import node_slice
 
 
 def all_request(device_class: str = "gpu.example.com", **extra: Any) -> dict[str, Any]:

@@ -4,21 +4,32 @@ partitionable devices (shared counters)."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
+from collections.abc import Sequence
 from typing import Any
 
 import msgspec
 import pytest
-
-from reconciler.api import DeviceClass, ResourceClaim, ResourceClaimTemplate
-from reconciler.api.slices import ResourceSlice, SliceDevice
+from reconciler.api import DeviceClass
+from reconciler.api import ResourceClaim
+from reconciler.api import ResourceClaimTemplate
+from reconciler.api.slices import ResourceSlice
+from reconciler.api.slices import SliceDevice
 from reconciler.core.devices.device_pools import untolerated_taint
-from reconciler.core.devices.inventory import DeviceInventory, InventoryIndex
+from reconciler.core.devices.inventory import DeviceInventory
+from reconciler.core.devices.inventory import InventoryIndex
 from reconciler.core.engine import Engine
-from reconciler.core.model.workloads import WorkloadInfo, compile_workload, workload_for_job
+from reconciler.core.model.workloads import WorkloadInfo
+from reconciler.core.model.workloads import compile_workload
+from reconciler.core.model.workloads import workload_for_job
 from reconciler.core.quota.inventory_admission import InventoryGate
-from reconciler.core.scheduling.scheduler import Admit, Pending
-from tests.support.builders import cluster_queue, decode, flavor, job
+from reconciler.core.scheduling.scheduler import Admit
+from reconciler.core.scheduling.scheduler import Pending
+
+from tests.support.builders import cluster_queue
+from tests.support.builders import decode
+from tests.support.builders import flavor
+from tests.support.builders import job
 
 DRIVER = "gpu.example.com"
 GPU, MIG, NIC = "example.com/gpu", "example.com/mig", "example.com/nic"

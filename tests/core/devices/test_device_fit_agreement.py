@@ -5,13 +5,21 @@ from __future__ import annotations
 
 from typing import Any
 
-from reconciler.api import DeviceClass, ResourceFlavor
-from reconciler.api.resources import DEVICE_CLASSES, NODES, RESOURCE_FLAVORS, RESOURCE_SLICES
-from reconciler.api.slices import Node, ResourceSlice
+from reconciler.api import DeviceClass
+from reconciler.api import ResourceFlavor
+from reconciler.api.resources import DEVICE_CLASSES
+from reconciler.api.resources import NODES
+from reconciler.api.resources import RESOURCE_FLAVORS
+from reconciler.api.resources import RESOURCE_SLICES
+from reconciler.api.slices import Node
+from reconciler.api.slices import ResourceSlice
 from reconciler.core.devices.inventory import DeviceInventory
 from reconciler.explain.quota import _inventory as explain_inventory
-from reconciler.explain.state import ClusterState, Target
-from reconciler.simulate import InputObject, prepare
+from reconciler.explain.state import ClusterState
+from reconciler.explain.state import Target
+from reconciler.simulate import InputObject
+from reconciler.simulate import prepare
+
 from tests.support.builders import decode
 from tests.support.inventory_harness import enforcing
 

@@ -6,17 +6,27 @@ from typing import Any
 
 import msgspec
 import pytest
-
-from reconciler.api import DeviceClass, ResourceClaim
+from reconciler.api import DeviceClass
+from reconciler.api import ResourceClaim
 from reconciler.api.slices import ResourceSlice
-from reconciler.config import ConfigError, parse_config
-from reconciler.core.devices.inventory import InventoryIndex, claim_devices
+from reconciler.config import ConfigError
+from reconciler.config import parse_config
+from reconciler.core.devices.inventory import InventoryIndex
+from reconciler.core.devices.inventory import claim_devices
 from reconciler.core.engine import Engine
-from reconciler.core.model.workloads import WorkloadInfo, compile_workload, workload_for_job
+from reconciler.core.model.workloads import WorkloadInfo
+from reconciler.core.model.workloads import compile_workload
+from reconciler.core.model.workloads import workload_for_job
 from reconciler.core.quota.inventory_admission import InventoryGate
-from reconciler.core.quota.inventory_report import devices_cover_quota, quota_gaps
-from reconciler.core.scheduling.scheduler import Admit, Decision, Pending
-from tests.support.builders import cluster_queue, flavor, job
+from reconciler.core.quota.inventory_report import devices_cover_quota
+from reconciler.core.quota.inventory_report import quota_gaps
+from reconciler.core.scheduling.scheduler import Admit
+from reconciler.core.scheduling.scheduler import Decision
+from reconciler.core.scheduling.scheduler import Pending
+
+from tests.support.builders import cluster_queue
+from tests.support.builders import flavor
+from tests.support.builders import job
 
 GPU = "nvidia.com/gpu"
 DRIVER = "gpu.nvidia.com"

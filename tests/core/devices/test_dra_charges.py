@@ -2,12 +2,21 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
+from collections.abc import Sequence
 from typing import Any
 
-from reconciler.api import ResourceClaim, ResourceClaimTemplate, Workload
-from reconciler.core.model.workloads import WorkloadInfo, compile_workload, workload_for_job
-from tests.support.builders import claim_template, decode, gpu_request, job
+from reconciler.api import ResourceClaim
+from reconciler.api import ResourceClaimTemplate
+from reconciler.api import Workload
+from reconciler.core.model.workloads import WorkloadInfo
+from reconciler.core.model.workloads import compile_workload
+from reconciler.core.model.workloads import workload_for_job
+
+from tests.support.builders import claim_template
+from tests.support.builders import decode
+from tests.support.builders import gpu_request
+from tests.support.builders import job
 
 MAPPINGS = {"gpu.nvidia.com": "nvidia.com/gpu", "mig.nvidia.com": "nvidia.com/mig"}
 

@@ -4,30 +4,33 @@ claim of 2 devices of that class would be (mapped resource, capacities, device i
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
+from collections.abc import Sequence
 from typing import Any
 
 import msgspec
-
 from reconciler.api import DeviceClass
-from reconciler.core.devices.dra import DeviceAsk, DeviceDemand
+from reconciler.core.devices.dra import DeviceAsk
+from reconciler.core.devices.dra import DeviceDemand
 from reconciler.core.devices.dra_extended import ExtendedResources
-from reconciler.core.model.workloads import WorkloadInfo, compile_workload, workload_for_job
+from reconciler.core.model.workloads import WorkloadInfo
+from reconciler.core.model.workloads import compile_workload
+from reconciler.core.model.workloads import workload_for_job
 from reconciler.core.quota.inventory_admission import InventoryGate
-from reconciler.core.scheduling.scheduler import Admit, Pending
+from reconciler.core.scheduling.scheduler import Admit
+from reconciler.core.scheduling.scheduler import Pending
+
 from tests.support.builders import job
-from tests.support.device_engine import (
-    CAPACITIES,
-    GI,
-    GPU,
-    MAPPINGS,
-    MEMORY,
-    MIG,
-    by_name,
-    engine,
-    inventory,
-    node_slice,
-)
+from tests.support.device_engine import CAPACITIES
+from tests.support.device_engine import GI
+from tests.support.device_engine import GPU
+from tests.support.device_engine import MAPPINGS
+from tests.support.device_engine import MEMORY
+from tests.support.device_engine import MIG
+from tests.support.device_engine import by_name
+from tests.support.device_engine import engine
+from tests.support.device_engine import inventory
+from tests.support.device_engine import node_slice
 
 EXTENDED = "nvidia.com/gpu"
 

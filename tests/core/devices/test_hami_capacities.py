@@ -9,28 +9,39 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-
-from reconciler.api import DeviceClass, ResourceClaimTemplate, ResourceFlavor
-from reconciler.api.resources import (
-    DEVICE_CLASSES,
-    NODES,
-    RESOURCE_CLAIM_TEMPLATES,
-    RESOURCE_FLAVORS,
-    RESOURCE_SLICES,
-)
-from reconciler.api.slices import Node, ResourceSlice
-from reconciler.config import ConfigError, parse_config
+from reconciler.api import DeviceClass
+from reconciler.api import ResourceClaimTemplate
+from reconciler.api import ResourceFlavor
+from reconciler.api.resources import DEVICE_CLASSES
+from reconciler.api.resources import NODES
+from reconciler.api.resources import RESOURCE_CLAIM_TEMPLATES
+from reconciler.api.resources import RESOURCE_FLAVORS
+from reconciler.api.resources import RESOURCE_SLICES
+from reconciler.api.slices import Node
+from reconciler.api.slices import ResourceSlice
+from reconciler.config import ConfigError
+from reconciler.config import parse_config
 from reconciler.core.devices.dra import DeviceDemand
 from reconciler.core.devices.inventory import DeviceInventory
-from reconciler.core.model.workloads import WorkloadInfo, compile_workload, workload_for_job
-from reconciler.core.scheduling.scheduler import Admit, Pending
+from reconciler.core.model.workloads import WorkloadInfo
+from reconciler.core.model.workloads import compile_workload
+from reconciler.core.model.workloads import workload_for_job
+from reconciler.core.scheduling.scheduler import Admit
+from reconciler.core.scheduling.scheduler import Pending
 from reconciler.explain.quota import _inventory as explain_inventory
 from reconciler.explain.quota import fed_engine
-from reconciler.explain.state import ClusterState, Target
+from reconciler.explain.state import ClusterState
+from reconciler.explain.state import Target
 from reconciler.runtime.reconciler import Reconciler
-from reconciler.simulate import InputObject, prepare
-from tests.support.builders import claim_template, decode, job, job_body
-from tests.support.device_engine import by_name, engine
+from reconciler.simulate import InputObject
+from reconciler.simulate import prepare
+
+from tests.support.builders import claim_template
+from tests.support.builders import decode
+from tests.support.builders import job
+from tests.support.builders import job_body
+from tests.support.device_engine import by_name
+from tests.support.device_engine import engine
 from tests.support.reconciler_harness import Harness
 
 CLASS = "hami.example.com"

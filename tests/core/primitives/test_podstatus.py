@@ -5,21 +5,24 @@ from __future__ import annotations
 from typing import Any
 
 import msgspec
-
-from reconciler.api import Condition, Job, Pod, ResourceClaim, pod_template_view
+from reconciler.api import Condition
+from reconciler.api import Job
+from reconciler.api import Pod
+from reconciler.api import ResourceClaim
+from reconciler.api import pod_template_view
 from reconciler.core.model.jobs import restore_patch
-from reconciler.core.primitives.podstatus import (
-    ClaimProblem,
-    all_claims_allocated,
-    claim_problems,
-    claims_condition,
-    eviction_cause,
-    lasting,
-    ready_or_succeeded,
-)
+from reconciler.core.primitives.podstatus import ClaimProblem
+from reconciler.core.primitives.podstatus import all_claims_allocated
+from reconciler.core.primitives.podstatus import claim_problems
+from reconciler.core.primitives.podstatus import claims_condition
+from reconciler.core.primitives.podstatus import eviction_cause
+from reconciler.core.primitives.podstatus import lasting
+from reconciler.core.primitives.podstatus import ready_or_succeeded
 from reconciler.runtime.podindex import PodIndex
 from reconciler.runtime.timers import Timers
-from tests.support.builders import decode, job_body
+
+from tests.support.builders import decode
+from tests.support.builders import job_body
 
 UNSCHEDULABLE = "0/2 nodes are available: 1 cannot allocate all claims, 1 node(s) didn't match selector."
 

@@ -5,16 +5,18 @@ from __future__ import annotations
 from typing import Any
 
 import msgspec
-
-from reconciler.api import Job, PriorityClass, PriorityClassRef, WorkloadPriorityClass
+from reconciler.api import Job
+from reconciler.api import PriorityClass
+from reconciler.api import PriorityClassRef
+from reconciler.api import WorkloadPriorityClass
 from reconciler.core.model.workloads import workload_for_job
-from reconciler.core.primitives.priority import (
-    MissingPriorityClass,
-    ResolvedPriority,
-    priority_update,
-    resolve_priority,
-)
-from tests.support.builders import decode, job_body
+from reconciler.core.primitives.priority import MissingPriorityClass
+from reconciler.core.primitives.priority import ResolvedPriority
+from reconciler.core.primitives.priority import priority_update
+from reconciler.core.primitives.priority import resolve_priority
+
+from tests.support.builders import decode
+from tests.support.builders import job_body
 
 
 def wpc(name: str, value: int) -> WorkloadPriorityClass:

@@ -1,8 +1,10 @@
 from fractions import Fraction
 
 import pytest
-
-from reconciler.core.primitives.quantity import QuantityError, format_amount, parse_quantity, to_amount
+from reconciler.core.primitives.quantity import QuantityError
+from reconciler.core.primitives.quantity import format_amount
+from reconciler.core.primitives.quantity import parse_quantity
+from reconciler.core.primitives.quantity import to_amount
 
 
 @pytest.mark.parametrize(

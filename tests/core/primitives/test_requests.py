@@ -6,19 +6,22 @@ from typing import Any
 
 import msgspec
 import pytest
-
-from reconciler.api import PodSpecView, ResourceClaimTemplate
-from reconciler.core.devices.dra import CLAIMS_NOT_SUPPORTED, DraProblem
+from reconciler.api import PodSpecView
+from reconciler.api import ResourceClaimTemplate
+from reconciler.core.devices.dra import CLAIMS_NOT_SUPPORTED
+from reconciler.core.devices.dra import DraProblem
 from reconciler.core.engine import Engine
-from reconciler.core.model.workloads import (
-    RESOURCE_IN_USE_FINALIZER,
-    compile_workload,
-    job_pod_count,
-    workload_for_job,
-    workload_name_for_job,
-)
+from reconciler.core.model.workloads import RESOURCE_IN_USE_FINALIZER
+from reconciler.core.model.workloads import compile_workload
+from reconciler.core.model.workloads import job_pod_count
+from reconciler.core.model.workloads import workload_for_job
+from reconciler.core.model.workloads import workload_name_for_job
 from reconciler.core.primitives.podrequests import pod_requests
-from tests.support.builders import claim_template, decode, gpu_request, job
+
+from tests.support.builders import claim_template
+from tests.support.builders import decode
+from tests.support.builders import gpu_request
+from tests.support.builders import job
 
 MAPPINGS = {"gpu.nvidia.com": "nvidia.com/gpu"}
 

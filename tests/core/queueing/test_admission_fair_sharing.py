@@ -8,22 +8,23 @@ import math
 from typing import Any
 
 import pytest
-
 from reconciler.api import ClusterQueue
 from reconciler.core.engine import Engine
 from reconciler.core.model.clusterqueues import compile_cluster_queue
-from reconciler.core.queueing.admission_fair_sharing import (
-    AdmissionFairSharing,
-    AfsSettings,
-    alpha,
-    decayed,
-    entry_penalty,
-    order_key,
-    weighted_usage,
-)
-from reconciler.core.scheduling.scheduler import Admit, Preempt
+from reconciler.core.queueing.admission_fair_sharing import AdmissionFairSharing
+from reconciler.core.queueing.admission_fair_sharing import AfsSettings
+from reconciler.core.queueing.admission_fair_sharing import alpha
+from reconciler.core.queueing.admission_fair_sharing import decayed
+from reconciler.core.queueing.admission_fair_sharing import entry_penalty
+from reconciler.core.queueing.admission_fair_sharing import order_key
+from reconciler.core.queueing.admission_fair_sharing import weighted_usage
+from reconciler.core.scheduling.scheduler import Admit
+from reconciler.core.scheduling.scheduler import Preempt
+
 from tests.support.admission_engine import info
-from tests.support.builders import cluster_queue_body, decode, flavor
+from tests.support.builders import cluster_queue_body
+from tests.support.builders import decode
+from tests.support.builders import flavor
 
 GPU = "nvidia.com/gpu"
 MINUTE = 60.0

@@ -5,10 +5,12 @@ scaled term, so bounds allow one milli-unit per truncation."""
 
 from __future__ import annotations
 
-from hypothesis import given, settings
+from hypothesis import given
+from hypothesis import settings
 from hypothesis import strategies as st
-
-from reconciler.core.queueing.admission_fair_sharing import AdmissionFairSharing, AfsSettings, decayed
+from reconciler.core.queueing.admission_fair_sharing import AdmissionFairSharing
+from reconciler.core.queueing.admission_fair_sharing import AfsSettings
+from reconciler.core.queueing.admission_fair_sharing import decayed
 
 GPU = "nvidia.com/gpu"
 LQ = ("ns", "team")

@@ -5,12 +5,16 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-
 from reconciler.api import Condition
-from reconciler.config import ConfigError, parse_config
-from reconciler.core.model.workloads import compile_workload, workload_for_job
-from reconciler.core.primitives.ordering import CREATION_TIMESTAMP, EVICTION_TIMESTAMP, queue_order_timestamp
+from reconciler.config import ConfigError
+from reconciler.config import parse_config
+from reconciler.core.model.workloads import compile_workload
+from reconciler.core.model.workloads import workload_for_job
+from reconciler.core.primitives.ordering import CREATION_TIMESTAMP
+from reconciler.core.primitives.ordering import EVICTION_TIMESTAMP
+from reconciler.core.primitives.ordering import queue_order_timestamp
 from reconciler.core.queueing.queues import QueueManager
+
 from tests.support.builders import job
 
 CREATED = "2026-01-01T00:00:00Z"

@@ -5,22 +5,37 @@ cycle on each Workload, a log line, and `reconciler explain` the same."""
 from __future__ import annotations
 
 import msgspec
-from structlog.testing import capture_logs
-
-from reconciler.api import ClusterQueue, Cohort
-from reconciler.api.kueue import ClusterQueueStatus, LocalQueueStatus
-from reconciler.api.resources import CLUSTER_QUEUES, COHORTS, WORKLOADS
+from reconciler.api import ClusterQueue
+from reconciler.api import Cohort
+from reconciler.api.kueue import ClusterQueueStatus
+from reconciler.api.kueue import LocalQueueStatus
+from reconciler.api.resources import CLUSTER_QUEUES
+from reconciler.api.resources import COHORTS
+from reconciler.api.resources import WORKLOADS
 from reconciler.core.quota.cohorts import cohort_cycle
-from reconciler.core.scheduling.scheduler import Admit, Pending
-from reconciler.core.status import cluster_queue_status, condition, local_queue_status
+from reconciler.core.scheduling.scheduler import Admit
+from reconciler.core.scheduling.scheduler import Pending
+from reconciler.core.status import cluster_queue_status
+from reconciler.core.status import condition
+from reconciler.core.status import local_queue_status
 from reconciler.explain.analyze import explain
 from reconciler.runtime.actions import MergePatch
+from structlog.testing import capture_logs
+
 from tests.support.builders import cluster_queue_body
-from tests.support.cohort_engine import cohort, submit, with_cohorts
-from tests.support.explain_state import walkthrough_state, workload_of
+from tests.support.cohort_engine import cohort
+from tests.support.cohort_engine import submit
+from tests.support.cohort_engine import with_cohorts
+from tests.support.explain_state import walkthrough_state
+from tests.support.explain_state import workload_of
 from tests.support.preemption_engine import engine
 from tests.support.priority_jobs import queued
-from tests.support.reconciler_harness import GPU, Harness, decode, gpu_job, of, queues
+from tests.support.reconciler_harness import GPU
+from tests.support.reconciler_harness import Harness
+from tests.support.reconciler_harness import decode
+from tests.support.reconciler_harness import gpu_job
+from tests.support.reconciler_harness import of
+from tests.support.reconciler_harness import queues
 
 CYCLE = "cohort has a cycle: x -> y -> x"
 NOW = "2026-01-01T00:00:00Z"

@@ -4,12 +4,17 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck
+from hypothesis import given
+from hypothesis import settings
 from hypothesis import strategies as st
-
 from reconciler.core.engine import Engine
-from reconciler.core.model.workloads import compile_workload, workload_for_job
-from tests.support.builders import cluster_queue, flavor, job
+from reconciler.core.model.workloads import compile_workload
+from reconciler.core.model.workloads import workload_for_job
+
+from tests.support.builders import cluster_queue
+from tests.support.builders import flavor
+from tests.support.builders import job
 
 GPU = "nvidia.com/gpu"
 FR = ("t4", GPU)

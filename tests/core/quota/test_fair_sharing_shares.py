@@ -5,24 +5,26 @@ from __future__ import annotations
 
 import math
 
-from hypothesis import given, settings
+from hypothesis import given
+from hypothesis import settings
 from hypothesis import strategies as st
-
 from reconciler.api import Cohort
 from reconciler.core.engine import Engine
 from reconciler.core.quota.cohorts import compile_cohort
-from reconciler.core.quota.fair_sharing import (
-    MAX_SHARE,
-    NEGATIVE_SHARE,
-    Share,
-    compare_shares,
-    dominant_share,
-    shares_on_path,
-    simulated_usage,
-)
+from reconciler.core.quota.fair_sharing import MAX_SHARE
+from reconciler.core.quota.fair_sharing import NEGATIVE_SHARE
+from reconciler.core.quota.fair_sharing import Share
+from reconciler.core.quota.fair_sharing import compare_shares
+from reconciler.core.quota.fair_sharing import dominant_share
+from reconciler.core.quota.fair_sharing import shares_on_path
+from reconciler.core.quota.fair_sharing import simulated_usage
 from reconciler.core.quota.ledger import Charge
+
 from tests.support.builders import decode
-from tests.support.fair_sharing_engine import GPU, add_cohort, add_cq, fresh
+from tests.support.fair_sharing_engine import GPU
+from tests.support.fair_sharing_engine import add_cohort
+from tests.support.fair_sharing_engine import add_cq
+from tests.support.fair_sharing_engine import fresh
 
 T4 = ("t4", GPU)
 

@@ -3,14 +3,21 @@
 from __future__ import annotations
 
 import pytest
-
 from reconciler.core.engine import Engine
 from reconciler.core.model.clusterqueues import InvalidClusterQueueError
 from reconciler.core.quota.cohorts import compile_cohort
-from reconciler.core.scheduling.preemption import IN_COHORT_RECLAMATION, cluster_queue_path
-from reconciler.core.scheduling.scheduler import Admit, Pending, Preempt
-from tests.support.cohort_engine import cohort, submit, with_cohorts
-from tests.support.preemption_engine import GPU, engine, of_type
+from reconciler.core.scheduling.preemption import IN_COHORT_RECLAMATION
+from reconciler.core.scheduling.preemption import cluster_queue_path
+from reconciler.core.scheduling.scheduler import Admit
+from reconciler.core.scheduling.scheduler import Pending
+from reconciler.core.scheduling.scheduler import Preempt
+
+from tests.support.cohort_engine import cohort
+from tests.support.cohort_engine import submit
+from tests.support.cohort_engine import with_cohorts
+from tests.support.preemption_engine import GPU
+from tests.support.preemption_engine import engine
+from tests.support.preemption_engine import of_type
 
 
 def admitted(state: Engine) -> list[str]:

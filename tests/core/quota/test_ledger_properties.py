@@ -4,16 +4,22 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck
+from hypothesis import given
+from hypothesis import settings
 from hypothesis import strategies as st
-
 from reconciler.api import WorkloadStatus
 from reconciler.core.engine import Engine
-from reconciler.core.model.workloads import WorkloadInfo, compile_workload, workload_for_job
+from reconciler.core.model.workloads import WorkloadInfo
+from reconciler.core.model.workloads import compile_workload
+from reconciler.core.model.workloads import workload_for_job
 from reconciler.core.quota.ledger import Ledger
 from reconciler.core.scheduling.scheduler import Admit
 from reconciler.core.status import admitted_workload_status
-from tests.support.builders import cluster_queue, flavor, job
+
+from tests.support.builders import cluster_queue
+from tests.support.builders import flavor
+from tests.support.builders import job
 
 RESOURCES = ("cpu", "memory", "nvidia.com/gpu")
 QUANTITY = {"cpu": "{}", "memory": "{}Gi", "nvidia.com/gpu": "{}"}
@@ -71,7 +77,8 @@ def build(setup: Setup) -> Engine:
 
 
 def quota_of(setup: Setup, cq: str, fl: str, resource: str) -> int:
-    from reconciler.core.primitives.quantity import parse_quantity, to_amount
+    from reconciler.core.primitives.quantity import parse_quantity
+    from reconciler.core.primitives.quantity import to_amount
 
     for name, quotas in setup.queues[cq]:
         if name == fl:

@@ -5,16 +5,23 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-
 from reconciler.core.engine import Engine
 from reconciler.core.model.clusterqueues import active_condition
-from reconciler.core.model.workloads import WorkloadInfo, compile_workload, workload_for_job
+from reconciler.core.model.workloads import WorkloadInfo
+from reconciler.core.model.workloads import compile_workload
+from reconciler.core.model.workloads import workload_for_job
 from reconciler.core.queueing.pending_queue import PendingQueue
 from reconciler.core.queueing.queues import backoff_seconds
 from reconciler.core.scheduling.flavors import node_labels_for
-from reconciler.core.scheduling.scheduler import Admit, Decision, Pending
-from tests.support.admission_engine import GPU, info, state_with
-from tests.support.builders import cluster_queue, job
+from reconciler.core.scheduling.scheduler import Admit
+from reconciler.core.scheduling.scheduler import Decision
+from reconciler.core.scheduling.scheduler import Pending
+
+from tests.support.admission_engine import GPU
+from tests.support.admission_engine import info
+from tests.support.admission_engine import state_with
+from tests.support.builders import cluster_queue
+from tests.support.builders import job
 
 
 def decisions_by_name(decisions: list[Decision]) -> dict[str, Decision]:
@@ -376,7 +383,6 @@ def _two_pod_sets(name: str, first: str, second: str) -> WorkloadInfo:
     """A workload of two pod sets (a leader and workers, as a JobSet's), each one pod asking
     for `first` / `second` GPUs."""
     import msgspec
-
     from reconciler.api import PodSet
 
     wl = workload_for_job(job(name, uid=f"uid-{name}", requests={GPU: first}))

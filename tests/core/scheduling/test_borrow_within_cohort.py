@@ -5,20 +5,27 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck
+from hypothesis import given
+from hypothesis import settings
 from hypothesis import strategies as st
-
 from reconciler.api import ClusterQueue
 from reconciler.core.engine import Engine
-from reconciler.core.model.clusterqueues import InvalidClusterQueueError, compile_cluster_queue
-from reconciler.core.scheduling.preemption import (
-    IN_COHORT_RECLAIM_WHILE_BORROWING,
-    IN_COHORT_RECLAMATION,
-    preemption_message,
-)
-from reconciler.core.scheduling.scheduler import Admit, Pending, Preempt
-from tests.support.builders import cluster_queue_body, decode
-from tests.support.preemption_engine import GPU, engine, gpu_job, of_type
+from reconciler.core.model.clusterqueues import InvalidClusterQueueError
+from reconciler.core.model.clusterqueues import compile_cluster_queue
+from reconciler.core.scheduling.preemption import IN_COHORT_RECLAIM_WHILE_BORROWING
+from reconciler.core.scheduling.preemption import IN_COHORT_RECLAMATION
+from reconciler.core.scheduling.preemption import preemption_message
+from reconciler.core.scheduling.scheduler import Admit
+from reconciler.core.scheduling.scheduler import Pending
+from reconciler.core.scheduling.scheduler import Preempt
+
+from tests.support.builders import cluster_queue_body
+from tests.support.builders import decode
+from tests.support.preemption_engine import GPU
+from tests.support.preemption_engine import engine
+from tests.support.preemption_engine import gpu_job
+from tests.support.preemption_engine import of_type
 
 BORROW = {"reclaimWithinCohort": "LowerPriority", "borrowWithinCohort": {"policy": "LowerPriority"}}
 

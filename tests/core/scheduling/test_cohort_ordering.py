@@ -4,8 +4,11 @@ higher priority, then the older queue-order timestamp."""
 from __future__ import annotations
 
 from reconciler.core.engine import Engine
-from reconciler.core.scheduling.scheduler import Admit, Pending
-from tests.support.preemption_engine import engine, gpu_job
+from reconciler.core.scheduling.scheduler import Admit
+from reconciler.core.scheduling.scheduler import Pending
+
+from tests.support.preemption_engine import engine
+from tests.support.preemption_engine import gpu_job
 
 
 def admitted(state: Engine) -> list[str]:

@@ -2,13 +2,22 @@
 
 from __future__ import annotations
 
-from reconciler.api import ClusterQueue, WorkloadStatus
+from reconciler.api import ClusterQueue
+from reconciler.api import WorkloadStatus
 from reconciler.core.engine import Engine
 from reconciler.core.model.clusterqueues import compile_cluster_queue
-from reconciler.core.model.workloads import WorkloadInfo, compile_workload, workload_for_job
-from reconciler.core.scheduling.scheduler import Admit, Pending
+from reconciler.core.model.workloads import WorkloadInfo
+from reconciler.core.model.workloads import compile_workload
+from reconciler.core.model.workloads import workload_for_job
+from reconciler.core.scheduling.scheduler import Admit
+from reconciler.core.scheduling.scheduler import Pending
 from reconciler.core.status import admitted_workload_status
-from tests.support.builders import cluster_queue, cluster_queue_body, decode, flavor, job
+
+from tests.support.builders import cluster_queue
+from tests.support.builders import cluster_queue_body
+from tests.support.builders import decode
+from tests.support.builders import flavor
+from tests.support.builders import job
 
 GPU = "nvidia.com/gpu"
 

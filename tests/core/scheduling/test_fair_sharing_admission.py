@@ -3,10 +3,17 @@ worked by hand (each also shows where the classical order would differ)."""
 
 from __future__ import annotations
 
-from reconciler.api import Admission, PodSetAssignment
+from reconciler.api import Admission
+from reconciler.api import PodSetAssignment
 from reconciler.core.engine import Engine
-from reconciler.core.scheduling.scheduler import NO_LONGER_FITS, Admit, Pending
-from tests.support.fair_sharing_engine import GPU, add_cohort, add_cq, fresh
+from reconciler.core.scheduling.scheduler import NO_LONGER_FITS
+from reconciler.core.scheduling.scheduler import Admit
+from reconciler.core.scheduling.scheduler import Pending
+
+from tests.support.fair_sharing_engine import GPU
+from tests.support.fair_sharing_engine import add_cohort
+from tests.support.fair_sharing_engine import add_cq
+from tests.support.fair_sharing_engine import fresh
 from tests.support.preemption_engine import gpu_job
 
 BOTH = ("LessThanOrEqualToFinalShare", "LessThanInitialShare")

@@ -8,22 +8,24 @@ from typing import Any
 
 import msgspec
 import yaml
-
-from reconciler.api import (
-    ClusterQueue,
-    Cohort,
-    Job,
-    LocalQueue,
-    Namespace,
-    ResourceClaimTemplate,
-    ResourceFlavor,
-)
+from reconciler.api import ClusterQueue
+from reconciler.api import Cohort
+from reconciler.api import Job
+from reconciler.api import LocalQueue
+from reconciler.api import Namespace
+from reconciler.api import ResourceClaimTemplate
+from reconciler.api import ResourceFlavor
 from reconciler.config import load_config
 from reconciler.core.engine import Engine
 from reconciler.core.model.workloads import workload_for_job
-from reconciler.core.scheduling.preemption import IN_COHORT_FAIR_SHARING, IN_COHORT_RECLAMATION
-from reconciler.core.scheduling.scheduler import Admit, Preempt
-from reconciler.feed import QueueObjects, WorkloadSources, compile_for, feed_queue_objects
+from reconciler.core.scheduling.preemption import IN_COHORT_FAIR_SHARING
+from reconciler.core.scheduling.preemption import IN_COHORT_RECLAMATION
+from reconciler.core.scheduling.scheduler import Admit
+from reconciler.core.scheduling.scheduler import Preempt
+from reconciler.feed import QueueObjects
+from reconciler.feed import WorkloadSources
+from reconciler.feed import compile_for
+from reconciler.feed import feed_queue_objects
 
 EXAMPLE = Path(__file__).resolve().parents[3] / "examples" / "fair-sharing"
 KINDS: dict[str, type[Any]] = {

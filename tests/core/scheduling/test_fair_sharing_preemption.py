@@ -5,22 +5,28 @@ from __future__ import annotations
 
 from typing import Any
 
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck
+from hypothesis import given
+from hypothesis import settings
 from hypothesis import strategies as st
-
-from reconciler.api import Admission, ClusterQueue, PodSetAssignment
+from reconciler.api import Admission
+from reconciler.api import ClusterQueue
+from reconciler.api import PodSetAssignment
 from reconciler.core.engine import Engine
 from reconciler.core.model.clusterqueues import compile_cluster_queue
 from reconciler.core.scheduling.fair_preemption import fair_preemption_targets
-from reconciler.core.scheduling.preemption import (
-    IN_CLUSTER_QUEUE,
-    IN_COHORT_FAIR_SHARING,
-    IN_COHORT_RECLAMATION,
-    preemption_message,
-)
-from reconciler.core.scheduling.scheduler import Pending, Preempt
-from tests.support.builders import cluster_queue_body, decode
-from tests.support.fair_sharing_engine import GPU, add_cohort, fresh
+from reconciler.core.scheduling.preemption import IN_CLUSTER_QUEUE
+from reconciler.core.scheduling.preemption import IN_COHORT_FAIR_SHARING
+from reconciler.core.scheduling.preemption import IN_COHORT_RECLAMATION
+from reconciler.core.scheduling.preemption import preemption_message
+from reconciler.core.scheduling.scheduler import Pending
+from reconciler.core.scheduling.scheduler import Preempt
+
+from tests.support.builders import cluster_queue_body
+from tests.support.builders import decode
+from tests.support.fair_sharing_engine import GPU
+from tests.support.fair_sharing_engine import add_cohort
+from tests.support.fair_sharing_engine import fresh
 from tests.support.preemption_engine import gpu_job
 
 BOTH = ("LessThanOrEqualToFinalShare", "LessThanInitialShare")

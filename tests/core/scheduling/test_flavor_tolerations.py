@@ -5,11 +5,16 @@ from __future__ import annotations
 from typing import Any
 
 import msgspec
-
-from reconciler.api import Admission, PodSetAssignment, Toleration, pod_template_view
-from reconciler.core.model.jobs import restore_patch, start_patch
+from reconciler.api import Admission
+from reconciler.api import PodSetAssignment
+from reconciler.api import Toleration
+from reconciler.api import pod_template_view
+from reconciler.core.model.jobs import restore_patch
+from reconciler.core.model.jobs import start_patch
 from reconciler.core.scheduling.flavors import admission_tolerations
-from tests.support.builders import decode, flavor
+
+from tests.support.builders import decode
+from tests.support.builders import flavor
 
 GPU_TAINT = {"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}
 SPOT = {"key": "spot", "operator": "Equal", "value": "true", "effect": "NoSchedule"}

@@ -11,8 +11,12 @@ evictions against Kueue's 6 to 17); with Kueue's 1 s it behaves as Kueue does (d
 from __future__ import annotations
 
 from reconciler.core.engine import Engine
-from reconciler.core.scheduling.scheduler import Admit, Decision
-from tests.support.admission_engine import GPU, info, state_with
+from reconciler.core.scheduling.scheduler import Admit
+from reconciler.core.scheduling.scheduler import Decision
+
+from tests.support.admission_engine import GPU
+from tests.support.admission_engine import info
+from tests.support.admission_engine import state_with
 
 
 def admitted(decisions: list[Decision]) -> list[str]:

@@ -5,19 +5,18 @@ from __future__ import annotations
 import random
 
 import pytest
-
-from reconciler.api import Condition, RequeueState
-from reconciler.api.times import epoch, rfc3339
+from reconciler.api import Condition
+from reconciler.api import RequeueState
+from reconciler.api.times import epoch
+from reconciler.api.times import rfc3339
 from reconciler.core.queueing.queues import backoff_seconds
-from reconciler.core.scheduling.podsready import (
-    Deactivate,
-    Evict,
-    deactivation_reason,
-    plan_timeout,
-    pods_needed,
-    pods_ready_deadline,
-    pods_ready_state,
-)
+from reconciler.core.scheduling.podsready import Deactivate
+from reconciler.core.scheduling.podsready import Evict
+from reconciler.core.scheduling.podsready import deactivation_reason
+from reconciler.core.scheduling.podsready import plan_timeout
+from reconciler.core.scheduling.podsready import pods_needed
+from reconciler.core.scheduling.podsready import pods_ready_deadline
+from reconciler.core.scheduling.podsready import pods_ready_state
 
 T0 = "2026-01-01T00:00:00Z"
 T0_EPOCH = 1767225600.0

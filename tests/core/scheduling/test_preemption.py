@@ -2,12 +2,21 @@
 
 from __future__ import annotations
 
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck
+from hypothesis import given
+from hypothesis import settings
 from hypothesis import strategies as st
+from reconciler.core.scheduling.preemption import IN_CLUSTER_QUEUE
+from reconciler.core.scheduling.preemption import IN_COHORT_RECLAMATION
+from reconciler.core.scheduling.preemption import preemption_message
+from reconciler.core.scheduling.scheduler import Admit
+from reconciler.core.scheduling.scheduler import Pending
+from reconciler.core.scheduling.scheduler import Preempt
 
-from reconciler.core.scheduling.preemption import IN_CLUSTER_QUEUE, IN_COHORT_RECLAMATION, preemption_message
-from reconciler.core.scheduling.scheduler import Admit, Pending, Preempt
-from tests.support.preemption_engine import GPU, engine, gpu_job, of_type
+from tests.support.preemption_engine import GPU
+from tests.support.preemption_engine import engine
+from tests.support.preemption_engine import gpu_job
+from tests.support.preemption_engine import of_type
 
 
 def test_a_higher_priority_workload_preempts_a_lower_one_in_its_cluster_queue() -> None:

@@ -10,8 +10,15 @@ from __future__ import annotations
 
 from typing import Any
 
-from reconciler.core.scheduling.scheduler import NO_LONGER_FITS, Admit, Pending, Preempt
-from tests.support.preemption_engine import GPU, engine, gpu_job, of_type
+from reconciler.core.scheduling.scheduler import NO_LONGER_FITS
+from reconciler.core.scheduling.scheduler import Admit
+from reconciler.core.scheduling.scheduler import Pending
+from reconciler.core.scheduling.scheduler import Preempt
+
+from tests.support.preemption_engine import GPU
+from tests.support.preemption_engine import engine
+from tests.support.preemption_engine import gpu_job
+from tests.support.preemption_engine import of_type
 
 LOWER = {"preemption": {"withinClusterQueue": "LowerPriority"}}
 

@@ -21,13 +21,18 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck
+from hypothesis import given
+from hypothesis import settings
 from hypothesis import strategies as st
-
 from reconciler.core.engine import Engine
-from reconciler.core.model.workloads import compile_workload, workload_for_job
+from reconciler.core.model.workloads import compile_workload
+from reconciler.core.model.workloads import workload_for_job
 from reconciler.core.scheduling.scheduler import Admit
-from tests.support.builders import cluster_queue, flavor, job
+
+from tests.support.builders import cluster_queue
+from tests.support.builders import flavor
+from tests.support.builders import job
 
 GPU = "nvidia.com/gpu"
 FLAVOR_LABELS = {"a": {"zone": "a"}, "b": {"zone": "b"}}

@@ -11,18 +11,32 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck
+from hypothesis import given
+from hypothesis import settings
 from hypothesis import strategies as st
-
 from reconciler.api import ClusterQueue
 from reconciler.core.engine import Engine
 from reconciler.core.model.clusterqueues import compile_cluster_queue
-from reconciler.core.model.workloads import compile_workload, workload_for_job
+from reconciler.core.model.workloads import compile_workload
+from reconciler.core.model.workloads import workload_for_job
 from reconciler.core.quota.cohorts import compile_cohort
 from reconciler.core.scheduling.flavors import assign_flavors
-from reconciler.core.scheduling.scheduler import Admit, Scheduler
-from tests.support.builders import cluster_queue_body, decode, flavor, job
-from tests.support.cohort_trees import CPU, FLAVORS, GPU, PREEMPTION, Tree, cohort_object, step, trees
+from reconciler.core.scheduling.scheduler import Admit
+from reconciler.core.scheduling.scheduler import Scheduler
+
+from tests.support.builders import cluster_queue_body
+from tests.support.builders import decode
+from tests.support.builders import flavor
+from tests.support.builders import job
+from tests.support.cohort_trees import CPU
+from tests.support.cohort_trees import FLAVORS
+from tests.support.cohort_trees import GPU
+from tests.support.cohort_trees import PREEMPTION
+from tests.support.cohort_trees import Tree
+from tests.support.cohort_trees import cohort_object
+from tests.support.cohort_trees import step
+from tests.support.cohort_trees import trees
 
 
 def build(tree: Tree, scheduler: Scheduler) -> Engine:
