@@ -21,6 +21,7 @@ from reconciler.runtime.patches import status_patch
 from reconciler.runtime.snapshot import state_snapshot
 
 from tests.support.builders import cluster_queue_body
+from tests.support.builders import t4_group
 from tests.support.metrics import scrape
 from tests.support.metrics import value
 from tests.support.priority_jobs import queued
@@ -43,14 +44,7 @@ FAIR = parse_config(
 
 
 def cohort(h: Harness, name: str, gpus: int, parent: str | None = None) -> Cohort:
-    spec: dict[str, Any] = {
-        "resourceGroups": [
-            {
-                "coveredResources": [GPU],
-                "flavors": [{"name": "t4", "resources": [{"name": GPU, "nominalQuota": gpus}]}],
-            }
-        ]
-    }
+    spec: dict[str, Any] = {"resourceGroups": t4_group({"name": GPU, "nominalQuota": gpus})}
     if parent:
         spec["parentName"] = parent
     result: Cohort = decode(

@@ -8,7 +8,9 @@ from reconciler.api import Cohort
 from reconciler.core.engine import Engine
 from reconciler.core.quota.cohorts import compile_cohort
 
+from tests.support.builders import cohort_body
 from tests.support.builders import decode
+from tests.support.builders import t4_group
 from tests.support.preemption_engine import GPU
 from tests.support.preemption_engine import gpu_job
 
@@ -19,13 +21,8 @@ def cohort(name: str, gpus: int | None = None, parent: str | None = None, **limi
         spec["parentName"] = parent
     if gpus is not None:
         quota = {"name": GPU, "nominalQuota": gpus, **limits}
-        spec["resourceGroups"] = [
-            {"coveredResources": [GPU], "flavors": [{"name": "t4", "resources": [quota]}]}
-        ]
-    result: Cohort = decode(
-        {"apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "Cohort", "metadata": {"name": name}, "spec": spec},
-        Cohort,
-    )
+        spec["resourceGroups"] = t4_group(quota)
+    result: Cohort = decode(cohort_body(name, spec), Cohort)
     return result
 
 

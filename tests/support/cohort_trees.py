@@ -12,7 +12,9 @@ from reconciler.core.scheduling.scheduler import Admit
 from reconciler.core.scheduling.scheduler import Decision
 from reconciler.core.scheduling.scheduler import Preempt
 
+from tests.support.builders import cohort_body
 from tests.support.builders import decode
+from tests.support.builders import t4_group
 
 GPU = "nvidia.com/gpu"
 
@@ -91,13 +93,8 @@ def cohort_object(name: str, parent: str | None, gpus: int | None) -> Cohort:
         spec["parentName"] = parent
     if gpus is not None:
         quota = {"name": GPU, "nominalQuota": gpus}
-        spec["resourceGroups"] = [
-            {"coveredResources": [GPU], "flavors": [{"name": "t4", "resources": [quota]}]}
-        ]
-    result: Cohort = decode(
-        {"apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "Cohort", "metadata": {"name": name}, "spec": spec},
-        Cohort,
-    )
+        spec["resourceGroups"] = t4_group(quota)
+    result: Cohort = decode(cohort_body(name, spec), Cohort)
     return result
 
 

@@ -11,8 +11,10 @@ from reconciler.core.model.clusterqueues import compile_cluster_queue
 from reconciler.core.quota.cohorts import compile_cohort
 
 from tests.support.builders import cluster_queue_body
+from tests.support.builders import cohort_body
 from tests.support.builders import decode
 from tests.support.builders import flavor
+from tests.support.builders import t4_group
 
 GPU = "nvidia.com/gpu"
 
@@ -30,25 +32,12 @@ def add_cq(
 def add_cohort(
     state: Engine, name: str, parent: str | None = None, gpus: int = 0, weight: Any = None
 ) -> None:
-    spec: dict[str, Any] = {
-        "resourceGroups": [
-            {
-                "coveredResources": [GPU],
-                "flavors": [{"name": "t4", "resources": [{"name": GPU, "nominalQuota": gpus}]}],
-            }
-        ]
-    }
+    spec: dict[str, Any] = {"resourceGroups": t4_group({"name": GPU, "nominalQuota": gpus})}
     if parent:
         spec["parentName"] = parent
     if weight is not None:
         spec["fairSharing"] = {"weight": weight}
-    body = {
-        "apiVersion": "kueue.x-k8s.io/v1beta2",
-        "kind": "Cohort",
-        "metadata": {"name": name},
-        "spec": spec,
-    }
-    state.set_cohort(compile_cohort(decode(body, Cohort)))
+    state.set_cohort(compile_cohort(decode(cohort_body(name, spec), Cohort)))
 
 
 def fresh() -> Engine:

@@ -20,7 +20,9 @@ from reconciler.core.quota.fair_sharing import shares_on_path
 from reconciler.core.quota.fair_sharing import simulated_usage
 from reconciler.core.quota.ledger import Charge
 
+from tests.support.builders import cohort_body
 from tests.support.builders import decode
+from tests.support.builders import t4_group
 from tests.support.fair_sharing_engine import GPU
 from tests.support.fair_sharing_engine import add_cohort
 from tests.support.fair_sharing_engine import add_cq
@@ -176,17 +178,8 @@ def test_shares_are_never_negative_and_zero_within_nominal_quota(
 
 def cohort_with_limit(state: Engine, name: str, parent: str, gpus: int, borrowing: int) -> None:
     quota = {"name": GPU, "nominalQuota": gpus, "borrowingLimit": borrowing}
-    spec = {
-        "parentName": parent,
-        "resourceGroups": [{"coveredResources": [GPU], "flavors": [{"name": "t4", "resources": [quota]}]}],
-    }
-    body = {
-        "apiVersion": "kueue.x-k8s.io/v1beta2",
-        "kind": "Cohort",
-        "metadata": {"name": name},
-        "spec": spec,
-    }
-    state.set_cohort(compile_cohort(decode(body, Cohort)))
+    spec = {"parentName": parent, "resourceGroups": t4_group(quota)}
+    state.set_cohort(compile_cohort(decode(cohort_body(name, spec), Cohort)))
 
 
 def test_kueues_own_worked_values() -> None:
