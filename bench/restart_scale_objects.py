@@ -6,7 +6,7 @@ while the controller was down).
 
 Each ClusterQueue's cpu quota is what its admitted Workloads use plus ``free_slots`` Workloads'
 worth: once the ledger is rebuilt, exactly ``min(free_slots, pending)`` of its pending Workloads
-fit, and no more. Pure: no I/O, so tests/test_restart_scale_objects.py checks it directly.
+fit, and no more. Pure: no I/O, so tests/bench/test_restart_scale_objects.py checks it directly.
 """
 
 from __future__ import annotations

@@ -1,7 +1,7 @@
 """The container image's contents, built the way the Dockerfile builds them, without Docker.
 
 The builder stage's `pip wheel . --no-deps`, the venv stage's install of that
-wheel and its bytecode compilation are repeated here (tests/test_deploy_files.py
+wheel and its bytecode compilation are repeated here (tests/project/test_deploy_files.py
 checks the Dockerfile runs the same commands); then the installed `reconciler`
 runs from that venv made read-only, as the image's user 65532 when the tests
 run as root (root ignores file modes), with PYTHONDONTWRITEBYTECODE=1 and a HOME

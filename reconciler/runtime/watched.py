@@ -1,7 +1,7 @@
 """The one table of watched kinds: what the controller lists and watches, decoded how, handled where.
 
 The informers (controller.py), the reconciler's event dispatch (reconciler.py) and the RBAC
-check (tests/test_rbac.py: list and watch for each row) are all derived from this table;
+check (tests/project/test_rbac.py: list and watch for each row) are all derived from this table;
 a kind added here is watched, dispatched and granted, or a test says which part is missing.
 The jobs' rows come from the integrations `integrations.frameworks` enables (one row each,
 handled by `_on_job` with the row's kind); `WATCHED_KINDS` is the table of the default

@@ -11,9 +11,10 @@ import msgspec
 
 from reconciler.api.resources import CLUSTER_QUEUES, JOBSETS, WORKLOAD_PRIORITY_CLASSES
 from reconciler.runtime.actions import Action, MergePatch
-from tests.integrations.test_jobset_runtime import GPU, T0, TWO, Cluster, condition, queues
 from tests.support.builders import cluster_queue_body
+from tests.support.jobset_queues import TWO, condition, jobset_cluster, queues
 from tests.support.jobsets import RJ, jobset_body
+from tests.support.memory_cluster import GPU, T0, Cluster
 
 PRIORITY_LABEL = "kueue.x-k8s.io/priority-class"
 ACTIVE = [{"name": "leader", "active": 1}, {"name": "workers", "active": 2}]
@@ -46,7 +47,7 @@ def evictions(performed: list[Action], workload: str) -> list[MergePatch]:
 
 def restarted(c: Cluster) -> Cluster:
     """A new controller process over the same API objects (its watches list them all)."""
-    fresh = Cluster()
+    fresh = jobset_cluster()
     fresh.now = c.now
     fresh.api.objects = c.api.objects
     fresh.api._rv, fresh.api._uid = c.api._rv + 1000, c.api._uid + 1000
@@ -62,7 +63,7 @@ def test_a_preempted_jobset_keeps_its_quota_until_its_jobs_are_no_longer_active(
     """Kueue's two steps: the victim is Evicted and suspended, but its quota is held (the
     preemptor waits) until no Job of it is active; then the reservation ends and the preemptor
     is admitted."""
-    c = Cluster()
+    c = jobset_cluster()
     preempting_queues(c)
     running_jobset(c, "low", "low")
     assert c.jobset("low")["spec"]["suspend"] is False
@@ -107,7 +108,7 @@ def test_a_restarted_controller_keeps_an_evicting_jobsets_quota_and_never_evicts
     """A new process sees the victim Evicted with its reservation: its quota is charged (the
     preemptor still waits), no second eviction is written, and the reservation ends once its
     Jobs are no longer active."""
-    c = Cluster()
+    c = jobset_cluster()
     preempting_queues(c)
     running_jobset(c, "low", "low")
     c.api.change(JOBSETS, "ns", "low", {"status": {"replicatedJobsStatus": ACTIVE}})
@@ -135,7 +136,7 @@ def test_after_a_restart_the_evicting_workload_is_the_preemption_candidate_first
     needing 1 GPU counts on `a`'s eviction: `b` is not preempted, and the preemptor runs once
     `a`'s Job is no longer active."""
     one: list[RJ] = [("leader", 1, 1, 1, "gpu-a")]
-    c = Cluster()
+    c = jobset_cluster()
     preempting_queues(c, gpus=2)
     running_jobset(c, "a", "low", one)
     c.api.change(JOBSETS, "ns", "a", {"status": {"replicatedJobsStatus": [{"name": "leader", "active": 1}]}})

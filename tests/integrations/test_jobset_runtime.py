@@ -6,104 +6,14 @@ and the quota back for the waiting JobSet when the first completes."""
 
 from __future__ import annotations
 
-import dataclasses
 from typing import Any
 
-from reconciler.api.resources import (
-    CLUSTER_QUEUES,
-    JOBS,
-    JOBSETS,
-    LOCAL_QUEUES,
-    NAMESPACES,
-    PODS,
-    RESOURCE_CLAIM_TEMPLATES,
-    RESOURCE_FLAVORS,
-    WORKLOADS,
-)
-from reconciler.api.times import rfc3339
-from reconciler.config import parse_config
+from reconciler.api.resources import JOBS, JOBSETS, PODS
 from reconciler.integrations import PODSET_LABEL
-from reconciler.runtime.actions import Action
-from reconciler.runtime.reconciler import Reconciler
-from tests.support.builders import cluster_queue_body, job_body
+from tests.support.builders import job_body
+from tests.support.jobset_queues import TWO, condition, jobset_cluster, queues
 from tests.support.jobsets import jobset_body
-from tests.support.memory_api import MemoryApi
-
-GPU = "nvidia.com/gpu"
-T0 = 1767225600.0  # 2026-01-01T00:00:00Z
-# A leader Job of 1 pod (1 GPU from gpu-a) and 2 worker Jobs of 1 pod (1 GPU each from gpu-b).
-TWO = [("leader", 1, 1, 1, "gpu-a"), ("workers", 2, 1, 1, "gpu-b")]
-CONFIG = dataclasses.replace(
-    parse_config(
-        {
-            "apiVersion": "config.kueue.x-k8s.io/v1beta2",
-            "kind": "Configuration",
-            "waitForPodsReady": {"timeout": "60s", "requeuingStrategy": {"backoffBaseSeconds": 10}},
-            "integrations": {"frameworks": ["batch/job", "jobset.x-k8s.io/jobset"]},
-            "resources": {"deviceClassMappings": [{"name": GPU, "deviceClassNames": ["gpu.nvidia.com"]}]},
-        }
-    ),
-)
-
-
-class Cluster:
-    def __init__(self) -> None:
-        self.now = T0
-        self.actions: list[Action] = []
-        self.reconciler = Reconciler(
-            CONFIG, self.actions.append, clock=lambda: rfc3339(self.now), wall=lambda: self.now
-        )
-        self.api = MemoryApi(self.reconciler, lambda: rfc3339(self.now))
-
-    def take(self) -> list[Action]:
-        self.reconciler.after_batch()
-        out, self.actions[:] = list(self.actions), []
-        return out
-
-    def settle(self) -> list[Action]:
-        return self.api.settle(self.take)
-
-    def tick(self, to: float) -> list[Action]:
-        self.now = to
-        self.reconciler.flush_status()
-        return self.settle()
-
-    def jobset(self, name: str) -> dict[str, Any]:
-        return self.api.get(JOBSETS, "ns", name)
-
-    def workloads(self) -> dict[str, dict[str, Any]]:
-        """Workloads by (owner kind, owner name)."""
-        return {
-            f"{ref['kind']}/{ref['name']}": body
-            for (plural, _, _), body in self.api.objects.items()
-            if plural == WORKLOADS.plural
-            for ref in body["metadata"]["ownerReferences"]
-        }
-
-    def used_gpus(self) -> int:
-        return self.reconciler.core.ledger.used("cq", ("t4", GPU))
-
-
-def claim_template(name: str) -> dict[str, Any]:
-    request = {"name": "g", "exactly": {"deviceClassName": "gpu.nvidia.com", "count": 1}}
-    return {
-        "metadata": {"name": name, "namespace": "ns"},
-        "spec": {"spec": {"devices": {"requests": [request]}}},
-    }
-
-
-def queues(c: Cluster, gpus: int) -> None:
-    c.api.add(NAMESPACES, {"metadata": {"name": "ns", "labels": {"kubernetes.io/metadata.name": "ns"}}})
-    c.api.add(RESOURCE_FLAVORS, {"metadata": {"name": "t4"}, "spec": {"nodeLabels": {"gpu": "t4"}}})
-    c.api.add(CLUSTER_QUEUES, cluster_queue_body("cq", [("t4", {"cpu": 10, GPU: gpus})]))
-    c.api.add(LOCAL_QUEUES, {"metadata": {"name": "lq", "namespace": "ns"}, "spec": {"clusterQueue": "cq"}})
-    c.api.add(RESOURCE_CLAIM_TEMPLATES, claim_template("gpu-a"))
-    c.api.add(RESOURCE_CLAIM_TEMPLATES, claim_template("gpu-b"))
-    c.api.sync()
-
-
-def condition(body: dict[str, Any], kind: str) -> dict[str, Any] | None:
-    return next((c for c in body.get("status", {}).get("conditions", []) if c["type"] == kind), None)
+from tests.support.memory_cluster import GPU, T0, Cluster
 
 
 def pod_templates(jobset: dict[str, Any]) -> dict[str, Any]:
@@ -129,7 +39,7 @@ def child_job(c: Cluster, jobset: str, rj: str, *, suspend: bool) -> None:
 
 
 def test_two_jobsets_one_admitted_as_one_workload_the_other_waits_then_runs() -> None:
-    c = Cluster()
+    c = jobset_cluster()
     queues(c, gpus=3)
     c.api.add(JOBSETS, jobset_body("first", TWO, suspend=False))
     c.settle()
@@ -181,7 +91,7 @@ def test_two_jobsets_one_admitted_as_one_workload_the_other_waits_then_runs() ->
 
 
 def test_a_jobsets_running_job_is_suspended_while_its_jobset_is_not_admitted() -> None:
-    c = Cluster()
+    c = jobset_cluster()
     queues(c, gpus=0)
     c.api.add(JOBSETS, jobset_body("js", TWO))
     c.settle()
@@ -197,7 +107,7 @@ def test_a_jobsets_running_job_is_suspended_while_its_jobset_is_not_admitted() -
 
 
 def test_a_jobset_without_a_queue_name_leaves_its_jobs_on_their_own() -> None:
-    c = Cluster()
+    c = jobset_cluster()
     queues(c, gpus=3)
     c.api.add(JOBSETS, jobset_body("js", TWO, queue=None, suspend=False))
     child_job(c, "js", "leader", suspend=False)  # the Job names the queue itself
@@ -207,7 +117,7 @@ def test_a_jobset_without_a_queue_name_leaves_its_jobs_on_their_own() -> None:
 
 
 def test_a_pods_ready_timeout_suspends_the_jobset_and_restores_its_templates() -> None:
-    c = Cluster()
+    c = jobset_cluster()
     queues(c, gpus=3)
     c.api.add(JOBSETS, jobset_body("js", TWO, suspend=True))
     recorded = pod_templates(c.jobset("js"))
@@ -265,7 +175,7 @@ def ready_pod(c: Cluster, job: str, role: str, name: str) -> None:
 def test_the_pods_of_a_jobsets_jobs_make_its_workload_pods_ready() -> None:
     """PodsReady from the pods themselves, found through the JobSet's Jobs (before the JobSet's
     own status counts them)."""
-    c = Cluster()
+    c = jobset_cluster()
     queues(c, gpus=3)
     c.api.add(JOBSETS, jobset_body("js", [("leader", 1, 1, 1, "gpu-a"), ("workers", 1, 2, 2, "gpu-b")]))
     c.settle()

@@ -5,9 +5,9 @@ pod-group rule makes it (the conformance recording lws-two-groups: `OwnerReferen
 from __future__ import annotations
 
 from reconciler.api.resources import LEADERWORKERSETS, PODS
-from tests.integrations.test_lws_runtime import Cluster
-from tests.integrations.test_pod_runtime import queues
 from tests.support.lws import group_pods, lws_body, stored_lws
+from tests.support.lws_cluster import lws_cluster
+from tests.support.pod_queues import queues
 
 
 def _owners(workload: dict[str, object] | None) -> list[tuple[str, str]]:
@@ -21,12 +21,12 @@ def _added(message: str) -> int:
 
 
 def test_each_groups_pods_own_its_workload_admitted_or_waiting() -> None:
-    c = Cluster()
-    queues(c, gpus=2)  # type: ignore[arg-type]
+    c = lws_cluster()
+    queues(c, gpus=2)
     lws = c.add_set("a", replicas=2)  # two groups; quota for one
     c.settle()
     for index in (0, 1):
-        workload = c.workload(lws, index)
+        workload = c.group_workload(lws, index)
         assert _owners(workload) == [
             ("LeaderWorkerSet", "a"),
             ("Pod", f"a-{index}"),
@@ -40,26 +40,26 @@ def test_each_groups_pods_own_its_workload_admitted_or_waiting() -> None:
             if e["involvedObject"]["name"] == name and e["reason"] == "OwnerReferencesAdded"
         ]
         assert sum(_added(m) for m in messages) == 2  # each pod once, in as many writes as they came
-    uids = {r["uid"] for r in c.workload(lws, 0)["metadata"]["ownerReferences"]}  # type: ignore[index]
+    uids = {r["uid"] for r in c.group_workload(lws, 0)["metadata"]["ownerReferences"]}  # type: ignore[index]
     assert c.pod("a-0")["metadata"]["uid"] in uids
 
 
 def test_pods_that_come_later_are_added_each_time_in_one_write() -> None:
     """The group's pods come after its Workload (the LWS controller makes them): added as they
     come; a worker recreated later (a new uid) is added in a write of its own."""
-    c = Cluster()
-    queues(c, gpus=2)  # type: ignore[arg-type]
+    c = lws_cluster()
+    queues(c, gpus=2)
     lws = stored_lws(lws_body("a"))
     c.api.add(LEADERWORKERSETS, lws)
     c.settle()
-    assert _owners(c.workload(lws, 0)) == [("LeaderWorkerSet", "a")]  # no pod yet
+    assert _owners(c.group_workload(lws, 0)) == [("LeaderWorkerSet", "a")]  # no pod yet
     c.add_group(lws, 0)
     c.settle()
-    assert _owners(c.workload(lws, 0)) == [("LeaderWorkerSet", "a"), ("Pod", "a-0"), ("Pod", "a-0-1")]
+    assert _owners(c.group_workload(lws, 0)) == [("LeaderWorkerSet", "a"), ("Pod", "a-0"), ("Pod", "a-0-1")]
     c.api.delete(PODS, "ns", "a-0-1")
     c.api.add(PODS, group_pods(lws, 0)[1])  # the same name, a new uid
     c.settle()
-    owners = c.workload(lws, 0)["metadata"]["ownerReferences"]  # type: ignore[index]
+    owners = c.group_workload(lws, 0)["metadata"]["ownerReferences"]  # type: ignore[index]
     assert [(r["name"]) for r in owners] == ["a", "a-0", "a-0-1", "a-0-1"]  # the old one stays, as Kueue's
     assert len({r["uid"] for r in owners}) == 4
     messages = [e["message"] for e in c.api.events if e["reason"] == "OwnerReferencesAdded"]
@@ -73,8 +73,8 @@ def test_pods_that_come_later_are_added_each_time_in_one_write() -> None:
 def test_a_pod_becomes_an_owner_only_once_it_carries_its_pod_group_name() -> None:
     """As Kueue finds a group's members by their pod-group-name label: the pods' labels are
     written first; the owners' write follows their answer."""
-    c = Cluster()
-    queues(c, gpus=2)  # type: ignore[arg-type]
+    c = lws_cluster()
+    queues(c, gpus=2)
     lws = stored_lws(lws_body("a"))
     c.api.add(LEADERWORKERSETS, lws)
     c.settle()
@@ -86,4 +86,4 @@ def test_a_pod_becomes_an_owner_only_once_it_carries_its_pod_group_name() -> Non
     for action in first:
         c.api.perform(action)
     c.settle()
-    assert _owners(c.workload(lws, 0)) == [("LeaderWorkerSet", "a"), ("Pod", "a-0"), ("Pod", "a-0-1")]
+    assert _owners(c.group_workload(lws, 0)) == [("LeaderWorkerSet", "a"), ("Pod", "a-0"), ("Pod", "a-0-1")]

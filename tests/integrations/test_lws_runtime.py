@@ -9,64 +9,13 @@ from __future__ import annotations
 from typing import Any
 
 from reconciler.api.resources import LEADERWORKERSETS, PODS, WORKLOADS
-from reconciler.api.times import rfc3339
-from reconciler.config import parse_config
 from reconciler.integrations import PODSET_LABEL
 from reconciler.integrations.lws.group import workload_name
 from reconciler.integrations.pods.pod import ADMISSION_GATE, TOPOLOGY_GATE
-from reconciler.runtime.actions import Action, Delete
-from reconciler.runtime.reconciler import Reconciler
-from tests.integrations.test_pod_runtime import GPU, T0, TAINT, condition, gates, queues
-from tests.support.lws import group_pods, lws_body, stored_lws
-from tests.support.memory_api import MemoryApi
-
-CONFIG = parse_config(
-    {
-        "apiVersion": "config.kueue.x-k8s.io/v1beta2",
-        "kind": "Configuration",
-        "integrations": {"frameworks": ["batch/job", "leaderworkerset.x-k8s.io/leaderworkerset"]},
-        "resources": {"deviceClassMappings": [{"name": GPU, "deviceClassNames": ["gpu.nvidia.com"]}]},
-    }
-)
-
-
-class Cluster:
-    def __init__(self) -> None:
-        self.now = T0
-        self.actions: list[Action] = []
-        self.reconciler = Reconciler(
-            CONFIG, self.actions.append, clock=lambda: rfc3339(self.now), wall=lambda: self.now
-        )
-        self.api = MemoryApi(self.reconciler, lambda: rfc3339(self.now), finalizers=True)
-
-    def take(self) -> list[Action]:
-        self.reconciler.after_batch()
-        out, self.actions[:] = list(self.actions), []
-        return out
-
-    def settle(self) -> list[Action]:
-        return self.api.settle(self.take)
-
-    def add_set(self, name: str, replicas: int = 1) -> dict[str, Any]:
-        body = stored_lws(lws_body(name, replicas=replicas))
-        self.api.add(LEADERWORKERSETS, body)
-        for index in range(replicas):
-            self.add_group(body, index)
-        return body
-
-    def add_group(self, lws: dict[str, Any], index: int) -> None:
-        for pod in group_pods(lws, index):
-            self.api.add(PODS, pod)
-
-    def pod(self, name: str) -> dict[str, Any]:
-        return self.api.get(PODS, "ns", name)
-
-    def workload(self, lws: dict[str, Any], index: int) -> dict[str, Any] | None:
-        name = workload_name(lws["metadata"]["name"], lws["metadata"]["uid"], index)
-        return self.api.objects.get((WORKLOADS.plural, "ns", name))
-
-    def used_gpus(self) -> int:
-        return self.reconciler.core.ledger.used("cq", ("t4", GPU))
+from reconciler.runtime.actions import Delete
+from tests.support.lws_cluster import lws_cluster
+from tests.support.memory_cluster import GPU
+from tests.support.pod_queues import TAINT, condition, gates, queues
 
 
 def _admitted(workload: dict[str, Any] | None) -> bool:
@@ -76,14 +25,14 @@ def _admitted(workload: dict[str, Any] | None) -> bool:
 
 
 def test_one_group_gets_a_workload_of_a_leader_and_a_worker_and_is_ungated_on_admission() -> None:
-    c = Cluster()
-    queues(c, gpus=2)  # type: ignore[arg-type]
+    c = lws_cluster()
+    queues(c, gpus=2)
     lws = c.add_set("a")
     assert gates(c.pod("a-0")) == [ADMISSION_GATE, TOPOLOGY_GATE]
     assert gates(c.pod("a-0-1")) == [ADMISSION_GATE, TOPOLOGY_GATE]
     assert "finalizers" not in c.pod("a-0")["metadata"]  # the set is Kueue's parent: no finalizer
     c.settle()
-    workload = c.workload(lws, 0)
+    workload = c.group_workload(lws, 0)
     assert workload is not None
     assert workload["metadata"]["name"].startswith("leaderworkerset-a-0-")
     owner, *pods = workload["metadata"]["ownerReferences"]  # the set, then the group's pods (Kueue's)
@@ -107,11 +56,11 @@ def test_one_group_gets_a_workload_of_a_leader_and_a_worker_and_is_ungated_on_ad
 
 
 def test_two_groups_get_two_workloads_the_second_waits_with_kueues_message() -> None:
-    c = Cluster()
-    queues(c, gpus=2)  # type: ignore[arg-type]
+    c = lws_cluster()
+    queues(c, gpus=2)
     lws = c.add_set("a", replicas=2)
     c.settle()
-    workloads = [c.workload(lws, 0), c.workload(lws, 1)]
+    workloads = [c.group_workload(lws, 0), c.group_workload(lws, 1)]
     assert len({w["metadata"]["name"] for w in workloads if w is not None}) == 2
     admitted = [i for i in (0, 1) if _admitted(workloads[i])]
     assert len(admitted) == 1  # two GPUs: one group of a leader and a worker
@@ -133,14 +82,14 @@ def test_two_groups_get_two_workloads_the_second_waits_with_kueues_message() -> 
 
 
 def test_scale_up_adds_a_groups_workload_and_scale_down_deletes_it_freeing_quota() -> None:
-    c = Cluster()
-    queues(c, gpus=4)  # type: ignore[arg-type]
+    c = lws_cluster()
+    queues(c, gpus=4)
     lws = c.add_set("a")
     c.settle()
     c.api.change(LEADERWORKERSETS, "ns", "a", {"spec": {"replicas": 2}})
     c.add_group(lws, 1)
     c.settle()
-    assert _admitted(c.workload(lws, 1))
+    assert _admitted(c.group_workload(lws, 1))
     assert gates(c.pod("a-1-1")) == []
     assert c.used_gpus() == 4
     c.api.change(LEADERWORKERSETS, "ns", "a", {"spec": {"replicas": 1}})
@@ -148,20 +97,20 @@ def test_scale_up_adds_a_groups_workload_and_scale_down_deletes_it_freeing_quota
     assert [a.name for a in performed if isinstance(a, Delete) and a.purpose == "delete-workload"] == [
         workload_name("a", lws["metadata"]["uid"], 1)
     ]
-    assert c.workload(lws, 1) is None
-    assert c.workload(lws, 0) is not None
+    assert c.group_workload(lws, 1) is None
+    assert c.group_workload(lws, 0) is not None
     assert c.used_gpus() == 2
 
 
 def test_an_evicted_group_has_its_running_pods_deleted_and_its_quota_returned() -> None:
-    c = Cluster()
-    queues(c, gpus=2)  # type: ignore[arg-type]
+    c = lws_cluster()
+    queues(c, gpus=2)
     lws = c.add_set("a")
     c.settle()
     for name in ("a-0", "a-0-1"):
         c.api.change(PODS, "ns", name, {"status": {"phase": "Running"}})
     c.settle()
-    workload = c.workload(lws, 0)
+    workload = c.group_workload(lws, 0)
     assert workload is not None
     c.api.change(WORKLOADS, "ns", workload["metadata"]["name"], {"spec": {"active": False}})
     performed = c.settle()
@@ -179,16 +128,16 @@ def test_an_evicted_group_has_its_running_pods_deleted_and_its_quota_returned() 
 
 
 def test_deleting_a_set_frees_its_quota_for_the_next() -> None:
-    c = Cluster()
-    queues(c, gpus=2)  # type: ignore[arg-type]
+    c = lws_cluster()
+    queues(c, gpus=2)
     c.add_set("a")
     c.settle()
     second = c.add_set("b")
     c.settle()
-    assert not _admitted(c.workload(second, 0))
+    assert not _admitted(c.group_workload(second, 0))
     c.api.delete(LEADERWORKERSETS, "ns", "a")
     for name in ("a-0", "a-0-1"):
         c.api.delete(PODS, "ns", name)
     c.settle()
-    assert _admitted(c.workload(second, 0))
+    assert _admitted(c.group_workload(second, 0))
     assert gates(c.pod("b-0")) == []

@@ -7,104 +7,18 @@ deleted (pod groups: test_podgroup_runtime.py)."""
 
 from __future__ import annotations
 
-import dataclasses
-from typing import Any
-
-from reconciler.api.resources import (
-    CLUSTER_QUEUES,
-    JOBS,
-    LOCAL_QUEUES,
-    NAMESPACES,
-    PODS,
-    RESOURCE_CLAIM_TEMPLATES,
-    RESOURCE_FLAVORS,
-    WORKLOADS,
-)
-from reconciler.api.times import rfc3339
-from reconciler.config import parse_config
+from reconciler.api.resources import JOBS, PODS, WORKLOADS
 from reconciler.integrations import PODSET_LABEL
 from reconciler.integrations.pods.pod import ADMISSION_GATE, POD_FINALIZER, TOPOLOGY_GATE
-from reconciler.runtime.actions import Action
-from reconciler.runtime.reconciler import Reconciler
 from reconciler.runtime.watched import POD_JOBS_HANDLER
-from tests.support.builders import cluster_queue_body, job_body
-from tests.support.memory_api import MemoryApi
+from tests.support.builders import job_body
+from tests.support.memory_cluster import GPU
+from tests.support.pod_queues import TAINT, condition, gates, pod_cluster, queues
 from tests.support.pods import pod_body, stored_pod
-
-GPU = "nvidia.com/gpu"
-T0 = 1767225600.0  # 2026-01-01T00:00:00Z
-TAINT = {"key": "gpu", "operator": "Equal", "value": "t4", "effect": "NoSchedule"}
-CONFIG = dataclasses.replace(
-    parse_config(
-        {
-            "apiVersion": "config.kueue.x-k8s.io/v1beta2",
-            "kind": "Configuration",
-            "waitForPodsReady": {"timeout": "60s"},
-            "integrations": {"frameworks": ["batch/job", "pod"]},
-            "resources": {"deviceClassMappings": [{"name": GPU, "deviceClassNames": ["gpu.nvidia.com"]}]},
-        }
-    ),
-)
-
-
-class Cluster:
-    def __init__(self) -> None:
-        self.now = T0
-        self.actions: list[Action] = []
-        self.reconciler = Reconciler(
-            CONFIG, self.actions.append, clock=lambda: rfc3339(self.now), wall=lambda: self.now
-        )
-        self.api = MemoryApi(self.reconciler, lambda: rfc3339(self.now), finalizers=True)
-
-    def take(self) -> list[Action]:
-        self.reconciler.after_batch()
-        out, self.actions[:] = list(self.actions), []
-        return out
-
-    def settle(self) -> list[Action]:
-        return self.api.settle(self.take)
-
-    def pod(self, name: str) -> dict[str, Any]:
-        return self.api.get(PODS, "ns", name)
-
-    def workloads(self) -> dict[str, dict[str, Any]]:
-        """Workloads by (owner kind, owner name)."""
-        return {
-            f"{ref['kind']}/{ref['name']}": body
-            for (plural, _, _), body in self.api.objects.items()
-            if plural == WORKLOADS.plural
-            for ref in body["metadata"]["ownerReferences"]
-        }
-
-    def used_gpus(self) -> int:
-        return self.reconciler.core.ledger.used("cq", ("t4", GPU))
-
-
-def queues(c: Cluster, gpus: int) -> None:
-    c.api.add(NAMESPACES, {"metadata": {"name": "ns", "labels": {"kubernetes.io/metadata.name": "ns"}}})
-    flavor = {"nodeLabels": {"gpu": "t4"}, "tolerations": [TAINT]}
-    c.api.add(RESOURCE_FLAVORS, {"metadata": {"name": "t4"}, "spec": flavor})
-    c.api.add(CLUSTER_QUEUES, cluster_queue_body("cq", [("t4", {"cpu": 10, GPU: gpus})]))
-    c.api.add(LOCAL_QUEUES, {"metadata": {"name": "lq", "namespace": "ns"}, "spec": {"clusterQueue": "cq"}})
-    request = {"name": "g", "exactly": {"deviceClassName": "gpu.nvidia.com", "count": 1}}
-    template = {
-        "metadata": {"name": "gpu-a", "namespace": "ns"},
-        "spec": {"spec": {"devices": {"requests": [request]}}},
-    }
-    c.api.add(RESOURCE_CLAIM_TEMPLATES, template)
-    c.api.sync()
-
-
-def condition(body: dict[str, Any], kind: str) -> dict[str, Any] | None:
-    return next((c for c in body.get("status", {}).get("conditions", []) if c["type"] == kind), None)
-
-
-def gates(pod: dict[str, Any]) -> list[str]:
-    return [g["name"] for g in pod["spec"].get("schedulingGates", [])]
 
 
 def test_a_gated_pod_is_admitted_ungated_on_its_flavor_runs_and_finishes() -> None:
-    c = Cluster()
+    c = pod_cluster()
     queues(c, gpus=1)
     c.api.add(PODS, stored_pod(pod_body("p1")))
     assert gates(c.pod("p1")) == [ADMISSION_GATE, TOPOLOGY_GATE]
@@ -143,7 +57,7 @@ def test_a_gated_pod_is_admitted_ungated_on_its_flavor_runs_and_finishes() -> No
 
 
 def test_a_pod_that_does_not_fit_stays_gated_with_kueues_message_until_quota_returns() -> None:
-    c = Cluster()
+    c = pod_cluster()
     queues(c, gpus=1)
     c.api.add(PODS, stored_pod(pod_body("p1")))
     c.settle()
@@ -170,7 +84,7 @@ def test_a_pod_that_does_not_fit_stays_gated_with_kueues_message_until_quota_ret
 
 
 def test_a_deactivated_pods_workload_deletes_the_pod_and_lets_it_go() -> None:
-    c = Cluster()
+    c = pod_cluster()
     queues(c, gpus=1)
     c.api.add(PODS, stored_pod(pod_body("p1")))
     c.settle()
@@ -187,7 +101,7 @@ def test_a_deactivated_pods_workload_deletes_the_pod_and_lets_it_go() -> None:
 
 
 def test_a_running_pod_deleted_by_its_user_lets_go_of_its_finalizer_and_its_workload_finishes() -> None:
-    c = Cluster()
+    c = pod_cluster()
     queues(c, gpus=1)
     body = stored_pod(pod_body("p1"))
     body["metadata"]["finalizers"].insert(0, "example.com/keep")  # someone else's: it stays terminating
@@ -208,7 +122,7 @@ def test_a_running_pod_deleted_by_its_user_lets_go_of_its_finalizer_and_its_work
 
 
 def test_a_gated_pod_whose_workload_is_deleted_is_deleted_too() -> None:
-    c = Cluster()
+    c = pod_cluster()
     queues(c, gpus=0)
     c.api.add(PODS, stored_pod(pod_body("p1")))
     c.settle()
@@ -221,7 +135,7 @@ def test_a_gated_pod_whose_workload_is_deleted_is_deleted_too() -> None:
 
 
 def test_an_unmanaged_pod_gets_no_workload() -> None:
-    c = Cluster()
+    c = pod_cluster()
     queues(c, gpus=1)
     c.api.add(PODS, stored_pod(pod_body("plain", queue=None)))
     c.settle()
@@ -230,9 +144,9 @@ def test_an_unmanaged_pod_gets_no_workload() -> None:
 
 
 def test_with_pods_on_pods_are_watched_once_and_a_jobs_pods_still_count_for_pods_ready() -> None:
-    rows = [row for row in Cluster().reconciler.watched_kinds if row.resource == PODS]
+    rows = [row for row in pod_cluster().reconciler.watched_kinds if row.resource == PODS]
     assert [(row.handler, row.label_selector) for row in rows] == [(POD_JOBS_HANDLER, None)]
-    c = Cluster()
+    c = pod_cluster()
     queues(c, gpus=1)
     c.api.add(JOBS, job_body("j", requests={"cpu": "1"}))
     c.settle()

@@ -27,8 +27,9 @@ from reconciler.integrations.pods.pod import (
     ROLE_HASH_ANNOTATION,
     TOPOLOGY_GATE,
 )
-from tests.integrations.test_pod_runtime import GPU, TAINT, Cluster, condition, gates, queues
 from tests.support.builders import cluster_queue_body
+from tests.support.memory_cluster import GPU, Cluster
+from tests.support.pod_queues import TAINT, condition, gates, pod_cluster, queues
 from tests.support.pods import pod_body, stored_pod
 
 READY = [{"type": "Ready", "status": "True"}]
@@ -67,7 +68,7 @@ def running(c: Cluster, *names: str) -> None:
 
 
 def test_a_group_created_pod_by_pod_gets_one_workload_when_complete_and_runs_to_its_end() -> None:
-    c = Cluster()
+    c = pod_cluster()
     queues(c, gpus=2)
     c.api.add(PODS, group_pod("p1"))
     c.settle()
@@ -122,7 +123,7 @@ def test_a_group_created_pod_by_pod_gets_one_workload_when_complete_and_runs_to_
 
 
 def test_a_two_shape_group_has_a_pod_set_per_shape_each_charged_through_its_claims() -> None:
-    c = Cluster()
+    c = pod_cluster()
     queues(c, gpus=8)
     request = {"name": "g", "exactly": {"deviceClassName": "gpu.nvidia.com", "count": 2}}
     template = {
@@ -156,7 +157,7 @@ def stopped(c: Cluster, *names: str) -> None:
 
 
 def test_a_pods_ready_timeout_marks_the_running_pods_termination_target_and_deletes_them() -> None:
-    c = Cluster()
+    c = pod_cluster()
     queues(c, gpus=2)
     c.api.add(PODS, group_pod("p1"))
     c.api.add(PODS, group_pod("p2"))
@@ -198,7 +199,7 @@ def test_a_pods_ready_timeout_marks_the_running_pods_termination_target_and_dele
 
 
 def test_a_higher_priority_workload_preempts_the_group_whose_pods_are_deleted() -> None:
-    c = Cluster()
+    c = pod_cluster()
     queues(c, gpus=2)
     body = cluster_queue_body("cq", [("t4", {"cpu": 10, GPU: 2})])
     body["spec"]["preemption"] = {"withinClusterQueue": "LowerPriority"}
@@ -231,7 +232,7 @@ def test_a_higher_priority_workload_preempts_the_group_whose_pods_are_deleted() 
 
 
 def test_a_failed_pod_is_replaced_and_the_replacement_starts_on_the_admitted_workload() -> None:
-    c = Cluster()
+    c = pod_cluster()
     queues(c, gpus=3)
     c.api.add(PODS, group_pod("p1"))
     c.api.add(PODS, group_pod("p2"))
@@ -261,7 +262,7 @@ def test_a_failed_pod_is_replaced_and_the_replacement_starts_on_the_admitted_wor
 
 
 def test_pods_beyond_the_total_count_are_deleted_as_excess() -> None:
-    c = Cluster()
+    c = pod_cluster()
     queues(c, gpus=4)
     for name in ("p1", "p2"):
         c.api.add(PODS, group_pod(name))
@@ -276,7 +277,7 @@ def test_pods_beyond_the_total_count_are_deleted_as_excess() -> None:
 
 
 def test_a_deleted_group_workload_deletes_and_lets_go_of_every_pod() -> None:
-    c = Cluster()
+    c = pod_cluster()
     queues(c, gpus=0)
     c.api.add(PODS, group_pod("p1"))
     c.api.add(PODS, group_pod("p2"))

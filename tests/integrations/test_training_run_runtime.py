@@ -11,12 +11,10 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
-from collections.abc import AsyncIterator
 from typing import Any
 
 import msgspec
 import pytest
-import pytest_asyncio
 
 from reconciler.api.resources import (
     CLUSTER_QUEUES,
@@ -28,21 +26,18 @@ from reconciler.api.resources import (
     WORKLOAD_PRIORITY_CLASSES,
     WORKLOADS,
 )
-from reconciler.api.times import rfc3339
 from reconciler.config import parse_config
 from reconciler.integrations import PODSET_LABEL
 from reconciler.kube import Backoff, Informer, KubeClient, WatchEvent
-from reconciler.runtime.actions import Action
 from reconciler.runtime.reconciler import Reconciler
 from tests.support.builders import cluster_queue_body, job_body
 from tests.support.fake_apiserver import FakeApiServer, page, stream
 from tests.support.informers import until
-from tests.support.memory_api import MemoryApi
+from tests.support.memory_cluster import T0, Cluster
 from tests.support.trainingrun import REGISTRY_WITH_TRAINING_RUN, TRAINING_RUN, training_run
 
 GPU = "nvidia.com/gpu"
 ROLES = [("leader", 1, {"cpu": "1"}), ("workers", 2, {"cpu": "1", GPU: "1"})]
-T0 = 1767225600.0  # 2026-01-01T00:00:00Z
 RUNS = TRAINING_RUN.resource
 CONFIG = dataclasses.replace(
     parse_config(
@@ -56,43 +51,13 @@ CONFIG = dataclasses.replace(
 )
 
 
-class Cluster:
-    """The reconciler with the TrainingRun registered, its clock, and the in-memory API."""
+def training_cluster() -> Cluster:
+    """The cluster with the TrainingRun registered and its framework on."""
+    return Cluster(CONFIG, registry=REGISTRY_WITH_TRAINING_RUN)
 
-    def __init__(self) -> None:
-        self.now = T0
-        self.actions: list[Action] = []
-        self.reconciler = Reconciler(
-            CONFIG,
-            self.actions.append,
-            clock=lambda: rfc3339(self.now),
-            wall=lambda: self.now,
-            registry=REGISTRY_WITH_TRAINING_RUN,
-        )
-        self.api = MemoryApi(self.reconciler, lambda: rfc3339(self.now))
 
-    def take(self) -> list[Action]:
-        self.reconciler.after_batch()
-        out, self.actions[:] = list(self.actions), []
-        return out
-
-    def settle(self) -> list[Action]:
-        return self.api.settle(self.take)
-
-    def tick(self, to: float) -> list[Action]:
-        self.now = to
-        self.reconciler.flush_status()
-        return self.settle()
-
-    def run(self) -> dict[str, Any]:
-        return self.api.get(RUNS, "ns", "r")
-
-    def workload(self) -> dict[str, Any]:
-        (body,) = [b for (plural, _, _), b in self.api.objects.items() if plural == WORKLOADS.plural]
-        return body
-
-    def used(self, flavor: str, resource: str) -> int:
-        return self.reconciler.core.ledger.used("cq", (flavor, resource))
+def stored_run(c: Cluster) -> dict[str, Any]:
+    return c.api.get(RUNS, "ns", "r")
 
 
 def templates(run: dict[str, Any]) -> dict[str, Any]:
@@ -114,7 +79,7 @@ def queues(c: Cluster) -> None:
 
 
 def pod(c: Cluster, name: str, role: str, *, ready: bool) -> None:
-    run = c.run()
+    run = stored_run(c)
     owner = {
         "apiVersion": "example.com/v1",
         "kind": "TrainingRun",
@@ -141,16 +106,16 @@ def pod(c: Cluster, name: str, role: str, *, ready: bool) -> None:
 
 
 def test_a_training_run_from_creation_through_a_pods_ready_eviction_to_finish() -> None:
-    c = Cluster()
+    c = training_cluster()
     queues(c)
     c.api.sync()
     original = msgspec.json.decode(msgspec.json.encode(training_run("r", ROLES, suspend=False)))
     c.api.add(RUNS, original)
-    recorded = templates(c.run())
+    recorded = templates(stored_run(c))
     c.settle()
     # Suspended, its Workload created with both pod sets and owned by the TrainingRun, admitted
     # with a flavor per pod set, and started with each pod set's node labels.
-    workload = c.workload()
+    workload = c.only_workload()
     assert [(ps["name"], ps["count"]) for ps in workload["spec"]["podSets"]] == [
         ("leader", 1),
         ("workers", 2),
@@ -160,7 +125,7 @@ def test_a_training_run_from_creation_through_a_pods_ready_eviction_to_finish() 
     flavors = {a["name"]: a["flavors"] for a in workload["status"]["admission"]["podSetAssignments"]}
     assert flavors == {"leader": {"cpu": "small"}, "workers": {"cpu": "big", GPU: "big"}}
     assert (c.used("small", "cpu"), c.used("big", "cpu"), c.used("big", GPU)) == (1000, 2000, 2)
-    run = c.run()
+    run = stored_run(c)
     assert run["spec"]["suspend"] is False
     started = templates(run)
     assert started["leader"]["spec"]["nodeSelector"] == {"pool": "cpu"}
@@ -172,27 +137,27 @@ def test_a_training_run_from_creation_through_a_pods_ready_eviction_to_finish() 
     pod(c, "r-workers-0", "workers", ready=True)
     pod(c, "r-workers-1", "workers", ready=False)
     c.settle()
-    ready = condition(c.workload(), "PodsReady")
+    ready = condition(c.only_workload(), "PodsReady")
     assert ready is not None
     assert ready["status"] == "False"
     # The timeout passes: evicted, the TrainingRun stopped, suspended and its templates restored.
     c.tick(T0 + 61)
-    evicted = condition(c.workload(), "Evicted")
+    evicted = condition(c.only_workload(), "Evicted")
     assert evicted is not None
     assert (evicted["status"], evicted["reason"]) == ("True", "PodsReadyTimeout")
     assert c.used("big", GPU) == 0
-    run = c.run()
+    run = stored_run(c)
     assert run["spec"]["suspend"] is True
     assert templates(run) == recorded
     assert "Stopped" in c.api.reasons("TrainingRun", "r")
     # After the backoff it is admitted and started again; with every pod ready, PodsReady True.
     c.tick(T0 + 61 + 30)
-    assert c.run()["spec"]["suspend"] is False
-    assert templates(c.run())["workers"]["spec"]["nodeSelector"] == {"pool": "gpu"}
+    assert stored_run(c)["spec"]["suspend"] is False
+    assert templates(stored_run(c))["workers"]["spec"]["nodeSelector"] == {"pool": "gpu"}
     assert c.used("big", GPU) == 2
     c.api.change(PODS, "ns", "r-workers-1", {"status": {"conditions": [{"type": "Ready", "status": "True"}]}})
     c.settle()
-    ready = condition(c.workload(), "PodsReady")
+    ready = condition(c.only_workload(), "PodsReady")
     assert ready is not None
     assert ready["status"] == "True"
     # It succeeds: its Workload is declared finished and the quota returns.
@@ -203,7 +168,7 @@ def test_a_training_run_from_creation_through_a_pods_ready_eviction_to_finish() 
         {"status": {"conditions": [{"type": "Succeeded", "status": "True", "message": "ok"}]}},
     )
     c.settle()
-    finished = condition(c.workload(), "Finished")
+    finished = condition(c.only_workload(), "Finished")
     assert finished is not None
     assert (finished["status"], finished["reason"], finished["message"]) == ("True", "Succeeded", "ok")
     assert (c.used("small", "cpu"), c.used("big", GPU)) == (0, 0)
@@ -211,7 +176,7 @@ def test_a_training_run_from_creation_through_a_pods_ready_eviction_to_finish() 
 
 
 def test_its_table_row_is_the_integrations_own() -> None:
-    c = Cluster()
+    c = training_cluster()
     rows = {row.resource.plural: row for row in c.reconciler.watched_kinds}
     assert rows["trainingruns"].projection is TRAINING_RUN.projection
     assert rows["jobs"].resource.kind == "Job"
@@ -223,21 +188,11 @@ def test_its_table_row_is_the_integrations_own() -> None:
 CONFIG_DOC = {"apiVersion": "config.kueue.x-k8s.io/v1beta2", "kind": "Configuration"}
 
 
-@pytest_asyncio.fixture
-async def fake() -> AsyncIterator[FakeApiServer]:
-    server = FakeApiServer()
-    await server.start()
-    try:
-        yield server
-    finally:
-        await server.close()
-
-
 @pytest.mark.asyncio
 async def test_the_informer_from_its_row_lists_and_watches_training_runs(fake: FakeApiServer) -> None:
     """From the wire: the API server lists one TrainingRun and the watch shows it suspended; the
     reconciler, fed by an Informer made from its table row, queues its Workload with both pod sets."""
-    c = Cluster()
+    c = training_cluster()
     queues(c)
     row = next(r for r in c.reconciler.watched_kinds if r.resource == RUNS)
     body = msgspec.json.decode(msgspec.json.encode(training_run("r", ROLES, suspend=True)))
@@ -271,7 +226,7 @@ async def test_the_informer_from_its_row_lists_and_watches_training_runs(fake: F
 def test_a_job_and_a_training_run_of_one_name_are_two_jobs() -> None:
     """Jobs are kept per kind: a batch/v1 Job and a TrainingRun both named r get a Workload each,
     each owned by its own kind."""
-    c = Cluster()
+    c = training_cluster()
     queues(c)
     c.api.sync()
     c.api.add(RUNS, msgspec.json.decode(msgspec.json.encode(training_run("r", ROLES, suspend=True))))
@@ -291,7 +246,7 @@ def test_a_job_and_a_training_run_of_one_name_are_two_jobs() -> None:
 def test_a_running_training_run_is_preempted_by_a_higher_priority_job() -> None:
     """Preemption through the runtime: the TrainingRun's Workload is evicted, the run stopped,
     suspended and its templates restored; the Job that preempted it starts on the GPUs."""
-    c = Cluster()
+    c = training_cluster()
     queues(c)
     body = cluster_queue_body("cq", [("small", {"cpu": 4, GPU: 0}), ("big", {"cpu": 4, GPU: 2})])
     body["spec"]["preemption"] = {"withinClusterQueue": "LowerPriority"}
@@ -302,9 +257,9 @@ def test_a_running_training_run_is_preempted_by_a_higher_priority_job() -> None:
     run = msgspec.json.decode(msgspec.json.encode(training_run("r", ROLES, suspend=False)))
     run["metadata"]["labels"]["kueue.x-k8s.io/priority-class"] = "low"
     c.api.add(RUNS, run)
-    recorded = templates(c.run())
+    recorded = templates(stored_run(c))
     c.settle()
-    assert c.run()["spec"]["suspend"] is False
+    assert stored_run(c)["spec"]["suspend"] is False
     assert c.used("big", GPU) == 2
     urgent = job_body("urgent", requests={"cpu": "1", GPU: "2"})
     urgent["metadata"]["labels"]["kueue.x-k8s.io/priority-class"] = "high"
@@ -319,8 +274,8 @@ def test_a_running_training_run_is_preempted_by_a_higher_priority_job() -> None:
     evicted = condition(workloads["TrainingRun"], "Evicted")
     assert evicted is not None
     assert (evicted["status"], evicted["reason"]) == ("True", "Preempted")
-    assert c.run()["spec"]["suspend"] is True
-    assert templates(c.run()) == recorded
+    assert stored_run(c)["spec"]["suspend"] is True
+    assert templates(stored_run(c)) == recorded
     assert "Stopped" in c.api.reasons("TrainingRun", "r")
     assert workloads["Job"]["status"]["admission"]["podSetAssignments"][0]["flavors"] == {
         "cpu": "big",

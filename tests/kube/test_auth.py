@@ -13,8 +13,8 @@ import pytest
 from reconciler.api.resources import WORKLOADS
 from reconciler.kube import ConfigError, KubeClient, Unauthorized
 from reconciler.kube.auth import FileTokenSource, load_in_cluster
-from tests.kube.test_kubeconfig import exec_kubeconfig, pem_pair
 from tests.support.fake_apiserver import FakeApiServer, json_reply, status_reply
+from tests.support.kubeconfigs import exec_kubeconfig, pem_pair
 
 
 def _write_ca(path: Path) -> None:

@@ -28,17 +28,7 @@ from tests.support.fake_apiserver import (
     status_reply,
     stream,
 )
-from tests.support.informers import (
-    HANG,
-    LIST,
-    WATCH,
-    Recorder,
-    lists,
-    make,
-    running,
-    until,
-    watches,
-)
+from tests.support.informers import HANG, LIST, WATCH, Recorder, lists, make, running, until, watches
 
 
 @pytest.mark.asyncio

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-import datetime as dt
 from typing import Any, cast
 
 import msgspec
@@ -17,6 +16,7 @@ from reconciler.runtime.actions import Create, MergePatch
 from reconciler.runtime.snapshot import state_snapshot
 from reconciler.runtime.writer import WriteDone, Writer
 from tests.support.builders import cluster_queue_body
+from tests.support.leader_metrics import leader_harness, with_creation
 from tests.support.metrics import scrape, value
 from tests.support.reconciler_harness import (
     GPU,
@@ -30,14 +30,6 @@ from tests.support.reconciler_harness import (
 )
 
 CREATED = "2026-01-01T00:00:00Z"
-CREATED_EPOCH = dt.datetime(2026, 1, 1, tzinfo=dt.UTC).timestamp()
-
-
-def with_creation(workload: Workload, stamp: str) -> Workload:
-    body = msgspec.json.decode(msgspec.json.encode(workload))
-    body["metadata"]["creationTimestamp"] = stamp
-    result: Workload = decode(body, Workload)
-    return result
 
 
 def admitted_pair(h: Harness) -> tuple[Workload, Workload, MergePatch]:
@@ -62,14 +54,6 @@ def admitted_pair(h: Harness) -> tuple[Workload, Workload, MergePatch]:
     h.reconciler.handle(WriteDone(admit, body=msgspec.json.encode(admitted)))
     h.take()
     return first, admitted, admit
-
-
-def leader_harness(wait_seconds: float = 7.0) -> tuple[Harness, Metrics]:
-    h = Harness()
-    metrics = Metrics("leader", wall_clock=lambda: CREATED_EPOCH + wait_seconds, version="1.2.3")
-    h.reconciler.metrics = metrics
-    metrics.state_source = lambda: state_snapshot(h.reconciler)
-    return h, metrics
 
 
 def test_admission_counters_wait_time_histograms_and_state_gauges() -> None:

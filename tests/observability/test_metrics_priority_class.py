@@ -8,10 +8,10 @@ from reconciler.api import ClusterQueue, Cohort, Workload
 from reconciler.api.resources import CLUSTER_QUEUES, COHORTS, WORKLOADS
 from reconciler.core.primitives.priority import priority_class_name
 from reconciler.runtime.writer import WriteDone
-from tests.observability.test_metrics import leader_harness, with_creation
-from tests.runtime.test_priorities import add_class, labelled, queued
 from tests.support.builders import cluster_queue_body
+from tests.support.leader_metrics import leader_harness, with_creation
 from tests.support.metrics import scrape, value
+from tests.support.priority_jobs import add_class, labelled, queued
 from tests.support.reconciler_harness import GPU, apply_patch, decode, of, queues
 
 

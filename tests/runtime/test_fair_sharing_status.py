@@ -13,9 +13,9 @@ from reconciler.config import parse_config
 from reconciler.observability.metrics import Metrics
 from reconciler.runtime.patches import cluster_queue_status_patch, status_patch
 from reconciler.runtime.snapshot import state_snapshot
-from tests.runtime.test_priorities import queued
-from tests.support.builders import cluster_queue_body
+from tests.support.builders import cluster_queue_body, t4_group
 from tests.support.metrics import scrape, value
+from tests.support.priority_jobs import queued
 from tests.support.reconciler_harness import CONFIG, GPU, Harness, decode, gpu_job, of, queues
 
 FAIR = parse_config(
@@ -29,14 +29,7 @@ FAIR = parse_config(
 
 
 def cohort(h: Harness, name: str, gpus: int, parent: str | None = None) -> Cohort:
-    spec: dict[str, Any] = {
-        "resourceGroups": [
-            {
-                "coveredResources": [GPU],
-                "flavors": [{"name": "t4", "resources": [{"name": GPU, "nominalQuota": gpus}]}],
-            }
-        ]
-    }
+    spec: dict[str, Any] = {"resourceGroups": t4_group({"name": GPU, "nominalQuota": gpus})}
     if parent:
         spec["parentName"] = parent
     result: Cohort = decode(

@@ -11,10 +11,9 @@ import pytest
 from reconciler.api.resources import JOBS, PODS
 from reconciler.integrations.pods.pod import POD_FINALIZER
 from reconciler.runtime.actions import Action
-from tests.integrations.test_pod_runtime import Cluster as PodCluster
-from tests.integrations.test_pod_runtime import queues
 from tests.support.memory_api import MemoryApi
 from tests.support.memory_cluster import Cluster, condition
+from tests.support.pod_queues import pod_cluster, queues
 from tests.support.pods import pod_body, stored_pod
 
 
@@ -33,7 +32,7 @@ def perform_holding_events(
 def test_a_pods_finalizer_goes_on_the_finish_response_without_its_event(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    c = PodCluster()
+    c = pod_cluster()
     queues(c, gpus=1)
     c.api.add(PODS, stored_pod(pod_body("p1")))
     c.settle()

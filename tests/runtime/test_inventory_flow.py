@@ -17,13 +17,13 @@ from reconciler.api.resources import (
     WORKLOADS,
 )
 from reconciler.api.slices import Node, ResourceSlice
-from reconciler.config import parse_config
 from reconciler.core.model.workloads import DEVICE_CHARGES_ANNOTATION
 from reconciler.kube import WatchEvent
 from reconciler.runtime.actions import Create, PostEvent
-from reconciler.runtime.reconciler import ALL_WATCHED, WATCHED, Reconciler
+from reconciler.runtime.reconciler import ALL_WATCHED, WATCHED
 from reconciler.runtime.writer import WriteDone
 from tests.support.builders import cluster_queue_body
+from tests.support.inventory_harness import enforcing
 from tests.support.reconciler_harness import (
     Harness,
     apply_patch,
@@ -35,22 +35,6 @@ from tests.support.reconciler_harness import (
 )
 
 DRIVER = "gpu.nvidia.com"
-
-
-def enforcing(mode: str = "Enforce", classes: tuple[str, ...] = ("gpu.nvidia.com",)) -> Harness:
-    config = parse_config(
-        {
-            "apiVersion": "config.kueue.x-k8s.io/v1beta2",
-            "kind": "Configuration",
-            "resources": {
-                "deviceClassMappings": [{"name": "nvidia.com/gpu", "deviceClassNames": list(classes)}]
-            },
-            "deviceInventory": {"mode": mode},
-        }
-    )
-    h = Harness()
-    h.reconciler = Reconciler(config, h.actions.append, clock=lambda: "2026-01-01T00:00:00Z")
-    return h
 
 
 def devices(h: Harness, gpus: int) -> None:

@@ -24,14 +24,7 @@ from tests.support.pods_ready_harness import (
     ready_pod,
     started,
 )
-from tests.support.reconciler_harness import (
-    GPU,
-    apply_patch,
-    created_workload,
-    decode,
-    of,
-    queues,
-)
+from tests.support.reconciler_harness import GPU, apply_patch, created_workload, decode, of, queues
 
 GPU_CLAIM = {"name": "g", "resourceClaimTemplateName": "gpu"}
 

@@ -4,39 +4,11 @@ from __future__ import annotations
 
 import msgspec
 
-from reconciler.api import Job, Workload, WorkloadPriorityClass
-from reconciler.api.resources import JOBS, WORKLOAD_PRIORITY_CLASSES, WORKLOADS
+from reconciler.api.resources import JOBS, WORKLOADS
 from reconciler.runtime.actions import PostEvent
 from reconciler.runtime.writer import WriteDone
-from tests.support.reconciler_harness import (
-    GPU,
-    Harness,
-    apply_patch,
-    created_workload,
-    decode,
-    gpu_job,
-    of,
-    queues,
-)
-
-
-def labelled(h: Harness, name: str, priority_class: str) -> Job:
-    job = gpu_job(h, name)
-    job.metadata.labels["kueue.x-k8s.io/priority-class"] = priority_class
-    return job
-
-
-def add_class(h: Harness, name: str, value: int) -> None:
-    body = {"metadata": {"name": name, "resourceVersion": h.next_rv()}, "value": value}
-    h.event("ADDED", WORKLOAD_PRIORITY_CLASSES, decode(body, WorkloadPriorityClass))
-
-
-def queued(h: Harness, job: Job) -> Workload:
-    h.event("ADDED", JOBS, job)
-    (create,) = of(h.take(), "create-workload")
-    workload = created_workload(h, create)
-    h.reconciler.handle(WriteDone(create, body=msgspec.json.encode(workload)))
-    return workload
+from tests.support.priority_jobs import add_class, labelled, queued
+from tests.support.reconciler_harness import GPU, Harness, apply_patch, gpu_job, of, queues
 
 
 def test_the_higher_priority_job_is_admitted_first_when_quota_frees() -> None:

@@ -6,14 +6,7 @@ import msgspec
 import pytest
 from structlog.testing import capture_logs
 
-from reconciler.api import (
-    ClusterQueue,
-    Job,
-    LocalQueue,
-    Namespace,
-    ResourceFlavor,
-    Workload,
-)
+from reconciler.api import ClusterQueue, Job, LocalQueue, Namespace, ResourceFlavor, Workload
 from reconciler.api.resources import (
     CLUSTER_QUEUES,
     JOBS,

@@ -10,13 +10,12 @@ import re
 import socket
 import ssl
 import time
-from collections.abc import AsyncIterator, Callable
+from collections.abc import Callable
 from pathlib import Path
 from typing import NoReturn
 
 import aiohttp
 import pytest
-import pytest_asyncio
 import structlog.testing
 
 from reconciler.config import Configuration, parse_config
@@ -60,16 +59,6 @@ class ExitedError(Exception):
     def __init__(self, code: int) -> None:
         super().__init__(code)
         self.code = code
-
-
-@pytest_asyncio.fixture
-async def fake() -> AsyncIterator[FakeApiServer]:
-    server = FakeApiServer()
-    await server.start()
-    try:
-        yield server
-    finally:
-        await server.close()
 
 
 def raise_exit(code: int) -> NoReturn:

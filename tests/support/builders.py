@@ -7,13 +7,7 @@ from typing import Any
 
 import msgspec
 
-from reconciler.api import (
-    ClusterQueue,
-    Job,
-    ResourceClaimTemplate,
-    ResourceFlavor,
-    Workload,
-)
+from reconciler.api import ClusterQueue, Job, ResourceClaimTemplate, ResourceFlavor, Workload
 from reconciler.core.model.clusterqueues import ClusterQueueModel, compile_cluster_queue
 
 
@@ -164,3 +158,17 @@ def gpu_request(count: int = 1, device_class: str = "gpu.nvidia.com", **extra: A
 def workload_of(body: Mapping[str, Any]) -> Workload:
     result: Workload = decode(body, Workload)
     return result
+
+
+def t4_group(quota: dict[str, Any]) -> list[dict[str, Any]]:
+    """resourceGroups of one group: flavor t4 with that one quota entry (its resource covered)."""
+    return [{"coveredResources": [quota["name"]], "flavors": [{"name": "t4", "resources": [quota]}]}]
+
+
+def cohort_body(name: str, spec: dict[str, Any]) -> dict[str, Any]:
+    return {
+        "apiVersion": "kueue.x-k8s.io/v1beta2",
+        "kind": "Cohort",
+        "metadata": {"name": name},
+        "spec": spec,
+    }

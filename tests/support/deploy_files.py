@@ -1,4 +1,4 @@
-"""The commands the image's Dockerfile stages run: tests/test_deploy_files.py checks the
+"""The commands the image's Dockerfile stages run: tests/project/test_deploy_files.py checks the
 Dockerfile runs them, e2e/test_image_contents.py runs the same ones without Docker. And the
 container's arguments, which the manifests and the Helm chart must both give."""
 

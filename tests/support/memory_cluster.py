@@ -4,22 +4,30 @@ reconciler asks for is performed and its watch event delivered, no hand-made eve
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
 from reconciler.api.resources import (
     CLUSTER_QUEUES,
     JOBS,
+    JOBSETS,
+    LEADERWORKERSETS,
     LOCAL_QUEUES,
     NAMESPACES,
+    PODS,
     RESOURCE_CLAIM_TEMPLATES,
     RESOURCE_FLAVORS,
     WORKLOADS,
 )
 from reconciler.api.times import rfc3339
 from reconciler.config import Configuration, parse_config
+from reconciler.integrations import Integration
+from reconciler.integrations.lws.group import workload_name
+from reconciler.integrations.registry import REGISTRY
 from reconciler.runtime.actions import Action
 from reconciler.runtime.reconciler import Reconciler
 from tests.support.builders import cluster_queue_body, job_body
+from tests.support.lws import group_pods, lws_body, stored_lws
 from tests.support.memory_api import MemoryApi
 
 __all__ = ["CONFIG", "GPU", "T0", "Cluster", "condition", "gpu_template"]
@@ -52,13 +60,26 @@ def condition(body: dict[str, Any], kind: str) -> tuple[str, str, str] | None:
 
 
 class Cluster:
-    def __init__(self, config: Configuration = CONFIG) -> None:
+    """The reconciler (with its Configuration, and a registry of integrations when given) over the
+    in-memory API (honouring finalizers when asked) with a controlled clock starting at T0."""
+
+    def __init__(
+        self,
+        config: Configuration = CONFIG,
+        *,
+        finalizers: bool = False,
+        registry: Mapping[str, Integration] = REGISTRY,
+    ) -> None:
         self.now = T0
         self.actions: list[Action] = []
         self.reconciler = Reconciler(
-            config, self.actions.append, clock=lambda: rfc3339(self.now), wall=lambda: self.now
+            config,
+            self.actions.append,
+            clock=lambda: rfc3339(self.now),
+            wall=lambda: self.now,
+            registry=registry,
         )
-        self.api = MemoryApi(self.reconciler, lambda: rfc3339(self.now))
+        self.api = MemoryApi(self.reconciler, lambda: rfc3339(self.now), finalizers=finalizers)
 
     def take(self) -> list[Action]:
         self.reconciler.after_batch()
@@ -97,6 +118,12 @@ class Cluster:
     def job(self, name: str) -> dict[str, Any]:
         return self.api.get(JOBS, "ns", name)
 
+    def pod(self, name: str) -> dict[str, Any]:
+        return self.api.get(PODS, "ns", name)
+
+    def jobset(self, name: str) -> dict[str, Any]:
+        return self.api.get(JOBSETS, "ns", name)
+
     def workload(self, job_name: str) -> dict[str, Any]:
         """The Workload of a Job (by its owner reference)."""
         (found,) = [
@@ -107,6 +134,37 @@ class Cluster:
         ]
         return found
 
+    def only_workload(self) -> dict[str, Any]:
+        """The one Workload there is."""
+        (body,) = [b for (plural, _, _), b in self.api.objects.items() if plural == WORKLOADS.plural]
+        return body
+
+    def workloads(self) -> dict[str, dict[str, Any]]:
+        """Workloads by (owner kind, owner name)."""
+        return {
+            f"{ref['kind']}/{ref['name']}": body
+            for (plural, _, _), body in self.api.objects.items()
+            if plural == WORKLOADS.plural
+            for ref in body["metadata"]["ownerReferences"]
+        }
+
+    def add_set(self, name: str, replicas: int = 1) -> dict[str, Any]:
+        """A stored LeaderWorkerSet and its groups' pods."""
+        body = stored_lws(lws_body(name, replicas=replicas))
+        self.api.add(LEADERWORKERSETS, body)
+        for index in range(replicas):
+            self.add_group(body, index)
+        return body
+
+    def add_group(self, lws: dict[str, Any], index: int) -> None:
+        for pod in group_pods(lws, index):
+            self.api.add(PODS, pod)
+
+    def group_workload(self, lws: dict[str, Any], index: int) -> dict[str, Any] | None:
+        """The Workload of a LeaderWorkerSet's group, if any."""
+        name = workload_name(lws["metadata"]["name"], lws["metadata"]["uid"], index)
+        return self.api.objects.get((WORKLOADS.plural, "ns", name))
+
     def stop_policy(self, policy: str) -> list[Action]:
         """The admin sets the ClusterQueue's spec.stopPolicy; what followed."""
         generation = self.api.get(CLUSTER_QUEUES, "", "cq")["metadata"].get("generation", 1) + 1
@@ -114,5 +172,8 @@ class Cluster:
         self.api.change(CLUSTER_QUEUES, "", "cq", patch)
         return self.settle()
 
+    def used(self, flavor: str, resource: str) -> int:
+        return self.reconciler.core.ledger.used("cq", (flavor, resource))
+
     def used_gpus(self) -> int:
-        return self.reconciler.core.ledger.used("cq", ("t4", GPU))
+        return self.used("t4", GPU)

@@ -1,7 +1,7 @@
 """manifests/prometheus as the monitoring tests read it: the metrics contract with the runtime,
 the Grafana dashboard's queries and the PrometheusRule's alerts.
 
-Shared by tests/test_monitoring_files.py (static checks) and e2e/test_prometheus.py (a real
+Shared by tests/project/test_monitoring_files.py (static checks) and e2e/test_prometheus.py (a real
 Prometheus evaluating them).
 """
 

@@ -14,15 +14,7 @@ from reconciler.config import parse_config
 from reconciler.runtime.actions import Action, Create, MergePatch, PostEvent
 from reconciler.runtime.reconciler import Reconciler
 from reconciler.runtime.writer import WriteDone
-from tests.support.reconciler_harness import (
-    GPU,
-    Harness,
-    apply_patch,
-    created_workload,
-    decode,
-    gpu_job,
-    of,
-)
+from tests.support.reconciler_harness import GPU, Harness, apply_patch, created_workload, decode, gpu_job, of
 
 T0 = 1767225600.0  # 2026-01-01T00:00:00Z
 

@@ -13,9 +13,7 @@ from structlog.testing import capture_logs
 
 from reconciler.admission.review import MAX_DEPTH, BadReviewError, decode_object, decode_review
 from reconciler.api import ClusterQueue
-from tests.webhook.test_server import Running, job_request, running, serving
-
-__all__ = ["running"]  # the fixture, used by name
+from tests.support.webhook_server import Running, job_request, serving
 
 DEEP = 100_000
 PATH = "/mutate-batch-v1-job"

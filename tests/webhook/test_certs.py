@@ -113,7 +113,7 @@ def _apply_patch(obj: dict[str, Any], patch: list[dict[str, Any]]) -> bool:
     return True
 
 
-class Cluster:
+class CertObjects:
     """A Secret and two webhook configurations with the API server's semantics (versions, 409, 422)."""
 
     def __init__(self, fake: FakeApiServer) -> None:
@@ -183,16 +183,6 @@ class Cluster:
 
 
 @pytest_asyncio.fixture
-async def fake() -> AsyncIterator[FakeApiServer]:
-    server = FakeApiServer()
-    await server.start()
-    try:
-        yield server
-    finally:
-        await server.close()
-
-
-@pytest_asyncio.fixture
 async def client(fake: FakeApiServer) -> AsyncIterator[KubeClient]:
     kube = KubeClient(fake.url, token="t", retry_backoff=Backoff(initial=0.01, maximum=0.02))
     try:
@@ -210,7 +200,7 @@ def manager(client: KubeClient, cert_dir: Path, clock: list[dt.datetime]) -> Cer
 async def test_bootstrap_creates_the_secret_writes_the_files_and_injects_the_bundle(
     fake: FakeApiServer, client: KubeClient, tmp_path: Path
 ) -> None:
-    cluster = Cluster(fake)
+    cluster = CertObjects(fake)
     cluster.configuration(MUTATING, webhooks=1)
     cluster.configuration(VALIDATING, webhooks=3)
     certs = manager(client, tmp_path, [NOW])
@@ -238,7 +228,7 @@ async def test_bootstrap_creates_the_secret_writes_the_files_and_injects_the_bun
 async def test_a_second_replica_takes_the_first_ones_secret(
     fake: FakeApiServer, client: KubeClient, tmp_path: Path
 ) -> None:
-    cluster = Cluster(fake)
+    cluster = CertObjects(fake)
     first = await manager(client, tmp_path / "a", [NOW]).round()
     second = await manager(client, tmp_path / "b", [NOW]).round()
     assert first == second
@@ -250,7 +240,7 @@ async def test_a_second_replica_takes_the_first_ones_secret(
 async def test_a_lost_create_race_takes_the_winners_secret(
     fake: FakeApiServer, client: KubeClient, tmp_path: Path
 ) -> None:
-    cluster = Cluster(fake)
+    cluster = CertObjects(fake)
     winner = new_bundle(["x"], NOW)
 
     async def absent_then_created(request: web.Request) -> web.StreamResponse:
@@ -275,7 +265,7 @@ def _data(bundle: CertBundle) -> dict[str, str]:
 async def test_rotation_renews_the_serving_certificate_then_the_ca(
     fake: FakeApiServer, client: KubeClient, tmp_path: Path
 ) -> None:
-    cluster = Cluster(fake)
+    cluster = CertObjects(fake)
     cluster.configuration(MUTATING, webhooks=1)
     clock = [NOW]
     certs = manager(client, tmp_path, clock)
@@ -297,7 +287,7 @@ async def test_rotation_renews_the_serving_certificate_then_the_ca(
 async def test_injection_retries_when_the_configuration_changes_under_it(
     fake: FakeApiServer, client: KubeClient, tmp_path: Path
 ) -> None:
-    cluster = Cluster(fake)
+    cluster = CertObjects(fake)
     cluster.configuration(MUTATING, webhooks=1)
     cluster.configuration(VALIDATING, webhooks=1)
     bundle = new_bundle(["x"], NOW)
@@ -315,7 +305,7 @@ async def test_injection_retries_when_the_configuration_changes_under_it(
 
 @pytest.mark.asyncio
 async def test_a_broken_secret_is_replaced(fake: FakeApiServer, client: KubeClient, tmp_path: Path) -> None:
-    cluster = Cluster(fake)
+    cluster = CertObjects(fake)
     cluster.put(SECRET_PATH, {"type": "kubernetes.io/tls", "data": {"tls.crt": "", "tls.key": ""}})
     bundle = await manager(client, tmp_path, [NOW]).ensure_secret()
     assert cluster.writes == [("update", SECRET_PATH)]

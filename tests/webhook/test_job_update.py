@@ -4,7 +4,10 @@ from __future__ import annotations
 
 import msgspec
 
-from reconciler.admission.queue_rules import needs_default_queue_lookup_on_update, validate_job_update
+from reconciler.admission.queue_rules import (
+    needs_default_queue_lookup_on_update,
+    validate_job_update,
+)
 from reconciler.api import Job
 from tests.support.builders import job_body
 
