@@ -27,8 +27,8 @@ import msgspec
 
 from reconciler.config import parse_config
 from reconciler.kube import WatchEvent
-from reconciler.runtime.reconciler import WATCHED, Reconciler
-from reconciler.runtime.writer import WriteDone
+from reconciler.runtime.loop.reconciler import WATCHED, Reconciler
+from reconciler.runtime.shared.writer import WriteDone
 
 try:  # this version's layout: the API types in the floor
     types: ModuleType = importlib.import_module("reconciler.api")

@@ -292,8 +292,8 @@ def _run(args: argparse.Namespace) -> int:
     from .kube.errors import ConfigError as KubeConfigError
     from .kube.leader import ElectionConfig
     from .observability.logging import configure_logging
-    from .runtime.controller import ControllerOptions
-    from .runtime.supervisor import ProcessOptions, run_process
+    from .runtime.loop.controller import ControllerOptions
+    from .runtime.loop.supervisor import ProcessOptions, run_process
 
     try:
         config = load_config(args.config)

@@ -20,7 +20,7 @@ from reconciler.config import Configuration, parse_config
 from reconciler.core.engine import Engine
 from reconciler.explain.quota import fed_engine
 from reconciler.explain.state import ClusterState, Target
-from reconciler.runtime.snapshot import device_class_samples
+from reconciler.runtime.loop.snapshot import device_class_samples
 from reconciler.simulate import InputObject, prepare
 from tests.support.builders import cluster_queue_body
 from tests.support.engine_state import engine_state

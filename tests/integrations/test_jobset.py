@@ -12,7 +12,7 @@ from reconciler.config import parse_config
 from reconciler.integrations import JOBSET, PODSET_LABEL, PodSetStart, enabled
 from reconciler.integrations.children import controller_parent, suspend_child
 from reconciler.integrations.registry import REGISTRY
-from reconciler.runtime.store import Store
+from reconciler.runtime.shared.store import Store
 from tests.support.jobsets import jobset_body, jobset_of
 
 TWO = [("leader", 1, None, None, "gpu-a"), ("workers", 2, 2, 2, "gpu-b")]

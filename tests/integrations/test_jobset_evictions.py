@@ -10,7 +10,7 @@ from collections.abc import Sequence
 import msgspec
 
 from reconciler.api.resources import CLUSTER_QUEUES, JOBSETS, WORKLOAD_PRIORITY_CLASSES
-from reconciler.runtime.actions import Action, MergePatch
+from reconciler.runtime.shared.actions import Action, MergePatch
 from tests.support.builders import cluster_queue_body
 from tests.support.jobset_queues import TWO, condition, jobset_cluster, queues
 from tests.support.jobsets import RJ, jobset_body

@@ -12,7 +12,7 @@ from reconciler.api.resources import LEADERWORKERSETS, PODS, WORKLOADS
 from reconciler.integrations import PODSET_LABEL
 from reconciler.integrations.lws.group import workload_name
 from reconciler.integrations.pods.pod import ADMISSION_GATE, TOPOLOGY_GATE
-from reconciler.runtime.actions import Delete
+from reconciler.runtime.shared.actions import Delete
 from tests.support.lws_cluster import lws_cluster
 from tests.support.memory_cluster import GPU
 from tests.support.pod_queues import TAINT, condition, gates, queues

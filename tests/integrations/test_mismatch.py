@@ -13,8 +13,8 @@ import msgspec
 
 from reconciler.api import Job, Workload
 from reconciler.api.resources import JOBS, WORKLOADS
-from reconciler.runtime.actions import Create, Delete, MergePatch, PostEvent
-from reconciler.runtime.writer import WriteDone
+from reconciler.runtime.shared.actions import Create, Delete, MergePatch, PostEvent
+from reconciler.runtime.shared.writer import WriteDone
 from tests.support.memory_api import merge
 from tests.support.reconciler_harness import (
     GPU,

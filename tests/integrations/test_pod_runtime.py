@@ -10,7 +10,7 @@ from __future__ import annotations
 from reconciler.api.resources import JOBS, PODS, WORKLOADS
 from reconciler.integrations import PODSET_LABEL
 from reconciler.integrations.pods.pod import ADMISSION_GATE, POD_FINALIZER, TOPOLOGY_GATE
-from reconciler.runtime.watched import POD_JOBS_HANDLER
+from reconciler.runtime.shared.watched import POD_JOBS_HANDLER
 from tests.support.builders import job_body
 from tests.support.memory_cluster import GPU
 from tests.support.pod_queues import TAINT, condition, gates, pod_cluster, queues

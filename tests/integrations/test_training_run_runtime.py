@@ -29,7 +29,7 @@ from reconciler.api.resources import (
 from reconciler.config import parse_config
 from reconciler.integrations import PODSET_LABEL
 from reconciler.kube import Backoff, Informer, KubeClient, WatchEvent
-from reconciler.runtime.reconciler import Reconciler
+from reconciler.runtime.loop.reconciler import Reconciler
 from tests.support.builders import cluster_queue_body, job_body
 from tests.support.fake_apiserver import FakeApiServer, page, stream
 from tests.support.informers import until

@@ -12,9 +12,9 @@ from reconciler.api import ClusterQueue, Job, Workload
 from reconciler.api.resources import CLUSTER_QUEUES, JOBS, WORKLOADS
 from reconciler.kube import Informer, KubeClient, ServerError
 from reconciler.observability.metrics import Metrics, kueue_buckets
-from reconciler.runtime.actions import Create, MergePatch
-from reconciler.runtime.snapshot import state_snapshot
-from reconciler.runtime.writer import WriteDone, Writer
+from reconciler.runtime.loop.snapshot import state_snapshot
+from reconciler.runtime.shared.actions import Create, MergePatch
+from reconciler.runtime.shared.writer import WriteDone, Writer
 from tests.support.builders import cluster_queue_body
 from tests.support.leader_metrics import leader_harness, with_creation
 from tests.support.metrics import scrape, value

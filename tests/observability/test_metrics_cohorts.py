@@ -7,7 +7,7 @@ import math
 from reconciler.api import ClusterQueue
 from reconciler.api.resources import CLUSTER_QUEUES
 from reconciler.observability.metrics import Metrics
-from reconciler.runtime.snapshot import state_snapshot
+from reconciler.runtime.loop.snapshot import state_snapshot
 from tests.support.builders import cluster_queue_body
 from tests.support.metrics import scrape, value
 from tests.support.reconciler_harness import GPU, Harness, decode, queues

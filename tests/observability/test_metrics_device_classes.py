@@ -15,9 +15,9 @@ from reconciler.api.resources import (
     WORKLOADS,
 )
 from reconciler.config import parse_config
-from reconciler.runtime.actions import Create
-from reconciler.runtime.snapshot import state_snapshot
-from reconciler.runtime.writer import WriteDone
+from reconciler.runtime.loop.snapshot import state_snapshot
+from reconciler.runtime.shared.actions import Create
+from reconciler.runtime.shared.writer import WriteDone
 from tests.support.builders import cluster_queue_body, job_body
 from tests.support.metrics import scrape, value
 from tests.support.reconciler_harness import Harness, created_workload, decode, of, queues

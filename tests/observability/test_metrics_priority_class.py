@@ -7,7 +7,7 @@ import msgspec
 from reconciler.api import ClusterQueue, Cohort, Workload
 from reconciler.api.resources import CLUSTER_QUEUES, COHORTS, WORKLOADS
 from reconciler.core.primitives.priority import priority_class_name
-from reconciler.runtime.writer import WriteDone
+from reconciler.runtime.shared.writer import WriteDone
 from tests.support.builders import cluster_queue_body
 from tests.support.leader_metrics import leader_harness, with_creation
 from tests.support.metrics import scrape, value

@@ -143,7 +143,7 @@ def workload_status_merge_patches(source: str) -> list[int]:
 def test_workload_status_writes_go_through_one_helper() -> None:
     """Every write of a Workload's status is made by patches.workload_status_write (one slot,
     one shape); a MergePatch of WORKLOADS' status anywhere else is a copy of it."""
-    helper = PACKAGE / "runtime" / "patches.py"
+    helper = PACKAGE / "runtime/shared/patches.py"
     copies = [
         f"{file.relative_to(ROOT).as_posix()}:{line}"
         for file in sorted(PACKAGE.rglob("*.py"))

@@ -1,7 +1,7 @@
 """manifests/rbac.yaml grants exactly the API access the code uses: nothing missing, nothing extra.
 
 The access is derived from the code, not listed by hand:
-- every row of the table of watched kinds (`reconciler.runtime.watched.WATCHED_KINDS`, from
+- every row of the table of watched kinds (`reconciler.runtime.shared.watched.WATCHED_KINDS`, from
   which the controller's informers are made) needs list and watch, and so does any other
   informer's resource (`Informer(client, RESOURCE, ...)`, also through a tuple of resources);
 - every writer action (`Create`, `MergePatch`, `PostEvent` with a resource
@@ -172,7 +172,7 @@ def _named(resource: Resource, sub: ast.expr | None, scope: Scope) -> list[str]:
 def watched_access() -> set[Access]:
     """List and watch for every watched kind, from the table the informers are made from, with
     the rows of every registered integration (the shipped RBAC lets any of them be enabled)."""
-    from reconciler.runtime.watched import WATCHED_KINDS, job_rows
+    from reconciler.runtime.shared.watched import WATCHED_KINDS, job_rows
 
     rows = (*WATCHED_KINDS, *job_rows(list(REGISTRY.values())))
     return {(row.resource.group, row.resource.plural, verb) for row in rows for verb in ("list", "watch")}
@@ -269,7 +269,7 @@ def used_access() -> set[Access]:
         for integration in REGISTRY.values():
             res = integration.resource
             found.add((res.group, f"{res.plural}/finalizers", "update"))
-    # The LeaderWorkerSet integration's jobs are its groups: runtime/lws.py's LwsJobs sends every
+    # The LeaderWorkerSet integration's jobs are its groups: runtime/jobs/lws.py's LwsJobs sends every
     # write of the generic Jobs concern to the group's pods, and its Workloads are owned by the
     # set without blocking its deletion. The set itself is only listed and watched.
     found = {a for a in found if a[1].split("/")[0] != LEADERWORKERSETS.plural or a[2] in ("list", "watch")}

@@ -9,7 +9,7 @@ import msgspec
 from reconciler.api import Pod, Workload
 from reconciler.api.resources import JOBS, PODS, RESOURCE_CLAIMS, WORKLOADS
 from reconciler.core.primitives.podstatus import claim_report_grace
-from reconciler.runtime.actions import Action, MergePatch
+from reconciler.runtime.shared.actions import Action, MergePatch
 from tests.support.pending_claims import pending_pod, unallocated_claim
 from tests.support.pods_ready_harness import T0, Clocked, admitted_job, events, started
 from tests.support.reconciler_harness import decode, of, queues

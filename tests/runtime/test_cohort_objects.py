@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from reconciler.api import ClusterQueue, Cohort
 from reconciler.api.resources import CLUSTER_QUEUES, COHORTS, WORKLOADS
-from reconciler.runtime.reconciler import WATCHED
+from reconciler.runtime.loop.reconciler import WATCHED
 from tests.support.builders import cluster_queue_body
 from tests.support.priority_jobs import queued
 from tests.support.reconciler_harness import GPU, Harness, decode, gpu_job, of, queues

@@ -12,8 +12,8 @@ from typing import Any, cast
 
 import pytest
 
-from reconciler.runtime.controller import _consume
-from reconciler.runtime.reconciler import Reconciler
+from reconciler.runtime.loop.controller import _consume
+from reconciler.runtime.loop.reconciler import Reconciler
 
 LIMIT = 1000
 

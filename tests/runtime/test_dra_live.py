@@ -21,10 +21,10 @@ from reconciler.api.resources import (
     WORKLOADS,
 )
 from reconciler.config import parse_config
-from reconciler.runtime.actions import Action, Create
-from reconciler.runtime.config_reload import ConfigReload, read_config, watch_config
-from reconciler.runtime.workloads import FIRST_AVAILABLE_ANNOTATION
-from reconciler.runtime.writer import WriteDone
+from reconciler.runtime.queues.config_reload import ConfigReload, read_config, watch_config
+from reconciler.runtime.shared.actions import Action, Create
+from reconciler.runtime.shared.writer import WriteDone
+from reconciler.runtime.workloads.concern import FIRST_AVAILABLE_ANNOTATION
 from tests.support.builders import job_body
 from tests.support.reconciler_harness import GPU, Harness, apply_patch, created_workload, decode, of, queues
 

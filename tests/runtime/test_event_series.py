@@ -8,9 +8,9 @@ import msgspec
 
 from reconciler.api import ObjectMeta, Workload
 from reconciler.kube import NotFound
-from reconciler.runtime.actions import MergePatch, PostEvent, WriteDone
-from reconciler.runtime.event_series import FINISH_SECONDS, REFRESH_SECONDS
-from reconciler.runtime.events import EventRecorder
+from reconciler.runtime.shared.actions import MergePatch, PostEvent, WriteDone
+from reconciler.runtime.shared.event_series import FINISH_SECONDS, REFRESH_SECONDS
+from reconciler.runtime.shared.events import EventRecorder
 
 
 class Clock:

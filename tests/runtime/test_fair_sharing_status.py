@@ -11,8 +11,8 @@ from reconciler.api import ClusterQueue, ClusterQueueStatus, Cohort, FairSharing
 from reconciler.api.resources import CLUSTER_QUEUES, COHORTS, WORKLOADS
 from reconciler.config import parse_config
 from reconciler.observability.metrics import Metrics
-from reconciler.runtime.patches import cluster_queue_status_patch, status_patch
-from reconciler.runtime.snapshot import state_snapshot
+from reconciler.runtime.loop.snapshot import state_snapshot
+from reconciler.runtime.shared.patches import cluster_queue_status_patch, status_patch
 from tests.support.builders import cluster_queue_body, t4_group
 from tests.support.metrics import scrape, value
 from tests.support.priority_jobs import queued

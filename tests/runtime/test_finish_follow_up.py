@@ -10,7 +10,7 @@ import pytest
 
 from reconciler.api.resources import JOBS, PODS
 from reconciler.integrations.pods.pod import POD_FINALIZER
-from reconciler.runtime.actions import Action
+from reconciler.runtime.shared.actions import Action
 from tests.support.memory_api import MemoryApi
 from tests.support.memory_cluster import Cluster, condition
 from tests.support.pod_queues import pod_cluster, queues

@@ -6,7 +6,7 @@ from __future__ import annotations
 import itertools
 
 from reconciler.api import Admission, Condition, ObjectMeta, Workload, WorkloadStatus
-from reconciler.runtime.patches import holds_quota, is_true
+from reconciler.runtime.shared.patches import holds_quota, is_true
 
 KINDS = [("QuotaReserved", "True"), ("QuotaReserved", "False"), ("Finished", "True"), ("Finished", "False")]
 KINDS += [("Admitted", "True")]

@@ -9,9 +9,9 @@ import msgspec
 from reconciler.api import ClusterQueue, ResourceFlavor
 from reconciler.api.resources import CLUSTER_QUEUES, JOBS, RESOURCE_FLAVORS, WORKLOADS
 from reconciler.kube import Conflict
-from reconciler.runtime.actions import MergePatch
-from reconciler.runtime.in_use import RESOURCE_IN_USE
-from reconciler.runtime.writer import WriteDone
+from reconciler.runtime.queues.in_use import RESOURCE_IN_USE
+from reconciler.runtime.shared.actions import MergePatch
+from reconciler.runtime.shared.writer import WriteDone
 from tests.support.builders import cluster_queue_body
 from tests.support.reconciler_harness import (
     GPU,

@@ -19,9 +19,9 @@ from reconciler.api.resources import (
 from reconciler.api.slices import Node, ResourceSlice
 from reconciler.core.model.workloads import DEVICE_CHARGES_ANNOTATION
 from reconciler.kube import WatchEvent
-from reconciler.runtime.actions import Create, PostEvent
-from reconciler.runtime.reconciler import ALL_WATCHED, WATCHED
-from reconciler.runtime.writer import WriteDone
+from reconciler.runtime.loop.reconciler import ALL_WATCHED, WATCHED
+from reconciler.runtime.shared.actions import Create, PostEvent
+from reconciler.runtime.shared.writer import WriteDone
 from tests.support.builders import cluster_queue_body
 from tests.support.inventory_harness import enforcing
 from tests.support.reconciler_harness import (

@@ -11,7 +11,7 @@ from reconciler.api.resources import SUBJECT_ACCESS_REVIEWS, TOKEN_REVIEWS
 from reconciler.kube import KubeClient
 from reconciler.observability.metrics import Metrics
 from reconciler.observability.tls import ServingCertificate, context_from_pem
-from reconciler.runtime.metrics_endpoint import serve_metrics
+from reconciler.runtime.loop.metrics_endpoint import serve_metrics
 from reconciler.webhook.certs import new_bundle
 from tests.support.fake_apiserver import FakeApiServer, json_reply
 

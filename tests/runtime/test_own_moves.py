@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from reconciler.runtime.own_moves import OwnMoves, Version
+from reconciler.runtime.shared.own_moves import OwnMoves, Version
 
 KEY = ("ns", "w")
 

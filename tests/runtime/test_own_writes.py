@@ -14,7 +14,7 @@ import msgspec
 
 from reconciler.api import Job, Workload
 from reconciler.api.resources import JOBS, WORKLOADS
-from reconciler.runtime.writer import WriteDone
+from reconciler.runtime.shared.writer import WriteDone
 from tests.support.reconciler_harness import (
     GPU,
     Harness,

@@ -4,7 +4,7 @@ moved (the controller's `retry_parked_after`, 1 s by default), on the batch or t
 from __future__ import annotations
 
 from reconciler.api.resources import WORKLOADS
-from reconciler.runtime.controller import ControllerOptions
+from reconciler.runtime.loop.controller import ControllerOptions
 from tests.support.reconciler_harness import Harness, jobs_with_workloads, of, queues
 
 

@@ -7,7 +7,7 @@ import msgspec
 
 from reconciler.api.resources import WORKLOADS
 from reconciler.core.scheduling.scheduler import Pending
-from reconciler.runtime.writer import WriteDone
+from reconciler.runtime.shared.writer import WriteDone
 from tests.support.priority_jobs import queued
 from tests.support.reconciler_harness import Harness, apply_patch, gpu_job, of, queues
 

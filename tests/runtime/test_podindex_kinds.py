@@ -5,7 +5,7 @@ from __future__ import annotations
 import msgspec
 
 from reconciler.api import Pod
-from reconciler.runtime.podindex import PodIndex
+from reconciler.runtime.shared.podindex import PodIndex
 
 
 def owned(name: str, kind: str, owner: str, *, controller: bool = True) -> Pod:

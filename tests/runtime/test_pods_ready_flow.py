@@ -9,8 +9,8 @@ from reconciler.api.resources import CLUSTER_QUEUES, JOBS, PODS, WORKLOADS
 from reconciler.api.times import epoch
 from reconciler.config import parse_config
 from reconciler.kube import Conflict
-from reconciler.runtime.actions import Action
-from reconciler.runtime.writer import WriteDone
+from reconciler.runtime.shared.actions import Action
+from reconciler.runtime.shared.writer import WriteDone
 from tests.support.builders import job_body
 from tests.support.metrics import scrape
 from tests.support.metrics import value as metric

@@ -8,8 +8,8 @@ import msgspec
 from reconciler.api import ClusterQueue, Workload, WorkloadPriorityClass
 from reconciler.api.resources import CLUSTER_QUEUES, JOBS, WORKLOAD_PRIORITY_CLASSES, WORKLOADS
 from reconciler.observability.metrics import Metrics
-from reconciler.runtime.actions import PostEvent
-from reconciler.runtime.writer import WriteDone
+from reconciler.runtime.shared.actions import PostEvent
+from reconciler.runtime.shared.writer import WriteDone
 from tests.support.builders import cluster_queue_body
 from tests.support.metrics import scrape
 from tests.support.metrics import value as metric

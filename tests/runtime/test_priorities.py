@@ -5,8 +5,8 @@ from __future__ import annotations
 import msgspec
 
 from reconciler.api.resources import JOBS, WORKLOADS
-from reconciler.runtime.actions import PostEvent
-from reconciler.runtime.writer import WriteDone
+from reconciler.runtime.shared.actions import PostEvent
+from reconciler.runtime.shared.writer import WriteDone
 from tests.support.priority_jobs import add_class, labelled, queued
 from tests.support.reconciler_harness import GPU, Harness, apply_patch, gpu_job, of, queues
 

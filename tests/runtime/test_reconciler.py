@@ -17,8 +17,8 @@ from reconciler.api.resources import (
 )
 from reconciler.core.model.workloads import workload_name_for_job
 from reconciler.kube import Conflict, Forbidden, NamespaceTerminating
-from reconciler.runtime.actions import Create, MergePatch, PostEvent
-from reconciler.runtime.writer import WriteDone
+from reconciler.runtime.shared.actions import Create, MergePatch, PostEvent
+from reconciler.runtime.shared.writer import WriteDone
 from tests.support.builders import cluster_queue_body
 from tests.support.reconciler_harness import (
     GPU,

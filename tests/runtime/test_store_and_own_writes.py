@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from reconciler.api import OwnerReference, Workload
 from reconciler.core.model.workloads import workload_for_job, workload_name_for_job
-from reconciler.runtime.own_writes import OwnWrites
-from reconciler.runtime.store import Store
+from reconciler.runtime.shared.own_writes import OwnWrites
+from reconciler.runtime.shared.store import Store
 from tests.support.builders import job
 
 

@@ -23,9 +23,9 @@ from reconciler.kube.leader import ElectionConfig
 from reconciler.observability.health import Health
 from reconciler.observability.metrics import Metrics
 from reconciler.observability.server import ROLE_HEADER, Server
-from reconciler.runtime.controller import ControllerOptions
-from reconciler.runtime.reconciler import WATCHED
-from reconciler.runtime.supervisor import EXIT_LEADERSHIP_LOST, ProcessOptions, run_process
+from reconciler.runtime.loop.controller import ControllerOptions
+from reconciler.runtime.loop.reconciler import WATCHED
+from reconciler.runtime.loop.supervisor import EXIT_LEADERSHIP_LOST, ProcessOptions, run_process
 from reconciler.webhook.certmanager import write_cert_dir
 from reconciler.webhook.certs import new_bundle
 from reconciler.webhook.service import WebhookOptions

@@ -6,8 +6,8 @@ import msgspec
 
 from reconciler.api.resources import COHORTS, NODES, PODS
 from reconciler.kube import WatchEvent
-from reconciler.runtime.reconciler import ALL_WATCHED, LABEL_SELECTORS, WATCHED
-from reconciler.runtime.watched import WATCHED_KINDS, watched_kinds
+from reconciler.runtime.loop.reconciler import ALL_WATCHED, LABEL_SELECTORS, WATCHED
+from reconciler.runtime.shared.watched import WATCHED_KINDS, watched_kinds
 from tests.support.reconciler_harness import Harness
 
 

@@ -9,8 +9,8 @@ import pytest
 
 from reconciler.api.resources import EVENTS, WORKLOADS
 from reconciler.kube import KubeClient, ServerError
-from reconciler.runtime.actions import MergePatch, PostEvent
-from reconciler.runtime.writer import WriteDone, Writer
+from reconciler.runtime.shared.actions import MergePatch, PostEvent
+from reconciler.runtime.shared.writer import WriteDone, Writer
 
 
 class FakeClient:

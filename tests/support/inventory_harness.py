@@ -4,7 +4,7 @@ classes."""
 from __future__ import annotations
 
 from reconciler.config import parse_config
-from reconciler.runtime.reconciler import Reconciler
+from reconciler.runtime.loop.reconciler import Reconciler
 from tests.support.reconciler_harness import Harness
 
 

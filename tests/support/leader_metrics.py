@@ -8,7 +8,7 @@ import msgspec
 
 from reconciler.api import Workload
 from reconciler.observability.metrics import Metrics
-from reconciler.runtime.snapshot import state_snapshot
+from reconciler.runtime.loop.snapshot import state_snapshot
 from tests.support.reconciler_harness import Harness, decode
 
 CREATED_EPOCH = dt.datetime(2026, 1, 1, tzinfo=dt.UTC).timestamp()

@@ -19,8 +19,8 @@ import msgspec
 
 from reconciler.api.resources import Resource
 from reconciler.kube import NotFound, WatchEvent
-from reconciler.runtime.actions import Action, Create, Delete, MergePatch, PostEvent, WriteDone
-from reconciler.runtime.reconciler import Reconciler
+from reconciler.runtime.loop.reconciler import Reconciler
+from reconciler.runtime.shared.actions import Action, Create, Delete, MergePatch, PostEvent, WriteDone
 
 __all__ = ["MemoryApi", "merge"]
 

@@ -24,8 +24,8 @@ from reconciler.config import Configuration, parse_config
 from reconciler.integrations import Integration
 from reconciler.integrations.lws.group import workload_name
 from reconciler.integrations.registry import REGISTRY
-from reconciler.runtime.actions import Action
-from reconciler.runtime.reconciler import Reconciler
+from reconciler.runtime.loop.reconciler import Reconciler
+from reconciler.runtime.shared.actions import Action
 from tests.support.builders import cluster_queue_body, job_body
 from tests.support.lws import group_pods, lws_body, stored_lws
 from tests.support.memory_api import MemoryApi

@@ -11,9 +11,9 @@ from reconciler.api import Job, Pod, Workload
 from reconciler.api.resources import JOBS, WORKLOADS
 from reconciler.api.times import rfc3339
 from reconciler.config import parse_config
-from reconciler.runtime.actions import Action, Create, MergePatch, PostEvent
-from reconciler.runtime.reconciler import Reconciler
-from reconciler.runtime.writer import WriteDone
+from reconciler.runtime.loop.reconciler import Reconciler
+from reconciler.runtime.shared.actions import Action, Create, MergePatch, PostEvent
+from reconciler.runtime.shared.writer import WriteDone
 from tests.support.reconciler_harness import GPU, Harness, apply_patch, created_workload, decode, gpu_job, of
 
 T0 = 1767225600.0  # 2026-01-01T00:00:00Z

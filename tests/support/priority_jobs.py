@@ -7,7 +7,7 @@ import msgspec
 
 from reconciler.api import Job, Workload, WorkloadPriorityClass
 from reconciler.api.resources import JOBS, WORKLOAD_PRIORITY_CLASSES
-from reconciler.runtime.writer import WriteDone
+from reconciler.runtime.shared.writer import WriteDone
 from tests.support.reconciler_harness import Harness, created_workload, decode, gpu_job, of
 
 

@@ -28,8 +28,8 @@ from reconciler.api.resources import (
 from reconciler.config import Configuration, parse_config
 from reconciler.integrations import REGISTRY, Integration
 from reconciler.kube import WatchEvent
-from reconciler.runtime.actions import Action, Create, MergePatch
-from reconciler.runtime.reconciler import Reconciler
+from reconciler.runtime.loop.reconciler import Reconciler
+from reconciler.runtime.shared.actions import Action, Create, MergePatch
 from tests.support.builders import cluster_queue_body, job_body
 
 CONFIG = parse_config(

@@ -17,8 +17,8 @@ from reconciler.api.resources import (
     Resource,
 )
 from reconciler.config import Configuration
-from reconciler.runtime.actions import MergePatch
-from reconciler.runtime.writer import WriteDone
+from reconciler.runtime.shared.actions import MergePatch
+from reconciler.runtime.shared.writer import WriteDone
 from tests.support.reconciler_harness import CONFIG, GPU, Harness
 
 KUEUE = "kueue.x-k8s.io/v1beta2"

@@ -27,7 +27,7 @@ from reconciler.core.scheduling.scheduler import Admit, Pending
 from reconciler.explain.quota import _inventory as explain_inventory
 from reconciler.explain.quota import fed_engine
 from reconciler.explain.state import ClusterState, Target
-from reconciler.runtime.reconciler import Reconciler
+from reconciler.runtime.loop.reconciler import Reconciler
 from reconciler.simulate import InputObject, prepare
 from tests.support.builders import claim_template, decode, job, job_body
 from tests.support.device_engine import by_name, engine

@@ -17,8 +17,8 @@ from reconciler.core.primitives.podstatus import (
     lasting,
     ready_or_succeeded,
 )
-from reconciler.runtime.podindex import PodIndex
-from reconciler.runtime.timers import Timers
+from reconciler.runtime.shared.podindex import PodIndex
+from reconciler.runtime.shared.timers import Timers
 from tests.support.builders import decode, job_body
 
 UNSCHEDULABLE = "0/2 nodes are available: 1 cannot allocate all claims, 1 node(s) didn't match selector."

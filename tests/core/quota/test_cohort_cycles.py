@@ -14,7 +14,7 @@ from reconciler.core.quota.cohorts import cohort_cycle
 from reconciler.core.scheduling.scheduler import Admit, Pending
 from reconciler.core.status import cluster_queue_status, condition, local_queue_status
 from reconciler.explain.analyze import explain
-from reconciler.runtime.actions import MergePatch
+from reconciler.runtime.shared.actions import MergePatch
 from tests.support.builders import cluster_queue_body
 from tests.support.cohort_engine import cohort, submit, with_cohorts
 from tests.support.explain_state import walkthrough_state, workload_of

@@ -41,11 +41,10 @@ from reconciler.integrations.lws.sets import (
     group_start_patches,
 )
 from reconciler.kube import Conflict, NotFound
-
-from .actions import Delete, MergePatch, WriteDone
-from .context import Context
-from .jobs import JobKinds, Jobs
-from .store import Key
+from reconciler.runtime.jobs.concern import JobKinds, Jobs
+from reconciler.runtime.shared.actions import Delete, MergePatch, WriteDone
+from reconciler.runtime.shared.context import Context
+from reconciler.runtime.shared.store import Key
 
 __all__ = ["LwsGroups", "LwsJobs", "lws_groups"]
 

@@ -24,8 +24,7 @@ import structlog
 from reconciler.api.resources import EVENTS
 from reconciler.kube import ApiError, KubeClient, KubeError, TransportError
 from reconciler.observability.metrics import Metrics
-
-from .actions import Action, Create, Delete, PostEvent, Slot, WriteDone
+from reconciler.runtime.shared.actions import Action, Create, Delete, PostEvent, Slot, WriteDone
 
 __all__ = ["WriteDone", "Writer"]
 

@@ -31,12 +31,11 @@ from reconciler.core.status import (
     set_condition,
 )
 from reconciler.kube import Conflict, NotFound
-
-from .actions import MergePatch, WriteDone
-from .context import EXPECTED_MISSES, Context
-from .own_moves import OwnMoves, Version
-from .patches import same_workload_status, status_patch, workload_status_write
-from .store import Key
+from reconciler.runtime.shared.actions import MergePatch, WriteDone
+from reconciler.runtime.shared.context import EXPECTED_MISSES, Context
+from reconciler.runtime.shared.own_moves import OwnMoves, Version
+from reconciler.runtime.shared.patches import same_workload_status, status_patch, workload_status_write
+from reconciler.runtime.shared.store import Key
 
 __all__ = ["Verdicts", "seconds_since"]
 

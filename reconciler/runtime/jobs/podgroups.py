@@ -26,15 +26,14 @@ from reconciler.integrations.pods.group import GROUP_KIND, POD_GROUP, PodGroup, 
 from reconciler.integrations.pods.group_plan import GroupKnown, GroupPlan, plan_group
 from reconciler.integrations.pods.pod import group_name
 from reconciler.kube import Conflict, NotFound
-
-from .actions import Create, Delete, MergePatch, WriteDone
-from .context import EXPECTED_MISSES, Context
-from .events import WORKLOAD_API
-from .evictions import Evictions
-from .job_finish import JobFinish
-from .patches import api_body, workload_status_write
-from .podgroup_writes import GroupPodWrites
-from .store import Key
+from reconciler.runtime.jobs.finish import JobFinish
+from reconciler.runtime.jobs.podgroup_writes import GroupPodWrites
+from reconciler.runtime.shared.actions import Create, Delete, MergePatch, WriteDone
+from reconciler.runtime.shared.context import EXPECTED_MISSES, Context
+from reconciler.runtime.shared.events import WORKLOAD_API
+from reconciler.runtime.shared.evictions import Evictions
+from reconciler.runtime.shared.patches import api_body, workload_status_write
+from reconciler.runtime.shared.store import Key
 
 __all__ = ["GROUP_KIND", "PodGroups", "enable_pod_groups"]
 

@@ -23,14 +23,13 @@ from reconciler.core.scheduling.podsready import PODS_READY
 from reconciler.core.scheduling.scheduler import Admit, Pending
 from reconciler.core.status import condition, set_condition
 from reconciler.feed import WorkloadSources, compile_for
-
-from .context import Context
-from .patches import evicted, holds_quota
-from .store import Key
-from .workload_orphans import Orphans
-from .workload_requeue import Requeues
-from .workload_stopped import StoppedQueues
-from .workload_verdicts import Verdicts, seconds_since
+from reconciler.runtime.shared.context import Context
+from reconciler.runtime.shared.patches import evicted, holds_quota
+from reconciler.runtime.shared.store import Key
+from reconciler.runtime.workloads.orphans import Orphans
+from reconciler.runtime.workloads.requeue import Requeues
+from reconciler.runtime.workloads.stopped import StoppedQueues
+from reconciler.runtime.workloads.verdicts import Verdicts, seconds_since
 
 __all__ = ["DEVICE_CHARGES_ANNOTATION", "FIRST_AVAILABLE_ANNOTATION", "Workloads", "seconds_since"]
 

@@ -24,11 +24,10 @@ from reconciler.core.primitives.priority import priority_class_name
 from reconciler.core.status import resource_requests
 from reconciler.integrations import Integration
 from reconciler.integrations.pods.group import PodGroup
-
-from .actions import WriteDone
-from .context import EXPECTED_MISSES, Context
-from .patches import evicting, status_patch, workload_status_write
-from .store import Key
+from reconciler.runtime.shared.actions import WriteDone
+from reconciler.runtime.shared.context import EXPECTED_MISSES, Context
+from reconciler.runtime.shared.patches import evicting, status_patch, workload_status_write
+from reconciler.runtime.shared.store import Key
 
 __all__ = ["Eviction", "Evictions"]
 

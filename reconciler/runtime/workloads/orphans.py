@@ -11,11 +11,10 @@ from reconciler.api import Workload
 from reconciler.api.resources import WORKLOADS
 from reconciler.core.model.workloads import RESOURCE_IN_USE_FINALIZER
 from reconciler.core.status import set_condition
-
-from .actions import MergePatch, WriteDone
-from .context import EXPECTED_MISSES, Context
-from .patches import workload_status_write
-from .store import Key
+from reconciler.runtime.shared.actions import MergePatch, WriteDone
+from reconciler.runtime.shared.context import EXPECTED_MISSES, Context
+from reconciler.runtime.shared.patches import workload_status_write
+from reconciler.runtime.shared.store import Key
 
 __all__ = ["Orphans"]
 

@@ -37,12 +37,11 @@ from reconciler.core.scheduling.podsready import (
 )
 from reconciler.core.status import condition, set_condition
 from reconciler.integrations.pods.group import GROUP_KIND, PodGroup
-
-from .actions import MergePatch, OnDone, Purpose, WriteDone
-from .context import EXPECTED_MISSES, Context
-from .evictions import Eviction, Evictions
-from .patches import evicted, holds_quota, status_patch, workload_status_write
-from .store import JobRef, Key
+from reconciler.runtime.shared.actions import MergePatch, OnDone, Purpose, WriteDone
+from reconciler.runtime.shared.context import EXPECTED_MISSES, Context
+from reconciler.runtime.shared.evictions import Eviction, Evictions
+from reconciler.runtime.shared.patches import evicted, holds_quota, status_patch, workload_status_write
+from reconciler.runtime.shared.store import JobRef, Key
 
 __all__ = ["PodsReady"]
 

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from .store import Key
+from reconciler.runtime.shared.store import Key
 
 __all__ = ["OwnMoves", "Version"]
 

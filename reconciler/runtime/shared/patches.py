@@ -16,8 +16,7 @@ from reconciler.api import (
 )
 from reconciler.api.resources import WORKLOADS
 from reconciler.core.status import condition
-
-from .actions import MergePatch, OnDone, Purpose
+from reconciler.runtime.shared.actions import MergePatch, OnDone, Purpose
 
 __all__ = [
     "api_body",

@@ -23,11 +23,10 @@ from reconciler.config import Configuration
 from reconciler.kube import Informer, KubeClient, WatchEvent
 from reconciler.observability.health import ControllerState, Health, WatchState
 from reconciler.observability.metrics import Metrics
-
-from .config_reload import ConfigReload, watch_config
-from .reconciler import Reconciler
-from .snapshot import state_snapshot
-from .writer import WriteDone, Writer
+from reconciler.runtime.loop.reconciler import Reconciler
+from reconciler.runtime.loop.snapshot import state_snapshot
+from reconciler.runtime.queues.config_reload import ConfigReload, watch_config
+from reconciler.runtime.shared.writer import WriteDone, Writer
 
 __all__ = ["ControllerOptions", "make_client", "run_controller", "signal_stop"]
 

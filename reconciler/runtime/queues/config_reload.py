@@ -32,8 +32,7 @@ import yaml
 
 from reconciler.config import LIVE_FIELDS, ConfigError, Configuration, parse_config, with_live_changes
 from reconciler.integrations import check_frameworks
-
-from .context import Context
+from reconciler.runtime.shared.context import Context
 
 __all__ = ["ConfigReload", "ConfigReloads", "read_config", "watch_config"]
 

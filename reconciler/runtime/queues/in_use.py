@@ -20,9 +20,8 @@ from reconciler.api import ClusterQueue, ObjectMeta, ResourceFlavor
 from reconciler.api.resources import CLUSTER_QUEUES, RESOURCE_FLAVORS
 from reconciler.core.model.workloads import RESOURCE_IN_USE_FINALIZER
 from reconciler.kube import Conflict
-
-from .actions import MergePatch, Purpose, WriteDone
-from .context import EXPECTED_MISSES, Context
+from reconciler.runtime.shared.actions import MergePatch, Purpose, WriteDone
+from reconciler.runtime.shared.context import EXPECTED_MISSES, Context
 
 __all__ = ["RESOURCE_IN_USE", "InUse"]
 

@@ -29,10 +29,9 @@ from reconciler.core.primitives.quantity import CPU
 from reconciler.core.quota.inventory_admission import InventoryGate
 from reconciler.core.quota.inventory_report import quota_gaps
 from reconciler.observability.inventory_metrics import InventorySnapshot
-
-from .actions import PostEvent, WriteDone
-from .context import Context
-from .events import event_body
+from reconciler.runtime.shared.actions import PostEvent, WriteDone
+from reconciler.runtime.shared.context import Context
+from reconciler.runtime.shared.events import event_body
 
 __all__ = ["Inventory"]
 

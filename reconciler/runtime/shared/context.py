@@ -29,13 +29,12 @@ from reconciler.core.queueing.admission_fair_sharing import AfsSettings
 from reconciler.integrations import BATCH_JOB, Integration
 from reconciler.kube import Conflict, NamespaceTerminating, NotFound
 from reconciler.observability.metrics import Metrics
-
-from .actions import Action, PostEvent, WriteDone
-from .events import EventRecorder
-from .own_writes import OwnWrites
-from .podindex import PodIndex
-from .store import JobRef, Key, Store
-from .timers import Timers
+from reconciler.runtime.shared.actions import Action, PostEvent, WriteDone
+from reconciler.runtime.shared.events import EventRecorder
+from reconciler.runtime.shared.own_writes import OwnWrites
+from reconciler.runtime.shared.podindex import PodIndex
+from reconciler.runtime.shared.store import JobRef, Key, Store
+from reconciler.runtime.shared.timers import Timers
 
 __all__ = ["Context", "Dirty", "ReconcilerStats"]
 

@@ -34,10 +34,9 @@ from reconciler.observability.health import Health
 from reconciler.observability.metrics import Metrics, ReplicaRole
 from reconciler.observability.server import Server, health_app, start_server
 from reconciler.observability.tls import ServingCertificate
+from reconciler.runtime.loop.controller import ControllerOptions, make_client, run_controller, signal_stop
+from reconciler.runtime.loop.metrics_endpoint import MetricsEndpoint, serve_metrics
 from reconciler.webhook.service import WebhookOptions, build_webhooks
-
-from .controller import ControllerOptions, make_client, run_controller, signal_stop
-from .metrics_endpoint import MetricsEndpoint, serve_metrics
 
 __all__ = ["EXIT_LEADERSHIP_LOST", "ProcessOptions", "run_process"]
 

@@ -9,10 +9,9 @@ from reconciler.api import ClusterQueue, Cohort, LocalQueue
 from reconciler.api.resources import CLUSTER_QUEUES, COHORTS, LOCAL_QUEUES
 from reconciler.core.quota.inventory_report import DEVICES_COVER_QUOTA, devices_cover_quota
 from reconciler.core.status import cluster_queue_status, cohort_status, local_queue_status, set_condition
-
-from .actions import MergePatch, WriteDone
-from .context import EXPECTED_MISSES, Context
-from .patches import (
+from reconciler.runtime.shared.actions import MergePatch, WriteDone
+from reconciler.runtime.shared.context import EXPECTED_MISSES, Context
+from reconciler.runtime.shared.patches import (
     cluster_queue_status_patch,
     same_cluster_queue_status,
     same_local_queue_status,

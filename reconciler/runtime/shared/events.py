@@ -13,9 +13,8 @@ import structlog
 
 from reconciler.api import Job, ObjectMeta
 from reconciler.api.resources import EVENTS
-
-from .actions import MergePatch, PostEvent, WriteDone
-from .event_series import EventSeries, SeriesKey, Tally
+from reconciler.runtime.shared.actions import MergePatch, PostEvent, WriteDone
+from reconciler.runtime.shared.event_series import EventSeries, SeriesKey, Tally
 
 __all__ = ["COMPONENT", "WORKLOAD_API", "EventRecorder", "event_body"]
 

@@ -9,11 +9,10 @@ from reconciler.api import Workload
 from reconciler.core.primitives.priority import priority_class_name
 from reconciler.core.status import set_condition
 from reconciler.kube import NotFound
-
-from .actions import WriteDone
-from .context import Context
-from .patches import workload_status_write
-from .store import JobRef, Key
+from reconciler.runtime.shared.actions import WriteDone
+from reconciler.runtime.shared.context import Context
+from reconciler.runtime.shared.patches import workload_status_write
+from reconciler.runtime.shared.store import JobRef, Key
 
 __all__ = ["JobFinish"]
 

@@ -8,10 +8,9 @@ from __future__ import annotations
 from reconciler.core.scheduling.preemption import Target, victim_message
 from reconciler.core.scheduling.scheduler import Preempt
 from reconciler.core.status import PREEMPTED
-
-from .context import Context
-from .evictions import Eviction, Evictions
-from .store import Key
+from reconciler.runtime.shared.context import Context
+from reconciler.runtime.shared.evictions import Eviction, Evictions
+from reconciler.runtime.shared.store import Key
 
 __all__ = ["Preemption"]
 

@@ -25,8 +25,7 @@ from reconciler.observability.metrics import (
     StateSnapshot,
     WatchSample,
 )
-
-from .reconciler import Reconciler
+from reconciler.runtime.loop.reconciler import Reconciler
 
 __all__ = ["state_snapshot", "watch_samples"]
 

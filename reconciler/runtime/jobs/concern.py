@@ -45,14 +45,13 @@ from reconciler.integrations import (
     suspend_child,
 )
 from reconciler.kube import Conflict, NotFound
-
-from .actions import Create, Delete, MergePatch, Purpose, WriteDone
-from .context import Context
-from .events import WORKLOAD_API
-from .evictions import Evictions
-from .job_finish import JobFinish
-from .patches import api_body, evicting
-from .store import JobRef, Key
+from reconciler.runtime.jobs.finish import JobFinish
+from reconciler.runtime.shared.actions import Create, Delete, MergePatch, Purpose, WriteDone
+from reconciler.runtime.shared.context import Context
+from reconciler.runtime.shared.events import WORKLOAD_API
+from reconciler.runtime.shared.evictions import Evictions
+from reconciler.runtime.shared.patches import api_body, evicting
+from reconciler.runtime.shared.store import JobRef, Key
 
 __all__ = ["JobConcern", "JobKinds", "Jobs"]
 

@@ -6,11 +6,10 @@ from reconciler.api import ClusterQueue, Job, LocalQueue, Workload
 from reconciler.config import Configuration
 from reconciler.core.engine import Engine
 from reconciler.observability.metrics import Metrics
-
-from .context import Context, ReconcilerStats
-from .podindex import PodIndex
-from .store import Key, Store
-from .timers import Timers
+from reconciler.runtime.shared.context import Context, ReconcilerStats
+from reconciler.runtime.shared.podindex import PodIndex
+from reconciler.runtime.shared.store import Key, Store
+from reconciler.runtime.shared.timers import Timers
 
 __all__ = ["ReconcilerViews"]
 

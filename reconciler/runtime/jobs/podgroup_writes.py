@@ -16,11 +16,10 @@ from reconciler.integrations import POD, PodSetStart
 from reconciler.integrations.pods.group import has_finalizer, termination_patch
 from reconciler.integrations.pods.pod import pod_start_patch
 from reconciler.kube import Conflict, NotFound
-
-from .actions import Delete, MergePatch, Purpose, WriteDone
-from .context import Context
-from .own_writes import OwnWrites
-from .store import Key
+from reconciler.runtime.shared.actions import Delete, MergePatch, Purpose, WriteDone
+from reconciler.runtime.shared.context import Context
+from reconciler.runtime.shared.own_writes import OwnWrites
+from reconciler.runtime.shared.store import Key
 
 __all__ = ["EXCESS_DELETED", "GroupPodWrites"]
 

@@ -15,12 +15,11 @@ import structlog
 
 from reconciler.api import Workload
 from reconciler.core.status import condition, set_condition
-
-from .actions import WriteDone
-from .context import EXPECTED_MISSES, Context
-from .evictions import Eviction, Evictions
-from .patches import holds_quota, is_true, workload_status_write
-from .store import Key
+from reconciler.runtime.shared.actions import WriteDone
+from reconciler.runtime.shared.context import EXPECTED_MISSES, Context
+from reconciler.runtime.shared.evictions import Eviction, Evictions
+from reconciler.runtime.shared.patches import holds_quota, is_true, workload_status_write
+from reconciler.runtime.shared.store import Key
 
 __all__ = ["CLUSTER_QUEUE_STOPPED", "RESTARTED", "RESTARTED_MESSAGE", "STOPPED_MESSAGE", "StoppedQueues"]
 

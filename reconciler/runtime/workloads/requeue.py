@@ -9,11 +9,10 @@ import structlog
 from reconciler.api import Workload
 from reconciler.api.times import epoch
 from reconciler.core.status import backoff_finished_status
-
-from .actions import WriteDone
-from .context import EXPECTED_MISSES, Context
-from .patches import status_patch, workload_status_write
-from .store import Key
+from reconciler.runtime.shared.actions import WriteDone
+from reconciler.runtime.shared.context import EXPECTED_MISSES, Context
+from reconciler.runtime.shared.patches import status_patch, workload_status_write
+from reconciler.runtime.shared.store import Key
 
 __all__ = ["Requeues"]
 

@@ -47,24 +47,29 @@ from reconciler.integrations import REGISTRY, Integration, enabled
 from reconciler.integrations.pods.pod import MANAGED_LABEL
 from reconciler.kube import WatchEvent
 from reconciler.observability.metrics import Metrics
-
-from .actions import Action, WriteDone
-from .config_reload import ConfigReload, ConfigReloads
-from .context import Context, ReconcilerStats
-from .events import EventRecorder
-from .in_use import InUse
-from .inventory import Inventory
-from .jobs import JobKinds
-from .lws import lws_groups
-from .patches import holds_quota
-from .podgroups import GROUP_KIND, enable_pod_groups
-from .pods_ready import PodsReady
-from .preemption import Preemption
-from .queue_status import QueueStatus
-from .store import Key
-from .views import ReconcilerViews
-from .watched import JOB_HANDLER, POD_JOBS_HANDLER, WATCHED_KINDS, Watched, watched_kinds
-from .workloads import Workloads
+from reconciler.runtime.jobs.concern import JobKinds
+from reconciler.runtime.jobs.lws import lws_groups
+from reconciler.runtime.jobs.podgroups import GROUP_KIND, enable_pod_groups
+from reconciler.runtime.loop.views import ReconcilerViews
+from reconciler.runtime.queues.config_reload import ConfigReload, ConfigReloads
+from reconciler.runtime.queues.in_use import InUse
+from reconciler.runtime.queues.inventory import Inventory
+from reconciler.runtime.queues.status import QueueStatus
+from reconciler.runtime.shared.actions import Action, WriteDone
+from reconciler.runtime.shared.context import Context, ReconcilerStats
+from reconciler.runtime.shared.events import EventRecorder
+from reconciler.runtime.shared.patches import holds_quota
+from reconciler.runtime.shared.store import Key
+from reconciler.runtime.shared.watched import (
+    JOB_HANDLER,
+    POD_JOBS_HANDLER,
+    WATCHED_KINDS,
+    Watched,
+    watched_kinds,
+)
+from reconciler.runtime.workloads.concern import Workloads
+from reconciler.runtime.workloads.pods_ready import PodsReady
+from reconciler.runtime.workloads.preemption import Preemption
 
 __all__ = ["ALL_WATCHED", "INVENTORY_WATCHED", "LABEL_SELECTORS", "WATCHED", "Reconciler", "ReconcilerStats"]
 
