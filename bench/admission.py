@@ -19,9 +19,10 @@ import msgspec
 
 from reconciler.api import ClusterQueue, Job, LocalQueue, Namespace, ResourceClaimTemplate, ResourceFlavor
 from reconciler.core.engine import Engine
-from reconciler.core.model.workloads import WorkloadInfo, workload_for_job
+from reconciler.core.model.workloads import WorkloadInfo
 from reconciler.core.scheduling.scheduler import Admit
 from reconciler.feed import QueueObjects, WorkloadSources, compile_for, feed_queue_objects
+from reconciler.integrations.batchjob import workload_for_job
 
 MAPPINGS = {"gpu.nvidia.com": "nvidia.com/gpu"}
 

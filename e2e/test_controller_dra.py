@@ -25,7 +25,7 @@ from e2e.support.workloads import KUEUE
 from e2e.testbed import KubeClient, Testbed, api_path
 from e2e.testbed.names import DEVICE_CLASS_NAME, DEVICE_CLASS_SELECTOR, RUN_SECONDS_ANNOTATION
 from e2e.testbed.scenario import single_gpu_claim_spec, status_condition, wait_for
-from reconciler.core.model.workloads import workload_name_for_job
+from reconciler.integrations.batchjob import job_workload_name
 
 pytestmark = [pytest.mark.testbed, pytest.mark.timeout(300)]
 
@@ -121,7 +121,7 @@ def job(name: str, namespace: str, claims: list[Obj], *, pods: int = 1, run_seco
 async def create_job(kube: KubeClient, body: Obj) -> str:
     namespace = body["metadata"]["namespace"]
     created = await kube.create(api_path("batch/v1", "jobs", namespace), body)
-    return workload_name_for_job(body["metadata"]["name"], created["metadata"]["uid"])
+    return job_workload_name(body["metadata"]["name"], created["metadata"]["uid"])
 
 
 async def template(kube: KubeClient, namespace: str, name: str, requests: list[Obj]) -> None:

@@ -11,7 +11,7 @@ from e2e.support.queues import drop_queues, make_queues
 from e2e.support.workloads import KUEUE
 from e2e.testbed import KubeClient, api_path
 from e2e.testbed.scenario import status_condition, wait_for
-from reconciler.core.model.workloads import workload_name_for_job
+from reconciler.integrations.batchjob import job_workload_name
 
 pytestmark = [pytest.mark.testbed, pytest.mark.timeout(240)]
 
@@ -56,7 +56,7 @@ async def test_unsuspended_job_is_suspended_then_admitted_and_finishes(
         job = await kube.create(
             api_path("batch/v1", "jobs", namespace), gpu_job("eager", namespace, suspend=False, run_seconds=2)
         )
-        wl_name = workload_name_for_job("eager", job["metadata"]["uid"])
+        wl_name = job_workload_name("eager", job["metadata"]["uid"])
 
         async def suspended_event() -> bool:
             events = (await kube.get(api_path("v1", "events", namespace)))["items"]

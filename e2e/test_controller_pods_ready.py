@@ -21,7 +21,7 @@ from e2e.testbed import KubeClient, Testbed, api_path
 from e2e.testbed.names import RUN_SECONDS_ANNOTATION, STALL_ANNOTATION
 from e2e.testbed.scenario import job_pods, pod_condition, status_condition, wait_for
 from reconciler.api.times import epoch
-from reconciler.core.model.workloads import workload_name_for_job
+from reconciler.integrations.batchjob import job_workload_name
 
 pytestmark = [pytest.mark.testbed, pytest.mark.timeout(300)]
 
@@ -94,7 +94,7 @@ def job_body(name: str, namespace: str, annotations: dict[str, str]) -> Obj:
 async def create_job(kube: KubeClient, namespace: str, name: str, **annotations: str) -> str:
     """Creates the Job; returns its Workload's name."""
     job = await kube.create(api_path("batch/v1", "jobs", namespace), job_body(name, namespace, annotations))
-    return workload_name_for_job(name, job["metadata"]["uid"])
+    return job_workload_name(name, job["metadata"]["uid"])
 
 
 def condition_is(obj: Obj | None, kind: str, status: str, reason: str | None = None) -> bool:

@@ -14,7 +14,7 @@ from e2e.testbed import KubeClient, api_path
 from e2e.testbed.kubeclient import ApiError
 from e2e.testbed.names import RUN_SECONDS_ANNOTATION
 from e2e.testbed.scenario import single_gpu_claim_template, status_condition, wait_for
-from reconciler.core.model.workloads import workload_name_for_job
+from reconciler.integrations.batchjob import job_workload_name
 
 pytestmark = [pytest.mark.testbed, pytest.mark.timeout(300)]
 
@@ -110,7 +110,7 @@ class Scene:
 
     async def workload(self, job_name: str) -> Obj:
         created = await self.kube.get(api_path("batch/v1", "jobs", self.namespace, job_name))
-        name = workload_name_for_job(job_name, created["metadata"]["uid"])
+        name = job_workload_name(job_name, created["metadata"]["uid"])
         return await self.kube.get(api_path(KUEUE, "workloads", self.namespace, name))
 
     async def last_seen(self, job_name: str) -> str:

@@ -48,7 +48,7 @@ from e2e.support.workloads import KUEUE, is_true
 from e2e.testbed import KubeClient, Testbed, api_path
 from e2e.testbed.kubeclient import ApiError
 from e2e.testbed.scenario import job_pods, wait_for
-from reconciler.core.model.workloads import workload_name_for_job
+from reconciler.integrations.batchjob import job_workload_name
 from reconciler.webhook.certmanager import write_cert_dir
 from reconciler.webhook.certs import new_bundle
 
@@ -144,9 +144,7 @@ async def test_a_queue_labelled_job_is_stored_suspended_and_gets_no_pod_before_a
     # No LocalQueue yet, so nothing can admit it: whatever runs now runs outside quota.
     created = await kube.create(jobs, queue_job("eager", namespace, suspend=False))
     assert created["spec"]["suspend"] is True  # the API's answer to the create itself
-    workload = api_path(
-        KUEUE, "workloads", namespace, workload_name_for_job("eager", created["metadata"]["uid"])
-    )
+    workload = api_path(KUEUE, "workloads", namespace, job_workload_name("eager", created["metadata"]["uid"]))
     await wait_for("the pending Workload", lambda: kube.get_or_none(workload))
     for _ in range(10):
         assert await job_pods(kube, namespace, "eager") == []
@@ -193,9 +191,7 @@ async def test_a_cluster_queue_in_use_is_kept_until_its_workloads_are_gone(
         assert (await kube.get(path))["metadata"]["finalizers"] == ["kueue.x-k8s.io/resource-in-use"]
     jobs = api_path("batch/v1", "jobs", namespace)
     job = await kube.create(jobs, queue_job("holder", namespace, run_seconds="forever"))
-    workload = api_path(
-        KUEUE, "workloads", namespace, workload_name_for_job("holder", job["metadata"]["uid"])
-    )
+    workload = api_path(KUEUE, "workloads", namespace, job_workload_name("holder", job["metadata"]["uid"]))
 
     async def admitted() -> bool:
         return is_true(await kube.get(workload), "Admitted")

@@ -44,7 +44,7 @@ from e2e.testbed.spec import (
     PartitionSpec,
     TestbedSpec,
 )
-from reconciler.core.model.workloads import workload_name_for_job
+from reconciler.integrations.batchjob import job_workload_name
 
 pytestmark = [pytest.mark.testbed, pytest.mark.timeout(420)]
 
@@ -181,7 +181,7 @@ async def _admin_namespace(kube: KubeClient) -> None:
 
 async def _workload(kube: KubeClient, ns: str, job_name: str) -> Obj:
     job = await kube.get(api_path("batch/v1", "jobs", ns, job_name))
-    name = workload_name_for_job(job_name, job["metadata"]["uid"])
+    name = job_workload_name(job_name, job["metadata"]["uid"])
     found: Obj = await kube.get(api_path(KUEUE, "workloads", ns, name))
     return found
 

@@ -32,7 +32,7 @@ from e2e.testbed import KubeClient, Testbed, api_path
 from e2e.testbed.kubeclient import ApiError
 from e2e.testbed.scenario import single_gpu_claim_template, status_condition, wait_for
 from e2e.testbed.spec import DeviceClassSpec, GpuSpec, NodeSpec, PartitionSpec, TestbedSpec
-from reconciler.core.model.workloads import workload_name_for_job
+from reconciler.integrations.batchjob import job_workload_name
 
 pytestmark = [pytest.mark.testbed, pytest.mark.timeout(300)]
 
@@ -72,7 +72,7 @@ class Scene:
     async def condition(self, job_name: str, kind: str) -> Obj:
         try:
             created = await self.kube.get(api_path("batch/v1", "jobs", self.namespace, job_name))
-            name = workload_name_for_job(job_name, created["metadata"]["uid"])
+            name = job_workload_name(job_name, created["metadata"]["uid"])
             return status_condition(
                 await self.kube.get(api_path(KUEUE, "workloads", self.namespace, name)), kind
             )
@@ -427,7 +427,7 @@ async def test_all_devices_and_gpu_memory_are_charged_from_the_published_devices
 
             async def workload(job_name: str) -> Obj:
                 created = await kube.get(api_path("batch/v1", "jobs", ns, job_name))
-                name = workload_name_for_job(job_name, created["metadata"]["uid"])
+                name = job_workload_name(job_name, created["metadata"]["uid"])
                 found: Obj = await kube.get(api_path(KUEUE, "workloads", ns, name))
                 return found
 

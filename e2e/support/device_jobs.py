@@ -11,7 +11,7 @@ from e2e.support.workloads import KUEUE
 from e2e.testbed import KubeClient, api_path
 from e2e.testbed.names import RUN_SECONDS_ANNOTATION
 from e2e.testbed.scenario import status_condition, wait_for
-from reconciler.core.model.workloads import workload_name_for_job
+from reconciler.integrations.batchjob import job_workload_name
 
 __all__ = ["Jobs", "claim_job", "cluster_queue", "job"]
 
@@ -97,7 +97,7 @@ class Jobs:
         if job is None:
             return {}
         workload = await self.kube.get_or_none(
-            api_path(KUEUE, "workloads", ns, workload_name_for_job(name, job["metadata"]["uid"]))
+            api_path(KUEUE, "workloads", ns, job_workload_name(name, job["metadata"]["uid"]))
         )
         return {} if workload is None else status_condition(workload, "QuotaReserved")
 

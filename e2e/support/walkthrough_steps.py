@@ -18,7 +18,7 @@ from e2e.support.workloads import KUEUE
 from e2e.testbed import KubeClient, api_path
 from e2e.testbed.kubeclient import ApiError
 from e2e.testbed.scenario import status_condition, wait_for
-from reconciler.core.model.workloads import workload_name_for_job
+from reconciler.integrations.batchjob import job_workload_name
 
 EXAMPLES = ROOT / "examples" / "walkthrough"
 NS = "p3-dra-demo"
@@ -64,7 +64,7 @@ async def _workload_of(kube: KubeClient, job_name: str) -> Obj | None:
     job = await kube.get_or_none(api_path("batch/v1", "jobs", NS, job_name))
     if job is None:
         return None
-    name = workload_name_for_job(job_name, job["metadata"]["uid"])
+    name = job_workload_name(job_name, job["metadata"]["uid"])
     return await kube.get_or_none(api_path(KUEUE, "workloads", NS, name))
 
 

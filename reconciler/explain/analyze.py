@@ -11,11 +11,12 @@ quoted beside it.
 from __future__ import annotations
 
 from reconciler.api import LocalQueue, Workload, pod_template_view
-from reconciler.core.model.workloads import QUEUE_NAME_LABEL, workload_for_job, workload_name_for_job
+from reconciler.core.model.workloads import QUEUE_NAME_LABEL
 from reconciler.core.quota.cohorts import HAS_CYCLE
 from reconciler.core.quota.inventory_admission import DEVICES_DO_NOT_COVER
 from reconciler.core.scheduling.scheduler import NAMESPACE_MISMATCH, REASON_PENDING, Admit, Pending
 from reconciler.core.status import AFS_CONDITION, condition
+from reconciler.integrations.batchjob import job_workload_name, workload_for_job
 
 from . import explanation as states
 from .claims import learn_mappings, tell_claims
@@ -50,7 +51,7 @@ def find_workload(state: ClusterState) -> Workload | None:
     if state.workload is not None or state.job is None:
         return state.workload
     job = state.job.metadata
-    named = workload_name_for_job(job.name, job.uid)
+    named = job_workload_name(job.name, job.uid)
     for workload in state.workloads:
         meta = workload.metadata
         if meta.namespace != job.namespace:

@@ -8,7 +8,7 @@ from dataclasses import dataclass, field
 
 from reconciler.api import Job, Pod, ResourceClaim, Workload
 from reconciler.api.times import epoch
-from reconciler.core.primitives.podstatus import claim_problems, owner_job, ready_or_succeeded
+from reconciler.core.primitives.podstatus import claim_problems, controller_of, ready_or_counted
 from reconciler.core.scheduling.podsready import pods_needed, pods_ready_deadline
 from reconciler.core.status import condition
 from reconciler.integrations.pods.group import IS_GROUP_WORKLOAD_ANNOTATION
@@ -125,3 +125,18 @@ def event_lines(events: Iterable[Event], names: set[tuple[str, str]]) -> list[st
         about = f"{e.involved_object.kind} {e.involved_object.name}"
         lines.append(f"{e.when() or '?'}  {about}: {e.reason}{times}: {e.message}")
     return lines
+
+
+def owner_job(pod: Pod) -> str | None:
+    """The name of the Job that controls this pod, if any."""
+    owner = controller_of(pod, ("Job",))
+    return None if owner is None else owner[1]
+
+
+def ready_or_succeeded(pods: Iterable[Pod], job: Job | None) -> int:
+    """Pods ready or succeeded, from the pods seen or the Job's own counts, whichever is larger.
+
+    The Job's counts cover succeeded pods that were already deleted.
+    """
+    counted = 0 if job is None else job.status.succeeded + (job.status.ready or 0)
+    return ready_or_counted(pods, counted)

@@ -39,7 +39,6 @@ from reconciler.core.model.workloads import (
     FIRST_AVAILABLE_ANNOTATION,
     QUEUE_NAME_LABEL,
     WorkloadInfo,
-    workload_for_job,
     workload_for_object,
 )
 from reconciler.core.primitives.ordering import EVICTION_TIMESTAMP, queue_order_timestamp
@@ -61,6 +60,7 @@ from reconciler.core.status import (
 )
 from reconciler.feed import WorkloadSources, compile_for, inventory_index
 from reconciler.integrations import BATCH_JOB, POD, REGISTRY, Integration
+from reconciler.integrations.batchjob import workload_for_job
 from reconciler.integrations.lws.group import LWS_API_VERSION, LWS_KIND, group_workload_shape, groups_of
 from reconciler.integrations.lws.sets import LEADER_WORKER_SET
 from reconciler.integrations.pods.group import group_workload, make_group

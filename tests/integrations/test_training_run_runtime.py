@@ -240,7 +240,7 @@ def test_a_job_and_a_training_run_of_one_name_are_two_jobs() -> None:
     )
     assert owners == [("Job", "r"), ("TrainingRun", "r")]
     assert set(c.reconciler.store.by_kind) >= {"Job", "TrainingRun"}
-    assert c.reconciler.store.jobs[("ns", "r")].kind == "Job"
+    assert c.reconciler.store.of_kind("Job")[("ns", "r")].kind == "Job"
 
 
 def test_a_running_training_run_is_preempted_by_a_higher_priority_job() -> None:

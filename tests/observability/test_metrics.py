@@ -125,7 +125,7 @@ def test_finish_and_eviction_counters() -> None:
     # The Job completes; the reconciler finishes its Workload.
     owner = h.reconciler.store.job_key(key)
     assert owner is not None
-    done_body = msgspec.json.decode(msgspec.json.encode(h.reconciler.jobs[owner]))
+    done_body = msgspec.json.decode(msgspec.json.encode(h.reconciler.store.of_kind("Job")[owner]))
     done_body["spec"]["suspend"] = False
     done_body["status"] = {"conditions": [{"type": "Complete", "status": "True", "message": "done"}]}
     done_body["metadata"]["resourceVersion"] = h.next_rv()

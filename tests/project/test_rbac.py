@@ -255,7 +255,7 @@ def _path_calls(node: ast.expr, scope: Scope) -> list[tuple[ast.expr, str, ast.e
 
 def _blocks_job_deletion() -> bool:
     """Whether the Workload made for a Job blocks the Job's deletion (needs jobs/finalizers)."""
-    from reconciler.core.model.workloads import workload_for_job
+    from reconciler.integrations.batchjob import workload_for_job
     from tests.support.builders import job
 
     owners = workload_for_job(job("j")).metadata.owner_references

@@ -56,7 +56,10 @@ def test_job_events_that_overtake_our_write_response_are_kept() -> None:
     h.event("MODIFIED", JOBS, decode(body, Job))  # the Job controller's update
     h.reconciler.handle(WriteDone(start, body=msgspec.json.encode(started)))  # our response, late
     key = ("ns", "a")
-    assert h.reconciler.jobs[key].metadata.resource_version == body["metadata"]["resourceVersion"]
+    assert (
+        h.reconciler.store.of_kind("Job")[key].metadata.resource_version
+        == body["metadata"]["resourceVersion"]
+    )
     h.take()
     body["metadata"]["resourceVersion"] = h.next_rv()
     body["status"] = {"conditions": [{"type": "Complete", "status": "True", "message": "done"}]}

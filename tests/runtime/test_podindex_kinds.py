@@ -23,10 +23,12 @@ def test_a_pod_of_an_enabled_kind_is_its_jobs_and_others_are_nobodys() -> None:
     assert index.on_pod_ref(("ns", "p4"), owned("p4", "TrainingRun", "r", controller=False)) is None
     # One name, two kinds: two jobs.
     assert [p.metadata.name for p in index.pods_of(("ns", "r"), "TrainingRun")] == ["p1"]
-    assert [p.metadata.name for p in index.pods_of(("ns", "r"))] == ["p2"]
+    assert [p.metadata.name for p in index.pods_of(("ns", "r"), "Job")] == ["p2"]
 
 
-def test_by_default_only_batch_jobs_own_pods() -> None:
+def test_a_pod_is_nobodys_until_the_enabled_kinds_are_set() -> None:
     index = PodIndex()
     assert index.on_pod_ref(("ns", "p1"), owned("p1", "TrainingRun", "r")) is None
-    assert index.on_pod(("ns", "p2"), owned("p2", "Job", "a")) == ("ns", "a")
+    assert index.on_pod_ref(("ns", "p2"), owned("p2", "Job", "a")) is None
+    index.kinds = frozenset({"Job"})
+    assert index.on_pod(("ns", "p3"), owned("p3", "Job", "a")) == ("ns", "a")

@@ -15,7 +15,7 @@ from reconciler.api.resources import (
     RESOURCE_FLAVORS,
     WORKLOADS,
 )
-from reconciler.core.model.workloads import workload_name_for_job
+from reconciler.integrations.batchjob import job_workload_name
 from reconciler.kube import Conflict, Forbidden, NamespaceTerminating
 from reconciler.runtime.shared.actions import Create, MergePatch, PostEvent
 from reconciler.runtime.shared.writer import WriteDone
@@ -42,7 +42,7 @@ def test_nothing_is_decided_before_every_watch_has_synced() -> None:
     actions = h.take()
     (create,) = of(actions, "create-workload")
     assert isinstance(create, Create)
-    assert create.name == workload_name_for_job("a", "uid-a")
+    assert create.name == job_workload_name("a", "uid-a")
     body = msgspec.json.decode(create.body)
     assert (body["apiVersion"], body["kind"]) == ("kueue.x-k8s.io/v1beta2", "Workload")
 
@@ -357,8 +357,8 @@ def test_a_workload_told_twice_in_one_cycle_gets_one_status_write_and_both_event
         decode(cluster_queue_body("cq", [("t4", {GPU: 1})], cohort="pool"), ClusterQueue),
     )
     actions = h.take()
-    assert [a.name for a in of(actions, "admit")] == [workload_name_for_job("a", "uid-a")]
-    name_b = workload_name_for_job("b", "uid-b")
+    assert [a.name for a in of(actions, "admit")] == [job_workload_name("a", "uid-a")]
+    name_b = job_workload_name("b", "uid-b")
     writes = [msgspec.json.decode(a.patch) for a in of(actions, "workload-status") if a.name == name_b]
     assert [
         c["message"] for w in writes for c in w["status"]["conditions"] if c["type"] == "QuotaReserved"

@@ -3,36 +3,36 @@
 from __future__ import annotations
 
 from reconciler.api import OwnerReference, Workload
-from reconciler.core.model.workloads import workload_for_job, workload_name_for_job
+from reconciler.integrations.batchjob import BATCH_JOB, job_workload_name, workload_for_job
 from reconciler.runtime.shared.own_writes import OwnWrites
 from reconciler.runtime.shared.store import Store
 from tests.support.builders import job
 
 
 def test_the_index_finds_a_jobs_workload_and_a_workloads_job() -> None:
-    store = Store()
+    store = Store(integrations={"Job": BATCH_JOB})
     train = job("train", uid="u-1")
-    store.put_job(("ns", "train"), train)
-    wl_key = store.workload_key(train)
-    assert wl_key == ("ns", workload_name_for_job("train", "u-1"))
+    store.put_job(("ns", "train"), train, "Job")
+    wl_key = store.workload_key(train, "Job")
+    assert wl_key == ("ns", job_workload_name("train", "u-1"))
     workload: Workload = workload_for_job(train)
     store.put_workload(wl_key, workload)
     assert store.job_key(wl_key) == ("ns", "train")
 
 
 def test_a_recreated_job_gets_the_workload_of_its_new_uid() -> None:
-    store = Store()
-    store.put_job(("ns", "train"), job("train", uid="u-1"))
-    first = store.workload_key(store.jobs[("ns", "train")])
-    store.put_job(("ns", "train"), None)
-    store.put_job(("ns", "train"), job("train", uid="u-2"))
-    second = store.workload_key(store.jobs[("ns", "train")])
+    store = Store(integrations={"Job": BATCH_JOB})
+    store.put_job(("ns", "train"), job("train", uid="u-1"), "Job")
+    first = store.workload_key(store.of_kind("Job")[("ns", "train")], "Job")
+    store.put_job(("ns", "train"), None, "Job")
+    store.put_job(("ns", "train"), job("train", uid="u-2"), "Job")
+    second = store.workload_key(store.of_kind("Job")[("ns", "train")], "Job")
     assert first != second
-    assert second[1] == workload_name_for_job("train", "u-2")
+    assert second[1] == job_workload_name("train", "u-2")
 
 
 def test_a_workload_without_a_controlling_job_has_no_owner() -> None:
-    store = Store()
+    store = Store(integrations={"Job": BATCH_JOB})
     workload = workload_for_job(job("train", uid="u-1"))
     refs = [OwnerReference(api_version="batch/v1", kind="Job", name="train", uid="u-1", controller=False)]
     workload.metadata.owner_references = refs

@@ -5,7 +5,8 @@ from __future__ import annotations
 from typing import Any
 
 from reconciler.core.engine import Engine
-from reconciler.core.model.workloads import WorkloadInfo, compile_workload, workload_for_job
+from reconciler.core.model.workloads import WorkloadInfo, compile_workload
+from reconciler.integrations.batchjob import workload_for_job
 from tests.support.builders import cluster_queue, flavor, job
 
 GPU = "nvidia.com/gpu"

@@ -5,8 +5,9 @@ from __future__ import annotations
 from typing import Any
 
 from reconciler.core.engine import Engine
-from reconciler.core.model.workloads import WorkloadInfo, compile_workload, workload_for_job
+from reconciler.core.model.workloads import WorkloadInfo, compile_workload
 from reconciler.core.scheduling.scheduler import Decision
+from reconciler.integrations.batchjob import workload_for_job
 from tests.support.builders import cluster_queue_body, decode, flavor, job
 
 GPU = "nvidia.com/gpu"

@@ -1,7 +1,7 @@
 """Jobs become Workloads, and Workloads become what admission reasons about.
 
-`workload_for_job` builds the Workload object Kueue would create for a
-batch/v1 Job. `compile_workload` turns a Workload into a `WorkloadInfo`: its
+`workload_for_object` builds the Workload object Kueue would create for a job
+of any kind, from its pod sets. `compile_workload` turns a Workload into a `WorkloadInfo`: its
 pod sets with per-pod requests (containers plus DRA claims charged through
 `deviceClassMappings`), or the problem that keeps it from being charged.
 """
@@ -17,7 +17,6 @@ from typing import Protocol
 import msgspec
 
 from reconciler.api import (
-    Job,
     ObjectMeta,
     OwnerReference,
     PodSet,
@@ -58,11 +57,8 @@ __all__ = [
     "WorkloadInfo",
     "compile_workload",
     "covered_by",
-    "job_pod_count",
-    "workload_for_job",
     "workload_for_object",
     "workload_name_for_job",
-    "workload_template",
 ]
 
 QUEUE_NAME_LABEL = "kueue.x-k8s.io/queue-name"
@@ -85,52 +81,15 @@ _NOTHING: Mapping[str, int] = MappingProxyType({})
 _NO_RESOURCES: frozenset[str] = frozenset()
 _MAX_NAME = 253
 _HASH_LEN = 5
-# Labels the Job controller adds to a template; a Workload's template omits them.
-_JOB_CONTROLLER_LABELS = ("controller-uid", "batch.kubernetes.io/controller-uid", "job-name")
-# The one pod set of a batch/v1 Job, named as Kueue names it.
+# The pod set of a job with one, named as Kueue names it.
 JOB_POD_SET = "main"
 
 
-def workload_name_for_job(job_name: str, job_uid: str, kind: str = "Job", group: str = "batch") -> str:
+def workload_name_for_job(job_name: str, job_uid: str, kind: str, group: str) -> str:
     """`job-<name>-<5 hex>`: the prefix truncated to fit 253, hash of kind, group, name, uid."""
     prefix = f"{kind.lower()}-{job_name}"[: _MAX_NAME - 1 - _HASH_LEN]
     digest = hashlib.sha1(f"{kind}\n{group}\n{job_name}\n{job_uid}".encode()).hexdigest()
     return f"{prefix}-{digest[:_HASH_LEN]}"
-
-
-def job_pod_count(job: Job) -> int:
-    parallelism = 1 if job.spec.parallelism is None else job.spec.parallelism
-    if job.spec.completions is not None:
-        return min(parallelism, job.spec.completions)
-    return parallelism
-
-
-def workload_template(raw: msgspec.Raw) -> msgspec.Raw:
-    """A Job's pod template as its Workload records it: without the job controller's labels."""
-    return _workload_template(raw)
-
-
-def _workload_template(raw: msgspec.Raw) -> msgspec.Raw:
-    # (find, not `in`: `bytes in bytes` first tries the needle as an int, raising and clearing an error)
-    data = bytes(raw)
-    if data.find(b"\\") < 0 and data.find(b"controller-uid") < 0 and data.find(b"job-name") < 0:
-        return raw  # no escapes, so no label key can be one of those: nothing to take out
-    template = msgspec.json.decode(raw)
-    if not isinstance(template, dict):
-        return raw
-    labels = template.get("metadata", {}).get("labels")
-    if isinstance(labels, dict) and any(k in labels for k in _JOB_CONTROLLER_LABELS):
-        for key in _JOB_CONTROLLER_LABELS:
-            labels.pop(key, None)
-        return msgspec.Raw(msgspec.json.encode(template))
-    return raw
-
-
-def workload_for_job(job: Job, priority: ResolvedPriority | None = None) -> Workload:
-    """The Workload Kueue creates for a queue-labelled batch/v1 Job (with its resolved priority)."""
-    template = _workload_template(job.spec.template)
-    pod_set = PodSet(name=JOB_POD_SET, template=template, count=job_pod_count(job))
-    return workload_for_object(job.metadata, "batch/v1", "Job", [pod_set], priority)
 
 
 def workload_for_object(

@@ -1,6 +1,6 @@
-"""What an admitted Job's pods say: how many are ready, and which claims keep them from starting.
+"""What an admitted job's pods say: how many are ready, and which claims keep them from starting.
 
-Pure functions over Pod, Job and ResourceClaim projections. The claim report
+Pure functions over Pod and ResourceClaim projections. The claim report
 quotes kube-scheduler's own words (the pod's PodScheduled message), so a user
 learns from the Workload why an admitted job does not start.
 """
@@ -11,7 +11,7 @@ import re
 from collections.abc import Collection, Iterable, Mapping
 from dataclasses import dataclass, field
 
-from reconciler.api import Condition, Job, Pod, ResourceClaim
+from reconciler.api import Condition, Pod, ResourceClaim
 from reconciler.api.times import epoch
 
 __all__ = [
@@ -24,9 +24,7 @@ __all__ = [
     "controller_of",
     "eviction_cause",
     "lasting",
-    "owner_job",
     "ready_or_counted",
-    "ready_or_succeeded",
     "same_report",
 ]
 
@@ -46,12 +44,6 @@ def controller_of(pod: Pod, kinds: Collection[str]) -> tuple[str, str] | None:
         if ref.controller and ref.kind in kinds:
             return ref.kind, ref.name
     return None
-
-
-def owner_job(pod: Pod) -> str | None:
-    """The name of the Job that controls this pod, if any."""
-    owner = controller_of(pod, ("Job",))
-    return None if owner is None else owner[1]
 
 
 def lasting(
@@ -105,15 +97,6 @@ def _is_ready(pod: Pod) -> bool:
         return False
     ready = _condition(pod.status.conditions, "Ready")
     return ready is not None and ready.status == "True"
-
-
-def ready_or_succeeded(pods: Iterable[Pod], job: Job | None) -> int:
-    """Pods ready or succeeded, from the pods seen or the Job's own counts, whichever is larger.
-
-    The Job's counts cover succeeded pods that were already deleted.
-    """
-    counted = 0 if job is None else job.status.succeeded + (job.status.ready or 0)
-    return ready_or_counted(pods, counted)
 
 
 def ready_or_counted(pods: Iterable[Pod], counted: int) -> int:
@@ -189,7 +172,7 @@ def claims_condition(
 
 
 def eviction_cause(namespace: str, pods: Iterable[Pod], claims: Mapping[Key, ResourceClaim]) -> str | None:
-    """Why an admitted Job's pods did not start, when it is a claim that cannot be allocated.
+    """Why an admitted job's pods did not start, when it is a claim that cannot be allocated.
 
     None when nothing points at DRA (a slow start: image pulls, a pod still running its init
     containers...). A claim is to blame when an unscheduled pod names a claim still unallocated, or

@@ -1,21 +1,22 @@
-"""A Workload's priority, as Kueue derives it from its Job.
+"""A Workload's priority, as Kueue derives it from its job.
 
-In order: the WorkloadPriorityClass named by the Job's `kueue.x-k8s.io/priority-class`
-label; else the PriorityClass named by the pod template's `priorityClassName`;
+In order: the WorkloadPriorityClass named by the job's `kueue.x-k8s.io/priority-class`
+label; else the PriorityClass named by a pod template's `priorityClassName`;
 else the cluster's default PriorityClass (`globalDefault: true`, the lowest value
 if several claim it); else priority 0 with no class. A class that is named but
-does not exist leaves the Job without a Workload until it appears.
+does not exist leaves the job without a Workload until it appears.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from typing import Protocol
 
 import msgspec
 
 from reconciler.api import (
-    Job,
+    ObjectMeta,
     PriorityClass,
     PriorityClassRef,
     Workload,
@@ -60,8 +61,28 @@ class MissingPriorityClass:
         )
 
 
+class _Labelled(Protocol):
+    @property
+    def metadata(self) -> ObjectMeta: ...
+
+
+class _TemplateSpec(Protocol):
+    @property
+    def template(self) -> msgspec.Raw: ...
+
+
+class _OneTemplate(Protocol):
+    """A job with one pod template (`spec.template`)."""
+
+    @property
+    def metadata(self) -> ObjectMeta: ...
+
+    @property
+    def spec(self) -> _TemplateSpec: ...
+
+
 def resolve_priority(
-    job: Job,
+    job: _OneTemplate,
     workload_classes: Mapping[str, WorkloadPriorityClass],
     pod_classes: Mapping[str, PriorityClass],
 ) -> ResolvedPriority | MissingPriorityClass:
@@ -104,9 +125,9 @@ def resolve_priority_of(
 
 
 def priority_update(
-    job: Job, workload: Workload, workload_classes: Mapping[str, WorkloadPriorityClass]
+    job: _Labelled, workload: Workload, workload_classes: Mapping[str, WorkloadPriorityClass]
 ) -> ResolvedPriority | None:
-    """The Job's priority-class label changed (or was added): the Workload's new priority.
+    """The job's priority-class label changed (or was added): the Workload's new priority.
 
     As in Kueue, only a Workload whose priority has no class or comes from a
     WorkloadPriorityClass follows the label; a missing class changes nothing.

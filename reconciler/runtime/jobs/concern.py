@@ -1,4 +1,4 @@
-"""The jobs of one integration (batch/v1 Job, or any kind in the registry): a Workload for each
+"""The jobs of one integration (any kind in the registry): a Workload for each
 queued job, the job suspended until its Workload is admitted, started with its flavors' node
 labels, suspended and restored after an eviction (whose reservation ends once the job no longer
 runs: `evictions`), and its Workload finished when the job ends.
@@ -23,7 +23,6 @@ from reconciler.core.primitives.priority import (
     resolve_priority_of,
 )
 from reconciler.integrations import (
-    BATCH_JOB,
     CHILD_SUSPENDED,
     CreateWorkload,
     DeleteMismatched,
@@ -62,7 +61,7 @@ _NO_MATCH = "No matching Workload; restoring pod templates according to existent
 
 
 class Jobs:
-    def __init__(self, ctx: Context, integration: Integration = BATCH_JOB, own_namespace: str = "") -> None:
+    def __init__(self, ctx: Context, integration: Integration, own_namespace: str = "") -> None:
         self.ctx = ctx
         self.integration = integration
         self.kind, self.framework = integration.kind, integration.framework

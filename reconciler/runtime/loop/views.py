@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from reconciler.api import ClusterQueue, Job, LocalQueue, Workload
+from reconciler.api import ClusterQueue, LocalQueue, Workload
 from reconciler.config import Configuration
 from reconciler.core.engine import Engine
 from reconciler.observability.metrics import Metrics
@@ -34,10 +34,6 @@ class ReconcilerViews:
     @property
     def store(self) -> Store:
         return self.ctx.store
-
-    @property
-    def jobs(self) -> dict[Key, Job]:
-        return self.ctx.store.jobs
 
     @property
     def workloads(self) -> dict[Key, Workload]:

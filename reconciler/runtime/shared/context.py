@@ -26,7 +26,7 @@ from reconciler.core.devices.dra_extended import ExtendedResources
 from reconciler.core.devices.inventory import DeviceInventory
 from reconciler.core.engine import Engine
 from reconciler.core.queueing.admission_fair_sharing import AfsSettings
-from reconciler.integrations import BATCH_JOB, Integration
+from reconciler.integrations import Integration
 from reconciler.kube import Conflict, NamespaceTerminating, NotFound
 from reconciler.observability.metrics import Metrics
 from reconciler.runtime.shared.actions import Action, PostEvent, WriteDone
@@ -94,7 +94,7 @@ class Context:
     # resource (spec.extendedResourceName and the implicit names), from the DeviceClasses watched.
     extended_resources: ExtendedResources = field(default_factory=ExtendedResources)
     # The integrations integrations.frameworks enables (the kinds of jobs managed).
-    integrations: Sequence[Integration] = (BATCH_JOB,)
+    integrations: Sequence[Integration] = ()
     workload_writes: OwnWrites[Key] = field(init=False)
     # Our own writes to jobs, one tracker per kind.
     kind_writes: dict[str, OwnWrites[Key]] = field(init=False)
@@ -165,7 +165,7 @@ class Context:
         )
         return workload
 
-    def apply_job_write(self, key: Key, body: bytes, integration: Integration = BATCH_JOB) -> Any | None:
+    def apply_job_write(self, key: Key, body: bytes, integration: Integration) -> Any | None:
         """Our write's response is the job's newest state: apply it (None when it is stale)."""
         job = msgspec.json.decode(body, type=integration.projection)
         rv = job.metadata.resource_version

@@ -11,7 +11,7 @@ from typing import Any
 import msgspec
 import structlog
 
-from reconciler.api import Job, ObjectMeta
+from reconciler.api import ObjectMeta
 from reconciler.api.resources import EVENTS
 from reconciler.runtime.shared.actions import MergePatch, PostEvent, WriteDone
 from reconciler.runtime.shared.event_series import EventSeries, SeriesKey, Tally
@@ -81,7 +81,7 @@ class EventRecorder:
     monotonic: Callable[[], float] = time.monotonic
     # The jobs' projections -> the (apiVersion, kind) an Event names (the context adds every
     # enabled integration's); anything else is a Workload.
-    kinds: dict[type[Any], tuple[str, str]] = field(default_factory=lambda: {Job: ("batch/v1", "Job")})
+    kinds: dict[type[Any], tuple[str, str]] = field(default_factory=dict)
     series: EventSeries = field(default_factory=EventSeries)
 
     def emit(self, obj: Any, event_type: str, reason: str, message: str) -> None:

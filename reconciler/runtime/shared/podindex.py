@@ -1,7 +1,7 @@
 """The Pods and ResourceClaims of admitted jobs, indexed by the job that owns them.
 
 A pod's job is its controller reference, when that names the kind of an enabled integration
-(`kinds`; batch/v1 Job unless the reconciler says otherwise). Watch events go in; out comes
+(`kinds`, which the reconciler sets). Watch events go in; out comes
 which job each change concerns, so the reconciler re-evaluates only that job's Workload
 (PodsReady, claim report).
 """
@@ -18,12 +18,11 @@ __all__ = ["PodIndex"]
 Key = tuple[str, str]
 # (kind, namespace, name) of a job.
 JobRef = tuple[str, str, str]
-_JOB = "Job"
 
 
 @dataclass
 class PodIndex:
-    kinds: frozenset[str] = frozenset({_JOB})
+    kinds: frozenset[str] = frozenset()
     pods: dict[Key, Pod] = field(default_factory=dict)
     claims: dict[Key, ResourceClaim] = field(default_factory=dict)
     _by_job: dict[JobRef, set[str]] = field(default_factory=dict)
@@ -68,7 +67,7 @@ class PodIndex:
         self.claims[key] = claim
         return self._job_of_claim(claim)
 
-    def pods_of(self, job: Key, kind: str = _JOB) -> list[Pod]:
+    def pods_of(self, job: Key, kind: str) -> list[Pod]:
         return [self.pods[(job[0], name)] for name in sorted(self._by_job.get((kind, *job), ()))]
 
     def _job_of_claim(self, claim: ResourceClaim) -> JobRef | None:

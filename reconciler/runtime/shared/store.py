@@ -1,9 +1,8 @@
 """The latest known object of every kind the reconciler decides on, with the job <-> Workload index.
 
-Jobs are kept per integration: `by_kind[kind][(namespace, name)]` (`jobs` is the batch/v1 Job
-table). A job's Workload name is a hash of the job's name, UID and kind, and a Workload names its
-job in an owner reference; both directions are computed once, when the object is stored, and
-looked up afterwards.
+Jobs are kept per integration: `by_kind[kind][(namespace, name)]`. A job's Workload name is a
+hash of the job's name, UID and kind, and a Workload names its job in an owner reference; both
+directions are computed once, when the object is stored, and looked up afterwards.
 """
 
 from __future__ import annotations
@@ -15,7 +14,6 @@ from typing import Any
 from reconciler.api import (
     ClusterQueue,
     Cohort,
-    Job,
     LocalQueue,
     PriorityClass,
     ResourceClaimTemplate,
@@ -23,7 +21,7 @@ from reconciler.api import (
     WorkloadPriorityClass,
 )
 from reconciler.core.model.workloads import workload_name_for_job
-from reconciler.integrations import BATCH_JOB, Integration, controller_parent
+from reconciler.integrations import Integration, controller_parent
 from reconciler.integrations.lws.group import COMPONENT_INDEX_ANNOTATION, LWS_KIND, group_name
 from reconciler.integrations.pods.group import GROUP_KIND, IS_GROUP_WORKLOAD_ANNOTATION, PodGroup
 
@@ -59,14 +57,10 @@ def owner_ref(workload: Workload, integrations: Mapping[str, Integration]) -> Jo
     return None
 
 
-def _default_integrations() -> dict[str, Integration]:
-    return {BATCH_JOB.kind: BATCH_JOB}
-
-
 @dataclass
 class Store:
     # The enabled integrations, by kind (the reconciler sets them from integrations.frameworks).
-    integrations: dict[str, Integration] = field(default_factory=_default_integrations)
+    integrations: dict[str, Integration] = field(default_factory=dict)
     by_kind: dict[str, dict[Key, Any]] = field(default_factory=dict)
     workloads: dict[Key, Workload] = field(default_factory=dict)
     templates: dict[Key, ResourceClaimTemplate] = field(default_factory=dict)
@@ -92,11 +86,6 @@ class Store:
         self.cohorts[name] = cohort
         return previous is not None and previous.spec == cohort.spec
 
-    @property
-    def jobs(self) -> dict[Key, Job]:
-        """The batch/v1 Jobs."""
-        return self.of_kind(BATCH_JOB.kind)
-
     def of_kind(self, kind: str) -> dict[Key, Any]:
         return self.by_kind.setdefault(kind, {})
 
@@ -106,7 +95,7 @@ class Store:
         table = self.by_kind.get(ref[0])
         return None if table is None else table.get((ref[1], ref[2]))
 
-    def put_job(self, key: Key, job: Any | None, kind: str = BATCH_JOB.kind) -> Any | None:
+    def put_job(self, key: Key, job: Any | None, kind: str) -> Any | None:
         """Store (or with None, forget) a job of `kind`; returns what was stored before."""
         table = self.by_kind.get(kind)
         if table is None:
@@ -133,7 +122,7 @@ class Store:
                 self._job_of[key] = owner
         return previous
 
-    def workload_key(self, job: Any, kind: str = BATCH_JOB.kind) -> Key:
+    def workload_key(self, job: Any, kind: str) -> Key:
         """The key of the Workload that stands for a job of `kind` (whether it exists yet or not)."""
         meta = job.metadata
         ref = (kind, meta.namespace, meta.name)

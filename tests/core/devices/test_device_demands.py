@@ -12,11 +12,12 @@ from reconciler.api import ClusterQueue, ResourceClaimTemplate, WorkloadStatus
 from reconciler.core.devices.dra import DeviceDemand
 from reconciler.core.devices.inventory import InventoryIndex
 from reconciler.core.model.clusterqueues import compile_cluster_queue
-from reconciler.core.model.workloads import WorkloadInfo, compile_workload, workload_for_job
+from reconciler.core.model.workloads import WorkloadInfo, compile_workload
 from reconciler.core.quota.cache import charge_from_admission
 from reconciler.core.quota.inventory_admission import InventoryGate
 from reconciler.core.scheduling.scheduler import Admit, Pending
 from reconciler.core.status import admitted_workload_status
+from reconciler.integrations.batchjob import workload_for_job
 from tests.support.builders import claim_template, cluster_queue_body, decode, job
 from tests.support.device_engine import (
     CAPACITIES,

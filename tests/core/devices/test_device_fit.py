@@ -15,9 +15,10 @@ from reconciler.api.slices import ResourceSlice, SliceDevice
 from reconciler.core.devices.device_pools import untolerated_taint
 from reconciler.core.devices.inventory import DeviceInventory, InventoryIndex
 from reconciler.core.engine import Engine
-from reconciler.core.model.workloads import WorkloadInfo, compile_workload, workload_for_job
+from reconciler.core.model.workloads import WorkloadInfo, compile_workload
 from reconciler.core.quota.inventory_admission import InventoryGate
 from reconciler.core.scheduling.scheduler import Admit, Pending
+from reconciler.integrations.batchjob import workload_for_job
 from tests.support.builders import cluster_queue, decode, flavor, job
 
 DRIVER = "gpu.example.com"

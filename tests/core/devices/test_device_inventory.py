@@ -12,10 +12,11 @@ from reconciler.api.slices import ResourceSlice
 from reconciler.config import ConfigError, parse_config
 from reconciler.core.devices.inventory import InventoryIndex, claim_devices
 from reconciler.core.engine import Engine
-from reconciler.core.model.workloads import WorkloadInfo, compile_workload, workload_for_job
+from reconciler.core.model.workloads import WorkloadInfo, compile_workload
 from reconciler.core.quota.inventory_admission import InventoryGate
 from reconciler.core.quota.inventory_report import devices_cover_quota, quota_gaps
 from reconciler.core.scheduling.scheduler import Admit, Decision, Pending
+from reconciler.integrations.batchjob import workload_for_job
 from tests.support.builders import cluster_queue, flavor, job
 
 GPU = "nvidia.com/gpu"

@@ -6,7 +6,8 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from reconciler.api import ResourceClaim, ResourceClaimTemplate, Workload
-from reconciler.core.model.workloads import WorkloadInfo, compile_workload, workload_for_job
+from reconciler.core.model.workloads import WorkloadInfo, compile_workload
+from reconciler.integrations.batchjob import workload_for_job
 from tests.support.builders import claim_template, decode, gpu_request, job
 
 MAPPINGS = {"gpu.nvidia.com": "nvidia.com/gpu", "mig.nvidia.com": "nvidia.com/mig"}

@@ -12,9 +12,10 @@ import msgspec
 from reconciler.api import DeviceClass
 from reconciler.core.devices.dra import DeviceAsk, DeviceDemand
 from reconciler.core.devices.dra_extended import ExtendedResources
-from reconciler.core.model.workloads import WorkloadInfo, compile_workload, workload_for_job
+from reconciler.core.model.workloads import WorkloadInfo, compile_workload
 from reconciler.core.quota.inventory_admission import InventoryGate
 from reconciler.core.scheduling.scheduler import Admit, Pending
+from reconciler.integrations.batchjob import workload_for_job
 from tests.support.builders import job
 from tests.support.device_engine import (
     CAPACITIES,

@@ -22,11 +22,12 @@ from reconciler.api.slices import Node, ResourceSlice
 from reconciler.config import ConfigError, parse_config
 from reconciler.core.devices.dra import DeviceDemand
 from reconciler.core.devices.inventory import DeviceInventory
-from reconciler.core.model.workloads import WorkloadInfo, compile_workload, workload_for_job
+from reconciler.core.model.workloads import WorkloadInfo, compile_workload
 from reconciler.core.scheduling.scheduler import Admit, Pending
 from reconciler.explain.quota import _inventory as explain_inventory
 from reconciler.explain.quota import fed_engine
 from reconciler.explain.state import ClusterState, Target
+from reconciler.integrations.batchjob import workload_for_job
 from reconciler.runtime.loop.reconciler import Reconciler
 from reconciler.simulate import InputObject, prepare
 from tests.support.builders import claim_template, decode, job, job_body

@@ -6,8 +6,7 @@ from typing import Any
 
 import msgspec
 
-from reconciler.api import Condition, Job, Pod, ResourceClaim, pod_template_view
-from reconciler.core.model.jobs import restore_patch
+from reconciler.api import Condition, Pod, ResourceClaim, pod_template_view
 from reconciler.core.primitives.podstatus import (
     ClaimProblem,
     all_claims_allocated,
@@ -15,11 +14,11 @@ from reconciler.core.primitives.podstatus import (
     claims_condition,
     eviction_cause,
     lasting,
-    ready_or_succeeded,
 )
+from reconciler.integrations.batchjob import restore_patch
 from reconciler.runtime.shared.podindex import PodIndex
 from reconciler.runtime.shared.timers import Timers
-from tests.support.builders import decode, job_body
+from tests.support.builders import decode
 
 UNSCHEDULABLE = "0/2 nodes are available: 1 cannot allocate all claims, 1 node(s) didn't match selector."
 
@@ -73,13 +72,6 @@ def claim(name: str, *, allocated: bool, owner_pod: str = "p1") -> ResourceClaim
     return result
 
 
-def test_ready_counts_ready_running_and_succeeded_pods_or_the_jobs_counts() -> None:
-    pods = [pod("p1", phase="Running", ready=True), pod("p2", phase="Succeeded"), pod("p3", phase="Running")]
-    assert ready_or_succeeded(pods, None) == 2
-    finished: Job = decode({**job_body("a"), "status": {"succeeded": 3, "ready": 1}}, Job)
-    assert ready_or_succeeded(pods, finished) == 4
-
-
 def test_claim_report_quotes_the_scheduler_and_names_pod_and_claim() -> None:
     pods = [pod("p1", unschedulable=UNSCHEDULABLE, claim="p1-gpu-x"), pod("p2", phase="Running", node="n1")]
     claims = {("ns", "p1-gpu-x"): claim("p1-gpu-x", allocated=False)}
@@ -123,12 +115,12 @@ def test_a_pod_the_scheduler_reports_gated_is_no_claim_problem() -> None:
 
 
 def test_pod_index_maps_pods_and_their_claims_to_the_job() -> None:
-    index = PodIndex()
+    index = PodIndex(kinds=frozenset({"Job"}))
     assert index.on_pod(("ns", "p1"), pod("p1")) == ("ns", "a")
     assert index.on_claim(("ns", "c"), claim("c", allocated=False)) == ("ns", "a")
-    assert [p.metadata.name for p in index.pods_of(("ns", "a"))] == ["p1"]
+    assert [p.metadata.name for p in index.pods_of(("ns", "a"), "Job")] == ["p1"]
     assert index.on_pod(("ns", "p1"), None) == ("ns", "a")
-    assert index.pods_of(("ns", "a")) == []
+    assert index.pods_of(("ns", "a"), "Job") == []
     assert index.on_claim(("ns", "c"), None) is None  # its pod is gone
 
 

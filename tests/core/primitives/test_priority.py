@@ -7,13 +7,13 @@ from typing import Any
 import msgspec
 
 from reconciler.api import Job, PriorityClass, PriorityClassRef, WorkloadPriorityClass
-from reconciler.core.model.workloads import workload_for_job
 from reconciler.core.primitives.priority import (
     MissingPriorityClass,
     ResolvedPriority,
     priority_update,
     resolve_priority,
 )
+from reconciler.integrations.batchjob import workload_for_job
 from tests.support.builders import decode, job_body
 
 

@@ -10,14 +10,9 @@ import pytest
 from reconciler.api import PodSpecView, ResourceClaimTemplate
 from reconciler.core.devices.dra import CLAIMS_NOT_SUPPORTED, DraProblem
 from reconciler.core.engine import Engine
-from reconciler.core.model.workloads import (
-    RESOURCE_IN_USE_FINALIZER,
-    compile_workload,
-    job_pod_count,
-    workload_for_job,
-    workload_name_for_job,
-)
+from reconciler.core.model.workloads import RESOURCE_IN_USE_FINALIZER, compile_workload
 from reconciler.core.primitives.podrequests import pod_requests
+from reconciler.integrations.batchjob import job_pod_count, job_workload_name, workload_for_job
 from tests.support.builders import claim_template, decode, gpu_request, job
 
 MAPPINGS = {"gpu.nvidia.com": "nvidia.com/gpu"}
@@ -30,11 +25,11 @@ def spec(body: dict[str, Any]) -> PodSpecView:
 
 def test_workload_name_matches_kueue() -> None:
     # The vector Kueue's own tests assert.
-    assert workload_name_for_job("name", "uid") == "job-name-ef3a1"
+    assert job_workload_name("name", "uid") == "job-name-ef3a1"
 
 
 def test_workload_name_truncates_long_job_names() -> None:
-    name = workload_name_for_job("x" * 300, "uid")
+    name = job_workload_name("x" * 300, "uid")
     assert len(name) == 253
     assert name.startswith("job-xxx")
     assert name[-6] == "-"
@@ -50,7 +45,7 @@ def test_pod_count(parallelism: int | None, completions: int | None, count: int)
 
 def test_workload_for_job_carries_kueue_metadata() -> None:
     wl = workload_for_job(job("train", uid="1234", parallelism=2, completions=4))
-    assert wl.metadata.name == workload_name_for_job("train", "1234")
+    assert wl.metadata.name == job_workload_name("train", "1234")
     assert wl.metadata.labels == {"kueue.x-k8s.io/job-uid": "1234"}
     assert wl.metadata.finalizers == [RESOURCE_IN_USE_FINALIZER]
     owner = wl.metadata.owner_references[0]

@@ -8,9 +8,10 @@ import pytest
 
 from reconciler.api import Condition
 from reconciler.config import ConfigError, parse_config
-from reconciler.core.model.workloads import compile_workload, workload_for_job
+from reconciler.core.model.workloads import compile_workload
 from reconciler.core.primitives.ordering import CREATION_TIMESTAMP, EVICTION_TIMESTAMP, queue_order_timestamp
 from reconciler.core.queueing.queues import QueueManager
+from reconciler.integrations.batchjob import workload_for_job
 from tests.support.builders import job
 
 CREATED = "2026-01-01T00:00:00Z"

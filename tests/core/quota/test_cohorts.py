@@ -9,9 +9,10 @@ import pytest
 from reconciler.api import ClusterQueue, ClusterQueueStatus
 from reconciler.core.engine import Engine
 from reconciler.core.model.clusterqueues import InvalidClusterQueueError, compile_cluster_queue
-from reconciler.core.model.workloads import WorkloadInfo, compile_workload, workload_for_job
+from reconciler.core.model.workloads import WorkloadInfo, compile_workload
 from reconciler.core.scheduling.scheduler import Admit, Pending
 from reconciler.core.status import cluster_queue_status
+from reconciler.integrations.batchjob import workload_for_job
 from tests.support.builders import cluster_queue, cluster_queue_body, decode, flavor, job
 
 GPU = "nvidia.com/gpu"

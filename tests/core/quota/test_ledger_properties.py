@@ -9,10 +9,11 @@ from hypothesis import strategies as st
 
 from reconciler.api import WorkloadStatus
 from reconciler.core.engine import Engine
-from reconciler.core.model.workloads import WorkloadInfo, compile_workload, workload_for_job
+from reconciler.core.model.workloads import WorkloadInfo, compile_workload
 from reconciler.core.quota.ledger import Ledger
 from reconciler.core.scheduling.scheduler import Admit
 from reconciler.core.status import admitted_workload_status
+from reconciler.integrations.batchjob import workload_for_job
 from tests.support.builders import cluster_queue, flavor, job
 
 RESOURCES = ("cpu", "memory", "nvidia.com/gpu")

@@ -8,11 +8,12 @@ import pytest
 
 from reconciler.core.engine import Engine
 from reconciler.core.model.clusterqueues import active_condition
-from reconciler.core.model.workloads import WorkloadInfo, compile_workload, workload_for_job
+from reconciler.core.model.workloads import WorkloadInfo, compile_workload
 from reconciler.core.queueing.pending_queue import PendingQueue
 from reconciler.core.queueing.queues import backoff_seconds
 from reconciler.core.scheduling.flavors import node_labels_for
 from reconciler.core.scheduling.scheduler import Admit, Decision, Pending
+from reconciler.integrations.batchjob import workload_for_job
 from tests.support.admission_engine import GPU, info, state_with
 from tests.support.builders import cluster_queue, job
 

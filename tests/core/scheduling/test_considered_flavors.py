@@ -5,9 +5,10 @@ from __future__ import annotations
 from reconciler.api import ClusterQueue, WorkloadStatus
 from reconciler.core.engine import Engine
 from reconciler.core.model.clusterqueues import compile_cluster_queue
-from reconciler.core.model.workloads import WorkloadInfo, compile_workload, workload_for_job
+from reconciler.core.model.workloads import WorkloadInfo, compile_workload
 from reconciler.core.scheduling.scheduler import Admit, Pending
 from reconciler.core.status import admitted_workload_status
+from reconciler.integrations.batchjob import workload_for_job
 from tests.support.builders import cluster_queue, cluster_queue_body, decode, flavor, job
 
 GPU = "nvidia.com/gpu"

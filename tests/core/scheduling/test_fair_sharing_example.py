@@ -20,10 +20,10 @@ from reconciler.api import (
 )
 from reconciler.config import load_config
 from reconciler.core.engine import Engine
-from reconciler.core.model.workloads import workload_for_job
 from reconciler.core.scheduling.preemption import IN_COHORT_FAIR_SHARING, IN_COHORT_RECLAMATION
 from reconciler.core.scheduling.scheduler import Admit, Preempt
 from reconciler.feed import QueueObjects, WorkloadSources, compile_for, feed_queue_objects
+from reconciler.integrations.batchjob import workload_for_job
 
 EXAMPLE = Path(__file__).resolve().parents[3] / "examples" / "fair-sharing"
 KINDS: dict[str, type[Any]] = {

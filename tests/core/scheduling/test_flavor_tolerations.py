@@ -7,8 +7,8 @@ from typing import Any
 import msgspec
 
 from reconciler.api import Admission, PodSetAssignment, Toleration, pod_template_view
-from reconciler.core.model.jobs import restore_patch, start_patch
 from reconciler.core.scheduling.flavors import admission_tolerations
+from reconciler.integrations.batchjob import restore_patch, start_patch
 from tests.support.builders import decode, flavor
 
 GPU_TAINT = {"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}

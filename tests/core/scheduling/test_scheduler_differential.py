@@ -25,8 +25,9 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from reconciler.core.engine import Engine
-from reconciler.core.model.workloads import compile_workload, workload_for_job
+from reconciler.core.model.workloads import compile_workload
 from reconciler.core.scheduling.scheduler import Admit
+from reconciler.integrations.batchjob import workload_for_job
 from tests.support.builders import cluster_queue, flavor, job
 
 GPU = "nvidia.com/gpu"

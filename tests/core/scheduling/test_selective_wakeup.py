@@ -17,10 +17,11 @@ from hypothesis import strategies as st
 from reconciler.api import ClusterQueue
 from reconciler.core.engine import Engine
 from reconciler.core.model.clusterqueues import compile_cluster_queue
-from reconciler.core.model.workloads import compile_workload, workload_for_job
+from reconciler.core.model.workloads import compile_workload
 from reconciler.core.quota.cohorts import compile_cohort
 from reconciler.core.scheduling.flavors import assign_flavors
 from reconciler.core.scheduling.scheduler import Admit, Scheduler
+from reconciler.integrations.batchjob import workload_for_job
 from tests.support.builders import cluster_queue_body, decode, flavor, job
 from tests.support.cohort_trees import CPU, FLAVORS, GPU, PREEMPTION, Tree, cohort_object, step, trees
 

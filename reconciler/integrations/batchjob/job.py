@@ -24,11 +24,12 @@ from reconciler.admission.review import AdmissionRequest, PatchOp, Verdict, deco
 from reconciler.admission.routes import Lookups, Route, decoded, default_queue
 from reconciler.api import Job, PodSet, pod_template_view
 from reconciler.api.resources import JOBS, Resource
-from reconciler.core.model.jobs import PODSET_LABEL, restore_patch, start_patch, suspend_patch
-from reconciler.core.model.workloads import JOB_POD_SET, job_pod_count, workload_template
+from reconciler.core.model.jobs import PODSET_LABEL
+from reconciler.core.model.workloads import JOB_POD_SET
 
-from .base import Outcome, Patch, PodSetStart, SuspendableJob
-from .registration import Access, Registration
+from ..base import Outcome, Patch, PodSetStart, SuspendableJob
+from ..registration import Access, Registration
+from .patches import job_pod_count, restore_patch, start_patch, suspend_patch, workload_template
 
 __all__ = ["BATCH_JOB", "REGISTRATION", "BatchJob", "default_job"]
 
