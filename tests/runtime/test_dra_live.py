@@ -15,18 +15,16 @@ import yaml
 from reconciler.api import ClusterQueue, Job, ResourceClaim, ResourceClaimTemplate, Workload
 from reconciler.api.resources import (
     CLUSTER_QUEUES,
-    JOBS,
     RESOURCE_CLAIM_TEMPLATES,
     RESOURCE_CLAIMS,
-    WORKLOADS,
 )
 from reconciler.config import parse_config
-from reconciler.runtime.actions import Action, Create
+from reconciler.runtime.actions import Action
 from reconciler.runtime.config_reload import ConfigReload, read_config, watch_config
 from reconciler.runtime.workloads import FIRST_AVAILABLE_ANNOTATION
 from reconciler.runtime.writer import WriteDone
 from tests.support.builders import job_body
-from tests.support.reconciler_harness import GPU, Harness, apply_patch, created_workload, decode, of, queues
+from tests.support.reconciler_harness import GPU, Harness, apply_patch, decode, of, queues, submitted
 
 
 def config_doc(mappings: dict[str, list[str]], **extra: Any) -> dict[str, Any]:
@@ -58,12 +56,7 @@ def submit(
 ) -> tuple[Workload, list[Action]]:
     body = job_body(name, uid=f"uid-{name}", claims=claims, parallelism=parallelism, completions=parallelism)
     body["metadata"]["resourceVersion"] = h.next_rv()
-    h.event("ADDED", JOBS, decode(body, Job))
-    (create,) = of(h.take(), "create-workload")
-    assert isinstance(create, Create)
-    workload = created_workload(h, create)
-    h.reconciler.handle(WriteDone(create, body=msgspec.json.encode(workload)))
-    h.event("ADDED", WORKLOADS, workload)
+    workload = submitted(h, decode(body, Job))
     return workload, h.take()
 
 

@@ -8,13 +8,13 @@ from typing import Any
 import msgspec
 
 from reconciler.api import Job, Pod, Workload
-from reconciler.api.resources import JOBS, WORKLOADS
+from reconciler.api.resources import WORKLOADS
 from reconciler.api.times import rfc3339
 from reconciler.config import parse_config
-from reconciler.runtime.actions import Action, Create, MergePatch, PostEvent
+from reconciler.runtime.actions import Action, MergePatch, PostEvent
 from reconciler.runtime.reconciler import Reconciler
 from reconciler.runtime.writer import WriteDone
-from tests.support.reconciler_harness import GPU, Harness, apply_patch, created_workload, decode, gpu_job, of
+from tests.support.reconciler_harness import GPU, Harness, apply_patch, decode, gpu_job, of, submitted
 
 T0 = 1767225600.0  # 2026-01-01T00:00:00Z
 
@@ -61,12 +61,7 @@ class Clocked(Harness):
 def queued_job(h: Clocked, name: str) -> tuple[Job, Workload, list[Action]]:
     """A Job, its Workload created and seen; returns what the reconciler then asked for."""
     job = gpu_job(h, name)
-    h.event("ADDED", JOBS, job)
-    (create,) = of(h.take(), "create-workload")
-    assert isinstance(create, Create)
-    workload = created_workload(h, create)
-    h.reconciler.handle(WriteDone(create, body=msgspec.json.encode(workload)))
-    h.event("ADDED", WORKLOADS, workload)
+    workload = submitted(h, job)
     return job, workload, h.take()
 
 
