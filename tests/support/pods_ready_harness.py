@@ -14,6 +14,7 @@ from reconciler.config import parse_config
 from reconciler.runtime.actions import Action, MergePatch, PostEvent
 from reconciler.runtime.reconciler import Reconciler
 from reconciler.runtime.writer import WriteDone
+from tests.support.builders import job_pod_metadata
 from tests.support.reconciler_harness import GPU, Harness, apply_patch, decode, gpu_job, of, submitted
 
 T0 = 1767225600.0  # 2026-01-01T00:00:00Z
@@ -105,14 +106,7 @@ def started(h: Clocked, job: Job) -> Job:
 def ready_pod(job_name: str, ready: bool = True) -> Pod:
     """A running pod of that Job, ready or not, as the pod watch delivers it."""
     body = {
-        "metadata": {
-            "name": f"{job_name}-1",
-            "namespace": "ns",
-            "labels": {"kueue.x-k8s.io/podset": "main"},
-            "ownerReferences": [
-                {"apiVersion": "batch/v1", "kind": "Job", "name": job_name, "controller": True}
-            ],
-        },
+        "metadata": job_pod_metadata(job_name),
         "spec": {"nodeName": "n1"},
         "status": {"phase": "Running", "conditions": [{"type": "Ready", "status": str(ready)}]},
     }
