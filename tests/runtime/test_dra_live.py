@@ -43,6 +43,18 @@ def reload(h: Harness, doc: dict[str, Any], digest: str = "d2") -> list[Action]:
     return h.take()
 
 
+# A request for the first available of a MIG slice and a whole T4.
+MIG_OR_T4 = [
+    {
+        "name": "gpu",
+        "firstAvailable": [
+            {"name": "mig", "deviceClassName": "mig.nvidia.com"},
+            {"name": "t4", "deviceClassName": "gpu.nvidia.com"},
+        ],
+    }
+]
+
+
 def template(h: Harness, name: str, requests: list[dict[str, Any]]) -> None:
     body = {
         "metadata": {"name": name, "namespace": "ns"},
@@ -241,19 +253,7 @@ async def test_watch_config_puts_each_change_once(tmp_path: Path) -> None:
 def test_the_first_available_choice_is_written_on_the_workload() -> None:
     h = Harness()
     queues(h)
-    template(
-        h,
-        "alt",
-        [
-            {
-                "name": "gpu",
-                "firstAvailable": [
-                    {"name": "mig", "deviceClassName": "mig.nvidia.com"},
-                    {"name": "t4", "deviceClassName": "gpu.nvidia.com"},
-                ],
-            }
-        ],
-    )
+    template(h, "alt", MIG_OR_T4)
     h.sync_all()
     workload, actions = submit(h, "a", [{"name": "g", "resourceClaimTemplateName": "alt"}])
     (admit,) = of(actions, "admit")
@@ -323,19 +323,7 @@ def test_a_shared_claim_is_charged_once_and_waits_for_the_claim_to_exist() -> No
 def test_a_cluster_queue_that_gains_quota_for_the_first_subrequest_makes_it_the_choice() -> None:
     h = Harness()
     queues(h, gpus=1)
-    template(
-        h,
-        "alt",
-        [
-            {
-                "name": "gpu",
-                "firstAvailable": [
-                    {"name": "mig", "deviceClassName": "mig.nvidia.com"},
-                    {"name": "t4", "deviceClassName": "gpu.nvidia.com"},
-                ],
-            }
-        ],
-    )
+    template(h, "alt", MIG_OR_T4)
     h.sync_all()
     reload(h, config_doc({GPU: ["gpu.nvidia.com"], "nvidia.com/mig": ["mig.nvidia.com"]}))
     wl_a, actions = submit(h, "a", [{"name": "g", "resourceClaimTemplateName": "gpu"}])
