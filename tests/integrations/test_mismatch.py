@@ -25,6 +25,7 @@ from tests.support.reconciler_harness import (
     gpu_job,
     of,
     queues,
+    submitted,
 )
 
 
@@ -56,11 +57,7 @@ def _admitted(h: Harness) -> tuple[Job, Workload]:
     queues(h)
     h.sync_all()
     job = gpu_job(h, "a")
-    h.event("ADDED", JOBS, job)
-    (create,) = of(h.take(), "create-workload")
-    workload = created_workload(h, create)
-    h.reconciler.handle(WriteDone(create, body=msgspec.json.encode(workload)))
-    h.event("ADDED", WORKLOADS, workload)
+    workload = submitted(h, job)
     (admit,) = of(h.take(), "admit")
     admitted = apply_patch(h, workload, admit)
     h.reconciler.handle(WriteDone(admit, body=msgspec.json.encode(admitted)))
@@ -140,11 +137,7 @@ def test_raising_parallelism_while_pending_updates_the_workload() -> None:
     queues(h, gpus=0)  # no quota: the Workload pends
     h.sync_all()
     job = gpu_job(h, "a")
-    h.event("ADDED", JOBS, job)
-    (create,) = of(h.take(), "create-workload")
-    workload = created_workload(h, create)
-    h.reconciler.handle(WriteDone(create, body=msgspec.json.encode(workload)))
-    h.event("ADDED", WORKLOADS, workload)
+    workload = submitted(h, job)
     assert of(h.take(), "admit") == []
     h.event("MODIFIED", JOBS, _with(h, job, parallelism=3, completions=3))
     actions = h.take()

@@ -12,23 +12,10 @@ from pathlib import Path
 import pytest
 
 from tests.support.fake_apiserver import FakeApiServer
+from tests.support.kubeconfigs import token_kubeconfig
 
 CONFIG = Path(__file__).resolve().parents[2] / "examples" / "walkthrough" / "00-configuration.yaml"
 EXIT_BOUND = 10.0  # seconds from SIGTERM to exit
-
-
-def _kubeconfig(fake: FakeApiServer, path: Path) -> Path:
-    path.write_text(
-        f"""
-apiVersion: v1
-kind: Config
-clusters: [{{name: c, cluster: {{server: "{fake.url}"}}}}]
-users: [{{name: u, user: {{token: t0ken}}}}]
-contexts: [{{name: x, context: {{cluster: c, user: u}}}}]
-current-context: x
-"""
-    )
-    return path
 
 
 @pytest.mark.asyncio
@@ -37,7 +24,7 @@ async def test_sigterm_stops_the_process_after_its_log_pipe_is_closed(
 ) -> None:
     # Nothing is scripted: every request fails with a 500 and is retried, so the process logs all
     # the time and hits the closed pipe at once.
-    kubeconfig = _kubeconfig(fake, tmp_path / "kubeconfig")
+    kubeconfig = token_kubeconfig(fake.url, tmp_path / "kubeconfig")
     read_end, write_end = os.pipe()
     proc = await asyncio.create_subprocess_exec(
         sys.executable,

@@ -29,26 +29,13 @@ from reconciler.api import (
 from reconciler.api.resources import COHORTS, NODES
 from tests.support.explain_state import NS, PENDING_MESSAGE, walkthrough_state
 from tests.support.fake_apiserver import FakeApiServer, json_reply, page
+from tests.support.kubeconfigs import token_kubeconfig
 
 CONFIG = Path(__file__).resolve().parents[2] / "examples" / "walkthrough" / "00-configuration.yaml"
 
 
 def _builtins(items: list[Any]) -> list[dict[str, Any]]:
     return [json.loads(msgspec.json.encode(item)) for item in items]
-
-
-def _kubeconfig(fake: FakeApiServer, path: Path) -> Path:
-    path.write_text(
-        f"""
-apiVersion: v1
-kind: Config
-clusters: [{{name: c, cluster: {{server: "{fake.url}"}}}}]
-users: [{{name: u, user: {{token: t0ken}}}}]
-contexts: [{{name: x, context: {{cluster: c, user: u}}}}]
-current-context: x
-"""
-    )
-    return path
 
 
 def _serve_walkthrough(fake: FakeApiServer) -> None:
@@ -81,7 +68,7 @@ async def test_explains_job_b_in_words_and_json(
     fake: FakeApiServer, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     _serve_walkthrough(fake)
-    kubeconfig = str(_kubeconfig(fake, tmp_path / "kubeconfig"))
+    kubeconfig = str(token_kubeconfig(fake.url, tmp_path / "kubeconfig"))
     args = ["explain", "job", f"{NS}/kueue-dra-pending-b", "--kubeconfig", kubeconfig]
     code = await asyncio.to_thread(cli.main, args)
     captured = capsys.readouterr()

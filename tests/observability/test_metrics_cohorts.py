@@ -6,18 +6,14 @@ import math
 
 from reconciler.api import ClusterQueue
 from reconciler.api.resources import CLUSTER_QUEUES
-from reconciler.observability.metrics import Metrics
-from reconciler.runtime.loop.snapshot import state_snapshot
 from tests.support.builders import cluster_queue_body
-from tests.support.metrics import scrape, value
+from tests.support.metrics import leader_metrics, scrape, value
 from tests.support.reconciler_harness import GPU, Harness, decode, queues
 
 
 def test_quota_gauges_carry_the_cohort_and_its_limits() -> None:
     h = Harness()
-    metrics = Metrics("leader")
-    h.reconciler.metrics = metrics
-    metrics.state_source = lambda: state_snapshot(h.reconciler)
+    metrics = leader_metrics(h)
     queues(h)
     body = cluster_queue_body(
         "cq", [("t4", {GPU: 2})], cohort="pool", limits={("t4", GPU): {"borrowingLimit": 1}}

@@ -2,25 +2,19 @@
 
 from __future__ import annotations
 
-import msgspec
-
 from reconciler.api import ClusterQueue, Job, LocalQueue, Namespace, ResourceClaimTemplate, ResourceFlavor
 from reconciler.api.resources import (
     CLUSTER_QUEUES,
-    JOBS,
     LOCAL_QUEUES,
     NAMESPACES,
     RESOURCE_CLAIM_TEMPLATES,
     RESOURCE_FLAVORS,
-    WORKLOADS,
 )
 from reconciler.config import parse_config
 from reconciler.runtime.loop.snapshot import state_snapshot
-from reconciler.runtime.shared.actions import Create
-from reconciler.runtime.shared.writer import WriteDone
 from tests.support.builders import cluster_queue_body, job_body
 from tests.support.metrics import scrape, value
-from tests.support.reconciler_harness import Harness, created_workload, decode, of, queues
+from tests.support.reconciler_harness import Harness, decode, queues, submitted
 
 
 def submit(h: Harness, name: str, template: str, parallelism: int) -> None:
@@ -32,12 +26,7 @@ def submit(h: Harness, name: str, template: str, parallelism: int) -> None:
         completions=parallelism,
     )
     body["metadata"]["resourceVersion"] = h.next_rv()
-    h.event("ADDED", JOBS, decode(body, Job))
-    (create,) = of(h.take(), "create-workload")
-    assert isinstance(create, Create)
-    workload = created_workload(h, create)
-    h.reconciler.handle(WriteDone(create, body=msgspec.json.encode(workload)))
-    h.event("ADDED", WORKLOADS, workload)
+    submitted(h, decode(body, Job))
     h.take()
 
 

@@ -15,18 +15,16 @@ import yaml
 from reconciler.api import ClusterQueue, Job, ResourceClaim, ResourceClaimTemplate, Workload
 from reconciler.api.resources import (
     CLUSTER_QUEUES,
-    JOBS,
     RESOURCE_CLAIM_TEMPLATES,
     RESOURCE_CLAIMS,
-    WORKLOADS,
 )
 from reconciler.config import parse_config
 from reconciler.runtime.queues.config_reload import ConfigReload, read_config, watch_config
-from reconciler.runtime.shared.actions import Action, Create
+from reconciler.runtime.shared.actions import Action
 from reconciler.runtime.shared.writer import WriteDone
 from reconciler.runtime.workloads.concern import FIRST_AVAILABLE_ANNOTATION
 from tests.support.builders import job_body
-from tests.support.reconciler_harness import GPU, Harness, apply_patch, created_workload, decode, of, queues
+from tests.support.reconciler_harness import GPU, Harness, apply_patch, decode, of, queues, submitted
 
 
 def config_doc(mappings: dict[str, list[str]], **extra: Any) -> dict[str, Any]:
@@ -45,6 +43,18 @@ def reload(h: Harness, doc: dict[str, Any], digest: str = "d2") -> list[Action]:
     return h.take()
 
 
+# A request for the first available of a MIG slice and a whole T4.
+MIG_OR_T4 = [
+    {
+        "name": "gpu",
+        "firstAvailable": [
+            {"name": "mig", "deviceClassName": "mig.nvidia.com"},
+            {"name": "t4", "deviceClassName": "gpu.nvidia.com"},
+        ],
+    }
+]
+
+
 def template(h: Harness, name: str, requests: list[dict[str, Any]]) -> None:
     body = {
         "metadata": {"name": name, "namespace": "ns"},
@@ -58,12 +68,7 @@ def submit(
 ) -> tuple[Workload, list[Action]]:
     body = job_body(name, uid=f"uid-{name}", claims=claims, parallelism=parallelism, completions=parallelism)
     body["metadata"]["resourceVersion"] = h.next_rv()
-    h.event("ADDED", JOBS, decode(body, Job))
-    (create,) = of(h.take(), "create-workload")
-    assert isinstance(create, Create)
-    workload = created_workload(h, create)
-    h.reconciler.handle(WriteDone(create, body=msgspec.json.encode(workload)))
-    h.event("ADDED", WORKLOADS, workload)
+    workload = submitted(h, decode(body, Job))
     return workload, h.take()
 
 
@@ -248,19 +253,7 @@ async def test_watch_config_puts_each_change_once(tmp_path: Path) -> None:
 def test_the_first_available_choice_is_written_on_the_workload() -> None:
     h = Harness()
     queues(h)
-    template(
-        h,
-        "alt",
-        [
-            {
-                "name": "gpu",
-                "firstAvailable": [
-                    {"name": "mig", "deviceClassName": "mig.nvidia.com"},
-                    {"name": "t4", "deviceClassName": "gpu.nvidia.com"},
-                ],
-            }
-        ],
-    )
+    template(h, "alt", MIG_OR_T4)
     h.sync_all()
     workload, actions = submit(h, "a", [{"name": "g", "resourceClaimTemplateName": "alt"}])
     (admit,) = of(actions, "admit")
@@ -330,19 +323,7 @@ def test_a_shared_claim_is_charged_once_and_waits_for_the_claim_to_exist() -> No
 def test_a_cluster_queue_that_gains_quota_for_the_first_subrequest_makes_it_the_choice() -> None:
     h = Harness()
     queues(h, gpus=1)
-    template(
-        h,
-        "alt",
-        [
-            {
-                "name": "gpu",
-                "firstAvailable": [
-                    {"name": "mig", "deviceClassName": "mig.nvidia.com"},
-                    {"name": "t4", "deviceClassName": "gpu.nvidia.com"},
-                ],
-            }
-        ],
-    )
+    template(h, "alt", MIG_OR_T4)
     h.sync_all()
     reload(h, config_doc({GPU: ["gpu.nvidia.com"], "nvidia.com/mig": ["mig.nvidia.com"]}))
     wl_a, actions = submit(h, "a", [{"name": "g", "resourceClaimTemplateName": "gpu"}])

@@ -10,11 +10,9 @@ from typing import Any
 from reconciler.api import ClusterQueue, ClusterQueueStatus, Cohort, FairSharingStatus
 from reconciler.api.resources import CLUSTER_QUEUES, COHORTS, WORKLOADS
 from reconciler.config import parse_config
-from reconciler.observability.metrics import Metrics
-from reconciler.runtime.loop.snapshot import state_snapshot
 from reconciler.runtime.shared.patches import cluster_queue_status_patch, status_patch
 from tests.support.builders import cluster_queue_body, t4_group
-from tests.support.metrics import scrape, value
+from tests.support.metrics import leader_metrics, scrape, value
 from tests.support.priority_jobs import queued
 from tests.support.reconciler_harness import CONFIG, GPU, Harness, decode, gpu_job, of, queues
 
@@ -92,9 +90,7 @@ def test_a_status_shown_after_fair_sharing_was_turned_off_is_removed() -> None:
 
 def test_weighted_share_gauges() -> None:
     h = Harness(FAIR)
-    metrics = Metrics("leader")
-    h.reconciler.metrics = metrics
-    metrics.state_source = lambda: state_snapshot(h.reconciler)
+    metrics = leader_metrics(h)
     tree(h)
     h.take()
     types, samples = scrape(metrics)
@@ -113,9 +109,7 @@ def test_weighted_share_gauges() -> None:
 
 def test_weight_zero_borrowing_shows_nan_for_a_cluster_queue() -> None:
     h = Harness(FAIR)
-    metrics = Metrics("leader")
-    h.reconciler.metrics = metrics
-    metrics.state_source = lambda: state_snapshot(h.reconciler)
+    metrics = leader_metrics(h)
     tree(h)
     body = cluster_queue_body("cq", [("t4", {GPU: 0})], cohort="team")
     body["spec"]["fairSharing"] = {"weight": "0"}
@@ -136,9 +130,7 @@ def test_weight_zero_borrowing_shows_nan_for_a_cluster_queue() -> None:
 
 def test_the_gauges_are_left_out_with_fair_sharing_off() -> None:
     h = Harness(CONFIG)
-    metrics = Metrics("leader")
-    h.reconciler.metrics = metrics
-    metrics.state_source = lambda: state_snapshot(h.reconciler)
+    metrics = leader_metrics(h)
     tree(h)
     h.take()
     types, _samples = scrape(metrics)

@@ -7,7 +7,7 @@ from typing import Any
 import msgspec
 
 from reconciler.api import ClusterQueue, ResourceFlavor
-from reconciler.api.resources import CLUSTER_QUEUES, JOBS, RESOURCE_FLAVORS, WORKLOADS
+from reconciler.api.resources import CLUSTER_QUEUES, RESOURCE_FLAVORS
 from reconciler.kube import Conflict
 from reconciler.runtime.queues.in_use import RESOURCE_IN_USE
 from reconciler.runtime.shared.actions import MergePatch
@@ -17,11 +17,11 @@ from tests.support.reconciler_harness import (
     GPU,
     Harness,
     apply_patch,
-    created_workload,
     decode,
     gpu_job,
     of,
     queues,
+    submitted,
 )
 
 DELETED_AT = "2026-01-01T00:00:00Z"
@@ -51,11 +51,7 @@ def flavor(h: Harness, finalizers: list[str], *, deleting: bool = False) -> Reso
 
 def admitted_workload(h: Harness) -> tuple[str, str]:
     """One Job's Workload admitted into cq (holding its one GPU); its key."""
-    h.event("ADDED", JOBS, gpu_job(h, "a"))
-    (create,) = of(h.take(), "create-workload")
-    workload = created_workload(h, create)
-    h.reconciler.handle(WriteDone(create, body=msgspec.json.encode(workload)))
-    h.event("ADDED", WORKLOADS, workload)
+    workload = submitted(h, gpu_job(h, "a"))
     (admit,) = of(h.take(), "admit")
     admitted = apply_patch(h, workload, admit)
     h.reconciler.handle(WriteDone(admit, body=msgspec.json.encode(admitted)))

@@ -10,28 +10,26 @@ from reconciler.api import ClusterQueue, DeviceClass, ResourceClaimTemplate
 from reconciler.api.resources import (
     CLUSTER_QUEUES,
     DEVICE_CLASSES,
-    JOBS,
     NODES,
     RESOURCE_CLAIM_TEMPLATES,
     RESOURCE_SLICES,
-    WORKLOADS,
 )
 from reconciler.api.slices import Node, ResourceSlice
 from reconciler.core.model.workloads import DEVICE_CHARGES_ANNOTATION
 from reconciler.kube import WatchEvent
 from reconciler.runtime.loop.reconciler import ALL_WATCHED, WATCHED
-from reconciler.runtime.shared.actions import Create, PostEvent
+from reconciler.runtime.shared.actions import PostEvent
 from reconciler.runtime.shared.writer import WriteDone
 from tests.support.builders import cluster_queue_body
 from tests.support.inventory_harness import enforcing
 from tests.support.reconciler_harness import (
     Harness,
     apply_patch,
-    created_workload,
     decode,
     gpu_job,
     of,
     queues,
+    submitted,
 )
 
 DRIVER = "gpu.nvidia.com"
@@ -63,12 +61,7 @@ def sync(h: Harness) -> None:
 
 
 def submit(h: Harness, name: str) -> None:
-    h.event("ADDED", JOBS, gpu_job(h, name))
-    (create,) = of(h.take(), "create-workload")
-    assert isinstance(create, Create)
-    workload = created_workload(h, create)
-    h.reconciler.handle(WriteDone(create, body=msgspec.json.encode(workload)))
-    h.event("ADDED", WORKLOADS, workload)
+    submitted(h, gpu_job(h, name))
 
 
 def test_the_inventory_kinds_are_watched_only_when_the_mode_is_on() -> None:
@@ -252,11 +245,7 @@ def test_all_devices_are_charged_from_the_inventory_and_recorded_once_admitted()
     all_gpus_template(h)
     devices(h, 2)
     sync(h)
-    h.event("ADDED", JOBS, gpu_job(h, "a"))
-    (create,) = of(h.take(), "create-workload")
-    workload = created_workload(h, create)
-    h.reconciler.handle(WriteDone(create, body=msgspec.json.encode(workload)))
-    h.event("ADDED", WORKLOADS, workload)
+    workload = submitted(h, gpu_job(h, "a"))
     (admit,) = of(h.take(), "admit")
     (assignment,) = msgspec.json.decode(admit.patch)["status"]["admission"]["podSetAssignments"]
     assert assignment["resourceUsage"] == {"nvidia.com/gpu": "2"}  # both GPUs of node-1

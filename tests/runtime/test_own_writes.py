@@ -8,8 +8,6 @@ Job's completion never finished its Workload and its quota was held for ever.
 
 from __future__ import annotations
 
-from typing import Any
-
 import msgspec
 
 from reconciler.api import Job, Workload
@@ -18,30 +16,16 @@ from reconciler.runtime.shared.writer import WriteDone
 from tests.support.reconciler_harness import (
     GPU,
     Harness,
+    admission_asked,
     apply_patch,
-    created_workload,
     decode,
-    gpu_job,
     of,
-    queues,
 )
-
-
-def admitted_job(h: Harness) -> tuple[Job, Workload, Any]:
-    queues(h)
-    h.sync_all()
-    job = gpu_job(h, "a")
-    h.event("ADDED", JOBS, job)
-    (create,) = of(h.take(), "create-workload")
-    workload = created_workload(h, create)
-    h.event("ADDED", WORKLOADS, workload)
-    (admit,) = of(h.take(), "admit")
-    return job, workload, admit
 
 
 def test_job_events_that_overtake_our_write_response_are_kept() -> None:
     h = Harness()
-    job, workload, admit = admitted_job(h)
+    job, workload, admit = admission_asked(h)
     admitted = apply_patch(h, workload, admit)
     h.reconciler.handle(WriteDone(admit, body=msgspec.json.encode(admitted)))
     h.event("MODIFIED", WORKLOADS, admitted)
@@ -69,7 +53,7 @@ def test_job_events_that_overtake_our_write_response_are_kept() -> None:
 
 def test_workload_events_that_overtake_our_admission_response_are_kept() -> None:
     h = Harness()
-    _job, workload, admit = admitted_job(h)
+    _job, workload, admit = admission_asked(h)
     admitted = apply_patch(h, workload, admit)
     h.event("MODIFIED", WORKLOADS, admitted)  # our admission, on the watch
     newer_body = msgspec.json.decode(msgspec.json.encode(admitted))

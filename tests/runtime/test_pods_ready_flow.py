@@ -27,6 +27,12 @@ from tests.support.pods_ready_harness import (
 from tests.support.reconciler_harness import GPU, apply_patch, created_workload, decode, of, queues
 
 GPU_CLAIM = {"name": "g", "resourceClaimTemplateName": "gpu"}
+BLOCK_ADMISSION = {
+    "apiVersion": "config.kueue.x-k8s.io/v1beta2",
+    "kind": "Configuration",
+    "resources": {"deviceClassMappings": [{"name": GPU, "deviceClassNames": ["gpu.nvidia.com"]}]},
+    "waitForPodsReady": {"timeout": "60s", "blockAdmission": True},
+}
 
 
 def test_a_stalled_job_is_evicted_at_the_deadline_and_its_quota_goes_to_the_next() -> None:
@@ -286,14 +292,7 @@ def test_the_clock_starts_even_when_the_admission_event_beats_the_write_result()
 
 def test_block_admission_holds_new_admissions_until_the_admitted_one_is_ready() -> None:
     h = Clocked()
-    h.reconciler.config = parse_config(
-        {
-            "apiVersion": "config.kueue.x-k8s.io/v1beta2",
-            "kind": "Configuration",
-            "resources": {"deviceClassMappings": [{"name": GPU, "deviceClassNames": ["gpu.nvidia.com"]}]},
-            "waitForPodsReady": {"timeout": "60s", "blockAdmission": True},
-        }
-    )
+    h.reconciler.config = parse_config(BLOCK_ADMISSION)
     queues(h, gpus=2)
     h.sync_all()
     job_a, wl_a, _ = admitted_job(h, "a")
@@ -314,14 +313,7 @@ def test_block_admission_holds_while_an_evicted_job_still_runs() -> None:
     blockAdmission holding (Kueue's cache keeps it until its reservation ends): the free GPU is
     not given to job b until job a's pods are gone."""
     h = Clocked()
-    h.reconciler.config = parse_config(
-        {
-            "apiVersion": "config.kueue.x-k8s.io/v1beta2",
-            "kind": "Configuration",
-            "resources": {"deviceClassMappings": [{"name": GPU, "deviceClassNames": ["gpu.nvidia.com"]}]},
-            "waitForPodsReady": {"timeout": "60s", "blockAdmission": True},
-        }
-    )
+    h.reconciler.config = parse_config(BLOCK_ADMISSION)
     queues(h, gpus=2)
     h.sync_all()
     job_a, wl_a, _ = admitted_job(h, "a")

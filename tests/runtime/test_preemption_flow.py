@@ -6,7 +6,7 @@ from __future__ import annotations
 import msgspec
 
 from reconciler.api import ClusterQueue, Workload, WorkloadPriorityClass
-from reconciler.api.resources import CLUSTER_QUEUES, JOBS, WORKLOAD_PRIORITY_CLASSES, WORKLOADS
+from reconciler.api.resources import CLUSTER_QUEUES, WORKLOAD_PRIORITY_CLASSES, WORKLOADS
 from reconciler.observability.metrics import Metrics
 from reconciler.runtime.shared.actions import PostEvent
 from reconciler.runtime.shared.writer import WriteDone
@@ -17,23 +17,18 @@ from tests.support.reconciler_harness import (
     GPU,
     Harness,
     apply_patch,
-    created_workload,
     decode,
     gpu_job,
     of,
     queues,
+    submitted,
 )
 
 
 def queued(h: Harness, name: str, priority_class: str) -> Workload:
     job = gpu_job(h, name)
     job.metadata.labels["kueue.x-k8s.io/priority-class"] = priority_class
-    h.event("ADDED", JOBS, job)
-    (create,) = of(h.take(), "create-workload")
-    workload = created_workload(h, create)
-    h.reconciler.handle(WriteDone(create, body=msgspec.json.encode(workload)))
-    h.event("ADDED", WORKLOADS, workload)
-    return workload
+    return submitted(h, job)
 
 
 def preempting_queue(h: Harness) -> None:

@@ -17,12 +17,13 @@ from reconciler.api.resources import (
 )
 from reconciler.integrations.batchjob import job_workload_name
 from reconciler.kube import Conflict, Forbidden, NamespaceTerminating
-from reconciler.runtime.shared.actions import Create, MergePatch, PostEvent
+from reconciler.runtime.shared.actions import Create, PostEvent
 from reconciler.runtime.shared.writer import WriteDone
 from tests.support.builders import cluster_queue_body
 from tests.support.reconciler_harness import (
     GPU,
     Harness,
+    admission_asked,
     apply_patch,
     created_workload,
     decode,
@@ -30,6 +31,7 @@ from tests.support.reconciler_harness import (
     jobs_with_workloads,
     of,
     queues,
+    submitted,
 )
 
 
@@ -52,11 +54,7 @@ def test_admission_flow_from_job_to_start() -> None:
     queues(h)
     h.sync_all()
     job = gpu_job(h, "a")
-    h.event("ADDED", JOBS, job)
-    (create,) = of(h.take(), "create-workload")
-    workload = created_workload(h, create)
-    h.reconciler.handle(WriteDone(create, body=msgspec.json.encode(workload)))
-    h.event("ADDED", WORKLOADS, workload)
+    workload = submitted(h, job)
     actions = h.take()
     (admit,) = of(actions, "admit")
     patch = msgspec.json.decode(admit.patch)
@@ -89,21 +87,9 @@ def test_admission_flow_from_job_to_start() -> None:
     assert started == ["Started"]
 
 
-def admission_in_flight(h: Harness) -> tuple[Workload, MergePatch]:
-    """One queue, one Job: its Workload seen and its admission asked for (not yet answered)."""
-    queues(h)
-    h.sync_all()
-    h.event("ADDED", JOBS, gpu_job(h, "a"))
-    (create,) = of(h.take(), "create-workload")
-    workload = created_workload(h, create)
-    h.event("ADDED", WORKLOADS, workload)
-    (admit,) = of(h.take(), "admit")
-    return workload, admit
-
-
 def test_a_conflict_rolls_the_reservation_back() -> None:
     h = Harness()
-    workload, admit = admission_in_flight(h)
+    _job, workload, admit = admission_asked(h)
     assert h.reconciler.core.ledger.used("cq", ("t4", GPU)) == 1
     h.reconciler.handle(WriteDone(admit, error=Conflict(409, "Conflict", "the object has been modified")))
     assert h.reconciler.core.ledger.used("cq", ("t4", GPU)) == 0
@@ -132,7 +118,7 @@ def test_a_failed_admission_of_a_workload_released_meanwhile_is_decided_again_at
     no further event will: it is decided again on what the store has at once, not left out of
     every queue until the next resync (seen on Kueue's large shape: 30 s stalls)."""
     h = Harness()
-    workload, admit = admission_in_flight(h)
+    _job, workload, admit = admission_asked(h)
     key = (workload.metadata.namespace, workload.metadata.name)
     h.reconciler.core.remove_workload(key)  # its reservation taken back meanwhile
     body = msgspec.json.decode(msgspec.json.encode(workload))
@@ -184,14 +170,7 @@ def test_second_job_waits_with_kueues_message_and_its_status_is_written_once() -
 def admitted_job_a() -> tuple[Harness, Job, Workload]:
     """Job a admitted and its admission seen back through the watch."""
     h = Harness()
-    queues(h)
-    h.sync_all()
-    job = gpu_job(h, "a")
-    h.event("ADDED", JOBS, job)
-    (create,) = of(h.take(), "create-workload")
-    workload = created_workload(h, create)
-    h.event("ADDED", WORKLOADS, workload)
-    (admit,) = of(h.take(), "admit")
+    job, workload, admit = admission_asked(h)
     admitted = apply_patch(h, workload, admit)
     h.reconciler.handle(WriteDone(admit, body=msgspec.json.encode(admitted)))
     h.event("MODIFIED", WORKLOADS, admitted)

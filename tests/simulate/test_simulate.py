@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 import yaml
 
-from reconciler.cli import main
+from tests.support.simulate_cli import conditions, objects, run
 
 ROOT = Path(__file__).resolve().parents[2]
 EXAMPLES = ROOT / "examples" / "walkthrough"
@@ -16,20 +16,6 @@ PENDING_MESSAGE = (
     "couldn't assign flavors to pod set main: insufficient unused quota for nvidia.com/gpu "
     "in flavor p3-t4, 1 more needed"
 )
-
-
-def run(capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, str, str]:
-    code = main(list(args))
-    captured = capsys.readouterr()
-    return code, captured.out, captured.err
-
-
-def objects(out: str) -> dict[str, dict[str, Any]]:
-    return {o["metadata"]["name"]: o for o in yaml.safe_load_all(out)}
-
-
-def conditions(obj: dict[str, Any]) -> dict[str, dict[str, Any]]:
-    return {c["type"]: c for c in obj["status"]["conditions"]}
 
 
 def test_walkthrough_items_2_3_4(capsys: pytest.CaptureFixture[str]) -> None:

@@ -171,6 +171,20 @@ def test_simulate_reads_fair_sharing_from_the_configuration() -> None:
     assert held == ["job-a-1", "job-a-2", "job-b-1", "job-b-2", "job-b-3", "job-b-4"]
 
 
+def add_queues(state: ClusterState, queues: list[Obj]) -> None:
+    """The queue objects (Namespaces, flavors, Cohorts, ClusterQueues, LocalQueues) into explain's state."""
+    lists: dict[str, tuple[list[Any], type[Any]]] = {
+        "Namespace": (state.namespaces, Namespace),
+        "ResourceFlavor": (state.flavors, ResourceFlavor),
+        "Cohort": (state.cohorts, Cohort),
+        "ClusterQueue": (state.cluster_queues, ClusterQueue),
+        "LocalQueue": (state.local_queues, LocalQueue),
+    }
+    for doc in queues:
+        into, kind = lists[doc["kind"]]
+        into.append(decode(doc, kind))
+
+
 @pytest.mark.parametrize(("strategies", "preempts"), [(STRATEGIES, True), (None, False)])
 def test_explain_decides_with_the_configured_fair_sharing(
     strategies: tuple[str, ...] | None, preempts: bool
@@ -183,16 +197,7 @@ def test_explain_decides_with_the_configured_fair_sharing(
         queues, held, _config({"fairSharing": {"preemptionStrategies": list(STRATEGIES)}})
     )
     state = ClusterState(target=Target("workload", "team", "b1"), now=NOW)
-    lists: dict[str, tuple[list[Any], type[Any]]] = {
-        "Namespace": (state.namespaces, Namespace),
-        "ResourceFlavor": (state.flavors, ResourceFlavor),
-        "Cohort": (state.cohorts, Cohort),
-        "ClusterQueue": (state.cluster_queues, ClusterQueue),
-        "LocalQueue": (state.local_queues, LocalQueue),
-    }
-    for doc in queues:
-        into, kind = lists[doc["kind"]]
-        into.append(decode(doc, kind))
+    add_queues(state, queues)
     state.workloads = [decode(body, Workload) for body in [*live.values(), incoming]]
     state.fair_sharing = strategies
     target = state.workloads[-1]
@@ -213,16 +218,7 @@ def test_explain_shows_the_weighted_shares_compared_in_the_cohort(fair: bool) ->
     )
     third = _workload("a3", "a", 0, "2026-01-01T00:00:03Z")
     state = ClusterState(target=Target("workload", "team", "a3"), now=NOW)
-    lists: dict[str, tuple[list[Any], type[Any]]] = {
-        "Namespace": (state.namespaces, Namespace),
-        "ResourceFlavor": (state.flavors, ResourceFlavor),
-        "Cohort": (state.cohorts, Cohort),
-        "ClusterQueue": (state.cluster_queues, ClusterQueue),
-        "LocalQueue": (state.local_queues, LocalQueue),
-    }
-    for doc in queues:
-        into, kind = lists[doc["kind"]]
-        into.append(decode(doc, kind))
+    add_queues(state, queues)
     state.workloads = [decode(body, Workload) for body in [*live.values(), third]]
     state.workload = state.workloads[-1]
     state.mappings = {"gpu.nvidia.com": GPU}

@@ -3,27 +3,11 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
 
 import pytest
 import yaml
 
-from reconciler.cli import main
-
-
-def run(capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, str, str]:
-    code = main(list(args))
-    captured = capsys.readouterr()
-    return code, captured.out, captured.err
-
-
-def objects(out: str) -> dict[str, dict[str, Any]]:
-    return {o["metadata"]["name"]: o for o in yaml.safe_load_all(out)}
-
-
-def conditions(obj: dict[str, Any]) -> dict[str, dict[str, Any]]:
-    return {c["type"]: c for c in obj["status"].get("conditions", [])}
-
+from tests.support.simulate_cli import conditions, objects, run
 
 EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "device-inventory"
 

@@ -11,6 +11,7 @@ import pytest
 import yaml
 
 from reconciler.cli import main
+from tests.support.simulate_cli import jobs_only_config
 
 ROOT = Path(__file__).resolve().parents[2]
 EXAMPLES = ROOT / "examples" / "jobset"
@@ -47,10 +48,7 @@ def test_jobsets_are_admitted_as_kueue_admitted_them(capsys: pytest.CaptureFixtu
 def test_jobsets_are_left_alone_unless_their_framework_is_enabled(
     capsys: pytest.CaptureFixture[str], tmp_path: Path
 ) -> None:
-    config = yaml.safe_load((EXAMPLES / "00-configuration.yaml").read_text())
-    config["integrations"]["frameworks"] = ["batch/job"]
-    path = tmp_path / "config.yaml"
-    path.write_text(yaml.safe_dump(config))
+    path = jobs_only_config(EXAMPLES, tmp_path)
     args = ["simulate", "--config", str(path), "-o", "yaml", "-f", str(EXAMPLES)]
     assert main(args) == 0
     captured = capsys.readouterr()

@@ -12,6 +12,7 @@ import pytest
 import yaml
 
 from reconciler.cli import main
+from tests.support.simulate_cli import jobs_only_config
 
 ROOT = Path(__file__).resolve().parents[2]
 EXAMPLES = ROOT / "examples" / "pods"
@@ -85,10 +86,7 @@ def test_a_pod_group_is_one_workload_once_complete(
 def test_pods_are_left_alone_unless_their_framework_is_enabled(
     capsys: pytest.CaptureFixture[str], tmp_path: Path
 ) -> None:
-    config = yaml.safe_load((EXAMPLES / "00-configuration.yaml").read_text())
-    config["integrations"]["frameworks"] = ["batch/job"]
-    path = tmp_path / "config.yaml"
-    path.write_text(yaml.safe_dump(config))
+    path = jobs_only_config(EXAMPLES, tmp_path)
     out, err = _simulate(capsys, path, EXAMPLES)
     assert not [o for o in out if o["kind"] == "Workload"]
     assert "integrations.frameworks does not enable pod; not managed" in err

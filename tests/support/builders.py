@@ -172,3 +172,24 @@ def cohort_body(name: str, spec: dict[str, Any]) -> dict[str, Any]:
         "metadata": {"name": name},
         "spec": spec,
     }
+
+
+def job_pod_metadata(job_name: str) -> dict[str, Any]:
+    """The metadata of the Job's pod (namespace ns, pod set main), the Job its controller."""
+    return {
+        "name": f"{job_name}-1",
+        "namespace": "ns",
+        "labels": {"kueue.x-k8s.io/podset": "main"},
+        "ownerReferences": [{"apiVersion": "batch/v1", "kind": "Job", "name": job_name, "controller": True}],
+    }
+
+
+def unschedulable(message: str, since: str = "2026-01-01T00:00:00Z") -> dict[str, Any]:
+    """kube-scheduler's PodScheduled=False condition (Unschedulable) of a pod it could not place."""
+    return {
+        "type": "PodScheduled",
+        "status": "False",
+        "reason": "Unschedulable",
+        "message": message,
+        "lastTransitionTime": since,
+    }

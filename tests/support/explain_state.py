@@ -27,6 +27,7 @@ from reconciler.api import (
 )
 from reconciler.explain.state import ClusterState, Target
 from reconciler.simulate import InputObject, simulate
+from tests.support.builders import unschedulable
 
 ROOT = Path(__file__).resolve().parents[2]
 EXAMPLES = ROOT / "examples" / "walkthrough"
@@ -108,15 +109,7 @@ def unschedulable_pod(job_name: str, claim: str, message: str, since: str) -> Po
         "spec": {"resourceClaims": [{"name": "gpu-claim", "resourceClaimTemplateName": "single-gpu"}]},
         "status": {
             "phase": "Pending",
-            "conditions": [
-                {
-                    "type": "PodScheduled",
-                    "status": "False",
-                    "reason": "Unschedulable",
-                    "message": message,
-                    "lastTransitionTime": since,
-                }
-            ],
+            "conditions": [unschedulable(message, since)],
             "resourceClaimStatuses": [{"name": "gpu-claim", "resourceClaimName": claim}],
         },
     }

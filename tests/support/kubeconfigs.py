@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import datetime
 import json
+from pathlib import Path
 
 from cryptography import x509
 from cryptography.hazmat.primitives import hashes, serialization
@@ -31,6 +32,21 @@ def pem_pair(name: str) -> tuple[bytes, bytes]:
         serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption()
     )
     return cert.public_bytes(serialization.Encoding.PEM), key_pem
+
+
+def token_kubeconfig(server: str, path: Path) -> Path:
+    """A kubeconfig file at path: the server, a user with the bearer token the fake API server takes."""
+    path.write_text(
+        f"""
+apiVersion: v1
+kind: Config
+clusters: [{{name: c, cluster: {{server: "{server}"}}}}]
+users: [{{name: u, user: {{token: t0ken}}}}]
+contexts: [{{name: x, context: {{cluster: c, user: u}}}}]
+current-context: x
+"""
+    )
+    return path
 
 
 def exec_kubeconfig(server: str, cluster_extra: dict[str, str] | None = None) -> dict[str, object]:

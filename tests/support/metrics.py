@@ -5,8 +5,18 @@ from __future__ import annotations
 from prometheus_client.parser import text_string_to_metric_families
 
 from reconciler.observability.metrics import Metrics
+from reconciler.runtime.loop.snapshot import state_snapshot
+from tests.support.reconciler_harness import Harness
 
 Samples = dict[tuple[str, frozenset[tuple[str, str]]], float]
+
+
+def leader_metrics(h: Harness) -> Metrics:
+    """A leader's metrics on the harness's reconciler, its state read from the reconciler at scrape time."""
+    metrics = Metrics("leader")
+    h.reconciler.metrics = metrics
+    metrics.state_source = lambda: state_snapshot(h.reconciler)
+    return metrics
 
 
 def scrape(metrics: Metrics) -> tuple[dict[str, str], Samples]:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from reconciler.api import Pod, ResourceClaim
+from tests.support.builders import job_pod_metadata, unschedulable
 from tests.support.reconciler_harness import decode
 
 UNSCHEDULABLE = "0/1 nodes are available: 1 cannot allocate all claims. still not schedulable"
@@ -10,26 +11,11 @@ UNSCHEDULABLE = "0/1 nodes are available: 1 cannot allocate all claims. still no
 
 def pending_pod(job_name: str, *, claim: str | None, message: str = UNSCHEDULABLE) -> Pod:
     body = {
-        "metadata": {
-            "name": f"{job_name}-1",
-            "namespace": "ns",
-            "labels": {"kueue.x-k8s.io/podset": "main"},
-            "ownerReferences": [
-                {"apiVersion": "batch/v1", "kind": "Job", "name": job_name, "controller": True}
-            ],
-        },
+        "metadata": job_pod_metadata(job_name),
         "spec": {},
         "status": {
             "phase": "Pending",
-            "conditions": [
-                {
-                    "type": "PodScheduled",
-                    "status": "False",
-                    "reason": "Unschedulable",
-                    "message": message,
-                    "lastTransitionTime": "2026-01-01T00:00:00Z",
-                }
-            ],
+            "conditions": [unschedulable(message)],
             "resourceClaimStatuses": [{"name": "g", "resourceClaimName": claim}] if claim else [],
         },
     }

@@ -8,13 +8,22 @@ from typing import Any
 import msgspec
 
 from reconciler.api import Job, Pod, Workload
-from reconciler.api.resources import JOBS, WORKLOADS
+from reconciler.api.resources import WORKLOADS
 from reconciler.api.times import rfc3339
 from reconciler.config import parse_config
 from reconciler.runtime.loop.reconciler import Reconciler
-from reconciler.runtime.shared.actions import Action, Create, MergePatch, PostEvent
+from reconciler.runtime.shared.actions import Action, MergePatch, PostEvent
 from reconciler.runtime.shared.writer import WriteDone
-from tests.support.reconciler_harness import GPU, Harness, apply_patch, created_workload, decode, gpu_job, of
+from tests.support.builders import job_pod_metadata
+from tests.support.reconciler_harness import (
+    GPU,
+    Harness,
+    apply_patch,
+    decode,
+    gpu_job,
+    of,
+    submitted,
+)
 
 T0 = 1767225600.0  # 2026-01-01T00:00:00Z
 
@@ -61,12 +70,7 @@ class Clocked(Harness):
 def queued_job(h: Clocked, name: str) -> tuple[Job, Workload, list[Action]]:
     """A Job, its Workload created and seen; returns what the reconciler then asked for."""
     job = gpu_job(h, name)
-    h.event("ADDED", JOBS, job)
-    (create,) = of(h.take(), "create-workload")
-    assert isinstance(create, Create)
-    workload = created_workload(h, create)
-    h.reconciler.handle(WriteDone(create, body=msgspec.json.encode(workload)))
-    h.event("ADDED", WORKLOADS, workload)
+    workload = submitted(h, job)
     return job, workload, h.take()
 
 
@@ -110,14 +114,7 @@ def started(h: Clocked, job: Job) -> Job:
 def ready_pod(job_name: str, ready: bool = True) -> Pod:
     """A running pod of that Job, ready or not, as the pod watch delivers it."""
     body = {
-        "metadata": {
-            "name": f"{job_name}-1",
-            "namespace": "ns",
-            "labels": {"kueue.x-k8s.io/podset": "main"},
-            "ownerReferences": [
-                {"apiVersion": "batch/v1", "kind": "Job", "name": job_name, "controller": True}
-            ],
-        },
+        "metadata": job_pod_metadata(job_name),
         "spec": {"nodeName": "n1"},
         "status": {"phase": "Running", "conditions": [{"type": "Ready", "status": str(ready)}]},
     }

@@ -23,6 +23,7 @@ from reconciler.api.resources import (
     NAMESPACES,
     RESOURCE_CLAIM_TEMPLATES,
     RESOURCE_FLAVORS,
+    WORKLOADS,
     Resource,
 )
 from reconciler.config import Configuration, parse_config
@@ -30,6 +31,7 @@ from reconciler.integrations import REGISTRY, Integration
 from reconciler.kube import WatchEvent
 from reconciler.runtime.loop.reconciler import Reconciler
 from reconciler.runtime.shared.actions import Action, Create, MergePatch
+from reconciler.runtime.shared.writer import WriteDone
 from tests.support.builders import cluster_queue_body, job_body
 
 CONFIG = parse_config(
@@ -143,6 +145,30 @@ def jobs_with_workloads(h: Harness, *names: str) -> dict[str, Workload]:
         (create,) = of(h.take(), "create-workload")
         workloads[name] = created_workload(h, create)
     return workloads
+
+
+def submitted(h: Harness, job: Job) -> Workload:
+    """The Job seen, the Workload it asks for created (the create answered) and seen on the watch."""
+    h.event("ADDED", JOBS, job)
+    (create,) = of(h.take(), "create-workload")
+    assert isinstance(create, Create)
+    workload = created_workload(h, create)
+    h.reconciler.handle(WriteDone(create, body=msgspec.json.encode(workload)))
+    h.event("ADDED", WORKLOADS, workload)
+    return workload
+
+
+def admission_asked(h: Harness) -> tuple[Job, Workload, MergePatch]:
+    """One queue, one Job a: its Workload seen (the create not answered) and its admission asked for."""
+    queues(h)
+    h.sync_all()
+    job = gpu_job(h, "a")
+    h.event("ADDED", JOBS, job)
+    (create,) = of(h.take(), "create-workload")
+    workload = created_workload(h, create)
+    h.event("ADDED", WORKLOADS, workload)
+    (admit,) = of(h.take(), "admit")
+    return job, workload, admit
 
 
 def apply_patch(h: Harness, workload: Workload, action: MergePatch) -> Workload:

@@ -19,6 +19,7 @@ from reconciler.api.resources import (
 from reconciler.config import Configuration
 from reconciler.runtime.shared.actions import MergePatch
 from reconciler.runtime.shared.writer import WriteDone
+from tests.support.memory_api import merge
 from tests.support.reconciler_harness import CONFIG, GPU, Harness
 
 KUEUE = "kueue.x-k8s.io/v1beta2"
@@ -69,19 +70,6 @@ def _decode(body: Obj, kind: type[Any]) -> Any:
     return msgspec.json.decode(msgspec.json.encode(body), type=kind)
 
 
-def _merge(target: Any, patch: Any) -> Any:
-    """RFC 7386 JSON merge patch, as the API server applies it."""
-    if not isinstance(patch, dict):
-        return patch
-    out = dict(target) if isinstance(target, dict) else {}
-    for key, value in patch.items():
-        if value is None:
-            out.pop(key, None)
-        else:
-            out[key] = _merge(out.get(key), value)
-    return out
-
-
 def _settle(h: Harness, shown: dict[Key, Obj]) -> None:
     """Play the API server for the reconciler's Workload writes until it asks for none."""
     for _ in range(20):
@@ -90,7 +78,7 @@ def _settle(h: Harness, shown: dict[Key, Obj]) -> None:
             return
         for write in writes:
             key = (write.namespace or "", write.name)
-            body = _merge(shown[key], msgspec.json.decode(write.patch))
+            body = merge(shown[key], msgspec.json.decode(write.patch))
             body["metadata"]["resourceVersion"] = h.next_rv()
             shown[key] = body
             h.reconciler.handle(WriteDone(write, body=msgspec.json.encode(body)))

@@ -6,14 +6,13 @@ from __future__ import annotations
 from typing import Any
 
 from reconciler.api import DeviceClass, ResourceFlavor
-from reconciler.api.resources import DEVICE_CLASSES, NODES, RESOURCE_FLAVORS, RESOURCE_SLICES
 from reconciler.api.slices import Node, ResourceSlice
 from reconciler.core.devices.inventory import DeviceInventory
 from reconciler.explain.quota import _inventory as explain_inventory
 from reconciler.explain.state import ClusterState, Target
 from reconciler.simulate import InputObject, prepare
 from tests.support.builders import decode
-from tests.support.inventory_harness import enforcing
+from tests.support.inventory_harness import add_inventory, enforcing
 
 DRIVER = "gpu.nvidia.com"
 MAPPINGS = {DRIVER: "nvidia.com/gpu"}
@@ -68,15 +67,7 @@ def objects() -> list[Obj]:
 
 def through_runtime(docs: list[Obj]) -> DeviceInventory:
     h = enforcing()
-    kinds = {
-        "ResourceFlavor": (RESOURCE_FLAVORS, ResourceFlavor),
-        "DeviceClass": (DEVICE_CLASSES, DeviceClass),
-        "Node": (NODES, Node),
-        "ResourceSlice": (RESOURCE_SLICES, ResourceSlice),
-    }
-    for doc in docs:
-        resource, kind = kinds[doc["kind"]]
-        h.event("ADDED", resource, decode(doc, kind))
+    add_inventory(h, docs)
     h.reconciler.inventory.refresh()
     inventory = h.reconciler.ctx.device_inventory
     assert inventory is not None

@@ -12,11 +12,7 @@ import pytest
 
 from reconciler.api import DeviceClass, ResourceClaimTemplate, ResourceFlavor
 from reconciler.api.resources import (
-    DEVICE_CLASSES,
-    NODES,
     RESOURCE_CLAIM_TEMPLATES,
-    RESOURCE_FLAVORS,
-    RESOURCE_SLICES,
 )
 from reconciler.api.slices import Node, ResourceSlice
 from reconciler.config import ConfigError, parse_config
@@ -32,6 +28,7 @@ from reconciler.runtime.loop.reconciler import Reconciler
 from reconciler.simulate import InputObject, prepare
 from tests.support.builders import claim_template, decode, job, job_body
 from tests.support.device_engine import by_name, engine
+from tests.support.inventory_harness import add_inventory
 from tests.support.reconciler_harness import Harness
 
 CLASS = "hami.example.com"
@@ -229,15 +226,7 @@ def test_the_controller_simulate_and_explain_charge_it_alike() -> None:
     wl = workload_for_job(job("a", uid="uid-a", claims=[{"name": "gpu", "resourceClaimTemplateName": "t"}]))
     h = Harness()
     h.reconciler = Reconciler(parse_config(CONFIG), h.actions.append, clock=lambda: "2026-01-01T00:00:00Z")
-    kinds = {
-        "ResourceFlavor": (RESOURCE_FLAVORS, ResourceFlavor),
-        "DeviceClass": (DEVICE_CLASSES, DeviceClass),
-        "Node": (NODES, Node),
-        "ResourceSlice": (RESOURCE_SLICES, ResourceSlice),
-    }
-    for doc in docs:
-        resource, kind = kinds[doc["kind"]]
-        h.event("ADDED", resource, decode(doc, kind))
+    add_inventory(h, docs)
     h.event("ADDED", RESOURCE_CLAIM_TEMPLATES, template)
     h.reconciler.inventory.refresh()
     runtime_inv = h.reconciler.ctx.device_inventory
