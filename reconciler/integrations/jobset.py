@@ -26,16 +26,9 @@ from typing import Any
 
 import msgspec
 
-from reconciler.admission.queue_rules import (
-    JobPolicy,
-    default_queue_ops,
-    needs_default_queue_lookup_on_update,
-    queue_name,
-    validate_job,
-    validate_job_update,
-)
-from reconciler.admission.review import AdmissionRequest, PatchOp, Verdict, decode_object
-from reconciler.admission.routes import Lookups, Route, decoded, default_queue
+from reconciler.admission.queue_rules import JobPolicy
+from reconciler.admission.review import PatchOp
+from reconciler.admission.suspendable import SuspendableKind
 from reconciler.api import PodSet
 from reconciler.api.jobset import JobSet, ReplicatedJob, replicated_job
 from reconciler.api.resources import JOBSETS, Resource
@@ -211,73 +204,23 @@ class JobSetIntegration(SuspendableJob):
 JOBSET = JobSetIntegration()
 
 
+_DOOR = SuspendableKind(
+    "jobset.x-k8s.io/jobset", JobSet, JOBSETS.group, JOBSETS.version, JOBSETS.plural, "jobset"
+)
+
+
 def default_jobset(jobset: JobSet, policy: JobPolicy, *, default_queue_exists: bool) -> list[PatchOp]:
     """The JSON patch that defaults a JobSet being created (empty when nothing changes)."""
-    if not policy.on(JOBSET.framework):
-        return []
-    named = bool(queue_name(jobset))
-    ops = [] if named or not default_queue_exists else default_queue_ops(jobset.metadata)
-    if (named or bool(ops) or policy.manage_without_queue_name) and not jobset.spec.suspend:
-        ops.append({"op": "add", "path": "/spec/suspend", "value": True})
-    return ops
+    return _DOOR.default(jobset, policy, default_queue_exists=default_queue_exists)
 
-
-async def _mutate(request: AdmissionRequest, policy: JobPolicy, lookups: Lookups) -> Verdict:
-    jobset, errors = decode_object(request.object, JobSet)
-    if jobset is None:
-        return Verdict.deny(errors)
-    needed = policy.on(JOBSET.framework) and not queue_name(jobset)
-    exists = await default_queue(lookups, needed, request.namespace or jobset.metadata.namespace)
-    if isinstance(exists, Verdict):
-        return exists
-    return Verdict.allow(default_jobset(jobset, policy, default_queue_exists=exists))
-
-
-async def _validate(request: AdmissionRequest, policy: JobPolicy, lookups: Lookups) -> Verdict:
-    """Kueue's JobSet validation: the queue-name rules of any job."""
-    if not policy.on(JOBSET.framework):
-        return Verdict.allow()
-    new, old, errors = decoded(request, JobSet)
-    if new is None or errors:
-        return Verdict.deny(errors)
-    if old is None:
-        return Verdict.judge(validate_job(new))
-    exists = await default_queue(
-        lookups, needs_default_queue_lookup_on_update(new, old), request.namespace or new.metadata.namespace
-    )
-    if isinstance(exists, Verdict):
-        return exists
-    return Verdict.judge(validate_job_update(new, old, default_queue_exists=exists))
-
-
-_PATH = "jobset-x-k8s-io-v1alpha2-jobset"
 
 REGISTRATION = Registration(
     JOBSET,
-    webhooks=(
-        Route(
-            f"/mutate-{_PATH}",
-            "mjobset.kb.io",
-            JOBSETS.group,
-            JOBSETS.version,
-            JOBSETS.plural,
-            True,
-            ("CREATE",),
-            _mutate,
-            why="Suspends a JobSet that names a queue (and sets the default LocalQueue) when it is created\n"
-            "(integrations.frameworks: jobset.x-k8s.io/jobset; otherwise it leaves JobSets as they are).",
-        ),
-        Route(
-            f"/validate-{_PATH}",
-            "vjobset.kb.io",
-            JOBSETS.group,
-            JOBSETS.version,
-            JOBSETS.plural,
-            False,
-            ("CREATE", "UPDATE"),
-            _validate,
-            why="Kueue's queue-name rules for JobSets (integrations.frameworks: jobset.x-k8s.io/jobset).",
-        ),
+    webhooks=_DOOR.routes(
+        mutate_why="Suspends a JobSet that names a queue (and sets the default LocalQueue) when it is\n"
+        "created (integrations.frameworks: jobset.x-k8s.io/jobset; otherwise it leaves JobSets as they are).",
+        validate_why="Kueue's queue-name rules for JobSets\n"
+        "(integrations.frameworks: jobset.x-k8s.io/jobset).",
     ),
     access=(
         Access(

@@ -12,16 +12,9 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from reconciler.admission.queue_rules import (
-    JobPolicy,
-    default_queue_ops,
-    needs_default_queue_lookup_on_update,
-    queue_name,
-    validate_job,
-    validate_job_update,
-)
-from reconciler.admission.review import AdmissionRequest, PatchOp, Verdict, decode_object
-from reconciler.admission.routes import Lookups, Route, decoded, default_queue
+from reconciler.admission.queue_rules import JobPolicy
+from reconciler.admission.review import PatchOp
+from reconciler.admission.suspendable import SuspendableKind
 from reconciler.api import Job, PodSet, pod_template_view
 from reconciler.api.resources import JOBS, Resource
 from reconciler.core.model.jobs import PODSET_LABEL
@@ -122,68 +115,18 @@ def _main_start(starts: Sequence[PodSetStart]) -> PodSetStart:
 BATCH_JOB = BatchJob()
 
 
+_DOOR = SuspendableKind("batch/job", Job, JOBS.group, JOBS.version, JOBS.plural, "job")
+
+
 def default_job(job: Job, policy: JobPolicy, *, default_queue_exists: bool) -> list[PatchOp]:
     """The JSON patch that defaults a Job being created (empty when nothing changes)."""
-    if not policy.on(BATCH_JOB.framework):
-        return []
-    named = bool(queue_name(job))
-    ops = [] if named or not default_queue_exists else default_queue_ops(job.metadata)
-    if (named or bool(ops) or policy.manage_without_queue_name) and not job.spec.suspend:
-        ops.append({"op": "add", "path": "/spec/suspend", "value": True})
-    return ops
-
-
-async def _mutate(request: AdmissionRequest, policy: JobPolicy, lookups: Lookups) -> Verdict:
-    job, errors = decode_object(request.object, Job)
-    if job is None:
-        return Verdict.deny(errors)
-    needed = policy.on(BATCH_JOB.framework) and not queue_name(job)
-    exists = await default_queue(lookups, needed, request.namespace or job.metadata.namespace)
-    if isinstance(exists, Verdict):
-        return exists
-    return Verdict.allow(default_job(job, policy, default_queue_exists=exists))
-
-
-async def _validate(request: AdmissionRequest, policy: JobPolicy, lookups: Lookups) -> Verdict:
-    if not policy.on(BATCH_JOB.framework):
-        return Verdict.allow()
-    new, old, errors = decoded(request, Job)
-    if new is None or errors:
-        return Verdict.deny(errors)
-    if old is None:
-        return Verdict.judge(validate_job(new))
-    exists = await default_queue(
-        lookups, needs_default_queue_lookup_on_update(new, old), request.namespace or new.metadata.namespace
-    )
-    if isinstance(exists, Verdict):
-        return exists
-    return Verdict.judge(validate_job_update(new, old, default_queue_exists=exists))
+    return _DOOR.default(job, policy, default_queue_exists=default_queue_exists)
 
 
 REGISTRATION = Registration(
     BATCH_JOB,
-    webhooks=(
-        Route(
-            "/mutate-batch-v1-job",
-            "mjob.kb.io",
-            "batch",
-            "v1",
-            "jobs",
-            True,
-            ("CREATE",),
-            _mutate,
-            why="Suspends a Job that names a queue (and sets the default LocalQueue) when it is created.",
-        ),
-        Route(
-            "/validate-batch-v1-job",
-            "vjob.kb.io",
-            "batch",
-            "v1",
-            "jobs",
-            False,
-            ("CREATE", "UPDATE"),
-            _validate,
-        ),
+    webhooks=_DOOR.routes(
+        mutate_why="Suspends a Job that names a queue (and sets the default LocalQueue) when it is created."
     ),
     access=(
         Access(
