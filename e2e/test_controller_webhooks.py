@@ -280,16 +280,21 @@ async def test_malformed_objects_are_refused_with_the_field_named(
         'spec.resourceGroups[0].flavors[0].resources[0].nominalQuota: Invalid value: "-1": '
         "must be greater than or equal to 0"
     ) in str(error)
+    pod_set: Obj = {"name": "main", "count": 1, "template": {"spec": {}}}
     workload = {
         "apiVersion": KUEUE,
         "kind": "Workload",
         "metadata": {"name": "malformed", "namespace": namespace},
-        "spec": {"queueName": "lq", "podSets": [{"name": "Main", "count": 1, "template": {"spec": {}}}]},
+        "spec": {"queueName": "lq", "podSets": [pod_set]},
     }
     error = await _refused(kube, api_path(KUEUE, "workloads", namespace), workload)
     assert 'admission webhook "vworkload.kb.io" denied the request' in str(error)
-    assert 'spec.podSets[0].name: Invalid value: "Main"' in str(error)
     assert "spec.podSets[0].template.spec.containers: Required value" in str(error)
+    # A pod set's name is refused by the CRD's pattern (422), as Kueue's CRD refuses it, before any webhook.
+    pod_set["name"] = "Main"
+    error = await _refused(kube, api_path(KUEUE, "workloads", namespace), workload)
+    assert error.status == 422
+    assert 'spec.podSets[0].name: Invalid value: "Main": spec.podSets[0].name in body should' in str(error)
     assert await kube.get_or_none(api_path(KUEUE, "workloads", namespace, "malformed")) is None
     flavor = {
         "apiVersion": KUEUE,
@@ -299,6 +304,18 @@ async def test_malformed_objects_are_refused_with_the_field_named(
     }
     error = await _refused(kube, api_path(KUEUE, "resourceflavors"), flavor)
     assert 'spec.nodeLabels: Invalid value: "Tesla T4"' in str(error)
+    cohort = {
+        "apiVersion": KUEUE,
+        "kind": "Cohort",
+        "metadata": {"name": f"root-{namespace}"},
+        "spec": {"fairSharing": {"weight": "-1"}},
+    }
+    error = await _refused(kube, api_path(KUEUE, "cohorts"), cohort)
+    assert error.status == 403
+    assert (
+        'admission webhook "vcohort.kb.io" denied the request: '
+        'spec.fairSharing: Invalid value: "-1": must be greater than or equal to 0'
+    ) in str(error)
 
 
 @pytest.mark.asyncio

@@ -16,7 +16,7 @@ from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from .config import ConfigError, Configuration, load_config
+from .config import ConfigError, Configuration, load_config, named
 from .integrations import check_frameworks
 from .simulate import InputError, SimulationError, render, run_simulation
 
@@ -299,7 +299,7 @@ def _run(args: argparse.Namespace) -> int:
         config = load_config(args.config)
         check_frameworks(config)
     except ConfigError as err:
-        print(f"error: {err}", file=sys.stderr)
+        print(f"error: {named(args.config, err)}", file=sys.stderr)
         return EXIT_USAGE
     election = None
     if args.leader_elect:

@@ -63,8 +63,11 @@ __all__ = [
     "InternalCertManagement",
     "WaitForPodsReady",
     "WebhookServer",
+    "cannot_read",
     "load_config",
+    "named",
     "parse_config",
+    "parse_config_file",
     "parse_duration",
     "with_live_changes",
 ]
@@ -235,14 +238,51 @@ def load_config(path: str | Path) -> Configuration:
     """Read and validate a Configuration file; ConfigError names the file and field."""
     file = Path(path)
     try:
-        text = file.read_text()
+        data = file.read_bytes()
     except OSError as err:
-        raise ConfigError(f"{file}: cannot read the configuration: {err.strerror}") from None
+        raise ConfigError(cannot_read(file, err)) from None
+    return parse_config_file(file, data)
+
+
+def _yaml_problem(err: yaml.YAMLError) -> str:
+    """PyYAML's error on one line: what it found, and where (line and column from 1)."""
+    if isinstance(err, yaml.MarkedYAMLError):
+        words = "; ".join(p for p in (err.context, err.problem) if p)
+        mark = err.problem_mark or err.context_mark
+        where = f" (line {mark.line + 1}, column {mark.column + 1})" if mark is not None else ""
+        return (words or type(err).__name__) + where
+    return " ".join(str(err).split())
+
+
+def named(file: str | Path, err: ConfigError) -> str:
+    """The error's one line, led by the file's name (a check made after loading does not know it)."""
+    text = str(err)
+    return text if text.startswith(f"{file}: ") else f"{file}: {text}"
+
+
+def cannot_read(file: str | Path, err: OSError) -> str:
+    """One line for a file that cannot be read: missing, a directory, not readable..."""
+    reason = err.strerror or type(err).__name__
+    return f"{file}: cannot read the configuration: {reason}"
+
+
+def parse_config_file(file: str | Path, data: bytes) -> Configuration:
+    """The Configuration a file's bytes hold (start-up and reload read it alike); ConfigError, one
+    line naming the file and what is wrong, for bytes that are not UTF-8, not YAML or not valid."""
     try:
-        data = yaml.safe_load(text)
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as err:
+        bad = data[err.start : err.end].hex(" ")
+        raise ConfigError(
+            f"{file}: not valid UTF-8: byte(s) {bad} at offset {err.start}; save the file as UTF-8"
+        ) from None
+    try:
+        doc = yaml.safe_load(text)
     except yaml.YAMLError as err:
-        raise ConfigError(f"{file}: not valid YAML: {err}") from None
+        raise ConfigError(f"{file}: not valid YAML: {_yaml_problem(err)}") from None
+    except RecursionError:
+        raise ConfigError(f"{file}: not valid YAML: nested too deeply to be read") from None
     try:
-        return parse_config(data)
+        return parse_config(doc)
     except ConfigError as err:
         raise ConfigError(f"{file}: {err}") from None

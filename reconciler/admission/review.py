@@ -17,7 +17,7 @@ from typing import Any, TypeVar
 
 import msgspec
 
-from .fielderrors import FieldError, aggregate, invalid, invalid_omitted, required
+from .fielderrors import FieldError, Path, aggregate, invalid, invalid_omitted, required
 
 __all__ = [
     "AdmissionRequest",
@@ -161,18 +161,55 @@ def _value_at(raw: msgspec.Raw, where: str) -> tuple[bool, object]:
     return True, value
 
 
+_MISSING = re.compile(r"Object missing required field `([^`]+)`")
+_GOT = re.compile(r", got `([^`]+)`$")
+# msgspec's names of JSON types, as its "got `...`" words them.
+_JSON_TYPES: dict[str, tuple[type, ...]] = {
+    "int": (int,),
+    "float": (float,),
+    "bool": (bool,),
+    "str": (str,),
+    "null": (type(None),),
+    "array": (list,),
+    "object": (dict,),
+}
+
+
+def _map_key(raw: msgspec.Raw, where: str, detail: str) -> tuple[str, bool, object]:
+    """A decoder path with the key of the map value that did not fit in place of msgspec's
+    ``[...]``: the first value of the type it got (the decoder stops at the first that does not
+    fit, and any value of that type fails alike)."""
+    head, _, tail = where.partition("[...]")
+    got = _GOT.search(detail)
+    found, mapping = _value_at(raw, head)
+    if not (found and isinstance(mapping, dict) and got and got.group(1) in _JSON_TYPES):
+        return where, False, None
+    kinds = _JSON_TYPES[got.group(1)]
+    for key, value in mapping.items():
+        if isinstance(value, kinds) and (bool not in kinds) == (not isinstance(value, bool)):
+            if tail:  # deeper inside the value: not shown
+                return str(Path(head).key(key)) + tail, False, None
+            return str(Path(head).key(key)), True, value
+    return where, False, None
+
+
 def decode_object(raw: msgspec.Raw, kind: type[T]) -> tuple[T | None, list[FieldError]]:
     """The object as its slim type; a field error (path from the decoder, the value given) when it
-    does not fit."""
+    does not fit: a missing field named by its own path (``metadata: Required value``), a map's
+    value by its key (``metadata.labels[team]``), as Kubernetes names them."""
     try:
         return msgspec.json.decode(raw, type=kind), []
     except msgspec.ValidationError as err:
         text = str(err)
         where = text.rpartition(" - at `$.")[2].rstrip("`") if " - at `$." in text else ""
         detail = text.partition(" - at ")[0]
-        if detail.startswith("Object missing required field"):
-            return None, [required(where or "(object)", detail)]
-        found, value = _value_at(raw, where) if where else (False, None)
+        missing = _MISSING.fullmatch(detail)
+        if missing:
+            return None, [required(Path(where).child(missing.group(1)))]
+        if "[...]" in where:
+            where, found, value = _map_key(raw, where, detail)
+        else:
+            found, value = _value_at(raw, where) if where else (False, None)
         if not found:
             return None, [invalid_omitted(where or "(object)", detail)]
         return None, [invalid(where, value, detail)]

@@ -7,7 +7,7 @@ import asyncio
 import sys
 
 from reconciler.api.times import now_rfc3339
-from reconciler.config import ConfigError, load_config
+from reconciler.config import ConfigError, load_config, named
 from reconciler.core.queueing.admission_fair_sharing import AfsSettings
 from reconciler.integrations import check_frameworks
 from reconciler.kube import ConfigError as KubeConfigError
@@ -63,7 +63,10 @@ def run(args: argparse.Namespace) -> int:
         config = load_config(args.config) if args.config else None
         if config is not None:
             check_frameworks(config)
-    except (TargetError, ConfigError) as err:
+    except ConfigError as err:
+        print(f"error: {named(args.config, err)}", file=sys.stderr)
+        return EXIT_USAGE
+    except TargetError as err:
         print(f"error: {err}", file=sys.stderr)
         return EXIT_USAGE
     if args.request_timeout <= 0:

@@ -10,7 +10,7 @@ from typing import Any
 import yaml
 
 from reconciler.api.times import now_rfc3339
-from reconciler.config import ConfigError, load_config
+from reconciler.config import ConfigError, load_config, named
 from reconciler.core.queueing.admission_fair_sharing import AfsSettings
 from reconciler.integrations import check_frameworks
 
@@ -66,7 +66,10 @@ def collect_objects(paths: Iterable[str]) -> list[InputObject]:
 
 def run_simulation(config_path: str, manifest_paths: Sequence[str]) -> SimulationResult:
     config = load_config(config_path)
-    check_frameworks(config)
+    try:
+        check_frameworks(config)
+    except ConfigError as err:
+        raise ConfigError(named(config_path, err)) from None
     objects = collect_objects(manifest_paths)
     wfpr = config.wait_for_pods_ready
     timestamp = wfpr.requeuing_timestamp if wfpr is not None else "Eviction"

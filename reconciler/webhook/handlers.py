@@ -13,10 +13,11 @@ from typing import Any
 from reconciler.admission.queue_rules import JobPolicy
 from reconciler.admission.review import AdmissionRequest, Verdict, decode_object
 from reconciler.admission.routes import Lookups, Route, Rule, validator
-from reconciler.api import ClusterQueue, LocalQueue, ResourceFlavor, Workload
+from reconciler.api import ClusterQueue, Cohort, LocalQueue, ResourceFlavor, Workload
 from reconciler.integrations import REGISTRATIONS, Registration
 
 from .clusterqueues import validate_cluster_queue, validate_cluster_queue_update
+from .cohorts import validate_cohort
 from .flavors import validate_resource_flavor
 from .inuse import add_in_use_finalizer
 from .localqueues import validate_local_queue, validate_local_queue_update
@@ -64,6 +65,7 @@ KUEUE_ROUTES: tuple[Route, ...] = (
         _CREATE_UPDATE,
         validator(ClusterQueue, validate_cluster_queue, validate_cluster_queue_update),
     ),
+    _kueue("cohorts", False, _CREATE_UPDATE, validator(Cohort, validate_cohort)),
     _kueue(
         "localqueues",
         False,

@@ -1,5 +1,6 @@
 """Bodies the webhook cannot decode: a 400 naming the problem and one log line without a traceback,
-never a 500; and field errors that show the value given."""
+never a 500; and field errors that name the field (a missing one, a map's key) and show the value
+given."""
 
 from __future__ import annotations
 
@@ -11,11 +12,22 @@ import msgspec
 import pytest
 from structlog.testing import capture_logs
 
-from reconciler.admission.review import MAX_DEPTH, BadReviewError, decode_object, decode_review
+from reconciler.admission.queue_rules import JobPolicy
+from reconciler.admission.review import (
+    MAX_DEPTH,
+    AdmissionRequest,
+    BadReviewError,
+    GroupVersionResource,
+    decode_object,
+    decode_review,
+)
 from reconciler.api import ClusterQueue
+from reconciler.webhook.handlers import handle, routes
+from tests.support.jobsets import jobset_body
 from tests.support.webhook_server import Running, job_request, serving
 
 DEEP = 100_000
+JOBSET_ON = JobPolicy(frameworks=frozenset({"batch/job", "jobset.x-k8s.io/jobset"}))
 PATH = "/mutate-batch-v1-job"
 
 
@@ -92,4 +104,42 @@ def test_an_int_where_a_string_belongs_is_shown_as_the_int() -> None:
     _, errors = decode_object(msgspec.Raw(msgspec.json.encode(raw)), ClusterQueue)
     assert [str(e) for e in errors] == [
         "spec.resourceGroups[0].coveredResources[0]: Invalid value: 5: Expected `str`, got `int`"
+    ]
+
+
+async def _jobset_refusal(body: Any) -> str:
+    route = next(r for r in routes() if r.path == "/validate-jobset-x-k8s-io-v1alpha2-jobset")
+    request = AdmissionRequest(
+        uid="u",
+        resource=GroupVersionResource("jobset.x-k8s.io", "v1alpha2", "jobsets"),
+        operation="CREATE",
+        namespace="ns",
+        object=msgspec.Raw(msgspec.json.encode(body)),
+    )
+    verdict = await handle(route, request, JOBSET_ON, None)  # type: ignore[arg-type]
+    assert not verdict.allowed
+    return verdict.message
+
+
+@pytest.mark.asyncio
+async def test_a_jobset_decode_error_names_its_field() -> None:
+    """A JobSet without metadata was refused as `(object): Required value: Object missing required
+    field ...`; a label of the wrong type as `metadata.labels[...]`: both now name the field."""
+    body = jobset_body("js", [("main", 1, 1, 1, "gpu-a")])
+    without_meta = {k: v for k, v in body.items() if k != "metadata"}
+    assert await _jobset_refusal(without_meta) == "metadata: Required value"
+    body["metadata"]["labels"]["team"] = 7
+    assert await _jobset_refusal(body) == "metadata.labels[team]: Invalid value: 7: Expected `str`, got `int`"
+
+
+def test_a_missing_field_and_a_map_value_are_named_as_kubernetes_names_them() -> None:
+    raw = msgspec.json.decode(_cq(1))
+    del raw["spec"]["resourceGroups"][0]["flavors"][0]["name"]
+    _, errors = decode_object(msgspec.Raw(msgspec.json.encode(raw)), ClusterQueue)
+    assert [str(e) for e in errors] == ["spec.resourceGroups[0].flavors[0].name: Required value"]
+    raw = msgspec.json.decode(_cq(1))
+    raw["metadata"]["annotations"] = {"a": "x", "b/c": None, "d": False}
+    _, errors = decode_object(msgspec.Raw(msgspec.json.encode(raw)), ClusterQueue)
+    assert [str(e) for e in errors] == [
+        "metadata.annotations[b/c]: Invalid value: null: Expected `str`, got `null`"
     ]

@@ -11,7 +11,10 @@ webhook hold each pod at the admission gate as suspended by its parent
 
 Validation: the queue-name rules of any job; on update the queue name cannot change once a group
 is ready (``status.readyReplicas`` > 0) nor be removed, and a managed set's pod templates cannot
-change what decides their pods' quota (the spec's shape Kueue's role hash reads).
+change what decides their pods' quota (the spec's shape Kueue's role hash reads): each part that
+changed is named with its new value, as Kueue names it, e.g.
+``spec.leaderWorkerTemplate.leaderTemplate.spec.containers[0].resources.requests: Invalid value:
+{"cpu":"2"}: field is immutable``; a leader template added or removed shows the new one (or null).
 """
 
 from __future__ import annotations
@@ -30,7 +33,7 @@ from reconciler.api.meta import ObjectMeta
 from reconciler.core.model.workloads import QUEUE_NAME_LABEL
 from reconciler.core.primitives.priority import PRIORITY_CLASS_LABEL
 
-from ..pods.pod import role_hash
+from ..pods.pod import spec_shape
 from .group import GROUP_SERVING_ANNOTATION, LWS_FRAMEWORK, SUSPENDING_PARENT_ANNOTATION
 
 __all__ = ["ROUTES", "default_lws", "lws_needs_default_queue_lookup", "validate_lws", "validate_lws_update"]
@@ -122,9 +125,34 @@ def validate_lws(lws: LeaderWorkerSet, policy: JobPolicy) -> list[FieldError]:
     return validate_job(_queued(lws, True))
 
 
-def _spec_hash(template: Any) -> str:
-    spec = template.get("spec", {}) if isinstance(template, dict) else {}
-    return role_hash(msgspec.json.encode(spec))
+def _shape_changes(new: Any, old: Any, path: Path) -> list[FieldError]:
+    """Kueue's words for a changed pod template shape: each part that differs, with its new value
+    (a container list of another length as a whole, a container's requests or ports on their own)."""
+    errors: list[FieldError] = []
+    for name in sorted(set(new) | set(old)):
+        a, b, where = new.get(name), old.get(name), path.child(name)
+        if name == "resources" and isinstance(a, dict) and isinstance(b, dict):  # a container's
+            errors += _shape_changes(a, b, where)
+        elif isinstance(a, list) and isinstance(b, list) and name in ("containers", "initContainers"):
+            if len(a) != len(b):
+                errors.append(invalid(where, a, IMMUTABLE))
+                continue
+            for i, (x, y) in enumerate(zip(a, b, strict=True)):
+                errors += _shape_changes(x, y, where.item(i))
+        elif a != b:
+            errors.append(invalid(where, a, IMMUTABLE))
+    return errors
+
+
+def _template_changes(new: Any, old: Any, path: Path) -> list[FieldError]:
+    """A managed template's spec may not change what decides its pods' quota (Kueue's SpecShape);
+    one added or removed is named with its new value (null when removed), as Kueue names it."""
+    if (new is None) != (old is None):
+        return [invalid(path, new, IMMUTABLE)]
+    if new is None:
+        return []
+    shapes = [spec_shape(t.get("spec") if isinstance(t, dict) else None) for t in (new, old)]
+    return _shape_changes(shapes[0], shapes[1], path.child("spec"))
 
 
 def validate_lws_update(new: LeaderWorkerSet, old: LeaderWorkerSet, policy: JobPolicy) -> list[FieldError]:
@@ -141,12 +169,7 @@ def validate_lws_update(new: LeaderWorkerSet, old: LeaderWorkerSet, policy: JobP
     new_templates, old_templates = dict(_templates(new)), dict(_templates(old))
     for field_name in ("leaderTemplate", "workerTemplate"):
         path = _TEMPLATES.child(field_name)
-        if (field_name in new_templates) != (field_name in old_templates):
-            errors.append(invalid(path, "", IMMUTABLE))
-        elif field_name in new_templates and _spec_hash(new_templates[field_name]) != _spec_hash(
-            old_templates[field_name]
-        ):
-            errors.append(invalid(path.child("spec"), "", IMMUTABLE))
+        errors += _template_changes(new_templates.get(field_name), old_templates.get(field_name), path)
     return errors
 
 

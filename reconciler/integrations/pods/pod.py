@@ -45,6 +45,7 @@ __all__ = [
     "is_group_pod",
     "pod_start_patch",
     "role_hash",
+    "spec_shape",
 ]
 
 MANAGED_LABEL = "kueue.x-k8s.io/managed"
@@ -84,19 +85,26 @@ def _containers_shape(containers: Any) -> Any:
     ]
 
 
-def role_hash(spec: msgspec.Raw | bytes) -> str:
-    """Kueue's role hash of a pod: the first 8 hex digits of the SHA-256 of its spec's shape
-    (containers' requests and ports, node selector, affinity, tolerations, runtime class,
-    priority, topology spread, overhead, resource claims) as Go's encoder writes it. The API
-    server writes a pod as Go does, so each part is taken as it came, in its own key order."""
-    decoded = msgspec.json.decode(spec)
+def spec_shape(spec: Any) -> dict[str, Any]:
+    """The parts of a decoded pod spec Kueue's SpecShape keeps (what a pod's role hash reads and
+    what may not change in a managed pod template): each container's requests and ports, and the
+    spec's node selector, affinity, tolerations and the rest of `_SHAPE_FIELDS`."""
+    decoded = spec if isinstance(spec, dict) else {}
     shape: dict[str, Any] = {}
     for name in _SHAPE_FIELDS:
         if name in ("containers", "initContainers"):
             shape[name] = _containers_shape(decoded.get(name))
         else:
             shape[name] = decoded.get(name)
-    encoded = msgspec.json.encode({"spec": shape})
+    return shape
+
+
+def role_hash(spec: msgspec.Raw | bytes) -> str:
+    """Kueue's role hash of a pod: the first 8 hex digits of the SHA-256 of its spec's shape
+    (containers' requests and ports, node selector, affinity, tolerations, runtime class,
+    priority, topology spread, overhead, resource claims) as Go's encoder writes it. The API
+    server writes a pod as Go does, so each part is taken as it came, in its own key order."""
+    encoded = msgspec.json.encode({"spec": spec_shape(msgspec.json.decode(spec))})
     for char, escaped in _GO_ESCAPES:
         encoded = encoded.replace(char, escaped)
     return hashlib.sha256(encoded).hexdigest()[:8]

@@ -28,9 +28,16 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import structlog
-import yaml
 
-from reconciler.config import LIVE_FIELDS, ConfigError, Configuration, parse_config, with_live_changes
+from reconciler.config import (
+    LIVE_FIELDS,
+    ConfigError,
+    Configuration,
+    cannot_read,
+    named,
+    parse_config_file,
+    with_live_changes,
+)
 from reconciler.integrations import check_frameworks
 from reconciler.runtime.shared.context import Context
 
@@ -53,25 +60,24 @@ class ConfigReload:
 
 
 def read_config(path: str, last_digest: str | None) -> ConfigReload | None:
-    """Read and validate the file (blocking: run it in a thread); None when unchanged."""
+    """Read and validate the file (blocking: run it in a thread); None when unchanged. Whatever
+    is wrong is one line naming the file, as at start-up (`reconciler.config.load_config`)."""
     try:
         data = Path(path).read_bytes()
     except OSError as err:
         digest = f"unreadable:{err.errno}"
         if digest == last_digest:
             return None
-        return ConfigReload(path, digest, error=f"{path}: cannot read the configuration: {err.strerror}")
+        return ConfigReload(path, digest, error=cannot_read(path, err))
     digest = hashlib.sha256(data).hexdigest()
     if digest == last_digest:
         return None
     try:
-        config = parse_config(yaml.safe_load(data))
+        config = parse_config_file(path, data)
         check_frameworks(config)
         return ConfigReload(path, digest, config=config)
-    except yaml.YAMLError as err:
-        return ConfigReload(path, digest, error=f"{path}: not valid YAML: {err}")
     except ConfigError as err:
-        return ConfigReload(path, digest, error=f"{path}: {err}")
+        return ConfigReload(path, digest, error=named(path, err))
 
 
 async def watch_config(path: str, interval: float, put: Callable[[ConfigReload], None]) -> None:
