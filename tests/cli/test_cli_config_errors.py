@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from reconciler import cli
-from reconciler.runtime.config_reload import read_config
+from reconciler.runtime.queues.config_reload import read_config
 
 HEAD = b"apiVersion: config.kueue.x-k8s.io/v1beta2\nkind: Configuration\n"
 
