@@ -1,7 +1,9 @@
 """A test integration: "TrainingRun", a CRD-like kind with a pod set per role.
 
-It shows what a new integration is: this one module (a projection and the protocol's methods)
-and one registry entry (`REGISTRY_WITH_TRAINING_RUN`). Nothing else in the controller knows it.
+It shows what a new kind is: this one module (a projection, the protocol's methods and one
+`Registration`: its webhooks and the API access it needs) and one registration call
+(`registered(TRAINING_RUN_REGISTRATION)`, or a registry passed to the Reconciler:
+`REGISTRY_WITH_TRAINING_RUN`). Nothing else in the controller knows it.
 """
 
 from __future__ import annotations
@@ -12,20 +14,29 @@ from typing import Any
 
 import msgspec
 
+from reconciler.admission.suspendable import SuspendableKind
 from reconciler.api import Condition, ObjectMeta, PodSet
 from reconciler.api.meta import ApiStruct
 from reconciler.api.resources import Resource
 from reconciler.integrations import (
     PODSET_LABEL,
     REGISTRY,
+    Access,
     Integration,
     Outcome,
     Patch,
     PodSetStart,
+    Registration,
     SuspendableJob,
 )
 
-__all__ = ["REGISTRY_WITH_TRAINING_RUN", "TRAINING_RUN", "TrainingRun", "training_run"]
+__all__ = [
+    "REGISTRY_WITH_TRAINING_RUN",
+    "TRAINING_RUN",
+    "TRAINING_RUN_REGISTRATION",
+    "TrainingRun",
+    "training_run",
+]
 
 TRAINING_RUNS = Resource("example.com", "v1", "trainingruns", "TrainingRun", namespaced=True)
 
@@ -127,6 +138,23 @@ class TrainingRunIntegration(SuspendableJob):
 
 
 TRAINING_RUN: Integration = TrainingRunIntegration()
+_DOOR = SuspendableKind(
+    TRAINING_RUN.framework,
+    TrainingRun,
+    TRAINING_RUNS.group,
+    TRAINING_RUNS.version,
+    TRAINING_RUNS.plural,
+    "trainingrun",
+)
+TRAINING_RUN_REGISTRATION = Registration(
+    TRAINING_RUN,
+    webhooks=_DOOR.routes(mutate_why="Suspends a TrainingRun that names a queue."),
+    access=(
+        Access(
+            TRAINING_RUNS.group, (TRAINING_RUNS.plural,), ("get", "list", "watch", "patch"), "TrainingRuns."
+        ),
+    ),
+)
 REGISTRY_WITH_TRAINING_RUN: Mapping[str, Integration] = MappingProxyType(
     {**REGISTRY, TRAINING_RUN.framework: TRAINING_RUN}
 )
