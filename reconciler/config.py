@@ -40,7 +40,7 @@ from reconciler.config_sections.inventory import (
 )
 from reconciler.config_sections.queueing import WaitForPodsReady, parse_wait_for_pods_ready
 from reconciler.config_sections.resources import CapacityMapping, DeviceClassMapping, parse_mappings
-from reconciler.config_sections.selectors import parse_label_selector
+from reconciler.config_sections.selectors import label_key, parse_label_selector
 from reconciler.config_sections.serving import (
     InternalCertManagement,
     WebhookServer,
@@ -88,6 +88,8 @@ class Configuration:
     device_class_mappings: tuple[DeviceClassMapping, ...] = ()
     wait_for_pods_ready: WaitForPodsReady | None = None
     frameworks: tuple[str, ...] = DEFAULT_FRAMEWORKS
+    # integrations.labelKeysToCopy: these labels of a job are copied to the Workload made for it.
+    label_keys_to_copy: tuple[str, ...] = ()
     manage_jobs_without_queue_name: bool = False
     # Kueue's managedJobsNamespaceSelector as given; None: Kueue's default (every namespace but
     # kube-system and the controller's own), applied where the namespace is known.
@@ -144,6 +146,7 @@ _RESTART_FIELDS = {
     "api_version": "apiVersion",
     "wait_for_pods_ready": "waitForPodsReady",
     "frameworks": "integrations.frameworks",
+    "label_keys_to_copy": "integrations.labelKeysToCopy",
     "manage_jobs_without_queue_name": "manageJobsWithoutQueueName",
     "managed_jobs_namespace_selector": "managedJobsNamespaceSelector",
     "namespace": "namespace",
@@ -185,6 +188,16 @@ def _parse_frameworks(raw: object, version: str) -> tuple[str, ...]:
     return tuple(frameworks)
 
 
+def _label_keys_to_copy(raw: object) -> tuple[str, ...]:
+    """integrations.labelKeysToCopy: label keys copied from a job to its Workload."""
+    keys = (raw or {}).get("labelKeysToCopy") if isinstance(raw, dict) else None
+    if keys is None:
+        return ()
+    path = "integrations.labelKeysToCopy"
+    _expect(keys, list, path, "a list of label keys")
+    return tuple(label_key(key, f"{path}[{i}]") for i, key in enumerate(keys))
+
+
 def _namespace_selector(raw: object) -> LabelSelector | None:
     parsed = parse_label_selector(raw, "managedJobsNamespaceSelector")
     if parsed is None:
@@ -221,6 +234,7 @@ def parse_config(data: object) -> Configuration:
         device_class_mappings=mappings,
         wait_for_pods_ready=parse_wait_for_pods_ready(doc.get("waitForPodsReady"), version),
         frameworks=_parse_frameworks(doc.get("integrations"), version),
+        label_keys_to_copy=_label_keys_to_copy(doc.get("integrations")),
         manage_jobs_without_queue_name=manage,
         managed_jobs_namespace_selector=_namespace_selector(doc.get("managedJobsNamespaceSelector")),
         namespace=parse_namespace(doc.get("namespace")),

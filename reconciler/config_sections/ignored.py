@@ -47,7 +47,6 @@ _BY_VERSION: dict[str, dict[str, str]] = {
 _INTEGRATIONS: dict[str, str] = {
     "externalFrameworks": "only the batch/job integration is implemented; Workloads of other owners "
     "are not created or managed",
-    "labelKeysToCopy": "labels are not copied from a Job to its Workload",
     "podOptions": "Kueue v0.18.1 does not read it either: the pod webhook and integration follow "
     "managedJobsNamespaceSelector",
 }

@@ -10,13 +10,19 @@ import re
 
 from .fields import QUALIFIED_NAME, ConfigError, check_unknown, expect
 
-__all__ = ["SELECTOR_OPERATORS", "Requirement", "Selector", "parse_label_selector"]
+__all__ = [
+    "label_key","SELECTOR_OPERATORS", "Requirement", "Selector", "parse_label_selector"]
 
 SELECTOR_OPERATORS = ("In", "NotIn", "Exists", "DoesNotExist")
 # (key, operator, values) of one matchExpressions entry; (matchLabels, matchExpressions).
 Requirement = tuple[str, str, list[str]]
 Selector = tuple[dict[str, str], list[Requirement]]
 _LABEL_VALUE = re.compile(r"^(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?$")
+
+
+def label_key(value: object, path: str) -> str:
+    """`value` when it is a label key, else a ConfigError naming `path`."""
+    return _key(value, path)
 
 
 def _key(value: object, path: str) -> str:

@@ -9,7 +9,7 @@ pod sets with per-pod requests (containers plus DRA claims charged through
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Protocol
@@ -57,6 +57,7 @@ __all__ = [
     "WorkloadInfo",
     "compile_workload",
     "covered_by",
+    "with_copied_labels",
     "workload_for_object",
     "workload_name_for_job",
 ]
@@ -126,6 +127,16 @@ def workload_for_object(
             priority_class_ref=priority.ref if priority is not None else None,
         ),
     )
+
+
+def with_copied_labels(workload: Workload, labels: Mapping[str, str], keys: Sequence[str]) -> Workload:
+    """The Workload with the job's labels named in integrations.labelKeysToCopy (those the job
+    has), as Kueue copies them when it creates the Workload."""
+    copied = {key: labels[key] for key in keys if key in labels}
+    if not copied:
+        return workload
+    meta = msgspec.structs.replace(workload.metadata, labels={**workload.metadata.labels, **copied})
+    return msgspec.structs.replace(workload, metadata=meta)
 
 
 @dataclass(slots=True)

@@ -15,7 +15,7 @@ import structlog
 
 from reconciler.api import PodSet, Workload
 from reconciler.api.resources import WORKLOADS
-from reconciler.core.model.workloads import QUEUE_NAME_LABEL, workload_for_object
+from reconciler.core.model.workloads import QUEUE_NAME_LABEL, with_copied_labels, workload_for_object
 from reconciler.core.primitives.priority import (
     PRIORITY_CLASS_LABEL,
     MissingPriorityClass,
@@ -261,6 +261,7 @@ class Jobs:
             job,
             workload_for_object(job.metadata, integration.api_version, integration.kind, pod_sets, priority),
         )
+        workload = with_copied_labels(workload, job.metadata.labels, ctx.config.label_keys_to_copy)
         body = api_body(workload, WORKLOAD_API, "Workload")
         ctx.write(Create("create-workload", WORKLOADS, *wl_key, body, on_done=self._workload_created))
 
