@@ -11,7 +11,12 @@ import re
 from .fields import QUALIFIED_NAME, ConfigError, check_unknown, expect
 
 __all__ = [
-    "label_key","SELECTOR_OPERATORS", "Requirement", "Selector", "parse_label_selector"]
+    "SELECTOR_OPERATORS",
+    "Requirement",
+    "Selector",
+    "label_key",
+    "parse_label_selector",
+]
 
 SELECTOR_OPERATORS = ("In", "NotIn", "Exists", "DoesNotExist")
 # (key, operator, values) of one matchExpressions entry; (matchLabels, matchExpressions).
