@@ -408,17 +408,22 @@ def test_the_scan_reads_a_conditional_subresource() -> None:
 def _named_objects() -> dict[tuple[str, str], set[str]]:
     """(apiGroup, resource) -> the objects the shipped configuration makes the code name."""
     from reconciler.api.resources import (
+        LEASES,
         MUTATING_WEBHOOK_CONFIGURATIONS,
         SECRETS,
         VALIDATING_WEBHOOK_CONFIGURATIONS,
     )
+    from reconciler.cli import _parser
     from reconciler.config import load_config
     from reconciler.webhook.certmanager import CertSettings
 
     certs = load_config(ROOT / "manifests" / "config" / "configuration.yaml").internal_cert_management
     assert certs.enable
     settings = CertSettings("", certs.webhook_secret_name, certs.webhook_service_name)
+    # The Deployment leaves --leader-election-id at its default.
+    lease = _parser().parse_args(["run", "--config", "unused.yaml"]).leader_election_id
     return {
+        (LEASES.group, LEASES.plural): {lease},
         (SECRETS.group, SECRETS.plural): {certs.webhook_secret_name},
         (MUTATING_WEBHOOK_CONFIGURATIONS.group, MUTATING_WEBHOOK_CONFIGURATIONS.plural): {
             settings.configuration_name("mutating")
