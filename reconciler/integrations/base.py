@@ -125,13 +125,8 @@ class SuspendableJob:
     """What most kinds share: stopped by suspending (not deleting), possibly another job's child,
     carrying no finalizer of this controller. Integrations of such kinds inherit these."""
 
-    @property
-    def stop_deletes(self) -> bool:
-        return False
-
-    @property
-    def top_level(self) -> bool:
-        return False
+    stop_deletes: bool = False
+    top_level: bool = False
 
     def release_patch(self, obj: Any) -> Patch | None:
         return None

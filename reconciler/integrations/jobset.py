@@ -109,25 +109,11 @@ def _restore(recorded: dict[str, Any]) -> Any:
 class JobSetIntegration(SuspendableJob):
     """Kueue's `jobset.x-k8s.io/jobset` framework."""
 
-    @property
-    def framework(self) -> str:
-        return "jobset.x-k8s.io/jobset"
-
-    @property
-    def kind(self) -> str:
-        return "JobSet"
-
-    @property
-    def api_version(self) -> str:
-        return "jobset.x-k8s.io/v1alpha2"
-
-    @property
-    def resource(self) -> Resource:
-        return JOBSETS
-
-    @property
-    def projection(self) -> type[Any]:
-        return JobSet
+    framework: str = "jobset.x-k8s.io/jobset"
+    kind: str = "JobSet"
+    api_version: str = "jobset.x-k8s.io/v1alpha2"
+    resource: Resource = JOBSETS
+    projection: type[Any] = JobSet
 
     def pod_sets(self, obj: JobSet) -> list[PodSet]:
         return [

@@ -218,12 +218,7 @@ class KubeClient:
         subresource: str | None = None,
     ) -> bytes:
         """JSON merge patch; put ``metadata.resourceVersion`` in it for a precondition (409 on mismatch)."""
-        return await self.request(
-            "PATCH",
-            resource.item_path(namespace, name, subresource),
-            body=patch,
-            content_type="application/merge-patch+json",
-        )
+        return await self._patch(resource.item_path(namespace, name, subresource), patch, "merge-patch")
 
     async def json_patch(
         self,
@@ -235,12 +230,10 @@ class KubeClient:
         subresource: str | None = None,
     ) -> bytes:
         """JSON patch (RFC 6902); a failed ``test`` op answers 422 Invalid."""
-        return await self.request(
-            "PATCH",
-            resource.item_path(namespace, name, subresource),
-            body=patch,
-            content_type="application/json-patch+json",
-        )
+        return await self._patch(resource.item_path(namespace, name, subresource), patch, "json-patch")
+
+    async def _patch(self, path: str, patch: bytes, kind: str) -> bytes:
+        return await self.request("PATCH", path, body=patch, content_type=f"application/{kind}+json")
 
     async def delete(
         self, resource: Resource, namespace: str | None, name: str, *, propagation: str | None = None

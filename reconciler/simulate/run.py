@@ -27,7 +27,7 @@ from typing import Any
 
 import msgspec
 
-from reconciler.api import Job, Workload, WorkloadStatus
+from reconciler.api import Job, PodSet, Workload, WorkloadStatus
 from reconciler.api.lws import LeaderWorkerSet
 from reconciler.api.pods import ManagedPod
 from reconciler.core.devices.dra_extended import ExtendedResources
@@ -42,7 +42,12 @@ from reconciler.core.model.workloads import (
     workload_for_object,
 )
 from reconciler.core.primitives.ordering import EVICTION_TIMESTAMP, queue_order_timestamp
-from reconciler.core.primitives.priority import MissingPriorityClass, resolve_priority, resolve_priority_of
+from reconciler.core.primitives.priority import (
+    MissingPriorityClass,
+    ResolvedPriority,
+    resolve_priority,
+    resolve_priority_of,
+)
 from reconciler.core.primitives.quantity import QuantityError
 from reconciler.core.queueing.admission_fair_sharing import AfsSettings
 from reconciler.core.quota.inventory_admission import InventoryGate
@@ -160,15 +165,21 @@ def _other_job(
         workload = _group_pod(obj, job, collected)
         return [] if workload is None else [workload]
     pod_sets = integration.pod_sets(job)
+    priority = _priority(obj, job.metadata.labels, pod_sets, collected)
+    return [workload_for_object(job.metadata, integration.api_version, integration.kind, pod_sets, priority)]
+
+
+def _priority(
+    obj: InputObject, labels: Mapping[str, str], pod_sets: list[PodSet], collected: Collected
+) -> ResolvedPriority:
+    """The priority of a job with these labels and pod sets; a class it names that does not
+    exist is the simulation's error."""
     priority = resolve_priority_of(
-        job.metadata.labels,
-        [ps.template for ps in pod_sets],
-        collected.workload_classes,
-        collected.pod_classes,
+        labels, [ps.template for ps in pod_sets], collected.workload_classes, collected.pod_classes
     )
     if isinstance(priority, MissingPriorityClass):
         raise SimulationError(f"{describe(obj)}: {priority.message}")
-    return [workload_for_object(job.metadata, integration.api_version, integration.kind, pod_sets, priority)]
+    return priority
 
 
 def _lws_groups(obj: InputObject, lws: LeaderWorkerSet, collected: Collected) -> list[Workload]:
@@ -176,14 +187,7 @@ def _lws_groups(obj: InputObject, lws: LeaderWorkerSet, collected: Collected) ->
     out = []
     for group in groups_of(lws, ()):
         pod_sets = LEADER_WORKER_SET.pod_sets(group)
-        priority = resolve_priority_of(
-            group.metadata.labels,
-            [ps.template for ps in pod_sets],
-            collected.workload_classes,
-            collected.pod_classes,
-        )
-        if isinstance(priority, MissingPriorityClass):
-            raise SimulationError(f"{describe(obj)}: {priority.message}")
+        priority = _priority(obj, group.metadata.labels, pod_sets, collected)
         made = workload_for_object(group.metadata, LWS_API_VERSION, LWS_KIND, pod_sets, priority)
         out.append(group_workload_shape(group, made))
     return out

@@ -324,7 +324,7 @@ async def test_configuration_fields_without_effect_are_named_at_start(
             "apiVersion": "config.kueue.x-k8s.io/v1beta2",
             "kind": "Configuration",
             "objectRetentionPolicies": {"workloads": {"afterFinished": "1h"}},
-            "integrations": {"frameworks": ["batch/job"], "labelKeysToCopy": ["team"]},
+            "integrations": {"frameworks": ["batch/job"], "externalFrameworks": ["Foo.v1.example.com"]},
         }
     )
     b = Replica("pod-b", kubeconfig(tmp_path, fake.url))
@@ -336,8 +336,8 @@ async def test_configuration_fields_without_effect_are_named_at_start(
         assert b.task is not None
         await asyncio.wait_for(b.task, 5)
     assert 'dra_quota_config_ignored_fields{field="objectRetentionPolicies"} 1.0' in text
-    assert 'dra_quota_config_ignored_fields{field="integrations.labelKeysToCopy"} 1.0' in text
+    assert 'dra_quota_config_ignored_fields{field="integrations.externalFrameworks"} 1.0' in text
     (line,) = [e for e in logs if e["event"] == "configuration fields without effect in this controller"]
     assert line["log_level"] == "warning"
-    assert set(line["ignored"]) == {"objectRetentionPolicies", "integrations.labelKeysToCopy"}
-    assert "not copied" in line["ignored"]["integrations.labelKeysToCopy"]
+    assert set(line["ignored"]) == {"objectRetentionPolicies", "integrations.externalFrameworks"}
+    assert "not created or managed" in line["ignored"]["integrations.externalFrameworks"]

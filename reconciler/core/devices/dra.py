@@ -317,20 +317,42 @@ def _template_claim(
 
 
 def _add_once(out: ClaimCharge, shared: Requests) -> None:
-    add_amounts(out.once, shared.amounts)
-    add_amounts(out.devices_once, shared.devices)
-    _count_claim(out.claims_once, shared.devices)
-    out.choices.extend(shared.choices)
-    out.demands_once.extend(shared.demands)
-    out.asks.extend(shared.asks)
-    out.constraints.extend(shared.constraints)
+    _add(
+        out,
+        shared,
+        amounts=out.once,
+        devices=out.devices_once,
+        claims=out.claims_once,
+        demands=out.demands_once,
+    )
 
 
 def add_per_pod(out: ClaimCharge, per_pod: Requests) -> None:
-    add_amounts(out.per_pod, per_pod.amounts)
-    add_amounts(out.devices_per_pod, per_pod.devices)
-    _count_claim(out.claims_per_pod, per_pod.devices)
-    out.choices.extend(per_pod.choices)
-    out.demands_per_pod.extend(per_pod.demands)
-    out.asks.extend(per_pod.asks)
-    out.constraints.extend(per_pod.constraints)
+    _add(
+        out,
+        per_pod,
+        amounts=out.per_pod,
+        devices=out.devices_per_pod,
+        claims=out.claims_per_pod,
+        demands=out.demands_per_pod,
+    )
+
+
+def _add(
+    out: ClaimCharge,
+    found: Requests,
+    *,
+    amounts: Amounts,
+    devices: Amounts,
+    claims: Amounts,
+    demands: list[DeviceDemand],
+) -> None:
+    """Add what a claim asks into one side of the charge (once for the Workload, or per pod):
+    one place, so both sides always take the same things."""
+    add_amounts(amounts, found.amounts)
+    add_amounts(devices, found.devices)
+    _count_claim(claims, found.devices)
+    out.choices.extend(found.choices)
+    demands.extend(found.demands)
+    out.asks.extend(found.asks)
+    out.constraints.extend(found.constraints)

@@ -33,25 +33,11 @@ _CLEAR_START = Patch(b'{"status":{"startTime":null}}', "status")
 class BatchJob(SuspendableJob):
     """Kueue's `batch/job` framework."""
 
-    @property
-    def framework(self) -> str:
-        return "batch/job"
-
-    @property
-    def kind(self) -> str:
-        return "Job"
-
-    @property
-    def api_version(self) -> str:
-        return "batch/v1"
-
-    @property
-    def resource(self) -> Resource:
-        return JOBS
-
-    @property
-    def projection(self) -> type[Any]:
-        return Job
+    framework: str = "batch/job"
+    kind: str = "Job"
+    api_version: str = "batch/v1"
+    resource: Resource = JOBS
+    projection: type[Any] = Job
 
     def pod_sets(self, obj: Job) -> list[PodSet]:
         template = workload_template(obj.spec.template)

@@ -68,34 +68,14 @@ def group_pods_to_stop(body: bytes) -> list[str]:
 class LeaderWorkerSetIntegration:
     """Kueue's `leaderworkerset.x-k8s.io/leaderworkerset` framework, one group at a time."""
 
-    @property
-    def framework(self) -> str:
-        return LWS_FRAMEWORK
-
-    @property
-    def kind(self) -> str:
-        return LWS_KIND
-
-    @property
-    def api_version(self) -> str:
-        return LWS_API_VERSION
-
-    @property
-    def resource(self) -> Resource:
-        return LEADERWORKERSETS
-
-    @property
-    def projection(self) -> type[Any]:
-        """What is watched (the jobs themselves are the groups, made from it and its pods)."""
-        return LeaderWorkerSet
-
-    @property
-    def stop_deletes(self) -> bool:
-        return True
-
-    @property
-    def top_level(self) -> bool:
-        return True
+    framework: str = LWS_FRAMEWORK
+    kind: str = LWS_KIND
+    api_version: str = LWS_API_VERSION
+    resource: Resource = LEADERWORKERSETS
+    # What is watched (the jobs themselves are the groups, made from it and its pods).
+    projection: type[Any] = LeaderWorkerSet
+    stop_deletes: bool = True
+    top_level: bool = True
 
     def release_patch(self, obj: LwsGroup) -> Patch | None:
         return None  # the pods of a set carry no finalizer of Kueue's

@@ -240,33 +240,13 @@ class PodGroupIntegration:
     job (its pod sets, readiness, end). Its pods are started, stopped and released one by one,
     by the steps of `podgroup_plan`, never through the single-object patches."""
 
-    @property
-    def framework(self) -> str:
-        return "pod"
-
-    @property
-    def kind(self) -> str:
-        return GROUP_KIND
-
-    @property
-    def api_version(self) -> str:
-        return "v1"
-
-    @property
-    def resource(self) -> Resource:
-        return PODS
-
-    @property
-    def projection(self) -> type[Any]:
-        return PodGroup
-
-    @property
-    def stop_deletes(self) -> bool:
-        return False  # a group stays while any of its pods does (one pod going is not the end)
-
-    @property
-    def top_level(self) -> bool:
-        return True
+    framework: str = "pod"
+    kind: str = GROUP_KIND
+    api_version: str = "v1"
+    resource: Resource = PODS
+    projection: type[Any] = PodGroup
+    stop_deletes: bool = False  # a group stays while any of its pods does (one pod going is not the end)
+    top_level: bool = True
 
     def release_patch(self, obj: PodGroup) -> Patch | None:
         return None  # each pod's finalizer is removed on its own

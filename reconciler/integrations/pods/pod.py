@@ -152,33 +152,13 @@ def pod_start_patch(obj: ManagedPod, start: PodSetStart) -> bytes:
 class PlainPod:
     """Kueue's `pod` framework, single pods."""
 
-    @property
-    def framework(self) -> str:
-        return "pod"
-
-    @property
-    def kind(self) -> str:
-        return "Pod"
-
-    @property
-    def api_version(self) -> str:
-        return "v1"
-
-    @property
-    def resource(self) -> Resource:
-        return PODS
-
-    @property
-    def projection(self) -> type[Any]:
-        return ManagedPod
-
-    @property
-    def stop_deletes(self) -> bool:
-        return True
-
-    @property
-    def top_level(self) -> bool:
-        return True
+    framework: str = "pod"
+    kind: str = "Pod"
+    api_version: str = "v1"
+    resource: Resource = PODS
+    projection: type[Any] = ManagedPod
+    stop_deletes: bool = True
+    top_level: bool = True
 
     def pod_sets(self, obj: ManagedPod) -> list[PodSet]:
         template = b'{"spec":' + bytes(obj.spec) + b"}"
