@@ -84,3 +84,33 @@ def test_a_job_without_the_label_runs_on() -> None:
     wl = c.workload("a")
     assert wl["spec"].get("active", True) is True
     assert condition(wl, "Admitted") == ("True", "Admitted", "The workload is admitted")
+
+
+def test_while_its_running_job_stops_the_deactivation_target_is_written_again_as_in_kueue() -> None:
+    """Kueue's eviction removes DeactivationTarget; while the Workload is still admitted (its job's
+    pods stopping) the exceeded time writes it again, with a second Warning (the recording of the
+    conformance scenario max-execution-time shows both)."""
+    c = Cluster()
+    c.queues(gpus=1)
+    submit(c, "a", "5")
+    c.api.change(JOBS, "ns", "a", {"status": {"active": 1, "startTime": "2026-01-01T00:00:01Z"}})
+    c.settle()
+    c.tick(T0 + 5.5)
+    wl = c.workload("a")
+    assert wl["spec"]["active"] is False
+    assert condition(wl, "Evicted") == ("True", REASON, MESSAGE)
+    assert condition(wl, "QuotaReserved") == ("True", "QuotaReserved", "Quota reserved in ClusterQueue cq")
+    target = ("True", "MaximumExecutionTimeExceeded", "exceeding the maximum execution time")
+    assert condition(wl, "DeactivationTarget") == target
+    assert c.job("a")["spec"]["suspend"] is True
+    assert c.api.reasons("Workload", wl["metadata"]["name"]).count("MaximumExecutionTimeExceeded") == 2
+    assert c.used_gpus() == 1  # until the job's pods are gone
+    c.api.change(JOBS, "ns", "a", {"status": {"active": 0}})
+    c.settle()
+    wl = c.workload("a")
+    assert condition(wl, "QuotaReserved") == ("False", "Pending", MESSAGE)
+    assert condition(wl, "Requeued") == ("False", REASON, MESSAGE)
+    assert condition(wl, "DeactivationTarget") == target
+    assert c.used_gpus() == 0
+    c.tick(T0 + 30)
+    assert c.api.reasons("Workload", wl["metadata"]["name"]).count("MaximumExecutionTimeExceeded") == 2

@@ -28,7 +28,6 @@ from reconciler.core.status import set_condition
 from reconciler.runtime.shared.actions import MergePatch, WriteDone
 from reconciler.runtime.shared.context import EXPECTED_MISSES, Context
 from reconciler.runtime.shared.patches import (
-    evicted,
     holds_quota,
     is_true,
     status_patch,
@@ -50,16 +49,20 @@ class MaxExecution:
         self.ctx = ctx
 
     def check(self, key: Key, workload: Workload) -> None:
-        """An admitted, active Workload with a maximum gets its timer, or is made a deactivation
-        target once the maximum has passed; one already a target is deactivated."""
+        """An admitted Workload with a maximum gets its timer, or is made a deactivation target once
+        the maximum has passed; an active one that is a target is deactivated. As in Kueue, this
+        holds while it is admitted, also evicting: the eviction of an inactive Workload removes
+        DeactivationTarget, and while its job stops it is written again (with its Event)."""
         ctx = self.ctx
-        if not holds_quota(workload) or evicted(workload) or not workload.spec.active:
+        if not holds_quota(workload):
             ctx.timers.cancel(key, TIMER)
             return
         if ctx.workload_writes.in_flight(key, *_SETTLING):
             return
         if is_true(workload.status.conditions, DEACTIVATION_TARGET):
-            self._deactivate(workload)  # (also after a restart between Kueue's two writes)
+            ctx.timers.cancel(key, TIMER)
+            if workload.spec.active:
+                self._deactivate(workload)  # (also after a restart between Kueue's two writes)
             return
         at = execution_deadline(
             workload.spec.maximum_execution_time_seconds,
@@ -111,7 +114,10 @@ class MaxExecution:
             return
         maximum = workload.spec.maximum_execution_time_seconds or 0
         ctx.events.emit(workload, "Warning", MAXIMUM_EXECUTION_TIME_EXCEEDED, exceeded_message(maximum))
-        self._deactivate(workload)
+        if workload.spec.active:
+            self._deactivate(workload)
+        else:
+            ctx.dirty.workload(key, own_write=True)
 
     def _deactivate(self, workload: Workload) -> None:
         """spec.active: false; the eviction follows once the API shows it."""
