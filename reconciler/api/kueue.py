@@ -209,6 +209,7 @@ class WorkloadSpec(ApiStruct):
     priority: int | None = None
     priority_class_ref: PriorityClassRef | None = None
     active: bool = True
+    maximum_execution_time_seconds: int | None = None
 
 
 class PodSetAssignment(ApiStruct):
@@ -238,6 +239,7 @@ class WorkloadStatus(ApiStruct):
     admission: Admission | None = None
     requeue_state: RequeueState | None = None
     resource_requests: list[PodSetRequest] = []
+    accumulated_past_execution_time_seconds: int | None = None
 
 
 class Workload(ApiStruct, kw_only=True):

@@ -1,11 +1,13 @@
 """An eviction's Workload status, in Kueue v0.18.1's two steps: Evicted=True first (the
 reservation kept while the job still runs), then the reservation ended once it no longer does;
-both in one write when the job is not running at the eviction."""
+both in one write when the job is not running at the eviction. The admission that ends adds its
+seconds to `accumulatedPastExecutionTimeSeconds` (the maximum execution time counts them)."""
 
 from __future__ import annotations
 
 from reconciler.api import Condition, PodSetRequest, RequeueState, WorkloadStatus
 
+from .scheduling.max_execution import DEACTIVATION_TARGET, accumulated_after
 from .status import (
     ADMITTED,
     EVICTED,
@@ -19,6 +21,8 @@ from .status import (
 
 __all__ = ["evicted_workload_status", "unreserved_workload_status"]
 
+DEACTIVATED = "Deactivated"
+
 
 def _evicted(
     conditions: list[Condition],
@@ -31,6 +35,9 @@ def _evicted(
     pods_ready: bool,
     preempted_reason: str | None,
 ) -> list[Condition]:
+    if reason.startswith(DEACTIVATED):
+        # Kueue's eviction of an inactive Workload removes its DeactivationTarget.
+        conditions = [c for c in conditions if c.type != DEACTIVATION_TARGET]
     conditions = set_condition(conditions, EVICTED, "True", reason, message, now, generation)
     if unreserve:
         conditions = _unreserved(conditions, reason, message, now, generation)
@@ -82,11 +89,15 @@ def evicted_workload_status(
         pods_ready=pods_ready,
         preempted_reason=preempted_reason,
     )
+    accumulated = previous.accumulated_past_execution_time_seconds
     return WorkloadStatus(
         conditions=conditions,
         admission=previous.admission if keep_reservation else None,
         requeue_state=requeue_state,
         resource_requests=requests,
+        accumulated_past_execution_time_seconds=(
+            accumulated if keep_reservation else accumulated_after(previous.conditions, accumulated, now)
+        ),
     )
 
 
@@ -103,4 +114,7 @@ def unreserved_workload_status(
         admission=None,
         requeue_state=previous.requeue_state,
         resource_requests=previous.resource_requests,
+        accumulated_past_execution_time_seconds=accumulated_after(
+            previous.conditions, previous.accumulated_past_execution_time_seconds, now
+        ),
     )

@@ -31,6 +31,7 @@ from .model.workloads import WorkloadInfo
 from .primitives.quantity import format_amount, format_milli
 from .queueing.admission_fair_sharing import order_key
 from .quota.ledger import FlavorResource
+from .scheduling.max_execution import accumulated_after
 from .scheduling.scheduler import Admit, Pending
 
 __all__ = [
@@ -205,6 +206,9 @@ def pending_workload_status(
         admission=None,
         requeue_state=previous.requeue_state,
         resource_requests=resource_requests(info),
+        accumulated_past_execution_time_seconds=accumulated_after(
+            previous.conditions, previous.accumulated_past_execution_time_seconds, now
+        ),
     )
 
 

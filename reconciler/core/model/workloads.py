@@ -9,6 +9,7 @@ pod sets with per-pod requests (containers plus DRA claims charged through
 from __future__ import annotations
 
 import hashlib
+import re
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from types import MappingProxyType
@@ -50,6 +51,7 @@ __all__ = [
     "FIRST_AVAILABLE_ANNOTATION",
     "JOB_POD_SET",
     "JOB_UID_LABEL",
+    "MAX_EXEC_TIME_LABEL",
     "QUEUE_NAME_LABEL",
     "RESOURCE_IN_USE_FINALIZER",
     "DeviceSizes",
@@ -57,12 +59,16 @@ __all__ = [
     "WorkloadInfo",
     "compile_workload",
     "covered_by",
+    "max_exec_seconds",
     "with_copied_labels",
     "workload_for_object",
     "workload_name_for_job",
 ]
 
 QUEUE_NAME_LABEL = "kueue.x-k8s.io/queue-name"
+MAX_EXEC_TIME_LABEL = "kueue.x-k8s.io/max-exec-time-seconds"
+_INT32_MAX = 2**31 - 1
+_DIGITS = re.compile(r"[+-]?[0-9]+")
 JOB_UID_LABEL = "kueue.x-k8s.io/job-uid"
 RESOURCE_IN_USE_FINALIZER = "kueue.x-k8s.io/resource-in-use"
 # Which firstAvailable subrequest each device request is charged for (absent when none).
@@ -91,6 +97,17 @@ def workload_name_for_job(job_name: str, job_uid: str, kind: str, group: str) ->
     prefix = f"{kind.lower()}-{job_name}"[: _MAX_NAME - 1 - _HASH_LEN]
     digest = hashlib.sha1(f"{kind}\n{group}\n{job_name}\n{job_uid}".encode()).hexdigest()
     return f"{prefix}-{digest[:_HASH_LEN]}"
+
+
+def max_exec_seconds(labels: Mapping[str, str]) -> int | None:
+    """The Workload's maximumExecutionTimeSeconds from its job's labels: a positive int32, else None."""
+    text = labels.get(MAX_EXEC_TIME_LABEL)
+    if text is None:
+        return None
+    if _DIGITS.fullmatch(text) is None:  # (as Go's ParseInt reads it: no spaces, no underscores)
+        return None
+    value = int(text)
+    return value if 0 < value <= _INT32_MAX else None
 
 
 def workload_for_object(
@@ -125,6 +142,7 @@ def workload_for_object(
             queue_name=meta.labels.get(QUEUE_NAME_LABEL, ""),
             priority=priority.value if priority is not None else None,
             priority_class_ref=priority.ref if priority is not None else None,
+            maximum_execution_time_seconds=max_exec_seconds(meta.labels),
         ),
     )
 

@@ -24,7 +24,7 @@ from reconciler.api import ObjectMeta, OwnerReference, PodSet, Workload, Workloa
 from reconciler.api.pods import ManagedPod
 from reconciler.api.resources import PODS, Resource
 from reconciler.core.model.jobs import PODSET_LABEL
-from reconciler.core.model.workloads import QUEUE_NAME_LABEL, RESOURCE_IN_USE_FINALIZER
+from reconciler.core.model.workloads import QUEUE_NAME_LABEL, RESOURCE_IN_USE_FINALIZER, max_exec_seconds
 from reconciler.core.primitives.priority import ResolvedPriority
 
 from ..base import Outcome, Patch, PodSetStart
@@ -206,6 +206,7 @@ def group_workload(
             queue_name=meta.labels.get(QUEUE_NAME_LABEL, ""),
             priority=priority.value if priority is not None else None,
             priority_class_ref=priority.ref if priority is not None else None,
+            maximum_execution_time_seconds=max_exec_seconds(meta.labels),
         ),
     )
 

@@ -30,6 +30,7 @@ Purpose = Literal[
     "requeue",
     "pods-ready",
     "deactivate",
+    "max-exec",
     "workload-priority",
     "workload-annotate",
     "workload-update",

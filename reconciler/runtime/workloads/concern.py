@@ -1,7 +1,8 @@
 """The Workload lifecycle: the core fed with what the API shows. The writes it leads to are
 the parts': the scheduler's verdicts (`workload_verdicts`), the requeue after a backoff
 (`workload_requeue`), letting go of Workloads whose Job is gone (`workload_orphans`) and a
-ClusterQueue's stopPolicy: drained, then requeued once it runs again (`workload_stopped`).
+ClusterQueue's stopPolicy: drained, then requeued once it runs again (`workload_stopped`), and the
+maximum execution time of admitted Workloads: their deactivation once exceeded (`max_execution`).
 """
 
 from __future__ import annotations
@@ -26,6 +27,7 @@ from reconciler.feed import WorkloadSources, compile_for
 from reconciler.runtime.shared.context import Context
 from reconciler.runtime.shared.patches import evicted, holds_quota
 from reconciler.runtime.shared.store import Key
+from reconciler.runtime.workloads.max_execution import MaxExecution
 from reconciler.runtime.workloads.orphans import Orphans
 from reconciler.runtime.workloads.requeue import Requeues
 from reconciler.runtime.workloads.stopped import StoppedQueues
@@ -47,6 +49,7 @@ class Workloads:
         self.requeues = Requeues(ctx)
         self.orphans = Orphans(ctx, forget=self._forget)
         self.stopped = StoppedQueues(ctx)
+        self.max_execution = MaxExecution(ctx)
 
     def _unfeed(self, key: Key) -> None:
         self._fed.pop(key, None)
@@ -99,6 +102,7 @@ class Workloads:
             return
         # Whatever follows, the PodsReady tracking looks at this workload again.
         ctx.dirty.pods_ready.add(key)
+        self.max_execution.check(key, workload)  # (its timer, or the deactivation once exceeded)
         if holds_quota(workload):
             self.stopped.drain(workload)
             self._keep_admitted(key, workload)

@@ -25,6 +25,7 @@ from reconciler.core.primitives.podstatus import (
     same_report,
 )
 from reconciler.core.primitives.priority import priority_class_name
+from reconciler.core.scheduling.max_execution import deactivated_by_target
 from reconciler.core.scheduling.podsready import (
     PODS_READY,
     PODS_READY_TIMEOUT,
@@ -76,11 +77,16 @@ class PodsReady:
             self._track_ready(key, workload)
             return
         if not workload.spec.active:
-            limit = ctx.config.wait_for_pods_ready
-            reason, message = deactivation_reason(
-                workload.status.requeue_state, None if limit is None else limit.backoff_limit_count
-            )
-            self._evict(workload, reason, message, None, underlying_cause="")
+            # A deactivation target (the maximum execution time) names its cause; else Kueue's words
+            # for a deactivation (by a user, or the requeue limit spent).
+            target = deactivated_by_target(workload.status.conditions)
+            if target is None:
+                limit = ctx.config.wait_for_pods_ready
+                reason, message = deactivation_reason(
+                    workload.status.requeue_state, None if limit is None else limit.backoff_limit_count
+                )
+                target = (reason, message, "")
+            self._evict(workload, target[0], target[1], None, underlying_cause=target[2])
             return
         wfpr = ctx.config.wait_for_pods_ready
         if wfpr is None:
