@@ -96,9 +96,12 @@ class Engine:
     def delete_cohort(self, name: str) -> None:
         self.queues.retry(self.cache.delete_cohort(name))
 
-    def set_local_queue(self, namespace: str, name: str, cluster_queue: str, weight: float = 1.0) -> None:
-        """`weight`: its spec.fairSharing.weight (admission fair sharing)."""
-        self.queues.set_local_queue(namespace, name, cluster_queue, weight)
+    def set_local_queue(
+        self, namespace: str, name: str, cluster_queue: str, weight: float = 1.0, stopped: bool = False
+    ) -> None:
+        """`weight`: its spec.fairSharing.weight (admission fair sharing); `stopped`: its stopPolicy
+        holds it (its waiting workloads are not admitted)."""
+        self.queues.set_local_queue(namespace, name, cluster_queue, weight, stopped)
 
     def delete_local_queue(self, namespace: str, name: str) -> None:
         self.queues.delete_local_queue(namespace, name)

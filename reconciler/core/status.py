@@ -30,6 +30,7 @@ from .engine import Engine
 from .model.workloads import WorkloadInfo
 from .primitives.quantity import format_amount, format_milli
 from .queueing.admission_fair_sharing import order_key
+from .queueing.stops import LQ_STOPPED_ACTIVE
 from .quota.ledger import FlavorResource
 from .scheduling.max_execution import accumulated_after
 from .scheduling.scheduler import Admit, Pending
@@ -288,7 +289,9 @@ def local_queue_status(
         if charge is not None:
             for fr, amount in charge.usage.items():
                 usage[fr] = usage.get(fr, 0) + amount
-    if cluster_queue not in state.cache.cluster_queues:
+    if (namespace, name) in state.queues.stopped_local_queues:
+        active = LQ_STOPPED_ACTIVE
+    elif cluster_queue not in state.cache.cluster_queues:
         active = ("False", "ClusterQueueDoesNotExist", "Can't submit new workloads to clusterQueue")
     elif state.cache.cluster_queue_active(cluster_queue)[0] != "True":
         active = ("False", "ClusterQueueIsInactive", "Can't submit new workloads to clusterQueue")

@@ -16,6 +16,7 @@ from reconciler.api import ClusterQueue, Cohort, LocalQueue, Namespace, Resource
 from reconciler.core.engine import Engine
 from reconciler.core.model.clusterqueues import InvalidClusterQueueError, compile_cluster_queue
 from reconciler.core.primitives.quantity import QuantityError, parse_quantity
+from reconciler.core.queueing.stops import is_stopped
 from reconciler.core.quota.capacity import CohortModel
 from reconciler.core.quota.cohorts import compile_cohort
 
@@ -112,7 +113,8 @@ def feed_local_queue(
     if lq is None:
         engine.delete_local_queue(namespace, name)
         return
-    engine.set_local_queue(namespace, name, lq.spec.cluster_queue, local_queue_weight(lq))
+    stopped = is_stopped(lq.spec.stop_policy)
+    engine.set_local_queue(namespace, name, lq.spec.cluster_queue, local_queue_weight(lq), stopped)
     consumed = consumed_resources(lq)
     if consumed is not None:
         engine.afs_seed(namespace, name, consumed, now)

@@ -109,9 +109,9 @@ class Cluster:
         self.api.sync()
         self.settle()
 
-    def submit(self, name: str, template: str = "gpu") -> list[Action]:
+    def submit(self, name: str, template: str = "gpu", queue: str = "lq") -> list[Action]:
         """A suspended Job asking for one device through the template; what followed."""
-        body = job_body(name, claims=[{"name": "g", "resourceClaimTemplateName": template}])
+        body = job_body(name, queue=queue, claims=[{"name": "g", "resourceClaimTemplateName": template}])
         self.api.add(JOBS, body)
         return self.settle()
 
@@ -170,6 +170,19 @@ class Cluster:
         generation = self.api.get(CLUSTER_QUEUES, "", "cq")["metadata"].get("generation", 1) + 1
         patch = {"metadata": {"generation": generation}, "spec": {"stopPolicy": policy}}
         self.api.change(CLUSTER_QUEUES, "", "cq", patch)
+        return self.settle()
+
+    def local_queue(self, name: str, cluster_queue: str = "cq") -> list[Action]:
+        """Another LocalQueue in namespace ns; what followed."""
+        body = {"metadata": {"name": name, "namespace": "ns"}, "spec": {"clusterQueue": cluster_queue}}
+        self.api.add(LOCAL_QUEUES, body)
+        return self.settle()
+
+    def local_queue_stop_policy(self, policy: str, name: str = "lq") -> list[Action]:
+        """The user sets a LocalQueue's spec.stopPolicy; what followed."""
+        generation = self.api.get(LOCAL_QUEUES, "ns", name)["metadata"].get("generation", 1) + 1
+        patch = {"metadata": {"generation": generation}, "spec": {"stopPolicy": policy}}
+        self.api.change(LOCAL_QUEUES, "ns", name, patch)
         return self.settle()
 
     def used(self, flavor: str, resource: str) -> int:

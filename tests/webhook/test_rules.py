@@ -244,7 +244,7 @@ def test_local_queue_rules() -> None:
 
 
 def test_a_local_queues_stop_policy_is_one_of_kueues_three() -> None:
-    """docs/scheduling.md: a LocalQueue's stopPolicy is validated by the webhook (not applied)."""
+    """A LocalQueue's stopPolicy is one of Kueue's three (the webhook refuses any other)."""
     for policy in ("None", "Hold", "HoldAndDrain"):
         assert validate_local_queue(local_queue("cq", stopPolicy=policy)) == []
     (error,) = validate_local_queue(local_queue("cq", stopPolicy="Drain"))

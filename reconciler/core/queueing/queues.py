@@ -22,6 +22,7 @@ from dataclasses import dataclass, field
 from ..model.workloads import WorkloadInfo
 from .admission_fair_sharing import AdmissionFairSharing, order_key, to_milli
 from .pending_queue import PendingQueue
+from .stops import local_queue_inactive
 
 __all__ = ["QueueManager", "backoff_seconds"]
 
@@ -34,6 +35,8 @@ FlavorResource = tuple[str, str]
 class QueueManager:
     # LocalQueue (namespace, name) -> its ClusterQueue.
     local_queues: dict[LocalQueueKey, str] = field(default_factory=dict)
+    # LocalQueues whose stopPolicy stops them: their members wait, unqueueable.
+    stopped_local_queues: set[LocalQueueKey] = field(default_factory=set)
     # ClusterQueues that can take workloads, with their pending queues.
     queues: dict[str, PendingQueue] = field(default_factory=dict)
     # Every waiting workload (queued, unqueueable or held).
@@ -112,17 +115,21 @@ class QueueManager:
                 self._unplace(key)
                 self._place(info)
 
-    def set_local_queue(self, namespace: str, name: str, cluster_queue: str, weight: float = 1.0) -> None:
-        lq = (namespace, name)
+    def set_local_queue(
+        self, namespace: str, name: str, cluster_queue: str, weight: float = 1.0, stopped: bool = False
+    ) -> None:
+        lq = (namespace, name)  # stopped: its stopPolicy holds it (its members wait, untried)
         if self.afs is not None:
             self.afs.set_weight(lq, weight)
-        if self.local_queues.get(lq) == cluster_queue:
+        if self.local_queues.get(lq) == cluster_queue and (lq in self.stopped_local_queues) == stopped:
             return  # a status write (often our own): its members stay where they are, parked or not
         self.local_queues[lq] = cluster_queue
+        (self.stopped_local_queues.add if stopped else self.stopped_local_queues.discard)(lq)
         self._replace_members(lq)
 
     def delete_local_queue(self, namespace: str, name: str) -> None:
         self.local_queues.pop((namespace, name), None)
+        self.stopped_local_queues.discard((namespace, name))
         if self.afs is not None:
             self.afs.forget((namespace, name))
         self._replace_members((namespace, name))
@@ -226,8 +233,11 @@ class QueueManager:
         """(active, inadmissible) waiting workloads of one LocalQueue: active ones are queued for a
         decision; the others were set aside (did not fit) or wait for their LocalQueue or
         ClusterQueue. One whose requests cannot be charged at all (an unmapped DeviceClass, a
-        bad request) is in no queue and not counted, as in Kueue."""
+        bad request) is in no queue and not counted, as in Kueue; nor is any of a stopped
+        LocalQueue (Kueue takes it out of the queue manager)."""
         active = inadmissible = 0
+        if (namespace, name) in self.stopped_local_queues:
+            return active, inadmissible
         for key in self._by_local_queue.get((namespace, name), ()):
             info = self.workloads.get(key)
             if info is not None and info.problem is not None:
@@ -279,6 +289,8 @@ class QueueManager:
         cq_name = self.local_queues.get((info.namespace, info.queue_name))
         if cq_name is None:
             return f"LocalQueue {info.queue_name} doesn't exist"
+        if (info.namespace, info.queue_name) in self.stopped_local_queues:
+            return local_queue_inactive(info.queue_name)
         if cq_name not in self.queues:
             return f"ClusterQueue {cq_name} doesn't exist"
         return None

@@ -332,6 +332,8 @@ class Reconciler(ReconcilerViews):
         else:
             ctx.store.local_queues[key] = lq
         feed_local_queue(ctx.engine, key[0], key[1], lq, ctx.wall())
+        if self.ready:
+            self.workload_sync.local_queue_changed(key[0], key[1])
 
     def _on_flavor(self, key: Key, flavor: Any) -> None:
         self.ctx.dirty.queue_status = True

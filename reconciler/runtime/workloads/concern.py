@@ -1,8 +1,9 @@
 """The Workload lifecycle: the core fed with what the API shows. The writes it leads to are
 the parts': the scheduler's verdicts (`workload_verdicts`), the requeue after a backoff
 (`workload_requeue`), letting go of Workloads whose Job is gone (`workload_orphans`) and a
-ClusterQueue's stopPolicy: drained, then requeued once it runs again (`workload_stopped`), and the
-maximum execution time of admitted Workloads: their deactivation once exceeded (`max_execution`).
+LocalQueue's or ClusterQueue's stopPolicy: drained, then requeued once it runs again
+(`workload_stopped`), and the maximum execution time of admitted Workloads: their deactivation
+once exceeded (`max_execution`).
 """
 
 from __future__ import annotations
@@ -269,6 +270,11 @@ class Workloads:
             if changed:
                 self._fed.pop(wl_key, None)
                 ctx.dirty.workload(wl_key)
+
+    def local_queue_changed(self, namespace: str, name: str) -> None:
+        """A LocalQueue was added, changed or deleted: its stopPolicy may have changed
+        (`workload_stopped`; its waiting workloads are moved by the core)."""
+        self.stopped.local_queue_changed(namespace, name)
 
     def shared_claim_changed(self, namespace: str) -> None:
         """A pre-created ResourceClaim appeared or went: the waiting workloads of its namespace are
