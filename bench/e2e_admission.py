@@ -27,7 +27,8 @@ Events it wrote, and the time until every controller-phase Job completed.
 The manager is this controller or Kueue v0.18.1 (``--controller kueue``, ``--kueue-settings shipped``
 or ``tuned``), both from one Configuration with the same waitForPodsReady. ``--repeat N`` runs the
 managers of ``--managers`` interleaved, each run on a fresh test-bed with its own ceiling, and prints
-the median and range per manager (bench/e2e_admission_repeat.py). Unless ``--no-request-counts``,
+the median and range per manager (bench/e2e_admission_repeat.py). ``--wait-for-pods-ready off``
+turns waitForPodsReady off in that Configuration, for both managers alike. Unless ``--no-request-counts``,
 the API server keeps an audit log from which each run counts the manager's and the bare client's
 requests per admitted Job by verb and resource (bench/e2e_admission_requests.py).
 
@@ -150,10 +151,18 @@ async def manager_phase(
 ) -> Phase:
     controller, settings = MANAGERS[args.manager]
     namespaces = [q.namespace for q in queues]
-    manager = await start_manager(controller, bed, bed.run_dir / "logs", CONTROLLER_AGENT, settings)
+    manager = await start_manager(
+        controller,
+        bed,
+        bed.run_dir / "logs",
+        CONTROLLER_AGENT,
+        settings,
+        wait_for_pods_ready=args.wait_for_pods_ready == "on",
+    )
     try:
         print(
-            f"== {manager.name} ready (pid {manager.pid}; CRDs: {args.crds}); "
+            f"== {manager.name} ready (pid {manager.pid}; CRDs: {args.crds}; "
+            f"waitForPodsReady {args.wait_for_pods_ready}); "
             f"flooding {total} Jobs over {args.queues} queues"
         )
         cpu_before = cpu_seconds(manager.pid)
@@ -325,6 +334,13 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         choices=["ours", "kueue"],
         help="Workload and queue CRDs: manifests/crds, or Kueue's own (larger schemas, costlier writes); "
         "default: the manager's own (Kueue always runs on its own)",
+    )
+    parser.add_argument(
+        "--wait-for-pods-ready",
+        choices=["on", "off"],
+        default="on",
+        help="waitForPodsReady in the Configuration of both managers: on (timeout 30m, blockAdmission "
+        "false) or off (the same Configuration as v1beta1 with enable: false)",
     )
     parser.add_argument(
         "--no-request-counts",
