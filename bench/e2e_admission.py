@@ -303,7 +303,12 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--gpus-per-node", type=int, default=64, help="at most 128 (one ResourceSlice)")
     parser.add_argument("--run-seconds", type=float, default=1.0, help="how long each pod runs")
     parser.add_argument("--complete-within", type=float, default=400.0)
-    parser.add_argument("--run-dir", type=Path, help="test-bed run folder (default: a temporary one)")
+    parser.add_argument(
+        "--run-dir",
+        type=Path,
+        help="test-bed run folder, kept with the managers' logs (logs/) and the audit log (audit/) "
+        "(default: a temporary one)",
+    )
     parser.add_argument(
         "--controller",
         choices=["ours", "kueue"],
@@ -370,7 +375,12 @@ def run_once(args: argparse.Namespace, manager: str, spec: TestbedSpec) -> RunRe
     run_args.crds = "kueue" if controller == "kueue" else (args.crds or "ours")
     with contextlib.ExitStack() as stack:
         run_dir = args.run_dir or Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="bench-tb-")))
-        run_args.audit_dir = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="bench-audit-")))
+        # kept with the test-bed's logs when --run-dir names a folder (the manager's log is in its logs/)
+        run_args.audit_dir = (
+            args.run_dir / "audit"
+            if args.run_dir
+            else Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="bench-audit-")))
+        )
         extra = audit_args(run_args.audit_dir) if args.count_requests else ()
         bed = Testbed(run_dir=run_dir, spec=spec, apiserver_args=extra)
         began = time.monotonic()
