@@ -306,8 +306,8 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument(
         "--run-dir",
         type=Path,
-        help="test-bed run folder, kept with the managers' logs (logs/) and the audit log (audit/) "
-        "(default: a temporary one)",
+        help="test-bed run folder, kept with the managers' logs (logs/) and the audit log (audit/); "
+        "with --repeat, one folder per run under it (default: a temporary one)",
     )
     parser.add_argument(
         "--controller",
@@ -367,20 +367,21 @@ def _manager_key(controller: str, settings: str) -> str:
     return "ours" if controller == "ours" else f"kueue-{settings}"
 
 
-def run_once(args: argparse.Namespace, manager: str, spec: TestbedSpec) -> RunResult:
-    """One manager then its ceiling on a fresh test-bed."""
+def run_once(args: argparse.Namespace, manager: str, spec: TestbedSpec, index: int = 0) -> RunResult:
+    """One manager then its ceiling on a fresh test-bed (with --repeat and --run-dir, in a folder of
+    its own under it: run-<index>-<manager>)."""
     run_args = argparse.Namespace(**vars(args))
     run_args.manager = manager
+    kept: Path | None = args.run_dir
+    if kept and args.repeat:
+        kept = kept / f"run-{index}-{manager}"
     controller = MANAGERS[manager][0]
     run_args.crds = "kueue" if controller == "kueue" else (args.crds or "ours")
     with contextlib.ExitStack() as stack:
-        run_dir = args.run_dir or Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="bench-tb-")))
+        run_dir = kept or Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="bench-tb-")))
         # kept with the test-bed's logs when --run-dir names a folder (the manager's log is in its logs/)
-        run_args.audit_dir = (
-            args.run_dir / "audit"
-            if args.run_dir
-            else Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="bench-audit-")))
-        )
+        temporary = None if kept else stack.enter_context(tempfile.TemporaryDirectory(prefix="bench-audit-"))
+        run_args.audit_dir = kept / "audit" if kept else Path(str(temporary))
         extra = audit_args(run_args.audit_dir) if args.count_requests else ()
         bed = Testbed(run_dir=run_dir, spec=spec, apiserver_args=extra)
         began = time.monotonic()
@@ -407,10 +408,11 @@ def main(argv: list[str] | None = None) -> int:
     for i in range(max(1, args.repeat)):
         for manager in args.order:
             args.print_labels = not results  # the metric's labels, once
-            results.append(run_once(args, manager, spec))
+            results.append(run_once(args, manager, spec, i + 1))
             if args.repeat:
                 print(f"== run {i + 1} of {args.repeat}, {manager} done", flush=True)
     if args.repeat:
+        print(f"== waitForPodsReady {args.wait_for_pods_ready} for both managers")
         for line in summary(results, args.order):
             print(line)
     return 0
