@@ -306,8 +306,8 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument(
         "--run-dir",
         type=Path,
-        help="test-bed run folder, kept with the managers' logs (logs/) and the audit log (audit/); "
-        "with --repeat, one folder per run under it (default: a temporary one)",
+        help="test-bed run folder, kept with the managers' logs (logs/), the audit log beside it "
+        "(DIR-audit/); with --repeat, one folder per run under it (default: a temporary one)",
     )
     parser.add_argument(
         "--controller",
@@ -379,9 +379,9 @@ def run_once(args: argparse.Namespace, manager: str, spec: TestbedSpec, index: i
     run_args.crds = "kueue" if controller == "kueue" else (args.crds or "ours")
     with contextlib.ExitStack() as stack:
         run_dir = kept or Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="bench-tb-")))
-        # kept with the test-bed's logs when --run-dir names a folder (the manager's log is in its logs/)
+        # kept beside the test-bed's folder (which it clears on start) when --run-dir names one
         temporary = None if kept else stack.enter_context(tempfile.TemporaryDirectory(prefix="bench-audit-"))
-        run_args.audit_dir = kept / "audit" if kept else Path(str(temporary))
+        run_args.audit_dir = kept.with_name(f"{kept.name}-audit") if kept else Path(str(temporary))
         extra = audit_args(run_args.audit_dir) if args.count_requests else ()
         bed = Testbed(run_dir=run_dir, spec=spec, apiserver_args=extra)
         began = time.monotonic()
