@@ -27,7 +27,8 @@ Events it wrote, and the time until every controller-phase Job completed.
 The manager is this controller or Kueue v0.18.1 (``--controller kueue``, ``--kueue-settings shipped``
 or ``tuned``), both from one Configuration with the same waitForPodsReady. ``--repeat N`` runs the
 managers of ``--managers`` interleaved, each run on a fresh test-bed with its own ceiling, and prints
-the median and range per manager (bench/e2e_admission_repeat.py). Unless ``--no-request-counts``,
+the median and range per manager (bench/e2e_admission_repeat.py). ``--wait-for-pods-ready off``
+turns waitForPodsReady off in that Configuration, for both managers alike. Unless ``--no-request-counts``,
 the API server keeps an audit log from which each run counts the manager's and the bare client's
 requests per admitted Job by verb and resource (bench/e2e_admission_requests.py).
 
@@ -150,10 +151,18 @@ async def manager_phase(
 ) -> Phase:
     controller, settings = MANAGERS[args.manager]
     namespaces = [q.namespace for q in queues]
-    manager = await start_manager(controller, bed, bed.run_dir / "logs", CONTROLLER_AGENT, settings)
+    manager = await start_manager(
+        controller,
+        bed,
+        bed.run_dir / "logs",
+        CONTROLLER_AGENT,
+        settings,
+        wait_for_pods_ready=args.wait_for_pods_ready == "on",
+    )
     try:
         print(
-            f"== {manager.name} ready (pid {manager.pid}; CRDs: {args.crds}); "
+            f"== {manager.name} ready (pid {manager.pid}; CRDs: {args.crds}; "
+            f"waitForPodsReady {args.wait_for_pods_ready}); "
             f"flooding {total} Jobs over {args.queues} queues"
         )
         cpu_before = cpu_seconds(manager.pid)
@@ -294,7 +303,12 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--gpus-per-node", type=int, default=64, help="at most 128 (one ResourceSlice)")
     parser.add_argument("--run-seconds", type=float, default=1.0, help="how long each pod runs")
     parser.add_argument("--complete-within", type=float, default=400.0)
-    parser.add_argument("--run-dir", type=Path, help="test-bed run folder (default: a temporary one)")
+    parser.add_argument(
+        "--run-dir",
+        type=Path,
+        help="test-bed run folder, kept with the managers' logs (logs/), the audit log beside it "
+        "(DIR-audit/); with --repeat, one folder per run under it (default: a temporary one)",
+    )
     parser.add_argument(
         "--controller",
         choices=["ours", "kueue"],
@@ -327,6 +341,13 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         "default: the manager's own (Kueue always runs on its own)",
     )
     parser.add_argument(
+        "--wait-for-pods-ready",
+        choices=["on", "off"],
+        default="on",
+        help="waitForPodsReady in the Configuration of both managers: on (timeout 30m, blockAdmission "
+        "false) or off (the same Configuration as v1beta1 with enable: false)",
+    )
+    parser.add_argument(
         "--no-request-counts",
         dest="count_requests",
         action="store_false",
@@ -346,15 +367,21 @@ def _manager_key(controller: str, settings: str) -> str:
     return "ours" if controller == "ours" else f"kueue-{settings}"
 
 
-def run_once(args: argparse.Namespace, manager: str, spec: TestbedSpec) -> RunResult:
-    """One manager then its ceiling on a fresh test-bed."""
+def run_once(args: argparse.Namespace, manager: str, spec: TestbedSpec, index: int = 0) -> RunResult:
+    """One manager then its ceiling on a fresh test-bed (with --repeat and --run-dir, in a folder of
+    its own under it: run-<index>-<manager>)."""
     run_args = argparse.Namespace(**vars(args))
     run_args.manager = manager
+    kept: Path | None = args.run_dir
+    if kept and args.repeat:
+        kept = kept / f"run-{index}-{manager}"
     controller = MANAGERS[manager][0]
     run_args.crds = "kueue" if controller == "kueue" else (args.crds or "ours")
     with contextlib.ExitStack() as stack:
-        run_dir = args.run_dir or Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="bench-tb-")))
-        run_args.audit_dir = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="bench-audit-")))
+        run_dir = kept or Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="bench-tb-")))
+        # kept beside the test-bed's folder (which it clears on start) when --run-dir names one
+        temporary = None if kept else stack.enter_context(tempfile.TemporaryDirectory(prefix="bench-audit-"))
+        run_args.audit_dir = kept.with_name(f"{kept.name}-audit") if kept else Path(str(temporary))
         extra = audit_args(run_args.audit_dir) if args.count_requests else ()
         bed = Testbed(run_dir=run_dir, spec=spec, apiserver_args=extra)
         began = time.monotonic()
@@ -381,10 +408,11 @@ def main(argv: list[str] | None = None) -> int:
     for i in range(max(1, args.repeat)):
         for manager in args.order:
             args.print_labels = not results  # the metric's labels, once
-            results.append(run_once(args, manager, spec))
+            results.append(run_once(args, manager, spec, i + 1))
             if args.repeat:
                 print(f"== run {i + 1} of {args.repeat}, {manager} done", flush=True)
     if args.repeat:
+        print(f"== waitForPodsReady {args.wait_for_pods_ready} for both managers")
         for line in summary(results, args.order):
             print(line)
     return 0

@@ -1,7 +1,7 @@
 """The manager under test in bench/e2e_admission.py: this controller (`reconciler run`) or
 Kueue v0.18.1 (built by `e2e/build-binaries.sh --kueue`) with its shipped or tuned client and
 worker settings, started the same way on the test-bed from one Configuration (the same
-waitForPodsReady for both), with what the bench needs to know of each: its pid (CPU, peak RSS),
+waitForPodsReady for both, on or off), with what the bench needs to know of each: its pid (CPU, peak RSS),
 the field manager that unsuspends Jobs, the component its Events carry and its user agent."""
 
 from __future__ import annotations
@@ -33,6 +33,12 @@ MANAGERS: dict[str, tuple[Controller, KueueSettings]] = {
 # when a v1beta2 Configuration leaves it out (timeout 30m, blockAdmission false, recoveryTimeout
 # = timeout), Kueue v0.18.1 only when the field is present, so the bench writes it out for both.
 WAIT_FOR_PODS_READY = {"timeout": "30m", "blockAdmission": False}
+# Off for both: a v1beta2 Configuration cannot say it (this controller turns it on when the field
+# is absent), so the bench writes the same Configuration as v1beta1 with `enable: false`, which
+# both read as off (Kueue v0.18.1's conversion to v1beta2 drops the field); the other v1beta1
+# defaults are those of v1beta2 for what the bench sets.
+V1BETA1 = "config.kueue.x-k8s.io/v1beta1"
+WAIT_FOR_PODS_READY_OFF = {"enable": False}
 
 # Kueue's shipped manager Configuration (config/components/manager): workers per kind and
 # the client's rate, which its defaults (20 qps, burst 30) would otherwise set lower.
@@ -100,9 +106,12 @@ def _load_crds(folder: Path) -> list[dict[str, Any]]:
     return [yaml.safe_load(p.read_text()) for p in sorted(folder.glob("*.yaml"))]
 
 
-def bench_configuration() -> dict[str, Any]:
-    """The Configuration both managers start from: the walkthrough's, waitForPodsReady written out."""
+def bench_configuration(wait_for_pods_ready: bool = True) -> dict[str, Any]:
+    """The Configuration both managers start from: the walkthrough's, waitForPodsReady written out
+    (on: WAIT_FOR_PODS_READY; off: the same document as v1beta1 with `enable: false`)."""
     base: dict[str, Any] = yaml.safe_load(CONTROLLER_CONFIG.read_text())
+    if not wait_for_pods_ready:
+        return {**base, "apiVersion": V1BETA1, "waitForPodsReady": dict(WAIT_FOR_PODS_READY_OFF)}
     return {**base, "waitForPodsReady": dict(WAIT_FOR_PODS_READY)}
 
 
@@ -113,11 +122,13 @@ async def start(
     agent: str,
     settings: KueueSettings = "shipped",
     extra: tuple[str, ...] = (),
+    wait_for_pods_ready: bool = True,
 ) -> RunningManager:
     """Start the manager; `extra` are further flags of `reconciler run` (this controller only)."""
+    configuration = bench_configuration(wait_for_pods_ready)
     if controller == "ours":
         config = log_dir / "bench-configuration.yaml"
-        text = yaml.safe_dump(bench_configuration(), sort_keys=False)
+        text = yaml.safe_dump(configuration, sort_keys=False)
         await asyncio.to_thread(config.write_text, text)
         process = ControllerProcess(config, bed.kubeconfig, log_dir / "controller.log", *extra)
         await asyncio.to_thread(process.start)
@@ -125,7 +136,7 @@ async def start(
         assert process.pid is not None
         return RunningManager("controller", process.pid, agent, agent, process, agent)
     build = kueue_build()
-    base = {**bench_configuration(), **KUEUE_SETTINGS[settings]}
+    base = {**configuration, **KUEUE_SETTINGS[settings]}
     kueue = KueueProcess(build, bed.kubeconfig, log_dir / "kueue", base)
     kueue.workdir.mkdir(parents=True, exist_ok=True)
     kueue.start(bed.pki.serving_cert, bed.pki.serving_key)
