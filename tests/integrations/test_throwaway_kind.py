@@ -15,7 +15,6 @@ import pytest
 from reconciler import generated
 from reconciler.admission.queue_rules import JobPolicy
 from reconciler.admission.review import AdmissionRequest, GroupVersionResource
-from reconciler.api import ObjectMeta
 from reconciler.api.resources import CLUSTER_QUEUES, LOCAL_QUEUES, NAMESPACES, RESOURCE_FLAVORS
 from reconciler.config import parse_config
 from reconciler.integrations import REGISTRATIONS, REGISTRY, Registration, registered
@@ -23,6 +22,7 @@ from reconciler.webhook.handlers import handle, routes
 from tests.support.builders import cluster_queue_body
 from tests.support.memory_cluster import Cluster
 from tests.support.trainingrun import TRAINING_RUN, TRAINING_RUN_REGISTRATION, training_run
+from tests.support.webhook_server import Lookups
 
 FRAMEWORK = TRAINING_RUN.framework
 RUNS = TRAINING_RUN.resource
@@ -40,17 +40,6 @@ def registration() -> Iterator[Registration]:
         yield done
     assert FRAMEWORK not in REGISTRY
     assert FRAMEWORK not in REGISTRATIONS
-
-
-class NoDefaultQueue:
-    async def default_local_queue_exists(self, namespace: str) -> bool:
-        return False
-
-    async def namespace_labels(self, namespace: str) -> dict[str, str]:
-        return {}
-
-    async def object_meta(self, api_version: str, kind: str, namespace: str, name: str) -> ObjectMeta | None:
-        return None
 
 
 def _review(body: bytes, operation: str = "CREATE") -> AdmissionRequest:
@@ -71,17 +60,17 @@ async def test_its_webhooks_are_served_and_suspend_a_queued_run() -> None:
     )
     run = msgspec.json.encode(training_run("r", ROLES, suspend=False))
     policy = JobPolicy(frameworks=frozenset(CONFIG.frameworks))
-    verdict = await handle(mutate, _review(run), policy, NoDefaultQueue())
+    verdict = await handle(mutate, _review(run), policy, Lookups())
     assert verdict.allowed
     assert [dict(op) for op in verdict.patch] == [{"op": "add", "path": "/spec/suspend", "value": True}]
     bad = json.loads(run)
     bad["metadata"]["labels"]["kueue.x-k8s.io/queue-name"] = "Not_A_Name"
-    refused = await handle(validate, _review(json.dumps(bad).encode()), policy, NoDefaultQueue())
+    refused = await handle(validate, _review(json.dumps(bad).encode()), policy, Lookups())
     assert not refused.allowed
     assert "metadata.labels[kueue.x-k8s.io/queue-name]" in refused.message
     # Its framework off: the webhooks let its objects pass unchanged.
     off = JobPolicy(frameworks=frozenset({"batch/job"}))
-    assert (await handle(mutate, _review(run), off, NoDefaultQueue())).patch == ()
+    assert (await handle(mutate, _review(run), off, Lookups())).patch == ()
 
 
 @pytest.mark.usefixtures("registration")

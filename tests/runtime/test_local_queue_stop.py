@@ -9,19 +9,10 @@ from __future__ import annotations
 from typing import Any
 
 from reconciler.api.resources import LOCAL_QUEUES
-from tests.support.memory_cluster import Cluster, condition
+from tests.support.memory_cluster import Cluster, admitted, condition
 
 INACTIVE = ("False", "Inadmissible", "LocalQueue lq is inactive")
 STOPPED = "The LocalQueue is stopped"
-
-
-def admitted(c: Cluster, job: str) -> bool:
-    workload = c.workload(job)
-    return workload["status"].get("admission") is not None and condition(workload, "Admitted") == (
-        "True",
-        "Admitted",
-        "The workload is admitted",
-    )
 
 
 def local_queue(c: Cluster, name: str = "lq") -> dict[str, Any]:

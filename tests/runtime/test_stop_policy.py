@@ -5,19 +5,10 @@ Kueue's reason and message; releasing the stop resumes admission without any oth
 from __future__ import annotations
 
 from reconciler.api.resources import CLUSTER_QUEUES
-from tests.support.memory_cluster import Cluster, condition
+from tests.support.memory_cluster import Cluster, admitted, condition
 
 INACTIVE = ("False", "Inadmissible", "ClusterQueue cq is inactive")
 STOPPED = "The ClusterQueue is stopped"
-
-
-def admitted(c: Cluster, job: str) -> bool:
-    workload = c.workload(job)
-    return workload["status"].get("admission") is not None and condition(workload, "Admitted") == (
-        "True",
-        "Admitted",
-        "The workload is admitted",
-    )
 
 
 def test_hold_admits_nothing_new_and_leaves_the_admitted_alone() -> None:

@@ -30,7 +30,7 @@ from tests.support.builders import cluster_queue_body, job_body
 from tests.support.lws import group_pods, lws_body, stored_lws
 from tests.support.memory_api import MemoryApi
 
-__all__ = ["CONFIG", "GPU", "T0", "Cluster", "condition", "gpu_template"]
+__all__ = ["CONFIG", "GPU", "T0", "Cluster", "admitted", "condition", "gpu_template"]
 
 GPU = "nvidia.com/gpu"
 T0 = 1767225600.0  # 2026-01-01T00:00:00Z
@@ -57,6 +57,16 @@ def condition(body: dict[str, Any], kind: str) -> tuple[str, str, str] | None:
         if c["type"] == kind:
             return c["status"], c["reason"], c["message"]
     return None
+
+
+def admitted(c: Cluster, job: str) -> bool:
+    """Whether the job's Workload holds an admission and says Admitted, as Kueue says it."""
+    workload = c.workload(job)
+    return workload["status"].get("admission") is not None and condition(workload, "Admitted") == (
+        "True",
+        "Admitted",
+        "The workload is admitted",
+    )
 
 
 class Cluster:
