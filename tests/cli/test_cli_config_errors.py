@@ -34,12 +34,15 @@ def _missing(tmp: Path) -> tuple[Path, str]:
 
 
 def _unreadable(tmp: Path) -> tuple[Path, str]:
+    """A file that exists but cannot be read: mode 000; as root (CI), which reads any mode, a file
+    whose read fails all the same (/proc/self/mem at offset 0: EIO)."""
     path = tmp / "secret.yaml"
     path.write_bytes(HEAD)
     path.chmod(0)
-    if os.access(path, os.R_OK):
-        pytest.skip("running as root: a file with mode 000 is still readable, so it cannot fail")
-    return path, f"{path}: cannot read the configuration: Permission denied"
+    if not os.access(path, os.R_OK):
+        return path, f"{path}: cannot read the configuration: Permission denied"
+    unreadable = Path("/proc/self/mem")
+    return unreadable, f"{unreadable}: cannot read the configuration: Input/output error"
 
 
 def _not_yaml(tmp: Path) -> tuple[Path, str]:
