@@ -81,6 +81,11 @@ class Integration(Protocol):
     def top_level(self) -> bool:
         """Whether it is always a job of its own, never another job's child (Kueue's TopLevelJob)."""
 
+    @property
+    def jobs_from_pods(self) -> bool:
+        """Whether its jobs are groups made from the watched object and its pods, which are then
+        seen from their creation (gated, before any pod set label)."""
+
     def release_patch(self, obj: Any) -> Patch | None:
         """The patch that removes the controller's finalizer from it (None: it carries none)."""
 
@@ -127,6 +132,7 @@ class SuspendableJob:
 
     stop_deletes: bool = False
     top_level: bool = False
+    jobs_from_pods: bool = False
 
     def release_patch(self, obj: Any) -> Patch | None:
         return None

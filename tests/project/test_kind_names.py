@@ -75,7 +75,6 @@ ALLOWED: dict[str, str] = {
     "reconciler/runtime/loop/reconciler.py": _POD_WRITTEN,
     "reconciler/runtime/shared/evictions.py": _POD_WRITTEN,
     "reconciler/runtime/shared/store.py": _POD_WRITTEN,
-    "reconciler/runtime/shared/watched.py": _POD_WRITTEN,
     "reconciler/runtime/workloads/pods_ready.py": _POD_WRITTEN,
     "reconciler/simulate/run.py": _POD_WRITTEN + "; simulate makes their Workloads the same way",
 }

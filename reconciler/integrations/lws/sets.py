@@ -76,6 +76,7 @@ class LeaderWorkerSetIntegration:
     projection: type[Any] = LeaderWorkerSet
     stop_deletes: bool = True
     top_level: bool = True
+    jobs_from_pods: bool = True
 
     def release_patch(self, obj: LwsGroup) -> Patch | None:
         return None  # the pods of a set carry no finalizer of Kueue's

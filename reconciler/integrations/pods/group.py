@@ -248,6 +248,7 @@ class PodGroupIntegration:
     projection: type[Any] = PodGroup
     stop_deletes: bool = False  # a group stays while any of its pods does (one pod going is not the end)
     top_level: bool = True
+    jobs_from_pods: bool = False
 
     def release_patch(self, obj: PodGroup) -> Patch | None:
         return None  # each pod's finalizer is removed on its own

@@ -159,6 +159,7 @@ class PlainPod:
     projection: type[Any] = ManagedPod
     stop_deletes: bool = True
     top_level: bool = True
+    jobs_from_pods: bool = False
 
     def pod_sets(self, obj: ManagedPod) -> list[PodSet]:
         template = b'{"spec":' + bytes(obj.spec) + b"}"

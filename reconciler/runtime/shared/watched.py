@@ -50,7 +50,6 @@ from reconciler.api.slices import Node, ResourceSlice
 from reconciler.config import Configuration
 from reconciler.core.model.jobs import PODSET_LABEL
 from reconciler.integrations import Integration, enabled
-from reconciler.integrations.lws.group import LWS_KIND
 
 __all__ = [
     "DEFAULT_INTEGRATIONS",
@@ -65,7 +64,7 @@ __all__ = [
 
 # The handler of every integration's row; it is given the row's kind.
 JOB_HANDLER = "_on_job"
-# LeaderWorkerSets: their groups are the integration's jobs (made with their pods).
+# A kind whose jobs are groups made from its objects and their pods (LeaderWorkerSets).
 LWS_HANDLER = "lws_groups.on_set"
 
 
@@ -96,7 +95,7 @@ def job_rows(integrations: Sequence[Integration]) -> tuple[Watched, ...]:
     """One row per enabled integration: its resource, its projection, the job handler (the
     plain-pod integration's pods come through the pods row, see `watched_kinds`)."""
     return tuple(
-        Watched(i.resource, i.projection, LWS_HANDLER if i.kind == LWS_KIND else JOB_HANDLER, optional=True)
+        Watched(i.resource, i.projection, LWS_HANDLER if i.jobs_from_pods else JOB_HANDLER, optional=True)
         for i in integrations
         if i.resource != PODS
     )
@@ -139,8 +138,8 @@ def watched_kinds(
     inventory's too when it is on, and DeviceClasses when `device_classes` (extended resources
     charged through them)."""
     rows = job_rows(integrations) + _OTHER_KINDS
-    # A LeaderWorkerSet's pods are seen from their creation (gated, without a pod set label).
-    if any(i.resource == PODS or i.kind == LWS_KIND for i in integrations):
+    # Such a kind's pods are seen from their creation (gated, without a pod set label).
+    if any(i.resource == PODS or i.jobs_from_pods for i in integrations):
         combined = Watched(PODS, ManagedPod, POD_JOBS_HANDLER)
         rows = tuple(combined if row.resource == PODS else row for row in rows)
     return tuple(
