@@ -61,7 +61,7 @@ class _Suspendable(Protocol):
 
 
 class QueuedObject(Protocol):
-    """A job of any kind, as the queue-name rules read it (a batch/v1 Job, a JobSet)."""
+    """A job of any kind, as the queue-name rules read it."""
 
     @property
     def metadata(self) -> ObjectMeta: ...
@@ -111,10 +111,10 @@ def needs_default_queue_lookup_on_update(new: QueuedObject, old: QueuedObject) -
 def validate_job_update(
     new: QueuedObject, old: QueuedObject, *, default_queue_exists: bool = False
 ) -> list[FieldError]:
-    """Kueue's rules for an update: the queue name cannot change while the Job runs, nor be
+    """Kueue's rules for an update: the queue name cannot change while the job runs, nor be
     removed in a namespace with a default LocalQueue; the max-exec-time label cannot change
-    unless the Job is and was suspended. Everything else (parallelism, completions, the
-    template) may change: the controller replaces a Workload the Job no longer matches."""
+    unless the job is and was suspended. Everything else (parallelism, completions, the
+    template) may change: the controller replaces a Workload the job no longer matches."""
     errors = validate_job(new)
     if not new.spec.suspend and queue_name(new) != queue_name(old):
         errors.append(invalid(_LABELS.key(QUEUE_NAME_LABEL), queue_name(new), IMMUTABLE))

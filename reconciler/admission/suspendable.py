@@ -1,5 +1,5 @@
-"""The two webhooks of a kind that is suspended until its Workload is admitted (batch/v1 Job,
-JobSet, and any kind of that shape), as Kueue's job webhooks are for each of them.
+"""The two webhooks of a kind that is suspended until its Workload is admitted, as Kueue's job
+webhooks are for each such kind.
 
 Defaulting on create: an object without a queue name gets ``kueue.x-k8s.io/queue-name: default``
 when its namespace has a LocalQueue named ``default``; one the controller manages (a queue name,

@@ -33,7 +33,7 @@ from reconciler.feed import feed_cluster_queue, feed_cohort, feed_flavor, feed_l
 from reconciler.feed.queues import METADATA_NAME_LABEL
 from reconciler.integrations import REGISTRY
 
-# The kinds of every registered integration (batch/v1 Job, JobSet): they arrive as jobs.
+# The kinds of every registered integration: they arrive as jobs.
 _JOB_KINDS = frozenset(i.kind for i in REGISTRY.values())
 
 __all__ = ["Collected", "InputObject", "SimulationError", "SimulationResult", "collect", "decode", "describe"]

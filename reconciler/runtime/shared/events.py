@@ -87,7 +87,7 @@ class EventRecorder:
     def emit(self, obj: Any, event_type: str, reason: str, message: str) -> None:
         """An Event about a Workload or a job (of a kind in `kinds`)."""
         api_version, kind = self.kinds.get(type(obj), (WORKLOAD_API, "Workload"))
-        # A job that stands for part of an object (a LeaderWorkerSet's group) names that object.
+        # A job that stands for part of an object (a group of a set) names that object.
         meta = getattr(obj, "event_meta", obj.metadata)
         # The object's resourceVersion too, as the object reference client-go keys its series
         # on: a repeat about an object that changed meanwhile is an Event of its own. And the
