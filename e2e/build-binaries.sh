@@ -18,6 +18,12 @@
 # --lws builds LeaderWorkerSet's manager (cmd/main.go of sigs.k8s.io/lws@$LWS_VERSION) and copies
 # its CRD and webhook manifests, for e2e/test_controller_lws.py.
 #
+# --kubeflow builds the training-operator v1 manager (cmd/training-operator.v1 of
+# github.com/kubeflow/training-operator@$TRAINING_OPERATOR_VERSION) and mpi-operator's
+# (cmd/mpi-operator of github.com/kubeflow/mpi-operator@$MPI_OPERATOR_VERSION), with their CRDs
+# (the training-operator's without its v1 MPIJob, whose CRD name mpi-operator's v2beta1 one takes)
+# and the training-operator's webhook manifests, for e2e/test_controller_kubeflow.py.
+#
 # --node builds what a real node needs (e2e/kubelet/run.sh): the kubelet of the same
 # Kubernetes module build (in the control plane's `go build`), containerd (containerd, containerd-shim-runc-v2, ctr) from
 # github.com/containerd/containerd/v2@$CONTAINERD_VERSION and crictl from
@@ -28,14 +34,16 @@ set -euo pipefail
 with_kueue=0
 with_jobset=0
 with_lws=0
+with_kubeflow=0
 with_node=0
 for arg in "$@"; do
   case "$arg" in
     --kueue) with_kueue=1 ;;
     --jobset) with_jobset=1 ;;
     --lws) with_lws=1 ;;
+    --kubeflow) with_kubeflow=1 ;;
     --node) with_node=1 ;;
-    *) echo "usage: $0 [--kueue] [--jobset] [--lws] [--node]" >&2; exit 2 ;;
+    *) echo "usage: $0 [--kueue] [--jobset] [--lws] [--kubeflow] [--node]" >&2; exit 2 ;;
   esac
 done
 
@@ -53,6 +61,8 @@ monitoring_crds_dir="$cache/prometheus-operator-crds-$PROMETHEUS_OPERATOR_VERSIO
 kueue_dir="$cache/kueue-$KUEUE_VERSION"
 jobset_dir="$cache/jobset-$JOBSET_VERSION"
 lws_dir="$cache/lws-$LWS_VERSION"
+training_operator_dir="$cache/training-operator-$TRAINING_OPERATOR_VERSION"
+mpi_operator_dir="$cache/mpi-operator-$MPI_OPERATOR_VERSION"
 containerd_dir="$cache/containerd-$CONTAINERD_VERSION"
 cri_tools_dir="$cache/cri-tools-$CRI_TOOLS_VERSION"
 monitoring_crds=(monitoring.coreos.com_servicemonitors.yaml monitoring.coreos.com_prometheusrules.yaml)
@@ -424,6 +434,77 @@ build_lws() {
   log "lws: done ($lws_dir/bin/lws)"
 }
 
+# go_module_dir MODULE@VERSION: downloads a Go module (checked against the checksum database as
+# usual) and prints the directory it was unpacked to.
+go_module_dir() {
+  local scratch info
+  scratch=$(mktemp -d)
+  info=$(cd "$scratch" && GOFLAGS= go mod download -json "$1")
+  rmdir "$scratch"
+  sed -n 's/^[[:space:]]*"Dir": "\(.*\)",$/\1/p' <<<"$info"
+}
+
+# The training-operator v1 manager from its Go module (main package cmd/training-operator.v1), its
+# CRDs (all but the v1 MPIJob's: mpi-operator's v2beta1 MPIJob CRD has the same name) and its
+# validating webhook manifest (named as its kustomize build names it).
+build_training_operator() {
+  local d=$training_operator_dir
+  if [[ -x "$d/bin/training-operator" && -d "$d/crds" && -f "$d/webhook/manifests.yaml" ]]; then
+    log "training-operator $TRAINING_OPERATOR_VERSION: cached in $d"
+    return
+  fi
+  log "training-operator $TRAINING_OPERATOR_VERSION: downloading the Go module"
+  local dir
+  dir=$(go_module_dir "github.com/kubeflow/training-operator@$TRAINING_OPERATOR_VERSION")
+  [[ -f "$dir/cmd/training-operator.v1/main.go" ]] || { log "training-operator: no cmd/training-operator.v1 ($dir)"; exit 1; }
+  rm -rf "$d/src"
+  mkdir -p "$d/src" "$d/bin"
+  cp -r "$dir/." "$d/src/"
+  chmod -R u+w "$d/src"
+  cd "$d/src"
+  log "training-operator: compiling its manager"
+  go build -v -trimpath -ldflags "-s -w" -o "$d/bin/training-operator.tmp" ./cmd/training-operator.v1 2>&1 |
+    progress training-operator
+  mv "$d/bin/training-operator.tmp" "$d/bin/training-operator"
+  rm -rf "$d/crds" "$d/webhook"
+  mkdir -p "$d/crds" "$d/webhook"
+  for kind in jaxjobs paddlejobs pytorchjobs tfjobs xgboostjobs; do
+    cp "manifests/base/crds/kubeflow.org_$kind.yaml" "$d/crds/"
+  done
+  cp manifests/base/webhook/manifests.yaml "$d/webhook/manifests.yaml"
+  cd "$d"
+  rm -rf "$d/src"
+  log "training-operator: done ($d/bin/training-operator)"
+}
+
+# mpi-operator's manager from its Go module (main package cmd/mpi-operator) and its MPIJob
+# (kubeflow.org/v2beta1) CRD; it has no webhooks.
+build_mpi_operator() {
+  local d=$mpi_operator_dir
+  if [[ -x "$d/bin/mpi-operator" && -d "$d/crds" ]]; then
+    log "mpi-operator $MPI_OPERATOR_VERSION: cached in $d"
+    return
+  fi
+  log "mpi-operator $MPI_OPERATOR_VERSION: downloading the Go module"
+  local dir
+  dir=$(go_module_dir "github.com/kubeflow/mpi-operator@$MPI_OPERATOR_VERSION")
+  [[ -f "$dir/cmd/mpi-operator/main.go" ]] || { log "mpi-operator: no cmd/mpi-operator ($dir)"; exit 1; }
+  rm -rf "$d/src"
+  mkdir -p "$d/src" "$d/bin"
+  cp -r "$dir/." "$d/src/"
+  chmod -R u+w "$d/src"
+  cd "$d/src"
+  log "mpi-operator: compiling its manager"
+  go build -v -trimpath -ldflags "-s -w" -o "$d/bin/mpi-operator.tmp" ./cmd/mpi-operator 2>&1 | progress mpi-operator
+  mv "$d/bin/mpi-operator.tmp" "$d/bin/mpi-operator"
+  rm -rf "$d/crds"
+  mkdir -p "$d/crds"
+  cp manifests/base/kubeflow.org_mpijobs.yaml "$d/crds/"
+  cd "$d"
+  rm -rf "$d/src"
+  log "mpi-operator: done ($d/bin/mpi-operator)"
+}
+
 # timed LABEL FUNCTION: runs it; with $PHASE_TIMES naming a file (e2e/test.sh), appends
 # `set-up: LABEL<TAB>SECONDS` to it for the test command's table of phase times.
 timed() {
@@ -446,6 +527,10 @@ timed "prometheus-operator CRDs" fetch_monitoring_crds
 if [[ $with_kueue == 1 ]]; then timed "kueue" build_kueue; fi
 if [[ $with_jobset == 1 ]]; then timed "jobset" build_jobset; fi
 if [[ $with_lws == 1 ]]; then timed "lws" build_lws; fi
+if [[ $with_kubeflow == 1 ]]; then
+  timed "training-operator" build_training_operator
+  timed "mpi-operator" build_mpi_operator
+fi
 if [[ $with_node == 1 ]]; then
   timed "containerd" build_containerd
   timed "crictl" build_crictl

@@ -5,13 +5,15 @@ Defaulting on create: an object without a queue name gets ``kueue.x-k8s.io/queue
 when its namespace has a LocalQueue named ``default``; one the controller manages (a queue name,
 or ``manageJobsWithoutQueueName``) is stored with ``spec.suspend: true``, so its own controller
 starts nothing before the Workload is admitted. Validation: the queue-name rules of any job.
-Objects of a framework the Configuration does not enable pass unchanged.
+Objects of a framework the Configuration does not enable pass unchanged. A kind whose suspend
+flag lives elsewhere (``spec.runPolicy.suspend``) gives the JSON patch that sets it (`suspend_ops`).
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Generic, TypeVar
+from typing import Any, Generic, TypeVar
 
 from .queue_rules import (
     JobPolicy,
@@ -30,13 +32,24 @@ __all__ = ["SuspendableKind", "default_suspendable"]
 J = TypeVar("J", bound=QueuedObject)
 
 
-def default_suspendable(obj: QueuedObject, policy: JobPolicy, *, default_queue_exists: bool) -> list[PatchOp]:
+def spec_suspend_ops(obj: Any) -> list[PatchOp]:
+    """The JSON patch that suspends an object whose flag is ``spec.suspend``."""
+    return [{"op": "add", "path": "/spec/suspend", "value": True}]
+
+
+def default_suspendable(
+    obj: QueuedObject,
+    policy: JobPolicy,
+    *,
+    default_queue_exists: bool,
+    suspend_ops: Callable[[Any], list[PatchOp]] = spec_suspend_ops,
+) -> list[PatchOp]:
     """The JSON patch that defaults an object being created (empty when nothing changes); the
     caller has checked its framework is enabled."""
     named = bool(queue_name(obj))
     ops = [] if named or not default_queue_exists else default_queue_ops(obj.metadata)
     if (named or bool(ops) or policy.manage_without_queue_name) and not obj.spec.suspend:
-        ops.append({"op": "add", "path": "/spec/suspend", "value": True})
+        ops += suspend_ops(obj)
     return ops
 
 
@@ -51,11 +64,15 @@ class SuspendableKind(Generic[J]):
     version: str
     resource: str
     name: str  # the lower-case kind, as the paths and names carry it
+    # The JSON patch that suspends one of its objects (its flag's place in the object).
+    suspend_ops: Callable[[Any], list[PatchOp]] = spec_suspend_ops
 
     def default(self, obj: J, policy: JobPolicy, *, default_queue_exists: bool) -> list[PatchOp]:
         if not policy.on(self.framework):
             return []
-        return default_suspendable(obj, policy, default_queue_exists=default_queue_exists)
+        return default_suspendable(
+            obj, policy, default_queue_exists=default_queue_exists, suspend_ops=self.suspend_ops
+        )
 
     async def mutate(self, request: AdmissionRequest, policy: JobPolicy, lookups: Lookups) -> Verdict:
         obj, errors = decode_object(request.object, self.projection)

@@ -38,7 +38,9 @@ def test_an_unimplemented_framework_is_refused_naming_the_implemented_ones() -> 
         check_frameworks(parse_config(_config(["deployment"])))
     assert str(error.value) == (
         "integrations.frameworks[0]: Unsupported value: 'deployment': supported values: "
-        '"batch/job", "jobset.x-k8s.io/jobset", "leaderworkerset.x-k8s.io/leaderworkerset", "pod" '
+        '"batch/job", "jobset.x-k8s.io/jobset", "kubeflow.org/jaxjob", "kubeflow.org/mpijob", '
+        '"kubeflow.org/paddlejob", "kubeflow.org/pytorchjob", "kubeflow.org/tfjob", "kubeflow.org/xgboostjob", '
+        '"leaderworkerset.x-k8s.io/leaderworkerset", "pod" '
         "(Kueue's 'deployment' integration is not implemented yet)"
     )
 
@@ -46,7 +48,6 @@ def test_an_unimplemented_framework_is_refused_naming_the_implemented_ones() -> 
 @pytest.mark.parametrize(
     "name",
     [
-        "kubeflow.org/pytorchjob",
         "ray.io/rayjob",
         "workload.codeflare.dev/appwrapper",
     ],
