@@ -39,7 +39,8 @@ def test_an_unimplemented_framework_is_refused_naming_the_implemented_ones() -> 
     assert str(error.value) == (
         "integrations.frameworks[0]: Unsupported value: 'deployment': supported values: "
         '"batch/job", "jobset.x-k8s.io/jobset", "kubeflow.org/jaxjob", "kubeflow.org/mpijob", '
-        '"kubeflow.org/paddlejob", "kubeflow.org/pytorchjob", "kubeflow.org/tfjob", "kubeflow.org/xgboostjob", '
+        '"kubeflow.org/paddlejob", "kubeflow.org/pytorchjob", "kubeflow.org/tfjob", '
+        '"kubeflow.org/xgboostjob", '
         '"leaderworkerset.x-k8s.io/leaderworkerset", "pod" '
         "(Kueue's 'deployment' integration is not implemented yet)"
     )
