@@ -31,6 +31,7 @@ from e2e.conformance.scenario import Scenario, load_scenario
 from e2e.conformance.snapshot_fair import enables_fair_sharing
 from e2e.conformance.snapshot_pods import enables_pods
 from e2e.support.deploy import ROOT
+from e2e.support.kubeflow import enables_kubeflow
 from e2e.testbed.paths import VERSIONS_FILE
 
 RECORDED_DIR = Path(__file__).resolve().parent / "recorded"
@@ -42,6 +43,8 @@ POD_SNAPSHOT_CODE = Path(__file__).resolve().parent / "snapshot_pods.py"
 FAIR_SNAPSHOT_CODE = Path(__file__).resolve().parent / "snapshot_fair.py"
 # JobSet's indexed pod names: in the hash of the scenarios that run JobSet's manager only.
 JOBSET_SNAPSHOT_CODE = Path(__file__).resolve().parent / "snapshot_jobset.py"
+# The Kubeflow jobs' part: in the hash of the scenarios that enable a Kubeflow framework only.
+KUBEFLOW_SNAPSHOT_CODE = Path(__file__).resolve().parent / "snapshot_kubeflow.py"
 # The pins a recording depends on: Kueue itself and the control plane it ran on.
 PINNED = ("KUEUE_VERSION", "KUEUE_MODULE_SUM", "KUBERNETES_VERSION")
 
@@ -86,6 +89,8 @@ def snapshot_code(scenario_path: Path) -> list[Path]:
         return [SNAPSHOT_CODE, POD_SNAPSHOT_CODE]
     if scenario.jobset_controller:
         return [SNAPSHOT_CODE, JOBSET_SNAPSHOT_CODE]
+    if enables_kubeflow(configuration):
+        return [SNAPSHOT_CODE, KUBEFLOW_SNAPSHOT_CODE]
     return [SNAPSHOT_CODE, *([FAIR_SNAPSHOT_CODE] if enables_fair_sharing(configuration) else [])]
 
 

@@ -22,6 +22,7 @@ from e2e.conformance.scenario import Scenario, Wait
 from e2e.conformance.snapshot import KUEUE, take_snapshot
 from e2e.conformance.snapshot_fair import enables_fair_sharing, take_fair_snapshot
 from e2e.conformance.snapshot_jobset import take_jobset_snapshot
+from e2e.conformance.snapshot_kubeflow import take_kubeflow_snapshot
 from e2e.conformance.snapshot_pods import enables_pods, take_pod_snapshot
 from e2e.support.deploy import (
     ControllerProcess,
@@ -38,6 +39,7 @@ from e2e.support.jobset import (
     jobset_build,
     jobset_webhooks,
 )
+from e2e.support.kubeflow import KubeflowOperators, enables_kubeflow, install_kubeflow_crds
 from e2e.support.lws import LwsProcess, enables_lws, install_lws_crds, lws_build, lws_webhooks
 from e2e.support.upstream import UpstreamProcess
 from e2e.support.webhooks import on_loopback, shipped_configurations, wait_until_jobs_are_suspended
@@ -56,11 +58,15 @@ class Manager(Protocol):
     def log_tail(self, lines: int = 40) -> str: ...
 
 
-class _WithLws:
-    """The implementation's manager and an upstream one (LeaderWorkerSet's or JobSet's), stopped
-    together (the upstream one last)."""
+class _Upstream(Manager, Protocol):
+    what: str
 
-    def __init__(self, manager: Manager, lws: UpstreamProcess | None) -> None:
+
+class _WithLws:
+    """The implementation's manager and an upstream one (LeaderWorkerSet's, JobSet's or the
+    Kubeflow operators), stopped together (the upstream one last)."""
+
+    def __init__(self, manager: Manager, lws: _Upstream | None) -> None:
         self.manager, self.lws = manager, lws
 
     def stop(self, grace: float = 15.0) -> int | None:
@@ -75,6 +81,8 @@ class _WithLws:
 
 
 def _webhook_groups(scenario: Scenario) -> frozenset[str]:
+    if enables_kubeflow(scenario.configuration):
+        return WEBHOOK_GROUPS | {"kubeflow.org"}
     return LWS_WEBHOOK_GROUPS if enables_lws(scenario.configuration) else WEBHOOK_GROUPS
 
 
@@ -85,11 +93,22 @@ async def _install_integration_crds(kube: KubeClient, scenario: Scenario) -> Non
         await install_jobset_crds(kube)
     if enables_lws(scenario.configuration):
         await install_lws_crds(kube)
+    if enables_kubeflow(scenario.configuration):
+        await install_kubeflow_crds(kube)
 
 
-async def _start_lws(
+async def _start_upstream(
     kube: KubeClient, bed: Testbed, scenario: Scenario, workdir: Path
-) -> UpstreamProcess | None:
+) -> _Upstream | None:
+    """The Kubeflow operators where the scenario enables a Kubeflow framework, else `_start_lws`."""
+    if not enables_kubeflow(scenario.configuration):
+        return await _start_lws(kube, bed, scenario, workdir)
+    operators = KubeflowOperators(bed.kubeconfig, workdir / "kubeflow")
+    await operators.start(kube)
+    return operators
+
+
+async def _start_lws(kube: KubeClient, bed: Testbed, scenario: Scenario, workdir: Path) -> _Upstream | None:
     """LeaderWorkerSet's manager and its webhooks where the scenario enables the framework, or
     JobSet's where the scenario asks for its controller (`jobsetController: true`)."""
     upstream: UpstreamProcess
@@ -236,6 +255,8 @@ async def _snapshot(kube: KubeClient, scenario: Scenario, within: float = 30.0) 
         take = take_fair_snapshot
     elif scenario.jobset_controller:
         take = take_jobset_snapshot
+    elif enables_kubeflow(scenario.configuration):
+        take = take_kubeflow_snapshot
     loop = asyncio.get_running_loop()
     deadline = loop.time() + within
     while True:
@@ -319,7 +340,7 @@ async def _with_kueue(bed: Testbed, scenario: Scenario, workdir: Path) -> tuple[
         await apply_objects(kube, [namespace])
         pod_namespaces = await _pod_namespaces(kube, scenario)
         await _watch_caches_ready(kube)
-        lws = await _start_lws(kube, bed, scenario, workdir)
+        lws = await _start_upstream(kube, bed, scenario, workdir)
         manager = _WithLws(kueue, lws)
         kueue.start(bed.pki.serving_cert, bed.pki.serving_key)
         try:
@@ -383,7 +404,7 @@ async def _with_ours(bed: Testbed, scenario: Scenario, workdir: Path) -> tuple[S
         await _install_integration_crds(kube, scenario)
         pod_namespaces = await _pod_namespaces(kube, scenario)
         await _watch_caches_ready(kube)
-        lws = await _start_lws(kube, bed, scenario, workdir)
+        lws = await _start_upstream(kube, bed, scenario, workdir)
         manager = _WithLws(controller, lws)
         controller.start()
         try:

@@ -40,12 +40,13 @@ from cryptography.x509.oid import NameOID
 from e2e.support.deploy import apply_manifests, free_port, load_documents, wait_established
 from e2e.support.process import ManagedProcess
 from e2e.support.upstream import UpstreamBuild, enables, upstream_build
-from e2e.support.webhooks import on_loopback
+from e2e.support.webhooks import configuration_path, on_loopback
 from e2e.testbed import ApiError, KubeClient, api_path
 from reconciler.webhook.certs import KeyPair, issue_serving
 
 __all__ = [
     "KUBEFLOW_FRAMEWORKS",
+    "KubeflowOperators",
     "MpiOperatorProcess",
     "TrainingOperatorProcess",
     "enables_kubeflow",
@@ -272,3 +273,49 @@ class MpiOperatorProcess(ManagedProcess):
                 return
             time.sleep(0.3)
         raise TimeoutError(f"{self.what} was not leading within {within:.0f}s:\n{self.log_tail()}")
+
+
+class KubeflowOperators:
+    """Both operators together: started (the training-operator's Secret and webhooks first, as
+    its rotator waits for them), stopped and their logs' tails read as one."""
+
+    what = "the Kubeflow operators"
+
+    def __init__(self, kubeconfig: Path, workdir: Path) -> None:
+        self.trainer = TrainingOperatorProcess(
+            training_operator_build(), kubeconfig, workdir / "training-operator"
+        )
+        self.mpi = MpiOperatorProcess(mpi_operator_build(), kubeconfig, workdir / "mpi-operator")
+
+    async def start(self, kube: KubeClient) -> list[Obj]:
+        """Starts both once their CRDs are installed; returns the webhook configurations registered."""
+        for build in (self.trainer.build, self.mpi.build):
+            if not build.binary.exists():
+                raise FileNotFoundError(
+                    f"{build.name} is not built ({build.binary}): run e2e/setup.sh --kubeflow"
+                )
+        self.trainer.workdir.mkdir(parents=True, exist_ok=True)
+        await self.trainer.install_secret(kube)
+        await self.mpi.install_lock_namespace(kube)
+        hooks = training_operator_webhooks(self.trainer.build, self.trainer.webhook_port, self.trainer.ca_pem)
+        for configuration in hooks:
+            await kube.apply(configuration_path(configuration), configuration, "dra-quota-e2e")
+        try:
+            self.trainer.start()
+            self.mpi.start()
+            await self.trainer.wait_ready_async()
+            await self.mpi.wait_ready_async()
+        except BaseException:
+            self.stop()
+            raise
+        return hooks
+
+    def stop(self, grace: float = 15.0) -> int | None:
+        self.mpi.stop(grace)
+        return self.trainer.stop(grace)
+
+    def log_tail(self, lines: int = 40) -> str:
+        return (
+            f"training-operator log tail:\n{self.trainer.log_tail(lines)}\n"
+            f"mpi-operator log tail:\n{self.mpi.log_tail(lines)}"
+        )

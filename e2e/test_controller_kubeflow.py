@@ -1,0 +1,241 @@
+"""Kubeflow jobs on the test-bed with the real operators (`e2e/build-binaries.sh --kubeflow`): the
+training-operator v1.9.3 manager (its CRDs and validating webhooks from its Go module, see
+e2e/support/kubeflow.py for what its cert rotator needs) and mpi-operator v0.8.0 (its MPIJob
+CRD).
+
+A PyTorchJob with a CPU-only master and two workers each asking for a GPU through a
+ResourceClaimTemplate is admitted as one Workload of two pod sets; the training-operator makes
+its pods, which get their claims allocated by the scheduler and run on the node simulator (one
+GPU on the node: the workers run one after the other); a second PyTorchJob waits with Kueue's
+message and is admitted once the first succeeds and its quota returns. An MPIJob with a launcher
+and two GPU workers is admitted; mpi-operator makes the workers and the launcher Job, which gets
+no Workload of its own; all run and the MPIJob's Workload finishes.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator, Iterator
+from typing import Any
+
+import pytest
+import pytest_asyncio
+import yaml
+
+from e2e.support.deploy import ControllerProcess, install_crds
+from e2e.support.kubeflow import KubeflowOperators, install_kubeflow_crds
+from e2e.support.queues import drop_queues, make_queues
+from e2e.support.webhooks import unregister
+from e2e.support.workloads import KUEUE
+from e2e.testbed import KubeClient, Testbed, api_path
+from e2e.testbed.names import DEVICE_CLASS_NAME, RUN_SECONDS_ANNOTATION
+from e2e.testbed.scenario import single_gpu_claim_spec, status_condition, wait_for
+from reconciler.core.model.workloads import workload_name_for_job
+
+pytestmark = [pytest.mark.testbed, pytest.mark.timeout(300)]
+
+KUBEFLOW_V1 = "kubeflow.org/v1"
+MPI_API = "kubeflow.org/v2beta1"
+Obj = dict[str, Any]
+
+
+@pytest.fixture(scope="module")
+def operators(testbed: Testbed, tmp_path_factory: pytest.TempPathFactory) -> Iterator[KubeflowOperators]:
+    """The training-operator (its webhooks registered) and mpi-operator, with their CRDs."""
+    operators = KubeflowOperators(testbed.kubeconfig, tmp_path_factory.mktemp("kubeflow"))
+
+    async def up() -> list[Obj]:
+        async with KubeClient.from_kubeconfig(testbed.kubeconfig) as kube:
+            await install_kubeflow_crds(kube)
+            return await operators.start(kube)
+
+    hooks = asyncio.run(up())
+    yield operators
+
+    async def down() -> None:
+        async with KubeClient.from_kubeconfig(testbed.kubeconfig) as kube:
+            await unregister(kube, hooks)
+
+    asyncio.run(down())
+    operators.stop()
+
+
+@pytest.fixture(scope="module")
+def controller(
+    testbed: Testbed, operators: KubeflowOperators, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[ControllerProcess]:
+    """`reconciler run` with the PyTorchJob and MPIJob frameworks on, GPUs charged through DRA."""
+
+    async def install() -> None:
+        async with KubeClient.from_kubeconfig(testbed.kubeconfig) as kube:
+            await install_crds(kube)
+
+    asyncio.run(install())
+    folder = tmp_path_factory.mktemp("controller-kubeflow")
+    config = {
+        "apiVersion": "config.kueue.x-k8s.io/v1beta2",
+        "kind": "Configuration",
+        "integrations": {"frameworks": ["batch/job", "kubeflow.org/pytorchjob", "kubeflow.org/mpijob"]},
+        "resources": {
+            "deviceClassMappings": [{"name": "nvidia.com/gpu", "deviceClassNames": [DEVICE_CLASS_NAME]}]
+        },
+    }
+    (folder / "config.yaml").write_text(yaml.safe_dump(config))
+    process = ControllerProcess(folder / "config.yaml", testbed.kubeconfig, folder / "controller.log")
+    process.start()
+    yield process
+    code = process.stop()
+    assert code == 0, f"the controller did not stop cleanly (exit {code}):\n{process.log_tail(30)}"
+
+
+@pytest_asyncio.fixture
+async def queues(kube: KubeClient, namespace: str) -> AsyncIterator[str]:
+    """Queues with 2 GPUs of quota, and the workers' ResourceClaimTemplate."""
+    await make_queues(kube, namespace, gpus=2)
+    await kube.create(
+        api_path("resource.k8s.io/v1", "resourceclaimtemplates", namespace),
+        {
+            "apiVersion": "resource.k8s.io/v1",
+            "kind": "ResourceClaimTemplate",
+            "metadata": {"name": "worker-gpu", "namespace": namespace},
+            "spec": {"spec": single_gpu_claim_spec()},
+        },
+    )
+    try:
+        yield namespace
+    finally:
+        await drop_queues(kube, namespace)
+
+
+def replica(container: str, count: int, run_seconds: str, gpu: bool) -> Obj:
+    resources: Obj = {"requests": {"cpu": "100m"}}
+    spec: Obj = {"containers": [{"name": container, "image": "busybox", "resources": resources}]}
+    if gpu:
+        spec["resourceClaims"] = [{"name": "gpu", "resourceClaimTemplateName": "worker-gpu"}]
+        resources["claims"] = [{"name": "gpu"}]
+    template = {"metadata": {"annotations": {RUN_SECONDS_ANNOTATION: run_seconds}}, "spec": spec}
+    return {"replicas": count, "restartPolicy": "Never", "template": template}
+
+
+def pytorchjob(name: str, namespace: str) -> Obj:
+    return {
+        "apiVersion": KUBEFLOW_V1,
+        "kind": "PyTorchJob",
+        "metadata": {"name": name, "namespace": namespace, "labels": {"kueue.x-k8s.io/queue-name": "lq"}},
+        "spec": {
+            "runPolicy": {"suspend": True},
+            "pytorchReplicaSpecs": {
+                "Master": replica("pytorch", 1, "8", gpu=False),
+                "Worker": replica("pytorch", 2, "2", gpu=True),
+            },
+        },
+    }
+
+
+def mpijob(name: str, namespace: str) -> Obj:
+    return {
+        "apiVersion": MPI_API,
+        "kind": "MPIJob",
+        "metadata": {"name": name, "namespace": namespace, "labels": {"kueue.x-k8s.io/queue-name": "lq"}},
+        "spec": {
+            "runPolicy": {"suspend": True},
+            "slotsPerWorker": 1,
+            "mpiReplicaSpecs": {
+                "Launcher": replica("launcher", 1, "10", gpu=False),
+                "Worker": replica("worker", 2, "3", gpu=True),
+            },
+        },
+    }
+
+
+async def workload_where(kube: KubeClient, namespace: str, name: str, kind: str, status: str) -> Obj:
+    async def probe() -> Obj | None:
+        workload = await kube.get_or_none(api_path(KUEUE, "workloads", namespace, name))
+        if workload is None or status_condition(workload, kind).get("status") != status:
+            return None
+        return workload
+
+    found: Obj = await wait_for(f"Workload {name}: {kind}={status}", probe, within=120, interval=0.3)
+    return found
+
+
+async def finished_pods(kube: KubeClient, namespace: str, selector: str, count: int) -> list[Obj]:
+    async def probe() -> list[Obj] | None:
+        pods, _ = await kube.list_all(api_path("v1", "pods", namespace), {"labelSelector": selector})
+        done = [p for p in pods if p["status"].get("phase") == "Succeeded"]
+        return done if len(done) >= count else None
+
+    found: list[Obj] = await wait_for(
+        f"{count} pods of {selector} to succeed", probe, within=150, interval=0.5
+    )
+    return found
+
+
+@pytest.mark.asyncio
+async def test_a_pytorchjob_runs_as_one_workload_and_the_next_waits_for_its_quota(
+    controller: ControllerProcess, kube: KubeClient, queues: str
+) -> None:
+    namespace = queues
+    path = api_path(KUBEFLOW_V1, "pytorchjobs", namespace)
+    created = await kube.create(path, pytorchjob("first", namespace))
+    first = workload_name_for_job("first", created["metadata"]["uid"], "PyTorchJob", "kubeflow.org")
+    admitted = await workload_where(kube, namespace, first, "Admitted", "True")
+    assert [(ps["name"], ps["count"]) for ps in admitted["spec"]["podSets"]] == [("master", 1), ("worker", 2)]
+    usage = {a["name"]: a["resourceUsage"] for a in admitted["status"]["admission"]["podSetAssignments"]}
+    assert usage == {"master": {"cpu": "100m"}, "worker": {"cpu": "200m", "nvidia.com/gpu": "2"}}
+
+    created = await kube.create(path, pytorchjob("second", namespace))
+    second = workload_name_for_job("second", created["metadata"]["uid"], "PyTorchJob", "kubeflow.org")
+    pending = await workload_where(kube, namespace, second, "QuotaReserved", "False")
+    assert status_condition(pending, "QuotaReserved")["message"] == (
+        "couldn't assign flavors to pod set worker: insufficient unused quota for nvidia.com/gpu "
+        f"in flavor t4-{namespace}, 2 more needed"
+    )
+
+    # The training-operator makes the pods; the workers get their GPUs allocated, one at a time.
+    pods = await finished_pods(kube, namespace, "training.kubeflow.org/job-name=first", 3)
+    kinds = sorted(p["metadata"]["labels"]["training.kubeflow.org/replica-type"] for p in pods)
+    assert kinds == ["master", "worker", "worker"]
+    assert all(p["spec"]["nodeName"] == "gpu-node-1" for p in pods)
+    assert all(p["spec"]["nodeSelector"] == {"nvidia.com/gpu.product": "Tesla-T4"} for p in pods)
+    workers = [p for p in pods if p["metadata"]["labels"]["training.kubeflow.org/replica-type"] == "worker"]
+    assert all(p["status"]["resourceClaimStatuses"][0]["name"] == "gpu" for p in workers)
+
+    finished = await workload_where(kube, namespace, first, "Finished", "True")
+    assert status_condition(finished, "Finished")["reason"] == "Succeeded"
+    await workload_where(kube, namespace, second, "Admitted", "True")
+    second_job = await kube.get(api_path(KUBEFLOW_V1, "pytorchjobs", namespace, "second"))
+    assert second_job["spec"]["runPolicy"]["suspend"] is False
+
+
+@pytest.mark.asyncio
+async def test_an_mpijob_runs_its_launcher_and_gpu_workers_under_one_workload(
+    controller: ControllerProcess, kube: KubeClient, queues: str
+) -> None:
+    namespace = queues
+    created = await kube.create(api_path(MPI_API, "mpijobs", namespace), mpijob("mpi", namespace))
+    name = workload_name_for_job("mpi", created["metadata"]["uid"], "MPIJob", "kubeflow.org")
+    admitted = await workload_where(kube, namespace, name, "Admitted", "True")
+    assert [(ps["name"], ps["count"]) for ps in admitted["spec"]["podSets"]] == [
+        ("launcher", 1),
+        ("worker", 2),
+    ]
+    usage = {a["name"]: a["resourceUsage"] for a in admitted["status"]["admission"]["podSetAssignments"]}
+    assert usage == {"launcher": {"cpu": "100m"}, "worker": {"cpu": "200m", "nvidia.com/gpu": "2"}}
+
+    # mpi-operator makes the workers and the launcher Job; each runs on the GPU node.
+    workers = await finished_pods(
+        kube, namespace, "training.kubeflow.org/job-name=mpi,training.kubeflow.org/job-role=worker", 2
+    )
+    assert all(p["status"]["resourceClaimStatuses"][0]["name"] == "gpu" for p in workers)
+    finished = await workload_where(kube, namespace, name, "Finished", "True")
+    assert status_condition(finished, "Finished")["reason"] == "Succeeded"
+    launcher = await kube.get(api_path("batch/v1", "jobs", namespace, "mpi-launcher"))
+    assert launcher["spec"]["template"]["spec"]["nodeSelector"] == {"nvidia.com/gpu.product": "Tesla-T4"}
+    # Only the MPIJob has a Workload: its launcher Job was never admitted on its own.
+    workloads, _ = await kube.list_all(api_path(KUEUE, "workloads", namespace))
+    owners = sorted(
+        (w["metadata"]["ownerReferences"][0]["kind"], w["metadata"]["ownerReferences"][0]["name"])
+        for w in workloads
+    )
+    assert owners == [("MPIJob", "mpi")]
