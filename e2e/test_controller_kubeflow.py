@@ -204,8 +204,12 @@ async def test_a_pytorchjob_runs_as_one_workload_and_the_next_waits_for_its_quot
     finished = await workload_where(kube, namespace, first, "Finished", "True")
     assert status_condition(finished, "Finished")["reason"] == "Succeeded"
     await workload_where(kube, namespace, second, "Admitted", "True")
-    second_job = await kube.get(api_path(KUBEFLOW_V1, "pytorchjobs", namespace, "second"))
-    assert second_job["spec"]["runPolicy"]["suspend"] is False
+
+    async def second_started() -> bool:
+        job = await kube.get(api_path(KUBEFLOW_V1, "pytorchjobs", namespace, "second"))
+        return job["spec"]["runPolicy"]["suspend"] is False
+
+    await wait_for("the second PyTorchJob to be unsuspended", second_started, within=60, interval=0.3)
 
 
 @pytest.mark.asyncio

@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import base64
 import datetime as dt
+import ipaddress
 import os
 import shlex
 import subprocess
@@ -34,15 +35,15 @@ from typing import Any
 
 from cryptography import x509
 from cryptography.hazmat.primitives import hashes, serialization
-from cryptography.hazmat.primitives.asymmetric import ec
-from cryptography.x509.oid import NameOID
+from cryptography.hazmat.primitives.asymmetric import rsa
+from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
 
 from e2e.support.deploy import apply_manifests, free_port, load_documents, wait_established
 from e2e.support.process import ManagedProcess
 from e2e.support.upstream import UpstreamBuild, enables, upstream_build
 from e2e.support.webhooks import configuration_path, on_loopback
 from e2e.testbed import ApiError, KubeClient, api_path
-from reconciler.webhook.certs import KeyPair, issue_serving
+from reconciler.webhook.certs import KeyPair
 
 __all__ = [
     "KUBEFLOW_FRAMEWORKS",
@@ -98,29 +99,56 @@ async def install_kubeflow_crds(kube: Any) -> None:
     await wait_established(kube, await apply_manifests(kube, *files))
 
 
-def _rotator_ca(now: dt.datetime) -> tuple[KeyPair, ec.EllipticCurvePrivateKey]:
-    """A CA the rotator keeps: it verifies the CA for the DNS name `training-operator-ca`."""
-    key = ec.generate_private_key(ec.SECP256R1())
-    name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, _CA_NAME)])
-    cert = (
+def _rotator_certificates(now: dt.datetime) -> tuple[KeyPair, KeyPair]:
+    """A CA and a serving certificate the rotator keeps: it verifies the CA for the DNS name
+    `training-operator-ca` and reads its key as PKCS#1 RSA; the serving certificate names the
+    operator's Service (which the rotator checks) and 127.0.0.1 (which the API server calls)."""
+    ca_key = rsa.generate_private_key(public_exponent=65537, key_size=2048)
+    ca_name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, _CA_NAME)])
+    begin, end = now - dt.timedelta(hours=1), now + dt.timedelta(days=3650)
+    ca_cert = (
         x509.CertificateBuilder()
-        .subject_name(name)
-        .issuer_name(name)
-        .public_key(key.public_key())
+        .subject_name(ca_name)
+        .issuer_name(ca_name)
+        .public_key(ca_key.public_key())
         .serial_number(x509.random_serial_number())
-        .not_valid_before(now - dt.timedelta(hours=1))
-        .not_valid_after(now + dt.timedelta(days=3650))
+        .not_valid_before(begin)
+        .not_valid_after(end)
         .add_extension(x509.BasicConstraints(ca=True, path_length=0), critical=True)
         .add_extension(x509.SubjectAlternativeName([x509.DNSName(_CA_NAME)]), critical=False)
         .add_extension(
             x509.KeyUsage(True, False, False, False, False, True, True, False, False), critical=True
         )
-        .sign(key, hashes.SHA256())
+        .sign(ca_key, hashes.SHA256())
     )
-    key_pem = key.private_bytes(
-        serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption()
+    key = rsa.generate_private_key(public_exponent=65537, key_size=2048)
+    serving = (
+        x509.CertificateBuilder()
+        .subject_name(x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, _SERVICE_NAME)]))
+        .issuer_name(ca_name)
+        .public_key(key.public_key())
+        .serial_number(x509.random_serial_number())
+        .not_valid_before(begin)
+        .not_valid_after(end)
+        .add_extension(
+            x509.SubjectAlternativeName(
+                [x509.DNSName(_SERVICE_NAME), x509.IPAddress(ipaddress.ip_address("127.0.0.1"))]
+            ),
+            critical=False,
+        )
+        .add_extension(x509.ExtendedKeyUsage([ExtendedKeyUsageOID.SERVER_AUTH]), critical=False)
+        .sign(ca_key, hashes.SHA256())
     )
-    return KeyPair(cert.public_bytes(serialization.Encoding.PEM), key_pem), key
+
+    def pkcs1(k: rsa.RSAPrivateKey) -> bytes:
+        return k.private_bytes(
+            serialization.Encoding.PEM,
+            serialization.PrivateFormat.TraditionalOpenSSL,
+            serialization.NoEncryption(),
+        )
+
+    pem = serialization.Encoding.PEM
+    return KeyPair(ca_cert.public_bytes(pem), pkcs1(ca_key)), KeyPair(serving.public_bytes(pem), pkcs1(key))
 
 
 def training_operator_webhooks(build: UpstreamBuild, port: int, ca_pem: bytes) -> list[Obj]:
@@ -152,8 +180,7 @@ class TrainingOperatorProcess(ManagedProcess):
     def prepare(self) -> Obj:
         """The certificates, written where the manager reads them; returns their Secret."""
         now = dt.datetime.now(dt.UTC)
-        ca, _ = _rotator_ca(now)
-        serving = issue_serving(ca, [_SERVICE_NAME, "127.0.0.1"], now, dt.timedelta(days=3650))
+        ca, serving = _rotator_certificates(now)
         certs = self.workdir / "k8s-webhook-server" / "serving-certs"
         certs.mkdir(parents=True, exist_ok=True)
         for name, content in (
