@@ -10,6 +10,9 @@ GPU on the node: the workers run one after the other); a second PyTorchJob waits
 message and is admitted once the first succeeds and its quota returns. An MPIJob with a launcher
 and two GPU workers is admitted; mpi-operator makes the workers and the launcher Job, which gets
 no Workload of its own; all run and the MPIJob's Workload finishes.
+A PyTorchJob whose Workload is deactivated while it runs is suspended with its templates
+restored (the training-operator's webhook accepts the writes), its pods deleted by the
+training-operator, and its quota returned.
 """
 
 from __future__ import annotations
@@ -243,3 +246,57 @@ async def test_an_mpijob_runs_its_launcher_and_gpu_workers_under_one_workload(
         for w in workloads
     )
     assert owners == [("MPIJob", "mpi")]
+
+
+@pytest.mark.asyncio
+async def test_an_evicted_pytorchjob_is_suspended_with_its_templates_restored_and_its_pods_gone(
+    controller: ControllerProcess, kube: KubeClient, queues: str
+) -> None:
+    """The Workload deactivated while the PyTorchJob runs: evicted, the job suspended and its pod
+    templates given back as created (the training-operator's webhook accepts the writes), its pods
+    deleted by the training-operator, the quota back."""
+    namespace = queues
+    body = pytorchjob("long", namespace)
+    for spec in body["spec"]["pytorchReplicaSpecs"].values():
+        spec["template"]["metadata"]["annotations"][RUN_SECONDS_ANNOTATION] = "forever"
+    created = await kube.create(api_path(KUBEFLOW_V1, "pytorchjobs", namespace), body)
+    path = api_path(KUBEFLOW_V1, "pytorchjobs", namespace, "long")
+    name = workload_name_for_job("long", created["metadata"]["uid"], "PyTorchJob", "kubeflow.org")
+    await workload_where(kube, namespace, name, "Admitted", "True")
+
+    async def running() -> bool:
+        pods, _ = await kube.list_all(
+            api_path("v1", "pods", namespace), {"labelSelector": "training.kubeflow.org/job-name=long"}
+        )
+        return any(p["status"].get("phase") == "Running" for p in pods)
+
+    await wait_for("a pod of the PyTorchJob to run", running, within=60, interval=0.3)
+    await kube.patch(api_path(KUEUE, "workloads", namespace, name), {"spec": {"active": False}})
+    evicted = await workload_where(kube, namespace, name, "Evicted", "True")
+    assert status_condition(evicted, "Evicted")["reason"] == "Deactivated"
+
+    def templates(job: Obj) -> dict[str, Obj]:
+        return {rt: spec["template"] for rt, spec in job["spec"]["pytorchReplicaSpecs"].items()}
+
+    async def restored() -> bool:
+        current = await kube.get(path)
+        return bool(current["spec"]["runPolicy"].get("suspend")) and templates(current) == templates(created)
+
+    await wait_for("the PyTorchJob suspended with its templates restored", restored, within=60, interval=0.3)
+
+    async def pods_gone() -> bool:
+        pods, _ = await kube.list_all(
+            api_path("v1", "pods", namespace), {"labelSelector": "training.kubeflow.org/job-name=long"}
+        )
+        return not [p for p in pods if not p["metadata"].get("deletionTimestamp")]
+
+    await wait_for(
+        "the training-operator to delete the suspended job's pods", pods_gone, within=60, interval=0.3
+    )
+
+    async def released() -> bool:
+        cq = await kube.get(api_path(KUEUE, "clusterqueues", name=f"cq-{namespace}"))
+        usage = (cq.get("status") or {}).get("flavorsUsage") or []
+        return all(r["total"] in ("0", 0) for f in usage for r in f["resources"])
+
+    await wait_for("the quota to be released", released, within=60, interval=0.3)
