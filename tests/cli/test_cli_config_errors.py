@@ -99,8 +99,8 @@ def test_a_reload_of_a_bad_file_is_the_same_line(bad: str, tmp_path: Path) -> No
 def test_a_framework_not_implemented_is_named_with_the_file(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    path = tmp_path / "mpi.yaml"
-    path.write_bytes(HEAD + b"integrations:\n  frameworks: [kubeflow.org/mpijob]\n")
+    path = tmp_path / "appwrapper.yaml"
+    path.write_bytes(HEAD + b"integrations:\n  frameworks: [workload.codeflare.dev/appwrapper]\n")
     for command in sorted(COMMANDS):
         assert cli.main(COMMANDS[command](str(path))) == cli.EXIT_USAGE
         err = capsys.readouterr().err
