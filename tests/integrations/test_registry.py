@@ -38,7 +38,8 @@ def test_an_unimplemented_framework_is_refused_naming_the_implemented_ones() -> 
         check_frameworks(parse_config(_config(["deployment"])))
     assert str(error.value) == (
         "integrations.frameworks[0]: Unsupported value: 'deployment': supported values: "
-        '"batch/job", "jobset.x-k8s.io/jobset", "leaderworkerset.x-k8s.io/leaderworkerset", "pod" '
+        '"batch/job", "jobset.x-k8s.io/jobset", "leaderworkerset.x-k8s.io/leaderworkerset", "pod", '
+        '"ray.io/raycluster", "ray.io/rayjob" '
         "(Kueue's 'deployment' integration is not implemented yet)"
     )
 
@@ -47,7 +48,7 @@ def test_an_unimplemented_framework_is_refused_naming_the_implemented_ones() -> 
     "name",
     [
         "kubeflow.org/pytorchjob",
-        "ray.io/rayjob",
+        "ray.io/rayservice",
         "workload.codeflare.dev/appwrapper",
     ],
 )
