@@ -89,15 +89,14 @@ def restore(recorded: msgspec.Raw | None) -> Callable[[dict[str, Any]], None]:
             return
         for section, fields in _RESTORED:
             wanted = wanted_template.get(section) or {}
-            had = section in template
             current = template.setdefault(section, {})
             for name in fields:
                 if wanted.get(name):
                     current[name] = wanted[name]
                 else:
                     current.pop(name, None)
-            if not had and not current:
-                del template[section]
+            if not current and section not in wanted_template:
+                del template[section]  # (as recorded: no such section)
 
     return change
 
