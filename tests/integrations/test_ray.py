@@ -137,9 +137,11 @@ def test_a_rayjob_finishes_active_and_ready_as_kueue_reads_its_status() -> None:
 
     assert RAYJOB.finished(with_status(jobDeploymentStatus="Running")) is None
     done = RAYJOB.finished(with_status(jobDeploymentStatus="Complete", jobStatus="SUCCEEDED", message="ok"))
-    assert done is not None and (done.succeeded, done.message) == (True, "ok")
+    assert done is not None
+    assert (done.succeeded, done.message) == (True, "ok")
     failed = RAYJOB.finished(with_status(jobDeploymentStatus="Failed", jobStatus="FAILED", message="boom"))
-    assert failed is not None and (failed.succeeded, failed.message) == (False, "boom")
+    assert failed is not None
+    assert (failed.succeeded, failed.message) == (False, "boom")
     # Active unless Suspended or new (no deployment status yet).
     assert not RAYJOB.is_active(with_status())
     assert not RAYJOB.is_active(with_status(jobDeploymentStatus="Suspended"))
@@ -147,7 +149,8 @@ def test_a_rayjob_finishes_active_and_ready_as_kueue_reads_its_status() -> None:
     # PodsReady: its cluster's state is ready; then every pod of the Workload counts.
     assert not RAYJOB.pods_ready(with_status(rayClusterStatus={"state": ""}))
     ready = with_status(rayClusterStatus={"state": "ready"})
-    assert RAYJOB.pods_ready(ready) and RAYJOB.pods_ready_count(ready) == 4
+    assert RAYJOB.pods_ready(ready)
+    assert RAYJOB.pods_ready_count(ready) == 4
 
 
 def test_a_raycluster_never_finishes_and_is_active_and_ready_when_its_state_is_ready() -> None:
@@ -181,4 +184,6 @@ def test_the_raycluster_of_a_rayjob_is_its_child() -> None:
     ]
     by_kind = {i.kind: i for i in REGISTRY.values()}
     parent = controller_parent(raycluster_of(body), by_kind)
-    assert parent is not None and parent[0] is RAYJOB and parent[1] == "rj"
+    assert parent is not None
+    assert parent[0] is RAYJOB
+    assert parent[1] == "rj"

@@ -88,7 +88,8 @@ async def test_the_raycluster_of_a_managed_rayjob_is_not_suspended_nor_queued_at
     ]
     managed = ObjectMeta(name="rj", namespace="ns", labels={"kueue.x-k8s.io/queue-name": "lq"})
     verdict = await _verdict(MUTATE_CLUSTER, body, owners={"RayJob/rj": managed})
-    assert verdict.allowed and list(verdict.patch) == []
+    assert verdict.allowed
+    assert list(verdict.patch) == []
     # A RayJob that is not managed leaves its cluster to the rules of any queue-named cluster.
     unmanaged = ObjectMeta(name="rj", namespace="ns")
     verdict = await _verdict(MUTATE_CLUSTER, body, owners={"RayJob/rj": unmanaged})
@@ -154,4 +155,5 @@ async def test_the_elastic_job_annotation_is_refused_by_name_and_queue_rules_app
     old, new = rayjob_body("rj", suspend=False), rayjob_body("rj", suspend=False)
     new["metadata"]["labels"]["kueue.x-k8s.io/queue-name"] = "other"
     verdict = await handle(VALIDATE_JOB, _request(new, old), ON, Lookups())
-    assert not verdict.allowed and "field is immutable" in verdict.message
+    assert not verdict.allowed
+    assert "field is immutable" in verdict.message
