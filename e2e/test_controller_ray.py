@@ -285,7 +285,7 @@ async def test_a_raycluster_runs_as_one_workload_and_the_next_waits_for_its_quot
     (worker,) = [p for p in pods if p["metadata"]["labels"]["ray.io/node-type"] == "worker"]
     assert worker["status"]["resourceClaimStatuses"][0]["name"] == "gpu"
     ready = await workload_where(kube, namespace, first, "PodsReady", "True")
-    assert status_condition(ready, "PodsReady")["reason"] == "PodsReady"
+    assert status_condition(ready, "PodsReady")["reason"] == "Started"
     state = (await kube.get(api_path(RAY_API, "rayclusters", namespace, "first")))["status"]["state"]
     assert state == "ready"
 
