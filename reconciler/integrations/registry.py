@@ -16,7 +16,7 @@ from typing import Protocol
 from reconciler.config_sections.fields import ConfigError
 from reconciler.config_sections.frameworks import KNOWN_FRAMEWORKS
 
-from . import batchjob, jobset, lws, pods
+from . import batchjob, jobset, lws, pods, ray
 from .base import Integration
 from .registration import Registration
 
@@ -69,6 +69,8 @@ register(batchjob.REGISTRATION)
 register(jobset.REGISTRATION)
 register(lws.REGISTRATION)
 register(pods.REGISTRATION)
+register(ray.RAYCLUSTER_REGISTRATION)
+register(ray.RAYJOB_REGISTRATION)
 
 
 def enabled(frameworks: Iterable[str], registry: Mapping[str, Integration] = REGISTRY) -> list[Integration]:

@@ -105,7 +105,8 @@ def test_a_kueue_framework_not_implemented_is_a_warning_not_an_error(
     path.write_bytes(
         HEAD + b"integrations:\n  frameworks: [batch/job, sparkoperator.k8s.io/sparkapplication]\n"
     )
-    assert cli.main(COMMANDS["simulate"](str(path))) == 0
+    queues = Path(__file__).parents[2] / "examples/walkthrough/10-queues.yaml"
+    assert cli.main(["simulate", "--config", str(path), "-f", str(queues)]) == 0
     err = capsys.readouterr().err
     assert err.startswith(
         "warning: integrations.frameworks enables Kueue frameworks this controller does not implement, "
