@@ -33,8 +33,8 @@ def replica_job_kind(
         resource.version,
         resource.plural,
         name,
-        run_policy_suspend_ops,
-        order,
+        suspend_ops=run_policy_suspend_ops,
+        order=order,
     )
     what = f"{resource.kind}s (integrations.frameworks: {framework})"
     registration = Registration(
