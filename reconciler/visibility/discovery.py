@@ -1,0 +1,135 @@
+"""The discovery documents an aggregated API server answers, and its errors as ``Status``, pure.
+
+The API server's aggregator reads ``/apis`` (the group and its versions) and, per version,
+``/apis/<group>/<version>`` (the resources): Kueue's visibility server lists ``clusterqueues`` and
+``localqueues`` (no verbs of their own) and their ``pendingworkloads`` subresources (``get``), all
+of kind ``PendingWorkloadsSummary``. ``/openapi/v2`` answers a small document naming the API's
+types (the aggregator merges it into the API server's own).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from .summary import GROUP, VERSIONS
+
+__all__ = [
+    "api_group",
+    "api_group_list",
+    "openapi_v2",
+    "resource_list",
+    "status",
+]
+
+KIND = "PendingWorkloadsSummary"
+
+
+def _group() -> dict[str, Any]:
+    versions = [{"groupVersion": f"{GROUP}/{v}", "version": v} for v in VERSIONS]
+    return {"name": GROUP, "versions": versions, "preferredVersion": versions[0]}
+
+
+def api_group_list() -> dict[str, Any]:
+    return {"kind": "APIGroupList", "apiVersion": "v1", "groups": [_group()]}
+
+
+def api_group() -> dict[str, Any]:
+    return {"kind": "APIGroup", "apiVersion": "v1", **_group()}
+
+
+def resource_list(version: str) -> dict[str, Any]:
+    def resource(name: str, singular: str, namespaced: bool, verbs: list[str]) -> dict[str, Any]:
+        return {
+            "name": name,
+            "singularName": singular,
+            "namespaced": namespaced,
+            "kind": KIND,
+            "verbs": verbs,
+        }
+
+    return {
+        "kind": "APIResourceList",
+        "apiVersion": "v1",
+        "groupVersion": f"{GROUP}/{version}",
+        "resources": [
+            resource("clusterqueues", "clusterqueue", False, []),
+            resource("clusterqueues/pendingworkloads", "", False, ["get"]),
+            resource("localqueues", "localqueue", True, []),
+            resource("localqueues/pendingworkloads", "", True, ["get"]),
+        ],
+    }
+
+
+def status(code: int, reason: str, message: str, details: dict[str, Any] | None = None) -> dict[str, Any]:
+    """A ``metav1.Status`` failure, as Kubernetes API servers answer errors."""
+    answer: dict[str, Any] = {
+        "kind": "Status",
+        "apiVersion": "v1",
+        "metadata": {},
+        "status": "Failure",
+        "message": message,
+        "reason": reason,
+        "code": code,
+    }
+    if details is not None:
+        answer["details"] = details
+    return answer
+
+
+def not_found(resource: str, name: str) -> dict[str, Any]:
+    """Kueue's NotFound for a queue it does not know (``resource``: clusterqueue or localqueue)."""
+    return status(
+        404,
+        "NotFound",
+        f'{resource}.{GROUP} "{name}" not found',
+        {"name": name, "group": GROUP, "kind": resource},
+    )
+
+
+def openapi_v2() -> dict[str, Any]:
+    """A Swagger 2.0 document with the API's paths (get) and its summary type."""
+    ref = {"$ref": f"#/definitions/{GROUP}.v1beta2.{KIND}"}
+    paths: dict[str, Any] = {}
+    for version in VERSIONS:
+        base = f"/apis/{GROUP}/{version}"
+        for path, op in (
+            (f"{base}/clusterqueues/{{name}}/pendingworkloads", "ClusterQueuePendingWorkloads"),
+            (
+                f"{base}/namespaces/{{namespace}}/localqueues/{{name}}/pendingworkloads",
+                "LocalQueuePendingWorkloads",
+            ),
+        ):
+            paths[path] = {
+                "get": {
+                    "operationId": f"read{version.capitalize()}{op}",
+                    "produces": ["application/json"],
+                    "responses": {"200": {"description": "OK", "schema": ref}},
+                }
+            }
+    item = {
+        "type": "object",
+        "properties": {
+            "metadata": {"type": "object"},
+            "priority": {"type": "integer", "format": "int32"},
+            "localQueueName": {"type": "string"},
+            "positionInClusterQueue": {"type": "integer", "format": "int32"},
+            "positionInLocalQueue": {"type": "integer", "format": "int32"},
+        },
+        "required": ["priority", "localQueueName", "positionInClusterQueue", "positionInLocalQueue"],
+    }
+    summary = {
+        "type": "object",
+        "properties": {
+            "apiVersion": {"type": "string"},
+            "kind": {"type": "string"},
+            "metadata": {"type": "object"},
+            "items": {"type": "array", "items": item},
+        },
+        "required": ["items"],
+    }
+    return {
+        "swagger": "2.0",
+        "info": {"title": "Kueue visibility-server", "version": "v0.18.1"},
+        "paths": paths,
+        "definitions": {f"{GROUP}.v1beta2.{KIND}": summary},
+    }
