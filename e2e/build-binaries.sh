@@ -469,8 +469,8 @@ build_kuberay() {
 }
 
 # kueuectl (cmd/kueuectl of Kueue's module, the same version and module hash as --kueue), built
-# from a copy of the module with the TrainJob requirement dropped from go.mod as build_kueue does
-# (kueuectl imports nothing of it).
+# from a copy of the module with the TrainJob integration dropped as build_kueue does (kueuectl
+# links the integrations' registry; the trainer module the proxy serves does not build with it).
 build_kueuectl() {
   if [[ -x "$kueuectl_dir/bin/kueuectl" ]]; then
     log "kueuectl $KUEUE_VERSION: cached in $kueuectl_dir"
@@ -490,6 +490,10 @@ build_kueuectl() {
   cp -r "$dir/." "$kueuectl_dir/src/"
   chmod -R u+w "$kueuectl_dir/src"
   cd "$kueuectl_dir/src"
+  sed -i '\#"sigs.k8s.io/kueue/pkg/controller/jobs/trainjob"#d' pkg/controller/jobs/jobs.go
+  sed -i -e '\#kftrainer "github.com/kubeflow/trainer/v2/pkg/apis/trainer/v1alpha1"#d' \
+    -e 's#kftrainer.SchemeGroupVersion.WithKind(kftrainer.TrainJobKind).String()#"trainer.kubeflow.org/v1alpha1, Kind=TrainJob"#' \
+    pkg/controller/jobframework/validation.go
   sed -i '\#github.com/kubeflow/trainer/v2 #d' go.mod go.sum
   log "kueuectl: compiling cmd/kueuectl"
   go build -v -trimpath -ldflags "-s -w -X sigs.k8s.io/kueue/pkg/version.GitVersion=$KUEUE_VERSION" \

@@ -91,18 +91,40 @@ def _refuse(code: int, reason: str, message: str, details: dict[str, Any] | None
     return _json(discovery.status(code, reason, message, details), code)
 
 
-def visibility_app(published: Published, authorizer: Authorizer) -> web.Application:
-    """The aiohttp application (its TLS context, which verifies the front proxy, is the caller's)."""
+def _forbidden(user: ReviewedUser, path: str, kind: str, attributes: dict[str, str]) -> web.Response:
+    """Kubernetes' words for a request its authorizer denied."""
+    if kind == "nonResourceAttributes":
+        return _refuse(403, "Forbidden", f'forbidden: User "{user.username}" cannot get path "{path}"')
+    resource = f"{attributes['resource']}/{attributes['subresource']}"
+    namespace = attributes.get("namespace")
+    where = f'in the namespace "{namespace}"' if namespace is not None else "at the cluster scope"
+    message = (
+        f'{attributes["resource"]}.{GROUP} "{attributes["name"]}" is forbidden: User "{user.username}" '
+        f'cannot get resource "{resource}" in API group "{GROUP}" {where}'
+    )
+    return _refuse(
+        403,
+        "Forbidden",
+        message,
+        {"name": attributes["name"], "group": GROUP, "kind": attributes["resource"]},
+    )
+
+
+class _Api:
+    """The handlers: each request authenticated (middleware), authorized, then answered."""
+
+    def __init__(self, published: Published, authorizer: Authorizer) -> None:
+        self.published = published
+        self.authorizer = authorizer
 
     @web.middleware
     async def authenticated(
-        request: web.Request, handler: Callable[[web.Request], Awaitable[web.StreamResponse]]
+        self, request: web.Request, handler: Callable[[web.Request], Awaitable[web.StreamResponse]]
     ) -> web.StreamResponse:
         transport = request.transport
         peercert = transport.get_extra_info("peercert") if transport is not None else None
-        user = authenticate(
-            published.requestheader, common_name(peercert), request.headers, request.headers.getall
-        )
+        config = self.published.requestheader
+        user = authenticate(config, common_name(peercert), request.headers, request.headers.getall)
         if isinstance(user, Refusal):
             log.info("visibility: request not authenticated", path=request.path, why=user.message)
             return _refuse(user.code, user.reason, user.message)
@@ -116,55 +138,42 @@ def visibility_app(published: Published, authorizer: Authorizer) -> web.Applicat
                 405, "MethodNotAllowed", f"the server does not allow this method on {request.path}"
             )
 
-    async def allowed(request: web.Request, kind: str, attributes: dict[str, str]) -> web.Response | None:
+    async def refusal(
+        self, request: web.Request, kind: str, attributes: dict[str, str]
+    ) -> web.Response | None:
+        """None when the user may; else the answer (403, or 500 when the review failed)."""
         user: ReviewedUser = request[_USER]
         try:
-            decision = await authorizer.decide(user, kind, attributes)
+            decision = await self.authorizer.decide(user, kind, attributes)
         except Exception as err:
             log.warning("visibility: the SubjectAccessReview failed", user=user.username, error=str(err))
             return _refuse(500, "InternalError", f"authorization of user {user.username} failed: {err}")
-        if decision.allowed:
-            return None
-        if kind == "nonResourceAttributes":
-            message = f'forbidden: User "{user.username}" cannot get path "{request.path}"'
-            return _refuse(403, "Forbidden", message)
-        resource = f"{attributes['resource']}/{attributes['subresource']}"
-        where = (
-            f'in the namespace "{attributes["namespace"]}"'
-            if "namespace" in attributes
-            else "at the cluster scope"
-        )
-        message = (
-            f'{attributes["resource"]}.{GROUP} "{attributes["name"]}" is forbidden: User "{user.username}" '
-            f'cannot get resource "{resource}" in API group "{GROUP}" {where}'
-        )
-        details = {"name": attributes["name"], "group": GROUP, "kind": attributes["resource"]}
-        return _refuse(403, "Forbidden", message, details)
+        return None if decision.allowed else _forbidden(user, request.path, kind, attributes)
 
-    async def non_resource(request: web.Request, body: dict[str, Any]) -> web.Response:
-        refusal = await allowed(request, "nonResourceAttributes", {"path": request.path, "verb": "get"})
+    async def document(self, request: web.Request, body: dict[str, Any]) -> web.Response:
+        refusal = await self.refusal(request, "nonResourceAttributes", {"path": request.path, "verb": "get"})
         return refusal or _json(body)
 
-    async def apis(request: web.Request) -> web.Response:
-        return await non_resource(request, discovery.api_group_list())
+    async def apis(self, request: web.Request) -> web.Response:
+        return await self.document(request, discovery.api_group_list())
 
-    async def group(request: web.Request) -> web.Response:
+    async def group(self, request: web.Request) -> web.Response:
         if request.match_info["group"] != GROUP:
             raise web.HTTPNotFound()
-        return await non_resource(request, discovery.api_group())
+        return await self.document(request, discovery.api_group())
 
-    async def version(request: web.Request) -> web.Response:
+    async def version(self, request: web.Request) -> web.Response:
         if request.match_info["group"] != GROUP or request.match_info["version"] not in VERSIONS:
             raise web.HTTPNotFound()
-        return await non_resource(request, discovery.resource_list(request.match_info["version"]))
+        return await self.document(request, discovery.resource_list(request.match_info["version"]))
 
-    async def openapi_v2(request: web.Request) -> web.Response:
-        return await non_resource(request, discovery.openapi_v2())
+    async def openapi_v2(self, request: web.Request) -> web.Response:
+        return await self.document(request, discovery.openapi_v2())
 
-    async def openapi_v3(request: web.Request) -> web.Response:
-        return await non_resource(request, {"paths": {}})
+    async def openapi_v3(self, request: web.Request) -> web.Response:
+        return await self.document(request, {"paths": {}})
 
-    async def pending(request: web.Request) -> web.Response:
+    async def pending(self, request: web.Request) -> web.Response:
         info = request.match_info
         ver, name, namespace = info["version"], info["name"], info.get("namespace")
         if info["group"] != GROUP or ver not in VERSIONS:
@@ -174,16 +183,16 @@ def visibility_app(published: Published, authorizer: Authorizer) -> web.Applicat
         attributes |= {"subresource": "pendingworkloads", "name": name}
         if namespace is not None:
             attributes["namespace"] = namespace
-        refusal = await allowed(request, "resourceAttributes", attributes)
+        refusal = await self.refusal(request, "resourceAttributes", attributes)
         if refusal is not None:
             return refusal
         try:
             page = parse_page(request.query)
         except PageError as err:
             return _refuse(400, "BadRequest", str(err))
-        source = published.source
+        source = self.published.source
         if source is None:
-            return _refuse(503, "ServiceUnavailable", published.unavailable)
+            return _refuse(503, "ServiceUnavailable", self.published.unavailable)
         if not source.ready:
             return _refuse(503, "ServiceUnavailable", NOT_READY)
         if namespace is None:
@@ -197,15 +206,19 @@ def visibility_app(published: Published, authorizer: Authorizer) -> web.Applicat
         members = source.pending(cluster_queue) or []
         return _json(local_queue_summary(members, namespace, name, page, ver))
 
-    app = web.Application(middlewares=[authenticated])
+
+def visibility_app(published: Published, authorizer: Authorizer) -> web.Application:
+    """The aiohttp application (its TLS context, which verifies the front proxy, is the caller's)."""
+    api = _Api(published, authorizer)
+    app = web.Application(middlewares=[api.authenticated])
     base = "/apis/{group}/{version}"
-    app.router.add_get("/apis", apis)
-    app.router.add_get("/apis/{group}", group)
-    app.router.add_get(base, version)
-    app.router.add_get(base + "/clusterqueues/{name}/pendingworkloads", pending)
-    app.router.add_get(base + "/namespaces/{namespace}/localqueues/{name}/pendingworkloads", pending)
-    app.router.add_get("/openapi/v2", openapi_v2)
-    app.router.add_get("/openapi/v3", openapi_v3)
+    app.router.add_get("/apis", api.apis)
+    app.router.add_get("/apis/{group}", api.group)
+    app.router.add_get(base, api.version)
+    app.router.add_get(base + "/clusterqueues/{name}/pendingworkloads", api.pending)
+    app.router.add_get(base + "/namespaces/{namespace}/localqueues/{name}/pendingworkloads", api.pending)
+    app.router.add_get("/openapi/v2", api.openapi_v2)
+    app.router.add_get("/openapi/v3", api.openapi_v3)
     return app
 
 
@@ -221,6 +234,7 @@ async def read_requestheader(client: KubeClient) -> RequestHeaderConfig:
 class VisibilityServer:
     server: Server
     follow: asyncio.Task[None]
+    client: KubeClient
     published: Published
     loaded: set[str] = field(default_factory=set)
 
@@ -228,10 +242,12 @@ class VisibilityServer:
     def port(self) -> int:
         return self.server.port
 
-    async def stop_following(self) -> None:
-        """Stop re-reading the front proxy's settings (the server itself is closed by its owner)."""
+    async def stop(self) -> None:
+        """Stop re-reading the front proxy's settings and close the client (the server itself is
+        closed by its owner, with the process's other servers)."""
         self.follow.cancel()
         await asyncio.gather(self.follow, return_exceptions=True)
+        await self.client.close()
 
 
 async def _follow_requestheader(
@@ -257,19 +273,28 @@ async def _follow_requestheader(
 async def serve_visibility(
     address: str,
     context: ssl.SSLContext,
-    client: KubeClient,
+    make_client: Callable[[], Awaitable[KubeClient]],
     published: Published,
     *,
     authorizer: Authorizer | None = None,
 ) -> VisibilityServer | None:
-    """Listen on ``address`` (HOST:PORT; '0': no server) with ``context`` (the serving certificate)."""
+    """Listen on ``address`` (HOST:PORT; '0': no server) with ``context`` (the serving certificate);
+    the client made by ``make_client`` reads the front proxy's settings and reviews access."""
+    if address.strip() == "0":
+        return None
     context.verify_mode = ssl.CERT_OPTIONAL
-    authorizer = authorizer or Authorizer(ApiReviewer(client))
-    server = await start_server(visibility_app(published, authorizer), address, ssl_context=context)
+    client = await make_client()
+    try:
+        authorizer = authorizer or Authorizer(ApiReviewer(client))
+        server = await start_server(visibility_app(published, authorizer), address, ssl_context=context)
+    except BaseException:
+        await client.close()
+        raise
     if server is None:
+        await client.close()
         return None
     loaded: set[str] = set()
     follow = asyncio.get_running_loop().create_task(
         _follow_requestheader(client, context, published, loaded), name="visibility-requestheader"
     )
-    return VisibilityServer(server, follow, published, loaded)
+    return VisibilityServer(server, follow, client, published, loaded)

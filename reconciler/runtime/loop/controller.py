@@ -202,12 +202,9 @@ async def run_controller(
     health: Health | None = None,
     published: Published | None = None,
 ) -> None:
-    """Run until `stop` is set (or SIGTERM/SIGINT when no event is given).
-
-    With ``metrics``, writes and decisions are counted and a scrape reads this
-    controller's state; with ``health``, the probes see its watches and ledger; with
-    ``published``, the visibility API reads its pending queues while it runs.
-    """
+    """Run until `stop` is set (or SIGTERM/SIGINT when no event is given). With ``metrics``, writes
+    and decisions are counted and a scrape reads this controller's state; with ``health``, the
+    probes see its watches and ledger; with ``published``, the visibility API reads its queues."""
     stop = stop or signal_stop()
     metrics = metrics or Metrics()
     client = await make_client(options.kubeconfig)
@@ -232,8 +229,7 @@ async def run_controller(
     consumer: asyncio.Task[None] | None = None
     metrics.state_source = lambda: state_snapshot(reconciler, informers, inbox.qsize())
     metrics.inventory_source = reconciler.inventory.sample
-    if published is not None:
-        published.source = ReconcilerPending(reconciler)
+    _publish(published, ReconcilerPending(reconciler))
     if health is not None:
         health.controller = lambda: _controller_state(
             informers, reconciler, inbox, progress, consumer, options.stall_after
@@ -272,11 +268,15 @@ async def run_controller(
         await client.close()
         metrics.state_source = None
         metrics.inventory_source = None
-        if published is not None:
-            published.source = None
+        _publish(published, None)
         if health is not None:
             health.controller = None
         log.info("controller stopped")
+
+
+def _publish(published: Published | None, source: ReconcilerPending | None) -> None:
+    if published is not None:
+        published.source = source
 
 
 def signal_stop() -> asyncio.Event:

@@ -7,6 +7,7 @@ ledger is rebuilt after start the queues are partial, so nothing is published be
 
 from __future__ import annotations
 
+from reconciler.core.queueing.queues import pending_in_order
 from reconciler.core.status import QUOTA_RESERVED, condition
 from reconciler.runtime.loop.reconciler import Reconciler
 from reconciler.visibility.summary import OwnerRef, PendingEntry
@@ -24,7 +25,7 @@ class ReconcilerPending:
 
     def pending(self, cluster_queue: str) -> list[PendingEntry] | None:
         ctx = self._reconciler.ctx
-        infos = ctx.engine.queues.pending_in_order(cluster_queue)
+        infos = pending_in_order(ctx.engine.queues, cluster_queue)
         if infos is None:
             return None
         entries = []

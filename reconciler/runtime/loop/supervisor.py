@@ -95,7 +95,6 @@ async def run_process(
     endpoint: MetricsEndpoint | None = None
     published = Published()
     visibility: VisibilityServer | None = None
-    visibility_client = None
     try:
         endpoint = await serve_metrics(
             metrics,
@@ -121,18 +120,7 @@ async def run_process(
             service = build_webhooks(config, options.webhook, webhook_client)
             health.webhook = service.not_serving_reason
             webhooks = asyncio.get_running_loop().create_task(service.run(), name="webhooks")
-        if options.visibility_bind_address is not None and options.visibility_tls is not None:
-            visibility_client = await make_client(options.controller.kubeconfig)
-            visibility = await serve_visibility(
-                options.visibility_bind_address, options.visibility_tls.context, visibility_client, published
-            )
-            if visibility is not None:
-                servers.append(visibility.server)
-                log.info(
-                    "serving the visibility API",
-                    address=options.visibility_bind_address,
-                    port=visibility.port,
-                )
+        visibility = await _serve_visibility(options, published, servers)
         if ready is not None:
             ready(metrics, health, servers)
         if election is None:
@@ -151,13 +139,29 @@ async def run_process(
         if webhook_client is not None:
             await webhook_client.close()
         if visibility is not None:
-            await visibility.stop_following()
-        if visibility_client is not None:
-            await visibility_client.close()
+            await visibility.stop()
         for server in servers:
             await server.close()
         if endpoint is not None:
             await endpoint.close()
+
+
+async def _serve_visibility(
+    options: ProcessOptions, published: Published, servers: list[Server]
+) -> VisibilityServer | None:
+    """The visibility API's server when one is asked for (it joins ``servers``)."""
+    if options.visibility_bind_address is None or options.visibility_tls is None:
+        return None
+    visibility = await serve_visibility(
+        options.visibility_bind_address,
+        options.visibility_tls.context,
+        lambda: make_client(options.controller.kubeconfig),
+        published,
+    )
+    if visibility is not None:
+        servers.append(visibility.server)
+        log.info("serving the visibility API", address=options.visibility_bind_address, port=visibility.port)
+    return visibility
 
 
 async def _alongside(
