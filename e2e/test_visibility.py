@@ -408,9 +408,12 @@ def _client_context(cert: Path | None = None, key: Path | None = None) -> ssl.SS
 async def _direct(
     port: int, path: str, context: ssl.SSLContext, headers: dict[str, str] | None = None
 ) -> tuple[int, Obj]:
-    async with aiohttp.ClientSession() as session:
-        async with session.get(f"https://127.0.0.1:{port}{path}", ssl=context, headers=headers or {}) as resp:
-            return resp.status, json.loads(await resp.text())
+    url = f"https://127.0.0.1:{port}{path}"
+    async with (
+        aiohttp.ClientSession() as session,
+        session.get(url, ssl=context, headers=headers or {}) as resp,
+    ):
+        return resp.status, json.loads(await resp.text())
 
 
 @pytest.mark.asyncio
