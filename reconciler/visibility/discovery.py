@@ -3,7 +3,11 @@
 The API server's aggregator reads ``/apis`` (the group and its versions) and, per version,
 ``/apis/<group>/<version>`` (the resources): Kueue's visibility server lists ``clusterqueues`` and
 ``localqueues`` (no verbs of their own) and their ``pendingworkloads`` subresources (``get``), all
-of kind ``PendingWorkloadsSummary``. ``/openapi/v2`` answers a small document naming the API's
+of kind ``PendingWorkloadsSummary``. The aggregator asks ``/apis`` for aggregated discovery first
+(``apidiscovery.k8s.io`` v2 or v2beta1, as system:masters), as Kueue's generic API server serves
+it; without it, it falls back to the per-version documents as a user without groups, whom RBAC
+does not let read them, and marks the versions stale (which stalls namespace deletion).
+``/openapi/v2`` answers a small document naming the API's
 types (the aggregator merges it into the API server's own).
 """
 
@@ -14,6 +18,8 @@ from typing import Any
 from .summary import GROUP, VERSIONS
 
 __all__ = [
+    "AGGREGATED_VERSIONS",
+    "aggregated_discovery",
     "api_group",
     "api_group_list",
     "openapi_v2",
@@ -58,6 +64,62 @@ def resource_list(version: str) -> dict[str, Any]:
             resource("localqueues/pendingworkloads", "", True, ["get"]),
         ],
     }
+
+
+# The aggregated discovery versions a client may ask for, newest first.
+AGGREGATED_VERSIONS = ("v2", "v2beta1")
+AGGREGATED_GROUP = "apidiscovery.k8s.io"
+AGGREGATED_KIND = "APIGroupDiscoveryList"
+
+
+def _version_discovery(version: str) -> dict[str, Any]:
+    """One version's resources in aggregated form: subresources under their parent resource."""
+    listed = resource_list(version)["resources"]
+    parents: dict[str, dict[str, Any]] = {}
+    for r in listed:
+        if "/" not in r["name"]:
+            parents[r["name"]] = {
+                "resource": r["name"],
+                "responseKind": {"group": GROUP, "version": version, "kind": r["kind"]},
+                "scope": "Namespaced" if r["namespaced"] else "Cluster",
+                "singularResource": r["singularName"],
+                "verbs": r["verbs"],
+            }
+    for r in listed:
+        if "/" in r["name"]:
+            parent, sub = r["name"].split("/", 1)
+            parents[parent].setdefault("subresources", []).append(
+                {
+                    "subresource": sub,
+                    "responseKind": {"group": GROUP, "version": version, "kind": r["kind"]},
+                    "verbs": r["verbs"],
+                }
+            )
+    return {"version": version, "resources": list(parents.values()), "freshness": "Current"}
+
+
+def aggregated_discovery(accept: str) -> tuple[dict[str, Any], str] | None:
+    """The ``APIGroupDiscoveryList`` for ``/apis`` and its content type, when the Accept header
+    asks for one in a version served here; None: answer the plain ``APIGroupList``."""
+    for part in accept.split(","):
+        params = dict(p.strip().split("=", 1) for p in part.split(";")[1:] if "=" in p)
+        if (
+            params.get("g") == AGGREGATED_GROUP
+            and params.get("as") == AGGREGATED_KIND
+            and params.get("v") in AGGREGATED_VERSIONS
+        ):
+            version = params["v"]
+            body = {
+                "kind": AGGREGATED_KIND,
+                "apiVersion": f"{AGGREGATED_GROUP}/{version}",
+                "metadata": {},
+                "items": [
+                    {"metadata": {"name": GROUP}, "versions": [_version_discovery(v) for v in VERSIONS]}
+                ],
+            }
+            content_type = f"application/json;g={AGGREGATED_GROUP};v={version};as={AGGREGATED_KIND}"
+            return body, content_type
+    return None
 
 
 def status(code: int, reason: str, message: str, details: dict[str, Any] | None = None) -> dict[str, Any]:

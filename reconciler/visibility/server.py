@@ -124,7 +124,9 @@ class _Api:
         transport = request.transport
         peercert = transport.get_extra_info("peercert") if transport is not None else None
         config = self.published.requestheader
-        user = authenticate(config, common_name(peercert), request.headers, request.headers.getall)
+        user = authenticate(
+            config, common_name(peercert), request.headers, lambda h: request.headers.getall(h, [])
+        )
         if isinstance(user, Refusal):
             log.info("visibility: request not authenticated", path=request.path, why=user.message)
             return _refuse(user.code, user.reason, user.message)
@@ -155,7 +157,16 @@ class _Api:
         return refusal or _json(body)
 
     async def apis(self, request: web.Request) -> web.Response:
-        return await self.document(request, discovery.api_group_list())
+        aggregated = discovery.aggregated_discovery(request.headers.get("Accept", ""))
+        if aggregated is None:
+            return await self.document(request, discovery.api_group_list())
+        body, content_type = aggregated
+        refusal = await self.refusal(request, "nonResourceAttributes", {"path": request.path, "verb": "get"})
+        if refusal is not None:
+            return refusal
+        response = _json(body)
+        response.headers["Content-Type"] = content_type
+        return response
 
     async def group(self, request: web.Request) -> web.Response:
         if request.match_info["group"] != GROUP:
