@@ -23,7 +23,8 @@
 # scenarios.
 #
 # --kueuectl builds Kueue's kubectl plugin (cmd/kueuectl of sigs.k8s.io/kueue@$KUEUE_VERSION, the
-# module hash checked as for --kueue), for e2e/test_visibility.py (~4 min cold).
+# module hash checked as for --kueue), and kubectl of the control plane's Kubernetes module build,
+# for e2e/test_visibility.py (~4 min cold, kubectl ~N min more).
 #
 # --node builds what a real node needs (e2e/kubelet/run.sh): the kubelet of the same
 # Kubernetes module build (in the control plane's `go build`), containerd (containerd, containerd-shim-runc-v2, ctr) from
@@ -139,6 +140,8 @@ kubernetes_ldflags() {
 build_kubernetes() {
   local cmds=(kube-apiserver kube-controller-manager kube-scheduler)
   if [[ $with_node == 1 ]]; then cmds+=(kubelet); fi
+  # kubectl of the control plane's version, with --kueuectl (e2e/test_visibility.py: `kubectl get --raw`).
+  if [[ $with_kueuectl == 1 ]]; then cmds+=(kubectl); fi
   local wanted=() c
   for c in "${cmds[@]}"; do [[ -x "$k8s_dir/bin/$c" ]] || wanted+=("$c"); done
   if [[ ${#wanted[@]} == 0 ]]; then

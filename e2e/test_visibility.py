@@ -8,10 +8,11 @@ request reaches the controller through the front proxy: the controller authentic
 certificate against the request-header CA it reads from extension-apiserver-authentication and
 authorizes the user the proxy names with a SubjectAccessReview.
 
-Checked: discovery through the API server; the pending workloads of a ClusterQueue and of its
-LocalQueues through the API server (both versions) and through Kueue's own kueuectl v0.18.1 (its
-Position in Queue column), with positions that are the order in which the scheduler then admits
-them (each let in alone as the one before it finishes); ``kueuectl list clusterqueue`` and
+Checked: discovery through the API server (aggregated discovery fresh); the pending workloads of
+a ClusterQueue and of its LocalQueues through the API server (both versions, read with ``kubectl
+get --raw`` and a client) and through Kueue's own kueuectl v0.18.1 (its Position in Queue column),
+with positions that are the order in which the scheduler then admits them (each let in alone as
+the one before it finishes); ``kueuectl list clusterqueue`` and
 ``list localqueue``; ``kueuectl stop workload`` / ``resume workload`` taking a workload out of the
 list and back; requests without the front proxy's certificate (401), with a client certificate of
 another CA (refused in the TLS handshake), and by users without the permission (403 from the
@@ -39,7 +40,7 @@ from e2e.support.deploy import ROOT, ControllerProcess, free_port, install_crds
 from e2e.support.workloads import KUEUE, reserved
 from e2e.testbed import KubeClient, Testbed, api_path
 from e2e.testbed.kubeclient import ApiError
-from e2e.testbed.paths import cache_dir
+from e2e.testbed.paths import cache_dir, read_versions
 from e2e.testbed.scenario import wait_for
 
 pytestmark = [pytest.mark.testbed, pytest.mark.timeout(300)]
@@ -61,6 +62,24 @@ def _kueuectl() -> Path:
     if not binary.exists():
         raise FileNotFoundError(f"kueuectl is not built ({binary}): run e2e/setup.sh --kueuectl")
     return binary
+
+
+def _kubectl() -> Path:
+    """kubectl of the control plane's version (built with it by e2e/build-binaries.sh --kueuectl)."""
+    binary = cache_dir() / f"kubernetes-{read_versions().kubernetes}" / "bin" / "kubectl"
+    if not binary.exists():
+        raise FileNotFoundError(f"kubectl is not built ({binary}): run e2e/setup.sh --kueuectl")
+    return binary
+
+
+async def _kubectl_raw(testbed: Testbed, path: str) -> Obj:
+    argv = [str(_kubectl()), "--kubeconfig", str(testbed.kubeconfig), "get", "--raw", path]
+    done = await asyncio.to_thread(
+        subprocess.run, argv, capture_output=True, text=True, timeout=60, check=False
+    )
+    assert done.returncode == 0, f"kubectl get --raw {path}: {done.stderr}"
+    answer: Obj = json.loads(done.stdout)
+    return answer
 
 
 def _apiservices(port: int) -> list[Obj]:
@@ -137,8 +156,8 @@ async def _unregister(kube: KubeClient) -> None:
 def visible(testbed: Testbed, tmp_path_factory: pytest.TempPathFactory) -> Iterator[ControllerProcess]:
     """The controller with its visibility API on a loopback port, registered with the API server
     (unregistered at the end: an unavailable APIService would stall namespace deletion)."""
-    kueuectl = _kueuectl()
-    assert kueuectl.exists()
+    assert _kueuectl().exists()
+    assert _kubectl().exists()
 
     async def install() -> None:
         async with KubeClient.from_kubeconfig(testbed.kubeconfig) as kube:
@@ -342,12 +361,14 @@ async def test_positions_are_the_admission_order(
     # Beyond Kueue: why each waits, the words of its QuotaReserved condition (none on a workload
     # the scheduler has not told yet: one of a group found not to fit waits untold, as in Kueue).
     await wait_for("pendingReason to match the conditions", lambda: _reasons_match(kube, queue), within=30)
-    v1beta1 = await kube.get(_pending_path("v1beta1", queue))
+    by_kubectl = await _kubectl_raw(testbed, _pending_path("v1beta2", queue))
+    assert _rows(by_kubectl["items"]) == expected
+    v1beta1 = await _kubectl_raw(testbed, _pending_path("v1beta1", queue))
     assert v1beta1["apiVersion"] == f"{GROUP}/v1beta1"
     assert _rows(v1beta1["items"]) == expected
     local_a = await kube.get(_pending_path("v1beta2", namespace=namespace, lq="a"))
     assert _rows(local_a["items"]) == [r for r in expected if r[1] == "a"]
-    page = await kube.get(_pending_path("v1beta2", queue), params={"offset": "1", "limit": "2"})
+    page = await _kubectl_raw(testbed, _pending_path("v1beta2", queue) + "?offset=1&limit=2")
     assert _rows(page["items"]) == expected[1:3]
 
     table = _table(await _kueuectl_run(testbed, "list", "workload", "-n", namespace))
