@@ -24,7 +24,7 @@
 #
 # --kueuectl builds Kueue's kubectl plugin (cmd/kueuectl of sigs.k8s.io/kueue@$KUEUE_VERSION, the
 # module hash checked as for --kueue), and kubectl of the control plane's Kubernetes module build,
-# for e2e/test_visibility.py (~4 min cold, kubectl ~N min more).
+# for e2e/test_visibility.py (~4 min cold; kubectl ~5 min more on a loaded 2-core machine).
 #
 # --node builds what a real node needs (e2e/kubelet/run.sh): the kubelet of the same
 # Kubernetes module build (in the control plane's `go build`), containerd (containerd, containerd-shim-runc-v2, ctr) from

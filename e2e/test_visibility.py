@@ -28,6 +28,7 @@ import ssl
 import subprocess
 import uuid
 from collections.abc import AsyncIterator, Iterator
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -131,7 +132,7 @@ async def _register(kube: KubeClient, port: int) -> None:
         await kube.create(api_path(group_version, plural), doc)
     for doc in _apiservices(port):
         name = doc["metadata"]["name"]
-        await wait_for(f"APIService {name} to be Available", lambda n=name: _available(kube, n), within=60)
+        await wait_for(f"APIService {name} to be Available", partial(_available, kube, name), within=60)
 
 
 async def _unregister(kube: KubeClient) -> None:
@@ -383,7 +384,7 @@ async def test_positions_are_the_admission_order(
         assert head[0] == row[0]
         await kube.delete(api_path(KUEUE, "workloads", namespace, name=admitted))
         admitted = row[0]
-        await wait_for(f"{admitted} admitted", lambda n=admitted: _has(kube, namespace, n), within=30)
+        await wait_for(f"{admitted} admitted", partial(_has, kube, namespace, admitted), within=30)
         later = {r[0] for r in expected[expected.index(row) + 1 :]}
         assert not await _reserved(kube, namespace) & later
     assert (await kube.get(_pending_path("v1beta2", queue)))["items"] == []

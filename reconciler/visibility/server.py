@@ -80,7 +80,7 @@ class Published:
     requestheader: RequestHeaderConfig | None = None
 
 
-_USER = "visibility.user"
+_USER = web.RequestKey("visibility.user", ReviewedUser)
 
 
 def _json(body: dict[str, Any], status: int = 200) -> web.Response:
@@ -144,7 +144,7 @@ class _Api:
         self, request: web.Request, kind: str, attributes: dict[str, str]
     ) -> web.Response | None:
         """None when the user may; else the answer (403, or 500 when the review failed)."""
-        user: ReviewedUser = request[_USER]
+        user = request[_USER]
         try:
             decision = await self.authorizer.decide(user, kind, attributes)
         except Exception as err:
