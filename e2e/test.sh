@@ -51,7 +51,7 @@ echo "== set-up (docs/setup.md, plus Docker and a real node's parts for the imag
 # e2e/test_controller_jobset.py, e2e/test_controller_lws.py and e2e/test_controller_ray.py,
 # --kubeflow: the training-operator and mpi-operator of e2e/test_controller_kubeflow.py (built
 # once, cached by version outside the repository).
-e2e/setup.sh --image --node --jobset --lws --kuberay --kubeflow
+e2e/setup.sh --image --node --jobset --lws --kuberay --kueuectl --kubeflow
 
 echo "== lint and types"
 phase "lint: ruff check" .venv/bin/ruff check .
