@@ -8,7 +8,8 @@ starts nothing before the Workload is admitted; an object whose controller, up t
 job the controller manages (Kueue's FindAncestorJobManagedByKueue: a job of an enabled kind that
 names a queue, or any with ``manageJobsWithoutQueueName``) is its parent's and is left as it is.
 Validation: the queue-name rules of any job, and the kind's own rules (`rules`) for a managed
-object. Objects of a framework the Configuration does not enable pass unchanged.
+object, and a managed object's pod-template topology annotations refused by name
+(`topology_door`). Objects of a framework the Configuration does not enable pass unchanged.
 """
 
 from __future__ import annotations
@@ -32,6 +33,7 @@ from .queue_rules import (
 )
 from .review import AdmissionRequest, PatchOp, Verdict, decode_object
 from .routes import Lookups, Route, decoded, default_queue
+from .topology_door import topology_requests_refused
 
 __all__ = ["SuspendableKind", "default_suspendable", "managed_ancestor"]
 
@@ -114,6 +116,8 @@ class SuspendableKind(Generic[J]):
         if new is None or errors:
             return Verdict.deny(errors)
         own = self.rules(new) if self.rules is not None and self.managed(new, policy) else []
+        if self.managed(new, policy):
+            own += topology_requests_refused(request.object)
         if old is None:
             return Verdict.judge(own + validate_job(new))
         namespace = request.namespace or new.metadata.namespace

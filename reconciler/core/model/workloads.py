@@ -44,6 +44,7 @@ from ..devices.dra_extended import ExtendedResources, charge_extended
 from ..primitives.podrequests import Amounts, add_amounts, pod_requests, scale_amounts
 from ..primitives.priority import ResolvedPriority
 from ..primitives.selectors import PodPlacement
+from ..topology.requests import topology_annotations
 from .clusterqueues import ClusterQueueModel
 
 __all__ = [
@@ -54,6 +55,7 @@ __all__ = [
     "MAX_EXEC_TIME_LABEL",
     "QUEUE_NAME_LABEL",
     "RESOURCE_IN_USE_FINALIZER",
+    "TOPOLOGY_REFUSAL",
     "DeviceSizes",
     "PodSetInfo",
     "WorkloadInfo",
@@ -75,6 +77,10 @@ RESOURCE_IN_USE_FINALIZER = "kueue.x-k8s.io/resource-in-use"
 FIRST_AVAILABLE_ANNOTATION = "dra-quota-reconciler/first-available"
 # What the charges the flavor decided (allocationMode All, device capacities) came to at admission.
 DEVICE_CHARGES_ANNOTATION = "dra-quota-reconciler/device-charges"
+TOPOLOGY_REFUSAL = (
+    "topology-aware scheduling is not supported by this controller yet: remove the topology "
+    "annotations from the pod template (the job is then admitted without a topology placement)"
+)
 NOT_COUNTED_YET = "the device inventory has not been counted yet"
 
 
@@ -298,7 +304,12 @@ def compile_workload(
     devices: Amounts = {}
     claims: Amounts = {}
     for index, pod_set in enumerate(workload.spec.pod_sets):
-        spec = pod_template_view(pod_set.template).spec
+        view = pod_template_view(pod_set.template)
+        spec = view.spec
+        refused = _topology_refusal(index, pod_set, view.metadata.annotations)
+        if refused is not None:
+            info.problem = refused
+            break
         per_pod = pod_requests(spec)
         count = 1 if pod_set.count is None else pod_set.count
         charge: ClaimCharge | DraProblem | None = None
@@ -351,6 +362,20 @@ def covered_by(
     if model is None:
         return None
     return model.group_of.__contains__
+
+
+def _topology_refusal(index: int, pod_set: PodSet, annotations: Mapping[str, str]) -> DraProblem | None:
+    """Topology-aware scheduling is not done yet: a pod set that asks for it is refused by name,
+    never admitted as if it had not asked."""
+    path = f"spec.podSets[{index}]"
+    asked = topology_annotations(annotations)
+    if asked:
+        where = f"{path}.template.metadata.annotations[{asked[0]}]"
+    elif pod_set.topology_request is not None:
+        where = f"{path}.topologyRequest"
+    else:
+        return None
+    return DraProblem(f"{where}: Forbidden: {TOPOLOGY_REFUSAL}")
 
 
 def _pod_set_info(

@@ -108,6 +108,11 @@ def _flavor_refusal(name: str, flavor: ResourceFlavor | None, placement: PodPlac
     """Why the pod set cannot use the flavor at all (missing, a taint, node affinity), or None."""
     if flavor is None:
         return f"flavor {name} not found"
+    if flavor.spec.topology_name:
+        return (
+            f"flavor {name} has spec.topologyName {flavor.spec.topology_name}: topology-aware "
+            "scheduling is not supported by this controller yet"
+        )
     taint = first_untolerated_taint(
         flavor.spec.node_taints, [*placement.tolerations, *flavor.spec.tolerations]
     )
