@@ -3,7 +3,8 @@
 Kueue v0.18.1 (``apis/kueue/v1beta2/topology_types.go``): ``kueue.x-k8s.io/podset-required-topology``
 (all pods in one domain of that level), ``-preferred-topology`` (as compact as possible, from that
 level up), ``-unconstrained-topology: "true"`` (anywhere there is room), and the slice annotations
-(``-slice-required-topology`` with ``-slice-size``; the multi-layer ``-slice-required-topology-constraints``).
+(``-slice-required-topology`` with ``-slice-size``; the multi-layer ``-slice-required-topology-constraints``)
+and ``kueue.x-k8s.io/podset-group-name`` (pod sets placed together).
 The Workload carries the same request as ``spec.podSets[].topologyRequest``.
 """
 
@@ -13,6 +14,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 
 __all__ = [
+    "GROUP_NAME",
     "PREFERRED",
     "REQUIRED",
     "SLICE_CONSTRAINTS",
@@ -30,7 +32,17 @@ UNCONSTRAINED = "kueue.x-k8s.io/podset-unconstrained-topology"
 SLICE_REQUIRED = "kueue.x-k8s.io/podset-slice-required-topology"
 SLICE_SIZE = "kueue.x-k8s.io/podset-slice-size"
 SLICE_CONSTRAINTS = "kueue.x-k8s.io/podset-slice-required-topology-constraints"
-TOPOLOGY_ANNOTATIONS = (REQUIRED, PREFERRED, UNCONSTRAINED, SLICE_REQUIRED, SLICE_SIZE, SLICE_CONSTRAINTS)
+# The group of pod sets placed together (a leader and its workers).
+GROUP_NAME = "kueue.x-k8s.io/podset-group-name"
+TOPOLOGY_ANNOTATIONS = (
+    REQUIRED,
+    PREFERRED,
+    UNCONSTRAINED,
+    SLICE_REQUIRED,
+    SLICE_SIZE,
+    SLICE_CONSTRAINTS,
+    GROUP_NAME,
+)
 
 
 @dataclass(frozen=True, slots=True)
