@@ -44,7 +44,7 @@ from ..devices.dra_extended import ExtendedResources, charge_extended
 from ..primitives.podrequests import Amounts, add_amounts, pod_requests, scale_amounts
 from ..primitives.priority import ResolvedPriority
 from ..primitives.selectors import PodPlacement
-from ..topology.requests import topology_annotations
+from ..topology.requests import TOPOLOGY_UNSUPPORTED, TopologyRequest, topology_request
 from .clusterqueues import ClusterQueueModel
 
 __all__ = [
@@ -56,6 +56,7 @@ __all__ = [
     "QUEUE_NAME_LABEL",
     "RESOURCE_IN_USE_FINALIZER",
     "TOPOLOGY_REFUSAL",
+    "TOPOLOGY_UNSUPPORTED",
     "DeviceSizes",
     "PodSetInfo",
     "WorkloadInfo",
@@ -81,6 +82,7 @@ TOPOLOGY_REFUSAL = (
     "topology-aware scheduling is not supported by this controller yet: remove the topology "
     "annotations from the pod template (the job is then admitted without a topology placement)"
 )
+
 NOT_COUNTED_YET = "the device inventory has not been counted yet"
 
 
@@ -178,6 +180,8 @@ class PodSetInfo:
     # matchAttribute constraints: the device inventory's checks (deviceInventory Enforce).
     asks: tuple[DeviceAsk, ...] = ()
     constraints: tuple[MatchConstraint, ...] = ()
+    # Its topology request (Kueue's TAS), from spec.podSets[].topologyRequest or the annotations.
+    topology: TopologyRequest | None = None
 
     def total(self) -> Amounts:
         """What is charged whatever the flavor (without the charges the flavor decides)."""
@@ -306,9 +310,9 @@ def compile_workload(
     for index, pod_set in enumerate(workload.spec.pod_sets):
         view = pod_template_view(pod_set.template)
         spec = view.spec
-        refused = _topology_refusal(index, pod_set, view.metadata.annotations)
-        if refused is not None:
-            info.problem = refused
+        topology = topology_request(index, pod_set, view.metadata.annotations)
+        if isinstance(topology, str):
+            info.problem = DraProblem(topology)
             break
         per_pod = pod_requests(spec)
         count = 1 if pod_set.count is None else pod_set.count
@@ -342,7 +346,7 @@ def compile_workload(
         elif charge is not None:
             choices.extend(charge.choices)
             _count_devices(devices, claims, charge, count)
-        info.pod_sets.append(_pod_set_info(pod_set.name, count, spec, per_pod, charge))
+        info.pod_sets.append(_pod_set_info(pod_set.name, count, spec, per_pod, charge, topology))
         if info.problem is not None:
             break
     info.choices = tuple(choices)
@@ -364,26 +368,17 @@ def covered_by(
     return model.group_of.__contains__
 
 
-def _topology_refusal(index: int, pod_set: PodSet, annotations: Mapping[str, str]) -> DraProblem | None:
-    """Topology-aware scheduling is not done yet: a pod set that asks for it is refused by name,
-    never admitted as if it had not asked."""
-    path = f"spec.podSets[{index}]"
-    asked = topology_annotations(annotations)
-    if asked:
-        where = f"{path}.template.metadata.annotations[{asked[0]}]"
-    elif pod_set.topology_request is not None:
-        where = f"{path}.topologyRequest"
-    else:
-        return None
-    return DraProblem(f"{where}: Forbidden: {TOPOLOGY_REFUSAL}")
-
-
 def _pod_set_info(
-    name: str, count: int, spec: PodSpecView, per_pod: Amounts, charge: ClaimCharge | None
+    name: str,
+    count: int,
+    spec: PodSpecView,
+    per_pod: Amounts,
+    charge: ClaimCharge | None,
+    topology: TopologyRequest | None = None,
 ) -> PodSetInfo:
     """A pod set's info: its containers' requests per pod, with what its DRA charge adds."""
     if charge is None:
-        return PodSetInfo(name, count, PodPlacement.of(spec), per_pod)
+        return PodSetInfo(name, count, PodPlacement.of(spec), per_pod, topology=topology)
     add_amounts(per_pod, charge.per_pod)
     return PodSetInfo(
         name,
@@ -395,6 +390,7 @@ def _pod_set_info(
         tuple(charge.demands_once),
         tuple(charge.asks),
         tuple(charge.constraints),
+        topology,
     )
 
 
@@ -423,6 +419,9 @@ def _shape(pod_sets: list[PodSetInfo]) -> bytes:
                     [c.attribute, [[a.request, a.device_class, a.count] for a in c.asks]]
                     for c in ps.constraints
                 ],
+                None
+                if ps.topology is None
+                else [ps.topology.required, ps.topology.preferred, ps.topology.unconstrained],
             ]
             for ps in pod_sets
         ]

@@ -13,6 +13,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass
 
+from reconciler.api import PodSet
+
 __all__ = [
     "GROUP_NAME",
     "PREFERRED",
@@ -21,9 +23,11 @@ __all__ = [
     "SLICE_REQUIRED",
     "SLICE_SIZE",
     "TOPOLOGY_ANNOTATIONS",
+    "TOPOLOGY_UNSUPPORTED",
     "UNCONSTRAINED",
     "TopologyRequest",
     "topology_annotations",
+    "topology_request",
 ]
 
 REQUIRED = "kueue.x-k8s.io/podset-required-topology"
@@ -34,6 +38,8 @@ SLICE_SIZE = "kueue.x-k8s.io/podset-slice-size"
 SLICE_CONSTRAINTS = "kueue.x-k8s.io/podset-slice-required-topology-constraints"
 # The group of pod sets placed together (a leader and its workers).
 GROUP_NAME = "kueue.x-k8s.io/podset-group-name"
+# What the core's topology placement does not do: refused by name on a Workload that asks for it.
+TOPOLOGY_UNSUPPORTED = "not supported by this controller's topology-aware scheduling"
 TOPOLOGY_ANNOTATIONS = (
     REQUIRED,
     PREFERRED,
@@ -65,3 +71,35 @@ class TopologyRequest:
 def topology_annotations(annotations: Mapping[str, str]) -> list[str]:
     """The topology annotations a pod template carries, in Kueue's order."""
     return [key for key in TOPOLOGY_ANNOTATIONS if key in annotations]
+
+
+def topology_request(
+    index: int, pod_set: PodSet, annotations: Mapping[str, str]
+) -> TopologyRequest | str | None:
+    """The pod set's request: ``spec.podSets[].topologyRequest`` when the Workload has it, else the
+    pod template's annotations; slices and pod-set groups refused by name (the message)."""
+    path = f"spec.podSets[{index}]"
+    asked = pod_set.topology_request
+    if asked is not None:
+        unsupported = [
+            name
+            for name, value in (
+                ("podSetSliceRequiredTopology", asked.pod_set_slice_required_topology),
+                ("podSetSliceSize", asked.pod_set_slice_size),
+                ("podSetGroupName", asked.pod_set_group_name),
+            )
+            if value is not None
+        ]
+        if unsupported:
+            return f"{path}.topologyRequest.{unsupported[0]}: Forbidden: {TOPOLOGY_UNSUPPORTED}"
+        if asked.required is None and asked.preferred is None and not asked.unconstrained:
+            return None
+        return TopologyRequest(asked.required, asked.preferred, bool(asked.unconstrained))
+    for name in (SLICE_REQUIRED, SLICE_SIZE, SLICE_CONSTRAINTS, GROUP_NAME):
+        if name in annotations:
+            return f"{path}.template.metadata.annotations[{name}]: Forbidden: {TOPOLOGY_UNSUPPORTED}"
+    required, preferred = annotations.get(REQUIRED), annotations.get(PREFERRED)
+    unconstrained = annotations.get(UNCONSTRAINED) == "true"
+    if required is None and preferred is None and not unconstrained:
+        return None
+    return TopologyRequest(required, preferred, unconstrained)

@@ -1,6 +1,7 @@
-"""Until topology-aware scheduling is done, every way of asking for it is refused by name: a
-flavor's spec.topologyName (at the door and in the scheduler), a pod template's topology
-annotations (at each kind's door and in the compiled Workload), a Workload's topologyRequest."""
+"""Until topology-aware scheduling works end to end, every way of asking for it is refused by name:
+a flavor's spec.topologyName (at the door, and in the scheduler while the nodes are not fed), a pod
+template's topology annotations (at each kind's door); in the core, a Workload's placement request
+is read (annotations or topologyRequest) and what the core does not do (slices, groups) refused."""
 
 from __future__ import annotations
 
@@ -16,7 +17,14 @@ from reconciler.api import ResourceFlavor, Workload
 from reconciler.core.engine import Engine
 from reconciler.core.model.workloads import compile_workload
 from reconciler.core.scheduling.scheduler import Pending
-from reconciler.core.topology.requests import TOPOLOGY_ANNOTATIONS
+from reconciler.core.topology.requests import (
+    GROUP_NAME,
+    PREFERRED,
+    SLICE_CONSTRAINTS,
+    SLICE_REQUIRED,
+    SLICE_SIZE,
+    UNCONSTRAINED,
+)
 from reconciler.integrations.batchjob import workload_for_job
 from reconciler.webhook.flavors import validate_resource_flavor
 from reconciler.webhook.handlers import handle, routes
@@ -33,24 +41,50 @@ def annotated_job_body(annotations: dict[str, str]) -> dict[str, Any]:
     return body
 
 
-@pytest.mark.parametrize("annotation", TOPOLOGY_ANNOTATIONS)
-def test_a_pod_template_annotation_makes_the_workload_inadmissible_naming_it(annotation: str) -> None:
+UNSUPPORTED = (SLICE_REQUIRED, SLICE_SIZE, SLICE_CONSTRAINTS, GROUP_NAME)
+
+
+@pytest.mark.parametrize("annotation", UNSUPPORTED)
+def test_a_slice_or_group_annotation_makes_the_workload_inadmissible_naming_it(annotation: str) -> None:
     spec = decode(annotated_job_body({annotation: "rack"}), type(job("x")))
     info = compile_workload(workload_for_job(spec), lookup_template=lambda ns, n: None, mappings={})
     assert info.problem is not None
-    assert info.problem.message.startswith(
+    assert info.problem.message == (
         f"spec.podSets[0].template.metadata.annotations[{annotation}]: Forbidden: "
-        "topology-aware scheduling is not supported by this controller yet"
+        "not supported by this controller's topology-aware scheduling"
     )
 
 
-def test_a_workload_topology_request_is_refused_by_name() -> None:
+def test_the_placement_annotations_become_the_pod_sets_request() -> None:
+    asked = {REQUIRED: "rack", PREFERRED: "block", UNCONSTRAINED: "true"}
+    for name, value in asked.items():
+        spec = decode(annotated_job_body({name: value}), type(job("x")))
+        info = compile_workload(workload_for_job(spec), lookup_template=lambda ns, n: None, mappings={})
+        assert info.problem is None
+        request = info.pod_sets[0].topology
+        assert request is not None
+        assert (request.required, request.preferred, request.unconstrained) == (
+            value if name == REQUIRED else None,
+            value if name == PREFERRED else None,
+            name == UNCONSTRAINED,
+        )
+
+
+def test_a_workload_topology_request_is_read_and_its_groups_refused_by_name() -> None:
     workload = workload_for_job(job("j", uid="uid-j", requests={GPU: "1"}))
     raw = msgspec.json.decode(msgspec.json.encode(workload))
     raw["spec"]["podSets"][0]["topologyRequest"] = {"required": "rack"}
     info = compile_workload(decode(raw, Workload), lookup_template=lambda ns, n: None, mappings={})
+    assert info.problem is None
+    assert info.pod_sets[0].topology is not None
+    assert info.pod_sets[0].topology.required == "rack"
+    raw["spec"]["podSets"][0]["topologyRequest"] = {"required": "rack", "podSetGroupName": "g"}
+    info = compile_workload(decode(raw, Workload), lookup_template=lambda ns, n: None, mappings={})
     assert info.problem is not None
-    assert info.problem.message.startswith("spec.podSets[0].topologyRequest: Forbidden: ")
+    assert info.problem.message == (
+        "spec.podSets[0].topologyRequest.podSetGroupName: Forbidden: "
+        "not supported by this controller's topology-aware scheduling"
+    )
 
 
 def test_a_job_without_topology_annotations_compiles() -> None:
