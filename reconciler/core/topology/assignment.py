@@ -98,12 +98,10 @@ def node_selector(levels: Sequence[str], domain: DomainCount) -> dict[str, str]:
 
 def charge(tree: TopologyTree, placed: Placed, per_pod: Mapping[str, int]) -> None:
     """Take the placed pods' requests (and one ``pods`` each) off their leaves' free capacity."""
-    depth = len(placed.levels)
     for domain in placed.domains:
-        for leaf in tree.leaves:
-            if leaf.values[-depth:] != domain.values:
-                continue
-            for name, amount in per_pod.items():
-                leaf.free[name] = leaf.free.get(name, 0) - amount * domain.count
-            leaf.free["pods"] = leaf.free.get("pods", 0) - domain.count
-            break
+        leaf = tree.by_values.get(domain.values)
+        if leaf is None:
+            continue  # a node gone since: nothing left there to take from
+        for name, amount in per_pod.items():
+            leaf.free[name] = leaf.free.get(name, 0) - amount * domain.count
+        leaf.free["pods"] = leaf.free.get("pods", 0) - domain.count

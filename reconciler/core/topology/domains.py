@@ -61,6 +61,9 @@ class TopologyTree:
     name: str
     levels: tuple[str, ...]
     per_level: list[list[Domain]]
+    # Each leaf by its level values, and by its lowest value alone (an assignment names only the
+    # hostname when it is the lowest level).
+    by_values: dict[tuple[str, ...], Domain] = field(default_factory=dict)
 
     @property
     def leaves(self) -> list[Domain]:
@@ -118,4 +121,7 @@ def build_tree(
     for level in per_level:
         for domain in level:
             domain.children.sort(key=lambda d: d.values)
-    return TopologyTree(name, keys, per_level)
+    by_values = {leaf.values: leaf for leaf in per_level[-1]}
+    if keys[-1] == HOSTNAME:
+        by_values.update({leaf.values[-1:]: leaf for leaf in per_level[-1]})
+    return TopologyTree(name, keys, per_level, by_values)
