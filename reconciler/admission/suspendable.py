@@ -82,6 +82,8 @@ class SuspendableKind(Generic[J]):
     name: str  # the lower-case kind, as the paths and names carry it
     # The kind's own rules for an object the controller manages, on create and update.
     rules: Callable[[J], list[FieldError]] | None = None
+    # On update, when the kind's rules compare the old object with the new (else `rules`).
+    update_rules: Callable[[J, J], list[FieldError]] | None = None
 
     def managed(self, obj: J, policy: JobPolicy) -> bool:
         return bool(queue_name(obj)) or policy.manage_without_queue_name
@@ -115,11 +117,16 @@ class SuspendableKind(Generic[J]):
         new, old, errors = decoded(request, self.projection)
         if new is None or errors:
             return Verdict.deny(errors)
-        own = self.rules(new) if self.rules is not None and self.managed(new, policy) else []
-        if self.managed(new, policy):
-            own += topology_requests_refused(request.object)
+        managed = self.managed(new, policy)
+        topology = topology_requests_refused(request.object) if managed else []
         if old is None:
-            return Verdict.judge(own + validate_job(new))
+            own = self.rules(new) if self.rules is not None and managed else []
+            return Verdict.judge(own + topology + validate_job(new))
+        if self.update_rules is not None:
+            own = self.update_rules(new, old) if managed else []
+        else:
+            own = self.rules(new) if self.rules is not None and managed else []
+        own += topology
         namespace = request.namespace or new.metadata.namespace
         exists = await default_queue(lookups, needs_default_queue_lookup_on_update(new, old), namespace)
         if isinstance(exists, Verdict):

@@ -182,6 +182,8 @@ class PodSetInfo:
     constraints: tuple[MatchConstraint, ...] = ()
     # Its topology request (Kueue's TAS), from spec.podSets[].topologyRequest or the annotations.
     topology: TopologyRequest | None = None
+    # Partial admission: the fewest pods it may be admitted with (None: all or nothing).
+    min_count: int | None = None
 
     def total(self) -> Amounts:
         """What is charged whatever the flavor (without the charges the flavor decides)."""
@@ -347,6 +349,7 @@ def compile_workload(
             choices.extend(charge.choices)
             _count_devices(devices, claims, charge, count)
         info.pod_sets.append(_pod_set_info(pod_set.name, count, spec, per_pod, charge, topology))
+        info.pod_sets[-1].min_count = pod_set.min_count
         if info.problem is not None:
             break
     info.choices = tuple(choices)
@@ -407,6 +410,7 @@ def _shape(pod_sets: list[PodSetInfo]) -> bytes:
             [
                 ps.name,
                 ps.count,
+                ps.min_count,
                 sorted(ps.per_pod.items()),
                 sorted(ps.once.items()),
                 ps.placement.node_selector,
