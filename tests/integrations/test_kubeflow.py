@@ -261,3 +261,31 @@ async def test_an_mpijob_running_its_launcher_as_a_worker_gets_kueues_pod_index_
     assert (await door.mutate(_review(MPI_RESOURCE, grouped), POLICY, Lookups())).patch == ()
     plain = mpijob_body("m", [("Launcher", 1, None), ("Worker", 2, None)])
     assert (await door.mutate(_review(MPI_RESOURCE, plain), POLICY, Lookups())).patch == ()
+
+
+@pytest.mark.asyncio
+async def test_a_topology_annotation_on_a_replica_template_is_refused_by_name() -> None:
+    """The controller does no topology-aware scheduling: a managed job asking for it on a replica
+    type's template is refused naming the annotation; the pod-index offset Kueue's MPIJob webhook
+    writes is no topology request and passes."""
+    body = pytorchjob_body("p", [("Master", 1, None), ("Worker", 2, "gpu")])
+    body["spec"]["pytorchReplicaSpecs"]["Worker"]["template"]["metadata"] = {
+        "annotations": {"kueue.x-k8s.io/podset-required-topology": "rack"}
+    }
+    refused = await pytorchjob.DOOR.validate(_review(PYTORCH_RESOURCE, body), POLICY, Lookups())
+    assert not refused.allowed
+    assert (
+        "spec.pytorchReplicaSpecs.Worker.template.metadata.annotations"
+        "[kueue.x-k8s.io/podset-required-topology]" in refused.message
+    )
+    assert "topology-aware scheduling is not supported by this controller yet" in refused.message
+    unqueued = pytorchjob_body("p", [("Worker", 1, None)], queue=None)
+    unqueued["spec"]["pytorchReplicaSpecs"]["Worker"]["template"]["metadata"] = {
+        "annotations": {"kueue.x-k8s.io/podset-required-topology": "rack"}
+    }
+    assert (await pytorchjob.DOOR.validate(_review(PYTORCH_RESOURCE, unqueued), POLICY, Lookups())).allowed
+    mpi = mpijob_body("m", [("Launcher", 1, None), ("Worker", 1, "gpu")])
+    mpi["spec"]["mpiReplicaSpecs"]["Worker"]["template"]["metadata"] = {
+        "annotations": {"kueue.x-k8s.io/pod-index-offset": "1"}
+    }
+    assert (await mpijob.DOOR.validate(_review(MPI_RESOURCE, mpi), POLICY, Lookups())).allowed
