@@ -84,15 +84,18 @@ def snapshot_code(scenario_path: Path) -> list[Path]:
     configuration = scenario.configuration
     if enables_pods(configuration):
         return [SNAPSHOT_CODE, POD_SNAPSHOT_CODE]
-    if scenario.jobset_controller:
+    if scenario.runs_jobsets:
         return [SNAPSHOT_CODE, JOBSET_SNAPSHOT_CODE]
     return [SNAPSHOT_CODE, *([FAIR_SNAPSHOT_CODE] if enables_fair_sharing(configuration) else [])]
 
 
 def upstream_pins(scenario_path: Path, path: Path = VERSIONS_FILE) -> dict[str, str]:
     """The versions of the upstream managers the scenario runs on both sides (JobSet's, with
-    `jobsetController`): a new one makes its recording stale."""
-    keys = ["JOBSET_VERSION"] if load_scenario(scenario_path).jobset_controller else []
+    `jobsetController`; the trainer's and JobSet's, with `trainerController`): a new one makes its
+    recording stale."""
+    scenario = load_scenario(scenario_path)
+    keys = ["JOBSET_VERSION"] if scenario.runs_jobsets else []
+    keys += ["TRAINER_VERSION"] if scenario.trainer_controller else []
     values = dict(
         line.strip().split("=", 1)
         for line in path.read_text().splitlines()

@@ -15,7 +15,7 @@ from typing import Protocol
 from reconciler.config_sections.fields import ConfigError
 from reconciler.config_sections.frameworks import KNOWN_FRAMEWORKS
 
-from . import batchjob, jobset, lws, pods
+from . import batchjob, jobset, lws, pods, trainjob
 from .base import Integration
 from .registration import Registration
 
@@ -66,6 +66,7 @@ register(batchjob.REGISTRATION)
 register(jobset.REGISTRATION)
 register(lws.REGISTRATION)
 register(pods.REGISTRATION)
+register(trainjob.REGISTRATION)
 
 
 def enabled(frameworks: Iterable[str], registry: Mapping[str, Integration] = REGISTRY) -> list[Integration]:

@@ -38,7 +38,8 @@ def test_an_unimplemented_framework_is_refused_naming_the_implemented_ones() -> 
         check_frameworks(parse_config(_config(["deployment"])))
     assert str(error.value) == (
         "integrations.frameworks[0]: Unsupported value: 'deployment': supported values: "
-        '"batch/job", "jobset.x-k8s.io/jobset", "leaderworkerset.x-k8s.io/leaderworkerset", "pod" '
+        '"batch/job", "jobset.x-k8s.io/jobset", "leaderworkerset.x-k8s.io/leaderworkerset", "pod", '
+        '"trainer.kubeflow.org/trainjob" '
         "(Kueue's 'deployment' integration is not implemented yet)"
     )
 

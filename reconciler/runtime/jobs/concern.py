@@ -45,6 +45,7 @@ from reconciler.integrations import (
 )
 from reconciler.kube import Conflict, NotFound
 from reconciler.runtime.jobs.finish import JobFinish
+from reconciler.runtime.jobs.references import ReferenceEvents, waits_for_reference
 from reconciler.runtime.shared.actions import Create, Delete, MergePatch, Purpose, WriteDone
 from reconciler.runtime.shared.context import Context
 from reconciler.runtime.shared.events import WORKLOAD_API
@@ -97,7 +98,9 @@ class Jobs:
             parent = controller_parent(job, store.integrations)
             if parent is not None and self._child(job, parent[0], parent[1]):
                 return
-        if not self._managed(meta.labels, key[0]):
+        if not self._managed(meta.labels, key[0]) or waits_for_reference(
+            self.integration, job, key, self._unresolved
+        ):
             return
         wl_key = store.workload_key(job, self.kind)
         workload = store.workloads.get(wl_key)
@@ -382,6 +385,7 @@ class JobKinds:
         self.ctx = ctx
         self.by_kind = {i.kind: Jobs(ctx, i, own_namespace) for i in integrations}
         self.concerns: dict[str, JobConcern] = {**self.by_kind, **(extra or {})}
+        self.references = ReferenceEvents(ctx, list(integrations))  # the kinds jobs reference
         # A job resource's plural -> its kind.
         self.kind_of = {i.resource.plural: i.kind for i in integrations}
 
