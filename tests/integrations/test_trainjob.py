@@ -1,7 +1,7 @@
 """The TrainJob integration at the seam: its pod sets made from the runtime's JobSet template
 with the TrainJob's overrides (numNodes, resourcesPerNode, image, runtime patches) as the trainer
 makes its JobSet, its start through Kueue's runtime patch, its stop and restore, its status read
-as Kueue reads it, and the reasons a TrainJob waits (runtime missing, MPI, no Kueue patch)."""
+as Kueue reads it, and the reasons a TrainJob waits (runtime missing, MPI, MultiKueue)."""
 
 from __future__ import annotations
 
@@ -220,9 +220,6 @@ def test_a_trainjob_waits_naming_what_is_missing() -> None:
     mpi = resolved(trainjob_body("t"), runtime_body(ml_policy={"mpi": {}}))
     assert "spec.mlPolicy.mpi is not handled" in (TRAINJOB.unresolved(mpi) or "")
     body = trainjob_body("t")
-    body["spec"]["runtimePatches"] = []
-    assert "kueue.x-k8s.io/manager" in (TRAINJOB.unresolved(resolved(body, runtime_body())) or "")
-    body = trainjob_body("t")
     body["spec"]["managedBy"] = "kueue.x-k8s.io/multikueue"
     assert "spec.managedBy" in (TRAINJOB.unresolved(resolved(body, runtime_body())) or "")
 
@@ -247,3 +244,18 @@ def test_the_webhook_suspends_a_queued_trainjob_and_adds_kueues_runtime_patch() 
         default_trainjob(job, JobPolicy(frameworks=frozenset({"batch/job"})), default_queue_exists=False)
         == []
     )
+
+
+def test_a_trainjob_without_kueues_patch_gets_it_when_started() -> None:
+    """Created while the webhook was off: Kueue's patch is added by the start (Kueue would fail to
+    start it, its quota held)."""
+    body = trainjob_body("t")
+    body["spec"]["runtimePatches"] = [{"manager": "example.com/me"}]
+    job = resolved(body, runtime_body())
+    assert TRAINJOB.unresolved(job) is None
+    patch = msgspec.json.decode(TRAINJOB.start_patch(job, [PodSetStart("node", node_selector={"gpu": "t4"})]))
+    mine, kueue = patch["spec"]["runtimePatches"]
+    assert mine == {"manager": "example.com/me"}
+    assert kueue["manager"] == "kueue.x-k8s.io/manager"
+    (entry,) = kueue["trainingRuntimeSpec"]["template"]["spec"]["replicatedJobs"]
+    assert entry["template"]["spec"]["template"]["spec"]["nodeSelector"] == {"gpu": "t4"}

@@ -5,7 +5,8 @@ Its pod sets are those of the JobSet the trainer makes from the referenced Train
 ClusterTrainingRuntime (build.py): one per replicated job, named after it, counting replicas x
 pods per Job. Starting writes each pod set's node labels, tolerations, labels and annotations
 into Kueue's own runtime patch (`spec.runtimePatches[manager=kueue.x-k8s.io/manager]`, one
-replicated-job entry per pod set) and unsuspends the TrainJob in the same write (the trainer's
+replicated-job entry per pod set; added when missing, where Kueue would fail to start the job)
+and unsuspends the TrainJob in the same write (the trainer's
 webhook allows patches to change while the TrainJob is suspended before or after the write);
 the trainer then makes the JobSet with them. Stopping suspends it; restoring empties Kueue's
 patch once none of its Jobs is active (the trainer refuses a patch change while they are).
@@ -34,7 +35,7 @@ from reconciler.api.trainer import (
 )
 
 from ..base import Lookup, Outcome, Patch, PodSetStart, Reference, SuspendableJob
-from .build import kueue_patch, replicated_jobs, unsupported_policy
+from .build import KUEUE_PATCH_MANAGER, kueue_patch, replicated_jobs, unsupported_policy
 
 __all__ = ["TRAINJOB", "TrainJobIntegration", "pods_per_replica", "runtime_of"]
 
@@ -81,9 +82,13 @@ def _start_entry(start: PodSetStart) -> Obj:
 
 
 def _with_kueue_jobs(job: TrainJob, entries: list[Obj] | None) -> list[Obj]:
-    """Every runtime patch as read, Kueue's with `entries` as its replicated jobs (None: none)."""
+    """Every runtime patch as read, Kueue's with `entries` as its replicated jobs (None: none);
+    Kueue's added last when the TrainJob has none (created while its webhook was off)."""
     patches: list[Obj] = [msgspec.json.decode(raw) for raw in job.spec.runtime_patches]
     found = kueue_patch(job)
+    if found is None and entries:
+        patches.append({"manager": KUEUE_PATCH_MANAGER})
+        found = (len(patches) - 1, patches[-1])
     if found is not None:
         runtime = patches[found[0]].setdefault("trainingRuntimeSpec", {})
         spec = runtime.setdefault("template", {}).setdefault("spec", {})
@@ -128,11 +133,6 @@ class TrainJobIntegration(SuspendableJob):
                 f"{resource.kind} {name}: spec.mlPolicy.{policy} is not handled by this controller "
                 "(its pod counts differ from the runtime's template); use a torch, jax, xgboost or plain "
                 "runtime"
-            )
-        if kueue_patch(obj) is None:
-            return (
-                "spec.runtimePatches has no entry of manager kueue.x-k8s.io/manager, which Kueue's TrainJob "
-                "webhook adds at creation and starting fills: create the TrainJob with the webhook on"
             )
         return None
 
