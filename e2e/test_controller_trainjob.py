@@ -205,21 +205,25 @@ async def served(controller: Served, kube: KubeClient, namespace: str) -> AsyncI
         await drop_queues(kube, namespace)
 
 
-async def create_trainjob(kube: KubeClient, name: str, namespace: str) -> str:
-    """Creates a TrainJob of two nodes naming the runtime (not suspended: the webhook suspends it);
-    returns its Workload's name."""
-    body = {
+async def create_trainjob(
+    kube: KubeClient, name: str, namespace: str, nodes: int = 2, patches: list[Obj] | None = None
+) -> str:
+    """Creates a TrainJob of `nodes` nodes naming the runtime (not suspended: the webhook suspends
+    it; `patches`: its own runtime patches); returns its Workload's name."""
+    body: Obj = {
         "apiVersion": TRAINER_API,
         "kind": "TrainJob",
         "metadata": {"name": name, "namespace": namespace, "labels": {"kueue.x-k8s.io/queue-name": "lq"}},
         "spec": {
             "runtimeRef": {"name": f"gpu-{namespace}", "kind": "ClusterTrainingRuntime"},
-            "trainer": {"numNodes": 2},
+            "trainer": {"numNodes": nodes},
+            "runtimePatches": patches or [],
         },
     }
     created = await kube.create(api_path(TRAINER_API, "trainjobs", namespace), body)
     assert created["spec"]["suspend"] is True
-    assert [p["manager"] for p in created["spec"]["runtimePatches"]] == ["kueue.x-k8s.io/manager"]
+    managers = [p["manager"] for p in created["spec"]["runtimePatches"]]
+    assert managers == [*(p["manager"] for p in patches or []), "kueue.x-k8s.io/manager"]
     return workload_name_for_job(name, created["metadata"]["uid"], "TrainJob", "trainer.kubeflow.org")
 
 
@@ -284,3 +288,78 @@ async def test_a_trainjob_runs_as_one_workload_and_the_next_waits_for_its_quota(
         for w in workloads
     )
     assert owners == [("TrainJob", "first"), ("TrainJob", "second")]
+
+
+def kueue_entries(trainjob: Obj) -> list[Obj]:
+    """What Kueue's runtime patch holds: one replicated-job entry per started pod set."""
+    (kueue,) = [p for p in trainjob["spec"]["runtimePatches"] if p["manager"] == "kueue.x-k8s.io/manager"]
+    entries: list[Obj] = kueue["trainingRuntimeSpec"]["template"]["spec"].get("replicatedJobs", [])
+    return entries
+
+
+@pytest.mark.asyncio
+async def test_an_evicted_trainjob_is_suspended_and_kueues_patch_emptied(
+    served: str, kube: KubeClient
+) -> None:
+    """The Workload deactivated while the TrainJob runs: evicted, the TrainJob suspended (the
+    trainer suspends its JobSet), Kueue's runtime patch emptied once no Job is active (a write the
+    trainer's webhook refuses while one is), the quota back. The TrainJob's own runtime patch (its
+    pods run until stopped) goes through the real trainer to the pods."""
+    namespace = served
+    forever = {
+        "manager": "example.com/e2e",
+        "trainingRuntimeSpec": {
+            "template": {
+                "spec": {
+                    "replicatedJobs": [
+                        {
+                            "name": "node",
+                            "template": {
+                                "spec": {
+                                    "template": {
+                                        "metadata": {"annotations": {RUN_SECONDS_ANNOTATION: "forever"}}
+                                    }
+                                }
+                            },
+                        }
+                    ]
+                }
+            }
+        },
+    }
+    path = api_path(TRAINER_API, "trainjobs", namespace, "long")
+    name = await create_trainjob(kube, "long", namespace, nodes=1, patches=[forever])
+    await workload_where(kube, namespace, name, "Admitted", "True")
+    assert [e["name"] for e in kueue_entries(await kube.get(path))] == ["node"]
+
+    async def running() -> bool:
+        pods, _ = await kube.list_all(
+            api_path("v1", "pods", namespace), {"labelSelector": "jobset.sigs.k8s.io/jobset-name=long"}
+        )
+        return any(p["status"].get("phase") == "Running" for p in pods)
+
+    await wait_for("the TrainJob's pod to run", running, within=90, interval=0.3)
+    await kube.patch(api_path(KUEUE, "workloads", namespace, name), {"spec": {"active": False}})
+    evicted = await workload_where(kube, namespace, name, "Evicted", "True")
+    assert status_condition(evicted, "Evicted")["reason"] == "Deactivated"
+
+    async def restored() -> Obj | None:
+        current = await kube.get(path)
+        return current if current["spec"].get("suspend") and not kueue_entries(current) else None
+
+    stopped = await wait_for(
+        "the TrainJob suspended with Kueue's patch emptied", restored, within=90, interval=0.3
+    )
+    assert [p["manager"] for p in stopped["spec"]["runtimePatches"]] == [
+        "example.com/e2e",
+        "kueue.x-k8s.io/manager",
+    ]
+    jobset = await kube.get(api_path("jobset.x-k8s.io/v1alpha2", "jobsets", namespace, "long"))
+    assert jobset["spec"]["suspend"] is True
+
+    async def released() -> bool:
+        cq = await kube.get(api_path(KUEUE, "clusterqueues", name=f"cq-{namespace}"))
+        usage = (cq.get("status") or {}).get("flavorsUsage") or []
+        return all(r["total"] in ("0", 0) for f in usage for r in f["resources"])
+
+    await wait_for("the quota to be released", released, within=60, interval=0.3)
