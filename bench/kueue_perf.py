@@ -25,6 +25,7 @@ import argparse
 import asyncio
 import json
 import os
+import resource
 import subprocess
 import sys
 import time
@@ -49,9 +50,11 @@ from bench.kueue_perf_summary import (  # noqa: E402
     checker_verdict,
     cmd_stats_yaml,
     expected_workloads,
+    generation_lines,
     parse_range,
     parse_summary,
     side_by_side,
+    with_cohorts,
     workload_counts,
 )
 from e2e.testbed import KubeClient, Testbed  # noqa: E402
@@ -101,16 +104,31 @@ def proc_cpu_ms(pid: int) -> tuple[int, int]:
 # --- one run --------------------------------------------------------------------------------------
 
 
-async def run_runner(
-    args: argparse.Namespace, bed: Testbed, out: Path, pid: int
-) -> tuple[int, int, int, int]:
-    """Kueue's runner to its end; returns its exit code, wall ms, and the manager's user/sys ms."""
+def others_cpu_s(bed: Testbed) -> dict[str, float]:
+    """CPU seconds so far of the test-bed's API server and etcd (what the runner and the manager load)."""
+    out: dict[str, float] = {}
+    for component in ("kube-apiserver", "etcd"):
+        pid = bed.pid(component)
+        if pid is not None:
+            user, system = proc_cpu_ms(pid)
+            out[component] = (user + system) / 1000
+    return out
+
+
+def children_cpu_s() -> float:
+    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return usage.ru_utime + usage.ru_stime
+
+
+async def run_runner(args: argparse.Namespace, bed: Testbed, out: Path, pid: int) -> dict[str, Any]:
+    """Kueue's runner to its end: its exit code and wall ms, the manager's user and system ms over
+    it, and the CPU seconds over it of the runner, the API server and etcd."""
     folder = perf_dir()
     timeout = args.timeout or RUNNER_TIMEOUT[args.config]
     command = [
         str(folder / "bin" / "runner"),
         f"--o={out}",
-        f"--generatorConfig={folder / 'configs' / args.config / 'generator.yaml'}",
+        f"--generatorConfig={args.generator_path}",
         "--qps=1000",
         "--burst=2000",
         f"--timeout={timeout}",
@@ -118,6 +136,7 @@ async def run_runner(
     (out / "runner-command.txt").write_text(" ".join(command) + "\n")
     env = kueue_env(KUBECONFIG=str(bed.kubeconfig))
     user0, sys0 = proc_cpu_ms(pid)
+    others0, children0 = others_cpu_s(bed), children_cpu_s()
     began = time.monotonic()
     with (out / "runner.log").open("wb") as log:
         process = await asyncio.create_subprocess_exec(
@@ -126,7 +145,10 @@ async def run_runner(
         code = await process.wait()
     wall_ms = int((time.monotonic() - began) * 1000)
     user1, sys1 = proc_cpu_ms(pid)
-    return code, wall_ms, user1 - user0, sys1 - sys0
+    # the runner is the one child reaped meanwhile: the children's CPU grew by its own
+    cpu = {"runner": children_cpu_s() - children0}
+    cpu.update({k: v - others0.get(k, 0.0) for k, v in others_cpu_s(bed).items()})
+    return {"code": code, "wall_ms": wall_ms, "user_ms": user1 - user0, "sys_ms": sys1 - sys0, "cpu_s": cpu}
 
 
 async def on_testbed(args: argparse.Namespace, bed: Testbed, manager_name: str, out: Path) -> Run:
@@ -141,10 +163,11 @@ async def on_testbed(args: argparse.Namespace, bed: Testbed, manager_name: str, 
         print(
             f"== {manager.name} ready (pid {manager.pid}); running Kueue's runner ({args.config})", flush=True
         )
-        code, wall_ms, user_ms, sys_ms = await run_runner(args, bed, out, manager.pid)
+        measured = await run_runner(args, bed, out, manager.pid)
         rss_kib = vm_hwm_kib(manager.pid)
     finally:
         await asyncio.to_thread(manager.stop)
+    code, wall_ms, user_ms, sys_ms = (measured[k] for k in ("code", "wall_ms", "user_ms", "sys_ms"))
     stats = out / "manager.stats.yaml"
     stats.write_text(cmd_stats_yaml(wall_ms, user_ms, sys_ms, rss_kib))
     summary_path = out / "summary.yaml"
@@ -163,6 +186,7 @@ async def on_testbed(args: argparse.Namespace, bed: Testbed, manager_name: str, 
         counts=counts,
         verdict=verdict,
         note=note,
+        extra={"cpu_s": {"manager": (user_ms + sys_ms) / 1000, **measured["cpu_s"]}},
     )
 
 
@@ -210,6 +234,10 @@ def run_lines(run: Run, expected: int) -> list[str]:
         )
     if run.summary is not None and run.summary.dropped_events:
         lines.append(f"   the recorder dropped {run.summary.dropped_events} Workload events")
+    cpu = run.extra.get("cpu_s") or {}
+    if cpu:
+        parts = ", ".join(f"{name} {seconds:.1f} s" for name, seconds in cpu.items())
+        lines.append(f"   CPU over the run ({run.wall_ms / 1000:.0f} s wall): {parts}")
     lines += [f"   checker: {failure}" for failure in run.verdict.failures]
     if run.note:
         lines.append(f"   {run.note}")
@@ -233,6 +261,13 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--repeat", type=int, default=1, help="runs per manager, interleaved")
     parser.add_argument("--timeout", help="the runner's --timeout (default: 15m baseline, 30m large-scale)")
     parser.add_argument("--wait-for-pods-ready", choices=("on", "off"), default="on")
+    parser.add_argument(
+        "--cohorts",
+        type=int,
+        help="run the config with this many cohorts of each cohort set (the cohorts are alike and share "
+        "no quota, so each cohort's shape, arrivals and Kueue's per-class limits stay; the load on the "
+        "test-bed shrinks); default: the config's own count",
+    )
     parser.add_argument("--out", type=Path, help="artifacts folder (default /tmp/kueue-perf-<time>)")
     parser.add_argument("--json", type=Path, help="also write every run's figures here")
     args = parser.parse_args(argv)
@@ -251,6 +286,14 @@ def main(argv: list[str] | None = None) -> int:
     stamp = datetime.now(UTC).strftime("%Y%m%dT%H%M%SZ")
     out = args.out or Path(f"/tmp/kueue-perf-{stamp}")
     generator = yaml.safe_load((folder / "configs" / args.config / "generator.yaml").read_text())
+    args.generator_path = folder / "configs" / args.config / "generator.yaml"
+    if args.cohorts is not None:
+        generator = with_cohorts(generator, args.cohorts)
+        out.mkdir(parents=True, exist_ok=True)
+        args.generator_path = out / "generator.yaml"
+        args.generator_path.write_text(yaml.safe_dump(generator, sort_keys=False))
+        print(f"== --cohorts {args.cohorts}: each cohort set has {args.cohorts} ({args.generator_path})")
+    args.generator = generator
     expected = expected_workloads(generator)
     limits = parse_range((folder / "configs" / args.config / "rangespec.yaml").read_text())
     print(
@@ -265,6 +308,9 @@ def main(argv: list[str] | None = None) -> int:
             runs.append(run)
             for line in run_lines(run, expected):
                 print(line, flush=True)
+            runner_log = out / f"{index + 1}-{name}" / "runner.log"
+            for line in generation_lines(runner_log.read_text(errors="replace"), generator):
+                print(f"   generation: {line}", flush=True)
     print(f"== Kueue's runner, {args.config}, waitForPodsReady {args.wait_for_pods_ready}: median (range)")
     for line in side_by_side(runs, limits, args.manager_list):
         print(line)

@@ -31,10 +31,14 @@ __all__ = [
     "checker_verdict",
     "cmd_stats_yaml",
     "expected_workloads",
+    "generation_lines",
+    "generation_spans",
+    "go_duration_ms",
     "go_time",
     "parse_range",
     "parse_summary",
     "side_by_side",
+    "with_cohorts",
     "workload_counts",
 ]
 
@@ -134,6 +138,73 @@ def expected_workloads(generator: dict[str, Any]) -> int:
             )
             total += int(cohort["count"]) * int(queues["count"]) * per_queue
     return total
+
+
+_GENERATION = re.compile(
+    r"^(\S+)\s+INFO\s+generate workload group\s+\S+\s+(Start|End) generation\s+(\{.*\})\s*$"
+)
+
+
+def generation_spans(log: str) -> dict[str, list[float]]:
+    """From the runner's log: per creation interval (its "delay", e.g. "100ms"), how long each
+    Workload set took to create (s), its "Start generation" to its "End generation"."""
+    started: dict[tuple[str, str], datetime] = {}
+    spans: dict[str, list[float]] = {}
+    for line in log.splitlines():
+        match = _GENERATION.match(line)
+        if match is None:
+            continue
+        stamp, which, fields = go_time(match.group(1)), match.group(2), yaml.safe_load(match.group(3))
+        key = (str(fields.get("namespace")), str(fields.get("delay")))
+        if which == "Start":
+            started[key] = stamp
+        elif key in started:
+            spans.setdefault(key[1], []).append((stamp - started.pop(key)).total_seconds())
+    return spans
+
+
+def nominal_generation(generator: dict[str, Any]) -> dict[int, int]:
+    """Per creation interval (ms) of the generator config, the Workloads one set of it creates."""
+    out: dict[int, int] = {}
+    for cohort in generator.get("cohorts") or []:
+        for queues in cohort.get("queuesSets") or []:
+            for wl_set in queues.get("workloadsSets") or []:
+                per = int(wl_set["count"]) * len(wl_set.get("workloads") or [])
+                out[int(wl_set.get("creationIntervalMs", 0))] = per
+    return out
+
+
+def go_duration_ms(text: str) -> int:
+    """A Go duration as time.Duration.String writes the generator's delays ("100ms", "1.2s", "1m0s")."""
+    total = 0.0
+    for number, unit in re.findall(r"([\d.]+)(ms|s|m|h)", text):
+        total += float(number) * {"ms": 1, "s": 1000, "m": 60_000, "h": 3_600_000}[unit]
+    return round(total)
+
+
+def generation_lines(log: str, generator: dict[str, Any]) -> list[str]:
+    """The Workload sets' creation time against the config's (count x interval): the excess is the
+    time the runner's serial creates waited on the API server."""
+    nominal = nominal_generation(generator)
+    lines = []
+    for delay, spans in sorted(generation_spans(log).items(), key=lambda kv: go_duration_ms(kv[0])):
+        interval = go_duration_ms(delay)
+        count = nominal.get(interval, 0)
+        asked = count * interval / 1000
+        took = statistics.median(spans)
+        per_create = (took - asked) / count * 1000 if count else 0.0
+        lines.append(
+            f"{len(spans)} sets of {count} every {delay}: asked {asked:.0f} s, took {took:.0f} s median "
+            f"(max {max(spans):.0f}): {per_create:.0f} ms per create beyond the interval"
+        )
+    return lines
+
+
+def with_cohorts(generator: dict[str, Any], cohorts: int) -> dict[str, Any]:
+    """The generator config with each cohort set's count replaced (everything else kept)."""
+    if cohorts < 1:
+        raise ValueError(f"--cohorts must be at least 1, not {cohorts}")
+    return {**generator, "cohorts": [{**c, "count": cohorts} for c in generator.get("cohorts") or []]}
 
 
 @dataclass(frozen=True)

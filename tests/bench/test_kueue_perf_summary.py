@@ -14,10 +14,14 @@ from bench.kueue_perf_summary import (
     checker_verdict,
     cmd_stats_yaml,
     expected_workloads,
+    generation_lines,
+    generation_spans,
+    go_duration_ms,
     go_time,
     parse_range,
     parse_summary,
     side_by_side,
+    with_cohorts,
     workload_counts,
 )
 
@@ -204,3 +208,45 @@ def test_side_by_side_shows_medians_ranges_limits_and_verdicts() -> None:
     verdicts = rows[-1]
     assert "PASS PASS PASS" in verdicts
     assert "FAIL" in verdicts
+
+
+RUNNER_LOG = """\
+2026-12-07T12:34:08.67327452Z\tINFO\tgenerate workload group\tgenerator/generator.go:137\tStart generation\t\
+{"namespace": "cq-0-2-cohort-0", "localQueue": "cq-0-2-cohort-0", "delay": "1.2s"}
+2026-12-07T12:34:08.673534846Z\tINFO\tgenerate workload group\tgenerator/generator.go:137\tStart generation\t\
+{"namespace": "cq-0-2-cohort-0", "localQueue": "cq-0-2-cohort-0", "delay": "100ms"}
+2026-12-07T12:34:10.0Z\tERROR\tcontroller/controller.go:494\tReconciler error\t{"controller": "workload"}
+2026-12-07T12:35:18.673534846Z\tINFO\tgenerate workload group\tgenerator/generator.go:190\tEnd generation\t\
+{"namespace": "cq-0-2-cohort-0", "localQueue": "cq-0-2-cohort-0", "delay": "100ms"}
+2026-12-07T12:37:48.67327452Z\tINFO\tgenerate workload group\tgenerator/generator.go:190\tEnd generation\t\
+{"namespace": "cq-0-2-cohort-0", "localQueue": "cq-0-2-cohort-0", "delay": "1.2s"}
+"""
+
+
+def test_go_durations_as_the_generator_logs_them() -> None:
+    assert [go_duration_ms(d) for d in ("100ms", "1.2s", "500ms", "1m0s")] == [100, 1200, 500, 60_000]
+
+
+def test_generation_spans_and_the_time_creates_waited() -> None:
+    assert generation_spans(RUNNER_LOG) == {"100ms": [70.0], "1.2s": [220.0]}
+    generator = yaml.safe_load(BASELINE_GENERATOR)
+    for wl_set, interval in zip(
+        generator["cohorts"][0]["queuesSets"][0]["workloadsSets"], (100, 500, 1200), strict=True
+    ):
+        wl_set["creationIntervalMs"] = interval
+    lines = generation_lines(RUNNER_LOG, generator)
+    # 350 every 100 ms asks 35 s; 70 s taken: 100 ms more per create. 50 every 1.2 s: 60 s, 220 s: 3200 ms.
+    assert lines[0].startswith("1 sets of 350 every 100ms: asked 35 s, took 70 s")
+    assert lines[0].endswith("100 ms per create beyond the interval")
+    assert "50 every 1.2s: asked 60 s, took 220 s" in lines[1]
+    assert lines[1].endswith("3200 ms per create beyond the interval")
+
+
+def test_with_cohorts_changes_only_the_cohort_count() -> None:
+    generator = yaml.safe_load(BASELINE_GENERATOR)
+    one = with_cohorts(generator, 1)
+    assert expected_workloads(one) == 6 * (350 + 100 + 50)
+    assert one["cohorts"][0]["queuesSets"] == generator["cohorts"][0]["queuesSets"]
+    assert generator["cohorts"][0]["count"] == 5  # the input is left as it was
+    with pytest.raises(ValueError, match="at least 1"):
+        with_cohorts(generator, 0)
