@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import json
 import os
 import resource
@@ -104,14 +105,26 @@ def proc_cpu_ms(pid: int) -> tuple[int, int]:
 # --- one run --------------------------------------------------------------------------------------
 
 
-def others_cpu_s(bed: Testbed) -> dict[str, float]:
-    """CPU seconds so far of the test-bed's API server and etcd (what the runner and the manager load)."""
+def runqueue_wait_s(pid: int) -> float:
+    """Seconds the process's live threads have waited on a run queue for a CPU, summed (schedstat)."""
+    total = 0
+    for stat in Path(f"/proc/{pid}/task").glob("*/schedstat"):
+        with contextlib.suppress(OSError, IndexError, ValueError):
+            total += int(stat.read_text().split()[1])
+    return total / 1e9
+
+
+def others_cpu_s(bed: Testbed, manager: int) -> dict[str, float]:
+    """CPU seconds so far of the test-bed's API server and etcd (what the runner and the manager
+    load), and how long their threads and the manager's waited for a CPU."""
     out: dict[str, float] = {}
     for component in ("kube-apiserver", "etcd"):
         pid = bed.pid(component)
         if pid is not None:
             user, system = proc_cpu_ms(pid)
             out[component] = (user + system) / 1000
+            out[f"{component} waiting for a CPU"] = runqueue_wait_s(pid)
+    out["manager waiting for a CPU"] = runqueue_wait_s(manager)
     return out
 
 
@@ -136,7 +149,7 @@ async def run_runner(args: argparse.Namespace, bed: Testbed, out: Path, pid: int
     (out / "runner-command.txt").write_text(" ".join(command) + "\n")
     env = kueue_env(KUBECONFIG=str(bed.kubeconfig))
     user0, sys0 = proc_cpu_ms(pid)
-    others0, children0 = others_cpu_s(bed), children_cpu_s()
+    others0, children0 = others_cpu_s(bed, pid), children_cpu_s()
     began = time.monotonic()
     with (out / "runner.log").open("wb") as log:
         process = await asyncio.create_subprocess_exec(
@@ -147,7 +160,7 @@ async def run_runner(args: argparse.Namespace, bed: Testbed, out: Path, pid: int
     user1, sys1 = proc_cpu_ms(pid)
     # the runner is the one child reaped meanwhile: the children's CPU grew by its own
     cpu = {"runner": children_cpu_s() - children0}
-    cpu.update({k: v - others0.get(k, 0.0) for k, v in others_cpu_s(bed).items()})
+    cpu.update({k: v - others0.get(k, 0.0) for k, v in others_cpu_s(bed, pid).items()})
     return {"code": code, "wall_ms": wall_ms, "user_ms": user1 - user0, "sys_ms": sys1 - sys0, "cpu_s": cpu}
 
 
