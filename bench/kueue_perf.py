@@ -27,6 +27,7 @@ import contextlib
 import json
 import os
 import resource
+import signal
 import subprocess
 import sys
 import time
@@ -155,13 +156,19 @@ async def run_runner(args: argparse.Namespace, bed: Testbed, out: Path, pid: int
         process = await asyncio.create_subprocess_exec(
             *command, stdout=log, stderr=subprocess.STDOUT, env=env
         )
-        code = await process.wait()
+        stopped = False
+        try:
+            code = await asyncio.wait_for(asyncio.shield(process.wait()), args.stop_after)
+        except TimeoutError:  # the runner writes what it recorded on SIGINT, as at its end
+            process.send_signal(signal.SIGINT)
+            code, stopped = await process.wait(), True
     wall_ms = int((time.monotonic() - began) * 1000)
     user1, sys1 = proc_cpu_ms(pid)
     # the runner is the one child reaped meanwhile: the children's CPU grew by its own
     cpu = {"runner": children_cpu_s() - children0}
     cpu.update({k: v - others0.get(k, 0.0) for k, v in others_cpu_s(bed, pid).items()})
-    return {"code": code, "wall_ms": wall_ms, "user_ms": user1 - user0, "sys_ms": sys1 - sys0, "cpu_s": cpu}
+    measured = {"code": code, "wall_ms": wall_ms, "user_ms": user1 - user0, "sys_ms": sys1 - sys0}
+    return {**measured, "cpu_s": cpu, "stopped": stopped}
 
 
 async def on_testbed(args: argparse.Namespace, bed: Testbed, manager_name: str, out: Path) -> Run:
@@ -188,6 +195,10 @@ async def on_testbed(args: argparse.Namespace, bed: Testbed, manager_name: str, 
     states = out / "wlStates.csv"
     counts = workload_counts(states.read_text()) if states.exists() else None
     note = "" if code == 0 else f"runner exited {code} (see {out / 'runner.log'})"
+    if measured["stopped"]:
+        note = (
+            f"stopped by --stop-after {args.stop_after:.0f} s: the summary is of what was recorded until then"
+        )
     verdict = check(args, summary_path, stats, out) if summary is not None else Verdict(False, (note,))
     return Run(
         manager=manager_name,
@@ -241,6 +252,8 @@ def run_lines(run: Run, expected: int) -> list[str]:
     lines = [f"== {run.manager}: wall {run.wall_ms / 1000:.1f}s, checker {verdict}"]
     if run.counts is not None:
         c = run.counts
+        means = ", ".join(f"{k} {n} ({ms / 1000:.1f} s)" for k, (n, ms) in c.admitted_means.items())
+        lines.append(f"   admitted per class (mean time to admission of those): {means}")
         lines.append(
             f"   Workloads: {expected} created by the runner, {c.seen} seen, {c.admitted} admitted, "
             f"{c.finished} finished"
@@ -273,6 +286,12 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     )
     parser.add_argument("--repeat", type=int, default=1, help="runs per manager, interleaved")
     parser.add_argument("--timeout", help="the runner's --timeout (default: 15m baseline, 30m large-scale)")
+    parser.add_argument(
+        "--stop-after",
+        type=float,
+        help="seconds after which the runner is sent SIGINT (it then writes the summary of what it "
+        "recorded, where its own --timeout ends it without one); the run is marked as stopped",
+    )
     parser.add_argument("--wait-for-pods-ready", choices=("on", "off"), default="on")
     parser.add_argument(
         "--cohorts",

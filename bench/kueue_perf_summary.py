@@ -117,15 +117,22 @@ class WorkloadCounts:
     seen: int
     admitted: int
     finished: int
+    # per class: (admitted, mean ms to admission over those admitted); the summary's mean counts
+    # a Workload not (yet) admitted as 0 ms, which only a run that ended early has
+    admitted_means: dict[str, tuple[int, float]] = field(default_factory=dict)
 
 
 def workload_counts(text: str) -> WorkloadCounts:
     """From the runner's wlStates.csv: Workloads it saw, saw admitted, saw finished (a time of 0 ms
     is the recorder's "never")."""
     rows = list(csv.DictReader(io.StringIO(text)))
-    admitted = sum(1 for r in rows if int(r["ms to admitted"]) > 0)
+    admitted = [r for r in rows if int(r["ms to admitted"]) > 0]
     finished = sum(1 for r in rows if int(r["ms to finish"]) > 0)
-    return WorkloadCounts(len(rows), admitted, finished)
+    by_class: dict[str, list[int]] = {}
+    for r in admitted:
+        by_class.setdefault(r["class name"], []).append(int(r["ms to admitted"]))
+    means = {c: (len(v), statistics.fmean(v)) for c, v in sorted(by_class.items())}
+    return WorkloadCounts(len(rows), len(admitted), finished, means)
 
 
 def expected_workloads(generator: dict[str, Any]) -> int:

@@ -108,6 +108,7 @@ def test_workload_states_count_admitted_and_finished() -> None:
     )
     counts = workload_counts(text)
     assert (counts.seen, counts.admitted, counts.finished) == (3, 2, 1)
+    assert counts.admitted_means == {"large": (1, 5000.0), "small": (1, 120.0)}
 
 
 def test_the_generator_of_baseline_makes_15000_workloads() -> None:
