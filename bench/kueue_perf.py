@@ -263,7 +263,7 @@ def run_lines(run: Run, expected: int) -> list[str]:
     cpu = run.extra.get("cpu_s") or {}
     if cpu:
         parts = ", ".join(f"{name} {seconds:.1f} s" for name, seconds in cpu.items())
-        lines.append(f"   CPU over the run ({run.wall_ms / 1000:.0f} s wall): {parts}")
+        lines.append(f"   CPU used (and waited for) over the run ({run.wall_ms / 1000:.0f} s wall): {parts}")
     lines += [f"   checker: {failure}" for failure in run.verdict.failures]
     if run.note:
         lines.append(f"   {run.note}")
