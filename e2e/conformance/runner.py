@@ -24,6 +24,7 @@ from e2e.conformance.snapshot_fair import enables_fair_sharing, take_fair_snapsh
 from e2e.conformance.snapshot_jobset import take_jobset_snapshot
 from e2e.conformance.snapshot_kubeflow import take_kubeflow_snapshot
 from e2e.conformance.snapshot_pods import enables_pods, take_pod_snapshot
+from e2e.conformance.upstreams import Upstream, start_trainer
 from e2e.support.deploy import (
     ControllerProcess,
     Discovery,
@@ -42,6 +43,7 @@ from e2e.support.jobset import (
 from e2e.support.kubeflow import KubeflowOperators, enables_kubeflow, install_kubeflow_crds
 from e2e.support.kuberay import enables_ray, install_kuberay_crds
 from e2e.support.lws import LwsProcess, enables_lws, install_lws_crds, lws_build, lws_webhooks
+from e2e.support.trainer import enables_trainjob, install_trainer_crds
 from e2e.support.upstream import UpstreamProcess
 from e2e.support.webhooks import on_loopback, shipped_configurations, wait_until_jobs_are_suspended
 from e2e.testbed import ApiError, KubeClient, Testbed, api_path
@@ -59,15 +61,11 @@ class Manager(Protocol):
     def log_tail(self, lines: int = 40) -> str: ...
 
 
-class _Upstream(Manager, Protocol):
-    what: str
-
-
 class _WithLws:
-    """The implementation's manager and an upstream one (LeaderWorkerSet's, JobSet's or the
-    Kubeflow operators), stopped together (the upstream one last)."""
+    """The implementation's manager and an upstream one (LeaderWorkerSet's, JobSet's, the trainer's
+    or the Kubeflow operators), stopped together (the upstream one last)."""
 
-    def __init__(self, manager: Manager, lws: _Upstream | None) -> None:
+    def __init__(self, manager: Manager, lws: Upstream | None) -> None:
         self.manager, self.lws = manager, lws
 
     def stop(self, grace: float = 15.0) -> int | None:
@@ -84,6 +82,8 @@ class _WithLws:
 def _webhook_groups(scenario: Scenario) -> frozenset[str]:
     if enables_kubeflow(scenario.configuration):
         return WEBHOOK_GROUPS | {"kubeflow.org"}
+    if enables_trainjob(scenario.configuration):  # the TrainJob webhooks too
+        return WEBHOOK_GROUPS | {"trainer.kubeflow.org"}
     return LWS_WEBHOOK_GROUPS if enables_lws(scenario.configuration) else WEBHOOK_GROUPS
 
 
@@ -92,6 +92,8 @@ async def _install_integration_crds(kube: KubeClient, scenario: Scenario) -> Non
     manager starts, so its integration is set up)."""
     if enables_jobset(scenario.configuration):
         await install_jobset_crds(kube)
+    if enables_trainjob(scenario.configuration):
+        await install_trainer_crds(kube)
     if enables_lws(scenario.configuration):
         await install_lws_crds(kube)
     if enables_kubeflow(scenario.configuration):
@@ -102,7 +104,7 @@ async def _install_integration_crds(kube: KubeClient, scenario: Scenario) -> Non
 
 async def _start_upstream(
     kube: KubeClient, bed: Testbed, scenario: Scenario, workdir: Path
-) -> _Upstream | None:
+) -> Upstream | None:
     """The Kubeflow operators where the scenario enables a Kubeflow framework, else `_start_lws`."""
     if not enables_kubeflow(scenario.configuration):
         return await _start_lws(kube, bed, scenario, workdir)
@@ -111,9 +113,12 @@ async def _start_upstream(
     return operators
 
 
-async def _start_lws(kube: KubeClient, bed: Testbed, scenario: Scenario, workdir: Path) -> _Upstream | None:
+async def _start_lws(kube: KubeClient, bed: Testbed, scenario: Scenario, workdir: Path) -> Upstream | None:
     """LeaderWorkerSet's manager and its webhooks where the scenario enables the framework, or
-    JobSet's where the scenario asks for its controller (`jobsetController: true`)."""
+    JobSet's where the scenario asks for its controller (`jobsetController: true`), or JobSet's and
+    the trainer's (`trainerController: true`)."""
+    if scenario.trainer_controller:
+        return await start_trainer(kube, bed.kubeconfig, workdir)
     upstream: UpstreamProcess
     if enables_lws(scenario.configuration):
         build = lws_build()
@@ -256,7 +261,7 @@ async def _snapshot(kube: KubeClient, scenario: Scenario, within: float = 30.0) 
         take = take_pod_snapshot
     elif enables_fair_sharing(scenario.configuration):
         take = take_fair_snapshot
-    elif scenario.jobset_controller:
+    elif scenario.runs_jobsets:
         take = take_jobset_snapshot
     elif enables_kubeflow(scenario.configuration):
         take = take_kubeflow_snapshot

@@ -16,7 +16,7 @@ from typing import Protocol
 from reconciler.config_sections.fields import ConfigError
 from reconciler.config_sections.frameworks import KNOWN_FRAMEWORKS
 
-from . import batchjob, jobset, kubeflow, lws, pods, ray
+from . import batchjob, jobset, kubeflow, lws, pods, ray, trainjob
 from .base import Integration
 from .registration import Registration
 
@@ -77,6 +77,7 @@ register(kubeflow.jaxjob.REGISTRATION)
 register(kubeflow.mpijob.REGISTRATION)
 register(ray.RAYCLUSTER_REGISTRATION)
 register(ray.RAYJOB_REGISTRATION)
+register(trainjob.REGISTRATION)
 
 
 def enabled(frameworks: Iterable[str], registry: Mapping[str, Integration] = REGISTRY) -> list[Integration]:
