@@ -225,7 +225,7 @@ def _call_access(call: ast.Call, scope: Scope) -> Iterator[Access]:
         for res in _resource_of(call.args[0], scope):
             sub = _keyword(call, "subresource")
             yield from ((res.group, n, CLIENT_VERBS[name]) for n in _named(res, sub, scope))
-    elif isinstance(func, ast.Attribute) and name in ("get", "request", "stream_lines") and call.args:
+    elif isinstance(func, ast.Attribute) and name in ("get", "_get", "request", "stream_lines") and call.args:
         method = "GET"
         path_arg = call.args[0]
         if name == "request":

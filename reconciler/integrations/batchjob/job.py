@@ -101,7 +101,16 @@ def _main_start(starts: Sequence[PodSetStart]) -> PodSetStart:
 BATCH_JOB = BatchJob()
 
 
-_DOOR = SuspendableKind("batch/job", Job, JOBS.group, JOBS.version, JOBS.plural, "job")
+_DOOR = SuspendableKind(
+    "batch/job",
+    Job,
+    JOBS.group,
+    JOBS.version,
+    JOBS.plural,
+    "job",
+    size=job_pod_count,
+    size_field="spec.parallelism",
+)
 
 
 def default_job(job: Job, policy: JobPolicy, *, default_queue_exists: bool) -> list[PatchOp]:

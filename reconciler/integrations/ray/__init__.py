@@ -41,6 +41,8 @@ CLUSTER_DOOR = SuspendableKind(
     RAYCLUSTERS.plural,
     "raycluster",
     rules=raycluster_rules,
+    size=lambda obj: sum(1 if ps.count is None else ps.count for ps in RAYCLUSTER.pod_sets(obj)),
+    size_field="spec.workerGroupSpecs",
 )
 JOB_DOOR = SuspendableKind(
     RAYJOB.framework, RayJob, RAYJOBS.group, RAYJOBS.version, RAYJOBS.plural, "rayjob", rules=rayjob_rules
