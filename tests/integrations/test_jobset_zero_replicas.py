@@ -22,7 +22,8 @@ def test_a_replicated_job_of_zero_replicas_is_a_pod_set_of_zero_pods_charged_not
         ("workers", 0),
     ]
     admitted = condition(workload, "Admitted")
-    assert admitted is not None and admitted["status"] == "True"
+    assert admitted is not None
+    assert admitted["status"] == "True"
     assert c.jobset("js")["spec"]["suspend"] is False
     assert c.used_gpus() == 1
 
@@ -35,7 +36,8 @@ def test_a_jobset_of_zero_replicas_only_is_admitted_charging_nothing() -> None:
     workload = c.workloads()["JobSet/empty"]
     assert [ps["count"] for ps in workload["spec"]["podSets"]] == [0]
     admitted = condition(workload, "Admitted")
-    assert admitted is not None and admitted["status"] == "True"
+    assert admitted is not None
+    assert admitted["status"] == "True"
     assert c.used_gpus() == 0
     # The quota it does not hold is there for the next one.
     c.api.add(JOBSETS, jobset_body("next", [("leader", 1, 1, 1, "gpu-a")]))

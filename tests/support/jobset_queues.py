@@ -1,5 +1,6 @@
 """JobSets on the in-memory cluster: the Configuration with their framework, the queues (flavor t4 with cpu
-and GPUs, templates gpu-a and gpu-b), two replicated jobs, a condition, and the Jobs and pods the JobSet controller would make."""
+and GPUs, templates gpu-a and gpu-b), two replicated jobs, a condition, and the Jobs and pods the
+JobSet controller would make."""
 
 from __future__ import annotations
 
