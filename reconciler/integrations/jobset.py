@@ -223,7 +223,6 @@ REGISTRATION = Registration(
             "JobSets (integrations.frameworks: jobset.x-k8s.io/jobset): suspended, started and their\n"
             "pod templates restored with a merge patch; read by the pod webhook when they control a pod.",
         ),
-        Access(JOBSETS.group, (f"{JOBSETS.plural}/status",), ("patch",)),
         Access(
             JOBSETS.group,
             (f"{JOBSETS.plural}/finalizers",),

@@ -52,7 +52,6 @@ JOB_DOOR = SuspendableKind(
 def _access(plural: str, framework: str, why: str) -> tuple[Access, ...]:
     return (
         Access("ray.io", (plural,), ("get", "list", "watch", "patch"), why),
-        Access("ray.io", (f"{plural}/status",), ("patch",)),
         Access(
             "ray.io",
             (f"{plural}/finalizers",),
