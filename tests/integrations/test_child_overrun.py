@@ -1,7 +1,8 @@
 """Beyond Kueue: a managed parent's children running more pods than its Workload was charged
 for (a JobSet's Job whose parallelism was raised past the webhook, or given pods of its own)
 are found by counting the Workload's running pods against its pod sets; the Workload is evicted
-(reason PodsExceedCharge), the JobSet stopped and requeued, and the Events name the child."""
+(reason PodsExceedCharge), the JobSet stopped and requeued after Kueue's backoff, and the Events
+name the child."""
 
 from __future__ import annotations
 
@@ -13,7 +14,7 @@ from reconciler.integrations import PODSET_LABEL
 from tests.support.jobset_queues import TWO, child_job, condition, jobset_cluster, queues, ready_pod
 from tests.support.jobsets import jobset_body
 from tests.support.memory_api import merge
-from tests.support.memory_cluster import Cluster
+from tests.support.memory_cluster import T0, Cluster
 
 
 def _started(c: Cluster) -> None:
@@ -86,6 +87,14 @@ def test_a_child_running_more_pods_than_charged_stops_and_requeues_its_parent() 
         c.api.delete(PODS, "ns", pod)
     c.api.change(JOBSETS, "ns", "js", {"status": {"replicatedJobsStatus": []}})
     c.settle()
+    # Requeued after Kueue's backoff (60 s at first), not at once: the parent's controller may
+    # keep the edited child, and an immediate readmission would run it again.
+    assert c.used_gpus() == 0
+    requeue = c.workloads()["JobSet/js"]["status"]["requeueState"]
+    assert requeue == {"count": 1, "requeueAt": "2026-01-01T00:01:00Z"}
+    c.tick(T0 + 30)
+    assert c.jobset("js")["spec"]["suspend"] is True
+    c.tick(T0 + 61)
     assert c.jobset("js")["spec"]["suspend"] is False
     again = condition(c.workloads()["JobSet/js"], "Evicted")
     assert again is not None

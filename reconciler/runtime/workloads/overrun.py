@@ -15,6 +15,7 @@ import structlog
 
 from reconciler.api import Pod, Workload
 from reconciler.core.model.overrun import overrun
+from reconciler.core.scheduling.podsready import Evict, plan_timeout
 from reconciler.runtime.shared.context import Context
 from reconciler.runtime.shared.evictions import Eviction, Evictions
 from reconciler.runtime.shared.store import JobRef
@@ -25,6 +26,8 @@ log = structlog.get_logger(__name__)
 
 # The Evicted condition's reason (and the eviction metric's) for this controller's own rule.
 PODS_EXCEED_CHARGE = "PodsExceedCharge"
+# Kueue's default requeue backoff (waitForPodsReady.requeuingStrategy): base and cap, seconds.
+_BACKOFF_BASE, _BACKOFF_MAX = 60, 3600
 
 
 class Overruns:
@@ -48,7 +51,16 @@ class Overruns:
         log.warning(
             "job runs more pods than charged", job=f"{owner[0]} {owner[1]}/{owner[2]}", detail=message
         )
-        return self.evictions.evict(workload, Eviction(PODS_EXCEED_CHARGE, message, PODS_EXCEED_CHARGE))
+        plan = plan_timeout(
+            workload.status.requeue_state,
+            self.ctx.wall(),
+            limit=None,
+            base_seconds=_BACKOFF_BASE,
+            max_seconds=_BACKOFF_MAX,
+        )
+        assert isinstance(plan, Evict)  # (no limit: never Deactivate)
+        eviction = Eviction(PODS_EXCEED_CHARGE, message, PODS_EXCEED_CHARGE, requeue_state=plan.requeue_state)
+        return self.evictions.evict(workload, eviction)
 
 
 def _controlled_by(pod: Pod, owner: JobRef) -> bool:
