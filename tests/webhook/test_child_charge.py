@@ -15,6 +15,7 @@ from reconciler.api import ObjectMeta
 from reconciler.core.model.workloads import workload_name_for_job
 from reconciler.webhook.handlers import handle, routes
 from tests.support.builders import job_body
+from tests.support.rays import raycluster_body
 
 ON = JobPolicy(
     frameworks=frozenset({"batch/job", "jobset.x-k8s.io/jobset"}),
@@ -122,3 +123,48 @@ async def test_a_parent_that_cannot_be_looked_up_fails_the_request() -> None:
     assert not verdict.allowed
     assert verdict.code == 500
     assert verdict.message.startswith("cannot tell whether the parent of ns/js-workers-0 is admitted")
+
+
+RAY_ON = JobPolicy(
+    frameworks=frozenset({"ray.io/rayjob", "ray.io/raycluster"}),
+    job_kinds=frozenset({("ray.io/v1", "RayJob"), ("ray.io/v1", "RayCluster")}),
+)
+CLUSTER_ROUTE = next(r for r in routes() if r.path == "/validate-ray-io-v1-raycluster")
+RAYJOB_WORKLOAD = workload_name_for_job("js", "js-uid", "RayJob", "ray.io")
+
+
+def ray_child(workers: int) -> dict[str, Any]:
+    """The RayCluster a RayJob named `js` made (no queue label of its own)."""
+    body = raycluster_body("js-raycluster", [("gpu-workers", workers, "gpu-b")], queue=None, suspend=None)
+    body["metadata"]["ownerReferences"] = [
+        {"apiVersion": "ray.io/v1", "kind": "RayJob", "name": "js", "uid": "js-uid", "controller": True}
+    ]
+    return body
+
+
+def _cluster_update(new: dict[str, Any], old: dict[str, Any]) -> AdmissionRequest:
+    return AdmissionRequest(
+        uid="u",
+        resource=GroupVersionResource("ray.io", "v1", "rayclusters"),
+        operation="UPDATE",
+        namespace="ns",
+        object=msgspec.Raw(msgspec.json.encode(new)),
+        old_object=msgspec.Raw(msgspec.json.encode(old)),
+    )
+
+
+@pytest.mark.asyncio
+async def test_a_rayjobs_cluster_given_more_workers_while_admitted_is_refused() -> None:
+    lookups = Lookups(parent_labels=QUEUED, admitted={RAYJOB_WORKLOAD})
+    verdict = await handle(CLUSTER_ROUTE, _cluster_update(ray_child(4), ray_child(2)), RAY_ON, lookups)
+    assert not verdict.allowed
+    (error,) = verdict.errors
+    assert error.field == "spec.workerGroupSpecs"
+    # The head and 4 workers where the head and 2 ran.
+    assert str(error).startswith(
+        "spec.workerGroupSpecs: Forbidden: would run 5 pods where 3 ran: its parent RayJob ns/js"
+    )
+    assert lookups.asked == ["RayJob ns/js", f"Workload ns/{RAYJOB_WORKLOAD}"]
+    # Not admitted yet: allowed (its next admission charges the RayJob as it is then).
+    lookups = Lookups(parent_labels=QUEUED, admitted=set())
+    assert (await handle(CLUSTER_ROUTE, _cluster_update(ray_child(4), ray_child(2)), RAY_ON, lookups)).allowed
