@@ -1,6 +1,6 @@
 """Whether an admitted Workload's job runs more pods than the Workload was charged for.
 
-Beyond Kueue v0.18.1: a managed parent's children (a JobSet's Jobs, a RayJob's cluster) can be
+Beyond Kueue v0.18.1: a managed parent's children (the jobs its controller makes) can be
 edited, or given pods, past what the parent's Workload reserved, and Kueue does not look. Here a
 Workload's running pods (its job's, and those of the jobs its job controls, up the chain) are
 counted against its pod sets: per pod set for pods that carry Kueue's pod set label, and in all.
