@@ -1,12 +1,16 @@
 """Beyond Kueue: an admitted Workload whose job runs more pods than it was charged for (a managed
 parent's child edited past its charge, or given pods of its own) is evicted: its job is stopped,
-its quota kept until the job no longer runs, and it is queued again; the job's Stopped Event and
-the Workload's Evicted condition name the pod set, the counts and the children that run them.
+its quota kept until the job no longer runs, and it is queued again after Kueue's requeue backoff
+(60 s doubled at each repeat, at most an hour, in `status.requeueState`: a parent's controller may
+keep the edited child, which then runs too many pods again at the next admission, so the repeats
+slow down instead of looping). The job's Stopped Event and the Workload's Evicted condition name
+the pod set, the counts and the children that run them.
 
-Kinds stopped by deleting their pods (pods, pod groups) and kinds whose jobs are made from their
-pods keep their own rules for pods beyond their count; so does a job whose pods it controls
-itself (its own spec is what its Workload was made from: a change to it is Kueue's not-matching
-rule's). Every other job, whose pods come through children, is looked at here.
+Jobs that are pods (plain pods, pod groups: excess pods deleted, as Kueue does), kinds stopped by
+deleting their pods and kinds whose jobs are made from their pods keep their own rules for pods
+beyond their count; so does a job whose pods it controls itself (its own spec is what its
+Workload was made from: a change to it is Kueue's not-matching rule's). Every other job, whose
+pods come through children, is looked at here.
 """
 
 from __future__ import annotations
@@ -14,6 +18,7 @@ from __future__ import annotations
 import structlog
 
 from reconciler.api import Pod, Workload
+from reconciler.api.resources import PODS
 from reconciler.core.model.overrun import overrun
 from reconciler.core.scheduling.podsready import Evict, plan_timeout
 from reconciler.runtime.shared.context import Context
@@ -41,8 +46,10 @@ class Overruns:
         integration = self.ctx.store.integrations.get(owner[0])
         if integration is None or integration.stop_deletes or integration.jobs_from_pods:
             return False
-        if all(_controlled_by(pod, owner) for pod in pods):
-            return False
+        if integration.resource == PODS:
+            return False  # pods and pod groups: their own rules (excess pods deleted, as Kueue)
+        if not any(_through_child(pod, owner) for pod in pods):
+            return False  # (its own pods, or pods no controller made: a pod group's)
         found = overrun(workload, pods)
         if found is None:
             return False
@@ -63,6 +70,7 @@ class Overruns:
         return self.evictions.evict(workload, eviction)
 
 
-def _controlled_by(pod: Pod, owner: JobRef) -> bool:
+def _through_child(pod: Pod, owner: JobRef) -> bool:
+    """Whether the pod's controller is another object than the job (one of its children)."""
     ref = next((r for r in pod.metadata.owner_references if r.controller), None)
-    return ref is not None and (ref.kind, ref.name) == (owner[0], owner[2])
+    return ref is not None and (ref.kind, ref.name) != (owner[0], owner[2])
