@@ -333,8 +333,10 @@ async def test_a_rayjob_runs_its_cluster_and_submitter_under_its_workload_and_fi
         body = await kube.get(api_path(RAY_API, "rayjobs", namespace, "first"))
         return (body.get("status") or {}).get("rayClusterName") or None
 
-    name = await wait_for("KubeRay to make the RayJob's cluster", cluster_name, within=60, interval=0.3)
-    cluster = await kube.get(api_path(RAY_API, "rayclusters", namespace, name))
+    name = await wait_for("KubeRay to name the RayJob's cluster", cluster_name, within=60, interval=0.3)
+    # (KubeRay writes the name to the RayJob's status before it creates the cluster.)
+    path = api_path(RAY_API, "rayclusters", namespace, name)
+    cluster = await wait_for("KubeRay to make it", lambda: kube.get_or_none(path), within=60, interval=0.3)
     assert cluster["metadata"]["labels"]["kueue.x-k8s.io/queue-name"] == "lq"
     assert not cluster["spec"].get("suspend")
 
