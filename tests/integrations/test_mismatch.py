@@ -122,7 +122,8 @@ def test_a_job_re_applied_suspended_and_raised_keeps_its_template_and_loses_its_
     reapplied = _with(h, running, parallelism=3, completions=3, suspend=True)
     h.event("MODIFIED", JOBS, reapplied)
     actions = h.take()
-    assert of(actions, "job-restore") == [] and of(actions, "job-suspend") == []
+    assert of(actions, "job-restore") == []
+    assert of(actions, "job-suspend") == []
     (delete,) = of(actions, "delete-workload")
     assert isinstance(delete, Delete)
     assert delete.name == admitted.metadata.name
