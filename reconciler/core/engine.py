@@ -81,12 +81,14 @@ class Engine:
         members = self.cache.cohort_members(name) - {name}
         self.cache.set_broken_cluster_queue(name, reason)
         self.queues.delete_cluster_queue(name)
+        self.scheduler.preemption_skips.pop(name, None)  # its gauge goes with it, as in Kueue
         self.queues.retry(members)
 
     def delete_cluster_queue(self, name: str) -> None:
         members = self.cache.cohort_members(name) - {name}
         self.cache.delete_cluster_queue(name)
         self.queues.delete_cluster_queue(name)
+        self.scheduler.preemption_skips.pop(name, None)  # its gauge goes with it, as in Kueue
         self.queues.retry(members)
 
     def set_cohort(self, model: CohortModel) -> None:

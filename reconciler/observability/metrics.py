@@ -45,6 +45,7 @@ from .inventory_metrics import InventoryCollector, InventorySource
 from .state_metrics import (
     ClusterQueueSample,
     CohortSample,
+    CohortTreeSample,
     DeviceClassSample,
     LocalQueueSample,
     StateCollector,
@@ -56,6 +57,7 @@ from .state_metrics import (
 __all__ = [
     "ClusterQueueSample",
     "CohortSample",
+    "CohortTreeSample",
     "DeviceClassSample",
     "LocalQueueSample",
     "Metrics",

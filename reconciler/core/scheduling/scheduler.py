@@ -43,9 +43,8 @@ __all__ = ["REASON_INADMISSIBLE", "REASON_PENDING", "Admit", "Decision", "Pendin
 
 WorkloadKey = tuple[str, str]
 
-# Kueue's reasons with its granular-reasons feature off, as users of the
-# walkthrough see them: quota waits are "Pending", configuration problems
-# "Inadmissible".
+# Kueue's reasons with its granular-reasons feature off, as users of the walkthrough see them:
+# quota waits are "Pending", configuration problems "Inadmissible".
 REASON_PENDING = "Pending"
 REASON_INADMISSIBLE = "Inadmissible"
 NAMESPACE_MISMATCH = "Workload namespace doesn't match ClusterQueue selector"
@@ -104,6 +103,9 @@ class Scheduler:
     _preempting: dict[str, set[WorkloadKey]] = field(default_factory=dict)
     # What the preempting heads of the current cycle hold (given back when the cycle ends).
     _holds: list[tuple[str, dict[FlavorResource, int]]] = field(default_factory=list)
+    # Preempting heads skipped by ClusterQueue: in this cycle; in the last cycle that had any.
+    _skips: dict[str, int] = field(default_factory=dict)
+    preemption_skips: dict[str, int] = field(default_factory=dict)
 
     def forget(self, key: WorkloadKey) -> None:
         """The workload changed or left: its next verdict is reported whatever it is."""
@@ -118,6 +120,8 @@ class Scheduler:
             for name, usage in self._holds:
                 cache.hold(name, usage, -1)
             self._holds.clear()
+            self.preemption_skips.update(self._skips)
+            self._skips.clear()
 
     def _wake_preempting(self, name: str, queue: PendingQueue) -> None:
         keys = self._preempting.get(name)
@@ -403,6 +407,8 @@ class _QueuePass:
                 scheduler._preempting.setdefault(model.name, set()).add(key)
                 if fresh:
                     out.append(Preempt(key, model.name, fresh))
+            elif targets:  # Kueue's skip: another preemptor of this cycle claimed its targets
+                scheduler._skips[model.name] = scheduler._skips.get(model.name, 0) + 1
         if group != ("preempting", key) and can_be_partial(info):
             smaller = largest_fit(info, self._fit_only)
             if smaller is not None:
