@@ -117,7 +117,7 @@ class Metrics:
         self._declare_wait_histograms(self.registry)
         self._declare_process_metrics(self.registry, version, git_commit, build_date)
         r = self.registry
-        self._evictions = EvictionMetrics(r, lambda: self.role)
+        self.evictions = EvictionMetrics(r, lambda: self.role)
         r.register(StateCollector(self))
         r.register(InventoryCollector(lambda: self.inventory_source))
         self.set_role(role)
@@ -331,7 +331,7 @@ class Metrics:
         (it was True at the eviction) and the eviction's time, the ready-to-evicted histogram."""
         self._evicted.labels(cluster_queue, reason, underlying_cause, priority_class, self.role).inc()
         ready, evicted = _parse_time(pods_ready_since), _parse_time(evicted_at)
-        self._evictions.evicted(
+        self.evictions.evicted(
             cluster_queue,
             reason,
             underlying_cause,
@@ -344,7 +344,7 @@ class Metrics:
         """HOOK: an evicted Workload's quota reservation ended (Evicted=True since `evicted_at`)."""
         since = _parse_time(evicted_at)
         if since is not None:
-            self._evictions.released(cluster_queue, reason, self._now() - since)
+            self.evictions.released(cluster_queue, reason, self._now() - since)
 
     def workload_preempted(self, preempting_cluster_queue: str, reason: str) -> None:
         """HOOK: call where a preemption's eviction is written."""
