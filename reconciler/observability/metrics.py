@@ -42,6 +42,7 @@ from prometheus_client import (
 from .build_info import build_labels
 from .eviction_metrics import EvictionMetrics
 from .inventory_metrics import InventoryCollector, InventorySource
+from .job_metrics import JobMetrics
 from .state_metrics import (
     ClusterQueueSample,
     CohortSample,
@@ -118,6 +119,7 @@ class Metrics:
         self._declare_process_metrics(self.registry, version, git_commit, build_date)
         r = self.registry
         self.evictions = EvictionMetrics(r, lambda: self.role)
+        self.jobs = JobMetrics(r, lambda: self.role)
         r.register(StateCollector(self))
         r.register(InventoryCollector(lambda: self.inventory_source))
         self.set_role(role)

@@ -11,6 +11,7 @@ from __future__ import annotations
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
+from reconciler.api import ObjectMeta, Workload
 from reconciler.observability.metrics import (
     ClusterQueueSample,
     CohortSample,
@@ -107,7 +108,6 @@ EXTRA_LABELS = {
 }
 # Not served.
 EXCEPTIONS = {
-    "kueue_workload_creation_latency_seconds": "not implemented yet: the job-to-Workload creation latency",
     **{
         name: _LQ_OFF
         for name in KUEUE
@@ -141,6 +141,8 @@ def served() -> dict[str, set[str]]:
     metrics.workload_preempted("cq", "InClusterQueue")
     metrics.workload_ready("cq", STAMP, STAMP)
     metrics.eviction_released("cq", "Preempted", STAMP)
+    job = ObjectMeta(name="j", namespace="ns", creation_timestamp=STAMP)
+    metrics.jobs.workload_created("Job", job, Workload(metadata=ObjectMeta(creation_timestamp=LATER)))
     out: dict[str, set[str]] = {}
     for family in text_string_to_metric_families(metrics.render().decode()):
         name = family.name + ("_total" if family.type == "counter" else "")

@@ -1,6 +1,7 @@
 """Kueue's eviction series beyond the plain count, driven end to end over the in-memory API:
 the once-per-reason counter, PodsReady-to-eviction time and the eviction latency (the time from
-Evicted=True until the quota reservation ends), each at the moment Kueue v0.18.1 observes it."""
+Evicted=True until the quota reservation ends), each at the moment Kueue v0.18.1 observes it; and
+the job-to-Workload creation latency."""
 
 from __future__ import annotations
 
@@ -8,6 +9,7 @@ import pytest
 
 from reconciler.api.resources import JOBS
 from reconciler.observability.metrics import Metrics
+from tests.support.builders import job_body
 from tests.support.memory_cluster import T0, Cluster, admitted, condition
 from tests.support.metrics import Samples, scrape, value
 
@@ -84,3 +86,25 @@ def test_a_second_eviction_for_the_same_reason_is_not_counted_once_again() -> No
     labels = {**STOPPED, "underlying_cause": "", "priority_class": ""}
     assert value(got, "kueue_evicted_workloads_total", **labels) == 2
     assert value(got, "kueue_evicted_workloads_once_total", **labels) == 1
+
+
+def test_a_created_workload_observes_the_time_since_its_job_was_created() -> None:
+    c = Cluster()
+    metrics = Metrics("leader", wall_clock=lambda: c.now)
+    c.reconciler.metrics = metrics
+    c.queues(gpus=2)
+    body = job_body("a", claims=[{"name": "g", "resourceClaimTemplateName": "gpu"}])
+    changed = job_body("b", claims=[{"name": "g", "resourceClaimTemplateName": "gpu"}])
+    changed["metadata"]["generation"] = 2  # changed since its creation: not measured, as in Kueue
+    c.api.add(JOBS, body)
+    c.api.add(JOBS, changed)
+    c.now = T0 + 2  # the Workloads are created two seconds after the Jobs
+    c.settle()
+    assert admitted(c, "a")
+    assert admitted(c, "b")
+    got = samples(metrics)
+    labels = {"job_kind": "Job", **ROLE}
+    assert value(got, "kueue_workload_creation_latency_seconds_count", **labels) == 1
+    assert value(got, "kueue_workload_creation_latency_seconds_sum", **labels) == pytest.approx(2.0)
+    assert value(got, "kueue_workload_creation_latency_seconds_bucket", le="1.28", **labels) == 0
+    assert value(got, "kueue_workload_creation_latency_seconds_bucket", le="2.56", **labels) == 1
