@@ -190,7 +190,7 @@ class Metrics:
             "kueue_admission_wait_time_seconds",
             "The time between a workload was created or requeued until admission",
             cq_prio,
-            buckets=buckets,
+            buckets=kueue_buckets(16),  # two more than the others, as Kueue's
             registry=r,
         )
         self._ready_wait = Histogram(

@@ -184,3 +184,16 @@ def test_every_exception_has_a_reason() -> None:
     assert set(EXCEPTIONS) <= set(KUEUE)
     assert all(EXCEPTIONS.values())
     assert all(reason for _labels, reason in EXTRA_LABELS.values())
+
+
+def test_the_admission_wait_histogram_has_kueues_sixteen_buckets() -> None:
+    metrics = Metrics("leader")
+    metrics.quota_reserved("cq", STAMP)
+    text = metrics.render().decode()
+    bounds = {
+        line.split('le="')[1].split('"')[0]
+        for line in text.splitlines()
+        if line.startswith("kueue_admission_wait_time_seconds_bucket")
+    }
+    assert len(bounds) == 17  # 1, 2.5, 5, ... 40960 and +Inf
+    assert "40960.0" in bounds
