@@ -104,7 +104,7 @@ def _cluster_queue(
         parent_cohort=parent,
         root_cohort=root,
         pending_requests=pending,
-        preemption_skips=core.scheduler.preemption_skips.get(name),
+        preemption_skips=core.preemption_skips.get(name),
     )
 
 
