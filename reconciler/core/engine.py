@@ -102,7 +102,6 @@ class Engine:
         members = self.cache.cohort_members(name) - {name}
         self.cache.set_broken_cluster_queue(name, reason)
         self.queues.delete_cluster_queue(name)
-        self.preemption_skips.pop(name, None)  # its gauge goes with it, as in Kueue
         self.queues.retry(members)
 
     def delete_cluster_queue(self, name: str) -> None:
