@@ -306,13 +306,13 @@ class Jobs:
             ctx.dirty.jobs.add((self.kind, *key))  # the template can be restored now (or the next step taken)
 
     def _workload_created(self, done: WriteDone) -> None:
-        ctx = self.ctx
-        key = done.key
+        ctx, key = self.ctx, done.key
         if done.ok and done.body is not None:
             ctx.apply_workload_write(key, done.body)
             job = ctx.store.job(ctx.store.owner(key))
             if job is not None:
                 ctx.events.emit(job, "Normal", "CreatedWorkload", f"Created Workload: {key[0]}/{key[1]}")
+                ctx.metrics.jobs.workload_created(self.kind, job.metadata, ctx.store.workloads.get(key))
         else:
             ctx.write_failed(done, expected=(Conflict,))
 
