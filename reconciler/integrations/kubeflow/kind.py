@@ -53,7 +53,6 @@ def replica_job_kind(
                 ("get", "list", "watch", "patch"),
                 f"{what}: suspended, started and their\npod templates restored with a merge patch.",
             ),
-            Access(resource.group, (f"{resource.plural}/status",), ("patch",)),
             Access(
                 resource.group,
                 (f"{resource.plural}/finalizers",),
