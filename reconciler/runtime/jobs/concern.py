@@ -24,6 +24,8 @@ from reconciler.core.primitives.priority import (
 )
 from reconciler.integrations import (
     CHILD_SUSPENDED,
+    Adopt,
+    AwaitPrebuilt,
     CreateWorkload,
     DeleteMismatched,
     Finish,
@@ -43,6 +45,7 @@ from reconciler.integrations import (
     known_of,
     suspend_child,
 )
+from reconciler.integrations.prebuilt import MISSING_WORKLOAD
 from reconciler.kube import Conflict, NotFound
 from reconciler.runtime.jobs.finish import JobFinish
 from reconciler.runtime.shared.actions import Create, Delete, MergePatch, Purpose, WriteDone
@@ -168,10 +171,17 @@ class Jobs:
                 )
             if step.create:
                 self._create_workload(job, wl_key)
+        elif isinstance(step, AwaitPrebuilt):
+            if self._write(job, "job-suspend", step.suspend):
+                self.ctx.events.emit(job, "Normal", "Stopped", MISSING_WORKLOAD)
         elif workload is None:
             return
+        elif isinstance(step, Adopt):
+            # (Kueue's adoption writes no Event.)
+            self._update_workload(job, workload, "workload-owners", step.patch, None, look_again=True)
         elif isinstance(step, Finish):
-            self.finishing.finish(workload, step.outcome.succeeded, step.outcome.message)
+            outcome = step.outcome
+            self.finishing.finish(workload, outcome.succeeded, outcome.message, reason=outcome.reason)
         elif isinstance(step, Start):
             self._write(job, "job-start", step.patch)
         elif isinstance(step, Suspend):
@@ -217,23 +227,32 @@ class Jobs:
         self._update_workload(job, workload, "workload-update", patch, message, look_again=True)
 
     def _update_workload(
-        self, job: Any, workload: Workload, purpose: Purpose, patch: object, message: str, *, look_again: bool
+        self,
+        job: Any,
+        workload: Workload,
+        purpose: Purpose,
+        patch: object,
+        message: str | None,
+        *,
+        look_again: bool,
     ) -> None:
         """Patch the job's Workload; once it lands, the cache takes the answer and the job gets
-        Kueue's `UpdatedWorkload` Event (`look_again`: the job is reconciled after either way)."""
+        Kueue's `UpdatedWorkload` Event unless `message` is None (`look_again`: the job is
+        reconciled after either way)."""
         ctx, meta = self.ctx, workload.metadata
 
         def done(result: WriteDone) -> None:
             if result.ok and result.body is not None:
                 ctx.apply_workload_write(result.key, result.body)
                 ctx.dirty.workload(result.key, own_write=True)
-                ctx.events.emit(job, "Normal", "UpdatedWorkload", message)
+                if message is not None:
+                    ctx.events.emit(job, "Normal", "UpdatedWorkload", message)
             else:
                 ctx.write_failed(result, expected=(NotFound, Conflict))
             if look_again:
                 ctx.dirty.jobs.add(self._ref(job))
 
-        body = msgspec.json.encode(patch)
+        body = patch if isinstance(patch, bytes) else msgspec.json.encode(patch)
         ctx.write(MergePatch(purpose, WORKLOADS, meta.namespace, meta.name, body, on_done=done))
 
     def _create_workload(self, job: Any, wl_key: Key) -> None:
