@@ -20,6 +20,8 @@ The session test-bed has one GPU and the ClusterQueue one GPU of quota.
 from __future__ import annotations
 
 import asyncio
+import subprocess
+import sys
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 from typing import Any
@@ -28,7 +30,7 @@ import pytest
 import pytest_asyncio
 import yaml
 
-from e2e.support.deploy import ControllerProcess, free_port, install_crds
+from e2e.support.deploy import ROOT, ControllerProcess, free_port, install_crds
 from e2e.support.kuberay import RAY_API, KubeRayProcess, install_kuberay_crds, kuberay_build
 from e2e.support.queues import drop_queues, make_queues
 from e2e.support.webhooks import (
@@ -258,7 +260,7 @@ async def cluster_pods(kube: KubeClient, namespace: str, cluster: str) -> list[O
 
 @pytest.mark.asyncio
 async def test_a_raycluster_runs_as_one_workload_and_the_next_waits_for_its_quota(
-    served: str, kube: KubeClient
+    served: str, kube: KubeClient, testbed: Testbed
 ) -> None:
     namespace = served
     first = await create(kube, raycluster("first", namespace))
@@ -271,6 +273,15 @@ async def test_a_raycluster_runs_as_one_workload_and_the_next_waits_for_its_quot
     pending = await workload_where(kube, namespace, second, "QuotaReserved", "False")
     assert status_condition(pending, "QuotaReserved")["message"] == waiting_message(namespace)
     assert (await kube.get(api_path(RAY_API, "rayclusters", namespace, "second")))["spec"]["suspend"] is True
+    # `reconciler explain` takes the kind by its name and finds its Workload.
+    argv = [sys.executable, "-m", "reconciler.cli", "explain", "raycluster", f"{namespace}/second"]
+    argv += ["--kubeconfig", str(testbed.kubeconfig)]
+    words = await asyncio.to_thread(
+        subprocess.run, argv, capture_output=True, text=True, cwd=ROOT, timeout=60, check=False
+    )
+    assert words.returncode == 0, words.stderr
+    said = f"RayCluster {namespace}/second is PENDING: it waits for quota"
+    assert words.stdout.startswith(said), words.stdout
 
     # KubeRay makes the pods; placed on the GPU node by their flavor, the worker's claim allocated.
     async def running() -> list[Obj] | None:

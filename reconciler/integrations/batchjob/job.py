@@ -84,8 +84,17 @@ class BatchJob(SuspendableJob):
         return None
 
     def reclaimable_pods(self, obj: Job) -> Mapping[str, int]:
-        # Kueue reclaims a Job's pods only while completions exceed parallelism: not tracked here.
-        return {}
+        """As Kueue's Job: once fewer completions remain than the parallelism, the pods beyond
+        them are reclaimable (none for a parallelism of 1, or before any pod succeeded)."""
+        parallelism = 1 if obj.spec.parallelism is None else obj.spec.parallelism
+        succeeded = obj.status.succeeded
+        if parallelism == 1 or succeeded == 0:
+            return {}
+        completions = parallelism if obj.spec.completions is None else obj.spec.completions
+        remaining = completions - succeeded
+        if remaining >= parallelism:
+            return {}
+        return {JOB_POD_SET: parallelism - remaining}
 
     def owns(self, obj: Job, owner_kind: str, owner_api_version: str, owner_name: str) -> bool:
         return owner_kind == "Job" and owner_api_version == "batch/v1" and owner_name == obj.metadata.name
