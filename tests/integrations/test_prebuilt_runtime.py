@@ -87,7 +87,8 @@ def _admitted(h: Harness) -> Workload:
     h.reconciler.handle(WriteDone(admit, body=msgspec.json.encode(admitted)))
     h.event("MODIFIED", WORKLOADS, admitted)
     actions = h.take()
-    assert not of(actions, "finish") and not of(actions, "delete-workload")
+    assert not of(actions, "finish")
+    assert not of(actions, "delete-workload")
     return admitted
 
 
@@ -177,7 +178,8 @@ def test_a_job_that_no_longer_matches_its_prebuilt_workload_finishes_it_out_of_s
     h.event("ADDED", JOBS, job)
     _adopted(h, workload, job)
     actions = h.take()
-    assert not of(actions, "delete-workload") and not of(actions, "workload-update")
+    assert not of(actions, "delete-workload")
+    assert not of(actions, "workload-update")
     (finish,) = of(actions, "finish")
     (cond,) = [
         c for c in msgspec.json.decode(finish.patch)["status"]["conditions"] if c["type"] == "Finished"
@@ -200,5 +202,6 @@ def test_a_workload_controlled_by_another_object_is_not_adopted() -> None:
     h.take()
     h.event("ADDED", JOBS, _worker_job(h, suspend=False))
     actions = h.take()
-    assert not of(actions, "workload-owners") and not of(actions, "create-workload")
+    assert not of(actions, "workload-owners")
+    assert not of(actions, "create-workload")
     assert of(actions, "job-suspend")
