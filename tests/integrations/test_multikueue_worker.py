@@ -6,6 +6,7 @@ copy of the job naming it in `kueue.x-k8s.io/prebuilt-workload-name`:
 - a JobSet (as a batch/v1 Job) adopts it instead of creating one of its own and starts with the
   worker pod label on every replicated job;
 - the manager's cleanup (the job deleted, then the Workload) frees the quota for the next one;
+- metrics count the manager's Workloads per origin, ClusterQueue and status;
 - an eviction on the manager (DeactivationTarget, reason EvictedOnManagerCluster, written on the
   worker's copy) deactivates and evicts the worker's Workload and suspends its job.
 """
@@ -22,10 +23,13 @@ from reconciler.integrations.prebuilt import (
     MULTIKUEUE_WORKER_POD_LABEL,
     PREBUILT_WORKLOAD_KEY,
 )
+from reconciler.observability.metrics import Metrics
+from reconciler.runtime.loop.snapshot import state_snapshot
 from tests.support.builders import job_body
 from tests.support.jobset_queues import TWO, condition, queues
 from tests.support.jobsets import jobset_body
 from tests.support.memory_cluster import GPU, T0, Cluster
+from tests.support.metrics import scrape, value
 
 ORIGIN = "multikueue"
 # JobSets and Jobs, GPUs through deviceClassMappings; waitForPodsReady as v1beta2 defaults it
@@ -197,3 +201,19 @@ def test_an_eviction_on_the_manager_deactivates_the_workers_workload_and_suspend
     assert worker.job("a")["spec"]["suspend"] is True
     assert not _holds_quota(stored)
     assert worker.used_gpus() == 0
+
+
+def test_metrics_count_a_managers_workloads_per_origin_queue_and_status() -> None:
+    worker = jobset_cluster()
+    queues(worker, gpus=1)
+    worker.api.add(WORKLOADS, _job_workload("a"))
+    worker.api.add(WORKLOADS, _job_workload("b"))
+    worker.api.add(JOBS, _gpu_job("c"))  # this cluster's own: not counted
+    worker.settle()
+    metrics = Metrics("leader")
+    metrics.state_source = lambda: state_snapshot(worker.reconciler)
+    _, samples = scrape(metrics)
+    family = "dra_quota_multikueue_workloads"
+    assert value(samples, family, origin=ORIGIN, cluster_queue="cq", status="admitted") == 1
+    assert value(samples, family, origin=ORIGIN, cluster_queue="cq", status="pending") == 1
+    assert sum(v for (name, _), v in samples.items() if name == family) == 2

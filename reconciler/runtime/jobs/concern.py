@@ -49,7 +49,8 @@ from reconciler.integrations.prebuilt import MISSING_WORKLOAD
 from reconciler.kube import Conflict, NotFound
 from reconciler.runtime.jobs.finish import JobFinish
 from reconciler.runtime.jobs.reclaimable import ReclaimablePods
-from reconciler.runtime.shared.actions import Create, Delete, MergePatch, Purpose, WriteDone
+from reconciler.runtime.jobs.workload_patch import patch_workload
+from reconciler.runtime.shared.actions import Create, Delete, MergePatch, WriteDone
 from reconciler.runtime.shared.context import Context
 from reconciler.runtime.shared.events import WORKLOAD_API
 from reconciler.runtime.shared.evictions import Evictions
@@ -181,7 +182,9 @@ class Jobs:
             return
         elif isinstance(step, Adopt):
             # (Kueue's adoption writes no Event.)
-            self._update_workload(job, workload, "workload-owners", step.patch, None, look_again=True)
+            patch_workload(
+                self.ctx, job, workload, "workload-owners", step.patch, None, look_again=self._ref(job)
+            )
         elif isinstance(step, Finish):
             outcome = step.outcome
             self.finishing.finish(workload, outcome.succeeded, outcome.message, reason=outcome.reason)
@@ -227,36 +230,7 @@ class Jobs:
         meta = workload.metadata
         patch = {"metadata": {"resourceVersion": meta.resource_version}, "spec": {"podSets": pod_sets}}
         message = f"Updated not matching Workload for suspended job: {meta.namespace}/{meta.name}"
-        self._update_workload(job, workload, "workload-update", patch, message, look_again=True)
-
-    def _update_workload(
-        self,
-        job: Any,
-        workload: Workload,
-        purpose: Purpose,
-        patch: object,
-        message: str | None,
-        *,
-        look_again: bool,
-    ) -> None:
-        """Patch the job's Workload; once it lands, the cache takes the answer and the job gets
-        Kueue's `UpdatedWorkload` Event unless `message` is None (`look_again`: the job is
-        reconciled after either way)."""
-        ctx, meta = self.ctx, workload.metadata
-
-        def done(result: WriteDone) -> None:
-            if result.ok and result.body is not None:
-                ctx.apply_workload_write(result.key, result.body)
-                ctx.dirty.workload(result.key, own_write=True)
-                if message is not None:
-                    ctx.events.emit(job, "Normal", "UpdatedWorkload", message)
-            else:
-                ctx.write_failed(result, expected=(NotFound, Conflict))
-            if look_again:
-                ctx.dirty.jobs.add(self._ref(job))
-
-        body = patch if isinstance(patch, bytes) else msgspec.json.encode(patch)
-        ctx.write(MergePatch(purpose, WORKLOADS, meta.namespace, meta.name, body, on_done=done))
+        patch_workload(self.ctx, job, workload, "workload-update", patch, message, look_again=self._ref(job))
 
     def _create_workload(self, job: Any, wl_key: Key) -> None:
         ctx = self.ctx
@@ -300,7 +274,7 @@ class Jobs:
             return
         patch = {"spec": {"priority": update.value, "priorityClassRef": msgspec.to_builtins(update.ref)}}
         message = f"Updated workload priority class: {meta.namespace}/{meta.name}"
-        self._update_workload(job, workload, "workload-priority", patch, message, look_again=False)
+        patch_workload(self.ctx, job, workload, "workload-priority", patch, message, look_again=None)
 
     def priority_classes_changed(self) -> None:
         """A class appeared or changed: jobs still without a Workload may resolve now."""
