@@ -1,0 +1,215 @@
+"""This controller as a MultiKueue worker under a real Kueue v0.18.1 manager (issue 41).
+
+Two control planes: the manager (a test-bed of its own without nodes) runs Kueue v0.18.1 with
+MultiKueue, its ClusterQueue guarded by the MultiKueue AdmissionCheck over one worker; the worker
+is the session test-bed (a node with a Tesla T4, the fake DRA driver) running this controller.
+A GPU Job submitted on the manager is copied to the worker as Kueue's manager does it (the
+Workload first, ownerless with the origin label; the Job after, naming it as its prebuilt
+Workload); the worker admits the Workload (the GPU charged through deviceClassMappings), the Job
+adopts it, runs with the worker pod label and completes; the manager sees the Workload finish
+and mirrors the Job's status. `reconciler explain` on the worker names the manager.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import subprocess
+import sys
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+
+from e2e.conformance.kueue import KueueProcess, kueue_build
+from e2e.support.deploy import ROOT, ControllerProcess
+from e2e.support.multikueue import (
+    MANAGER_CONFIGURATION,
+    ORIGIN,
+    Manager,
+    connect_worker,
+    install_manager,
+    manager_queues,
+    register_webhooks,
+)
+from e2e.support.queues import drop_queues, make_queues
+from e2e.support.workloads import KUEUE
+from e2e.testbed import KubeClient, Testbed, api_path
+from e2e.testbed.scenario import status_condition, wait_for
+from e2e.testbed.spec import TestbedSpec
+from reconciler.integrations.batchjob import job_workload_name
+
+pytestmark = [pytest.mark.testbed, pytest.mark.timeout(420)]
+
+Obj = dict[str, Any]
+WORKER = "worker1"
+ORIGIN_LABEL = "kueue.x-k8s.io/multikueue-origin"
+PREBUILT = "kueue.x-k8s.io/prebuilt-workload-name"
+
+
+@pytest.fixture(scope="module")
+def manager(
+    testbed: Testbed, controller: ControllerProcess, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[Manager]:
+    """The manager's control plane and Kueue, connected to the session test-bed as its worker
+    (its Kueue CRDs installed and this controller running: the `controller` fixture)."""
+    build = kueue_build()
+    missing = build.missing()
+    if missing:
+        pytest.fail(f"Kueue is not built ({missing[0]}): run e2e/setup.sh --kueue")
+    workdir = tmp_path_factory.mktemp("multikueue")
+    bed = Testbed(run_dir=workdir / "manager-bed", spec=TestbedSpec(nodes=[]))
+    bed.start()
+    kueue = KueueProcess(build, bed.kubeconfig, workdir, MANAGER_CONFIGURATION)
+    running = Manager(bed, kueue)
+    try:
+
+        async def install() -> None:
+            async with KubeClient.from_kubeconfig(bed.kubeconfig) as kube:
+                await install_manager(kube, build)
+
+        asyncio.run(install())
+        kueue.start(bed.pki.serving_cert, bed.pki.serving_key)
+        kueue.wait_ready()
+
+        async def connect() -> None:
+            async with KubeClient.from_kubeconfig(bed.kubeconfig) as kube:
+                await register_webhooks(kube, running, build)
+                await connect_worker(kube, WORKER, testbed.kubeconfig)
+
+        asyncio.run(connect())
+        yield running
+    except BaseException:
+        print(f"kueue log tail:\n{kueue.log_tail(60)}", file=sys.stderr)
+        raise
+    finally:
+        kueue.stop()
+        bed.stop()
+
+
+def gpu_job(name: str, namespace: str, run_seconds: int) -> Obj:
+    return {
+        "apiVersion": "batch/v1",
+        "kind": "Job",
+        "metadata": {"name": name, "namespace": namespace, "labels": {"kueue.x-k8s.io/queue-name": "lq"}},
+        "spec": {
+            "suspend": True,
+            "template": {
+                "metadata": {"annotations": {"testbed.dra-quota.dev/run-seconds": str(run_seconds)}},
+                "spec": {
+                    "restartPolicy": "Never",
+                    "resourceClaims": [{"name": "gpu", "resourceClaimTemplateName": "single-gpu"}],
+                    "containers": [
+                        {
+                            "name": "main",
+                            "image": "busybox",
+                            "resources": {"requests": {"cpu": "1"}, "claims": [{"name": "gpu"}]},
+                        }
+                    ],
+                },
+            },
+        },
+    }
+
+
+async def _condition(kube: KubeClient, path: str, kind: str) -> Obj | None:
+    obj = await kube.get_or_none(path)
+    if obj is None:
+        return None
+    cond = status_condition(obj, kind)
+    return obj if cond.get("status") == "True" else None
+
+
+async def _gone(kube: KubeClient, path: str) -> bool:
+    return await kube.get_or_none(path) is None
+
+
+def _explain(kubeconfig: str, ref: str) -> Obj:
+    out = subprocess.run(
+        [
+            str(ROOT / ".venv/bin/reconciler"),
+            "explain",
+            "workload",
+            ref,
+            "--kubeconfig",
+            kubeconfig,
+            "-o",
+            "json",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert out.returncode == 0, out.stderr
+    result: Obj = json.loads(out.stdout)
+    return result
+
+
+@pytest.mark.asyncio
+async def test_a_gpu_job_from_a_kueue_manager_runs_on_this_controllers_worker(
+    manager: Manager, controller: ControllerProcess, kube: KubeClient, namespace: str
+) -> None:
+    await make_queues(kube, namespace, gpus=1)
+    try:
+        async with KubeClient.from_kubeconfig(manager.bed.kubeconfig) as mk:
+            device_class = await kube.get(
+                api_path("resource.k8s.io/v1", "deviceclasses", name="gpu.nvidia.com")
+            )
+            await manager_queues(mk, namespace, device_class, gpus=2)
+            job = await mk.create(api_path("batch/v1", "jobs", namespace), gpu_job("a", namespace, 3))
+            # Kueue's webhook on the manager hands the Job to MultiKueue.
+            assert job["spec"].get("managedBy") == "kueue.x-k8s.io/multikueue"
+            name = job_workload_name("a", job["metadata"]["uid"])
+            worker_wl = api_path(KUEUE, "workloads", namespace, name)
+            # The worker admits the manager's copy; the Job that follows adopts it and runs.
+            admitted = await wait_for(
+                "the worker's Workload admitted", lambda: _condition(kube, worker_wl, "Admitted"), within=120
+            )
+            assert admitted["metadata"]["labels"][ORIGIN_LABEL] == ORIGIN
+            usage = admitted["status"]["admission"]["podSetAssignments"][0]["resourceUsage"]
+            assert usage["nvidia.com/gpu"] == "1"
+            # (Asked now: once the manager's Workload finishes, it deletes its copies on the worker.)
+            explained = await asyncio.to_thread(_explain, str(controller.kubeconfig), f"{namespace}/{name}")
+            assert explained["origin"] == ORIGIN
+            worker_job_path = api_path("batch/v1", "jobs", namespace, "a")
+            try:
+                done = await wait_for(
+                    "the worker's Job to complete",
+                    lambda: _condition(kube, worker_job_path, "Complete"),
+                    within=120,
+                )
+            except AssertionError:
+                for client, path in ((kube, worker_job_path), (kube, worker_wl), (mk, worker_wl)):
+                    print(json.dumps(await client.get_or_none(path), indent=1), file=sys.stderr)
+                print(manager.kueue.log_tail(80), file=sys.stderr)
+                raise
+            # (An annotation: Kueue's WorkloadIdentifierAnnotations, on by default in v0.18.1.)
+            assert done["metadata"]["annotations"][PREBUILT] == name
+            owned = await kube.get(worker_wl)
+            assert [(r["kind"], r["uid"]) for r in owned["metadata"]["ownerReferences"]] == [
+                ("Job", done["metadata"]["uid"])
+            ]
+            pods, _ = await kube.list_all(
+                api_path("v1", "pods", namespace), {"labelSelector": "batch.kubernetes.io/job-name=a"}
+            )
+            assert pods
+            assert all(
+                p["metadata"]["labels"].get("kueue.x-k8s.io/multikueue-worker-workload-pod") == "true"
+                for p in pods
+            )
+            # The manager: its Workload finished from the worker's, its Job's status mirrored.
+            manager_wl = api_path(KUEUE, "workloads", namespace, name)
+            finished = await wait_for(
+                "the manager's Workload to finish", lambda: _condition(mk, manager_wl, "Finished"), within=120
+            )
+            assert status_condition(finished, "Finished")["reason"] == "Succeeded"
+            assert finished["status"]["clusterName"] == WORKER
+            manager_job = api_path("batch/v1", "jobs", namespace, "a")
+            await wait_for(
+                "the manager's Job to complete", lambda: _condition(mk, manager_job, "Complete"), within=60
+            )
+            # Then the manager removes its copies from the worker: the Job, then the Workload.
+            await wait_for("the worker's copies removed", lambda: _gone(kube, worker_wl), within=90)
+    finally:
+        await drop_queues(kube, namespace)
