@@ -45,6 +45,7 @@ Obj = dict[str, Any]
 WORKER = "worker1"
 ORIGIN_LABEL = "kueue.x-k8s.io/multikueue-origin"
 PREBUILT = "kueue.x-k8s.io/prebuilt-workload-name"
+WORKER_POD_LABEL = "kueue.x-k8s.io/multikueue-worker-workload-pod"
 
 
 @pytest.fixture(scope="module")
@@ -120,6 +121,14 @@ async def _condition(kube: KubeClient, path: str, kind: str) -> Obj | None:
     return obj if cond.get("status") == "True" else None
 
 
+async def _pods(kube: KubeClient, namespace: str) -> list[Obj] | None:
+    """The worker Job's pods once one runs."""
+    pods, _ = await kube.list_all(
+        api_path("v1", "pods", namespace), {"labelSelector": "batch.kubernetes.io/job-name=a"}
+    )
+    return pods if any(p.get("status", {}).get("phase") == "Running" for p in pods) else None
+
+
 async def _gone(kube: KubeClient, path: str) -> bool:
     return await kube.get_or_none(path) is None
 
@@ -157,7 +166,7 @@ async def test_a_gpu_job_from_a_kueue_manager_runs_on_this_controllers_worker(
                 api_path("resource.k8s.io/v1", "deviceclasses", name="gpu.nvidia.com")
             )
             await manager_queues(mk, namespace, device_class, gpus=2)
-            job = await mk.create(api_path("batch/v1", "jobs", namespace), gpu_job("a", namespace, 3))
+            job = await mk.create(api_path("batch/v1", "jobs", namespace), gpu_job("a", namespace, 20))
             # Kueue's webhook on the manager hands the Job to MultiKueue.
             assert job["spec"].get("managedBy") == "kueue.x-k8s.io/multikueue"
             name = job_workload_name("a", job["metadata"]["uid"])
@@ -169,36 +178,21 @@ async def test_a_gpu_job_from_a_kueue_manager_runs_on_this_controllers_worker(
             assert admitted["metadata"]["labels"][ORIGIN_LABEL] == ORIGIN
             usage = admitted["status"]["admission"]["podSetAssignments"][0]["resourceUsage"]
             assert usage["nvidia.com/gpu"] == "1"
-            # (Asked now: once the manager's Workload finishes, it deletes its copies on the worker.)
-            explained = await asyncio.to_thread(_explain, str(controller.kubeconfig), f"{namespace}/{name}")
-            assert explained["origin"] == ORIGIN
+            # While the Job runs (20 s): once the manager's Workload finishes, it deletes its copies.
             worker_job_path = api_path("batch/v1", "jobs", namespace, "a")
-            try:
-                done = await wait_for(
-                    "the worker's Job to complete",
-                    lambda: _condition(kube, worker_job_path, "Complete"),
-                    within=120,
-                )
-            except AssertionError:
-                for client, path in ((kube, worker_job_path), (kube, worker_wl), (mk, worker_wl)):
-                    print(json.dumps(await client.get_or_none(path), indent=1), file=sys.stderr)
-                print(manager.kueue.log_tail(80), file=sys.stderr)
-                raise
+            pods = await wait_for("the worker's Job to run", lambda: _pods(kube, namespace), within=120)
+            assert all(p["metadata"]["labels"].get(WORKER_POD_LABEL) == "true" for p in pods)
+            running = await kube.get(worker_job_path)
             # (An annotation: Kueue's WorkloadIdentifierAnnotations, on by default in v0.18.1.)
-            assert done["metadata"]["annotations"][PREBUILT] == name
+            assert running["metadata"]["annotations"][PREBUILT] == name
             owned = await kube.get(worker_wl)
             assert [(r["kind"], r["uid"]) for r in owned["metadata"]["ownerReferences"]] == [
-                ("Job", done["metadata"]["uid"])
+                ("Job", running["metadata"]["uid"])
             ]
-            pods, _ = await kube.list_all(
-                api_path("v1", "pods", namespace), {"labelSelector": "batch.kubernetes.io/job-name=a"}
-            )
-            assert pods
-            assert all(
-                p["metadata"]["labels"].get("kueue.x-k8s.io/multikueue-worker-workload-pod") == "true"
-                for p in pods
-            )
-            # The manager: its Workload finished from the worker's, its Job's status mirrored.
+            explained = await asyncio.to_thread(_explain, str(controller.kubeconfig), f"{namespace}/{name}")
+            assert explained["origin"] == ORIGIN
+            assert explained["state"] == "admitted"
+            # The manager: its Workload finished from the worker's, the worker Job's status mirrored.
             manager_wl = api_path(KUEUE, "workloads", namespace, name)
             finished = await wait_for(
                 "the manager's Workload to finish", lambda: _condition(mk, manager_wl, "Finished"), within=120
