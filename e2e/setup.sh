@@ -11,13 +11,13 @@
 #   4. with --node: a real node's parts (e2e/kubelet/): Debian's runc, containernetworking-plugins,
 #      busybox-static, iptables and iproute2 (as root, where missing), and build-binaries.sh --node (kubelet,
 #      containerd, crictl; cached).
-# Options (e2e/test.sh passes --image --node --jobset --lws --kuberay): --jobset builds JobSet's manager for
+# Options (e2e/test.sh passes --image --node --jobset --lws --kuberay --kueue): --jobset builds JobSet's manager for
 # e2e/test_controller_jobset.py (build-binaries.sh --jobset; cached by version); --lws builds
 # LeaderWorkerSet's manager for e2e/test_controller_lws.py (build-binaries.sh --lws; cached by
 # version); --kuberay builds KubeRay's ray-operator for e2e/test_controller_ray.py
 # (build-binaries.sh --kuberay; cached by version); --kueue also builds Kueue's manager (only for
-# recording Kueue's results, `python -m e2e.conformance --record`, or the live side-by-side
-# run; CI compares with the recordings and does not build it); --image does step 3 (needs root
+# recording Kueue's results, `python -m e2e.conformance --record`, the live side-by-side
+# run, and the MultiKueue manager of e2e/test_multikueue.py; CI compares with the recordings); --image does step 3 (needs root
 # where Docker or the base image is missing); --node does step 4 (e2e/test_real_kubelet.py).
 # With $PHASE_TIMES naming a file (e2e/test.sh), each part's wall time is appended to it as
 # `set-up: PART<TAB>SECONDS` (build-binaries.sh adds one line per build).
