@@ -12,6 +12,8 @@ from collections.abc import Collection, Mapping
 from dataclasses import dataclass
 from typing import Any, NamedTuple
 
+from msgspec.structs import replace
+
 from reconciler.api import Admission, PodSet, ResourceFlavor, Workload
 from reconciler.api.meta import LabelSelector
 from reconciler.core.model.jobs import PODSET_LABEL
@@ -225,6 +227,7 @@ def pod_set_starts(
     worker's pod label)."""
     labels = admission_node_labels(admission, flavors)
     tolerations = admission_tolerations(admission, flavors)
+    counts = {a.name: a.count for a in admission.pod_set_assignments}
     return [
         PodSetStart(
             name=ps.name,
@@ -232,8 +235,24 @@ def pod_set_starts(
             tolerations=tolerations.get(ps.name, []),
             labels={PODSET_LABEL: ps.name, **labels_for_all},
             annotations=_EMPTY,
+            count=counts.get(ps.name),
         )
         for ps in pod_sets
+    ]
+
+
+def expected_pod_sets(workload: Workload) -> list[PodSet]:
+    """The pod sets a job of this Workload runs: as recorded, but for a pod set admitted with
+    fewer pods (partial admission, a `minCount`), which runs the admitted count (Kueue's
+    expectedRunningPodSets)."""
+    recorded = workload.spec.pod_sets
+    admission = workload.status.admission
+    if admission is None or all(ps.min_count is None for ps in recorded):
+        return recorded
+    counts = {a.name: a.count for a in admission.pod_set_assignments}
+    return [
+        ps if ps.min_count is None or counts.get(ps.name) is None else replace(ps, count=counts[ps.name])
+        for ps in recorded
     ]
 
 
@@ -251,7 +270,8 @@ def _mismatch(
     (`lenient`: tolerations left out of the comparison; `reserved`: the quota is held); a
     `prebuilt` one is finished instead (OutOfSync)."""
     pod_sets = integration.pod_sets(obj)
-    if equivalent(pod_sets, workload.spec.pod_sets, admitted=lenient):
+    recorded = expected_pod_sets(workload) if reserved else workload.spec.pod_sets
+    if equivalent(pod_sets, recorded, admitted=lenient):
         if memo is not None:
             memo.record(obj.metadata, workload.metadata, admitted=lenient)
         return None
