@@ -15,34 +15,22 @@ from __future__ import annotations
 import asyncio
 import json
 import subprocess
-import sys
 from collections.abc import Iterator
 from typing import Any
 
 import pytest
 
-from e2e.conformance.kueue import KueueProcess, kueue_build
 from e2e.support.deploy import ROOT, ControllerProcess
-from e2e.support.multikueue import (
-    MANAGER_CONFIGURATION,
-    ORIGIN,
-    Manager,
-    connect_worker,
-    install_manager,
-    manager_queues,
-    register_webhooks,
-)
+from e2e.support.multikueue import ORIGIN, WORKER, Manager, manager_queues, running_manager
 from e2e.support.queues import drop_queues, make_queues
 from e2e.support.workloads import KUEUE
 from e2e.testbed import KubeClient, Testbed, api_path
 from e2e.testbed.scenario import status_condition, wait_for
-from e2e.testbed.spec import TestbedSpec
 from reconciler.integrations.batchjob import job_workload_name
 
 pytestmark = [pytest.mark.testbed, pytest.mark.timeout(420)]
 
 Obj = dict[str, Any]
-WORKER = "worker1"
 ORIGIN_LABEL = "kueue.x-k8s.io/multikueue-origin"
 PREBUILT = "kueue.x-k8s.io/prebuilt-workload-name"
 WORKER_POD_LABEL = "kueue.x-k8s.io/multikueue-worker-workload-pod"
@@ -54,38 +42,8 @@ def manager(
 ) -> Iterator[Manager]:
     """The manager's control plane and Kueue, connected to the session test-bed as its worker
     (its Kueue CRDs installed and this controller running: the `controller` fixture)."""
-    build = kueue_build()
-    missing = build.missing()
-    if missing:
-        pytest.fail(f"Kueue is not built ({missing[0]}): run e2e/setup.sh --kueue")
-    workdir = tmp_path_factory.mktemp("multikueue")
-    bed = Testbed(run_dir=workdir / "manager-bed", spec=TestbedSpec(nodes=[]))
-    bed.start()
-    kueue = KueueProcess(build, bed.kubeconfig, workdir, MANAGER_CONFIGURATION)
-    running = Manager(bed, kueue)
-    try:
-
-        async def install() -> None:
-            async with KubeClient.from_kubeconfig(bed.kubeconfig) as kube:
-                await install_manager(kube, build)
-
-        asyncio.run(install())
-        kueue.start(bed.pki.serving_cert, bed.pki.serving_key)
-        kueue.wait_ready()
-
-        async def connect() -> None:
-            async with KubeClient.from_kubeconfig(bed.kubeconfig) as kube:
-                await register_webhooks(kube, running, build)
-                await connect_worker(kube, WORKER, testbed.kubeconfig)
-
-        asyncio.run(connect())
+    with running_manager(tmp_path_factory.mktemp("multikueue"), testbed.kubeconfig) as running:
         yield running
-    except BaseException:
-        print(f"kueue log tail:\n{kueue.log_tail(60)}", file=sys.stderr)
-        raise
-    finally:
-        kueue.stop()
-        bed.stop()
 
 
 def gpu_job(name: str, namespace: str, run_seconds: int) -> Obj:

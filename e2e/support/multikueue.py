@@ -8,33 +8,47 @@ MultiKueue AdmissionCheck and a ClusterQueue that uses it.
 
 from __future__ import annotations
 
+import asyncio
 import base64
+import sys
+from collections.abc import Awaitable, Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import yaml
 
-from e2e.conformance.kueue import KueueBuild, KueueProcess, webhook_configurations
+from e2e.conformance.kueue import (
+    WEBHOOK_GROUPS,
+    KueueBuild,
+    KueueProcess,
+    kueue_build,
+    webhook_configurations,
+)
 from e2e.support.deploy import apply_objects
 from e2e.support.webhooks import wait_until_jobs_are_suspended
 from e2e.support.workloads import KUEUE
 from e2e.testbed import KubeClient, Testbed, api_path
 from e2e.testbed.scenario import single_gpu_claim_template, status_condition, wait_for
+from e2e.testbed.spec import TestbedSpec
 
 __all__ = [
     "CHECK",
     "MANAGER_CONFIGURATION",
     "ORIGIN",
+    "WORKER",
     "Manager",
     "connect_worker",
     "embedded_kubeconfig",
     "install_manager",
     "manager_queues",
+    "running_manager",
 ]
 
 Obj = dict[str, Any]
 ORIGIN = "mk-e2e"
+WORKER = "worker1"
 CHECK = "multikueue"
 SYSTEM = "kueue-system"
 GPU_CLASS = "gpu.nvidia.com"
@@ -77,10 +91,62 @@ async def install_manager(kube: KubeClient, build: KueueBuild) -> None:
     await apply_objects(kube, [{"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": SYSTEM}}])
 
 
-async def register_webhooks(kube: KubeClient, manager: Manager, build: KueueBuild) -> None:
+async def register_webhooks(
+    kube: KubeClient, manager: Manager, build: KueueBuild, groups: frozenset[str] = WEBHOOK_GROUPS
+) -> None:
     ca = manager.bed.pki.ca_cert.read_bytes()
-    await apply_objects(kube, webhook_configurations(build.webhooks, manager.kueue.webhook_port, ca))
+    await apply_objects(kube, webhook_configurations(build.webhooks, manager.kueue.webhook_port, ca, groups))
     await wait_until_jobs_are_suspended(kube, "default")
+
+
+Install = Callable[[KubeClient], Awaitable[None]]
+
+
+@contextmanager
+def running_manager(
+    workdir: Path,
+    worker_kubeconfig: Path,
+    *,
+    frameworks: tuple[str, ...] = ("batch/job",),
+    webhook_groups: frozenset[str] = WEBHOOK_GROUPS,
+    install: Install | None = None,
+) -> Iterator[Manager]:
+    """A manager control plane (no nodes) running Kueue with MultiKueue over one worker, `worker1`
+    (`install`: what else its API needs first, e.g. a kind's CRD); stopped on exit."""
+    build = kueue_build()
+    missing = build.missing()
+    if missing:
+        raise RuntimeError(f"Kueue is not built ({missing[0]}): run e2e/setup.sh --kueue")
+    bed = Testbed(run_dir=workdir / "manager-bed", spec=TestbedSpec(nodes=[]))
+    bed.start()
+    config = {**MANAGER_CONFIGURATION, "integrations": {"frameworks": list(frameworks)}}
+    kueue = KueueProcess(build, bed.kubeconfig, workdir, config)
+    manager = Manager(bed, kueue)
+    try:
+
+        async def prepare() -> None:
+            async with KubeClient.from_kubeconfig(bed.kubeconfig) as kube:
+                await install_manager(kube, build)
+                if install is not None:
+                    await install(kube)
+
+        asyncio.run(prepare())
+        kueue.start(bed.pki.serving_cert, bed.pki.serving_key)
+        kueue.wait_ready()
+
+        async def connect() -> None:
+            async with KubeClient.from_kubeconfig(bed.kubeconfig) as kube:
+                await register_webhooks(kube, manager, build, webhook_groups)
+                await connect_worker(kube, WORKER, worker_kubeconfig)
+
+        asyncio.run(connect())
+        yield manager
+    except BaseException:
+        print(f"kueue log tail:\n{kueue.log_tail(60)}", file=sys.stderr)
+        raise
+    finally:
+        kueue.stop()
+        bed.stop()
 
 
 async def connect_worker(kube: KubeClient, name: str, worker_kubeconfig: Path) -> None:
