@@ -10,6 +10,7 @@ adopts it, runs with the worker pod label and completes; the manager sees the Wo
 and mirrors the Job's status. `reconciler explain` on the worker names the manager. A JobSet
 goes the same way, run on the worker by the real JobSet controller (none on the manager, where
 JobSet's CRD is installed and Kueue's webhook hands the JobSet to MultiKueue by `spec.managedBy`).
+The worker's controller killed once a copy has reached the worker: reserved once, run once.
 """
 
 from __future__ import annotations
@@ -268,5 +269,61 @@ async def test_a_jobset_from_a_kueue_manager_runs_on_this_controllers_worker(
                 "the manager's JobSet completed", lambda: _condition(mk, manager_js, "Completed"), within=60
             )
             await wait_for("the worker's copies removed", lambda: _gone(kube, worker_wl), within=90)
+    finally:
+        await drop_queues(kube, namespace)
+
+
+async def _reasons(kube: KubeClient, namespace: str, name: str) -> list[str]:
+    """The reasons of the Events about Workload `name` on the worker (repeated by their count)."""
+    events, _ = await kube.list_all(
+        api_path("v1", "events", namespace), {"fieldSelector": f"involvedObject.name={name}"}
+    )
+    return [
+        e["reason"]
+        for e in events
+        if e["involvedObject"].get("kind") == "Workload"
+        for _ in range(e.get("count") or 1)
+    ]
+
+
+@pytest.mark.asyncio
+async def test_the_workers_controller_killed_during_a_dispatch_admits_once_and_loses_nothing(
+    manager: Manager,
+    controller: ControllerProcess,  # noqa: F811
+    kube: KubeClient,
+    namespace: str,
+) -> None:
+    await make_queues(kube, namespace, gpus=1)
+    try:
+        async with KubeClient.from_kubeconfig(manager.bed.kubeconfig) as mk:
+            device_class = await kube.get(
+                api_path("resource.k8s.io/v1", "deviceclasses", name="gpu.nvidia.com")
+            )
+            await manager_queues(mk, namespace, device_class, gpus=2)
+            job = await mk.create(api_path("batch/v1", "jobs", namespace), gpu_job("k", namespace, 8))
+            name = job_workload_name("k", job["metadata"]["uid"])
+            worker_wl = api_path(KUEUE, "workloads", namespace, name)
+            # The manager's copy has reached the worker: the worker's controller dies (SIGKILL).
+            await wait_for(
+                "the manager's copy on the worker", lambda: kube.get_or_none(worker_wl), within=120
+            )
+            await asyncio.to_thread(controller.kill)
+            await asyncio.sleep(1.0)
+            await asyncio.to_thread(controller.start)
+            await controller.wait_ready_async()
+            manager_wl = api_path(KUEUE, "workloads", namespace, name)
+            finished = await wait_for(
+                "the manager's Workload to finish", lambda: _condition(mk, manager_wl, "Finished"), within=180
+            )
+            assert status_condition(finished, "Finished")["reason"] == "Succeeded"
+            assert finished["status"]["clusterName"] == WORKER
+            done = await wait_for(
+                "the manager's Job to complete",
+                lambda: _condition(mk, api_path("batch/v1", "jobs", namespace, "k"), "Complete"),
+                within=60,
+            )
+            # Its one pod ran once, on the worker; the worker reserved quota for it once.
+            assert (done["status"].get("succeeded"), done["status"].get("failed", 0)) == (1, 0)
+            assert (await _reasons(kube, namespace, name)).count("QuotaReserved") == 1
     finally:
         await drop_queues(kube, namespace)
