@@ -40,6 +40,7 @@ class ResourceGroup(ApiStruct):
 class FlavorFungibility(ApiStruct):
     when_can_borrow: str = "MayStopSearch"
     when_can_preempt: str = "TryNextFlavor"
+    preference: str | None = None
 
 
 class BorrowWithinCohort(ApiStruct):

@@ -49,6 +49,7 @@ __all__ = [
     "Suspend",
     "UpdateMismatched",
     "decide",
+    "expected_pod_sets",
     "is_managed",
     "known_of",
     "pod_set_starts",

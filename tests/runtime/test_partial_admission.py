@@ -21,7 +21,9 @@ from reconciler.integrations.base import PodSetStart
 from reconciler.webhook.handlers import handle, routes
 from tests.support.builders import job_body
 from tests.support.explain_state import decode
-from tests.support.memory_cluster import Cluster, admitted
+from tests.support.memory_cluster import Cluster, admitted, condition
+
+PODS_READY = "All pods reached readiness and the workload is running"
 
 MIN = "kueue.x-k8s.io/job-min-parallelism"
 SYNC = "kueue.x-k8s.io/job-completions-equal-parallelism"
@@ -76,6 +78,10 @@ def test_a_job_that_does_not_fit_whole_runs_with_the_pods_that_fit_and_keeps_run
     c.settle()
     assert admitted(c, "wide")  # the smaller Job still matches its Workload: not stopped
     assert c.job("wide")["spec"]["suspend"] is False
+    # Its three admitted pods ready: the Workload's pods are all ready (three, not five).
+    c.api.change(JOBS, "ns", "wide", {"status": {"ready": 3, "active": 3}})
+    c.settle()
+    assert condition(c.workload("wide"), "PodsReady") == ("True", "Started", PODS_READY)
 
 
 def test_a_job_without_the_annotation_waits_whole() -> None:
