@@ -26,10 +26,16 @@ import pytest
 from e2e.conformance.kueue import WEBHOOK_GROUPS
 from e2e.support.deploy import ROOT, ControllerProcess
 from e2e.support.jobset import install_jobset_crds
-from e2e.support.multikueue import ORIGIN, WORKER, Manager, manager_queues, running_manager
+from e2e.support.multikueue import (
+    ORIGIN,
+    WORKER,
+    Manager,
+    manager_queues,
+    running_manager,
+    worker_with_jobset,
+)
 from e2e.support.queues import drop_queues, make_queues
 from e2e.support.workloads import KUEUE
-from e2e.test_controller_jobset import controller, jobset_manager  # noqa: F401  (the worker's)
 from e2e.testbed import KubeClient, Testbed, api_path
 from e2e.testbed.names import RUN_SECONDS_ANNOTATION
 from e2e.testbed.scenario import status_condition, wait_for
@@ -46,14 +52,22 @@ JOBSET_API = "jobset.x-k8s.io/v1alpha2"
 
 
 @pytest.fixture(scope="module")
+def controller(testbed: Testbed, tmp_path_factory: pytest.TempPathFactory) -> Iterator[ControllerProcess]:
+    """The worker (the session test-bed): this controller (batch/v1 Jobs and JobSets) and the
+    real JobSet controller."""
+    with worker_with_jobset(testbed, tmp_path_factory.mktemp("multikueue-worker")) as process:
+        yield process
+
+
+@pytest.fixture(scope="module")
 def manager(
     testbed: Testbed,
-    controller: ControllerProcess,  # noqa: F811
+    controller: ControllerProcess,
     tmp_path_factory: pytest.TempPathFactory,
 ) -> Iterator[Manager]:
     """The manager's control plane and Kueue (batch/v1 Jobs and JobSets, JobSet's CRD), connected
     to the session test-bed as its worker, where this controller and JobSet's run (the
-    `controller` and `jobset_manager` fixtures of test_controller_jobset.py)."""
+    `controller` fixture)."""
     with running_manager(
         tmp_path_factory.mktemp("multikueue"),
         testbed.kubeconfig,
@@ -134,7 +148,7 @@ def _explain(kubeconfig: str, ref: str) -> Obj:
 @pytest.mark.asyncio
 async def test_a_gpu_job_from_a_kueue_manager_runs_on_this_controllers_worker(
     manager: Manager,
-    controller: ControllerProcess,  # noqa: F811
+    controller: ControllerProcess,
     kube: KubeClient,
     namespace: str,
 ) -> None:
@@ -225,7 +239,7 @@ async def _running_pods(kube: KubeClient, namespace: str) -> list[Obj] | None:
 @pytest.mark.asyncio
 async def test_a_jobset_from_a_kueue_manager_runs_on_this_controllers_worker(
     manager: Manager,
-    controller: ControllerProcess,  # noqa: F811
+    controller: ControllerProcess,
     kube: KubeClient,
     namespace: str,
 ) -> None:
@@ -289,7 +303,7 @@ async def _reasons(kube: KubeClient, namespace: str, name: str) -> list[str]:
 @pytest.mark.asyncio
 async def test_the_workers_controller_killed_during_a_dispatch_admits_once_and_loses_nothing(
     manager: Manager,
-    controller: ControllerProcess,  # noqa: F811
+    controller: ControllerProcess,
     kube: KubeClient,
     namespace: str,
 ) -> None:

@@ -26,10 +26,12 @@ from e2e.conformance.kueue import (
     kueue_build,
     webhook_configurations,
 )
-from e2e.support.deploy import apply_objects
-from e2e.support.webhooks import wait_until_jobs_are_suspended
+from e2e.support.deploy import ControllerProcess, apply_objects, install_crds
+from e2e.support.jobset import JobSetProcess, install_jobset_crds, jobset_build, jobset_webhooks
+from e2e.support.webhooks import register, unregister, wait_until_jobs_are_suspended
 from e2e.support.workloads import KUEUE
 from e2e.testbed import KubeClient, Testbed, api_path
+from e2e.testbed.names import DEVICE_CLASS_NAME
 from e2e.testbed.scenario import single_gpu_claim_template, status_condition, wait_for
 from e2e.testbed.spec import TestbedSpec
 
@@ -44,6 +46,7 @@ __all__ = [
     "install_manager",
     "manager_queues",
     "running_manager",
+    "worker_with_jobset",
 ]
 
 Obj = dict[str, Any]
@@ -243,3 +246,48 @@ async def manager_queues(kube: KubeClient, namespace: str, device_class: Obj, gp
     ]
     await apply_objects(kube, objects)
     return cq
+
+
+@contextmanager
+def worker_with_jobset(bed: Testbed, workdir: Path) -> Iterator[ControllerProcess]:
+    """The worker's side on `bed`: JobSet's manager with its CRD and webhooks, Kueue's CRDs, and
+    this controller with the batch/job and jobset frameworks, GPUs charged through DRA."""
+    build = jobset_build()
+    missing = build.missing()
+    if missing:
+        raise RuntimeError(f"JobSet {build.version} is not built ({missing}): run e2e/setup.sh --jobset")
+    jobset = JobSetProcess(build, bed.kubeconfig, workdir / "jobset")
+
+    async def up() -> list[Obj]:
+        async with KubeClient.from_kubeconfig(bed.kubeconfig) as kube:
+            await install_jobset_crds(kube, build)
+            await install_crds(kube)
+            jobset.start()
+            await jobset.wait_ready_async()
+            return await register(kube, jobset_webhooks(build, jobset.webhook_port, jobset.ca_pem))
+
+    hooks = asyncio.run(up())
+    config = {
+        "apiVersion": "config.kueue.x-k8s.io/v1beta2",
+        "kind": "Configuration",
+        "integrations": {"frameworks": ["batch/job", "jobset.x-k8s.io/jobset"]},
+        "resources": {
+            "deviceClassMappings": [{"name": "nvidia.com/gpu", "deviceClassNames": [DEVICE_CLASS_NAME]}]
+        },
+    }
+    (workdir / "config.yaml").write_text(yaml.safe_dump(config))
+    controller = ControllerProcess(workdir / "config.yaml", bed.kubeconfig, workdir / "controller.log")
+    controller.start()
+    try:
+        controller.wait_ready()
+        yield controller
+    finally:
+        code = controller.stop()
+
+        async def down() -> None:
+            async with KubeClient.from_kubeconfig(bed.kubeconfig) as kube:
+                await unregister(kube, hooks)
+
+        asyncio.run(down())
+        jobset.stop()
+        assert code == 0, f"the controller did not stop cleanly (exit {code}):\n{controller.log_tail(30)}"
