@@ -11,11 +11,13 @@
 #   4. with --node: a real node's parts (e2e/kubelet/): Debian's runc, containernetworking-plugins,
 #      busybox-static, iptables and iproute2 (as root, where missing), and build-binaries.sh --node (kubelet,
 #      containerd, crictl; cached).
-# Options (e2e/test.sh passes --image --node --jobset --lws --kuberay --kueuectl --kueue): --jobset builds JobSet's manager for
+# Options (e2e/test.sh passes --image --node --jobset --lws --trainer --kuberay --kueuectl --kueue): --jobset builds JobSet's manager for
 # e2e/test_controller_jobset.py (build-binaries.sh --jobset; cached by version); --lws builds
 # LeaderWorkerSet's manager for e2e/test_controller_lws.py (build-binaries.sh --lws; cached by
-# version); --kuberay builds KubeRay's ray-operator for e2e/test_controller_ray.py
-# (build-binaries.sh --kuberay; cached by version); --kueuectl builds Kueue's kubectl plugin and kubectl for
+# version); --trainer builds Kubeflow Trainer's manager for e2e/test_controller_trainjob.py and the
+# trainjob conformance scenario (build-binaries.sh --trainer; cached by version); --kuberay builds
+# KubeRay's ray-operator for e2e/test_controller_ray.py (build-binaries.sh --kuberay; cached by
+# version); --kueuectl builds Kueue's kubectl plugin and kubectl for
 # e2e/test_visibility.py (build-binaries.sh --kueuectl; cached by version); --kueue also builds Kueue's manager (for
 # recording Kueue's results, `python -m e2e.conformance --record`, the live side-by-side
 # run, and the MultiKueue manager of e2e/test_multikueue.py; CI compares with the recordings); --image does step 3 (needs root
@@ -54,9 +56,9 @@ binaries_args=()
 with_image=0
 for arg in "$@"; do
   case "$arg" in
-    --kueue | --jobset | --lws | --kuberay | --kueuectl | --node) binaries_args+=("$arg") ;;
+    --kueue | --jobset | --lws | --trainer | --kuberay | --kueuectl | --node) binaries_args+=("$arg") ;;
     --image) with_image=1 ;;
-    *) log "usage: $0 [--kueue] [--jobset] [--lws] [--kuberay] [--kueuectl] [--image] [--node]"; exit 2 ;;
+    *) log "usage: $0 [--kueue] [--jobset] [--lws] [--trainer] [--kuberay] [--kueuectl] [--image] [--node]"; exit 2 ;;
   esac
 done
 if [[ " ${binaries_args[*]} " == *" --node "* ]]; then

@@ -26,6 +26,9 @@ KIND_STRINGS = frozenset(
         "batch/job",
         "jobset.x-k8s.io/jobset",
         "leaderworkerset.x-k8s.io/leaderworkerset",
+        "TrainJob",
+        "trainer.kubeflow.org/v1alpha1",
+        "trainer.kubeflow.org/trainjob",
     }
 )
 KIND_NAMES = frozenset(
@@ -40,6 +43,9 @@ KIND_NAMES = frozenset(
         "JOBSET",
         "LEADER_WORKER_SET",
         "POD",
+        "TrainJob",
+        "TRAINJOB",
+        "TRAINJOBS",
     }
 )
 KIND_MODULES = (
@@ -49,6 +55,8 @@ KIND_MODULES = (
     "reconciler.integrations.pods",
     "reconciler.api.jobset",
     "reconciler.api.lws",
+    "reconciler.integrations.trainjob",
+    "reconciler.api.trainer",
 )
 
 # Where a kind is still named outside the integrations, and why. Each entry is a module and the
