@@ -245,6 +245,10 @@ async def manager_queues(kube: KubeClient, namespace: str, device_class: Obj, gp
         },
     ]
     await apply_objects(kube, objects)
+    # Kueue's webhook hands a job to MultiKueue (spec.managedBy) only once its cache knows the
+    # ClusterQueue and its check: wait for that before anything is submitted.
+    await _active(kube, api_path(KUEUE, "clusterqueues", name=cq))
+    await _active(kube, api_path(KUEUE, "localqueues", namespace, "lq"))
     return cq
 
 
