@@ -29,6 +29,10 @@
 # module hash checked as for --kueue), and kubectl of the control plane's Kubernetes module build,
 # for e2e/test_visibility.py (~4 min cold; kubectl ~5 min more on a loaded 2-core machine).
 #
+# --kueue-perf builds Kueue's scheduler-performance runner (test/performance/scheduler/runner of
+# sigs.k8s.io/kueue@$KUEUE_VERSION) and its checker (the Go test of .../scheduler/checker, as a test
+# binary) and copies its configs/, for bench/kueue_perf.py.
+
 # --node builds what a real node needs (e2e/kubelet/run.sh): the kubelet of the same
 # Kubernetes module build (in the control plane's `go build`), containerd (containerd, containerd-shim-runc-v2, ctr) from
 # github.com/containerd/containerd/v2@$CONTAINERD_VERSION and crictl from
@@ -43,6 +47,7 @@ with_trainer=0
 with_kuberay=0
 with_kueuectl=0
 with_node=0
+with_kueue_perf=0
 for arg in "$@"; do
   case "$arg" in
     --kueue) with_kueue=1 ;;
@@ -52,7 +57,8 @@ for arg in "$@"; do
     --kuberay) with_kuberay=1 ;;
     --kueuectl) with_kueuectl=1 ;;
     --node) with_node=1 ;;
-    *) echo "usage: $0 [--kueue] [--jobset] [--lws] [--trainer] [--kuberay] [--kueuectl] [--node]" >&2; exit 2 ;;
+    --kueue-perf) with_kueue_perf=1 ;;
+    *) echo "usage: $0 [--kueue] [--jobset] [--lws] [--trainer] [--kuberay] [--kueuectl] [--kueue-perf] [--node]" >&2; exit 2 ;;
   esac
 done
 
@@ -68,6 +74,7 @@ helm_dir="$cache/helm-$HELM_VERSION"
 prometheus_dir="$cache/prometheus-$PROMETHEUS_VERSION"
 monitoring_crds_dir="$cache/prometheus-operator-crds-$PROMETHEUS_OPERATOR_VERSION"
 kueue_dir="$cache/kueue-$KUEUE_VERSION-trainer-$TRAINER_VERSION"
+kueue_perf_dir="$cache/kueue-perf-$KUEUE_VERSION"
 jobset_dir="$cache/jobset-$JOBSET_VERSION"
 lws_dir="$cache/lws-$LWS_VERSION"
 trainer_dir="$cache/trainer-$TRAINER_VERSION"
@@ -550,6 +557,42 @@ build_kueuectl() {
 
 # timed LABEL FUNCTION: runs it; with $PHASE_TIMES naming a file (e2e/test.sh), appends
 # `set-up: LABEL<TAB>SECONDS` to it for the test command's table of phase times.
+# Kueue's scheduler-performance runner and checker, built from its module unmodified: a scratch
+# module in $kueue_perf_dir/src requires sigs.k8s.io/kueue@$KUEUE_VERSION and builds its packages
+# from the module cache. Kueue's test/util (imported by the runner) needs
+# github.com/kubeflow/trainer/v2 at a pseudo-version the module proxy refuses, so the scratch module
+# requires trainer v2.2.1 (the release that pseudo-version precedes; Go's version selection takes
+# it). Kueue's own files are not touched; its module hash is checked against KUEUE_MODULE_SUM.
+build_kueue_perf() {
+  if [[ -x "$kueue_perf_dir/bin/runner" && -x "$kueue_perf_dir/bin/checker.test" && -d "$kueue_perf_dir/configs" ]]; then
+    log "kueue-perf $KUEUE_VERSION: cached in $kueue_perf_dir"
+    return
+  fi
+  log "kueue-perf $KUEUE_VERSION: building Kueue's scheduler-performance runner and checker"
+  rm -rf "$kueue_perf_dir/src"
+  mkdir -p "$kueue_perf_dir/src" "$kueue_perf_dir/bin"
+  cd "$kueue_perf_dir/src"
+  printf 'module dra-quota-testbed/kueue-perf\n\ngo 1.26.0\n' > go.mod
+  printf '//go:build tools\n\npackage tools\n\nimport _ "sigs.k8s.io/kueue/test/performance/scheduler/runner"\n' > tools.go
+  export GONOSUMDB=sigs.k8s.io/kueue
+  go mod edit -require="sigs.k8s.io/kueue@$KUEUE_VERSION" -require=github.com/kubeflow/trainer/v2@v2.2.1
+  local pkg=sigs.k8s.io/kueue/test/performance/scheduler
+  go build -v -trimpath -o "$kueue_perf_dir/bin/runner.tmp" "$pkg/runner" 2>&1 | progress kueue-perf
+  local sum
+  sum=$(sed -n "s#^sigs.k8s.io/kueue $KUEUE_VERSION \(h1:.*\)\$#\1#p" go.sum)
+  [[ "$sum" == "$KUEUE_MODULE_SUM" ]] || { log "kueue-perf: module hash $sum, expected $KUEUE_MODULE_SUM"; exit 1; }
+  go test -c -trimpath -o "$kueue_perf_dir/bin/checker.test" "$pkg/checker"
+  mv "$kueue_perf_dir/bin/runner.tmp" "$kueue_perf_dir/bin/runner"
+  local dir
+  dir=$(go list -m -f '{{.Dir}}' "sigs.k8s.io/kueue")
+  rm -rf "$kueue_perf_dir/configs"
+  cp -r "$dir/test/performance/scheduler/configs" "$kueue_perf_dir/configs"
+  chmod -R u+w "$kueue_perf_dir/configs"
+  cd "$kueue_perf_dir"
+  rm -rf "$kueue_perf_dir/src"
+  log "kueue-perf: done ($kueue_perf_dir/bin/runner, bin/checker.test, configs/)"
+}
+
 timed() {
   local began=$SECONDS
   ( cd "$here"; "$2" )
@@ -573,6 +616,7 @@ if [[ $with_lws == 1 ]]; then timed "lws" build_lws; fi
 if [[ $with_trainer == 1 ]]; then timed "trainer" build_trainer; fi
 if [[ $with_kuberay == 1 ]]; then timed "kuberay" build_kuberay; fi
 if [[ $with_kueuectl == 1 ]]; then timed "kueuectl" build_kueuectl; fi
+if [[ $with_kueue_perf == 1 ]]; then timed "kueue-perf" build_kueue_perf; fi
 if [[ $with_node == 1 ]]; then
   timed "containerd" build_containerd
   timed "crictl" build_crictl

@@ -20,7 +20,8 @@
 # version); --kueuectl builds Kueue's kubectl plugin and kubectl for
 # e2e/test_visibility.py (build-binaries.sh --kueuectl; cached by version); --kueue also builds Kueue's manager (for
 # recording Kueue's results, `python -m e2e.conformance --record`, the live side-by-side
-# run, and the MultiKueue manager of e2e/test_multikueue.py; CI compares with the recordings); --image does step 3 (needs root
+# run, and the MultiKueue manager of e2e/test_multikueue.py; CI compares with the recordings); --kueue-perf builds Kueue's
+# scheduler-performance runner and checker for bench/kueue_perf.py (not in CI); --image does step 3 (needs root
 # where Docker or the base image is missing); --node does step 4 (e2e/test_real_kubelet.py).
 # With $PHASE_TIMES naming a file (e2e/test.sh), each part's wall time is appended to it as
 # `set-up: PART<TAB>SECONDS` (build-binaries.sh adds one line per build).
@@ -56,9 +57,9 @@ binaries_args=()
 with_image=0
 for arg in "$@"; do
   case "$arg" in
-    --kueue | --jobset | --lws | --trainer | --kuberay | --kueuectl | --node) binaries_args+=("$arg") ;;
+    --kueue | --kueue-perf | --jobset | --lws | --trainer | --kuberay | --kueuectl | --node) binaries_args+=("$arg") ;;
     --image) with_image=1 ;;
-    *) log "usage: $0 [--kueue] [--jobset] [--lws] [--trainer] [--kuberay] [--kueuectl] [--image] [--node]"; exit 2 ;;
+    *) log "usage: $0 [--kueue] [--kueue-perf] [--jobset] [--lws] [--trainer] [--kuberay] [--kueuectl] [--image] [--node]"; exit 2 ;;
   esac
 done
 if [[ " ${binaries_args[*]} " == *" --node "* ]]; then
