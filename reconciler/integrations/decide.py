@@ -104,16 +104,20 @@ class Known(NamedTuple):
     updating: bool = False
     starting: bool = False  # the job's start is in flight
     adopting: bool = False  # the job's adoption of its prebuilt Workload is in flight
+    stopping: bool = False  # the runtime stopped the job because its Workload no longer matches
 
 
 # The facts while no write is in flight for the Workload, by (admitted, starting): built once.
 _QUIET = {(a, s): Known(admitted=a, starting=s) for a in (False, True) for s in (False, True)}
 
 
-def known_of(admitted: bool, writes: Collection[str], *, deleted: bool, starting: bool) -> Known:
+def known_of(
+    admitted: bool, writes: Collection[str], *, deleted: bool, starting: bool, stopping: bool = False
+) -> Known:
     """`Known` from the purposes of the Workload's writes in flight (`writes`), whether it is
-    one the runtime asked to delete (`deleted`) and whether the job's start is in flight."""
-    if not writes and not deleted:
+    one the runtime asked to delete (`deleted`), whether the job's start is in flight and whether
+    the runtime stopped the job for not matching its Workload (`stopping`)."""
+    if not writes and not deleted and not stopping:
         return _QUIET[admitted, starting]  # (most decisions)
     return Known(
         admitted=admitted,
@@ -124,6 +128,7 @@ def known_of(admitted: bool, writes: Collection[str], *, deleted: bool, starting
         updating="workload-update" in writes,
         starting=starting,
         adopting="workload-owners" in writes,
+        stopping=stopping,
     )
 
 
@@ -284,13 +289,22 @@ def _mismatch(
         return NOTHING if suspended else Suspend(Patch(integration.suspend_patch(obj)))
     if not suspended:
         return DeleteMismatched(Patch(integration.suspend_patch(obj)), delete=False)
-    if integration.restore_pending(obj):
-        # The templates come back as the Workload recorded them before it goes (Kueue's stopJob).
+    if integration.restore_pending(obj) and (not reserved or known.stopping or _evicted(workload)):
+        # The templates come back as the Workload recorded them before it goes (Kueue's stopJob,
+        # when the runtime stopped it). A job suspended by someone else while its Workload holds
+        # quota keeps its templates: Kueue only deletes that Workload.
         patch = integration.restore_patch(obj, workload.spec.pod_sets)
         return NOTHING if patch is None else Restore(patch)
     if not reserved:
         return UpdateMismatched(pod_sets)
     return DeleteMismatched(None, delete=True)
+
+
+def _evicted(workload: Workload) -> bool:
+    for c in workload.status.conditions:
+        if c.type == "Evicted":
+            return c.status == "True"
+    return False
 
 
 def decide(

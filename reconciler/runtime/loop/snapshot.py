@@ -27,6 +27,7 @@ from reconciler.observability.metrics import (
     WatchSample,
 )
 from reconciler.runtime.loop.reconciler import Reconciler
+from reconciler.runtime.loop.snapshot_tree import cohort_tree_samples, pending_requests, tree_place
 
 __all__ = ["state_snapshot", "watch_samples"]
 
@@ -55,7 +56,9 @@ def _finished_by_cluster_queue(reconciler: Reconciler) -> Counter[str]:
     return counts
 
 
-def _cluster_queue(reconciler: Reconciler, name: str, finished: int) -> ClusterQueueSample:
+def _cluster_queue(
+    reconciler: Reconciler, name: str, finished: int, pending: dict[str, float]
+) -> ClusterQueueSample:
     core = reconciler.core
     cq = reconciler.cluster_queues.get(name)
     status: Literal["pending", "active", "terminating"]
@@ -83,6 +86,7 @@ def _cluster_queue(reconciler: Reconciler, name: str, finished: int) -> ClusterQ
         used[(flavor, resource)] = base_units(resource, amount)
     active, inadmissible = core.queues.pending_counts(name)
     holders = core.ledger.holder_count(name)
+    parent, root = tree_place(core, name)
     return ClusterQueueSample(
         name=name,
         status=status,
@@ -98,6 +102,10 @@ def _cluster_queue(reconciler: Reconciler, name: str, finished: int) -> ClusterQ
         borrowing_limit=borrowing,
         lending_limit=lending,
         weighted_share=_cq_share(reconciler, name),
+        parent_cohort=parent,
+        root_cohort=root,
+        pending_requests=pending,
+        preemption_skips=core.preemption_skips.get(name),
     )
 
 
@@ -132,8 +140,10 @@ def state_snapshot(
     reconciler: Reconciler, informers: Sequence[Informer[Any]] = (), inbox_depth: int = 0
 ) -> StateSnapshot:
     finished = _finished_by_cluster_queue(reconciler)
+    pending = pending_requests(reconciler.core)
     cluster_queues = [
-        _cluster_queue(reconciler, name, finished[name]) for name in sorted(reconciler.cluster_queues)
+        _cluster_queue(reconciler, name, finished[name], pending.get(name, {}))
+        for name in sorted(reconciler.cluster_queues)
     ]
     local_queues = []
     for namespace, name in sorted(reconciler.local_queues):
@@ -147,6 +157,7 @@ def state_snapshot(
         inbox_depth,
         device_class_samples(reconciler),
         _cohort_samples(reconciler),
+        cohort_tree_samples(reconciler.core),
         _multikueue_counts(reconciler),
     )
 

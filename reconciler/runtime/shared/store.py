@@ -80,6 +80,9 @@ class Store:
     _job_of: dict[Key, JobRef] = field(default_factory=dict)
     # The job that owns a stored Workload: the index's own lookup (no Python call on hot paths).
     owner: Callable[[Key], JobRef | None] = field(init=False, repr=False, compare=False)
+    # Told of every Workload version stored (from an event or our own write's response), with
+    # the one it replaces.
+    on_workload: Callable[[Workload | None, Workload], None] | None = None
 
     def __post_init__(self) -> None:
         self.owner = self._job_of.get
@@ -148,6 +151,8 @@ class Store:
             return self.workloads.pop(key, None)
         previous = self.workloads.get(key)
         self.workloads[key] = workload
+        if self.on_workload is not None:
+            self.on_workload(previous, workload)
         if previous is None or previous.metadata.owner_references != workload.metadata.owner_references:
             owner = owner_ref(workload, self.integrations)
             if owner is None:
