@@ -23,10 +23,20 @@ from reconciler.core.scheduling.flavors import admission_node_labels, admission_
 
 from .base import Integration, Outcome, Patch, PodSetStart
 from .equivalence import MatchMemo, equivalent
+from .prebuilt import (
+    OUT_OF_SYNC_MESSAGE,
+    OUT_OF_SYNC_REASON,
+    adoption_patch,
+    controlled_elsewhere,
+    prebuilt_name,
+    worker_pod_labels,
+)
 
 __all__ = [
     "PODSET_LABEL",
     "SYSTEM_NAMESPACE",
+    "Adopt",
+    "AwaitPrebuilt",
     "CreateWorkload",
     "DeleteMismatched",
     "Finish",
@@ -93,6 +103,7 @@ class Known(NamedTuple):
     deleting: bool = False
     updating: bool = False
     starting: bool = False  # the job's start is in flight
+    adopting: bool = False  # the job's adoption of its prebuilt Workload is in flight
     stopping: bool = False  # the runtime stopped the job because its Workload no longer matches
 
 
@@ -116,6 +127,7 @@ def known_of(
         deleting=deleted or "delete-workload" in writes,
         updating="workload-update" in writes,
         starting=starting,
+        adopting="workload-owners" in writes,
         stopping=stopping,
     )
 
@@ -135,6 +147,21 @@ class CreateWorkload:
 
     suspend: Patch | None
     create: bool
+
+
+@dataclass(frozen=True, slots=True)
+class AwaitPrebuilt:
+    """The prebuilt Workload the job names is missing: the job is stopped and waits for it
+    (Kueue's handleJobWithNoWorkload for a prebuilt name)."""
+
+    suspend: Patch
+
+
+@dataclass(frozen=True, slots=True)
+class Adopt:
+    """The job becomes its prebuilt Workload's controller owner (a metadata merge patch)."""
+
+    patch: bytes
 
 
 @dataclass(frozen=True, slots=True)
@@ -183,6 +210,8 @@ class UpdateMismatched:
 Step = (
     Nothing
     | CreateWorkload
+    | AwaitPrebuilt
+    | Adopt
     | Start
     | Suspend
     | Restore
@@ -194,9 +223,14 @@ Step = (
 
 
 def pod_set_starts(
-    admission: Admission, flavors: Mapping[str, ResourceFlavor], pod_sets: list[PodSet]
+    admission: Admission,
+    flavors: Mapping[str, ResourceFlavor],
+    pod_sets: list[PodSet],
+    labels_for_all: Mapping[str, str] = _EMPTY,
 ) -> list[PodSetStart]:
-    """Each pod set's node labels and tolerations from its assigned flavors, and its pod set label."""
+    """Each pod set's node labels and tolerations from its assigned flavors, and its pod set
+    label (with `labels_for_all`: the labels every pod set gets besides, e.g. a MultiKueue
+    worker's pod label)."""
     labels = admission_node_labels(admission, flavors)
     tolerations = admission_tolerations(admission, flavors)
     counts = {a.name: a.count for a in admission.pod_set_assignments}
@@ -205,7 +239,7 @@ def pod_set_starts(
             name=ps.name,
             node_selector=labels.get(ps.name, {}),
             tolerations=tolerations.get(ps.name, []),
-            labels={PODSET_LABEL: ps.name},
+            labels={PODSET_LABEL: ps.name, **labels_for_all},
             annotations=_EMPTY,
             count=counts.get(ps.name),
         )
@@ -236,15 +270,19 @@ def _mismatch(
     memo: MatchMemo | None,
     reserved: bool,
     lenient: bool,
+    prebuilt: bool,
 ) -> Step | None:
     """Kueue's ensureOneWorkload: a Workload that no longer matches its job is replaced
-    (`lenient`: tolerations left out of the comparison; `reserved`: the quota is held)."""
+    (`lenient`: tolerations left out of the comparison; `reserved`: the quota is held); a
+    `prebuilt` one is finished instead (OutOfSync)."""
     pod_sets = integration.pod_sets(obj)
     recorded = expected_pod_sets(workload) if reserved else workload.spec.pod_sets
     if equivalent(pod_sets, recorded, admitted=lenient):
         if memo is not None:
             memo.record(obj.metadata, workload.metadata, admitted=lenient)
         return None
+    if prebuilt:
+        return NOTHING if known.finishing else Finish(Outcome(False, OUT_OF_SYNC_MESSAGE, OUT_OF_SYNC_REASON))
     suspended = integration.is_suspended(obj)
     if known.deleting or known.updating or workload.metadata.deletion_timestamp:
         # On its way out or being rewritten: a running job waits suspended.
@@ -287,6 +325,9 @@ def decide(
     if skip is not None and skip(obj):
         return NOTHING  # a job its kind leaves alone (Kueue's JobWithSkip)
     outcome = integration.finished(obj)
+    prebuilt = prebuilt_name(obj.metadata) != ""
+    if prebuilt and workload is not None and controlled_elsewhere(workload, obj.metadata):
+        workload = None  # (Kueue: the job has no Workload then)
     if workload is None:
         if outcome is not None:
             release = integration.release_patch(obj)
@@ -295,7 +336,13 @@ def decide(
         # not admitted (Kueue's handleJobWithNoWorkload).
         suspended = integration.is_suspended(obj)
         suspend = None if suspended or integration.stop_deletes else Patch(integration.suspend_patch(obj))
+        if prebuilt:  # never created here: the job waits for the Workload it names
+            return NOTHING if suspend is None else AwaitPrebuilt(suspend)
         return CreateWorkload(suspend, not known.creating)
+    if prebuilt:
+        adopt = adoption_patch(workload, obj.metadata, integration.api_version, integration.kind)
+        if adopt is not None:
+            return NOTHING if known.adopting else Adopt(adopt)
     finished = False
     for c in workload.status.conditions:  # its Finished condition (a loop: no call, no generator)
         if c.type == "Finished" and c.status == "True":
@@ -317,7 +364,7 @@ def decide(
         lenient = reserved or integration.restore_pending(obj)
         # The memo: neither spec changed since they last matched (the comparison is skipped).
         if memo is None or not memo.matched(obj.metadata, workload.metadata, admitted=lenient):
-            replace = _mismatch(integration, obj, workload, known, memo, reserved, lenient)
+            replace = _mismatch(integration, obj, workload, known, memo, reserved, lenient, prebuilt)
             if replace is not None:
                 return replace
     if known.admitting:
@@ -329,7 +376,7 @@ def decide(
             # Running; or our write succeeded but its event has not been applied yet, or the
             # start is on its way.
             return NOTHING
-        starts = pod_set_starts(admission, flavors, workload.spec.pod_sets)
+        starts = pod_set_starts(admission, flavors, workload.spec.pod_sets, worker_pod_labels(workload))
         return Start(Patch(integration.start_patch(obj, starts)))
     if not suspended:
         return Suspend(Patch(integration.suspend_patch(obj)))

@@ -115,6 +115,9 @@ class StateSnapshot:
     cohorts: list[CohortSample] = field(default_factory=list)
     # Every cohort not in a cycle: its place in the tree and its subtree's figures.
     cohort_trees: list[CohortTreeSample] = field(default_factory=list)
+    # Workloads a MultiKueue manager created here: (origin, cluster queue, status) -> count,
+    # status "pending" or "admitted".
+    multikueue: Mapping[tuple[str, str, str], int] = field(default_factory=dict)
 
 
 StateSource = Callable[[], StateSnapshot | None]
@@ -145,6 +148,19 @@ class StateCollector(Collector):
         yield from _local_queue_families(snap.local_queues if snap else [], role)
         yield from _watch_families(snap)
         yield from _device_class_families(snap.device_classes if snap else [])
+        yield _multikueue_family(snap.multikueue if snap else {})
+
+
+def _multikueue_family(counts: Mapping[tuple[str, str, str], int]) -> GaugeMetricFamily:
+    family = GaugeMetricFamily(
+        "dra_quota_multikueue_workloads",
+        "Workloads a MultiKueue manager created on this worker (label kueue.x-k8s.io/multikueue-origin), "
+        "per 'origin' (the manager's multiKueue.origin), 'cluster_queue' and 'status' (pending or admitted)",
+        labels=["origin", "cluster_queue", "status"],
+    )
+    for (origin, cluster_queue, status), count in sorted(counts.items()):
+        family.add_metric([origin, cluster_queue, status], count)
+    return family
 
 
 def _gauge(name: str, doc: str, labels: list[str]) -> GaugeMetricFamily:

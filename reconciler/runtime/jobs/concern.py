@@ -24,6 +24,8 @@ from reconciler.core.primitives.priority import (
 )
 from reconciler.integrations import (
     CHILD_SUSPENDED,
+    Adopt,
+    AwaitPrebuilt,
     CreateWorkload,
     DeleteMismatched,
     Finish,
@@ -43,6 +45,7 @@ from reconciler.integrations import (
     known_of,
     suspend_child,
 )
+from reconciler.integrations.prebuilt import MISSING_WORKLOAD
 from reconciler.kube import Conflict, NotFound
 from reconciler.runtime.jobs.finish import JobFinish
 from reconciler.runtime.jobs.mismatch import Mismatches, update_workload
@@ -170,10 +173,17 @@ class Jobs:
                 )
             if step.create:
                 self._create_workload(job, wl_key)
+        elif isinstance(step, AwaitPrebuilt):
+            if self._write(job, "job-suspend", step.suspend):
+                self.ctx.events.emit(job, "Normal", "Stopped", MISSING_WORKLOAD)
         elif workload is None:
             return
+        elif isinstance(step, Adopt):
+            # (Kueue's adoption writes no Event.)
+            update_workload(self.ctx, job, workload, "workload-owners", step.patch, None, self._ref(job))
         elif isinstance(step, Finish):
-            self.finishing.finish(workload, step.outcome.succeeded, step.outcome.message)
+            outcome = step.outcome
+            self.finishing.finish(workload, outcome.succeeded, outcome.message, reason=outcome.reason)
         elif isinstance(step, Start):
             self._write(job, "job-start", step.patch)
         elif isinstance(step, Suspend):

@@ -28,24 +28,26 @@ def update_workload(
     workload: Workload,
     purpose: Purpose,
     patch: object,
-    message: str,
+    message: str | None,
     look_again: JobRef | None,
 ) -> None:
-    """Patch the job's Workload; once it lands, the cache takes the answer and the job gets
-    Kueue's `UpdatedWorkload` Event (`look_again`: the job reconciled after, either way)."""
+    """Patch the job's Workload (`patch`: encoded bytes, or an object to encode); once it lands,
+    the cache takes the answer and the job gets Kueue's `UpdatedWorkload` Event unless `message`
+    is None (`look_again`: the job reconciled after, either way)."""
     meta = workload.metadata
 
     def done(result: WriteDone) -> None:
         if result.ok and result.body is not None:
             ctx.apply_workload_write(result.key, result.body)
             ctx.dirty.workload(result.key, own_write=True)
-            ctx.events.emit(job, "Normal", "UpdatedWorkload", message)
+            if message is not None:
+                ctx.events.emit(job, "Normal", "UpdatedWorkload", message)
         else:
             ctx.write_failed(result, expected=(NotFound, Conflict))
         if look_again is not None:
             ctx.dirty.jobs.add(look_again)
 
-    body = msgspec.json.encode(patch)
+    body = patch if isinstance(patch, bytes) else msgspec.json.encode(patch)
     ctx.write(MergePatch(purpose, WORKLOADS, meta.namespace, meta.name, body, on_done=done))
 
 

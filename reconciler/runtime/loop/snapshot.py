@@ -16,6 +16,7 @@ from typing import Any, Literal
 from reconciler.core.model.workloads import WorkloadInfo
 from reconciler.core.primitives.quantity import CPU
 from reconciler.core.status import condition
+from reconciler.integrations.prebuilt import multikueue_origin
 from reconciler.kube import Informer
 from reconciler.observability.metrics import (
     ClusterQueueSample,
@@ -157,7 +158,27 @@ def state_snapshot(
         device_class_samples(reconciler),
         _cohort_samples(reconciler),
         cohort_tree_samples(reconciler.core),
+        _multikueue_counts(reconciler),
     )
+
+
+def _multikueue_counts(reconciler: Reconciler) -> Counter[tuple[str, str, str]]:
+    """The Workloads a MultiKueue manager created here, by origin, ClusterQueue and status (those
+    the core holds: admitted, or pending in a queue)."""
+    core = reconciler.core
+    counts: Counter[tuple[str, str, str]] = Counter()
+    for key, workload in reconciler.workloads.items():
+        origin = multikueue_origin(workload)
+        if origin is None:
+            continue
+        if key in core.cache.workloads:
+            admission = workload.status.admission
+            cq = admission.cluster_queue if admission is not None else ""
+            counts[(origin, cq, "admitted")] += 1
+        elif key in core.queues.workloads:
+            cq = core.queues.local_queues.get((workload.metadata.namespace, workload.spec.queue_name), "")
+            counts[(origin, cq, "pending")] += 1
+    return counts
 
 
 def device_class_samples(reconciler: Reconciler) -> list[DeviceClassSample]:

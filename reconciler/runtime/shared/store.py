@@ -25,6 +25,7 @@ from reconciler.core.model.workloads import workload_name_for_job
 from reconciler.integrations import Integration, ReadsReferences, controller_parent, references_of
 from reconciler.integrations.lws.group import COMPONENT_INDEX_ANNOTATION, LWS_KIND, group_name
 from reconciler.integrations.pods.group import GROUP_KIND, IS_GROUP_WORKLOAD_ANNOTATION, PodGroup
+from reconciler.integrations.prebuilt import prebuilt_name
 
 __all__ = ["JobRef", "Key", "Store", "owner_ref"]
 
@@ -169,9 +170,11 @@ class Store:
             return known[1]
         if isinstance(job, PodGroup):
             return (job.namespace, job.name)  # named after the group, as Kueue names it
-        integration = self.integrations[kind]
-        group = integration.api_version.rpartition("/")[0]
-        name = workload_name_for_job(job.metadata.name, job.metadata.uid, kind, group)
+        # A job naming a prebuilt Workload (a MultiKueue worker's) runs under that one.
+        name = prebuilt_name(meta)
+        if not name:
+            group = self.integrations[kind].api_version.rpartition("/")[0]
+            name = workload_name_for_job(job.metadata.name, job.metadata.uid, kind, group)
         wl_key = (job.metadata.namespace, name)
         if (ref[1], ref[2]) in self.of_kind(kind):
             self._workload_of[ref] = (job.metadata.uid, wl_key)
