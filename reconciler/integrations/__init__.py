@@ -38,8 +38,10 @@ from .registry import (
     check_frameworks,
     enabled,
     enabled_registrations,
+    implied_only,
     register,
     registered,
+    with_implied,
 )
 
 __all__ = [
@@ -77,10 +79,12 @@ __all__ = [
     "enabled",
     "enabled_registrations",
     "equivalent",
+    "implied_only",
     "is_managed",
     "known_of",
     "pod_set_starts",
     "register",
     "registered",
     "suspend_child",
+    "with_implied",
 ]

@@ -16,6 +16,7 @@ from reconciler.config_sections.fields import ConfigError
 from reconciler.config_sections.frameworks import KNOWN_FRAMEWORKS
 
 from . import batchjob, jobset, lws, pods
+from .apps import deployment
 from .base import Integration
 from .registration import Registration
 
@@ -25,8 +26,10 @@ __all__ = [
     "check_frameworks",
     "enabled",
     "enabled_registrations",
+    "implied_only",
     "register",
     "registered",
+    "with_implied",
 ]
 
 
@@ -48,7 +51,8 @@ def register(registration: Registration) -> None:
     if framework in _REGISTRATIONS:
         raise ValueError(f"framework {framework!r} is registered already")
     _REGISTRATIONS[framework] = registration
-    _INTEGRATIONS[framework] = registration.integration
+    if registration.integration is not None:
+        _INTEGRATIONS[framework] = registration.integration
 
 
 @contextmanager
@@ -59,23 +63,45 @@ def registered(registration: Registration) -> Iterator[Registration]:
         yield registration
     finally:
         del _REGISTRATIONS[registration.framework]
-        del _INTEGRATIONS[registration.framework]
+        _INTEGRATIONS.pop(registration.framework, None)
 
 
 register(batchjob.REGISTRATION)
 register(jobset.REGISTRATION)
 register(lws.REGISTRATION)
 register(pods.REGISTRATION)
+register(deployment.REGISTRATION)
+
+
+def with_implied(frameworks: Iterable[str]) -> tuple[str, ...]:
+    """The frameworks listed and, after them, those they imply (Kueue's implicitly enabled
+    frameworks: `deployment` and `statefulset` turn on `pod`), each once."""
+    listed = tuple(dict.fromkeys(frameworks))
+    implied = [
+        other
+        for name in listed
+        if name in _REGISTRATIONS
+        for other in _REGISTRATIONS[name].implies
+        if other not in listed
+    ]
+    return listed + tuple(dict.fromkeys(implied))
+
+
+def implied_only(frameworks: Iterable[str], framework: str) -> bool:
+    """Whether `framework` is on only because a listed one implies it (Kueue then lets its
+    integration act only on the objects an implying framework marked as its own)."""
+    listed = tuple(frameworks)
+    return framework not in listed and framework in with_implied(listed)
 
 
 def enabled(frameworks: Iterable[str], registry: Mapping[str, Integration] = REGISTRY) -> list[Integration]:
-    """The integrations `integrations.frameworks` selects from `registry` (`check_frameworks`
-    has refused the names none implements)."""
-    return [registry[name] for name in frameworks if name in registry]
+    """The integrations `integrations.frameworks` selects from `registry`, with those the listed
+    ones imply (`check_frameworks` has refused the names none implements)."""
+    return [registry[name] for name in with_implied(frameworks) if name in registry]
 
 
 def enabled_registrations(frameworks: Iterable[str]) -> list[Registration]:
-    return [_REGISTRATIONS[name] for name in frameworks if name in _REGISTRATIONS]
+    return [_REGISTRATIONS[name] for name in with_implied(frameworks) if name in _REGISTRATIONS]
 
 
 def check_frameworks(config: _Configured) -> None:
