@@ -38,7 +38,8 @@ def test_an_unimplemented_framework_is_refused_naming_the_implemented_ones() -> 
         check_frameworks(parse_config(_config(["ray.io/raycluster"])))
     assert str(error.value) == (
         "integrations.frameworks[0]: Unsupported value: 'ray.io/raycluster': supported values: "
-        '"batch/job", "deployment", "jobset.x-k8s.io/jobset", "leaderworkerset.x-k8s.io/leaderworkerset", "pod" '
+        '"batch/job", "deployment", "jobset.x-k8s.io/jobset", '
+        '"leaderworkerset.x-k8s.io/leaderworkerset", "pod" '
         "(Kueue's 'ray.io/raycluster' integration is not implemented yet)"
     )
 

@@ -61,7 +61,9 @@ async def should_hold(labels: Mapping[str, str], namespace: str, policy: JobPoli
     return namespace_managed(namespace, ns_labels, policy)
 
 
-def mark_template(template: msgspec.Raw, labels: Mapping[str, str], annotations: Mapping[str, str]) -> list[PatchOp]:
+def mark_template(
+    template: msgspec.Raw, labels: Mapping[str, str], annotations: Mapping[str, str]
+) -> list[PatchOp]:
     """The ops that give the pod template these labels and annotations (those it lacks)."""
     decoded: Any = msgspec.json.decode(template)
     meta = decoded.get("metadata") if isinstance(decoded, dict) else None
@@ -96,7 +98,9 @@ def common_create_errors(meta: ObjectMeta, gvk: str) -> list[FieldError]:
     return errors
 
 
-def common_update_errors(new: ObjectMeta, old: ObjectMeta, *, old_ready_replicas: int, gvk: str) -> list[FieldError]:
+def common_update_errors(
+    new: ObjectMeta, old: ObjectMeta, *, old_ready_replicas: int, gvk: str
+) -> list[FieldError]:
     """Kueue's update rules for a set: the create rules; once a replica is ready (or when it is
     being removed) the queue name cannot change; a workload priority class cannot be added
     once a replica is ready, nor ever removed."""
@@ -108,7 +112,9 @@ def common_update_errors(new: ObjectMeta, old: ObjectMeta, *, old_ready_replicas
     new_class, old_class = new.labels.get(PRIORITY_CLASS_LABEL, ""), old.labels.get(PRIORITY_CLASS_LABEL, "")
     path = _LABELS.key(PRIORITY_CLASS_LABEL)
     if not suspended and not old_class and new_class:
-        errors.append(invalid(path, new_class, "WorkloadPriorityClass cannot be added to a non-suspended workload"))
+        errors.append(
+            invalid(path, new_class, "WorkloadPriorityClass cannot be added to a non-suspended workload")
+        )
     elif not new_class and old_class:
         errors.append(invalid(path, "", "WorkloadPriorityClass cannot be removed from a workload"))
     return errors

@@ -34,13 +34,21 @@ from ..pods.pod import MANAGED_LABEL, MANAGED_VALUE
 from ..registration import Registration
 from .common import common_create_errors, common_update_errors, mark_template, queue_defaulted, should_hold
 
-__all__ = ["DEPLOYMENT_FRAMEWORK", "REGISTRATION", "ROUTES", "default_deployment", "validate_deployment_update"]
+__all__ = [
+    "DEPLOYMENT_FRAMEWORK",
+    "REGISTRATION",
+    "ROUTES",
+    "default_deployment",
+    "validate_deployment_update",
+]
 
 DEPLOYMENT_FRAMEWORK = "deployment"
 _GVK = "apps/v1, Kind=Deployment"
 
 
-def default_deployment(deployment: Deployment, *, default_queue_exists: bool, hold: bool | None) -> list[PatchOp]:
+def default_deployment(
+    deployment: Deployment, *, default_queue_exists: bool, hold: bool | None
+) -> list[PatchOp]:
     """The JSON patch that defaults a Deployment: its default queue, then, when it is to be
     managed (`hold`; None: by its queue name alone), its pod template's marks."""
     labels, ops = queue_defaulted(deployment.metadata, default_queue_exists=default_queue_exists)
@@ -72,7 +80,9 @@ async def _mutate(request: AdmissionRequest, policy: JobPolicy, lookups: Lookups
     try:
         hold = await should_hold(labels, namespace, policy, lookups)
     except Exception as err:
-        return Verdict.fail(f"cannot tell whether deployment {namespace}/{deployment.metadata.name} is managed: {err}")
+        return Verdict.fail(
+            f"cannot tell whether deployment {namespace}/{deployment.metadata.name} is managed: {err}"
+        )
     return Verdict.allow(default_deployment(deployment, default_queue_exists=exists, hold=hold))
 
 
@@ -118,4 +128,6 @@ ROUTES = (
 )
 
 # The controller never reads Deployments: their pods are single pods of the pod integration.
-REGISTRATION = Registration(None, webhooks=ROUTES, access=POD_ACCESS, name=DEPLOYMENT_FRAMEWORK, implies=("pod",))
+REGISTRATION = Registration(
+    None, webhooks=ROUTES, access=POD_ACCESS, name=DEPLOYMENT_FRAMEWORK, implies=("pod",)
+)

@@ -135,7 +135,9 @@ def marked_by_parent(annotations: Mapping[str, str]) -> bool:
 def pod_is_job(meta: ObjectMeta, *, implied: bool) -> bool:
     """Whether a pod is a job of the pod integration: labelled managed, and, with the
     integration only `implied` by a parent's framework, marked by its parent (Kueue's Skip)."""
-    return meta.labels.get(MANAGED_LABEL) == MANAGED_VALUE and (not implied or marked_by_parent(meta.annotations))
+    return meta.labels.get(MANAGED_LABEL) == MANAGED_VALUE and (
+        not implied or marked_by_parent(meta.annotations)
+    )
 
 
 def _gated(obj: ManagedPod) -> bool:
