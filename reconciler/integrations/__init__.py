@@ -6,7 +6,7 @@ runtime performs; `registration.Registration` what a kind registers (its integra
 and API access); `registry.REGISTRATIONS` maps Kueue framework names to registrations.
 """
 
-from .base import Integration, Outcome, Patch, PodSetStart, SuspendableJob
+from .base import GroupedSets, Integration, Outcome, Patch, PodSetStart, SuspendableJob
 from .batchjob import BATCH_JOB
 from .children import CHILD_SUSPENDED, SUSPENDING_PARENT_ANNOTATION, controller_parent, suspend_child
 from .decide import (
@@ -58,6 +58,7 @@ __all__ = [
     "CreateWorkload",
     "DeleteMismatched",
     "Finish",
+    "GroupedSets",
     "Integration",
     "Known",
     "MatchMemo",

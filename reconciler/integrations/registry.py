@@ -16,7 +16,7 @@ from reconciler.config_sections.fields import ConfigError
 from reconciler.config_sections.frameworks import KNOWN_FRAMEWORKS
 
 from . import batchjob, jobset, lws, pods
-from .apps import deployment
+from .apps import STATEFULSET_REGISTRATION, deployment
 from .base import Integration
 from .registration import Registration
 
@@ -71,6 +71,7 @@ register(jobset.REGISTRATION)
 register(lws.REGISTRATION)
 register(pods.REGISTRATION)
 register(deployment.REGISTRATION)
+register(STATEFULSET_REGISTRATION)
 
 
 def with_implied(frameworks: Iterable[str]) -> tuple[str, ...]:

@@ -39,7 +39,7 @@ def test_an_unimplemented_framework_is_refused_naming_the_implemented_ones() -> 
     assert str(error.value) == (
         "integrations.frameworks[0]: Unsupported value: 'ray.io/raycluster': supported values: "
         '"batch/job", "deployment", "jobset.x-k8s.io/jobset", '
-        '"leaderworkerset.x-k8s.io/leaderworkerset", "pod" '
+        '"leaderworkerset.x-k8s.io/leaderworkerset", "pod", "statefulset" '
         "(Kueue's 'ray.io/raycluster' integration is not implemented yet)"
     )
 

@@ -61,7 +61,7 @@ from reconciler.runtime.shared.events import EventRecorder
 from reconciler.runtime.shared.patches import holds_quota
 from reconciler.runtime.shared.store import Key
 from reconciler.runtime.shared.watched import (
-    JOB_HANDLER,
+    KIND_BOUND_HANDLERS,
     POD_JOBS_HANDLER,
     WATCHED_KINDS,
     Watched,
@@ -424,7 +424,7 @@ def _handler(reconciler: Reconciler, name: str, job_kind: str | None) -> Callabl
     if name == POD_JOBS_HANDLER:
         return partial(_on_pod_or_job, reconciler, kind=job_kind or "Pod")
     handler: Callable[..., None] = attrgetter(name)(reconciler)
-    if name == JOB_HANDLER and job_kind is not None:
+    if name in KIND_BOUND_HANDLERS and job_kind is not None:
         return partial(handler, kind=job_kind)
     return handler
 

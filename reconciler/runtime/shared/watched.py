@@ -54,6 +54,7 @@ from reconciler.integrations import Integration, enabled
 __all__ = [
     "DEFAULT_INTEGRATIONS",
     "JOB_HANDLER",
+    "KIND_BOUND_HANDLERS",
     "LWS_HANDLER",
     "POD_JOBS_HANDLER",
     "WATCHED_KINDS",
@@ -64,8 +65,10 @@ __all__ = [
 
 # The handler of every integration's row; it is given the row's kind.
 JOB_HANDLER = "_on_job"
-# A kind whose jobs are groups made from its objects and their pods (LeaderWorkerSets).
+# A kind whose jobs are groups made from its objects and their pods (bound to the row's kind).
 LWS_HANDLER = "lws_groups.on_set"
+# The handlers given the row's kind.
+KIND_BOUND_HANDLERS = (JOB_HANDLER, LWS_HANDLER)
 
 
 @dataclass(frozen=True, slots=True)
