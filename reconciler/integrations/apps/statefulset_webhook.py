@@ -58,7 +58,7 @@ def _shape_changes(new: Any, old: Any, path: Path) -> list[FieldError]:
     errors: list[FieldError] = []
     for name in sorted(set(new) | set(old)):
         a, b, where = new.get(name), old.get(name), path.child(name)
-        if isinstance(a, dict) and isinstance(b, dict):
+        if name == "resources" and isinstance(a, dict) and isinstance(b, dict):  # a container's
             errors += _shape_changes(a, b, where)
         elif isinstance(a, list) and isinstance(b, list) and name in ("containers", "initContainers"):
             if len(a) != len(b):
