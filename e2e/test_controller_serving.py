@@ -1,15 +1,18 @@
-"""Serving workloads on the test-bed, as Kueue v0.18.1's `deployment` framework treats them: the
-real kube-controller-manager makes the Deployment's ReplicaSet and pods; this controller's
-Deployment and pod webhooks (the shipped configurations on loopback, scoped to the test's
-namespace) mark the pod template and hold each pod at Kueue's scheduling gate; each pod is a
-single pod with a Workload of its own (`pod` implied by `deployment`, not listed), admitted,
-ungated on its flavor, scheduled by the real kube-scheduler with its GPU claim allocated, run by
-the node simulator.
+"""Serving workloads on the test-bed, as Kueue v0.18.1's `deployment` and `statefulset`
+frameworks treat them: the real kube-controller-manager makes the Deployment's ReplicaSet and
+pods and the StatefulSet's pods; this controller's Deployment, StatefulSet and pod webhooks (the
+shipped configurations on loopback, scoped to the test's namespace) mark the pod templates and
+hold each pod at Kueue's scheduling gate (`pod` implied by them, not listed); the real
+kube-scheduler places the admitted pods, their GPU claims allocated, and the node simulator runs
+them.
 
-A GPU Deployment scaled from 1 to 3 replicas on 2 GPUs of quota: two pods run, the third waits
-gated with Kueue's message; scaled down to 1, the pods go and so does their charge. At the end,
-no ClusterQueue runs more devices (counted from the running pods' allocated claims) than its
-Workloads are charged.
+A GPU Deployment scaled from 1 to 3 replicas on 2 GPUs of quota: each pod a single pod with its
+own Workload, two run, the third waits gated with Kueue's message; scaled down to 1, the pods go
+and so does their charge. A StatefulSet of 2 GPU replicas: one Workload made from the set (one
+pod set of two), admitted as one group; a pod deleted is made again by the StatefulSet
+controller and ungated under the same Workload, which keeps its quota throughout. At the end of
+each, no ClusterQueue runs more devices (counted from the running pods' allocated claims) than
+its Workloads are charged.
 
 Its own test-bed: one node with two Tesla T4s.
 """
@@ -47,7 +50,14 @@ pytestmark = [pytest.mark.testbed, pytest.mark.timeout(300)]
 Obj = dict[str, Any]
 GATE = "kueue.x-k8s.io/admission"
 TOPOLOGY_GATE = "kueue.x-k8s.io/topology"
-OUR_WEBHOOKS = ("mdeployment.kb.io", "vdeployment.kb.io", "mpod.kb.io", "vpod.kb.io")
+OUR_WEBHOOKS = (
+    "mdeployment.kb.io",
+    "vdeployment.kb.io",
+    "mstatefulset.kb.io",
+    "vstatefulset.kb.io",
+    "mpod.kb.io",
+    "vpod.kb.io",
+)
 PARENT = "kueue.x-k8s.io/pod-suspending-parent"
 GPU = "nvidia.com/gpu"
 T4 = {"nvidia.com/gpu.product": "Tesla-T4"}
@@ -83,7 +93,8 @@ class Served:
 
 @pytest.fixture(scope="module")
 def controller(bed: Testbed, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Served]:
-    """`reconciler run` with `deployment` listed (`pod` implied), its webhooks on loopback."""
+    """`reconciler run` with `deployment` and `statefulset` listed (`pod` implied), its webhooks
+    on loopback."""
 
     async def install() -> None:
         async with KubeClient.from_kubeconfig(bed.kubeconfig) as kube:
@@ -96,7 +107,7 @@ def controller(bed: Testbed, tmp_path_factory: pytest.TempPathFactory) -> Iterat
         "apiVersion": "config.kueue.x-k8s.io/v1beta2",
         "kind": "Configuration",
         "internalCertManagement": {"enable": False},
-        "integrations": {"frameworks": ["batch/job", "deployment"]},
+        "integrations": {"frameworks": ["batch/job", "deployment", "statefulset"]},
         "resources": {"deviceClassMappings": [{"name": GPU, "deviceClassNames": [DEVICE_CLASS_NAME]}]},
     }
     (folder / "config.yaml").write_text(yaml.safe_dump(config))
@@ -293,3 +304,67 @@ async def test_a_gpu_deployment_scaled_to_three_on_two_gpus_runs_two_and_the_thi
     await wait_for("one replica left, one GPU charged", one_charged, within=120, interval=0.5)
     await assert_no_more_devices_than_charged(kube, namespace)
     await kube.delete(api_path("apps/v1", "deployments", namespace, "infer"))
+
+
+def statefulset(name: str, namespace: str, replicas: int) -> Obj:
+    return {
+        "apiVersion": "apps/v1",
+        "kind": "StatefulSet",
+        "metadata": {"name": name, "namespace": namespace, "labels": {"kueue.x-k8s.io/queue-name": "lq"}},
+        "spec": {
+            "replicas": replicas,
+            "serviceName": name,
+            "selector": {"matchLabels": {"app": name}},
+            "template": pod_template(name),
+        },
+    }
+
+
+@pytest.mark.asyncio
+async def test_a_gpu_statefulset_is_one_group_and_a_deleted_pod_is_replaced_keeping_the_quota(
+    kube: KubeClient, served: str
+) -> None:
+    namespace = served
+    created = await kube.create(
+        api_path("apps/v1", "statefulsets", namespace), statefulset("web", namespace, 2)
+    )
+    assert created["spec"]["template"]["metadata"]["annotations"][PARENT] == "statefulset"
+
+    async def running(count: int) -> list[Obj] | None:
+        pods = await pods_of(kube, namespace, "web")
+        up = [p for p in pods if p["status"].get("phase") == "Running"]
+        return up if len(up) == count else None
+
+    up = await wait_for("both replicas to run", lambda: running(2), within=150, interval=0.5)
+    (workload,) = (await kube.get(api_path(KUEUE, "workloads", namespace)))["items"]
+    name = workload["metadata"]["name"]
+    assert name.startswith("statefulset-web-")
+    assert [(ps["name"], ps["count"]) for ps in workload["spec"]["podSets"]] == [("main", 2)]
+    assert charged_gpus([workload]) == 2
+    for pod in up:
+        annotations = pod["metadata"]["annotations"]
+        assert annotations["kueue.x-k8s.io/pod-group-name"] == name
+        assert annotations["kueue.x-k8s.io/pod-group-serving"] == "true"
+        assert annotations["kueue.x-k8s.io/pod-group-total-count"] == "2"
+        assert pod["spec"]["nodeSelector"] == T4
+    await assert_no_more_devices_than_charged(kube, namespace)
+
+    # One pod deleted: the StatefulSet controller makes it again, ungated under the same Workload.
+    old_uid = next(p["metadata"]["uid"] for p in up if p["metadata"]["name"] == "web-1")
+    await kube.delete(api_path("v1", "pods", namespace, "web-1"))
+
+    async def replaced() -> Obj | None:
+        workloads = (await kube.get(api_path(KUEUE, "workloads", namespace)))["items"]
+        assert [w["metadata"]["uid"] for w in workloads] == [workload["metadata"]["uid"]]
+        assert charged_gpus(workloads) == 2, "the group's quota was released during the replacement"
+        pod = await kube.get_or_none(api_path("v1", "pods", namespace, "web-1"))
+        if pod is None or pod["metadata"]["uid"] == old_uid or pod["status"].get("phase") != "Running":
+            return None
+        return pod
+
+    again = await wait_for("web-1 to be made again and run", replaced, within=150, interval=0.5)
+    assert not again["spec"].get("schedulingGates")
+    assert again["metadata"]["annotations"]["kueue.x-k8s.io/pod-group-name"] == name
+    await wait_for("both replicas to run again", lambda: running(2), within=60, interval=0.5)
+    await assert_no_more_devices_than_charged(kube, namespace)
+    await kube.delete(api_path("apps/v1", "statefulsets", namespace, "web"))
