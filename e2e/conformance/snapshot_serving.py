@@ -6,7 +6,8 @@ random characters and their pod-template hash, and which of two like pods is adm
 neither manager's promise. Each such pod becomes `<prefix>hash-#<i>`, `i` its place among the
 pods of its `generateName` sorted by what the snapshot shows of them (gates, managed label,
 finalizers, node selector, phase), then by creation time; the new name replaces the old one in
-every field name, message and Event. A StatefulSet's pods keep their own (stable) names.
+every field name, message and Event. A StatefulSet's pods keep their own (stable) names; its
+Workload's name (hashed from the set's UID) becomes `statefulset-<set>`.
 """
 
 from __future__ import annotations
@@ -23,6 +24,9 @@ from e2e.testbed import KubeClient, api_path
 Obj = dict[str, Any]
 SERVING_FRAMEWORKS = frozenset({"deployment", "statefulset"})
 TEMPLATE_HASH_LABEL = "pod-template-hash"
+OWNER_GVK_ANNOTATION = "kueue.x-k8s.io/job-owner-gvk"
+OWNER_NAME_ANNOTATION = "kueue.x-k8s.io/job-owner-name"
+STATEFULSET_GVK = "apps/v1, Kind=StatefulSet"
 
 
 def enables_serving(configuration: Path) -> bool:
@@ -57,6 +61,16 @@ def stable_names(pods: list[Obj]) -> dict[str, str]:
     return renames
 
 
+def set_workload_names(workloads: list[Obj]) -> dict[str, str]:
+    """A StatefulSet's Workload's name -> `statefulset-<set>` (its hash left out)."""
+    out: dict[str, str] = {}
+    for wl in workloads:
+        annotations = wl["metadata"].get("annotations") or {}
+        if annotations.get(OWNER_GVK_ANNOTATION) == STATEFULSET_GVK:
+            out[wl["metadata"]["name"]] = f"statefulset-{annotations.get(OWNER_NAME_ANNOTATION, '')}"
+    return out
+
+
 def _renamed(value: Any, renames: dict[str, str]) -> Any:
     if isinstance(value, str):
         for old, new in renames.items():
@@ -73,9 +87,11 @@ async def take_serving_snapshot(kube: KubeClient, namespaces: tuple[str, ...]) -
     """The pod snapshot, with generated pod names made stable."""
     flat = await take_pod_snapshot(kube, namespaces)
     pods: list[Obj] = []
+    workloads: list[Obj] = []
     for ns in namespaces:
         pods += (await kube.get(api_path("v1", "pods", ns)))["items"]
-    renamed: dict[str, Any] = _renamed(flat, stable_names(pods))
+        workloads += (await kube.get(api_path("kueue.x-k8s.io/v1beta2", "workloads", ns)))["items"]
+    renamed: dict[str, Any] = _renamed(flat, {**stable_names(pods), **set_workload_names(workloads)})
     if "Events" in renamed:
         renamed["Events"] = sorted(renamed["Events"])
     return dict(sorted(renamed.items()))

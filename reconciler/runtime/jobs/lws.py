@@ -123,6 +123,7 @@ class LwsJobs(Jobs):
         self.sets = integration
         self.groups = groups
         groups.add_kind(integration).jobs = self
+        ctx.events.kinds.setdefault(ManagedPod, ("v1", "Pod"))  # Events on the pods it starts
         # Pod writes in flight, by pod key.
         self._writing: set[Key] = set()
 
@@ -192,8 +193,11 @@ class LwsJobs(Jobs):
         if isinstance(step, Start):
             if workload is not None:
                 namespace = job.metadata.namespace
+                admission = workload.status.admission
+                # Kueue's Event on each pod started, as for a pod group's.
+                started = f"Admitted by clusterQueue {admission.cluster_queue if admission else ''}"
                 for name, patch in group_start_patches(step.patch.body).items():
-                    self._pod_write("job-start", namespace, name, patch)
+                    self._pod_write("job-start", namespace, name, patch, started=started)
             return
         super()._perform(job, wl_key, workload, step)
 
@@ -215,17 +219,21 @@ class LwsJobs(Jobs):
             elif not evicted:
                 self.ctx.events.emit(job, "Normal", "Stopped", "Not admitted by cluster queue")
 
-    def _pod_write(self, purpose: Any, namespace: str, name: str, patch: bytes) -> None:
+    def _pod_write(self, purpose: Any, namespace: str, name: str, patch: bytes, started: str = "") -> None:
         if (namespace, name) in self._writing:
             return
         self._writing.add((namespace, name))
-        self.ctx.write(MergePatch(purpose, PODS, namespace, name, patch, on_done=self._pod_written))
+        done = partial(self._pod_written, started=started)
+        self.ctx.write(MergePatch(purpose, PODS, namespace, name, patch, on_done=done))
 
-    def _pod_written(self, done: WriteDone) -> None:
+    def _pod_written(self, done: WriteDone, started: str = "") -> None:
         self._writing.discard(done.key)
         if done.ok and done.body:
             # The response is the pod's newest state: the group sees it before the watch does.
-            self.groups.on_pod(done.key, msgspec.json.decode(done.body, type=ManagedPod))
+            pod = msgspec.json.decode(done.body, type=ManagedPod)
+            if started:
+                self.ctx.events.emit(pod, "Normal", "Started", started)
+            self.groups.on_pod(done.key, pod)
         elif done.error is not None:
             self.ctx.write_failed(done, expected=(NotFound, Conflict))
             found = self.groups.set_of(done.key)
