@@ -26,6 +26,10 @@ KIND_STRINGS = frozenset(
         "batch/job",
         "jobset.x-k8s.io/jobset",
         "leaderworkerset.x-k8s.io/leaderworkerset",
+        "Deployment",
+        "StatefulSet",
+        "statefulset",
+        "deployment",
     }
 )
 KIND_NAMES = frozenset(
@@ -40,6 +44,8 @@ KIND_NAMES = frozenset(
         "JOBSET",
         "LEADER_WORKER_SET",
         "POD",
+        "STATEFULSETS",
+        "STATEFUL_SET",
     }
 )
 KIND_MODULES = (
@@ -47,6 +53,8 @@ KIND_MODULES = (
     "reconciler.integrations.jobset",
     "reconciler.integrations.lws",
     "reconciler.integrations.pods",
+    "reconciler.integrations.apps",
+    "reconciler.api.apps",
     "reconciler.api.jobset",
     "reconciler.api.lws",
 )
