@@ -86,3 +86,21 @@ def test_a_plain_pod_is_not_a_job_while_the_pod_integration_is_only_implied() ->
     c.api.add(PODS, plain)
     c.settle()
     assert c.workloads() == {}
+
+
+def test_a_rolling_updates_new_pod_waits_for_quota_until_an_old_one_goes() -> None:
+    """A rolling update's new pod (another ReplicaSet's) is a pod like any other: with the two
+    old pods holding the quota it waits gated; once the ReplicaSet deletes an old one it runs."""
+    c = Cluster(CONFIG, finalizers=True)
+    queues(c, gpus=2)
+    for name in ("old-a", "old-b"):
+        c.api.add(PODS, replica(name))
+        c.settle()
+        c.api.change(PODS, "ns", name, {"status": {"phase": "Running"}})
+    c.api.add(PODS, replica("new-a"))
+    c.settle()
+    assert gates(c.pod("new-a")) == [ADMISSION_GATE, TOPOLOGY_GATE]
+    c.api.delete(PODS, "ns", "old-a")
+    c.settle()
+    assert gates(c.pod("new-a")) == []
+    assert c.used_gpus() == 2

@@ -161,3 +161,17 @@ def test_a_second_set_waits_with_kueues_message_and_a_set_scaled_to_zero_loses_i
     assert workload_of(c, web) is None
     assert gates(c.pod("db-0")) == []
     assert c.used_gpus() == 2
+
+
+def test_an_evicted_group_has_its_running_pods_deleted_and_its_quota_returned() -> None:
+    c, sts = started_set()
+    for index in (0, 1):
+        c.api.change(PODS, "ns", f"web-{index}", {"status": {"phase": "Running"}})
+    c.settle()
+    workload = workload_of(c, sts)
+    assert workload is not None
+    c.api.change(WORKLOADS, "ns", workload["metadata"]["name"], {"spec": {"active": False}})
+    c.settle()
+    assert ("pods", "ns", "web-0") not in c.api.objects
+    assert ("pods", "ns", "web-1") not in c.api.objects
+    assert c.used_gpus() == 0
