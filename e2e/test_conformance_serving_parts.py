@@ -42,7 +42,7 @@ def test_generated_pods_are_named_by_what_the_snapshot_shows() -> None:
         "infer-7d9f8-aaaaa": "infer-hash-#1",
         "infer-7d9f8-bbbbb": "infer-hash-#2",
     }
-    workloads = [
+    workloads: list[Obj] = [
         {
             "metadata": {
                 "name": "statefulset-web-1a2b3",
