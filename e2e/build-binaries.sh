@@ -18,6 +18,10 @@
 # --lws builds LeaderWorkerSet's manager (cmd/main.go of sigs.k8s.io/lws@$LWS_VERSION) and copies
 # its CRD and webhook manifests, for e2e/test_controller_lws.py.
 #
+# --kuberay builds KubeRay's ray-operator (main.go of github.com/ray-project/kuberay/ray-operator@
+# $KUBERAY_VERSION) and copies its CRDs, for e2e/test_controller_ray.py and the ray conformance
+# scenarios.
+#
 # --node builds what a real node needs (e2e/kubelet/run.sh): the kubelet of the same
 # Kubernetes module build (in the control plane's `go build`), containerd (containerd, containerd-shim-runc-v2, ctr) from
 # github.com/containerd/containerd/v2@$CONTAINERD_VERSION and crictl from
@@ -28,14 +32,16 @@ set -euo pipefail
 with_kueue=0
 with_jobset=0
 with_lws=0
+with_kuberay=0
 with_node=0
 for arg in "$@"; do
   case "$arg" in
     --kueue) with_kueue=1 ;;
     --jobset) with_jobset=1 ;;
     --lws) with_lws=1 ;;
+    --kuberay) with_kuberay=1 ;;
     --node) with_node=1 ;;
-    *) echo "usage: $0 [--kueue] [--jobset] [--lws] [--node]" >&2; exit 2 ;;
+    *) echo "usage: $0 [--kueue] [--jobset] [--lws] [--kuberay] [--node]" >&2; exit 2 ;;
   esac
 done
 
@@ -53,6 +59,7 @@ monitoring_crds_dir="$cache/prometheus-operator-crds-$PROMETHEUS_OPERATOR_VERSIO
 kueue_dir="$cache/kueue-$KUEUE_VERSION"
 jobset_dir="$cache/jobset-$JOBSET_VERSION"
 lws_dir="$cache/lws-$LWS_VERSION"
+kuberay_dir="$cache/kuberay-$KUBERAY_VERSION"
 containerd_dir="$cache/containerd-$CONTAINERD_VERSION"
 cri_tools_dir="$cache/cri-tools-$CRI_TOOLS_VERSION"
 monitoring_crds=(monitoring.coreos.com_servicemonitors.yaml monitoring.coreos.com_prometheusrules.yaml)
@@ -424,6 +431,37 @@ build_lws() {
   log "lws: done ($lws_dir/bin/lws)"
 }
 
+# KubeRay's ray-operator from its Go module (checked against the checksum database as usual):
+# its main package is the module's root. Its webhooks are off unless ENABLE_WEBHOOKS=true (as
+# KubeRay's Helm chart ships it), so only the CRDs (large: ~1 MB each) are copied next to it.
+build_kuberay() {
+  if [[ -x "$kuberay_dir/bin/ray-operator" && -d "$kuberay_dir/crds" ]]; then
+    log "kuberay $KUBERAY_VERSION: cached in $kuberay_dir"
+    return
+  fi
+  log "kuberay $KUBERAY_VERSION: downloading the Go module"
+  local scratch info dir
+  scratch=$(mktemp -d)
+  info=$(cd "$scratch" && GOFLAGS= go mod download -json "github.com/ray-project/kuberay/ray-operator@$KUBERAY_VERSION")
+  rmdir "$scratch"
+  dir=$(sed -n 's/^[[:space:]]*"Dir": "\(.*\)",$/\1/p' <<<"$info")
+  [[ -f "$dir/main.go" ]] || { log "kuberay: no main.go in the module ($dir)"; exit 1; }
+  rm -rf "$kuberay_dir/src"
+  mkdir -p "$kuberay_dir/src" "$kuberay_dir/bin"
+  cp -r "$dir/." "$kuberay_dir/src/"
+  chmod -R u+w "$kuberay_dir/src"
+  cd "$kuberay_dir/src"
+  log "kuberay: compiling the ray-operator"
+  go build -v -trimpath -ldflags "-s -w" -o "$kuberay_dir/bin/ray-operator.tmp" . 2>&1 | progress kuberay
+  mv "$kuberay_dir/bin/ray-operator.tmp" "$kuberay_dir/bin/ray-operator"
+  rm -rf "$kuberay_dir/crds"
+  mkdir -p "$kuberay_dir/crds"
+  cp config/crd/bases/ray.io_rayclusters.yaml config/crd/bases/ray.io_rayjobs.yaml "$kuberay_dir/crds/"
+  cd "$kuberay_dir"
+  rm -rf "$kuberay_dir/src"
+  log "kuberay: done ($kuberay_dir/bin/ray-operator)"
+}
+
 # timed LABEL FUNCTION: runs it; with $PHASE_TIMES naming a file (e2e/test.sh), appends
 # `set-up: LABEL<TAB>SECONDS` to it for the test command's table of phase times.
 timed() {
@@ -446,6 +484,7 @@ timed "prometheus-operator CRDs" fetch_monitoring_crds
 if [[ $with_kueue == 1 ]]; then timed "kueue" build_kueue; fi
 if [[ $with_jobset == 1 ]]; then timed "jobset" build_jobset; fi
 if [[ $with_lws == 1 ]]; then timed "lws" build_lws; fi
+if [[ $with_kuberay == 1 ]]; then timed "kuberay" build_kuberay; fi
 if [[ $with_node == 1 ]]; then
   timed "containerd" build_containerd
   timed "crictl" build_crictl

@@ -39,6 +39,7 @@ from e2e.support.jobset import (
     jobset_build,
     jobset_webhooks,
 )
+from e2e.support.kuberay import enables_ray, install_kuberay_crds
 from e2e.support.lws import LwsProcess, enables_lws, install_lws_crds, lws_build, lws_webhooks
 from e2e.support.upstream import UpstreamProcess
 from e2e.support.webhooks import on_loopback, shipped_configurations, wait_until_jobs_are_suspended
@@ -82,12 +83,14 @@ def _webhook_groups(scenario: Scenario) -> frozenset[str]:
 
 
 async def _install_integration_crds(kube: KubeClient, scenario: Scenario) -> None:
-    """JobSet's and LeaderWorkerSet's CRDs where the scenario enables them (before a manager
-    starts, so its integration is set up)."""
+    """JobSet's, LeaderWorkerSet's and KubeRay's CRDs where the scenario enables them (before a
+    manager starts, so its integration is set up)."""
     if enables_jobset(scenario.configuration):
         await install_jobset_crds(kube)
     if enables_lws(scenario.configuration):
         await install_lws_crds(kube)
+    if enables_ray(scenario.configuration):
+        await install_kuberay_crds(kube)
 
 
 async def _start_lws(

@@ -15,7 +15,7 @@ import asyncio
 import os
 import subprocess
 import sys
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -191,7 +191,8 @@ class ControllerProcess(ManagedProcess):
     Its metrics are plain HTTP (``--metrics-secure=false``, allowed on loopback) unless
     ``metrics_secure``: then HTTPS, for bearer tokens allowed get on /metrics.
     Its admission webhooks are off unless ``webhook_port`` is given (then they listen on that
-    127.0.0.1 port; certificate flags go in ``extra``).
+    127.0.0.1 port; certificate flags go in ``extra``). ``env`` adds to the environment it
+    inherits (e.g. the POD_NAME and POD_NAMESPACE a Deployment's pod would have).
     """
 
     what = "the controller"
@@ -206,9 +207,11 @@ class ControllerProcess(ManagedProcess):
         health_port: int | None = None,
         webhook_port: int | None = None,
         metrics_secure: bool = False,
+        env: Mapping[str, str] | None = None,
     ) -> None:
         self.config = config
         self.metrics_secure = metrics_secure
+        self.env = dict(env or {})
         self.kubeconfig = kubeconfig
         self.log_path = log_path
         self.extra = extra
@@ -220,7 +223,7 @@ class ControllerProcess(ManagedProcess):
     def start(self) -> None:
         self.log_path.parent.mkdir(parents=True, exist_ok=True)
         log = self.log_path.open("ab")
-        env = {**os.environ, "PYTHONUNBUFFERED": "1"}
+        env = {**os.environ, "PYTHONUNBUFFERED": "1", **self.env}
         self.process = subprocess.Popen(
             [
                 sys.executable,

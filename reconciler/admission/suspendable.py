@@ -4,15 +4,23 @@ webhooks are for each such kind.
 Defaulting on create: an object without a queue name gets ``kueue.x-k8s.io/queue-name: default``
 when its namespace has a LocalQueue named ``default``; one the controller manages (a queue name,
 or ``manageJobsWithoutQueueName``) is stored with ``spec.suspend: true``, so its own controller
-starts nothing before the Workload is admitted. Validation: the queue-name rules of any job.
-Objects of a framework the Configuration does not enable pass unchanged.
+starts nothing before the Workload is admitted; an object whose controller, up the chain, is a
+job the controller manages (Kueue's FindAncestorJobManagedByKueue: a job of an enabled kind that
+names a queue, or any with ``manageJobsWithoutQueueName``) is its parent's and is left as it is.
+Validation: the queue-name rules of any job, and the kind's own rules (`rules`) for a managed
+object. Objects of a framework the Configuration does not enable pass unchanged.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Generic, TypeVar
 
+from reconciler.api import ObjectMeta
+from reconciler.core.model.workloads import QUEUE_NAME_LABEL
+
+from .fielderrors import FieldError
 from .queue_rules import (
     JobPolicy,
     QueuedObject,
@@ -25,9 +33,28 @@ from .queue_rules import (
 from .review import AdmissionRequest, PatchOp, Verdict, decode_object
 from .routes import Lookups, Route, decoded, default_queue
 
-__all__ = ["SuspendableKind", "default_suspendable"]
+__all__ = ["SuspendableKind", "default_suspendable", "managed_ancestor"]
 
 J = TypeVar("J", bound=QueuedObject)
+
+# How far up an object's controllers are followed (Kueue's managedOwnersChainLimit).
+_OWNER_CHAIN_LIMIT = 10
+
+
+async def managed_ancestor(meta: ObjectMeta, namespace: str, policy: JobPolicy, lookups: Lookups) -> bool:
+    """Whether one of the object's controllers, up the chain, is a job of an enabled kind the
+    controller manages (it names a queue, or ``manageJobsWithoutQueueName``)."""
+    for _ in range(_OWNER_CHAIN_LIMIT):
+        ref = next((r for r in meta.owner_references if r.controller), None)
+        if ref is None or (ref.api_version, ref.kind) not in policy.job_kinds:
+            return False
+        owner = await lookups.object_meta(ref.api_version, ref.kind, namespace, ref.name)
+        if owner is None:
+            return False
+        if owner.labels.get(QUEUE_NAME_LABEL) or policy.manage_without_queue_name:
+            return True
+        meta = owner
+    return False
 
 
 def default_suspendable(obj: QueuedObject, policy: JobPolicy, *, default_queue_exists: bool) -> list[PatchOp]:
@@ -51,6 +78,11 @@ class SuspendableKind(Generic[J]):
     version: str
     resource: str
     name: str  # the lower-case kind, as the paths and names carry it
+    # The kind's own rules for an object the controller manages, on create and update.
+    rules: Callable[[J], list[FieldError]] | None = None
+
+    def managed(self, obj: J, policy: JobPolicy) -> bool:
+        return bool(queue_name(obj)) or policy.manage_without_queue_name
 
     def default(self, obj: J, policy: JobPolicy, *, default_queue_exists: bool) -> list[PatchOp]:
         if not policy.on(self.framework):
@@ -61,8 +93,16 @@ class SuspendableKind(Generic[J]):
         obj, errors = decode_object(request.object, self.projection)
         if obj is None:
             return Verdict.deny(errors)
+        namespace = request.namespace or obj.metadata.namespace
+        if policy.on(self.framework) and obj.metadata.owner_references:
+            try:
+                if await managed_ancestor(obj.metadata, namespace, policy, lookups):
+                    return Verdict.allow()  # its parent's: never suspended nor queued on its own
+            except Exception as err:
+                where = f"{namespace}/{obj.metadata.name}"
+                return Verdict.fail(f"cannot tell whether the controller of {where} is managed: {err}")
         needed = policy.on(self.framework) and not queue_name(obj)
-        exists = await default_queue(lookups, needed, request.namespace or obj.metadata.namespace)
+        exists = await default_queue(lookups, needed, namespace)
         if isinstance(exists, Verdict):
             return exists
         return Verdict.allow(self.default(obj, policy, default_queue_exists=exists))
@@ -73,13 +113,14 @@ class SuspendableKind(Generic[J]):
         new, old, errors = decoded(request, self.projection)
         if new is None or errors:
             return Verdict.deny(errors)
+        own = self.rules(new) if self.rules is not None and self.managed(new, policy) else []
         if old is None:
-            return Verdict.judge(validate_job(new))
+            return Verdict.judge(own + validate_job(new))
         namespace = request.namespace or new.metadata.namespace
         exists = await default_queue(lookups, needs_default_queue_lookup_on_update(new, old), namespace)
         if isinstance(exists, Verdict):
             return exists
-        return Verdict.judge(validate_job_update(new, old, default_queue_exists=exists))
+        return Verdict.judge(validate_job_update(new, old, default_queue_exists=exists) + own)
 
     def routes(self, mutate_why: str = "", validate_why: str = "") -> tuple[Route, Route]:
         """The mutating webhook (on create) and the validating one (on create and update)."""

@@ -45,8 +45,8 @@ _BY_VERSION: dict[str, dict[str, str]] = {
     "v1beta2": {"visibilityServer": _NO_VISIBILITY},
 }
 _INTEGRATIONS: dict[str, str] = {
-    "externalFrameworks": "only the batch/job integration is implemented; Workloads of other owners "
-    "are not created or managed",
+    "externalFrameworks": "only the registered integrations (integrations.frameworks) are implemented; "
+    "Workloads of other owners are not created or managed",
     "podOptions": "Kueue v0.18.1 does not read it either: the pod webhook and integration follow "
     "managedJobsNamespaceSelector",
 }

@@ -11,7 +11,7 @@ quoted beside it.
 from __future__ import annotations
 
 from reconciler.api import LocalQueue, Workload, pod_template_view
-from reconciler.core.model.workloads import QUEUE_NAME_LABEL
+from reconciler.core.model.workloads import QUEUE_NAME_LABEL, workload_for_object, workload_name_for_job
 from reconciler.core.quota.cohorts import HAS_CYCLE
 from reconciler.core.quota.inventory_admission import DEVICES_DO_NOT_COVER
 from reconciler.core.scheduling.scheduler import NAMESPACE_MISMATCH, REASON_PENDING, Admit, Pending
@@ -47,11 +47,17 @@ def _unread(what: str) -> str:
 
 
 def find_workload(state: ClusterState) -> Workload | None:
-    """The asked-for Workload, or the Job's (by owner UID, else by Kueue's name for it)."""
-    if state.workload is not None or state.job is None:
+    """The asked-for Workload, or the job's (by owner UID, else by Kueue's name for it)."""
+    if state.workload is not None:
         return state.workload
-    job = state.job.metadata
-    named = job_workload_name(job.name, job.uid)
+    if state.job is not None:
+        job, named = state.job.metadata, job_workload_name(state.job.metadata.name, state.job.metadata.uid)
+    elif state.other is not None:
+        job, integration = state.other.meta, state.other.integration
+        group = integration.api_version.rpartition("/")[0]
+        named = workload_name_for_job(job.name, job.uid, integration.kind, group)
+    else:
+        return None
     for workload in state.workloads:
         meta = workload.metadata
         if meta.namespace != job.namespace:
@@ -59,6 +65,17 @@ def find_workload(state: ClusterState) -> Workload | None:
         if any(ref.uid == job.uid for ref in meta.owner_references) or meta.name == named:
             return workload
     return None
+
+
+def _would_create(state: ClusterState) -> Workload:
+    """The Workload the controller would create for the asked-for job (none exists yet)."""
+    if state.job is not None:
+        return workload_for_job(state.job)
+    assert state.other is not None  # a Workload target is fetched or the fetch fails
+    integration, meta = state.other.integration, state.other.meta
+    return workload_for_object(
+        meta, integration.api_version, integration.kind, integration.pod_sets(state.other.obj)
+    )
 
 
 def _controller_says(workload: Workload) -> list[str]:
@@ -72,19 +89,17 @@ def _controller_says(workload: Workload) -> list[str]:
 
 def explain(state: ClusterState) -> Explanation:
     subject = str(state.target)
-    job = state.job
-    if job is not None and QUEUE_NAME_LABEL not in job.metadata.labels:
+    job_meta = state.job.metadata if state.job is not None else state.other.meta if state.other else None
+    job_kind = "Job" if state.job is not None else state.other.integration.kind if state.other else ""
+    if job_meta is not None and QUEUE_NAME_LABEL not in job_meta.labels:
         return Explanation(
             subject,
             states.NOT_MANAGED,
-            f"the Job has no {QUEUE_NAME_LABEL} label, so the controller leaves it alone (it runs as soon "
-            f"as it is not suspended); label it with a LocalQueue's name to queue it",
+            f"the {job_kind} has no {QUEUE_NAME_LABEL} label, so the controller leaves it alone (it runs "
+            f"as soon as it is not suspended); label it with a LocalQueue's name to queue it",
         )
     found = find_workload(state)
-    workload = found
-    if workload is None:
-        assert job is not None  # a Workload target is fetched or the fetch fails
-        workload = workload_for_job(job)
+    workload = found if found is not None else _would_create(state)
     ex = Explanation(
         subject, states.PENDING, "", workload=f"{workload.metadata.namespace}/{workload.metadata.name}"
     )
@@ -96,8 +111,8 @@ def explain(state: ClusterState) -> Explanation:
         ex.state = states.NO_WORKLOAD
         ex.workload = None
         ex.findings.append(
-            "the controller has not created a Workload for this Job: check that `reconciler run` is running "
-            "and leads (its Lease), and its log; below is what it would decide"
+            f"the controller has not created a Workload for this {job_kind or 'Job'}: check that "
+            "`reconciler run` is running and leads (its Lease), and its log; below is what it would decide"
         )
     if is_finished(workload):
         ex.state, ex.summary = states.FINISHED, "it has finished; its quota is released"
@@ -170,7 +185,9 @@ def _admitted(state: ClusterState, workload: Workload, ex: Explanation) -> Expla
     assert admission is not None
     ex.cluster_queue = admission.cluster_queue
     ex.local_queue = f"{workload.metadata.namespace}/{workload.spec.queue_name}"
-    report = report_pods(workload, state.job, state.pods, state.claims, state.now, state.pods_ready)
+    report = report_pods(
+        workload, state.job, state.pods, state.claims, state.now, state.pods_ready, state.other
+    )
     ex.pods = report.lines
     flavors = sorted({f for a in admission.pod_set_assignments for f in a.flavors.values()})
     where = f"in ClusterQueue {admission.cluster_queue}" + (
@@ -319,5 +336,7 @@ def _add_events(state: ClusterState, workload: Workload, ex: Explanation) -> Non
     names = {("Workload", workload.metadata.name)}
     if state.job is not None:
         names.add(("Job", state.job.metadata.name))
+    if state.other is not None:
+        names.add((state.other.integration.kind, state.other.meta.name))
     names |= {("Pod", p.metadata.name) for p in state.pods}
     ex.events = event_lines(state.events, names)

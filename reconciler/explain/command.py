@@ -16,7 +16,7 @@ from reconciler.kube import KubeClient, KubeError
 from .analyze import explain
 from .fetch import ExplainError, fetch_state
 from .render import render_json, render_text
-from .state import ClusterState, PodsReadyClock, Target, TargetError
+from .state import ClusterState, PodsReadyClock, Target, TargetError, explainable
 
 __all__ = ["EXIT_UNREADABLE", "add_parser", "run"]
 
@@ -27,15 +27,22 @@ EXIT_USAGE = 2
 def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     parser = sub.add_parser(
         "explain",
-        help="why a Job or Workload is admitted, pending or stalled, from the cluster's live state",
+        help="why a job (of any registered kind) or Workload is admitted, pending or stalled, from the "
+        "cluster's live state",
         description=(
-            "Reads the Job or Workload and what admission depends on (queues, flavors, quota in use, "
+            "Reads the job or Workload and what admission depends on (queues, flavors, quota in use, "
             "claim templates, DeviceClasses, pods, claims, Warning events) and says in plain words "
             "whether it is admitted, pending, stalled, backing off or deactivated, and what would "
             "have to change or finish for it to run. Read-only."
         ),
     )
-    parser.add_argument("kind", choices=("job", "workload"), help="what to explain")
+    parser.add_argument(
+        "kind",
+        metavar="KIND",
+        help="what to explain: job, workload, or any enabled kind by its lowercase Kind ("
+        + ", ".join(sorted(explainable()))
+        + "; the kinds whose pods form groups are explained by their groups' Workloads)",
+    )
     parser.add_argument("ref", metavar="NAMESPACE/NAME", help="e.g. p3-dra-demo/kueue-dra-pending-b")
     parser.add_argument(
         "--kubeconfig", help="kubeconfig file (default: $KUBECONFIG, in-cluster, ~/.kube/config)"

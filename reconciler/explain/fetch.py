@@ -32,6 +32,7 @@ from reconciler.api import (
     Job,
     LocalQueue,
     Namespace,
+    ObjectMeta,
     Pod,
     Resource,
     ResourceClaim,
@@ -39,19 +40,26 @@ from reconciler.api import (
     ResourceFlavor,
     Workload,
 )
+from reconciler.api.meta import ApiStruct
 from reconciler.api.resources import COHORTS, NODES, RESOURCE_SLICES
 from reconciler.api.slices import Node, ResourceSlice
+from reconciler.core.model.jobs import PODSET_LABEL
+from reconciler.integrations import Integration
 from reconciler.integrations.pods.group import IS_GROUP_WORKLOAD_ANNOTATION
 from reconciler.integrations.pods.pod import GROUP_NAME_LABEL
 from reconciler.kube import DecodeError, Forbidden, KubeClient, NotFound
 from reconciler.kube.watchwire import ListPage
 
-from .state import ClusterState, Event, Target
+from .state import ClusterState, Event, OtherJob, Target, explainable
 
 __all__ = ["ExplainError", "fetch_state"]
 
 T = TypeVar("T")
 PAGE = "500"
+
+
+class _Meta(ApiStruct):
+    metadata: ObjectMeta = msgspec.field(default_factory=ObjectMeta)
 
 
 class ExplainError(RuntimeError):
@@ -111,38 +119,68 @@ async def _readable(what: str, unreadable: list[str], call: Awaitable[list[T]]) 
     return []
 
 
+async def _other(
+    client: KubeClient, integration: Integration, namespace: str, name: str, request_timeout: float
+) -> OtherJob:
+    resource = integration.resource
+    path = resource.item_path(namespace, name)
+    body = await client.request("GET", path, timeout=request_timeout)
+    try:
+        meta = msgspec.json.decode(body, type=_Meta).metadata
+        return OtherJob(integration, meta, msgspec.json.decode(body, type=integration.projection))
+    except msgspec.DecodeError as err:
+        raise DecodeError(f"{resource.kind} {namespace}/{name}: {err}") from err
+
+
 async def _target(
     client: KubeClient, target: Target, request_timeout: float
-) -> tuple[Job | None, Workload | None]:
+) -> tuple[Job | None, Workload | None, OtherJob | None]:
+    others = explainable()
     try:
         if target.kind == "job":
-            return await _get(client, JOBS, target.namespace, target.name, Job, request_timeout), None
+            return await _get(client, JOBS, target.namespace, target.name, Job, request_timeout), None, None
+        if target.kind in others:
+            integration = others[target.kind]
+            return (
+                None,
+                None,
+                await _other(client, integration, target.namespace, target.name, request_timeout),
+            )
         workload = await _get(client, WORKLOADS, target.namespace, target.name, Workload, request_timeout)
     except NotFound:
         raise ExplainError(f"{target} not found") from None
     except Forbidden as err:
         raise ExplainError(f"{target}: not allowed to read it: {err}") from None
-    owner = next((r for r in workload.metadata.owner_references if r.kind == "Job"), None)
-    if owner is None:
-        return None, workload
-    try:
-        return await _get(client, JOBS, target.namespace, owner.name, Job, request_timeout), workload
-    except (NotFound, Forbidden):
-        return None, workload
+    by_kind = {(i.kind, i.api_version): i for i in others.values()}
+    for ref in workload.metadata.owner_references:
+        try:
+            if ref.kind == "Job":
+                job = await _get(client, JOBS, target.namespace, ref.name, Job, request_timeout)
+                return job, workload, None
+            owner = by_kind.get((ref.kind, ref.api_version))
+            if owner is not None and not owner.jobs_from_pods:
+                other = await _other(client, owner, target.namespace, ref.name, request_timeout)
+                return None, workload, other
+        except (NotFound, Forbidden):
+            return None, workload, None
+    return None, workload, None
 
 
 async def fetch_state(
     client: KubeClient, target: Target, *, now: str, request_timeout: float
 ) -> ClusterState:
     """Everything `analyze.explain` looks at; raises ExplainError when the target cannot be read."""
-    job, workload = await _target(client, target, request_timeout)
-    state = ClusterState(target=target, now=now, job=job, workload=workload)
+    job, workload, other = await _target(client, target, request_timeout)
+    state = ClusterState(target=target, now=now, job=job, workload=workload, other=other)
     ns = target.namespace
     missing = state.unreadable
     pods_query = {"labelSelector": f"batch.kubernetes.io/job-name={job.metadata.name}"} if job else None
     if workload is not None and workload.metadata.annotations.get(IS_GROUP_WORKLOAD_ANNOTATION) == "true":
         # A pod group's Workload: its pods are the group's (Kueue's label selector for them).
         pods_query = {"labelSelector": f"{GROUP_NAME_LABEL}={workload.metadata.name}"}
+    elif other is not None:
+        # The pods the controller started carry the pod-set label; those the job controls are its.
+        pods_query = {"labelSelector": PODSET_LABEL}
     # Every list at once; the first error (other than 403/404) cancels the rest.
     workloads = _start("Workloads", missing, _list(client, WORKLOADS, Workload, request_timeout))
     cluster_queues = _start(

@@ -13,7 +13,7 @@ from reconciler.core.scheduling.podsready import pods_needed, pods_ready_deadlin
 from reconciler.core.status import condition
 from reconciler.integrations.pods.group import IS_GROUP_WORKLOAD_ANNOTATION
 
-from .state import Event, PodsReadyClock
+from .state import Event, OtherJob, PodsReadyClock
 
 __all__ = ["PodReport", "event_lines", "report_pods"]
 
@@ -56,17 +56,23 @@ def report_pods(
     claims: Iterable[ResourceClaim],
     now: str,
     wait: PodsReadyClock | None,
+    other: OtherJob | None = None,
 ) -> PodReport:
     """What an admitted workload's pods say, and whether it is stalled (pods not ready long after
     admission, or claims the scheduler cannot allocate)."""
-    own = [p for p in pods if job is None or owner_job(p) == job.metadata.name]
+    if other is not None:
+        own = [p for p in pods if _controlled_by(p, other)]
+        ready = ready_or_counted(own, other.integration.pods_ready_count(other.obj))
+    else:
+        own = [p for p in pods if job is None or owner_job(p) == job.metadata.name]
+        ready = ready_or_succeeded(own, job)
     by_key = {(c.metadata.namespace, c.metadata.name): c for c in claims}
     namespace = workload.metadata.namespace
     group = workload.metadata.annotations.get(IS_GROUP_WORKLOAD_ANNOTATION) == "true"
     needed = pods_needed(job.spec.parallelism, job.spec.completions) if job is not None else 1
-    if group:  # a pod group: every pod its pod sets count
+    if group or other is not None:  # a pod group, or a job of another kind: every pod its pod sets count
         needed = sum(1 if ps.count is None else ps.count for ps in workload.spec.pod_sets)
-    report = PodReport(ready=ready_or_succeeded(own, job), needed=needed, stalled=False)
+    report = PodReport(ready=ready, needed=needed, stalled=False)
     report.lines = [_pod_line(p, by_key) for p in sorted(own, key=lambda p: p.metadata.name)]
     report.lines.insert(0, f"pods ready or succeeded: {report.ready} of {needed} needed")
     if report.ready >= needed:
@@ -125,6 +131,15 @@ def event_lines(events: Iterable[Event], names: set[tuple[str, str]]) -> list[st
         about = f"{e.involved_object.kind} {e.involved_object.name}"
         lines.append(f"{e.when() or '?'}  {about}: {e.reason}{times}: {e.message}")
     return lines
+
+
+def _controlled_by(pod: Pod, other: OtherJob) -> bool:
+    """Whether the job controls the pod directly (pods its children make are counted by its
+    own status instead: `Integration.pods_ready_count`)."""
+    return any(
+        ref.controller and other.integration.owns(other.obj, ref.kind, ref.api_version, ref.name)
+        for ref in pod.metadata.owner_references
+    )
 
 
 def owner_job(pod: Pod) -> str | None:

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Literal
+from typing import Any
 
 import msgspec
 
@@ -29,35 +29,77 @@ from reconciler.api import (
 from reconciler.api.meta import ApiStruct
 from reconciler.api.slices import Node, ResourceSlice
 from reconciler.core.queueing.admission_fair_sharing import AfsSettings
+from reconciler.integrations import REGISTRATIONS, Integration
 
-__all__ = ["ClusterState", "Event", "Kind", "ObjectReference", "PodsReadyClock", "Target", "TargetError"]
+__all__ = [
+    "ClusterState",
+    "Event",
+    "ObjectReference",
+    "OtherJob",
+    "PodsReadyClock",
+    "Target",
+    "TargetError",
+    "explainable",
+]
 
-Kind = Literal["job", "workload"]
-KINDS: tuple[Kind, ...] = ("job", "workload")
+# The two kinds explain always takes; every registered kind is taken by its lowercase Kind too.
+JOB, WORKLOAD = "job", "workload"
 
 
 class TargetError(ValueError):
     """A target that cannot be explained as given; the message says what to give instead."""
 
 
+def explainable() -> dict[str, Integration]:
+    """Registered kinds explain takes by name (lowercase Kind), besides `job` and `workload`."""
+    integrations = [r.integration for r in REGISTRATIONS.values() if r.integration is not None]
+    return {i.kind.lower(): i for i in integrations if i.kind.lower() not in (JOB, WORKLOAD)}
+
+
 @dataclass(frozen=True, slots=True)
 class Target:
-    kind: Kind
+    kind: str  # "job", "workload" or a registered kind's lowercase Kind ("rayjob")
     namespace: str
     name: str
+    display: str = ""  # the Kind as the API spells it ("RayJob")
 
     @classmethod
     def parse(cls, kind: str, ref: str) -> Target:
-        """`job` or `workload`, and `NAMESPACE/NAME`."""
-        if kind not in KINDS:
-            raise TargetError(f"{kind!r}: explain a job or a workload")
+        """`job`, `workload` or a registered kind, and `NAMESPACE/NAME`."""
+        others = explainable()
+        kind = kind.lower()
+        if kind not in (JOB, WORKLOAD) and kind not in others:
+            names = ", ".join([JOB, WORKLOAD, *sorted(others)])
+            raise TargetError(f"{kind!r}: explain one of {names}")
+        integration = others.get(kind)
+        if integration is not None and integration.jobs_from_pods:
+            raise TargetError(
+                f"{kind!r}: a {integration.kind}'s pods are grouped into Workloads of their own: explain "
+                "one of them with `reconciler explain workload NAMESPACE/NAME` (`kubectl get workloads -n "
+                "NAMESPACE` lists them)"
+            )
         namespace, slash, name = ref.partition("/")
         if not (slash and namespace and name) or "/" in name:
             raise TargetError(f"{ref!r}: give NAMESPACE/NAME, e.g. p3-dra-demo/kueue-dra-pending-b")
-        return cls("job" if kind == "job" else "workload", namespace, name)
+        display = {JOB: "Job", WORKLOAD: "Workload"}.get(kind) or (integration.kind if integration else kind)
+        return cls(kind, namespace, name, display)
 
     def __str__(self) -> str:
-        return f"{'Job' if self.kind == 'job' else 'Workload'} {self.namespace}/{self.name}"
+        display = self.display or {JOB: "Job", WORKLOAD: "Workload"}.get(self.kind, self.kind)
+        return f"{display} {self.namespace}/{self.name}"
+
+
+@dataclass(frozen=True, slots=True)
+class OtherJob:
+    """The asked-for job (or the asked-for Workload's owner) of a registered kind other than
+    batch/v1 Job: its metadata, its decoded object and the integration that reads it."""
+
+    integration: Integration
+    meta: ObjectMeta
+    obj: Any
+
+    def __str__(self) -> str:
+        return f"{self.integration.kind} {self.meta.namespace}/{self.meta.name}"
 
 
 class ObjectReference(ApiStruct):
@@ -97,6 +139,7 @@ class ClusterState:
     target: Target
     now: str  # RFC 3339
     job: Job | None = None  # the Job asked for, or the asked-for Workload's owner
+    other: OtherJob | None = None  # the same for a job of another registered kind
     workload: Workload | None = None  # the asked-for Workload, or the Job's
     workloads: list[Workload] = field(default_factory=list)
     cluster_queues: list[ClusterQueue] = field(default_factory=list)
@@ -106,7 +149,7 @@ class ClusterState:
     namespaces: list[Namespace] = field(default_factory=list)
     templates: list[ResourceClaimTemplate] = field(default_factory=list)
     device_classes: list[DeviceClass] = field(default_factory=list)
-    pods: list[Pod] = field(default_factory=list)  # the Job's pods
+    pods: list[Pod] = field(default_factory=list)  # the job's pods
     claims: list[ResourceClaim] = field(default_factory=list)  # the target's namespace
     # What the DRA drivers publish (sizes allocationMode All and device capacities per flavor).
     resource_slices: list[ResourceSlice] = field(default_factory=list)

@@ -4,6 +4,9 @@ The shape follows Kueue's GenericJob (jobframework): the pod sets a job asks quo
 it is suspended, the patches that start it on its flavors and that stop it with its pod templates
 restored, whether it is active, ready or finished. Everything here is pure: objects in, patches
 and facts out; the runtime performs what these return.
+
+A kind may also define `skip(obj) -> bool` (Kueue's optional JobWithSkip): a job it skips is left
+alone entirely (`decide` returns Nothing for it), e.g. a RayJob on an existing cluster.
 """
 
 from __future__ import annotations

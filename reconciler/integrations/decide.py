@@ -248,6 +248,9 @@ def decide(
     be skipped while neither changed since they last matched; the step is the same without it.
     (Each fact is asked of the integration only where a step depends on it.)
     """
+    skip = getattr(integration, "skip", None)
+    if skip is not None and skip(obj):
+        return NOTHING  # a job its kind leaves alone (Kueue's JobWithSkip)
     outcome = integration.finished(obj)
     if workload is None:
         if outcome is not None:

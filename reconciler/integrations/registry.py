@@ -9,13 +9,14 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
+from dataclasses import dataclass
 from types import MappingProxyType
 from typing import Protocol
 
 from reconciler.config_sections.fields import ConfigError
 from reconciler.config_sections.frameworks import KNOWN_FRAMEWORKS
 
-from . import batchjob, jobset, lws, pods
+from . import batchjob, jobset, lws, pods, ray
 from .apps import STATEFULSET_REGISTRATION, deployment
 from .base import Integration
 from .registration import Registration
@@ -23,7 +24,9 @@ from .registration import Registration
 __all__ = [
     "REGISTRATIONS",
     "REGISTRY",
+    "Unimplemented",
     "check_frameworks",
+    "describe_unimplemented",
     "enabled",
     "enabled_registrations",
     "implied_only",
@@ -70,6 +73,8 @@ register(batchjob.REGISTRATION)
 register(jobset.REGISTRATION)
 register(lws.REGISTRATION)
 register(pods.REGISTRATION)
+register(ray.RAYCLUSTER_REGISTRATION)
+register(ray.RAYJOB_REGISTRATION)
 register(deployment.REGISTRATION)
 register(STATEFULSET_REGISTRATION)
 
@@ -105,16 +110,43 @@ def enabled_registrations(frameworks: Iterable[str]) -> list[Registration]:
     return [_REGISTRATIONS[name] for name in with_implied(frameworks) if name in _REGISTRATIONS]
 
 
-def check_frameworks(config: _Configured) -> None:
-    """Refuse a Configuration that enables a framework no registered kind implements, naming the
-    field and the implemented values (the Configuration itself checks them against Kueue's)."""
+@dataclass(frozen=True)
+class Unimplemented:
+    """A framework of Kueue's that `integrations.frameworks` enables and this build lacks."""
+
+    index: int
+    name: str
+
+    @property
+    def path(self) -> str:
+        return f"integrations.frameworks[{self.index}]"
+
+
+def check_frameworks(config: _Configured) -> list[Unimplemented]:
+    """The frameworks `integrations.frameworks` enables that Kueue v0.18.1 implements and this
+    build does not (the caller names them: Kueue's own Configuration file must start the
+    controller). A name no registered kind implements and Kueue does not know either is refused,
+    naming the field and the supported values (the Configuration refuses those first; this
+    guards other callers)."""
+    unimplemented = []
     for i, name in enumerate(config.frameworks):
-        if name not in _REGISTRATIONS:
-            later = (
-                f" (Kueue's {name!r} integration is not implemented yet)" if name in KNOWN_FRAMEWORKS else ""
-            )
+        if name in _REGISTRATIONS:
+            continue
+        if name not in KNOWN_FRAMEWORKS:
             raise ConfigError(
                 f"integrations.frameworks[{i}]: Unsupported value: {name!r}: supported values: "
                 + ", ".join(f'"{f}"' for f in sorted(_REGISTRATIONS))
-                + later
             )
+        unimplemented.append(Unimplemented(i, name))
+    return unimplemented
+
+
+def describe_unimplemented(unimplemented: Sequence[Unimplemented]) -> str:
+    """One line naming them, what that means, and what is implemented."""
+    return (
+        "integrations.frameworks enables Kueue frameworks this controller does not implement, whose "
+        "objects are not queued: "
+        + ", ".join(f"{u.name} ({u.path})" for u in unimplemented)
+        + "; implemented: "
+        + ", ".join(sorted(_REGISTRATIONS))
+    )

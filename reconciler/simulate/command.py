@@ -12,7 +12,7 @@ import yaml
 from reconciler.api.times import now_rfc3339
 from reconciler.config import ConfigError, load_config, named
 from reconciler.core.queueing.admission_fair_sharing import AfsSettings
-from reconciler.integrations import check_frameworks
+from reconciler.integrations import check_frameworks, describe_unimplemented
 
 from .inputs import InputObject, SimulationError, SimulationResult
 from .run import FairSharing, simulate
@@ -67,7 +67,7 @@ def collect_objects(paths: Iterable[str]) -> list[InputObject]:
 def run_simulation(config_path: str, manifest_paths: Sequence[str]) -> SimulationResult:
     config = load_config(config_path)
     try:
-        check_frameworks(config)
+        unimplemented = check_frameworks(config)
     except ConfigError as err:
         raise ConfigError(named(config_path, err)) from None
     objects = collect_objects(manifest_paths)
@@ -79,7 +79,7 @@ def run_simulation(config_path: str, manifest_paths: Sequence[str]) -> Simulatio
         if afs is None
         else AfsSettings(afs.usage_half_life_seconds, afs.usage_sampling_seconds, afs.resource_weights)
     )
-    return simulate(
+    result = simulate(
         objects,
         config.class_to_resource,
         now_rfc3339(),
@@ -90,6 +90,9 @@ def run_simulation(config_path: str, manifest_paths: Sequence[str]) -> Simulatio
         FairSharing(config.fair_sharing_strategies, admission),
         config.extended_resources,
     )
+    if unimplemented:
+        result.warnings.insert(0, describe_unimplemented(unimplemented))
+    return result
 
 
 def _column(rows: list[list[str]]) -> str:

@@ -96,17 +96,24 @@ def test_a_reload_of_a_bad_file_is_the_same_line(bad: str, tmp_path: Path) -> No
     assert read_config(str(path), change.digest) is None  # reported once
 
 
-def test_a_framework_not_implemented_is_named_with_the_file(
+def test_a_kueue_framework_not_implemented_is_a_warning_not_an_error(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    path = tmp_path / "mpi.yaml"
-    path.write_bytes(HEAD + b"integrations:\n  frameworks: [kubeflow.org/mpijob]\n")
-    for command in sorted(COMMANDS):
-        assert cli.main(COMMANDS[command](str(path))) == cli.EXIT_USAGE
-        err = capsys.readouterr().err
-        assert err.startswith(f"error: {path}: integrations.frameworks[0]: Unsupported value: ")
-        assert err.count("\n") == 1
+    """Kueue's shipped Configuration enables frameworks this build lacks: `simulate` runs and names
+    them on stderr; a reload of such a file is taken (the controller warns, as at start-up)."""
+    path = tmp_path / "spark.yaml"
+    path.write_bytes(
+        HEAD + b"integrations:\n  frameworks: [batch/job, sparkoperator.k8s.io/sparkapplication]\n"
+    )
+    queues = Path(__file__).parents[2] / "examples/walkthrough/10-queues.yaml"
+    assert cli.main(["simulate", "--config", str(path), "-f", str(queues)]) == 0
+    err = capsys.readouterr().err
+    assert err.startswith(
+        "warning: integrations.frameworks enables Kueue frameworks this controller does not implement, "
+        "whose objects are not queued: sparkoperator.k8s.io/sparkapplication (integrations.frameworks[1])"
+    )
     change = read_config(str(path), None)
     assert change is not None
-    assert change.error is not None
-    assert change.error.startswith(f"{path}: integrations.frameworks[0]: Unsupported value: ")
+    assert change.error is None
+    assert change.config is not None
+    assert change.config.frameworks == ("batch/job", "sparkoperator.k8s.io/sparkapplication")

@@ -341,7 +341,7 @@ def test_json_has_every_field() -> None:
 @pytest.mark.parametrize(
     ("kind", "ref", "message"),
     [
-        ("pod", "ns/x", "'pod': explain a job or a workload"),
+        ("cronjob", "ns/x", "'cronjob': explain one of job, workload, "),
         ("job", "x", "'x': give NAMESPACE/NAME"),
         ("job", "ns/", "'ns/': give NAMESPACE/NAME"),
         ("job", "a/b/c", "'a/b/c': give NAMESPACE/NAME"),

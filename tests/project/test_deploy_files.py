@@ -247,7 +247,11 @@ def test_deployment_follows_the_contract() -> None:
     (container,) = pod["containers"]
     assert container["args"] == CONTRACT_ARGS
     env = {e["name"]: e["valueFrom"]["fieldRef"]["fieldPath"] for e in container["env"]}
-    assert env == {"POD_NAME": "metadata.name", "POD_NAMESPACE": "metadata.namespace"}
+    assert env == {
+        "POD_NAME": "metadata.name",
+        "POD_NAMESPACE": "metadata.namespace",
+        "POD_TEMPLATE_HASH": "metadata.labels['pod-template-hash']",
+    }
     ports = {p["name"]: p["containerPort"] for p in container["ports"]}
     assert ports == {"metrics": 8080, "health": 8081, "webhook": 9443}
     # /metrics is HTTPS behind token review (the default: no --metrics-secure=false); the kubelet's

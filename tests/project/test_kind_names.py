@@ -77,6 +77,8 @@ ALLOWED: dict[str, str] = {
     "reconciler/explain/pods.py": _EXPLAIN,
     "reconciler/explain/quota.py": _EXPLAIN,
     "reconciler/explain/state.py": _EXPLAIN,
+    # Not a job: the controller's own Deployment, on which the unimplemented-frameworks Event goes.
+    "reconciler/runtime/loop/notices.py": "the controller's own Deployment, not a kind of job",
     "reconciler/runtime/jobs/lws.py": _POD_WRITTEN,
     "reconciler/runtime/jobs/podgroups.py": _POD_WRITTEN,
     "reconciler/runtime/jobs/podgroup_writes.py": _POD_WRITTEN,

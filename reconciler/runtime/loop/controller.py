@@ -20,9 +20,11 @@ from typing import Any
 import structlog
 
 from reconciler.config import Configuration
+from reconciler.integrations import check_frameworks
 from reconciler.kube import Informer, KubeClient, WatchEvent
 from reconciler.observability.health import ControllerState, Health, WatchState
 from reconciler.observability.metrics import Metrics
+from reconciler.runtime.loop.notices import announce_unimplemented
 from reconciler.runtime.loop.reconciler import Reconciler
 from reconciler.runtime.loop.snapshot import state_snapshot
 from reconciler.runtime.queues.config_reload import ConfigReload, watch_config
@@ -231,8 +233,10 @@ async def run_controller(
             informers, reconciler, inbox, progress, consumer, options.stall_after
         )
     tasks: list[asyncio.Task[None]] = []
+    notice: asyncio.Task[None] | None = None
     try:
         loop = asyncio.get_running_loop()
+        notice = loop.create_task(announce_unimplemented(client, check_frameworks(config)), name="notice")
         tasks = [loop.create_task(i.run(), name=f"watch-{i.resource.plural}") for i in informers]
         consumer = loop.create_task(
             _consume(inbox, reconciler, options.max_batch, progress, metrics), name="reconciler"
@@ -254,9 +258,10 @@ async def run_controller(
             health.stopping = True
         log.info("shutting down", in_flight=writer.in_flight())
     finally:
-        for task in tasks:
+        owned = [*tasks, *([notice] if notice is not None else [])]
+        for task in owned:
             task.cancel()
-        await asyncio.gather(*tasks, return_exceptions=True)
+        await asyncio.gather(*owned, return_exceptions=True)
         await writer.drain(options.shutdown_grace)
         await client.close()
         metrics.state_source = None

@@ -29,6 +29,7 @@ from typing import Any, NoReturn
 import structlog
 
 from reconciler.config import Configuration
+from reconciler.integrations import check_frameworks, describe_unimplemented
 from reconciler.kube.leader import ElectionConfig, LeaderElector
 from reconciler.observability.health import Health
 from reconciler.observability.metrics import Metrics, ReplicaRole
@@ -75,10 +76,13 @@ async def run_process(
     election = options.leader_election
     role: ReplicaRole = "standalone" if election is None else "follower"
     metrics = Metrics(role, version=options.version)
-    metrics.config_ignored(f.path for f in config.ignored_fields)
+    unimplemented = check_frameworks(config)
+    metrics.config_ignored([*(f.path for f in config.ignored_fields), *(u.path for u in unimplemented)])
     if config.ignored_fields:
         ignored = {f.path: f.reason for f in config.ignored_fields}
         log.warning("configuration fields without effect in this controller", ignored=ignored)
+    if unimplemented:
+        log.warning(describe_unimplemented(unimplemented))
     health = Health(role=role, identity=election.identity if election else "")
     servers: list[Server] = []
     webhook_client = None

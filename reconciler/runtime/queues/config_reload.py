@@ -38,7 +38,7 @@ from reconciler.config import (
     parse_config_file,
     with_live_changes,
 )
-from reconciler.integrations import check_frameworks
+from reconciler.integrations import check_frameworks, describe_unimplemented
 from reconciler.runtime.shared.context import Context
 
 __all__ = ["ConfigReload", "ConfigReloads", "read_config", "watch_config"]
@@ -74,7 +74,9 @@ def read_config(path: str, last_digest: str | None) -> ConfigReload | None:
         return None
     try:
         config = parse_config_file(path, data)
-        check_frameworks(config)
+        unimplemented = check_frameworks(config)
+        if unimplemented:
+            log.warning(describe_unimplemented(unimplemented), path=path)
         return ConfigReload(path, digest, config=config)
     except ConfigError as err:
         return ConfigReload(path, digest, error=named(path, err))
