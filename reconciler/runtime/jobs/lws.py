@@ -7,7 +7,8 @@ integrations, and the writes a group takes (to its pods, not to the set).
 their names; a group that goes (the set scaled down or deleted) is let go like a deleted job.
 `LwsJobs` is such an integration's Jobs concern: the decisions are the common ones
 (`integrations.decide`); a start ungates each gated pod of the group with its pod set's flavor,
-a stop deletes the group's running pods, the Workload is created in Kueue's shape for a group
+a stop marks the group's running pods `TerminationTarget` and deletes them (Kueue's Stop
+of a pod group, an Event `Stopped` on each), the Workload is created in Kueue's shape for a group
 (`group_workload_shape`), the pods get Kueue's pod-group metadata (`pod_defaults`) and become the
 Workload's owners, and the Workload of a group the set no longer wants is deleted, as Kueue does
 on a scale-down.
@@ -27,6 +28,7 @@ from reconciler.api.pods import ManagedPod
 from reconciler.api.resources import PODS, WORKLOADS
 from reconciler.integrations import GroupedSets, Start, Step
 from reconciler.integrations.lws.sets import group_pods_to_stop, group_start_patches
+from reconciler.integrations.pods.group import termination_patch
 from reconciler.kube import Conflict, NotFound
 from reconciler.runtime.jobs.concern import JobKinds, Jobs
 from reconciler.runtime.shared.actions import Delete, MergePatch, WriteDone
@@ -202,22 +204,33 @@ class LwsJobs(Jobs):
         super()._perform(job, wl_key, workload, step)
 
     def _delete_job(self, job: Any, workload: Workload) -> None:
-        """Stop a group by deleting its running pods (the set's controller makes them again)."""
-        names = group_pods_to_stop(self.integration.suspend_patch(job))
-        namespace = job.metadata.namespace
-        asked = False
-        for name in names:
-            if (namespace, name) in self._writing:
+        """Stop a group as Kueue stops a pod group: each running pod gets the condition
+        `TerminationTarget=True` (the stop's reason and message), then is deleted, with an Event
+        `Stopped` on it (the set's controller makes the pods again, gated)."""
+        names = set(group_pods_to_stop(self.integration.suspend_patch(job)))
+        reason, message = _stop_reason(workload)
+        for pod in job.pods:
+            key = (pod.metadata.namespace, pod.metadata.name)
+            if pod.metadata.name not in names or key in self._writing:
                 continue
-            self._writing.add((namespace, name))
-            self.ctx.write(Delete("job-delete", PODS, namespace, name, on_done=self._pod_written))
-            asked = True
-        if asked:
-            evicted = any(c.type == "Evicted" and c.status == "True" for c in workload.status.conditions)
-            if workload.metadata.deletion_timestamp:
-                self.ctx.events.emit(job, "Normal", "Stopped", "Workload is deleted")
-            elif not evicted:
-                self.ctx.events.emit(job, "Normal", "Stopped", "Not admitted by cluster queue")
+            self._writing.add(key)
+            body = termination_patch(pod, reason, message, self.ctx.clock())
+            done = partial(self._pod_marked, pod=pod, message=message)
+            self.ctx.write(MergePatch("job-terminate", PODS, *key, body, subresource="status", on_done=done))
+
+    def _pod_marked(self, done: WriteDone, *, pod: ManagedPod, message: str) -> None:
+        if not done.ok:
+            self._pod_written(done)  # gone already, or changed meanwhile: looked at again
+            return
+        on_done = partial(self._pod_stopped, pod=pod, message=message)
+        self.ctx.write(Delete("job-delete", PODS, *done.key, on_done=on_done))
+
+    def _pod_stopped(self, done: WriteDone, *, pod: ManagedPod, message: str) -> None:
+        self._writing.discard(done.key)
+        if done.ok:
+            self.ctx.events.emit(pod, "Normal", "Stopped", message)
+            return
+        self._pod_written(done)
 
     def _pod_write(self, purpose: Any, namespace: str, name: str, patch: bytes, started: str = "") -> None:
         if (namespace, name) in self._writing:
@@ -264,6 +277,17 @@ class LwsJobs(Jobs):
             "set scaled down: deleting its group's Workload", kind=self.kind, workload=f"{namespace}/{name}"
         )
         ctx.write(Delete("delete-workload", WORKLOADS, namespace, name, on_done=done))
+
+
+def _stop_reason(workload: Workload) -> tuple[str, str]:
+    """Kueue's reason and message for stopping a group's pods: its Workload deleted, evicted
+    (`WorkloadEvictedDueTo<the Evicted condition's reason>`, its message), or not admitted."""
+    if workload.metadata.deletion_timestamp:
+        return "WorkloadDeleted", "Workload is deleted"
+    for c in workload.status.conditions:
+        if c.type == "Evicted" and c.status == "True":
+            return f"WorkloadEvictedDueTo{c.reason}", c.message
+    return "NotAdmitted", "Not admitted by cluster queue"
 
 
 def lws_groups(ctx: Context, kinds: JobKinds, own_namespace: str) -> LwsGroups:
