@@ -16,6 +16,7 @@ from reconciler.config import parse_config
 from reconciler.core.model.workloads import workload_name_for_job
 from reconciler.integrations import PODSET_LABEL
 from reconciler.integrations.pods.pod import ADMISSION_GATE, TOPOLOGY_GATE
+from reconciler.runtime.shared.actions import MergePatch
 from tests.support.memory_cluster import GPU, Cluster
 from tests.support.pod_queues import TAINT, condition, gates, queues
 from tests.support.pods import pod_body, stored_pod
@@ -171,7 +172,16 @@ def test_an_evicted_group_has_its_running_pods_deleted_and_its_quota_returned() 
     workload = workload_of(c, sts)
     assert workload is not None
     c.api.change(WORKLOADS, "ns", workload["metadata"]["name"], {"spec": {"active": False}})
-    c.settle()
+    performed = c.settle()
     assert ("pods", "ns", "web-0") not in c.api.objects
     assert ("pods", "ns", "web-1") not in c.api.objects
     assert c.used_gpus() == 0
+    # As Kueue stops a pod group: each running pod marked TerminationTarget, then deleted.
+    marked = sorted(
+        (a.name, a.subresource)
+        for a in performed
+        if isinstance(a, MergePatch) and a.purpose == "job-terminate" and b"TerminationTarget" in a.patch
+    )
+    assert marked == [("web-0", "status"), ("web-1", "status")]
+    stopped = sorted(e["involvedObject"]["name"] for e in c.api.events if e["reason"] == "Stopped")
+    assert stopped == ["web-0", "web-1"]  # on each pod, none on the set
