@@ -402,7 +402,7 @@ async def test_a_set_without_a_leader_template_is_one_main_pod_set(kube: KubeCli
 
 
 @pytest.mark.asyncio
-async def test_a_rolling_update_with_a_surge_queues_the_surge_group_and_ends_with_one_workload(
+async def test_a_rolling_update_with_a_surge_queues_the_surge_group_until_the_rollout_is_over(
     kube: KubeClient, served: str
 ) -> None:
     """A CPU-only set of two groups rolled to a new image with `maxSurge: 1`, `maxUnavailable: 0`:
