@@ -424,7 +424,7 @@ async def test_a_rolling_update_with_a_surge_queues_the_surge_group_until_the_ro
     uid = created["metadata"]["uid"]
     group0 = workload_name_for_job("rolled-0", uid, "LeaderWorkerSet", "leaderworkerset.x-k8s.io")
     group2 = workload_name_for_job("rolled-2", uid, "LeaderWorkerSet", "leaderworkerset.x-k8s.io")
-    await workload_where(kube, namespace, group0, "Admitted", "True")
+    first = await workload_where(kube, namespace, group0, "Admitted", "True")
 
     async def running(count: int) -> list[Obj] | None:
         pods = await group_pods(kube, namespace, "rolled", "Running")
@@ -456,4 +456,7 @@ async def test_a_rolling_update_with_a_surge_queues_the_surge_group_until_the_ro
     mine = [w for w in workloads if w["metadata"]["ownerReferences"][0]["name"] == "rolled"]
     assert len(mine) == 2
     assert all(status_condition(w, "Admitted")["status"] == "True" for w in mine)
+    # Kueue's pod group rule: a new image is no new Workload (group 0's kept its quota throughout).
+    kept = next(w for w in mine if w["metadata"]["name"] == group0)
+    assert kept["metadata"]["uid"] == first["metadata"]["uid"]
     await kube.delete(path)

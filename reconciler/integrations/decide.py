@@ -20,7 +20,7 @@ from reconciler.core.primitives.selectors import label_selector_matches
 from reconciler.core.scheduling.flavors import admission_node_labels, admission_tolerations
 
 from .base import Integration, Outcome, Patch, PodSetStart
-from .equivalence import MatchMemo, equivalent
+from .equivalence import MatchMemo, equivalent, group_equivalent
 
 __all__ = [
     "PODSET_LABEL",
@@ -215,7 +215,11 @@ def _mismatch(
     """Kueue's ensureOneWorkload: a Workload that no longer matches its job is replaced
     (`lenient`: tolerations left out of the comparison; `reserved`: the quota is held)."""
     pod_sets = integration.pod_sets(obj)
-    if equivalent(pod_sets, workload.spec.pod_sets, admitted=lenient):
+    if integration.jobs_from_pods:
+        same = group_equivalent(pod_sets, workload.spec.pod_sets)  # a pod group's prebuilt Workload
+    else:
+        same = equivalent(pod_sets, workload.spec.pod_sets, admitted=lenient)
+    if same:
         if memo is not None:
             memo.record(obj.metadata, workload.metadata, admitted=lenient)
         return None

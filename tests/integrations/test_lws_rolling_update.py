@@ -6,6 +6,7 @@ Workload is deleted as on a scale-down. A percentage `maxSurge` reads as 0, as K
 
 from __future__ import annotations
 
+import copy
 from typing import Any
 
 from reconciler.api.resources import LEADERWORKERSETS, PODS
@@ -84,3 +85,33 @@ def test_a_percentage_max_surge_reads_as_zero_no_surge_workload() -> None:
     lws = _surging_set(c, "50%")
     assert c.group_workload(lws, 2) is None
     assert gates(c.pod("a-2")) == [ADMISSION_GATE, TOPOLOGY_GATE]
+
+
+def test_a_new_image_keeps_each_groups_workload_and_its_pods_remade_are_ungated_under_it() -> None:
+    """Kueue compares a group with its prebuilt Workload by its pod group rule (pod set names and
+    counts), not by templates: rolled to a new image, the group keeps its admitted Workload."""
+    c = lws_cluster()
+    queues(c, gpus=2)
+    lws = c.add_set("a")
+    c.settle()
+    before = c.group_workload(lws, 0)
+    assert before is not None
+    template = copy.deepcopy(lws["spec"]["leaderWorkerTemplate"])
+    for role in ("leaderTemplate", "workerTemplate"):
+        template[role]["spec"]["containers"][0]["image"] = "busybox:1.36"
+    c.api.change(LEADERWORKERSETS, "ns", "a", {"spec": {"leaderWorkerTemplate": template}})
+    assert c.api.get(LEADERWORKERSETS, "ns", "a")["metadata"]["generation"] == 2
+    performed = c.settle()
+    assert not [a for a in performed if a.purpose in ("delete-workload", "job-delete", "job-terminate")]
+    # The LWS controller remakes the group at the new revision: ungated under the same Workload.
+    for name in ("a-0", "a-0-1"):
+        c.api.delete(PODS, "ns", name)
+    c.add_group(c.api.get(LEADERWORKERSETS, "ns", "a"), 0)
+    c.settle()
+    after = c.group_workload(lws, 0)
+    assert after is not None
+    assert after["metadata"]["uid"] == before["metadata"]["uid"]
+    assert _reserved(after)[0] == "True"
+    assert gates(c.pod("a-0")) == []
+    assert c.pod("a-0")["spec"]["containers"][0]["image"] == "busybox:1.36"
+    assert c.used_gpus() == 2
