@@ -7,6 +7,7 @@ meanwhile; a second set waits with Kueue's message; a set scaled to zero loses i
 
 from __future__ import annotations
 
+import copy
 import dataclasses
 from typing import Any
 
@@ -185,3 +186,23 @@ def test_an_evicted_group_has_its_running_pods_deleted_and_its_quota_returned() 
     assert marked == [("web-0", "status"), ("web-1", "status")]
     stopped = sorted(e["involvedObject"]["name"] for e in c.api.events if e["reason"] == "Stopped")
     assert stopped == ["web-0", "web-1"]  # on each pod, none on the set
+
+
+def test_a_new_image_keeps_the_sets_workload_and_its_running_pods() -> None:
+    """Kueue's pod group rule (pod set names and counts, not templates): a rolling update to a
+    new image neither stops the group nor replaces its Workload."""
+    c, sts = started_set()
+    for index in (0, 1):
+        c.api.change(PODS, "ns", f"web-{index}", {"status": {"phase": "Running"}})
+    c.settle()
+    before = workload_of(c, sts)
+    assert before is not None
+    template = copy.deepcopy(c.api.get(STATEFULSETS, "ns", "web")["spec"]["template"])
+    template["spec"]["containers"][0]["image"] = "busybox:1.36"
+    c.api.change(STATEFULSETS, "ns", "web", {"spec": {"template": template}})
+    performed = c.settle()
+    assert not [a for a in performed if a.purpose in ("delete-workload", "job-delete", "job-terminate")]
+    after = workload_of(c, sts)
+    assert after is not None
+    assert after["metadata"]["uid"] == before["metadata"]["uid"]
+    assert c.used_gpus() == 2
