@@ -59,7 +59,8 @@ ENV DRA_QUOTA_BUILD_DATE=$BUILD_DATE \
     DRA_QUOTA_GIT_VERSION=$GIT_VERSION \
     DRA_QUOTA_GIT_COMMIT=$GIT_COMMIT
 USER 65532:65532
-# Metrics, health probes and the admission webhooks (HTTPS; the Configuration's webhook.port).
-EXPOSE 8080 8081 9443
+# Metrics, health probes, the visibility API (HTTPS, 8082) and the admission webhooks (HTTPS; the
+# Configuration's webhook.port).
+EXPOSE 8080 8081 8082 9443
 ENTRYPOINT ["reconciler"]
 CMD ["run", "--config", "/etc/dra-quota/config.yaml", "--metrics-bind-address", ":8080", "--health-probe-bind-address", ":8081", "--log-format", "json"]

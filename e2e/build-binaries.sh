@@ -22,6 +22,10 @@
 # $KUBERAY_VERSION) and copies its CRDs, for e2e/test_controller_ray.py and the ray conformance
 # scenarios.
 #
+# --kueuectl builds Kueue's kubectl plugin (cmd/kueuectl of sigs.k8s.io/kueue@$KUEUE_VERSION, the
+# module hash checked as for --kueue), and kubectl of the control plane's Kubernetes module build,
+# for e2e/test_visibility.py (~4 min cold; kubectl ~5 min more on a loaded 2-core machine).
+#
 # --node builds what a real node needs (e2e/kubelet/run.sh): the kubelet of the same
 # Kubernetes module build (in the control plane's `go build`), containerd (containerd, containerd-shim-runc-v2, ctr) from
 # github.com/containerd/containerd/v2@$CONTAINERD_VERSION and crictl from
@@ -33,6 +37,7 @@ with_kueue=0
 with_jobset=0
 with_lws=0
 with_kuberay=0
+with_kueuectl=0
 with_node=0
 for arg in "$@"; do
   case "$arg" in
@@ -40,8 +45,9 @@ for arg in "$@"; do
     --jobset) with_jobset=1 ;;
     --lws) with_lws=1 ;;
     --kuberay) with_kuberay=1 ;;
+    --kueuectl) with_kueuectl=1 ;;
     --node) with_node=1 ;;
-    *) echo "usage: $0 [--kueue] [--jobset] [--lws] [--kuberay] [--node]" >&2; exit 2 ;;
+    *) echo "usage: $0 [--kueue] [--jobset] [--lws] [--kuberay] [--kueuectl] [--node]" >&2; exit 2 ;;
   esac
 done
 
@@ -60,6 +66,7 @@ kueue_dir="$cache/kueue-$KUEUE_VERSION"
 jobset_dir="$cache/jobset-$JOBSET_VERSION"
 lws_dir="$cache/lws-$LWS_VERSION"
 kuberay_dir="$cache/kuberay-$KUBERAY_VERSION"
+kueuectl_dir="$cache/kueuectl-$KUEUE_VERSION"
 containerd_dir="$cache/containerd-$CONTAINERD_VERSION"
 cri_tools_dir="$cache/cri-tools-$CRI_TOOLS_VERSION"
 monitoring_crds=(monitoring.coreos.com_servicemonitors.yaml monitoring.coreos.com_prometheusrules.yaml)
@@ -133,6 +140,8 @@ kubernetes_ldflags() {
 build_kubernetes() {
   local cmds=(kube-apiserver kube-controller-manager kube-scheduler)
   if [[ $with_node == 1 ]]; then cmds+=(kubelet); fi
+  # kubectl of the control plane's version, with --kueuectl (e2e/test_visibility.py: `kubectl get --raw`).
+  if [[ $with_kueuectl == 1 ]]; then cmds+=(kubectl); fi
   local wanted=() c
   for c in "${cmds[@]}"; do [[ -x "$k8s_dir/bin/$c" ]] || wanted+=("$c"); done
   if [[ ${#wanted[@]} == 0 ]]; then
@@ -462,6 +471,42 @@ build_kuberay() {
   log "kuberay: done ($kuberay_dir/bin/ray-operator)"
 }
 
+# kueuectl (cmd/kueuectl of Kueue's module, the same version and module hash as --kueue), built
+# from a copy of the module with the TrainJob integration dropped as build_kueue does (kueuectl
+# links the integrations' registry; the trainer module the proxy serves does not build with it).
+build_kueuectl() {
+  if [[ -x "$kueuectl_dir/bin/kueuectl" ]]; then
+    log "kueuectl $KUEUE_VERSION: cached in $kueuectl_dir"
+    return
+  fi
+  log "kueuectl $KUEUE_VERSION: downloading the Go module"
+  local scratch info dir sum
+  scratch=$(mktemp -d)
+  info=$(cd "$scratch" && GOFLAGS= GONOSUMDB=sigs.k8s.io/kueue go mod download -json "sigs.k8s.io/kueue@$KUEUE_VERSION")
+  rmdir "$scratch"
+  dir=$(sed -n 's/^[[:space:]]*"Dir": "\(.*\)",$/\1/p' <<<"$info")
+  sum=$(sed -n 's/^[[:space:]]*"Sum": "\(.*\)",$/\1/p' <<<"$info")
+  [[ -d "$dir/cmd/kueuectl" ]] || { log "kueuectl: no cmd/kueuectl in the module ($dir)"; exit 1; }
+  [[ "$sum" == "$KUEUE_MODULE_SUM" ]] || { log "kueuectl: module hash $sum, expected $KUEUE_MODULE_SUM"; exit 1; }
+  rm -rf "$kueuectl_dir/src"
+  mkdir -p "$kueuectl_dir/src" "$kueuectl_dir/bin"
+  cp -r "$dir/." "$kueuectl_dir/src/"
+  chmod -R u+w "$kueuectl_dir/src"
+  cd "$kueuectl_dir/src"
+  sed -i '\#"sigs.k8s.io/kueue/pkg/controller/jobs/trainjob"#d' pkg/controller/jobs/jobs.go
+  sed -i -e '\#kftrainer "github.com/kubeflow/trainer/v2/pkg/apis/trainer/v1alpha1"#d' \
+    -e 's#kftrainer.SchemeGroupVersion.WithKind(kftrainer.TrainJobKind).String()#"trainer.kubeflow.org/v1alpha1, Kind=TrainJob"#' \
+    pkg/controller/jobframework/validation.go
+  sed -i '\#github.com/kubeflow/trainer/v2 #d' go.mod go.sum
+  log "kueuectl: compiling cmd/kueuectl"
+  go build -v -trimpath -ldflags "-s -w -X sigs.k8s.io/kueue/pkg/version.GitVersion=$KUEUE_VERSION" \
+    -o "$kueuectl_dir/bin/kueuectl.tmp" ./cmd/kueuectl 2>&1 | progress kueuectl
+  mv "$kueuectl_dir/bin/kueuectl.tmp" "$kueuectl_dir/bin/kueuectl"
+  cd "$kueuectl_dir"
+  rm -rf "$kueuectl_dir/src"
+  log "kueuectl: done ($kueuectl_dir/bin/kueuectl)"
+}
+
 # timed LABEL FUNCTION: runs it; with $PHASE_TIMES naming a file (e2e/test.sh), appends
 # `set-up: LABEL<TAB>SECONDS` to it for the test command's table of phase times.
 timed() {
@@ -485,6 +530,7 @@ if [[ $with_kueue == 1 ]]; then timed "kueue" build_kueue; fi
 if [[ $with_jobset == 1 ]]; then timed "jobset" build_jobset; fi
 if [[ $with_lws == 1 ]]; then timed "lws" build_lws; fi
 if [[ $with_kuberay == 1 ]]; then timed "kuberay" build_kuberay; fi
+if [[ $with_kueuectl == 1 ]]; then timed "kueuectl" build_kueuectl; fi
 if [[ $with_node == 1 ]]; then
   timed "containerd" build_containerd
   timed "crictl" build_crictl

@@ -50,7 +50,7 @@ echo "== set-up (docs/setup.md, plus Docker and a real node's parts for the imag
 # --jobset, --lws, --kuberay: the real JobSet, LeaderWorkerSet and KubeRay controllers of
 # e2e/test_controller_jobset.py, e2e/test_controller_lws.py and e2e/test_controller_ray.py (built
 # once, cached by version outside the repository).
-e2e/setup.sh --image --node --jobset --lws --kuberay
+e2e/setup.sh --image --node --jobset --lws --kuberay --kueuectl
 
 echo "== lint and types"
 phase "lint: ruff check" .venv/bin/ruff check .

@@ -144,11 +144,15 @@ def test_values_change_what_they_say(helm: Helm, default_render: list[Obj], tmp_
         "podDisruptionBudget": {"enabled": False},
         "namespace": {"name": "gpu-quota"},
         "webhook": {"enabled": False},
+        "visibility": {"enabled": False},
     }
     (tmp_path / "values.yaml").write_text(yaml.safe_dump(values))
     objects = helm.template("-f", str(tmp_path / "values.yaml"))
     kinds = {o["kind"] for o in objects}
     assert not kinds & {"Role", "RoleBinding", "PodDisruptionBudget"}
+    assert not kinds & {"APIService", "FlowSchema", "PriorityLevelConfiguration"}
+    args = _only(objects, "Deployment")["spec"]["template"]["spec"]["containers"][0]["args"]
+    assert args[args.index("--visibility-bind-address") + 1] == "0"
     assert not kinds & {"MutatingWebhookConfiguration", "ValidatingWebhookConfiguration"}
     namespaced = [o for o in objects if "namespace" in o["metadata"]]
     assert {o["metadata"]["namespace"] for o in namespaced} == {"gpu-quota"}
@@ -233,4 +237,6 @@ def test_the_release_namespace_cannot_be_the_created_one(helm: Helm) -> None:
     objects = helm.template(
         "--namespace", "gpus", "--set", "namespace.create=false", "--set", "namespace.name="
     )
-    assert {o["metadata"]["namespace"] for o in objects if "namespace" in o["metadata"]} == {"gpus"}
+    namespaces = {o["metadata"]["namespace"] for o in objects if "namespace" in o["metadata"]}
+    # The visibility API's reader binding lives beside the Role it binds, in kube-system.
+    assert namespaces == {"gpus", "kube-system"}

@@ -118,6 +118,21 @@ def _add_metrics_arguments(run: argparse.ArgumentParser) -> None:
     )
 
 
+def _add_visibility_arguments(run: argparse.ArgumentParser) -> None:
+    run.add_argument(
+        "--visibility-bind-address",
+        type=_bind_address,
+        default=":8082",
+        help="HOST:PORT serving Kueue's visibility API (visibility.kueue.x-k8s.io, pending workloads) "
+        "over HTTPS to the API server's front proxy ('0' disables; default :8082, Kueue's port)",
+    )
+    run.add_argument(
+        "--visibility-cert-dir",
+        help="directory with the visibility server's tls.crt and tls.key (default: a self-signed "
+        "certificate made at start, as Kueue's APIService skips verifying it)",
+    )
+
+
 def _add_election_arguments(run: argparse.ArgumentParser) -> None:
     run.add_argument(
         "--leader-elect",
@@ -231,6 +246,7 @@ def _parser() -> argparse.ArgumentParser:
         default=":8081",
         help="HOST:PORT serving /healthz and /readyz ('0' disables; default :8081)",
     )
+    _add_visibility_arguments(run)
     _add_election_arguments(run)
     _add_webhook_arguments(run)
     _add_simulate_parser(sub)
@@ -317,6 +333,9 @@ def _run(args: argparse.Namespace) -> int:
             return EXIT_USAGE
     try:
         metrics_tls = _metrics_tls(args)
+        visibility_tls = _serving_tls(
+            args.visibility_bind_address, args.visibility_cert_dir, "--visibility-cert-dir"
+        )
     except ValueError as err:
         print(f"error: {err}", file=sys.stderr)
         return EXIT_USAGE
@@ -336,6 +355,8 @@ def _run(args: argparse.Namespace) -> int:
         leader_election=election,
         version=_version(),
         webhook=_webhook_options(config, args),
+        visibility_bind_address=args.visibility_bind_address,
+        visibility_tls=visibility_tls,
     )
     try:
         with contextlib.suppress(KeyboardInterrupt):
@@ -350,8 +371,6 @@ def _run(args: argparse.Namespace) -> int:
 def _metrics_tls(args: argparse.Namespace) -> ServingCertificate | None:
     """The metrics server's certificate; None for plain HTTP (--metrics-secure=false, loopback only)."""
     from .observability.server import is_loopback, parse_bind_address
-    from .observability.tls import CertificateFiles, ServingCertificate, context_from_pem
-    from .webhook.certs import new_bundle
 
     bind = parse_bind_address(args.metrics_bind_address)
     if not args.metrics_secure:
@@ -362,14 +381,24 @@ def _metrics_tls(args: argparse.Namespace) -> ServingCertificate | None:
                 "127.0.0.1:PORT (or [::1]:PORT), or drop --metrics-secure=false"
             )
         return None
-    if bind is None:
+    return _serving_tls(args.metrics_bind_address, args.metrics_cert_dir, "--metrics-cert-dir")
+
+
+def _serving_tls(address: str, cert_dir: str | None, flag: str) -> ServingCertificate | None:
+    """A server's certificate: tls.crt and tls.key of ``cert_dir``, else self-signed; None when
+    ``address`` is '0' (no server)."""
+    from .observability.server import parse_bind_address
+    from .observability.tls import CertificateFiles, ServingCertificate, context_from_pem
+    from .webhook.certs import new_bundle
+
+    if parse_bind_address(address) is None:
         return None
-    if args.metrics_cert_dir:
-        directory = Path(args.metrics_cert_dir)
+    if cert_dir:
+        directory = Path(cert_dir)
         try:
             return CertificateFiles(directory / "tls.crt", directory / "tls.key")
         except ValueError as err:
-            raise ValueError(f"--metrics-cert-dir: {err}") from None
+            raise ValueError(f"{flag}: {err}") from None
     hosts = ["localhost", "127.0.0.1", socket.gethostname()]
     bundle = new_bundle(hosts, dt.datetime.now(dt.UTC))
     return ServingCertificate(

@@ -148,6 +148,8 @@ class ControllerContainer:
             f"127.0.0.1:{self.health_port}",
             "--webhook-bind-address",
             "0",
+            "--visibility-bind-address",
+            "0",
         )
 
     def running(self) -> bool:

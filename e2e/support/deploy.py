@@ -188,6 +188,7 @@ class ControllerProcess(ManagedProcess):
 
     Its metrics and health probes listen on 127.0.0.1 ports of their own (``metrics_port``,
     ``health_port``; chosen once, kept across restarts), never on the default :8080/:8081.
+    Its visibility API is off unless ``visibility_port`` is given (then on that 127.0.0.1 port).
     Its metrics are plain HTTP (``--metrics-secure=false``, allowed on loopback) unless
     ``metrics_secure``: then HTTPS, for bearer tokens allowed get on /metrics.
     Its admission webhooks are off unless ``webhook_port`` is given (then they listen on that
@@ -208,6 +209,7 @@ class ControllerProcess(ManagedProcess):
         webhook_port: int | None = None,
         metrics_secure: bool = False,
         env: Mapping[str, str] | None = None,
+        visibility_port: int | None = None,
     ) -> None:
         self.config = config
         self.metrics_secure = metrics_secure
@@ -218,6 +220,7 @@ class ControllerProcess(ManagedProcess):
         self.metrics_port = metrics_port or free_port()
         self.health_port = health_port or free_port()
         self.webhook_port = webhook_port
+        self.visibility_port = visibility_port
         self.process: subprocess.Popen[bytes] | None = None
 
     def start(self) -> None:
@@ -243,6 +246,8 @@ class ControllerProcess(ManagedProcess):
                 f"127.0.0.1:{self.health_port}",
                 "--webhook-bind-address",
                 f"127.0.0.1:{self.webhook_port}" if self.webhook_port else "0",
+                "--visibility-bind-address",
+                f"127.0.0.1:{self.visibility_port}" if self.visibility_port else "0",
                 *self.extra,
             ],
             stdout=log,

@@ -15,7 +15,7 @@ from pathlib import Path
 from e2e.testbed.names import DRIVER_NAME
 from e2e.testbed.nodedirs import NodeDirs, node_dirs
 from e2e.testbed.paths import E2E_DIR, BinaryPaths
-from e2e.testbed.pki import Pki
+from e2e.testbed.pki import FRONT_PROXY_CLIENT, Pki
 from e2e.testbed.spec import TestbedSpec
 
 ETCD = "etcd"
@@ -132,6 +132,14 @@ def plan_components(
                 f"--cert-dir={layout.run_dir / 'apiserver-certs'}",
                 *serving,
                 f"--client-ca-file={pki.ca_cert}",
+                # The aggregation layer as in a real cluster: the front proxy's CA and identity.
+                f"--requestheader-client-ca-file={pki.front_proxy_ca_cert}",
+                f"--requestheader-allowed-names={FRONT_PROXY_CLIENT}",
+                "--requestheader-username-headers=X-Remote-User",
+                "--requestheader-group-headers=X-Remote-Group",
+                "--requestheader-extra-headers-prefix=X-Remote-Extra-",
+                f"--proxy-client-cert-file={pki.front_proxy_client_cert}",
+                f"--proxy-client-key-file={pki.front_proxy_client_key}",
                 "--authorization-mode=RBAC",
                 "--service-account-issuer=https://kubernetes.default.svc",
                 f"--service-account-key-file={pki.sa_public_key}",

@@ -59,6 +59,18 @@ class Pki:
         return self.directory / "admin.key"
 
     @property
+    def front_proxy_ca_cert(self) -> Path:
+        return self.directory / "front-proxy-ca.crt"
+
+    @property
+    def front_proxy_client_cert(self) -> Path:
+        return self.directory / "front-proxy-client.crt"
+
+    @property
+    def front_proxy_client_key(self) -> Path:
+        return self.directory / "front-proxy-client.key"
+
+    @property
     def sa_private_key(self) -> Path:
         return self.directory / "sa.key"
 
@@ -108,6 +120,50 @@ def _builder(
         .not_valid_before(now - dt.timedelta(minutes=5))
         .not_valid_after(now + _VALIDITY)
     )
+
+
+FRONT_PROXY_CLIENT = "front-proxy-client"
+
+
+def _ca(common_name: str) -> tuple[ec.EllipticCurvePrivateKey, x509.Certificate]:
+    key = _new_key()
+    name = _name(common_name)
+    usage = x509.KeyUsage(
+        digital_signature=True,
+        content_commitment=False,
+        key_encipherment=False,
+        data_encipherment=False,
+        key_agreement=False,
+        key_cert_sign=True,
+        crl_sign=True,
+        encipher_only=False,
+        decipher_only=False,
+    )
+    cert = (
+        _builder(name, name, key.public_key())
+        .add_extension(x509.BasicConstraints(ca=True, path_length=None), critical=True)
+        .add_extension(usage, critical=True)
+        .add_extension(x509.SubjectKeyIdentifier.from_public_key(key.public_key()), False)
+        .sign(key, hashes.SHA256())
+    )
+    return key, cert
+
+
+def _front_proxy(pki: Pki) -> None:
+    """The aggregation layer's own CA and the API server's front-proxy client certificate, as a
+    real cluster has them (kube-apiserver --requestheader-client-ca-file, --proxy-client-*)."""
+    ca_key, ca_cert = _ca("front-proxy-ca")
+    key = _new_key()
+    cert = (
+        _builder(_name(FRONT_PROXY_CLIENT), ca_cert.subject, key.public_key())
+        .add_extension(x509.BasicConstraints(ca=False, path_length=None), critical=True)
+        .add_extension(x509.ExtendedKeyUsage([ExtendedKeyUsageOID.CLIENT_AUTH]), critical=False)
+        .add_extension(x509.AuthorityKeyIdentifier.from_issuer_public_key(ca_key.public_key()), False)
+        .sign(ca_key, hashes.SHA256())
+    )
+    _write_cert(pki.front_proxy_ca_cert, ca_cert)
+    _write_cert(pki.front_proxy_client_cert, cert)
+    _write_key(pki.front_proxy_client_key, key)
 
 
 def generate_pki(directory: Path) -> Pki:
@@ -173,6 +229,7 @@ def generate_pki(directory: Path) -> Pki:
             serialization.Encoding.PEM, serialization.PublicFormat.SubjectPublicKeyInfo
         )
     )
+    _front_proxy(pki)
     return pki
 
 

@@ -80,6 +80,8 @@ class SuspendableKind(Generic[J]):
     name: str  # the lower-case kind, as the paths and names carry it
     # The kind's own rules for an object the controller manages, on create and update.
     rules: Callable[[J], list[FieldError]] | None = None
+    # On update, when the kind's rules compare the old object with the new (else `rules`).
+    update_rules: Callable[[J, J], list[FieldError]] | None = None
 
     def managed(self, obj: J, policy: JobPolicy) -> bool:
         return bool(queue_name(obj)) or policy.manage_without_queue_name
@@ -113,9 +115,14 @@ class SuspendableKind(Generic[J]):
         new, old, errors = decoded(request, self.projection)
         if new is None or errors:
             return Verdict.deny(errors)
-        own = self.rules(new) if self.rules is not None and self.managed(new, policy) else []
+        managed = self.managed(new, policy)
         if old is None:
+            own = self.rules(new) if self.rules is not None and managed else []
             return Verdict.judge(own + validate_job(new))
+        if self.update_rules is not None:
+            own = self.update_rules(new, old) if managed else []
+        else:
+            own = self.rules(new) if self.rules is not None and managed else []
         namespace = request.namespace or new.metadata.namespace
         exists = await default_queue(lookups, needs_default_queue_lookup_on_update(new, old), namespace)
         if isinstance(exists, Verdict):

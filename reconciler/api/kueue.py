@@ -40,6 +40,7 @@ class ResourceGroup(ApiStruct):
 class FlavorFungibility(ApiStruct):
     when_can_borrow: str = "MayStopSearch"
     when_can_preempt: str = "TryNextFlavor"
+    preference: str | None = None
 
 
 class BorrowWithinCohort(ApiStruct):
@@ -234,12 +235,20 @@ class PodSetRequest(ApiStruct):
     resources: dict[str, str] = {}
 
 
+class ReclaimablePod(ApiStruct):
+    """Pods of a pod set that finished and no longer need their quota (Kueue's ReclaimablePods)."""
+
+    name: str
+    count: int = 0
+
+
 class WorkloadStatus(ApiStruct):
     conditions: list[Condition] = []
     admission: Admission | None = None
     requeue_state: RequeueState | None = None
     resource_requests: list[PodSetRequest] = []
     accumulated_past_execution_time_seconds: int | None = None
+    reclaimable_pods: list[ReclaimablePod] = []
 
 
 class Workload(ApiStruct, kw_only=True):

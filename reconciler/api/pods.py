@@ -148,6 +148,7 @@ class JobSpec(ApiStruct):
     parallelism: int | None = None
     completions: int | None = None
     suspend: bool | None = None
+    completion_mode: str | None = None
 
 
 class JobStatus(ApiStruct):

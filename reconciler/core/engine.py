@@ -141,6 +141,10 @@ class Engine:
         else:
             self.queues.add(info)
 
+    def charge_changed(self, key: WorkloadKey, admission: Admission) -> bool:
+        """Whether an admitted workload's charge differs from what `admission` describes."""
+        return self.cache.ledger.charge_of(key) != charge_from_admission(admission)
+
     def eviction_failed(self, key: WorkloadKey) -> None:
         """An eviction asked for by preemption was not written: the workload is a candidate again,
         and whoever waited for it is tried again."""

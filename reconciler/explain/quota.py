@@ -23,6 +23,7 @@ from reconciler.core.engine import Engine
 from reconciler.core.model.clusterqueues import ClusterQueueModel
 from reconciler.core.model.workloads import WorkloadInfo
 from reconciler.core.primitives.quantity import QuantityError, format_amount
+from reconciler.core.quota.cache import after_reclaim
 from reconciler.core.quota.ledger import Ledger
 from reconciler.core.scheduling.scheduler import Admit, Decision
 from reconciler.core.status import condition
@@ -133,8 +134,9 @@ def fed_engine(
             if not holds_quota(workload):
                 continue  # cannot be queued; still charged if admitted
         if holds_quota(workload):
-            assert workload.status.admission is not None
-            engine.add_workload(info, workload.status.admission)
+            charged = after_reclaim(workload)  # less the pods its job finished (reclaimablePods)
+            assert charged is not None
+            engine.add_workload(info, charged)
         elif not workload.spec.active:
             continue
         elif backing_off(workload, state.now) is not None:

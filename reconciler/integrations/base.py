@@ -33,6 +33,8 @@ class PodSetStart:
     tolerations: Sequence[Toleration] = ()
     labels: Mapping[str, str] = field(default_factory=lambda: _EMPTY)
     annotations: Mapping[str, str] = field(default_factory=lambda: _EMPTY)
+    # The pods admitted (fewer than asked for when the Workload was partially admitted).
+    count: int | None = None
 
 
 @dataclass(frozen=True, slots=True)

@@ -12,6 +12,8 @@ from collections.abc import Collection, Mapping
 from dataclasses import dataclass
 from typing import Any, NamedTuple
 
+from msgspec.structs import replace
+
 from reconciler.api import Admission, PodSet, ResourceFlavor, Workload
 from reconciler.api.meta import LabelSelector
 from reconciler.core.model.jobs import PODSET_LABEL
@@ -37,6 +39,7 @@ __all__ = [
     "Suspend",
     "UpdateMismatched",
     "decide",
+    "expected_pod_sets",
     "is_managed",
     "known_of",
     "pod_set_starts",
@@ -191,6 +194,7 @@ def pod_set_starts(
     """Each pod set's node labels and tolerations from its assigned flavors, and its pod set label."""
     labels = admission_node_labels(admission, flavors)
     tolerations = admission_tolerations(admission, flavors)
+    counts = {a.name: a.count for a in admission.pod_set_assignments}
     return [
         PodSetStart(
             name=ps.name,
@@ -198,8 +202,24 @@ def pod_set_starts(
             tolerations=tolerations.get(ps.name, []),
             labels={PODSET_LABEL: ps.name},
             annotations=_EMPTY,
+            count=counts.get(ps.name),
         )
         for ps in pod_sets
+    ]
+
+
+def expected_pod_sets(workload: Workload) -> list[PodSet]:
+    """The pod sets a job of this Workload runs: as recorded, but for a pod set admitted with
+    fewer pods (partial admission, a `minCount`), which runs the admitted count (Kueue's
+    expectedRunningPodSets)."""
+    recorded = workload.spec.pod_sets
+    admission = workload.status.admission
+    if admission is None or all(ps.min_count is None for ps in recorded):
+        return recorded
+    counts = {a.name: a.count for a in admission.pod_set_assignments}
+    return [
+        ps if ps.min_count is None or counts.get(ps.name) is None else replace(ps, count=counts[ps.name])
+        for ps in recorded
     ]
 
 
@@ -218,7 +238,8 @@ def _mismatch(
     if integration.jobs_from_pods:
         same = group_equivalent(pod_sets, workload.spec.pod_sets)  # a pod group's prebuilt Workload
     else:
-        same = equivalent(pod_sets, workload.spec.pod_sets, admitted=lenient)
+        recorded = expected_pod_sets(workload) if reserved else workload.spec.pod_sets
+        same = equivalent(pod_sets, recorded, admitted=lenient)
     if same:
         if memo is not None:
             memo.record(obj.metadata, workload.metadata, admitted=lenient)

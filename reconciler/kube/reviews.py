@@ -86,11 +86,12 @@ class ApiReviewer:
 
     async def authorize(self, user: ReviewedUser, path: str, verb: str) -> AccessDecision:
         """May ``user`` use ``verb`` on the non-resource URL ``path``?"""
-        spec: dict[str, Any] = {
-            "user": user.username,
-            "groups": list(user.groups),
-            "nonResourceAttributes": {"path": path, "verb": verb},
-        }
+        return await self.review_access(user, {"nonResourceAttributes": {"path": path, "verb": verb}})
+
+    async def review_access(self, user: ReviewedUser, attributes: dict[str, Any]) -> AccessDecision:
+        """May ``user`` do what ``attributes`` say (a SubjectAccessReview spec's
+        ``resourceAttributes`` or ``nonResourceAttributes``, keyed so)?"""
+        spec: dict[str, Any] = {"user": user.username, "groups": list(user.groups), **attributes}
         if user.uid:
             spec["uid"] = user.uid
         if user.extra:

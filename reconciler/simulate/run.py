@@ -49,6 +49,7 @@ from reconciler.core.primitives.priority import (
 )
 from reconciler.core.primitives.quantity import QuantityError
 from reconciler.core.queueing.admission_fair_sharing import AfsSettings
+from reconciler.core.quota.cache import after_reclaim
 from reconciler.core.quota.inventory_admission import InventoryGate
 from reconciler.core.quota.inventory_report import DEVICES_COVER_QUOTA, devices_cover_quota
 from reconciler.core.scheduling.preemption import victim_message
@@ -298,8 +299,9 @@ def _arrive(
     prepared.infos[info.key] = info
     if _is_admitted(workload):
         # Already admitted: it holds its quota before anything new is considered.
-        assert workload.status.admission is not None
-        engine.add_workload(info, workload.status.admission)
+        charged = after_reclaim(workload)  # less the pods its job finished (reclaimablePods)
+        assert charged is not None
+        engine.add_workload(info, charged)
     else:
         prepared.waiting.append(info)
 

@@ -196,7 +196,7 @@ def test_entrypoint_and_command(dockerfile: tuple[dict[str, str], list[Stage]]) 
     # Standalone by default; the Deployment adds leader election (it knows the namespace).
     assert command == [a for a in CONTRACT_ARGS if "leader-el" not in a and a != "$(POD_NAMESPACE)"]
     exposed = {int(p) for line in final.args("EXPOSE") for p in line.split()}
-    assert exposed == {8080, 8081, 9443}  # metrics, health probes, admission webhooks
+    assert exposed == {8080, 8081, 8082, 9443}  # metrics, health probes, visibility API, admission webhooks
 
 
 def test_every_port_the_deployment_serves_is_exposed(dockerfile: tuple[dict[str, str], list[Stage]]) -> None:
@@ -204,7 +204,7 @@ def test_every_port_the_deployment_serves_is_exposed(dockerfile: tuple[dict[str,
     exposed = {int(p) for line in stages[-1].args("EXPOSE") for p in line.split()}
     (container,) = _deployment()["spec"]["template"]["spec"]["containers"]
     served = {port["containerPort"] for port in container["ports"]}
-    assert served == {8080, 8081, 9443}
+    assert served == {8080, 8081, 8082, 9443}
     assert served <= exposed, f"ports the Deployment serves but the image does not EXPOSE: {served - exposed}"
 
 
@@ -253,7 +253,7 @@ def test_deployment_follows_the_contract() -> None:
         "POD_TEMPLATE_HASH": "metadata.labels['pod-template-hash']",
     }
     ports = {p["name"]: p["containerPort"] for p in container["ports"]}
-    assert ports == {"metrics": 8080, "health": 8081, "webhook": 9443}
+    assert ports == {"metrics": 8080, "health": 8081, "visibility": 8082, "webhook": 9443}
     # /metrics is HTTPS behind token review (the default: no --metrics-secure=false); the kubelet's
     # probes send no token, so they stay plain HTTP on their own port.
     assert not any(a.startswith("--metrics-secure") for a in container["args"])
@@ -302,6 +302,9 @@ def test_shipped_configuration_loads() -> None:
     assert mappings == {"nvidia.com/gpu": ("gpu.nvidia.com",)}
 
 
+AUTH_READER = "extension-apiserver-authentication-reader"
+
+
 def test_one_namespace_everywhere() -> None:
     kustomization = yaml.safe_load((MANIFESTS / "kustomization.yaml").read_text())
     namespace = kustomization["namespace"]
@@ -312,7 +315,10 @@ def test_one_namespace_everywhere() -> None:
             continue  # Helm templates: e2e/test_helm_chart.py checks what they render
         for doc in _documents(path):
             meta = doc.get("metadata", {})
-            if "namespace" in meta:
+            if doc.get("roleRef", {}).get("name") == AUTH_READER:
+                # The visibility API's reader binding lives beside the Role it binds.
+                assert meta["namespace"] == "kube-system", f"{path}: {meta}"
+            elif "namespace" in meta:
                 assert meta["namespace"] == namespace, f"{path}: {meta}"
             if doc.get("roleRef", {}).get("name") == METRICS_READER:
                 # The scraper's binding names Prometheus' ServiceAccount, in Prometheus' namespace.

@@ -394,3 +394,23 @@ def test_new_queues_and_flavors_get_the_in_use_finalizer() -> None:
         {"metadata": {"name": "f", "finalizers": ["kueue.x-k8s.io/resource-in-use"]}}, ResourceFlavor
     )
     assert add_in_use_finalizer(done) == []
+
+
+def test_flavor_fungibility_this_controller_does_not_do_is_refused_by_name() -> None:
+    gpus = group([GPU], ("t4", [quota(GPU, 2)]))
+    for allowed in ({}, {"whenCanBorrow": "TryNextFlavor"}, {"whenCanPreempt": "TryNextFlavor"}):
+        assert validate_cluster_queue(cluster_queue(gpus, flavorFungibility=allowed)) == []
+    stop = cluster_queue(gpus, flavorFungibility={"whenCanPreempt": "MayStopSearch"})
+    assert messages(validate_cluster_queue(stop)) == [
+        'spec.flavorFungibility.whenCanPreempt: Invalid value: "MayStopSearch": not supported by this '
+        "controller (it tries the next flavor before preempting); remove it or set TryNextFlavor"
+    ]
+    both = {
+        "whenCanBorrow": "TryNextFlavor",
+        "whenCanPreempt": "TryNextFlavor",
+        "preference": "PreemptionOverBorrowing",
+    }
+    (message,) = messages(validate_cluster_queue(cluster_queue(gpus, flavorFungibility=both)))
+    assert message.startswith(
+        'spec.flavorFungibility.preference: Invalid value: "PreemptionOverBorrowing": not supported'
+    )

@@ -170,6 +170,7 @@ def compile_cluster_queue(cq: ClusterQueue) -> ClusterQueueModel:
             raise InvalidClusterQueueError(
                 f"spec.preemption.{field_name}: {value!r} is not one of {', '.join(allowed)}; use one of them"
             )
+    _fungibility_supported(fungibility)
     borrow = preemption.borrow_within_cohort or BorrowWithinCohort()
     if borrow.policy not in BORROW_WITHIN_COHORT_POLICIES:
         raise InvalidClusterQueueError(
@@ -199,6 +200,24 @@ def compile_cluster_queue(cq: ClusterQueue) -> ClusterQueueModel:
         fair_admission=cq.spec.admission_scope is not None
         and cq.spec.admission_scope.admission_mode == USAGE_BASED,
     )
+
+
+def _fungibility_supported(fungibility: FlavorFungibility) -> None:
+    """Refuses, by name, what flavor assignment here does not do: stopping the flavor search at a
+    flavor where preemption would make room (Kueue asks its preemption oracle per flavor), and a
+    preference between borrowing and preempting."""
+    where = "spec.flavorFungibility"
+    if fungibility.when_can_preempt != "TryNextFlavor":
+        raise InvalidClusterQueueError(
+            f'{where}.whenCanPreempt: Invalid value: "{fungibility.when_can_preempt}": not supported by '
+            "this controller (it tries the next flavor before preempting); remove it or set TryNextFlavor"
+        )
+    if fungibility.preference is not None:
+        raise InvalidClusterQueueError(
+            f'{where}.preference: Invalid value: "{fungibility.preference}": not supported by this '
+            "controller (when no flavor fits, it preempts in the first flavor where preemption could "
+            "make room); remove it"
+        )
 
 
 _MIN_WEIGHT = Fraction(1, 10**9)

@@ -172,6 +172,8 @@ class PodSetInfo:
     # matchAttribute constraints: the device inventory's checks (deviceInventory Enforce).
     asks: tuple[DeviceAsk, ...] = ()
     constraints: tuple[MatchConstraint, ...] = ()
+    # Partial admission: the fewest pods it may be admitted with (None: all or nothing).
+    min_count: int | None = None
 
     def total(self) -> Amounts:
         """What is charged whatever the flavor (without the charges the flavor decides)."""
@@ -332,6 +334,7 @@ def compile_workload(
             choices.extend(charge.choices)
             _count_devices(devices, claims, charge, count)
         info.pod_sets.append(_pod_set_info(pod_set.name, count, spec, per_pod, charge))
+        info.pod_sets[-1].min_count = pod_set.min_count
         if info.problem is not None:
             break
     info.choices = tuple(choices)
@@ -386,6 +389,7 @@ def _shape(pod_sets: list[PodSetInfo]) -> bytes:
             [
                 ps.name,
                 ps.count,
+                ps.min_count,
                 sorted(ps.per_pod.items()),
                 sorted(ps.once.items()),
                 ps.placement.node_selector,

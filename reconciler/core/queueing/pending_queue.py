@@ -19,7 +19,7 @@ just found not to fit joins it unevaluated (Kueue's equivalence hashing).
 from __future__ import annotations
 
 import heapq
-from collections.abc import Callable, Hashable, Iterator, Set
+from collections.abc import Callable, Hashable, Iterable, Iterator, Set
 from dataclasses import dataclass, field
 
 __all__ = ["Candidate", "PendingQueue", "QueueEntry"]
@@ -262,9 +262,12 @@ class PendingQueue:
             return iter(())
         return (e.key for e in group.heaps.entries() if self._parked.get(e.key, (None, None))[1] is e)
 
-    def ordered_keys(self) -> list[WorkloadKey]:
-        """Every waiting workload in queue order (for status and tests)."""
-        entries = sorted([*self._live.values(), *(e for _, e in self._parked.values())], key=self._rank)
+    def ordered_keys(self, extra: Iterable[QueueEntry] = ()) -> list[WorkloadKey]:
+        """Every waiting workload in queue order (for status, the visibility API and tests), with
+        ``extra`` entries (workloads out of the queue for a while) placed where their rank puts them."""
+        entries = sorted(
+            [*self._live.values(), *(e for _, e in self._parked.values()), *extra], key=self._rank
+        )
         return [e.key for e in entries]
 
     def _compact(self) -> None:

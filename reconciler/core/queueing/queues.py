@@ -21,10 +21,10 @@ from dataclasses import dataclass, field
 
 from ..model.workloads import WorkloadInfo
 from .admission_fair_sharing import AdmissionFairSharing, order_key, to_milli
-from .pending_queue import PendingQueue
+from .pending_queue import PendingQueue, QueueEntry
 from .stops import local_queue_inactive
 
-__all__ = ["QueueManager", "backoff_seconds"]
+__all__ = ["QueueManager", "backoff_seconds", "pending_in_order"]
 
 WorkloadKey = tuple[str, str]
 LocalQueueKey = tuple[str, str]
@@ -329,6 +329,23 @@ class QueueManager:
             if info is not None and key not in self._held:
                 self._unplace(key)
                 self._place(info)
+
+
+def pending_in_order(manager: QueueManager, cluster_queue: str) -> list[WorkloadInfo] | None:
+    """A ClusterQueue's pending workloads in queue order, as Kueue's queue snapshot lists them:
+    the queued, those set aside (did not fit) and those waiting out a backoff (at their rank);
+    not those of a stopped LocalQueue nor those in no queue. None when there is no such queue."""
+    queue = manager.queues.get(cluster_queue)
+    if queue is None:
+        return None
+    extra = []
+    for key in manager.held():
+        info = manager.workloads.get(key)
+        if info is None or (info.namespace, info.queue_name) in manager.stopped_local_queues:
+            continue
+        if manager.local_queues.get((info.namespace, info.queue_name)) == cluster_queue:
+            extra.append(QueueEntry(-info.priority, info.created, info.uid, key))
+    return [manager.workloads[key] for key in queue.ordered_keys(extra) if key in manager.workloads]
 
 
 def _score_key(afs: AdmissionFairSharing) -> Callable[[LocalQueueKey], float]:

@@ -11,18 +11,50 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 
-from reconciler.api import Admission, ResourceFlavor
+import msgspec
+
+from reconciler.api import Admission, ResourceFlavor, Workload
 
 from ..model.clusterqueues import ClusterQueueModel, active_condition
 from ..model.workloads import WorkloadInfo
-from ..primitives.quantity import parse_quantity, to_amount
+from ..primitives.quantity import format_amount, parse_quantity, to_amount
 from .capacity import CohortModel, CohortTree
 from .cohorts import cohort_cycle, cycle_message
 from .ledger import Charge, FlavorResource, Ledger
 
-__all__ = ["QuotaCache", "charge_from_admission"]
+__all__ = ["QuotaCache", "after_reclaim", "charge_from_admission"]
 
 WorkloadKey = tuple[str, str]
+
+
+def after_reclaim(workload: Workload) -> Admission | None:
+    """The admission a Workload is charged by: its status.admission with each pod set's usage
+    scaled down to the pods still needed, when its job has reclaimable pods (finished pods whose
+    quota goes back, Kueue's ReclaimablePods, beta and on in v0.18.1). Per pod set, the count
+    after reclaim is the spec's count less the reclaimable ones; only a lower count than admitted
+    scales the usage (a higher one is a partial admission's, kept)."""
+    admission = workload.status.admission
+    reclaimable = {r.name: r.count for r in workload.status.reclaimable_pods if r.count > 0}
+    if admission is None or not reclaimable:
+        return admission
+    counts = {ps.name: 1 if ps.count is None else ps.count for ps in workload.spec.pod_sets}
+    assignments = []
+    for psa in admission.pod_set_assignments:
+        admitted = psa.count if psa.count is not None else counts.get(psa.name)
+        left = counts.get(psa.name, 0) - reclaimable.get(psa.name, 0)
+        if admitted is None or admitted <= 0 or left >= admitted:
+            assignments.append(psa)
+            continue
+        left = max(left, 0)
+        # As Kueue: the pod set's usage divided by its admitted count, times the pods still needed.
+        usage = {
+            resource: format_amount(
+                resource, to_amount(resource, parse_quantity(quantity)) // admitted * left
+            )
+            for resource, quantity in psa.resource_usage.items()
+        }
+        assignments.append(msgspec.structs.replace(psa, resource_usage=usage, count=left))
+    return msgspec.structs.replace(admission, pod_set_assignments=assignments)
 
 
 def charge_from_admission(admission: Admission) -> Charge:

@@ -36,6 +36,7 @@ from .fair_preemption import fair_preemption_targets
 from .fair_sharing import Contender, tournament_winner
 from .flavors import FlavorFit, FlavorNoFit, PodSetFlavors, assign_flavors
 from .kept_verdicts import KeptVerdicts
+from .partial import can_be_partial, largest_fit, resized
 from .preemption import Target, preemption_targets, preemptor_requests
 
 __all__ = ["REASON_INADMISSIBLE", "REASON_PENDING", "Admit", "Decision", "Pending", "Preempt", "Scheduler"]
@@ -313,10 +314,10 @@ class _QueuePass:
             return _Head(candidate, fit, self.cache.admissions)
         return None
 
-    def _assign(self, info: WorkloadInfo) -> FlavorFit | FlavorNoFit:
+    def _assign(self, info: WorkloadInfo, keep: bool = True) -> FlavorFit | FlavorNoFit:
         gate = self.scheduler.gate
         sizes = self.scheduler.sizes
-        kept = self.scheduler.kept if gate is None else None  # free devices are not tracked
+        kept = self.scheduler.kept if gate is None and keep else None  # free devices are not tracked
         tree = self.cache.capacity
         if kept is not None:
             verdict = kept.get(self.model, info.shape, self.queues.epoch, sizes, tree)
@@ -369,12 +370,7 @@ class _QueuePass:
             if fit is None:
                 fit = self._assign(info)
             if isinstance(fit, FlavorFit):
-                queues.remove(key)  # out of its pending queue too
-                cache.admit(info, Charge(model.name, fit.usage))
-                queues.entry_penalty(info, model.name, fit.usage)
-                scheduler._last.pop(key, None)
-                out.append(Admit(key, model.name, fit.pod_sets, fit.considered, fit.charged))
-                return True
+                return self._admit(key, info, fit)
             if scheduler._holds:
                 fit = self._unheld(info, fit)
             result = self.verdicts[info.shape] = fit
@@ -407,6 +403,10 @@ class _QueuePass:
                 scheduler._preempting.setdefault(model.name, set()).add(key)
                 if fresh:
                     out.append(Preempt(key, model.name, fresh))
+        if group != ("preempting", key) and can_be_partial(info):
+            smaller = largest_fit(info, self._fit_only)
+            if smaller is not None:
+                return self._admit(key, resized(info, [ps.count for ps in smaller.pod_sets]), smaller)
         if candidate.group is None and queue.strict_fifo:
             # Kueue requeues a StrictFIFO head at once whatever kept it out (quota in use, or a
             # request no flavor can ever hold): it stays the head and blocks the ones behind it.
@@ -416,6 +416,20 @@ class _QueuePass:
         # Kueue's sticky workload: while a head waits for its preemptions, it stays its queue's
         # head and nothing behind it is looked at.
         return group != ("preempting", key)
+
+    def _admit(self, key: WorkloadKey, info: WorkloadInfo, fit: FlavorFit) -> bool:
+        model, queues, cache = self.model, self.queues, self.cache
+        queues.remove(key)  # out of its pending queue too
+        cache.admit(info, Charge(model.name, fit.usage))
+        queues.entry_penalty(info, model.name, fit.usage)
+        self.scheduler._last.pop(key, None)
+        self.out.append(Admit(key, model.name, fit.pod_sets, fit.considered, fit.charged))
+        return True
+
+    def _fit_only(self, info: WorkloadInfo) -> FlavorFit | None:
+        """Partial admission's test of smaller sizes: fits without preempting (none kept)."""
+        fit = self._assign(info, keep=False)
+        return fit if isinstance(fit, FlavorFit) else None
 
 
 def _group_of(info: WorkloadInfo) -> Hashable:

@@ -22,7 +22,8 @@ from reconciler.core.model.workloads import JOB_POD_SET
 
 from ..base import Outcome, Patch, PodSetStart, SuspendableJob
 from ..registration import Access, Registration
-from .patches import job_pod_count, restore_patch, start_patch, suspend_patch, workload_template
+from .partial import job_pod_count, job_rules, job_update_rules, min_pod_count, parallelism_patch
+from .patches import restore_patch, start_patch, suspend_patch, workload_template
 
 __all__ = ["BATCH_JOB", "REGISTRATION", "BatchJob", "default_job"]
 
@@ -41,7 +42,8 @@ class BatchJob(SuspendableJob):
 
     def pod_sets(self, obj: Job) -> list[PodSet]:
         template = workload_template(obj.spec.template)
-        return [PodSet(name=JOB_POD_SET, template=template, count=job_pod_count(obj))]
+        count, least = job_pod_count(obj), min_pod_count(obj)
+        return [PodSet(name=JOB_POD_SET, template=template, count=count, min_count=least)]
 
     def is_suspended(self, obj: Job) -> bool:
         return bool(obj.spec.suspend)
@@ -49,7 +51,10 @@ class BatchJob(SuspendableJob):
     def start_patch(self, obj: Job, starts: Sequence[PodSetStart]) -> bytes:
         start = _main_start(starts)
         current = pod_template_view(obj.spec.template).spec.tolerations if start.tolerations else []
-        return start_patch(start.node_selector, start.labels, start.tolerations, current, start.annotations)
+        sizes = parallelism_patch(obj, start.count) if start.count is not None else {}
+        return start_patch(
+            start.node_selector, start.labels, start.tolerations, current, start.annotations, sizes
+        )
 
     def suspend_patch(self, obj: Job) -> bytes:
         return suspend_patch()
@@ -64,7 +69,11 @@ class BatchJob(SuspendableJob):
         if obj.status.start_time:
             # The API allows template changes only to a suspended Job that has not started.
             return _CLEAR_START if obj.status.active == 0 else None
-        patch = restore_patch(pod_template_view(obj.spec.template), pod_template_view(original.template))
+        sizes = parallelism_patch(obj, original.count or 1)
+        if sizes.get("parallelism") == obj.spec.parallelism:
+            sizes = {}
+        current = pod_template_view(obj.spec.template)
+        patch = restore_patch(current, pod_template_view(original.template), sizes)
         return None if patch is None else Patch(patch)
 
     def is_active(self, obj: Job) -> bool:
@@ -84,8 +93,17 @@ class BatchJob(SuspendableJob):
         return None
 
     def reclaimable_pods(self, obj: Job) -> Mapping[str, int]:
-        # Kueue reclaims a Job's pods only while completions exceed parallelism: not tracked here.
-        return {}
+        """As Kueue's Job: once fewer completions remain than the parallelism, the pods beyond
+        them are reclaimable (none for a parallelism of 1, or before any pod succeeded)."""
+        parallelism = 1 if obj.spec.parallelism is None else obj.spec.parallelism
+        succeeded = obj.status.succeeded
+        if parallelism == 1 or succeeded == 0:
+            return {}
+        completions = parallelism if obj.spec.completions is None else obj.spec.completions
+        remaining = completions - succeeded
+        if remaining >= parallelism:
+            return {}
+        return {JOB_POD_SET: parallelism - remaining}
 
     def owns(self, obj: Job, owner_kind: str, owner_api_version: str, owner_name: str) -> bool:
         return owner_kind == "Job" and owner_api_version == "batch/v1" and owner_name == obj.metadata.name
@@ -101,7 +119,9 @@ def _main_start(starts: Sequence[PodSetStart]) -> PodSetStart:
 BATCH_JOB = BatchJob()
 
 
-_DOOR = SuspendableKind("batch/job", Job, JOBS.group, JOBS.version, JOBS.plural, "job")
+_DOOR = SuspendableKind(
+    "batch/job", Job, JOBS.group, JOBS.version, JOBS.plural, "job", job_rules, job_update_rules
+)
 
 
 def default_job(job: Job, policy: JobPolicy, *, default_queue_exists: bool) -> list[PatchOp]:

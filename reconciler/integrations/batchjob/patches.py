@@ -12,6 +12,8 @@ from reconciler.core.model.jobs import PODSET_LABEL
 from reconciler.core.model.workloads import JOB_POD_SET, workload_for_object, workload_name_for_job
 from reconciler.core.primitives.priority import ResolvedPriority
 
+from .partial import job_pod_count, min_pod_count
+
 __all__ = [
     "job_pod_count",
     "job_workload_name",
@@ -24,13 +26,6 @@ __all__ = [
 
 # Labels the Job controller adds to a template; a Workload's template omits them.
 _JOB_CONTROLLER_LABELS = ("controller-uid", "batch.kubernetes.io/controller-uid", "job-name")
-
-
-def job_pod_count(job: Job) -> int:
-    parallelism = 1 if job.spec.parallelism is None else job.spec.parallelism
-    if job.spec.completions is not None:
-        return min(parallelism, job.spec.completions)
-    return parallelism
 
 
 def workload_template(raw: msgspec.Raw) -> msgspec.Raw:
@@ -57,9 +52,8 @@ def job_workload_name(job_name: str, job_uid: str) -> str:
 
 def workload_for_job(job: Job, priority: ResolvedPriority | None = None) -> Workload:
     """The Workload Kueue creates for a queue-labelled batch/v1 Job (with its resolved priority)."""
-    pod_set = PodSet(
-        name=JOB_POD_SET, template=workload_template(job.spec.template), count=job_pod_count(job)
-    )
+    template, count = workload_template(job.spec.template), job_pod_count(job)
+    pod_set = PodSet(name=JOB_POD_SET, template=template, count=count, min_count=min_pod_count(job))
     return workload_for_object(job.metadata, "batch/v1", "Job", [pod_set], priority)
 
 
@@ -73,6 +67,7 @@ def start_patch(
     tolerations: Sequence[Toleration] = (),
     current_tolerations: Sequence[Toleration] = (),
     pod_annotations: Mapping[str, str] | None = None,
+    sizes: Mapping[str, int] | None = None,
 ) -> bytes:
     """Unsuspend, with the flavors' nodeLabels merged into the pod template's nodeSelector and
     their tolerations appended to the template's own (a merge patch replaces the whole list)."""
@@ -92,14 +87,17 @@ def start_patch(
         metadata["annotations"] = dict(pod_annotations)
     if metadata:
         template["metadata"] = metadata
-    spec: dict[str, object] = {"suspend": False}
+    spec: dict[str, object] = {"suspend": False, **(sizes or {})}
     if template:
         spec["template"] = template
     return msgspec.json.encode({"spec": spec})
 
 
-def restore_patch(current: PodTemplateView, original: PodTemplateView) -> bytes | None:
-    """Undo what starting changed in a Job's pod template (nodeSelector, tolerations, the pod set label).
+def restore_patch(
+    current: PodTemplateView, original: PodTemplateView, sizes: Mapping[str, int] | None = None
+) -> bytes | None:
+    """Undo what starting changed in a Job's pod template (nodeSelector, tolerations, the pod set
+    label) and, for a partially admitted Job, its parallelism (`sizes`: the recorded ones).
 
     Returns None when the template is already as the Workload recorded it.
     """
@@ -127,6 +125,9 @@ def restore_patch(current: PodTemplateView, original: PodTemplateView) -> bytes 
         template["spec"] = spec_patch
     if labels:
         template["metadata"] = {"labels": labels}
-    if not template:
+    if not template and not sizes:
         return None
-    return msgspec.json.encode({"spec": {"template": template}})
+    spec: dict[str, object] = dict(sizes or {})
+    if template:
+        spec["template"] = template
+    return msgspec.json.encode({"spec": spec})

@@ -46,6 +46,7 @@ from reconciler.integrations import (
 )
 from reconciler.kube import Conflict, NotFound
 from reconciler.runtime.jobs.finish import JobFinish
+from reconciler.runtime.jobs.reclaimable import ReclaimablePods
 from reconciler.runtime.shared.actions import Create, Delete, MergePatch, Purpose, WriteDone
 from reconciler.runtime.shared.context import Context
 from reconciler.runtime.shared.events import WORKLOAD_API
@@ -74,6 +75,7 @@ class Jobs:
         self._deleted: dict[Key, str] = {}
         self.finishing = JobFinish(ctx, only_releases=True)
         self.evictions = Evictions(ctx)
+        self.reclaimable = ReclaimablePods(ctx)
         # Jobs stopped by deletion (pods), by UID: deleted once.
         self._stopped: dict[Key, str] = {}
         # Jobs that matched their Workload, at which generations (the comparison is skipped until one moves).
@@ -110,8 +112,7 @@ class Jobs:
         if workload is not None and PRIORITY_CLASS_LABEL in meta.labels:
             self._follow_priority_label(job, workload)
         admitted = ctx.engine.is_admitted(wl_key)
-        # Evicted, its job still being stopped: never started again (its reservation ends once
-        # the job no longer runs).
+        # Evicted, its job still being stopped: never started again (reservation ends when it stops).
         evicted = (
             admitted and wl_key in ctx.engine.cache.evicting and workload is not None and evicting(workload)
         )
@@ -124,6 +125,8 @@ class Jobs:
         step = decide(self.integration, job, workload, known, ctx.engine.cache.flavors, self.matches)
         if not isinstance(step, Nothing):
             self._perform(job, wl_key, workload, step)
+        elif workload is not None:
+            self.reclaimable.follow(self.integration, job, workload)
         if evicted and workload is not None and isinstance(step, (Nothing, Suspend, Restore)):
             self.evictions.release_if_stopped(workload, self.integration, job)
 

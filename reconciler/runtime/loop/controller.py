@@ -25,10 +25,12 @@ from reconciler.kube import Informer, KubeClient, WatchEvent
 from reconciler.observability.health import ControllerState, Health, WatchState
 from reconciler.observability.metrics import Metrics
 from reconciler.runtime.loop.notices import announce_unimplemented
+from reconciler.runtime.loop.pending_source import ReconcilerPending
 from reconciler.runtime.loop.reconciler import Reconciler
 from reconciler.runtime.loop.snapshot import state_snapshot
 from reconciler.runtime.queues.config_reload import ConfigReload, watch_config
 from reconciler.runtime.shared.writer import WriteDone, Writer
+from reconciler.visibility.server import Published
 
 __all__ = ["ControllerOptions", "make_client", "run_controller", "signal_stop"]
 
@@ -198,12 +200,11 @@ async def run_controller(
     *,
     metrics: Metrics | None = None,
     health: Health | None = None,
+    published: Published | None = None,
 ) -> None:
-    """Run until `stop` is set (or SIGTERM/SIGINT when no event is given).
-
-    With ``metrics``, writes and decisions are counted and a scrape reads this
-    controller's state; with ``health``, the probes see its watches and ledger.
-    """
+    """Run until `stop` is set (or SIGTERM/SIGINT when no event is given). With ``metrics``, writes
+    and decisions are counted and a scrape reads this controller's state; with ``health``, the
+    probes see its watches and ledger; with ``published``, the visibility API reads its queues."""
     stop = stop or signal_stop()
     metrics = metrics or Metrics()
     client = await make_client(options.kubeconfig)
@@ -228,6 +229,7 @@ async def run_controller(
     consumer: asyncio.Task[None] | None = None
     metrics.state_source = lambda: state_snapshot(reconciler, informers, inbox.qsize())
     metrics.inventory_source = reconciler.inventory.sample
+    _publish(published, ReconcilerPending(reconciler))
     if health is not None:
         health.controller = lambda: _controller_state(
             informers, reconciler, inbox, progress, consumer, options.stall_after
@@ -266,9 +268,15 @@ async def run_controller(
         await client.close()
         metrics.state_source = None
         metrics.inventory_source = None
+        _publish(published, None)
         if health is not None:
             health.controller = None
         log.info("controller stopped")
+
+
+def _publish(published: Published | None, source: ReconcilerPending | None) -> None:
+    if published is not None:
+        published.source = source
 
 
 def signal_stop() -> asyncio.Event:

@@ -58,7 +58,7 @@ from reconciler.runtime.queues.status import QueueStatus
 from reconciler.runtime.shared.actions import Action, WriteDone
 from reconciler.runtime.shared.context import Context, ReconcilerStats
 from reconciler.runtime.shared.events import EventRecorder
-from reconciler.runtime.shared.patches import holds_quota
+from reconciler.runtime.shared.patches import after_reclaim, holds_quota
 from reconciler.runtime.shared.store import Key
 from reconciler.runtime.shared.watched import (
     KIND_BOUND_HANDLERS,
@@ -238,7 +238,7 @@ class Reconciler(ReconcilerViews):
     def _become_ready(self) -> None:
         ctx = self.ctx
         started = ctx.monotonic()
-        admitted = [(k, w.status.admission) for k, w in ctx.store.workloads.items() if holds_quota(w)]
+        admitted = [(k, after_reclaim(w)) for k, w in ctx.store.workloads.items() if holds_quota(w)]
         ctx.engine.rebuild((k, a) for k, a in admitted if a is not None)
         ctx.metrics.ledger_rebuilt(ctx.monotonic() - started)
         log.info("caches synced; ledger rebuilt", admitted=len(admitted), workloads=len(ctx.store.workloads))

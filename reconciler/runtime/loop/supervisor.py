@@ -37,6 +37,7 @@ from reconciler.observability.server import Server, health_app, start_server
 from reconciler.observability.tls import ServingCertificate
 from reconciler.runtime.loop.controller import ControllerOptions, make_client, run_controller, signal_stop
 from reconciler.runtime.loop.metrics_endpoint import MetricsEndpoint, serve_metrics
+from reconciler.visibility.server import Published, VisibilityServer, serve_visibility
 from reconciler.webhook.service import WebhookOptions, build_webhooks
 
 __all__ = ["EXIT_LEADERSHIP_LOST", "ProcessOptions", "run_process"]
@@ -56,6 +57,10 @@ class ProcessOptions:
     leader_election: ElectionConfig | None = None
     version: str = "0+unknown"
     webhook: WebhookOptions | None = None  # None: no admission webhooks
+    # The visibility API (an aggregated API server) on HOST:PORT over HTTPS with this certificate;
+    # None: not served. Every replica listens; only the leader answers from its queues.
+    visibility_bind_address: str | None = None
+    visibility_tls: ServingCertificate | None = None
 
 
 def _exit_now(code: int) -> NoReturn:
@@ -88,6 +93,8 @@ async def run_process(
     webhook_client = None
     webhooks: asyncio.Task[None] | None = None
     endpoint: MetricsEndpoint | None = None
+    published = Published()
+    visibility: VisibilityServer | None = None
     try:
         endpoint = await serve_metrics(
             metrics,
@@ -113,12 +120,17 @@ async def run_process(
             service = build_webhooks(config, options.webhook, webhook_client)
             health.webhook = service.not_serving_reason
             webhooks = asyncio.get_running_loop().create_task(service.run(), name="webhooks")
+        visibility = await _serve_visibility(options, published, servers)
         if ready is not None:
             ready(metrics, health, servers)
         if election is None:
-            work = run_controller(config, options.controller, stop, metrics=metrics, health=health)
+            work = run_controller(
+                config, options.controller, stop, metrics=metrics, health=health, published=published
+            )
         else:
-            work = _run_elected(config, options.controller, election, stop, metrics, health, exit_now)
+            work = _run_elected(
+                config, options.controller, election, stop, metrics, health, exit_now, published
+            )
         await _alongside(work, webhooks, stop)
     finally:
         if webhooks is not None:
@@ -126,10 +138,30 @@ async def run_process(
             await asyncio.gather(webhooks, return_exceptions=True)
         if webhook_client is not None:
             await webhook_client.close()
+        if visibility is not None:
+            await visibility.stop()
         for server in servers:
             await server.close()
         if endpoint is not None:
             await endpoint.close()
+
+
+async def _serve_visibility(
+    options: ProcessOptions, published: Published, servers: list[Server]
+) -> VisibilityServer | None:
+    """The visibility API's server when one is asked for (it joins ``servers``)."""
+    if options.visibility_bind_address is None or options.visibility_tls is None:
+        return None
+    visibility = await serve_visibility(
+        options.visibility_bind_address,
+        options.visibility_tls.context,
+        lambda: make_client(options.controller.kubeconfig),
+        published,
+    )
+    if visibility is not None:
+        servers.append(visibility.server)
+        log.info("serving the visibility API", address=options.visibility_bind_address, port=visibility.port)
+    return visibility
 
 
 async def _alongside(
@@ -173,6 +205,7 @@ async def _run_elected(
     metrics: Metrics,
     health: Health,
     exit_now: Callable[[int], NoReturn],
+    published: Published,
 ) -> None:
     client = await make_client(options.kubeconfig)
     elector = LeaderElector(client, election, observe=metrics.api_request)
@@ -187,7 +220,8 @@ async def _run_elected(
         loop = asyncio.get_running_loop()
         holding = loop.create_task(elector.hold(), name="leader-renew")
         controller = loop.create_task(
-            run_controller(config, options, stop, metrics=metrics, health=health), name="controller"
+            run_controller(config, options, stop, metrics=metrics, health=health, published=published),
+            name="controller",
         )
         try:
             await asyncio.wait([holding, controller], return_when=asyncio.FIRST_COMPLETED)

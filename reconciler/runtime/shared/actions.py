@@ -31,6 +31,7 @@ Purpose = Literal[
     "pods-ready",
     "deactivate",
     "max-exec",
+    "reclaimable-pods",
     "workload-priority",
     "workload-annotate",
     "workload-update",

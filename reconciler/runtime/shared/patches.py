@@ -15,10 +15,12 @@ from reconciler.api import (
     WorkloadStatus,
 )
 from reconciler.api.resources import WORKLOADS
+from reconciler.core.quota.cache import after_reclaim  # how an admitted Workload is charged
 from reconciler.core.status import condition
 from reconciler.runtime.shared.actions import MergePatch, OnDone, Purpose
 
 __all__ = [
+    "after_reclaim",
     "api_body",
     "cluster_queue_status_patch",
     "evicting",

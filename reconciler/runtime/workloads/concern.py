@@ -21,6 +21,7 @@ from reconciler.core.model.workloads import (
 )
 from reconciler.core.primitives.ordering import EVICTION_TIMESTAMP, queue_order_timestamp
 from reconciler.core.primitives.quantity import QuantityError
+from reconciler.core.quota.cache import after_reclaim
 from reconciler.core.scheduling.podsready import PODS_READY
 from reconciler.core.scheduling.scheduler import Admit, Pending
 from reconciler.core.status import condition, set_condition
@@ -158,11 +159,16 @@ class Workloads:
     def _keep_admitted(self, key: Key, workload: Workload) -> None:
         # Also after a restart: the rebuilt ledger has the charges, not what preemption needs to know.
         engine = self.ctx.engine
-        if not engine.is_admitted(key) or key not in engine.cache.workloads:
-            assert workload.status.admission is not None
+        charged = after_reclaim(workload)  # finished pods' quota given back (reclaimablePods)
+        assert charged is not None
+        if (
+            not engine.is_admitted(key)
+            or key not in engine.cache.workloads
+            or (charged is not workload.status.admission and engine.charge_changed(key, charged))
+        ):
             reserved = condition(workload.status.conditions, "QuotaReserved")
             at = (reserved.last_transition_time if reserved else None) or ""
-            engine.add_workload(self.compile(workload), workload.status.admission, at)
+            engine.add_workload(self.compile(workload), charged, at)
             self._fed[key] = workload.metadata.generation
 
     def _reactivated(self, workload: Workload) -> None:

@@ -37,6 +37,7 @@ from reconciler.core.scheduling.podsready import (
     timeout_message,
 )
 from reconciler.core.status import condition, set_condition
+from reconciler.integrations import expected_pod_sets
 from reconciler.integrations.pods.group import GROUP_KIND, PodGroup
 from reconciler.runtime.shared.actions import MergePatch, OnDone, Purpose, WriteDone
 from reconciler.runtime.shared.context import EXPECTED_MISSES, Context
@@ -149,8 +150,9 @@ class PodsReady:
             job = ctx.store.job(owner)
             integration = ctx.store.integrations[owner[0]]
             counted = 0 if job is None else integration.pods_ready_count(job)
-            # Every pod set's pods, as the Workload charged them (any number of pod sets).
-            needed = sum(1 if ps.count is None else ps.count for ps in workload.spec.pod_sets) or 1
+            # Every pod set's pods, as the Workload charged them (any number of pod sets; a
+            # partially admitted one's count as admitted).
+            needed = sum(1 if ps.count is None else ps.count for ps in expected_pod_sets(workload)) or 1
             previous = condition(conditions, PODS_READY)
             # A pod group is ready as a whole, by its own rule (its count), never pod by pod.
             seen = [] if owner[0] == GROUP_KIND else pods
