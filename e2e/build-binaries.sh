@@ -18,6 +18,9 @@
 # --lws builds LeaderWorkerSet's manager (cmd/main.go of sigs.k8s.io/lws@$LWS_VERSION) and copies
 # its CRD and webhook manifests, for e2e/test_controller_lws.py.
 #
+# --trainer builds Kubeflow Trainer's manager (cmd/trainer-controller-manager of
+# github.com/kubeflow/trainer/v2@$TRAINER_VERSION) and copies its CRDs and webhook manifests, for
+# e2e/test_controller_trainjob.py and the trainjob conformance scenario.
 # --kuberay builds KubeRay's ray-operator (main.go of github.com/ray-project/kuberay/ray-operator@
 # $KUBERAY_VERSION) and copies its CRDs, for e2e/test_controller_ray.py and the ray conformance
 # scenarios.
@@ -26,6 +29,10 @@
 # module hash checked as for --kueue), and kubectl of the control plane's Kubernetes module build,
 # for e2e/test_visibility.py (~4 min cold; kubectl ~5 min more on a loaded 2-core machine).
 #
+# --kueue-perf builds Kueue's scheduler-performance runner (test/performance/scheduler/runner of
+# sigs.k8s.io/kueue@$KUEUE_VERSION) and its checker (the Go test of .../scheduler/checker, as a test
+# binary) and copies its configs/, for bench/kueue_perf.py.
+
 # --node builds what a real node needs (e2e/kubelet/run.sh): the kubelet of the same
 # Kubernetes module build (in the control plane's `go build`), containerd (containerd, containerd-shim-runc-v2, ctr) from
 # github.com/containerd/containerd/v2@$CONTAINERD_VERSION and crictl from
@@ -36,18 +43,22 @@ set -euo pipefail
 with_kueue=0
 with_jobset=0
 with_lws=0
+with_trainer=0
 with_kuberay=0
 with_kueuectl=0
 with_node=0
+with_kueue_perf=0
 for arg in "$@"; do
   case "$arg" in
     --kueue) with_kueue=1 ;;
     --jobset) with_jobset=1 ;;
     --lws) with_lws=1 ;;
+    --trainer) with_trainer=1 ;;
     --kuberay) with_kuberay=1 ;;
     --kueuectl) with_kueuectl=1 ;;
     --node) with_node=1 ;;
-    *) echo "usage: $0 [--kueue] [--jobset] [--lws] [--kuberay] [--kueuectl] [--node]" >&2; exit 2 ;;
+    --kueue-perf) with_kueue_perf=1 ;;
+    *) echo "usage: $0 [--kueue] [--jobset] [--lws] [--trainer] [--kuberay] [--kueuectl] [--kueue-perf] [--node]" >&2; exit 2 ;;
   esac
 done
 
@@ -62,9 +73,11 @@ kustomize_dir="$cache/kustomize-$KUSTOMIZE_VERSION"
 helm_dir="$cache/helm-$HELM_VERSION"
 prometheus_dir="$cache/prometheus-$PROMETHEUS_VERSION"
 monitoring_crds_dir="$cache/prometheus-operator-crds-$PROMETHEUS_OPERATOR_VERSION"
-kueue_dir="$cache/kueue-$KUEUE_VERSION"
+kueue_dir="$cache/kueue-$KUEUE_VERSION-trainer-$TRAINER_VERSION"
+kueue_perf_dir="$cache/kueue-perf-$KUEUE_VERSION"
 jobset_dir="$cache/jobset-$JOBSET_VERSION"
 lws_dir="$cache/lws-$LWS_VERSION"
+trainer_dir="$cache/trainer-$TRAINER_VERSION"
 kuberay_dir="$cache/kuberay-$KUBERAY_VERSION"
 kueuectl_dir="$cache/kueuectl-$KUEUE_VERSION"
 containerd_dir="$cache/containerd-$CONTAINERD_VERSION"
@@ -321,22 +334,23 @@ fetch_monitoring_crds() {
 }
 
 # Kueue's manager from its Go module, in a patched copy of the module source:
-#  - the TrainJob integration is dropped: its dependency github.com/kubeflow/trainer/v2
-#    (a pseudo-version) is refused by the module proxy (403 "not available"). The patch
-#    removes the blank import of pkg/controller/jobs/trainjob from
-#    pkg/controller/jobs/jobs.go, replaces the one use of the trainer API package in
-#    pkg/controller/jobframework/validation.go by the same GVK string
-#    ("trainer.kubeflow.org/v1alpha1, Kind=TrainJob"), and deletes the trainer lines of
-#    go.mod and go.sum. Nothing else changes.
+#  - its dependency github.com/kubeflow/trainer/v2 (the TrainJob integration) is pinned at a
+#    pseudo-version, v2.2.1-0.20260515134202-448c432a7073, that the module proxy refuses (403
+#    "not available"). The patch requires $TRAINER_VERSION (v2.2.1: the same commit plus release
+#    tooling, changelog and docs commits; the same Go code, go.mod and go.sum) instead, with
+#    `go mod edit`, and lets go.sum take its hashes (checked against the checksum database).
+#    Nothing else changes: the TrainJob integration is built as Kueue ships it.
 #  - sum.golang.org answers 404 for this version, so the module is fetched with
 #    GONOSUMDB=sigs.k8s.io/kueue and its hash is checked against KUEUE_MODULE_SUM.
+# The build is cached as kueue-$KUEUE_VERSION-trainer-$TRAINER_VERSION (an earlier build without
+# the TrainJob integration was cached as kueue-$KUEUE_VERSION).
 build_kueue() {
   if [[ -x "$kueue_dir/bin/kueue" && -d "$kueue_dir/crds" && -f "$kueue_dir/webhook/manifests.yaml" ]]; then
     log "kueue $KUEUE_VERSION: cached in $kueue_dir"
     return
   fi
   log "kueue $KUEUE_VERSION: downloading the Go module"
-  local scratch info dir sum
+  local scratch info dir sum pinned
   scratch=$(mktemp -d)
   info=$(cd "$scratch" && GOFLAGS= GONOSUMDB=sigs.k8s.io/kueue go mod download -json "sigs.k8s.io/kueue@$KUEUE_VERSION")
   rmdir "$scratch"
@@ -344,20 +358,17 @@ build_kueue() {
   sum=$(sed -n 's/^[[:space:]]*"Sum": "\(.*\)",$/\1/p' <<<"$info")
   [[ -d "$dir/cmd/kueue" ]] || { log "kueue: no cmd/kueue in the module ($dir)"; exit 1; }
   [[ "$sum" == "$KUEUE_MODULE_SUM" ]] || { log "kueue: module hash $sum, expected $KUEUE_MODULE_SUM"; exit 1; }
-  log "kueue: module hash $sum matches; patching a copy in $kueue_dir/src (TrainJob integration dropped)"
+  log "kueue: module hash $sum matches; patching a copy in $kueue_dir/src (trainer $TRAINER_VERSION)"
   rm -rf "$kueue_dir/src"
   mkdir -p "$kueue_dir/src" "$kueue_dir/bin"
   cp -r "$dir/." "$kueue_dir/src/"
   chmod -R u+w "$kueue_dir/src"
   cd "$kueue_dir/src"
-  sed -i '\#"sigs.k8s.io/kueue/pkg/controller/jobs/trainjob"#d' pkg/controller/jobs/jobs.go
-  sed -i -e '\#kftrainer "github.com/kubeflow/trainer/v2/pkg/apis/trainer/v1alpha1"#d' \
-    -e 's#kftrainer.SchemeGroupVersion.WithKind(kftrainer.TrainJobKind).String()#"trainer.kubeflow.org/v1alpha1, Kind=TrainJob"#' \
-    pkg/controller/jobframework/validation.go
-  sed -i '\#github.com/kubeflow/trainer/v2 #d' go.mod go.sum
-  if grep -rq 'kubeflow/trainer' go.mod pkg/controller/jobs/jobs.go pkg/controller/jobframework/validation.go; then
-    log "kueue: the TrainJob patch did not apply to $KUEUE_VERSION"; exit 1
-  fi
+  pinned=$(sed -n 's#^[[:space:]]*github.com/kubeflow/trainer/v2 \(v[^ ]*\)$#\1#p' go.mod)
+  [[ "$pinned" == "v2.2.1-0.20260515134202-448c432a7073" ]] ||
+    { log "kueue: go.mod pins trainer $pinned, not the pseudo-version this patch replaces"; exit 1; }
+  go mod edit -require="github.com/kubeflow/trainer/v2@$TRAINER_VERSION"
+  sed -i '\#github.com/kubeflow/trainer/v2 v2.2.1-0.20260515134202-448c432a7073#d' go.sum
   log "kueue: compiling cmd/kueue (about 10 minutes cold on 2 cores)"
   local pkg=sigs.k8s.io/kueue/pkg/version
   go build -v -trimpath -ldflags "-s -w -X $pkg.GitVersion=$KUEUE_VERSION" \
@@ -440,6 +451,42 @@ build_lws() {
   log "lws: done ($lws_dir/bin/lws)"
 }
 
+# Kubeflow Trainer's manager from its Go module (checked against the checksum database as usual):
+# its main package is cmd/trainer-controller-manager. Its CRDs (TrainJob, TrainingRuntime,
+# ClusterTrainingRuntime) and its webhook manifests are copied next to it; its kustomize patches
+# only rename the webhook configurations and their Service, which the loopback registration
+# replaces anyway (e2e/support/trainer.py), so they are not needed.
+build_trainer() {
+  if [[ -x "$trainer_dir/bin/trainer" && -d "$trainer_dir/crds" && -d "$trainer_dir/webhook" ]]; then
+    log "trainer $TRAINER_VERSION: cached in $trainer_dir"
+    return
+  fi
+  log "trainer $TRAINER_VERSION: downloading the Go module"
+  local scratch info dir
+  scratch=$(mktemp -d)
+  info=$(cd "$scratch" && GOFLAGS= go mod download -json "github.com/kubeflow/trainer/v2@$TRAINER_VERSION")
+  rmdir "$scratch"
+  dir=$(sed -n 's/^[[:space:]]*"Dir": "\(.*\)",$/\1/p' <<<"$info")
+  [[ -f "$dir/cmd/trainer-controller-manager/main.go" ]] ||
+    { log "trainer: no cmd/trainer-controller-manager/main.go in the module ($dir)"; exit 1; }
+  rm -rf "$trainer_dir/src"
+  mkdir -p "$trainer_dir/src" "$trainer_dir/bin"
+  cp -r "$dir/." "$trainer_dir/src/"
+  chmod -R u+w "$trainer_dir/src"
+  cd "$trainer_dir/src"
+  log "trainer: compiling its manager"
+  go build -v -trimpath -ldflags "-s -w" \
+    -o "$trainer_dir/bin/trainer.tmp" ./cmd/trainer-controller-manager 2>&1 | progress trainer
+  mv "$trainer_dir/bin/trainer.tmp" "$trainer_dir/bin/trainer"
+  rm -rf "$trainer_dir/crds" "$trainer_dir/webhook"
+  mkdir -p "$trainer_dir/crds" "$trainer_dir/webhook"
+  cp manifests/base/crds/trainer.kubeflow.org_*.yaml "$trainer_dir/crds/"
+  cp manifests/base/webhook/manifests.yaml "$trainer_dir/webhook/manifests.yaml"
+  cd "$trainer_dir"
+  rm -rf "$trainer_dir/src"
+  log "trainer: done ($trainer_dir/bin/trainer)"
+}
+
 # KubeRay's ray-operator from its Go module (checked against the checksum database as usual):
 # its main package is the module's root. Its webhooks are off unless ENABLE_WEBHOOKS=true (as
 # KubeRay's Helm chart ships it), so only the CRDs (large: ~1 MB each) are copied next to it.
@@ -472,8 +519,9 @@ build_kuberay() {
 }
 
 # kueuectl (cmd/kueuectl of Kueue's module, the same version and module hash as --kueue), built
-# from a copy of the module with the TrainJob integration dropped as build_kueue does (kueuectl
-# links the integrations' registry; the trainer module the proxy serves does not build with it).
+# from a copy of the module with the TrainJob integration dropped (kueuectl links the integrations'
+# registry and needs none of them; build_kueue, whose manager the conformance scenarios record,
+# keeps the integration instead, built against Kubeflow Trainer $TRAINER_VERSION).
 build_kueuectl() {
   if [[ -x "$kueuectl_dir/bin/kueuectl" ]]; then
     log "kueuectl $KUEUE_VERSION: cached in $kueuectl_dir"
@@ -509,6 +557,42 @@ build_kueuectl() {
 
 # timed LABEL FUNCTION: runs it; with $PHASE_TIMES naming a file (e2e/test.sh), appends
 # `set-up: LABEL<TAB>SECONDS` to it for the test command's table of phase times.
+# Kueue's scheduler-performance runner and checker, built from its module unmodified: a scratch
+# module in $kueue_perf_dir/src requires sigs.k8s.io/kueue@$KUEUE_VERSION and builds its packages
+# from the module cache. Kueue's test/util (imported by the runner) needs
+# github.com/kubeflow/trainer/v2 at a pseudo-version the module proxy refuses, so the scratch module
+# requires trainer v2.2.1 (the release that pseudo-version precedes; Go's version selection takes
+# it). Kueue's own files are not touched; its module hash is checked against KUEUE_MODULE_SUM.
+build_kueue_perf() {
+  if [[ -x "$kueue_perf_dir/bin/runner" && -x "$kueue_perf_dir/bin/checker.test" && -d "$kueue_perf_dir/configs" ]]; then
+    log "kueue-perf $KUEUE_VERSION: cached in $kueue_perf_dir"
+    return
+  fi
+  log "kueue-perf $KUEUE_VERSION: building Kueue's scheduler-performance runner and checker"
+  rm -rf "$kueue_perf_dir/src"
+  mkdir -p "$kueue_perf_dir/src" "$kueue_perf_dir/bin"
+  cd "$kueue_perf_dir/src"
+  printf 'module dra-quota-testbed/kueue-perf\n\ngo 1.26.0\n' > go.mod
+  printf '//go:build tools\n\npackage tools\n\nimport _ "sigs.k8s.io/kueue/test/performance/scheduler/runner"\n' > tools.go
+  export GONOSUMDB=sigs.k8s.io/kueue
+  go mod edit -require="sigs.k8s.io/kueue@$KUEUE_VERSION" -require=github.com/kubeflow/trainer/v2@v2.2.1
+  local pkg=sigs.k8s.io/kueue/test/performance/scheduler
+  go build -v -trimpath -o "$kueue_perf_dir/bin/runner.tmp" "$pkg/runner" 2>&1 | progress kueue-perf
+  local sum
+  sum=$(sed -n "s#^sigs.k8s.io/kueue $KUEUE_VERSION \(h1:.*\)\$#\1#p" go.sum)
+  [[ "$sum" == "$KUEUE_MODULE_SUM" ]] || { log "kueue-perf: module hash $sum, expected $KUEUE_MODULE_SUM"; exit 1; }
+  go test -c -trimpath -o "$kueue_perf_dir/bin/checker.test" "$pkg/checker"
+  mv "$kueue_perf_dir/bin/runner.tmp" "$kueue_perf_dir/bin/runner"
+  local dir
+  dir=$(go list -m -f '{{.Dir}}' "sigs.k8s.io/kueue")
+  rm -rf "$kueue_perf_dir/configs"
+  cp -r "$dir/test/performance/scheduler/configs" "$kueue_perf_dir/configs"
+  chmod -R u+w "$kueue_perf_dir/configs"
+  cd "$kueue_perf_dir"
+  rm -rf "$kueue_perf_dir/src"
+  log "kueue-perf: done ($kueue_perf_dir/bin/runner, bin/checker.test, configs/)"
+}
+
 timed() {
   local began=$SECONDS
   ( cd "$here"; "$2" )
@@ -529,8 +613,10 @@ timed "prometheus-operator CRDs" fetch_monitoring_crds
 if [[ $with_kueue == 1 ]]; then timed "kueue" build_kueue; fi
 if [[ $with_jobset == 1 ]]; then timed "jobset" build_jobset; fi
 if [[ $with_lws == 1 ]]; then timed "lws" build_lws; fi
+if [[ $with_trainer == 1 ]]; then timed "trainer" build_trainer; fi
 if [[ $with_kuberay == 1 ]]; then timed "kuberay" build_kuberay; fi
 if [[ $with_kueuectl == 1 ]]; then timed "kueuectl" build_kueuectl; fi
+if [[ $with_kueue_perf == 1 ]]; then timed "kueue-perf" build_kueue_perf; fi
 if [[ $with_node == 1 ]]; then
   timed "containerd" build_containerd
   timed "crictl" build_crictl

@@ -47,10 +47,11 @@ phase() {
 
 echo "== set-up (docs/setup.md, plus Docker and a real node's parts for the image and real-kubelet tests; skipped where done)"
 # setup.sh adds a line per part (venv, each build of build-binaries.sh, image, node packages);
-# --jobset, --lws, --kuberay: the real JobSet, LeaderWorkerSet and KubeRay controllers of
-# e2e/test_controller_jobset.py, e2e/test_controller_lws.py and e2e/test_controller_ray.py (built
-# once, cached by version outside the repository).
-e2e/setup.sh --image --node --jobset --lws --kuberay --kueuectl
+# --jobset, --lws, --trainer, --kuberay: the real JobSet, LeaderWorkerSet, Kubeflow Trainer and
+# KubeRay controllers of e2e/test_controller_jobset.py, e2e/test_controller_lws.py,
+# e2e/test_controller_trainjob.py and e2e/test_controller_ray.py (built once, cached by version
+# outside the repository).
+e2e/setup.sh --image --node --jobset --lws --trainer --kuberay --kueuectl
 
 echo "== lint and types"
 phase "lint: ruff check" .venv/bin/ruff check .

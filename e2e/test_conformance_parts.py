@@ -31,6 +31,7 @@ from e2e.conformance.recording import (
     load_recording,
     read_pins,
     recording_path,
+    upstream_pins,
 )
 from e2e.conformance.runner import _steps, our_webhooks
 from e2e.conformance.scenario import all_scenarios, load_scenario
@@ -319,3 +320,14 @@ def test_the_inputs_hash_covers_the_files_expected_to_be_rejected(tmp_path: Path
     before = inputs_hash(scenario, pins)
     (tmp_path / "refused.yaml").write_text("apiVersion: v1\nkind: ConfigMap\nmetadata: {name: other}\n")
     assert inputs_hash(scenario, pins) != before
+
+
+def test_the_jobset_version_pins_only_the_scenarios_that_run_jobsets_manager(tmp_path: Path) -> None:
+    """A new JobSet version makes the recordings of the scenarios running its manager stale, and
+    no other (their inputs hash covers it)."""
+    versions = tmp_path / "versions.env"
+    versions.write_text("# a comment\nJOBSET_VERSION=v9.9.9\nKUEUE_VERSION=v0.18.1\n")
+    scenarios = ROOT / "e2e" / "conformance" / "scenarios"
+    assert upstream_pins(scenarios / "jobset-child-jobs.yaml", versions) == {"JOBSET_VERSION": "v9.9.9"}
+    assert upstream_pins(scenarios / "jobset-two-replicated-jobs.yaml", versions) == {}
+    assert upstream_pins(scenarios / "walkthrough.yaml", versions) == {}

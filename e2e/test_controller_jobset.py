@@ -1,4 +1,4 @@
-"""JobSets on the test-bed with the real JobSet controller (v0.10.1, its CRD and webhooks from
+"""JobSets on the test-bed with the real JobSet controller (v0.12.0, its CRD and webhooks from
 its Go module, `e2e/build-binaries.sh --jobset`): a JobSet of two replicated jobs, each asking
 for a GPU through its own ResourceClaimTemplate, is admitted as one Workload of two pod sets;
 the JobSet controller makes its Jobs, whose pods get their claims allocated by the scheduler

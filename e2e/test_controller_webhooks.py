@@ -7,7 +7,8 @@ a certificate made here and mounted the way cert-manager would (``internalCertMa
 false``), for a controller that leads. Checked: a queue-labelled Job created unsuspended is stored
 suspended and gets no pod before its Workload is admitted; a namespace's LocalQueue ``default`` is
 set on Jobs naming none; malformed ClusterQueues, Workloads and ResourceFlavors are refused with
-the field named; a new certificate is served without a restart; with the webhook down such a Job is
+the field named, and so are a TAS flavor and a pod template's topology annotation (Topology objects
+are stored); a new certificate is served without a restart; with the webhook down such a Job is
 refused instead of running outside quota, except in kube-system. Then internalCertManagement on a
 second replica (a follower: webhooks answer on every replica): it creates the Secret, injects the
 CA bundle into configurations made here, and the API server trusts the certificate it serves.
@@ -316,6 +317,42 @@ async def test_malformed_objects_are_refused_with_the_field_named(
         'admission webhook "vcohort.kb.io" denied the request: '
         'spec.fairSharing: Invalid value: "-1": must be greater than or equal to 0'
     ) in str(error)
+
+
+@pytest.mark.asyncio
+async def test_topology_aware_scheduling_is_refused_by_name_and_topologies_are_stored(
+    served: Served, kube: KubeClient, namespace: str
+) -> None:
+    """Until this controller places pods in topology domains, a TAS flavor and a pod template's
+    topology annotation are refused with the field named; Kueue's Topology objects are stored."""
+    await _ready(kube, namespace)
+    levels = [{"nodeLabel": "cloud.com/topology-rack"}, {"nodeLabel": "kubernetes.io/hostname"}]
+    topology = {"apiVersion": KUEUE, "kind": "Topology", "metadata": {"name": f"topo-{namespace}"}}
+    stored = await kube.create(api_path(KUEUE, "topologies"), {**topology, "spec": {"levels": levels}})
+    assert stored["spec"]["levels"] == levels
+    await kube.delete(api_path(KUEUE, "topologies", name=f"topo-{namespace}"))
+    flavor = {
+        "apiVersion": KUEUE,
+        "kind": "ResourceFlavor",
+        "metadata": {"name": f"tas-{namespace}"},
+        "spec": {"nodeLabels": {"pool": "gpu"}, "topologyName": f"topo-{namespace}"},
+    }
+    error = await _refused(kube, api_path(KUEUE, "resourceflavors"), flavor)
+    assert error.status == 403
+    assert (
+        'admission webhook "vresourceflavor.kb.io" denied the request: spec.topologyName: Forbidden: '
+        "topology-aware scheduling is not supported by this controller yet"
+    ) in str(error)
+    job = queue_job("tas", namespace)
+    annotation = "kueue.x-k8s.io/podset-required-topology"
+    job["spec"]["template"]["metadata"]["annotations"][annotation] = "cloud.com/topology-rack"
+    error = await _refused(kube, api_path("batch/v1", "jobs", namespace), job)
+    assert (
+        'admission webhook "vjob.kb.io" denied the request: '
+        f"spec.template.metadata.annotations[{annotation}]: Forbidden: "
+        "topology-aware scheduling is not supported by this controller yet"
+    ) in str(error)
+    assert await kube.get_or_none(api_path("batch/v1", "jobs", namespace, "tas")) is None
 
 
 @pytest.mark.asyncio

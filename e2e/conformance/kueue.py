@@ -55,7 +55,8 @@ def kueue_build(cache: Path | None = None) -> KueueBuild:
         if "=" in line and not line.lstrip().startswith("#")
     )
     version = values["KUEUE_VERSION"].strip()
-    root = (cache or cache_dir()) / f"kueue-{version}"
+    # Built with the TrainJob integration, against Kubeflow Trainer's module (build-binaries.sh).
+    root = (cache or cache_dir()) / f"kueue-{version}-trainer-{values['TRAINER_VERSION'].strip()}"
     return KueueBuild(version, root / "bin" / "kueue", root / "crds", root / "webhook" / "manifests.yaml")
 
 

@@ -89,16 +89,32 @@ def snapshot_code(scenario_path: Path) -> list[Path]:
         return [SNAPSHOT_CODE, POD_SNAPSHOT_CODE, SERVING_SNAPSHOT_CODE]
     if enables_pods(configuration):
         return [SNAPSHOT_CODE, POD_SNAPSHOT_CODE]
-    if scenario.jobset_controller:
+    if scenario.runs_jobsets:
         return [SNAPSHOT_CODE, JOBSET_SNAPSHOT_CODE]
     return [SNAPSHOT_CODE, *([FAIR_SNAPSHOT_CODE] if enables_fair_sharing(configuration) else [])]
 
 
+def upstream_pins(scenario_path: Path, path: Path = VERSIONS_FILE) -> dict[str, str]:
+    """The versions of the upstream managers the scenario runs on both sides (JobSet's, with
+    `jobsetController`; the trainer's and JobSet's, with `trainerController`): a new one makes its
+    recording stale."""
+    scenario = load_scenario(scenario_path)
+    keys = ["JOBSET_VERSION"] if scenario.runs_jobsets else []
+    keys += ["TRAINER_VERSION"] if scenario.trainer_controller else []
+    values = dict(
+        line.strip().split("=", 1)
+        for line in path.read_text().splitlines()
+        if "=" in line and not line.startswith("#")
+    )
+    return {key: values[key].strip() for key in keys}
+
+
 def inputs_hash(scenario_path: Path, pins: dict[str, str] | None = None) -> str:
-    """sha256 over the scenario's files (by repository path and content), the pins and the
-    snapshot code it uses."""
+    """sha256 over the scenario's files (by repository path and content), the pins (with the
+    upstream managers' it runs) and the snapshot code it uses."""
     digest = hashlib.sha256()
-    for key, value in sorted((pins if pins is not None else read_pins()).items()):
+    pinned = {**(pins if pins is not None else read_pins()), **upstream_pins(scenario_path)}
+    for key, value in sorted(pinned.items()):
         digest.update(f"pin {key}={value}\n".encode())
     for path in [*scenario_inputs(scenario_path), *snapshot_code(scenario_path)]:
         digest.update(f"file {_shown(path)} {hashlib.sha256(path.read_bytes()).hexdigest()}\n".encode())

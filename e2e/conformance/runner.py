@@ -24,6 +24,7 @@ from e2e.conformance.snapshot_fair import enables_fair_sharing, take_fair_snapsh
 from e2e.conformance.snapshot_jobset import take_jobset_snapshot
 from e2e.conformance.snapshot_pods import enables_pods, take_pod_snapshot
 from e2e.conformance.snapshot_serving import enables_serving, take_serving_snapshot
+from e2e.conformance.upstreams import Upstream, start_trainer
 from e2e.support.deploy import (
     ControllerProcess,
     Discovery,
@@ -41,6 +42,7 @@ from e2e.support.jobset import (
 )
 from e2e.support.kuberay import enables_ray, install_kuberay_crds
 from e2e.support.lws import LwsProcess, enables_lws, install_lws_crds, lws_build, lws_webhooks
+from e2e.support.trainer import enables_trainjob, install_trainer_crds
 from e2e.support.upstream import UpstreamProcess
 from e2e.support.webhooks import on_loopback, shipped_configurations, wait_until_jobs_are_suspended
 from e2e.testbed import ApiError, KubeClient, Testbed, api_path
@@ -62,7 +64,7 @@ class _WithLws:
     """The implementation's manager and an upstream one (LeaderWorkerSet's or JobSet's), stopped
     together (the upstream one last)."""
 
-    def __init__(self, manager: Manager, lws: UpstreamProcess | None) -> None:
+    def __init__(self, manager: Manager, lws: Upstream | None) -> None:
         self.manager, self.lws = manager, lws
 
     def stop(self, grace: float = 15.0) -> int | None:
@@ -79,6 +81,8 @@ class _WithLws:
 def _webhook_groups(scenario: Scenario) -> frozenset[str]:
     if enables_serving(scenario.configuration):
         return WEBHOOK_GROUPS | {"apps"}  # the Deployment and StatefulSet webhooks
+    if enables_trainjob(scenario.configuration):  # the TrainJob webhooks too
+        return WEBHOOK_GROUPS | {"trainer.kubeflow.org"}
     return LWS_WEBHOOK_GROUPS if enables_lws(scenario.configuration) else WEBHOOK_GROUPS
 
 
@@ -87,17 +91,20 @@ async def _install_integration_crds(kube: KubeClient, scenario: Scenario) -> Non
     manager starts, so its integration is set up)."""
     if enables_jobset(scenario.configuration):
         await install_jobset_crds(kube)
+    if enables_trainjob(scenario.configuration):
+        await install_trainer_crds(kube)
     if enables_lws(scenario.configuration):
         await install_lws_crds(kube)
     if enables_ray(scenario.configuration):
         await install_kuberay_crds(kube)
 
 
-async def _start_lws(
-    kube: KubeClient, bed: Testbed, scenario: Scenario, workdir: Path
-) -> UpstreamProcess | None:
+async def _start_lws(kube: KubeClient, bed: Testbed, scenario: Scenario, workdir: Path) -> Upstream | None:
     """LeaderWorkerSet's manager and its webhooks where the scenario enables the framework, or
-    JobSet's where the scenario asks for its controller (`jobsetController: true`)."""
+    JobSet's where the scenario asks for its controller (`jobsetController: true`), or JobSet's and
+    the trainer's (`trainerController: true`)."""
+    if scenario.trainer_controller:
+        return await start_trainer(kube, bed.kubeconfig, workdir)
     upstream: UpstreamProcess
     if enables_lws(scenario.configuration):
         build = lws_build()
@@ -255,7 +262,7 @@ async def _snapshot(kube: KubeClient, scenario: Scenario, within: float = 30.0) 
         take = take_pod_snapshot
     elif enables_fair_sharing(scenario.configuration):
         take = take_fair_snapshot
-    elif scenario.jobset_controller:
+    elif scenario.runs_jobsets:
         take = take_jobset_snapshot
     loop = asyncio.get_running_loop()
     deadline = loop.time() + within

@@ -93,6 +93,14 @@ class Scenario:
     # The real JobSet manager runs beside the manager under test (the JobSet scenarios without it
     # install the CRD alone: nothing makes a JobSet's Jobs).
     jobset_controller: bool = False
+    # The real Kubeflow Trainer manager runs beside it, with JobSet's (it makes each TrainJob's
+    # JobSet, JobSet its Jobs).
+    trainer_controller: bool = False
+
+    @property
+    def runs_jobsets(self) -> bool:
+        """Whether JobSet's manager runs (for a JobSet's or a TrainJob's Jobs)."""
+        return self.jobset_controller or self.trainer_controller
 
 
 def _step(raw: dict[str, Any], where: str) -> Step:
@@ -136,6 +144,7 @@ def load_scenario(path: Path) -> Scenario:
         testbed=_files(raw["testbed"], f"{path.name} testbed")[0] if "testbed" in raw else None,
         record_runs=_record_runs(raw.get("recordRuns", 1), path.name),
         jobset_controller=_flag(raw.get("jobsetController", False), "jobsetController", path.name),
+        trainer_controller=_flag(raw.get("trainerController", False), "trainerController", path.name),
     )
 
 

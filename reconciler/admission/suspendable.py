@@ -8,7 +8,8 @@ starts nothing before the Workload is admitted; an object whose controller, up t
 job the controller manages (Kueue's FindAncestorJobManagedByKueue: a job of an enabled kind that
 names a queue, or any with ``manageJobsWithoutQueueName``) is its parent's and is left as it is.
 Validation: the queue-name rules of any job, and the kind's own rules (`rules`) for a managed
-object. Objects of a framework the Configuration does not enable pass unchanged.
+object, and a managed object's pod-template topology annotations refused by name
+(`topology_door`). Objects of a framework the Configuration does not enable pass unchanged.
 """
 
 from __future__ import annotations
@@ -32,6 +33,7 @@ from .queue_rules import (
 )
 from .review import AdmissionRequest, PatchOp, Verdict, decode_object
 from .routes import Lookups, Route, decoded, default_queue
+from .topology_door import topology_requests_refused
 
 __all__ = ["SuspendableKind", "default_suspendable", "managed_ancestor"]
 
@@ -116,13 +118,15 @@ class SuspendableKind(Generic[J]):
         if new is None or errors:
             return Verdict.deny(errors)
         managed = self.managed(new, policy)
+        topology = topology_requests_refused(request.object) if managed else []
         if old is None:
             own = self.rules(new) if self.rules is not None and managed else []
-            return Verdict.judge(own + validate_job(new))
+            return Verdict.judge(own + topology + validate_job(new))
         if self.update_rules is not None:
             own = self.update_rules(new, old) if managed else []
         else:
             own = self.rules(new) if self.rules is not None and managed else []
+        own += topology
         namespace = request.namespace or new.metadata.namespace
         exists = await default_queue(lookups, needs_default_queue_lookup_on_update(new, old), namespace)
         if isinstance(exists, Verdict):

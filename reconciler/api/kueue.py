@@ -11,6 +11,25 @@ class ResourceFlavorSpec(ApiStruct):
     node_labels: dict[str, str] = {}
     node_taints: list[Taint] = []
     tolerations: list[Toleration] = []
+    # The Topology whose levels this flavor's nodes are grouped by (topology-aware scheduling).
+    topology_name: str | None = None
+
+
+class TopologyLevel(ApiStruct):
+    node_label: str
+
+
+class TopologySpec(ApiStruct):
+    levels: list[TopologyLevel] = []
+
+
+class Topology(ApiStruct, kw_only=True):
+    """A hierarchy of node labels, from the highest level (e.g. block) to the lowest (hostname)."""
+
+    api_version: str = "kueue.x-k8s.io/v1beta2"
+    kind: str = "Topology"
+    metadata: ObjectMeta
+    spec: TopologySpec = msgspec.field(default_factory=TopologySpec)
 
 
 class ResourceFlavor(ApiStruct, kw_only=True):
@@ -188,12 +207,27 @@ class LocalQueue(ApiStruct, kw_only=True):
     status: LocalQueueStatus = msgspec.field(default_factory=LocalQueueStatus)
 
 
+class PodSetTopologyRequest(ApiStruct):
+    """spec.podSets[].topologyRequest: Kueue's copy of the pod template's topology annotations."""
+
+    required: str | None = None
+    preferred: str | None = None
+    unconstrained: bool | None = None
+    pod_index_label: str | None = None
+    sub_group_index_label: str | None = None
+    sub_group_count: int | None = None
+    pod_set_group_name: str | None = None
+    pod_set_slice_required_topology: str | None = None
+    pod_set_slice_size: int | None = None
+
+
 class PodSet(ApiStruct):
     name: str
     template: msgspec.Raw
     # None only when a hand-written Workload omits it; the API defaults it to 1.
     count: int | None = None
     min_count: int | None = None
+    topology_request: PodSetTopologyRequest | None = None
 
 
 class PriorityClassRef(ApiStruct):
@@ -213,11 +247,46 @@ class WorkloadSpec(ApiStruct):
     maximum_execution_time_seconds: int | None = None
 
 
+class TopologyIndividualValues(ApiStruct):
+    roots: list[str] = []
+    prefix: str | None = None
+    suffix: str | None = None
+
+
+class TopologyLevelValues(ApiStruct):
+    """One level's values in a slice: one for all its domains, or one per domain."""
+
+    universal: str | None = None
+    individual: TopologyIndividualValues | None = None
+
+
+class TopologyPodCounts(ApiStruct):
+    """The pods per domain of a slice: the same for all, or one count per domain."""
+
+    universal: int | None = None
+    individual: list[int] | None = None
+
+
+class TopologyAssignmentSlice(ApiStruct):
+    domain_count: int = 0
+    values_per_level: list[TopologyLevelValues] = []
+    pod_counts: TopologyPodCounts = msgspec.field(default_factory=TopologyPodCounts)
+
+
+class TopologyAssignment(ApiStruct):
+    """podSetAssignments[].topologyAssignment (v1beta2): the levels (node labels, highest first)
+    and the domains as slices, each with its values per level and pods per domain."""
+
+    levels: list[str] = []
+    slices: list[TopologyAssignmentSlice] = []
+
+
 class PodSetAssignment(ApiStruct):
     name: str
     flavors: dict[str, str] = {}
     resource_usage: dict[str, str] = {}
     count: int | None = None
+    topology_assignment: TopologyAssignment | None = None
 
 
 class Admission(ApiStruct):

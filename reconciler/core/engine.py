@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 
-from reconciler.api import Admission, ResourceFlavor
+from reconciler.api import Admission, ResourceFlavor, Topology
 
 from .model.clusterqueues import ClusterQueueModel
 from .model.workloads import WorkloadInfo
@@ -21,6 +21,8 @@ from .quota.capacity import CohortModel
 from .quota.fair_sharing import Share, dominant_share
 from .quota.ledger import Charge, Ledger
 from .scheduling.scheduler import Decision, Scheduler
+from .scheduling.topology_fit import record_topology
+from .topology.domains import TopologyNode
 
 __all__ = ["Engine"]
 
@@ -66,6 +68,20 @@ class Engine:
 
     def delete_flavor(self, name: str) -> None:
         self.cache.delete_flavor(name)
+        self.queues.retry()
+
+    def set_topology(self, topology: Topology) -> None:
+        self.cache.topologies[topology.metadata.name] = topology
+        self.queues.retry()
+
+    def delete_topology(self, name: str) -> None:
+        self.cache.topologies.pop(name, None)
+        self.queues.retry()
+
+    def set_topology_nodes(self, nodes: Iterable[TopologyNode]) -> None:
+        """The nodes as topology-aware scheduling sees them (each one's free capacity without the
+        pods of admitted TAS workloads). Until they are set, flavors naming a Topology are refused."""
+        self.cache.topology_nodes = list(nodes)
         self.queues.retry()
 
     def set_cluster_queue(self, model: ClusterQueueModel) -> None:
@@ -134,8 +150,10 @@ class Engine:
         else:
             self._release(key)
         self.scheduler.forget(key)
-        if charge is not None:
+        if charge is not None and admission is not None:
             self.cache.admit(info, charge, reserved_at)
+            assigned = [(a.name, a.flavors, a.topology_assignment) for a in admission.pod_set_assignments]
+            record_topology(self.cache, info, assigned)
             if evicting:
                 self.cache.evicting.add(key)
         else:

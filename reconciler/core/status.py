@@ -165,6 +165,7 @@ def admitted_workload_status(
                 flavors=dict(sorted(ps.flavors.items())),
                 resource_usage={r: format_amount(r, v) for r, v in sorted(ps.usage.items())},
                 count=ps.count,
+                topology_assignment=ps.topology,
             )
             for ps in decision.pod_sets
         ],

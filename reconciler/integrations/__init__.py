@@ -6,7 +6,18 @@ runtime performs; `registration.Registration` what a kind registers (its integra
 and API access); `registry.REGISTRATIONS` maps Kueue framework names to registrations.
 """
 
-from .base import GroupedSets, Integration, Outcome, Patch, PodSetStart, SuspendableJob
+from .base import (
+    GroupedSets,
+    Integration,
+    Lookup,
+    Outcome,
+    Patch,
+    PodSetStart,
+    ReadsReferences,
+    Reference,
+    SuspendableJob,
+    references_of,
+)
 from .batchjob import BATCH_JOB
 from .children import CHILD_SUSPENDED, SUSPENDING_PARENT_ANNOTATION, controller_parent, suspend_child
 from .decide import (
@@ -64,11 +75,14 @@ __all__ = [
     "GroupedSets",
     "Integration",
     "Known",
+    "Lookup",
     "MatchMemo",
     "Nothing",
     "Outcome",
     "Patch",
     "PodSetStart",
+    "ReadsReferences",
+    "Reference",
     "Registration",
     "Release",
     "Restore",
@@ -90,6 +104,7 @@ __all__ = [
     "is_managed",
     "known_of",
     "pod_set_starts",
+    "references_of",
     "register",
     "registered",
     "suspend_child",

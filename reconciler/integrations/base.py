@@ -11,14 +11,25 @@ alone entirely (`decide` returns Nothing for it), e.g. a RayJob on an existing c
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import Any, Protocol, runtime_checkable
 
 from reconciler.api import PodSet, Toleration
 from reconciler.api.resources import Resource
 
-__all__ = ["GroupedSets", "Integration", "Outcome", "Patch", "PodSetStart", "SuspendableJob"]
+__all__ = [
+    "GroupedSets",
+    "Integration",
+    "Lookup",
+    "Outcome",
+    "Patch",
+    "PodSetStart",
+    "ReadsReferences",
+    "Reference",
+    "SuspendableJob",
+    "references_of",
+]
 
 _EMPTY: Mapping[str, str] = {}
 
@@ -153,6 +164,40 @@ class GroupedSets(Integration, Protocol):
 
     def group_workload_shape(self, group: Any, workload: Any) -> Any:
         """Kueue's Workload for the group, from the one made as for a job named as the group."""
+
+
+@dataclass(frozen=True, slots=True)
+class Reference:
+    """A kind whose objects a job's pod sets are made from (a TrainJob's runtime): watched and
+    kept by the controller, and handed to the integration's `resolve`."""
+
+    resource: Resource
+    projection: type[Any]
+
+
+# (resource, namespace, name) -> the kept object, or None ("" namespace: a cluster-scoped one).
+Lookup = Callable[[Resource, str, str], Any]
+
+
+@runtime_checkable
+class ReadsReferences(Protocol):
+    """An integration whose jobs need other objects to be answered for (Kueue reads a TrainJob's
+    runtime on each reconcile). The controller keeps the referenced kinds' objects and stores
+    each job as `resolve` returns it (again whenever a referenced object changes), so every
+    question asked of the job is answered from it alone."""
+
+    @property
+    def references(self) -> tuple[Reference, ...]: ...
+
+    def resolve(self, obj: Any, lookup: Lookup) -> Any:
+        """The job with what it references filled in (idempotent)."""
+
+    def unresolved(self, obj: Any) -> str | None:
+        """Why a resolved job cannot be given a Workload yet (None: it can)."""
+
+
+def references_of(integration: Integration) -> tuple[Reference, ...]:
+    return integration.references if isinstance(integration, ReadsReferences) else ()
 
 
 class SuspendableJob:

@@ -16,7 +16,7 @@ from typing import Protocol
 from reconciler.config_sections.fields import ConfigError
 from reconciler.config_sections.frameworks import KNOWN_FRAMEWORKS
 
-from . import batchjob, jobset, lws, pods, ray
+from . import batchjob, jobset, lws, pods, ray, trainjob
 from .apps import STATEFULSET_REGISTRATION, deployment
 from .base import Integration
 from .registration import Registration
@@ -75,6 +75,7 @@ register(lws.REGISTRATION)
 register(pods.REGISTRATION)
 register(ray.RAYCLUSTER_REGISTRATION)
 register(ray.RAYJOB_REGISTRATION)
+register(trainjob.REGISTRATION)
 register(deployment.REGISTRATION)
 register(STATEFULSET_REGISTRATION)
 

@@ -27,14 +27,17 @@ from reconciler.api import (
     ResourceFlavor,
     WorkloadPriorityClass,
 )
+from reconciler.api.resources import Resource
 from reconciler.api.slices import Node, ResourceSlice
 from reconciler.core.engine import Engine
 from reconciler.feed import feed_cluster_queue, feed_cohort, feed_flavor, feed_local_queue, feed_namespace
 from reconciler.feed.queues import METADATA_NAME_LABEL
-from reconciler.integrations import REGISTRY
+from reconciler.integrations import REGISTRY, references_of
 
 # The kinds of every registered integration: they arrive as jobs.
 _JOB_KINDS = frozenset(i.kind for i in REGISTRY.values())
+# The kinds jobs read (a TrainJob's runtimes), by kind: kept to resolve those jobs with.
+_REFERENCED = {r.resource.kind: r for i in REGISTRY.values() for r in references_of(i)}
 
 __all__ = ["Collected", "InputObject", "SimulationError", "SimulationResult", "collect", "decode", "describe"]
 
@@ -101,6 +104,11 @@ class Collected:
     groups: dict[Key, list[Any]] = field(default_factory=dict)
     group_problems: dict[Key, str] = field(default_factory=dict)
     groups_done: set[Key] = field(default_factory=set)
+    # Objects jobs reference, by (resource plural, namespace or "", name).
+    referenced: dict[tuple[str, str, str], Any] = field(default_factory=dict)
+
+    def lookup(self, resource: Resource, namespace: str, name: str) -> Any | None:
+        return self.referenced.get((resource.plural, namespace if resource.namespaced else "", name))
 
 
 def _queue_object(obj: InputObject, kind: str, out: Collected) -> bool:
@@ -149,6 +157,11 @@ def _other_object(obj: InputObject, kind: str, seq: int, inventory_on: bool, out
         meta = obj.body.get("metadata") or {}
         stamp = str(meta.get("creationTimestamp") or "") if isinstance(meta, Mapping) else ""
         out.arrivals.append((stamp, seq, obj))
+    elif kind in _REFERENCED:
+        ref = _REFERENCED[kind]
+        kept = decode(obj, ref.projection)
+        namespace = kept.metadata.namespace if ref.resource.namespaced else ""
+        out.referenced[(ref.resource.plural, namespace, kept.metadata.name)] = kept
     elif kind == "DeviceClass":  # for the inventory, and the extended resources classes serve
         out.device_classes.append(decode(obj, DeviceClass))
     elif inventory_on and kind == "ResourceSlice":

@@ -64,7 +64,7 @@ from reconciler.core.status import (
     set_condition,
 )
 from reconciler.feed import WorkloadSources, compile_for, inventory_index
-from reconciler.integrations import BATCH_JOB, POD, REGISTRY, GroupedSets, Integration
+from reconciler.integrations import BATCH_JOB, POD, REGISTRY, GroupedSets, Integration, ReadsReferences
 from reconciler.integrations.batchjob import workload_for_job
 from reconciler.integrations.pods.group import group_workload, make_group
 from reconciler.integrations.pods.group_plan import GroupKnown, plan_group
@@ -162,6 +162,11 @@ def _other_job(
     if integration is POD and group_name(job.metadata.labels, job.metadata.annotations):
         workload = _group_pod(obj, job, collected)
         return [] if workload is None else [workload]
+    if isinstance(integration, ReadsReferences):  # its pod sets come from what it names
+        job = integration.resolve(job, collected.lookup)
+        why = integration.unresolved(job)
+        if why is not None:
+            raise SimulationError(f"{describe(obj)}: {why}")
     pod_sets = integration.pod_sets(job)
     priority = _priority(obj, job.metadata.labels, pod_sets, collected)
     return [workload_for_object(job.metadata, integration.api_version, integration.kind, pod_sets, priority)]

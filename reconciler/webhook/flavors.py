@@ -3,12 +3,13 @@
 Kueue's rules: node labels are labels; taints have label-key keys and label values, are unique by
 key and effect, and have a supported effect; tolerations have label-key keys, an ``Exists``
 operator when the key is empty, no value with ``Exists``, and ``tolerationSeconds`` only with
-``NoExecute``.
+``NoExecute``. ``spec.topologyName`` (topology-aware scheduling) is refused by name until this
+controller places pods in topology domains.
 """
 
 from __future__ import annotations
 
-from reconciler.admission.fielderrors import FieldError, Path, duplicate, invalid, not_supported
+from reconciler.admission.fielderrors import FieldError, Path, duplicate, forbidden, invalid, not_supported
 from reconciler.admission.names import label_value, qualified_name
 from reconciler.api import ResourceFlavor
 
@@ -17,11 +18,17 @@ __all__ = ["validate_resource_flavor"]
 _SPEC = Path("spec")
 TAINT_EFFECTS = ("NoSchedule", "PreferNoSchedule", "NoExecute")
 OPERATORS = ("Equal", "Exists")
+TOPOLOGY_REFUSAL = (
+    "topology-aware scheduling is not supported by this controller yet: remove spec.topologyName "
+    "(the flavor's quota is then admitted without a topology placement)"
+)
 
 
 def validate_resource_flavor(flavor: ResourceFlavor) -> list[FieldError]:
     spec = flavor.spec
     errors: list[FieldError] = []
+    if spec.topology_name is not None:
+        errors.append(forbidden(_SPEC.child("topologyName"), TOPOLOGY_REFUSAL))
     labels = _SPEC.child("nodeLabels")
     for key, value in spec.node_labels.items():
         errors += qualified_name(labels, key)

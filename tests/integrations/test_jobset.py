@@ -176,3 +176,27 @@ def test_a_job_controlled_by_a_jobset_is_its_child() -> None:
     assert suspend_child(REGISTRY["batch/job"], running, parent_admitted=False)
     assert not suspend_child(REGISTRY["batch/job"], running, parent_admitted=True)
     assert not suspend_child(REGISTRY["batch/job"], decode(job_body("j"), Job), parent_admitted=False)
+
+
+def test_a_jobset_v0_12_object_decodes_with_its_new_fields_left_aside() -> None:
+    """JobSet v0.12.0 adds volumeClaimPolicies, in-place restarts (their status counters and the
+    RestartingJobSet condition) and per-Job restart counts; Kueue v0.18.1 reads none of them,
+    and neither do the pod sets, PodsReady or finished here."""
+    body = jobset_body("js", TWO)
+    body["spec"]["volumeClaimPolicies"] = [
+        {"templates": [{"metadata": {"name": "data"}, "spec": {"accessModes": ["ReadWriteOnce"]}}]}
+    ]
+    body["status"] = {
+        "conditions": [
+            {"type": "RestartingJobSet", "status": "True", "reason": "InPlaceRestart", "message": ""}
+        ],
+        "previousInPlaceRestartAttempt": 0,
+        "currentInPlaceRestartAttempt": 1,
+        "jobRestarts": [1, 0],
+        "jobRestartsCountTowardsMax": [1, 0],
+        "replicatedJobsStatus": [{"name": "leader", "ready": 1}, {"name": "workers", "ready": 2}],
+    }
+    jobset = jobset_of(body)
+    assert [(ps.name, ps.count) for ps in JOBSET.pod_sets(jobset)] == [("leader", 1), ("workers", 4)]
+    assert JOBSET.pods_ready(jobset)
+    assert JOBSET.finished(jobset) is None

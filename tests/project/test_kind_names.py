@@ -30,6 +30,9 @@ KIND_STRINGS = frozenset(
         "StatefulSet",
         "statefulset",
         "deployment",
+        "TrainJob",
+        "trainer.kubeflow.org/v1alpha1",
+        "trainer.kubeflow.org/trainjob",
     }
 )
 KIND_NAMES = frozenset(
@@ -46,6 +49,8 @@ KIND_NAMES = frozenset(
         "POD",
         "STATEFULSETS",
         "STATEFUL_SET",
+        "TRAINJOB",
+        "TRAINJOBS",
     }
 )
 KIND_MODULES = (
@@ -57,6 +62,8 @@ KIND_MODULES = (
     "reconciler.api.apps",
     "reconciler.api.jobset",
     "reconciler.api.lws",
+    "reconciler.integrations.trainjob",
+    "reconciler.api.trainer",
 )
 
 # Where a kind is still named outside the integrations, and why. Each entry is a module and the

@@ -44,6 +44,7 @@ from ..devices.dra_extended import ExtendedResources, charge_extended
 from ..primitives.podrequests import Amounts, add_amounts, pod_requests, scale_amounts
 from ..primitives.priority import ResolvedPriority
 from ..primitives.selectors import PodPlacement
+from ..topology.requests import TOPOLOGY_UNSUPPORTED, TopologyRequest, topology_request
 from .clusterqueues import ClusterQueueModel
 
 __all__ = [
@@ -54,6 +55,8 @@ __all__ = [
     "MAX_EXEC_TIME_LABEL",
     "QUEUE_NAME_LABEL",
     "RESOURCE_IN_USE_FINALIZER",
+    "TOPOLOGY_REFUSAL",
+    "TOPOLOGY_UNSUPPORTED",
     "DeviceSizes",
     "PodSetInfo",
     "WorkloadInfo",
@@ -75,6 +78,11 @@ RESOURCE_IN_USE_FINALIZER = "kueue.x-k8s.io/resource-in-use"
 FIRST_AVAILABLE_ANNOTATION = "dra-quota-reconciler/first-available"
 # What the charges the flavor decided (allocationMode All, device capacities) came to at admission.
 DEVICE_CHARGES_ANNOTATION = "dra-quota-reconciler/device-charges"
+TOPOLOGY_REFUSAL = (
+    "topology-aware scheduling is not supported by this controller yet: remove the topology "
+    "annotations from the pod template (the job is then admitted without a topology placement)"
+)
+
 NOT_COUNTED_YET = "the device inventory has not been counted yet"
 
 
@@ -172,6 +180,8 @@ class PodSetInfo:
     # matchAttribute constraints: the device inventory's checks (deviceInventory Enforce).
     asks: tuple[DeviceAsk, ...] = ()
     constraints: tuple[MatchConstraint, ...] = ()
+    # Its topology request (Kueue's TAS), from spec.podSets[].topologyRequest or the annotations.
+    topology: TopologyRequest | None = None
     # Partial admission: the fewest pods it may be admitted with (None: all or nothing).
     min_count: int | None = None
 
@@ -300,7 +310,12 @@ def compile_workload(
     devices: Amounts = {}
     claims: Amounts = {}
     for index, pod_set in enumerate(workload.spec.pod_sets):
-        spec = pod_template_view(pod_set.template).spec
+        view = pod_template_view(pod_set.template)
+        spec = view.spec
+        topology = topology_request(index, pod_set, view.metadata.annotations)
+        if isinstance(topology, str):
+            info.problem = DraProblem(topology)
+            break
         per_pod = pod_requests(spec)
         count = 1 if pod_set.count is None else pod_set.count
         charge: ClaimCharge | DraProblem | None = None
@@ -333,7 +348,7 @@ def compile_workload(
         elif charge is not None:
             choices.extend(charge.choices)
             _count_devices(devices, claims, charge, count)
-        info.pod_sets.append(_pod_set_info(pod_set.name, count, spec, per_pod, charge))
+        info.pod_sets.append(_pod_set_info(pod_set.name, count, spec, per_pod, charge, topology))
         info.pod_sets[-1].min_count = pod_set.min_count
         if info.problem is not None:
             break
@@ -357,11 +372,16 @@ def covered_by(
 
 
 def _pod_set_info(
-    name: str, count: int, spec: PodSpecView, per_pod: Amounts, charge: ClaimCharge | None
+    name: str,
+    count: int,
+    spec: PodSpecView,
+    per_pod: Amounts,
+    charge: ClaimCharge | None,
+    topology: TopologyRequest | None = None,
 ) -> PodSetInfo:
     """A pod set's info: its containers' requests per pod, with what its DRA charge adds."""
     if charge is None:
-        return PodSetInfo(name, count, PodPlacement.of(spec), per_pod)
+        return PodSetInfo(name, count, PodPlacement.of(spec), per_pod, topology=topology)
     add_amounts(per_pod, charge.per_pod)
     return PodSetInfo(
         name,
@@ -373,6 +393,7 @@ def _pod_set_info(
         tuple(charge.demands_once),
         tuple(charge.asks),
         tuple(charge.constraints),
+        topology,
     )
 
 
@@ -402,6 +423,9 @@ def _shape(pod_sets: list[PodSetInfo]) -> bytes:
                     [c.attribute, [[a.request, a.device_class, a.count] for a in c.asks]]
                     for c in ps.constraints
                 ],
+                None
+                if ps.topology is None
+                else [ps.topology.required, ps.topology.preferred, ps.topology.unconstrained],
             ]
             for ps in pod_sets
         ]

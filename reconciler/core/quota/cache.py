@@ -13,11 +13,13 @@ from dataclasses import dataclass, field
 
 import msgspec
 
-from reconciler.api import Admission, ResourceFlavor, Workload
+from reconciler.api import Admission, ResourceFlavor, Topology, Workload
 
 from ..model.clusterqueues import ClusterQueueModel, active_condition
 from ..model.workloads import WorkloadInfo
 from ..primitives.quantity import format_amount, parse_quantity, to_amount
+from ..topology.domains import TopologyNode
+from ..topology.placement import Placed
 from .capacity import CohortModel, CohortTree
 from .cohorts import cohort_cycle, cycle_message
 from .ledger import Charge, FlavorResource, Ledger
@@ -90,6 +92,14 @@ class QuotaCache:
     admitted_at: dict[WorkloadKey, tuple[str, int]] = field(default_factory=dict)
     # Admitted workloads whose eviction (preemption) has been asked for and not yet seen.
     evicting: set[WorkloadKey] = field(default_factory=set)
+    # Topology-aware scheduling: the Topologies, the nodes with their free capacity (None: not fed,
+    # so TAS flavors are refused), and per admitted workload what its topology assignments take:
+    # (flavor, placement, requests per pod).
+    topologies: dict[str, Topology] = field(default_factory=dict)
+    topology_nodes: list[TopologyNode] | None = None
+    topology_usage: dict[WorkloadKey, list[tuple[str, Placed, Mapping[str, int]]]] = field(
+        default_factory=dict
+    )
     _admissions: int = 0
     # Cohort arithmetic memo, valid for (ledger generation, tree shape version). Every change of
     # the tree moves the shape version once it is made (what was read before it is dropped).
@@ -239,11 +249,13 @@ class QuotaCache:
         """Return a workload's quota; gives its charge and what was known of it."""
         self.admitted_at.pop(key, None)
         self.evicting.discard(key)
+        self.topology_usage.pop(key, None)
         return self.ledger.release(key), self.workloads.pop(key, None)
 
     def rebuild(self, admitted: Iterable[tuple[WorkloadKey, Admission]]) -> None:
         """Recompute the ledger from admitted Workloads (start, relist)."""
         self.workloads.clear()
+        self.topology_usage.clear()
         self.ledger.rebuild((key, charge_from_admission(a)) for key, a in admitted)
 
     def holds(self, key: WorkloadKey) -> bool:

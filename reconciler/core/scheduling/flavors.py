@@ -6,6 +6,10 @@ fit all the group's requested resources wins. When none fits, the reasons are
 collected in Kueue's exact words, sorted, and joined into one message, e.g.
 `couldn't assign flavors to pod set main: insufficient unused quota for
 nvidia.com/gpu in flavor p3-t4, 1 more needed`.
+
+A flavor naming a Topology (``spec.topologyName``) is used only when the cache can place on it
+(`TasFlavors`, from `topology_fit`), with Kueue's rules for matching pod sets and TAS flavors;
+the placement itself follows a fit on quota (`topology_fit.place_topology`).
 """
 
 from __future__ import annotations
@@ -13,13 +17,13 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 
-from reconciler.api import Admission, ResourceFlavor, Toleration
+from reconciler.api import Admission, ResourceFlavor, Toleration, TopologyAssignment
 
 from ..model.clusterqueues import ClusterQueueModel, FlavorQuota, ResourceGroupModel
 from ..model.workloads import DeviceSizes, PodSetInfo, WorkloadInfo
 from ..primitives.podrequests import Amounts
 from ..primitives.quantity import format_amount
-from ..primitives.selectors import PodPlacement, first_untolerated_taint, flavor_matches_pod_spec, taint_text
+from ..primitives.selectors import first_untolerated_taint, flavor_matches_pod_spec, taint_text
 from ..quota.capacity import Capacity
 from ..quota.ledger import FlavorResource
 
@@ -28,6 +32,7 @@ __all__ = [
     "FlavorFit",
     "FlavorNoFit",
     "PodSetFlavors",
+    "TasFlavors",
     "admission_node_labels",
     "admission_tolerations",
     "assign_flavors",
@@ -46,6 +51,17 @@ class PodSetFlavors:
     count: int
     flavors: dict[str, str]
     usage: Amounts
+    # Where its pods go (topology-aware scheduling), when a TAS flavor was assigned.
+    topology: TopologyAssignment | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class TasFlavors:
+    """The flavors topology-aware scheduling can place on (their Topology and nodes are known),
+    with their Topology's levels; `only`: every flavor of the ClusterQueue names a Topology."""
+
+    levels: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
+    only: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -104,10 +120,27 @@ def _considered(tried: Mapping[str, tuple[str, int, list[str]]]) -> str:
     return ", ".join(parts)
 
 
-def _flavor_refusal(name: str, flavor: ResourceFlavor | None, placement: PodPlacement) -> str | None:
-    """Why the pod set cannot use the flavor at all (missing, a taint, node affinity), or None."""
+def _flavor_refusal(
+    name: str, flavor: ResourceFlavor | None, pod_set: PodSetInfo, tas: TasFlavors
+) -> str | None:
+    """Why the pod set cannot use the flavor at all (missing, topology, a taint, node affinity)."""
+    placement = pod_set.placement
     if flavor is None:
         return f"flavor {name} not found"
+    topology = flavor.spec.topology_name
+    if topology and name not in tas.levels:
+        return (
+            f"flavor {name} has spec.topologyName {topology}: topology-aware "
+            "scheduling is not supported by this controller yet"
+        )
+    request = pod_set.topology
+    # Kueue's match of a pod set and a flavor for TAS (a TAS-only ClusterQueue implies it).
+    if request is not None and not topology:
+        return f'Flavor "{name}" does not support TopologyAwareScheduling'
+    if request is None and topology and not tas.only:
+        return f'Flavor "{name}" supports only TopologyAwareScheduling'
+    if request is not None and request.level is not None and request.level not in tas.levels[name]:
+        return f'Flavor "{name}" does not contain the requested level'
     taint = first_untolerated_taint(
         flavor.spec.node_taints, [*placement.tolerations, *flavor.spec.tolerations]
     )
@@ -180,6 +213,7 @@ def _try_group(
     assumed: Mapping[FlavorResource, int],
     devices: DeviceCheck | None = None,
     sizes: DeviceSizes | None = None,
+    tas: TasFlavors = TasFlavors(),
 ) -> _GroupAttempt:
     attempt = _GroupAttempt()
     wanted = sorted(r for r in requests if r in group.covered)
@@ -190,7 +224,7 @@ def _try_group(
     borrowing_fit: str | None = None
     for quota in group.flavors:
         name = quota.name
-        refusal = _flavor_refusal(name, flavors.get(name), pod_set.placement)
+        refusal = _flavor_refusal(name, flavors.get(name), pod_set, tas)
         if refusal is not None:
             attempt.reasons.append(refusal)
             attempt.tried[name] = ("NoFit", 0, [refusal])
@@ -241,6 +275,7 @@ def assign_flavors(
     capacity: Capacity,
     devices: DeviceCheck | None = None,
     sizes: DeviceSizes | None = None,
+    tas: TasFlavors = TasFlavors(),
 ) -> FlavorFit | FlavorNoFit:
     """`sizes`: the device inventory, which decides the charges of allocationMode All and of
     device capacities per flavor (without it a workload with such charges fits no flavor)."""
@@ -276,7 +311,9 @@ def assign_flavors(
                 continue
             tried_groups.add(index)
             group = cq.groups[index]
-            attempt = _try_group(group, requests, pod_set, cq, flavors, capacity, assumed, devices, sizes)
+            attempt = _try_group(
+                group, requests, pod_set, cq, flavors, capacity, assumed, devices, sizes, tas
+            )
             tried.update(attempt.tried)
             if attempt.flavor is None:
                 failed = True

@@ -38,6 +38,7 @@ from .flavors import FlavorFit, FlavorNoFit, PodSetFlavors, assign_flavors
 from .kept_verdicts import KeptVerdicts
 from .partial import can_be_partial, largest_fit, resized
 from .preemption import Target, preemption_targets, preemptor_requests
+from .topology_fit import admitted_pod_sets, place_topology, record_topology, tas_flavors
 
 __all__ = ["REASON_INADMISSIBLE", "REASON_PENDING", "Admit", "Decision", "Pending", "Preempt", "Scheduler"]
 
@@ -317,14 +318,18 @@ class _QueuePass:
     def _assign(self, info: WorkloadInfo, keep: bool = True) -> FlavorFit | FlavorNoFit:
         gate = self.scheduler.gate
         sizes = self.scheduler.sizes
-        kept = self.scheduler.kept if gate is None and keep else None  # free devices are not tracked
+        tas = tas_flavors(self.cache, self.model)
+        # Free devices and free places in topology domains are not tracked by the kept verdicts.
+        kept = self.scheduler.kept if gate is None and keep and not tas.levels else None
         tree = self.cache.capacity
         if kept is not None:
             verdict = kept.get(self.model, info.shape, self.queues.epoch, sizes, tree)
             if verdict is not None:
                 return verdict
         devices = gate.check(self.cache.ledger) if gate is not None else None
-        fit = assign_flavors(info, self.model, self.cache.flavors, tree, devices, sizes)
+        fit = assign_flavors(info, self.model, self.cache.flavors, tree, devices, sizes, tas)
+        if isinstance(fit, FlavorFit) and tas.levels:
+            fit = place_topology(info, fit, self.cache)
         if kept is not None and isinstance(fit, FlavorNoFit):
             kept.put(self.model, info.shape, self.queues.epoch, sizes, tree, fit)
         return fit
@@ -421,6 +426,7 @@ class _QueuePass:
         model, queues, cache = self.model, self.queues, self.cache
         queues.remove(key)  # out of its pending queue too
         cache.admit(info, Charge(model.name, fit.usage))
+        record_topology(cache, info, admitted_pod_sets(fit.pod_sets))
         queues.entry_penalty(info, model.name, fit.usage)
         self.scheduler._last.pop(key, None)
         self.out.append(Admit(key, model.name, fit.pod_sets, fit.considered, fit.charged))

@@ -28,6 +28,7 @@ from reconciler.admission.fielderrors import IMMUTABLE, FieldError, Path, invali
 from reconciler.admission.queue_rules import DEFAULT_LOCAL_QUEUE, JobPolicy, default_queue_ops, validate_job
 from reconciler.admission.review import AdmissionRequest, PatchOp, Verdict, decode_object, escape
 from reconciler.admission.routes import Lookups, Route, decoded, default_queue
+from reconciler.admission.topology_door import topology_requests_refused
 from reconciler.api.lws import LeaderWorkerSet
 from reconciler.api.meta import ObjectMeta
 from reconciler.core.model.workloads import QUEUE_NAME_LABEL
@@ -192,9 +193,11 @@ async def _validate(request: AdmissionRequest, policy: JobPolicy, lookups: Looku
     new, old, errors = decoded(request, LeaderWorkerSet)
     if new is None or errors:
         return Verdict.deny(errors)
+    managed = policy.on(LWS_FRAMEWORK) and _managed(new.metadata.labels, policy)
+    refused = topology_requests_refused(request.object) if managed else []
     if old is None:
-        return Verdict.judge(validate_lws(new, policy))
-    return Verdict.judge(validate_lws_update(new, old, policy))
+        return Verdict.judge(validate_lws(new, policy) + refused)
+    return Verdict.judge(validate_lws_update(new, old, policy) + refused)
 
 
 _GROUP, _VERSION, _RESOURCE = "leaderworkerset.x-k8s.io", "v1", "leaderworkersets"

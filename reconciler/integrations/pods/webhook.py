@@ -37,8 +37,9 @@ from reconciler.admission.review import AdmissionRequest, PatchOp, Verdict, deco
 from reconciler.admission.routes import Lookups, Route, decoded, default_queue
 from reconciler.api.meta import ObjectMeta
 from reconciler.api.pods import ManagedPod
-from reconciler.core.model.workloads import QUEUE_NAME_LABEL
+from reconciler.core.model.workloads import QUEUE_NAME_LABEL, TOPOLOGY_REFUSAL
 from reconciler.core.primitives.selectors import label_selector_matches
+from reconciler.core.topology.requests import topology_annotations
 
 from ..children import SUSPENDING_PARENT_ANNOTATION
 from .group import RETRIABLE_IN_GROUP_ANNOTATION
@@ -212,7 +213,16 @@ def _common(pod: ManagedPod, rules: JobPolicy) -> list[FieldError]:
 def validate_pod(pod: ManagedPod, rules: JobPolicy) -> list[FieldError]:
     if not rules.on(POD.framework):
         return []
-    return validate_job(QueuedPod.of(pod)) + _common(pod, rules)
+    return validate_job(QueuedPod.of(pod)) + _common(pod, rules) + _topology_refused(pod)
+
+
+def _topology_refused(pod: ManagedPod) -> list[FieldError]:
+    """A managed pod asking for topology-aware scheduling is refused by name (not done yet)."""
+    meta = pod.metadata
+    if meta.labels.get(MANAGED_LABEL) != MANAGED_VALUE:
+        return []
+    names = topology_annotations(meta.annotations)
+    return [forbidden(_ANNOTATIONS.key(name), TOPOLOGY_REFUSAL) for name in names]
 
 
 def pod_warnings(pod: ManagedPod, rules: JobPolicy) -> list[str]:

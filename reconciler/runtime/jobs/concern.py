@@ -47,6 +47,7 @@ from reconciler.integrations import (
 from reconciler.kube import Conflict, NotFound
 from reconciler.runtime.jobs.finish import JobFinish
 from reconciler.runtime.jobs.reclaimable import ReclaimablePods
+from reconciler.runtime.jobs.references import ReferenceEvents, waits_for_reference
 from reconciler.runtime.shared.actions import Create, Delete, MergePatch, Purpose, WriteDone
 from reconciler.runtime.shared.context import Context
 from reconciler.runtime.shared.events import WORKLOAD_API
@@ -64,18 +65,16 @@ _NO_MATCH = "No matching Workload; restoring pod templates according to existent
 
 class Jobs:
     def __init__(self, ctx: Context, integration: Integration, own_namespace: str = "") -> None:
-        self.ctx = ctx
-        self.integration = integration
+        self.ctx, self.integration = ctx, integration
         self.kind, self.framework = integration.kind, integration.framework
         # The controller's namespace: its jobs are not managed (as kube-system's).
         self.own_namespace = own_namespace
-        # Jobs whose Workload waits for a priority class, with what they were told.
+        # Jobs waiting for a priority class or a referenced object, with what they were told.
         self._unresolved: dict[Key, str] = {}
         # Workloads (by UID) we asked the API to delete because they no longer match their job.
         self._deleted: dict[Key, str] = {}
         self.finishing = JobFinish(ctx, only_releases=True)
-        self.evictions = Evictions(ctx)
-        self.reclaimable = ReclaimablePods(ctx)
+        self.evictions, self.reclaimable = Evictions(ctx), ReclaimablePods(ctx)
         # Jobs stopped by deletion (pods), by UID: deleted once.
         self._stopped: dict[Key, str] = {}
         # Jobs that matched their Workload, at which generations (the comparison is skipped until one moves).
@@ -100,7 +99,9 @@ class Jobs:
             parent = controller_parent(job, store.integrations)
             if parent is not None and self._child(job, parent[0], parent[1]):
                 return
-        if not self._managed(meta.labels, key[0]):
+        if not self._managed(meta.labels, key[0]) or waits_for_reference(
+            self.integration, job, key, self._unresolved
+        ):
             return
         wl_key = store.workload_key(job, self.kind)
         workload = store.workloads.get(wl_key)
@@ -386,6 +387,7 @@ class JobKinds:
         self.ctx = ctx
         self.by_kind = {i.kind: Jobs(ctx, i, own_namespace) for i in integrations}
         self.concerns: dict[str, JobConcern] = {**self.by_kind, **(extra or {})}
+        self.references = ReferenceEvents(ctx, list(integrations))  # the kinds jobs reference
         # A job resource's plural -> its kind.
         self.kind_of = {i.resource.plural: i.kind for i in integrations}
 

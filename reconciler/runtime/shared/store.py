@@ -20,14 +20,17 @@ from reconciler.api import (
     Workload,
     WorkloadPriorityClass,
 )
+from reconciler.api.resources import Resource
 from reconciler.core.model.workloads import workload_name_for_job
-from reconciler.integrations import Integration, controller_parent
+from reconciler.integrations import Integration, ReadsReferences, controller_parent, references_of
 from reconciler.integrations.lws.group import COMPONENT_INDEX_ANNOTATION, LWS_KIND, group_name
 from reconciler.integrations.pods.group import GROUP_KIND, IS_GROUP_WORKLOAD_ANNOTATION, PodGroup
 
 __all__ = ["JobRef", "Key", "Store", "owner_ref"]
 
 Key = tuple[str, str]
+# How many jobs deep a job's controllers are followed (a TrainJob -> its JobSet -> its Jobs).
+_MAX_DEPTH = 4
 # A job of any integration: (kind, namespace, name).
 JobRef = tuple[str, str, str]
 
@@ -77,6 +80,8 @@ class Store:
     local_queues: dict[Key, LocalQueue] = field(default_factory=dict)
     workload_priority_classes: dict[str, WorkloadPriorityClass] = field(default_factory=dict)
     priority_classes: dict[str, PriorityClass] = field(default_factory=dict)
+    # Objects jobs are resolved with (a TrainJob's runtime), by resource plural and key.
+    references: dict[str, dict[Key, Any]] = field(default_factory=dict)
     # Job -> (its UID, its Workload's key); Workload key -> its owning job.
     _workload_of: dict[JobRef, tuple[str, Key]] = field(default_factory=dict)
     _job_of: dict[Key, JobRef] = field(default_factory=dict)
@@ -111,9 +116,37 @@ class Store:
         if job is None:
             self._workload_of.pop((kind, *key), None)
             return table.pop(key, None)
+        integration: object = self.integrations.get(kind)
+        if isinstance(integration, ReadsReferences):
+            job = integration.resolve(job, self.referenced)
         previous = table.get(key)
         table[key] = job
         return previous
+
+    def referenced(self, resource: Resource, namespace: str, name: str) -> Any | None:
+        """A kept object of a kind some job references (`namespace` "" for a cluster-scoped one)."""
+        table = self.references.get(resource.plural)
+        return None if table is None else table.get((namespace if resource.namespaced else "", name))
+
+    def put_reference(self, plural: str, key: Key, obj: Any | None) -> list[JobRef]:
+        """Keep (or forget) an object jobs reference; the jobs of the kinds that read its kind are
+        resolved again, and returned."""
+        table = self.references.setdefault(plural, {})
+        if obj is None:
+            table.pop(key, None)
+        else:
+            table[key] = obj
+        refs: list[JobRef] = []
+        for kind, integration in self.integrations.items():
+            if not isinstance(integration, ReadsReferences) or all(
+                r.resource.plural != plural for r in references_of(integration)
+            ):
+                continue
+            jobs = self.of_kind(kind)
+            for job_key, job in jobs.items():
+                jobs[job_key] = integration.resolve(job, self.referenced)
+                refs.append((kind, *job_key))
+        return refs
 
     def put_workload(self, key: Key, workload: Workload | None) -> Workload | None:
         """Store (or with None, forget) a Workload; returns what was stored before."""
@@ -166,8 +199,10 @@ class Store:
         job = None if table is None else table.get((ref[1], ref[2]))
         if job is None:
             return None
-        parent = self.parent(ref, job) if job.metadata.owner_references else None
-        if parent is not None:
+        for _ in range(_MAX_DEPTH):  # up to the top job (a TrainJob's JobSet's Job: the TrainJob)
+            parent = self.parent(ref, job) if job.metadata.owner_references else None
+            if parent is None:
+                break
             ref, job = parent, self.job(parent)
             if job is None:
                 return None
@@ -188,6 +223,16 @@ class Store:
                 parent = controller_parent(job, self.integrations)
                 if parent is not None and parent[0] is integration and parent[1] == ref[2]:
                     found.append((kind, namespace, name))
+        return found
+
+    def descendants(self, ref: JobRef) -> list[JobRef]:
+        """The jobs this one controls, and theirs (a TrainJob's JobSet and its Jobs)."""
+        found, frontier = [], [ref]
+        for _ in range(_MAX_DEPTH):
+            frontier = [child for parent in frontier for child in self.children(parent)]
+            if not frontier:
+                break
+            found += frontier
         return found
 
     def job_key(self, workload_key: Key) -> Key | None:

@@ -49,7 +49,7 @@ from reconciler.api.resources import (
 from reconciler.api.slices import Node, ResourceSlice
 from reconciler.config import Configuration
 from reconciler.core.model.jobs import PODSET_LABEL
-from reconciler.integrations import Integration, enabled
+from reconciler.integrations import Integration, enabled, references_of
 
 __all__ = [
     "DEFAULT_INTEGRATIONS",
@@ -57,6 +57,7 @@ __all__ = [
     "KIND_BOUND_HANDLERS",
     "LWS_HANDLER",
     "POD_JOBS_HANDLER",
+    "REFERENCE_HANDLERS",
     "WATCHED_KINDS",
     "Watched",
     "job_rows",
@@ -65,6 +66,8 @@ __all__ = [
 
 # The handler of every integration's row; it is given the row's kind.
 JOB_HANDLER = "_on_job"
+# The handlers of the kinds jobs reference (a TrainJob's runtimes), one attribute per plural.
+REFERENCE_HANDLERS = "job_kinds.references"
 # A kind whose jobs are groups made from its objects and their pods (bound to the row's kind).
 LWS_HANDLER = "lws_groups.on_set"
 # The handlers given the row's kind.
@@ -96,11 +99,17 @@ POD_JOBS_HANDLER = "_on_pod_or_job"
 
 def job_rows(integrations: Sequence[Integration]) -> tuple[Watched, ...]:
     """One row per enabled integration: its resource, its projection, the job handler (the
-    plain-pod integration's pods come through the pods row, see `watched_kinds`)."""
-    return tuple(
+    plain-pod integration's pods come through the pods row, see `watched_kinds`); then one per
+    kind the integrations' jobs reference (a TrainJob's runtimes), kept for their `resolve`."""
+    jobs = tuple(
         Watched(i.resource, i.projection, LWS_HANDLER if i.jobs_from_pods else JOB_HANDLER, optional=True)
         for i in integrations
         if i.resource != PODS
+    )
+    referenced = {r.resource: r for i in integrations for r in references_of(i)}
+    return jobs + tuple(
+        Watched(r.resource, r.projection, f"{REFERENCE_HANDLERS}.{r.resource.plural}", optional=True)
+        for r in referenced.values()
     )
 
 

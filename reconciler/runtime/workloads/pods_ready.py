@@ -257,7 +257,7 @@ class PodsReady:
         )
 
     def _pods(self, owner: JobRef) -> list[Pod]:
-        """A job's pods, with those of the jobs it controls (a JobSet's are its Jobs'); a pod
+        """A job's pods, with those of the jobs it controls and theirs (a JobSet's are its Jobs'); a pod
         group's are its started pods."""
         index = self.ctx.pod_index
         pods = index.pods_of((owner[1], owner[2]), owner[0])
@@ -269,7 +269,7 @@ class PodsReady:
         if resource.plural == PODS.plural and resource == PODS:  # (the plural first: cheaper)
             own = index.pods.get((owner[1], owner[2]))  # a plain pod is its own job's pod
             pods += [] if own is None else [own]
-        for child in self.ctx.store.children(owner):
+        for child in self.ctx.store.descendants(owner):
             pods += index.pods_of((child[1], child[2]), child[0])
         return pods
 

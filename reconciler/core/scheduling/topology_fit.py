@@ -1,0 +1,107 @@
+"""Topology-aware scheduling in the scheduling cycle: the TAS flavors the cache can place on, the
+topology step after a fit on quota, and what an admission's topology assignments take.
+
+A flavor is a TAS flavor here only when the cache has both its Topology and the nodes (fed as
+`TopologyNode`s: each node's free capacity without the pods of admitted TAS workloads); until
+then the flavor assignment refuses it by name. The trees are built for each assignment from the
+nodes, less every admitted workload's assignments, then `admit_topology` places the pod sets.
+A pod set that does not fit waits without preemption (Kueue's TAS preemption is not done here).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from dataclasses import replace
+
+from reconciler.api import ResourceFlavor, TopologyAssignment
+
+from ..model.clusterqueues import ClusterQueueModel
+from ..model.workloads import WorkloadInfo
+from ..quota.cache import QuotaCache
+from ..topology.admit import PodSetTopology, admit_topology, flavor_trees
+from ..topology.assignment import charge, decode_assignment
+from ..topology.placement import Placed, PodSetPlacement
+from .flavors import FlavorFit, FlavorNoFit, PodSetFlavors, TasFlavors
+
+__all__ = ["admitted_pod_sets", "place_topology", "record_topology", "tas_flavors"]
+
+
+def tas_flavors(cache: QuotaCache, cq: ClusterQueueModel) -> TasFlavors:
+    if cache.topology_nodes is None:
+        return TasFlavors()
+    levels: dict[str, tuple[str, ...]] = {}
+    for name, flavor in cache.flavors.items():
+        topology = cache.topologies.get(flavor.spec.topology_name or "")
+        if topology is not None and topology.spec.levels:
+            levels[name] = tuple(level.node_label for level in topology.spec.levels)
+    names = [q.name for group in cq.groups for q in group.flavors]
+    only = bool(names) and all(_topology_of(cache.flavors.get(n)) for n in names)
+    return TasFlavors(levels, only)
+
+
+def _topology_of(flavor: ResourceFlavor | None) -> str | None:
+    return None if flavor is None else flavor.spec.topology_name
+
+
+def _tas_flavor(assigned: Mapping[str, str], flavors: Mapping[str, ResourceFlavor]) -> list[str]:
+    return sorted({f for f in assigned.values() if _topology_of(flavors.get(f))})
+
+
+def place_topology(info: WorkloadInfo, fit: FlavorFit, cache: QuotaCache) -> FlavorFit | FlavorNoFit:
+    """The fit with each TAS pod set's topology assignment, or why they do not fit."""
+    infos = {ps.name: ps for ps in info.pod_sets}
+    wanted: list[PodSetTopology] = []
+    for ps in fit.pod_sets:
+        names = _tas_flavor(ps.flavors, cache.flavors)
+        if not names:
+            continue
+        if len(names) > 1:
+            message = f"couldn't assign flavors to pod set {ps.name}: more than one TAS flavor assigned: "
+            return FlavorNoFit(message + ", ".join(names), waiting_for_quota=False)
+        one = infos[ps.name]
+        flavor = cache.flavors[names[0]]
+        placement = PodSetPlacement(
+            count=ps.count,
+            per_pod=one.per_pod,
+            node_selector=dict(one.placement.node_selector),
+            affinity=one.placement.affinity,
+            tolerations=(*one.placement.tolerations, *flavor.spec.tolerations),
+        )
+        wanted.append(PodSetTopology(ps.name, names[0], one.topology, placement))
+    if not wanted:
+        return fit
+    tas = {p.flavor: cache.flavors[p.flavor] for p in wanted}
+    trees = flavor_trees(tas, cache.topologies, cache.topology_nodes or [])
+    for entries in cache.topology_usage.values():
+        for flavor_name, placed, per_pod in entries:
+            if flavor_name in trees:
+                charge(trees[flavor_name], placed, per_pod)
+    result = admit_topology(wanted, cache.flavors, trees)
+    if isinstance(result, str):
+        return FlavorNoFit(result, waiting_for_quota=False)
+    pod_sets = [replace(ps, topology=result.get(ps.name)) for ps in fit.pod_sets]
+    return replace(fit, pod_sets=pod_sets)
+
+
+def record_topology(
+    cache: QuotaCache,
+    info: WorkloadInfo,
+    assigned: Iterable[tuple[str, Mapping[str, str], TopologyAssignment | None]],
+) -> None:
+    """Remember what an admitted workload's topology assignments take (pod set name, its flavors,
+    its assignment), so the next placements see it until the workload is released."""
+    infos = {ps.name: ps for ps in info.pod_sets}
+    entries: list[tuple[str, Placed, Mapping[str, int]]] = []
+    for name, flavors, assignment in assigned:
+        names = _tas_flavor(flavors, cache.flavors)
+        if assignment is None or not names or name not in infos:
+            continue
+        entries.append((names[0], decode_assignment(assignment), infos[name].per_pod))
+    if entries:
+        cache.topology_usage[info.key] = entries
+
+
+def admitted_pod_sets(
+    pod_sets: Iterable[PodSetFlavors],
+) -> list[tuple[str, Mapping[str, str], TopologyAssignment | None]]:
+    return [(ps.name, ps.flavors, ps.topology) for ps in pod_sets]

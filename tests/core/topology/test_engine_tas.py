@@ -1,0 +1,129 @@
+"""Topology-aware admission in the core (the Engine): with the Topology and the nodes fed, a TAS
+flavor is placed on; each admitted Workload's status carries its topologyAssignment, the next sees
+what it took, one that fits no domain waits with Kueue's message and is admitted once the rack
+frees. Without the nodes fed (the controller today), the TAS flavor stays refused by name."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from reconciler.api import ResourceFlavor, Topology, WorkloadStatus
+from reconciler.core.engine import Engine
+from reconciler.core.model.workloads import compile_workload
+from reconciler.core.scheduling.scheduler import Admit, Pending
+from reconciler.core.status import admitted_workload_status
+from reconciler.core.topology.assignment import decode_assignment
+from reconciler.core.topology.domains import HOSTNAME, TopologyNode
+from reconciler.integrations.batchjob import workload_for_job
+from tests.support.builders import cluster_queue, decode, job, job_body
+
+GPU = "nvidia.com/gpu"
+RACK = "cloud.com/topology-rack"
+RACKS = {"n1": "r1", "n2": "r1", "n3": "r2", "n4": "r2"}
+TOPOLOGY: Topology = decode(
+    {"metadata": {"name": "default"}, "spec": {"levels": [{"nodeLabel": RACK}, {"nodeLabel": HOSTNAME}]}},
+    Topology,
+)
+
+
+def tas_flavor(name: str = "tas", topology: str | None = "default") -> ResourceFlavor:
+    spec: dict[str, Any] = {"nodeLabels": {"pool": "gpu"}}
+    if topology:
+        spec["topologyName"] = topology
+    result: ResourceFlavor = decode({"metadata": {"name": name}, "spec": spec}, ResourceFlavor)
+    return result
+
+
+def nodes() -> list[TopologyNode]:
+    """2 racks of 2 nodes with 2 GPUs each."""
+    return [
+        TopologyNode(n, {RACK: r, HOSTNAME: n, "pool": "gpu"}, {"cpu": 8000, "pods": 110, GPU: 2})
+        for n, r in RACKS.items()
+    ]
+
+
+def engine(fed: bool = True, flavor: ResourceFlavor | None = None) -> Engine:
+    state = Engine()
+    state.set_flavor(flavor or tas_flavor())
+    state.set_namespace("ns", {})
+    state.set_cluster_queue(cluster_queue("cq", [((flavor or tas_flavor()).metadata.name, {GPU: 16})]))
+    state.set_local_queue("ns", "lq", "cq")
+    if fed:
+        state.set_topology(TOPOLOGY)
+        state.set_topology_nodes(nodes())
+    return state
+
+
+def gpu_job(name: str, annotations: dict[str, str] | None = None) -> Any:
+    body = job_body(name, uid=f"uid-{name}", parallelism=4, completions=4, requests={GPU: "1"})
+    if annotations is not None:
+        body["spec"]["template"].setdefault("metadata", {})["annotations"] = annotations
+    info = compile_workload(
+        workload_for_job(decode(body, type(job("x")))), lookup_template=lambda ns, n: None, mappings={}
+    )
+    assert info.problem is None, info.problem
+    return info
+
+
+REQUIRED_RACK = {"kueue.x-k8s.io/podset-required-topology": RACK}
+
+
+def hosts(decision: Admit) -> dict[str, int]:
+    (pod_set,) = decision.pod_sets
+    assert pod_set.topology is not None
+    return {d.values[-1]: d.count for d in decode_assignment(pod_set.topology).domains}
+
+
+def test_required_rack_workloads_take_one_rack_each_the_third_waits_until_one_frees() -> None:
+    state = engine()
+    for name in ("a", "b", "c"):
+        state.add_workload(gpu_job(name, REQUIRED_RACK))
+    decisions = {d.key[1].split("-")[1]: d for d in state.schedule()}
+    first, second, third = decisions["a"], decisions["b"], decisions["c"]
+    assert isinstance(first, Admit)
+    assert isinstance(second, Admit)
+    assert hosts(first) == {"n1": 2, "n2": 2}
+    assert hosts(second) == {"n3": 2, "n4": 2}
+    assert isinstance(third, Pending)
+    assert third.message == (
+        "couldn't assign flavors to pod set main: topology \"default\" doesn't allow to fit any of 4 "
+        'pod(s). Total nodes: 4; excluded: resource "nvidia.com/gpu": 4'
+    )
+    # The admission as the Workload's status records it, and read back by the engine.
+    status = admitted_workload_status(WorkloadStatus(), first, "2026-12-07T00:00:00Z")
+    assert status.admission is not None
+    assert status.admission.pod_set_assignments[0].topology_assignment == first.pod_sets[0].topology
+    state.add_workload(gpu_job("a", REQUIRED_RACK), status.admission)
+    assert state.schedule() == []  # nothing freed: "c" still waits
+    state.remove_workload(second.key)
+    (admitted,) = [d for d in state.schedule() if isinstance(d, Admit)]
+    assert admitted.key == third.key
+    assert hosts(admitted) == {"n3": 2, "n4": 2}
+
+
+def test_without_the_nodes_fed_the_tas_flavor_stays_refused_by_name() -> None:
+    state = engine(fed=False)
+    state.add_workload(gpu_job("a", REQUIRED_RACK))
+    (decision,) = state.schedule()
+    assert isinstance(decision, Pending)
+    assert "flavor tas has spec.topologyName default: topology-aware scheduling is not supported" in (
+        decision.message
+    )
+
+
+def test_a_topology_request_on_a_plain_flavor_waits_with_kueues_words() -> None:
+    state = engine(flavor=tas_flavor("plain", topology=None))
+    state.add_workload(gpu_job("a", REQUIRED_RACK))
+    (decision,) = state.schedule()
+    assert isinstance(decision, Pending)
+    assert decision.message == (
+        'couldn\'t assign flavors to pod set main: Flavor "plain" does not support TopologyAwareScheduling'
+    )
+
+
+def test_a_tas_only_cluster_queue_places_a_pod_set_without_a_request() -> None:
+    state = engine()
+    state.add_workload(gpu_job("a"))
+    (decision,) = state.schedule()
+    assert isinstance(decision, Admit)
+    assert sum(hosts(decision).values()) == 4
