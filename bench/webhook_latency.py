@@ -61,6 +61,9 @@ class NoLookups:
     async def object_meta(self, api_version: str, kind: str, namespace: str, name: str) -> ObjectMeta | None:
         return None
 
+    async def workload_admitted(self, namespace: str, name: str) -> bool:
+        return False
+
 
 async def main(count: int) -> None:
     with tempfile.TemporaryDirectory() as directory:

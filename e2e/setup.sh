@@ -11,16 +11,16 @@
 #   4. with --node: a real node's parts (e2e/kubelet/): Debian's runc, containernetworking-plugins,
 #      busybox-static, iptables and iproute2 (as root, where missing), and build-binaries.sh --node (kubelet,
 #      containerd, crictl; cached).
-# Options (e2e/test.sh passes --image --node --jobset --lws --trainer --kuberay --kueuectl): --jobset builds JobSet's manager for
+# Options (e2e/test.sh passes --image --node --jobset --lws --trainer --kuberay --kueuectl --kueue): --jobset builds JobSet's manager for
 # e2e/test_controller_jobset.py (build-binaries.sh --jobset; cached by version); --lws builds
 # LeaderWorkerSet's manager for e2e/test_controller_lws.py (build-binaries.sh --lws; cached by
 # version); --trainer builds Kubeflow Trainer's manager for e2e/test_controller_trainjob.py and the
 # trainjob conformance scenario (build-binaries.sh --trainer; cached by version); --kuberay builds
 # KubeRay's ray-operator for e2e/test_controller_ray.py (build-binaries.sh --kuberay; cached by
 # version); --kueuectl builds Kueue's kubectl plugin and kubectl for
-# e2e/test_visibility.py (build-binaries.sh --kueuectl; cached by version); --kueue also builds Kueue's manager (only for
-# recording Kueue's results, `python -m e2e.conformance --record`, or the live side-by-side
-# run; CI compares with the recordings and does not build it); --kueue-perf builds Kueue's
+# e2e/test_visibility.py (build-binaries.sh --kueuectl; cached by version); --kueue also builds Kueue's manager (for
+# recording Kueue's results, `python -m e2e.conformance --record`, the live side-by-side
+# run, and the MultiKueue manager of e2e/test_multikueue.py; CI compares with the recordings); --kueue-perf builds Kueue's
 # scheduler-performance runner and checker for bench/kueue_perf.py (not in CI); --image does step 3 (needs root
 # where Docker or the base image is missing); --node does step 4 (e2e/test_real_kubelet.py).
 # With $PHASE_TIMES naming a file (e2e/test.sh), each part's wall time is appended to it as

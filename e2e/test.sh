@@ -50,8 +50,10 @@ echo "== set-up (docs/setup.md, plus Docker and a real node's parts for the imag
 # --jobset, --lws, --trainer, --kuberay: the real JobSet, LeaderWorkerSet, Kubeflow Trainer and
 # KubeRay controllers of e2e/test_controller_jobset.py, e2e/test_controller_lws.py,
 # e2e/test_controller_trainjob.py and e2e/test_controller_ray.py (built once, cached by version
-# outside the repository).
-e2e/setup.sh --image --node --jobset --lws --trainer --kuberay --kueuectl
+# outside the repository); --kueuectl: Kueue's kubectl plugin and kubectl; --kueue: Kueue's
+# manager, the MultiKueue manager of e2e/test_multikueue.py (the conformance scenarios still
+# compare with the recordings).
+e2e/setup.sh --image --node --jobset --lws --trainer --kuberay --kueuectl --kueue
 
 echo "== lint and types"
 phase "lint: ruff check" .venv/bin/ruff check .

@@ -12,6 +12,7 @@ one after the other on it.
 from __future__ import annotations
 
 import asyncio
+import re
 from collections.abc import AsyncIterator, Iterator
 from typing import Any
 
@@ -275,3 +276,49 @@ async def test_an_evicted_jobset_is_suspended_with_its_pod_templates_restored(
         return all(r["total"] in ("0", 0) for f in usage for r in f["resources"])
 
     await wait_for("the quota to be released", released, within=60, interval=0.3)
+
+
+@pytest.mark.asyncio
+async def test_a_child_job_raised_past_its_charge_stops_the_jobset(
+    controller: ControllerProcess, kube: KubeClient, queues: str
+) -> None:
+    """Beyond Kueue (issue 42): a JobSet's child Job patched from parallelism 1 to 3 while the
+    JobSet is admitted (this module runs the controller without its webhooks, so the patch goes
+    through, as it does under Kueue) runs more pods than the JobSet's Workload was charged for:
+    the Workload is evicted with reason PodsExceedCharge naming the pod set and the child, the
+    JobSet suspended (its Jobs stopped by the JobSet controller) and requeued after a backoff."""
+    namespace = queues
+    body = jobset("grown", namespace, run_seconds="forever")
+    # 3 completions, 1 at a time: charged 1 pod (the smaller of the two, as Kueue counts it).
+    body["spec"]["replicatedJobs"][1]["template"]["spec"]["completions"] = 3
+    created = await kube.create(api_path(JOBSET_API, "jobsets", namespace), body)
+    name = workload_name_for_job("grown", created["metadata"]["uid"], "JobSet", "jobset.x-k8s.io")
+    await workload_where(kube, namespace, name, "Admitted", "True")
+    job_path = api_path("batch/v1", "jobs", namespace, "grown-workers-0")
+
+    async def child_running() -> bool:
+        job = await kube.get_or_none(job_path)
+        return job is not None and job["spec"].get("suspend") is False
+
+    await wait_for("the JobSet's workers Job to run", child_running, within=60, interval=0.3)
+    await kube.patch(job_path, {"spec": {"parallelism": 3}})
+    evicted = await workload_where(kube, namespace, name, "Evicted", "True")
+    condition = status_condition(evicted, "Evicted")
+    assert condition["reason"] == "PodsExceedCharge"
+    # Seen as soon as the Job controller has made a second pod (2 or 3 by then), charged for 1.
+    assert re.match(
+        f"[23] pods run for pod set workers of Workload {namespace}/{name}, which is admitted for 1 ",
+        condition["message"],
+    ), condition["message"]
+    assert "(by Job/grown-workers-0)" in condition["message"]
+    assert evicted["status"]["requeueState"]["count"] == 1
+
+    async def suspended() -> bool:
+        jobset_now = await kube.get(api_path(JOBSET_API, "jobsets", namespace, "grown"))
+        return bool(jobset_now["spec"].get("suspend"))
+
+    await wait_for("the JobSet to be suspended", suspended, within=60, interval=0.3)
+    events, _ = await kube.list_all(
+        api_path("v1", "events", namespace), {"fieldSelector": "involvedObject.name=grown"}
+    )
+    assert any(e["reason"] == "Stopped" and "Job/grown-workers-0" in e["message"] for e in events)

@@ -42,7 +42,7 @@ from e2e.support.webhooks import (
     unregister,
 )
 from e2e.support.workloads import KUEUE
-from e2e.testbed import KubeClient, Testbed, api_path
+from e2e.testbed import ApiError, KubeClient, Testbed, api_path
 from e2e.testbed.names import DEVICE_CLASS_NAME, FAIL_ANNOTATION, RUN_SECONDS_ANNOTATION
 from e2e.testbed.scenario import single_gpu_claim_spec, status_condition, wait_for
 from reconciler.core.model.workloads import workload_name_for_job
@@ -333,8 +333,10 @@ async def test_a_rayjob_runs_its_cluster_and_submitter_under_its_workload_and_fi
         body = await kube.get(api_path(RAY_API, "rayjobs", namespace, "first"))
         return (body.get("status") or {}).get("rayClusterName") or None
 
-    name = await wait_for("KubeRay to make the RayJob's cluster", cluster_name, within=60, interval=0.3)
-    cluster = await kube.get(api_path(RAY_API, "rayclusters", namespace, name))
+    name = await wait_for("KubeRay to name the RayJob's cluster", cluster_name, within=60, interval=0.3)
+    # (KubeRay writes the name to the RayJob's status before it creates the cluster.)
+    path = api_path(RAY_API, "rayclusters", namespace, name)
+    cluster = await wait_for("KubeRay to make it", lambda: kube.get_or_none(path), within=60, interval=0.3)
     assert cluster["metadata"]["labels"]["kueue.x-k8s.io/queue-name"] == "lq"
     assert not cluster["spec"].get("suspend")
 
@@ -351,3 +353,38 @@ async def test_a_rayjob_runs_its_cluster_and_submitter_under_its_workload_and_fi
     workloads, _ = await kube.list_all(api_path(KUEUE, "workloads", namespace))
     owners = sorted(w["metadata"]["ownerReferences"][0]["kind"] for w in workloads)
     assert owners == ["RayJob", "RayJob"]
+
+
+@pytest.mark.asyncio
+async def test_a_rayjobs_cluster_given_more_workers_while_admitted_is_refused(
+    served: str, kube: KubeClient
+) -> None:
+    """Beyond Kueue (issue 42): KubeRay's RayCluster of an admitted RayJob patched from 1 GPU
+    worker to 2 is refused by vraycluster.kb.io, naming the field, the RayJob and its Workload;
+    the cluster keeps its one worker."""
+    namespace = served
+    body = rayjob("grown", namespace)
+    body["spec"]["submitterPodTemplate"] = pod_template(gpu=False)  # (runs until deleted)
+    body["spec"]["submitterPodTemplate"]["spec"]["restartPolicy"] = "Never"
+    workload = await create(kube, body)
+    await workload_where(kube, namespace, workload, "Admitted", "True")
+
+    async def cluster_name() -> str | None:
+        job = await kube.get(api_path(RAY_API, "rayjobs", namespace, "grown"))
+        return (job.get("status") or {}).get("rayClusterName") or None
+
+    name = await wait_for("KubeRay to name the RayJob's cluster", cluster_name, within=60, interval=0.3)
+    path = api_path(RAY_API, "rayclusters", namespace, name)
+    made = await wait_for("KubeRay to make it", lambda: kube.get_or_none(path), within=60, interval=0.3)
+    groups = made["spec"]["workerGroupSpecs"]
+    groups[0].update({"replicas": 2, "maxReplicas": 2})
+    with pytest.raises(ApiError) as refused:
+        await kube.patch(path, {"spec": {"workerGroupSpecs": groups}})
+    assert isinstance(refused.value.body, dict)
+    message = refused.value.body["message"]
+    assert (
+        'admission webhook "vraycluster.kb.io" denied the request: spec.workerGroupSpecs: Forbidden: '
+        f"would run 3 pods where 2 ran: its parent RayJob {namespace}/grown is admitted (Workload "
+        f"{workload})"
+    ) in message, message
+    assert (await kube.get(path))["spec"]["workerGroupSpecs"][0]["replicas"] == 1

@@ -37,6 +37,11 @@ class Lookups(Protocol):
         """The metadata of a job of an enabled kind (None when it is not found)."""
         ...
 
+    async def workload_admitted(self, namespace: str, name: str) -> bool:
+        """Whether the Workload exists and holds quota (its QuotaReserved or Admitted condition
+        is True); raises when it cannot tell."""
+        ...
+
 
 Rule = Callable[[AdmissionRequest, JobPolicy, Lookups], Awaitable[Verdict]]
 

@@ -19,9 +19,9 @@ from dataclasses import dataclass
 from typing import Generic, TypeVar
 
 from reconciler.api import ObjectMeta
-from reconciler.core.model.workloads import QUEUE_NAME_LABEL
+from reconciler.core.model.workloads import QUEUE_NAME_LABEL, workload_name_for_job
 
-from .fielderrors import FieldError
+from .fielderrors import FieldError, forbidden
 from .queue_rules import (
     JobPolicy,
     QueuedObject,
@@ -35,7 +35,13 @@ from .review import AdmissionRequest, PatchOp, Verdict, decode_object
 from .routes import Lookups, Route, decoded, default_queue
 from .topology_door import topology_requests_refused
 
-__all__ = ["SuspendableKind", "default_suspendable", "managed_ancestor"]
+__all__ = [
+    "ManagedAncestor",
+    "SuspendableKind",
+    "default_suspendable",
+    "managed_ancestor",
+    "managed_ancestor_of",
+]
 
 J = TypeVar("J", bound=QueuedObject)
 
@@ -43,20 +49,42 @@ J = TypeVar("J", bound=QueuedObject)
 _OWNER_CHAIN_LIMIT = 10
 
 
-async def managed_ancestor(meta: ObjectMeta, namespace: str, policy: JobPolicy, lookups: Lookups) -> bool:
-    """Whether one of the object's controllers, up the chain, is a job of an enabled kind the
+@dataclass(frozen=True)
+class ManagedAncestor:
+    """The job up an object's controller chain that the controller manages: its Workload holds
+    the quota of everything below it."""
+
+    api_version: str
+    kind: str
+    meta: ObjectMeta
+
+    @property
+    def workload_name(self) -> str:
+        group = self.api_version.rpartition("/")[0]
+        return workload_name_for_job(self.meta.name, self.meta.uid, self.kind, group)
+
+
+async def managed_ancestor_of(
+    meta: ObjectMeta, namespace: str, policy: JobPolicy, lookups: Lookups
+) -> ManagedAncestor | None:
+    """The first of the object's controllers, up the chain, that is a job of an enabled kind the
     controller manages (it names a queue, or ``manageJobsWithoutQueueName``)."""
     for _ in range(_OWNER_CHAIN_LIMIT):
         ref = next((r for r in meta.owner_references if r.controller), None)
         if ref is None or (ref.api_version, ref.kind) not in policy.job_kinds:
-            return False
+            return None
         owner = await lookups.object_meta(ref.api_version, ref.kind, namespace, ref.name)
         if owner is None:
-            return False
+            return None
         if owner.labels.get(QUEUE_NAME_LABEL) or policy.manage_without_queue_name:
-            return True
+            return ManagedAncestor(ref.api_version, ref.kind, owner)
         meta = owner
-    return False
+    return None
+
+
+async def managed_ancestor(meta: ObjectMeta, namespace: str, policy: JobPolicy, lookups: Lookups) -> bool:
+    """Whether one of the object's controllers, up the chain, is a job the controller manages."""
+    return await managed_ancestor_of(meta, namespace, policy, lookups) is not None
 
 
 def default_suspendable(obj: QueuedObject, policy: JobPolicy, *, default_queue_exists: bool) -> list[PatchOp]:
@@ -84,6 +112,10 @@ class SuspendableKind(Generic[J]):
     rules: Callable[[J], list[FieldError]] | None = None
     # On update, when the kind's rules compare the old object with the new (else `rules`).
     update_rules: Callable[[J, J], list[FieldError]] | None = None
+    # How many pods an object runs, and the field that says so: a managed parent's child may not
+    # be changed to run more while its parent's Workload is admitted (beyond Kueue).
+    size: Callable[[J], int] | None = None
+    size_field: str = ""
 
     def managed(self, obj: J, policy: JobPolicy) -> bool:
         return bool(queue_name(obj)) or policy.manage_without_queue_name
@@ -128,10 +160,38 @@ class SuspendableKind(Generic[J]):
             own = self.rules(new) if self.rules is not None and managed else []
         own += topology
         namespace = request.namespace or new.metadata.namespace
+        if self.size is not None and new.metadata.owner_references and self.size(new) > self.size(old):
+            refused = await self._beyond_charge(new, old, namespace, policy, lookups)
+            if refused is not None:
+                return refused
         exists = await default_queue(lookups, needs_default_queue_lookup_on_update(new, old), namespace)
         if isinstance(exists, Verdict):
             return exists
         return Verdict.judge(validate_job_update(new, old, default_queue_exists=exists) + own)
+
+    async def _beyond_charge(
+        self, new: J, old: J, namespace: str, policy: JobPolicy, lookups: Lookups
+    ) -> Verdict | None:
+        """A child of a managed job raised to run more pods while its parent's Workload is
+        admitted: refused (the parent's Workload was charged for the child as it was)."""
+        assert self.size is not None
+        try:
+            parent = await managed_ancestor_of(new.metadata, namespace, policy, lookups)
+            if parent is None:
+                return None
+            workload = parent.workload_name
+            admitted = await lookups.workload_admitted(namespace, workload)
+        except Exception as err:
+            where = f"{namespace}/{new.metadata.name}"
+            return Verdict.fail(f"cannot tell whether the parent of {where} is admitted: {err}")
+        if not admitted:
+            return None
+        detail = (
+            f"would run {self.size(new)} pods where {self.size(old)} ran: its parent {parent.kind} "
+            f"{namespace}/{parent.meta.name} is admitted (Workload {workload}) for its children as they "
+            f"were; change the {parent.kind} instead, or suspend it first"
+        )
+        return Verdict.deny([forbidden(self.size_field or "spec", detail)])
 
     def routes(self, mutate_why: str = "", validate_why: str = "") -> tuple[Route, Route]:
         """The mutating webhook (on create) and the validating one (on create and update)."""

@@ -33,7 +33,8 @@ _TOP_LEVEL: dict[str, str] = {
     "pprofBindAddress": "this controller serves no profiling endpoint",
     "controller": "there is no controller-runtime: no per-kind concurrency or cache sync timeout",
     "tls": "the servers' minimum TLS version and cipher suites are not configurable",
-    "multiKueue": "MultiKueue is not implemented; " + _ADMISSION + " in this cluster",
+    "multiKueue": "these are a MultiKueue manager's settings; this controller runs as a MultiKueue "
+    "worker only, which has none (docs/multikueue.md)",
     "featureGates": "Kueue's feature gates other than KueueDRAIntegrationExtendedResource do not apply "
     "to this controller",
     "objectRetentionPolicies": "finished and deactivated Workloads are never deleted by this controller",

@@ -34,6 +34,8 @@ class Engine:
     cache: QuotaCache = field(default_factory=QuotaCache)
     queues: QueueManager = field(default_factory=QueueManager)
     scheduler: Scheduler = field(default_factory=Scheduler)
+    # Preempting heads skipped per ClusterQueue in the last cycle that skipped any (Kueue's gauge).
+    preemption_skips: dict[str, int] = field(default_factory=dict)
 
     @property
     def ledger(self) -> Ledger:
@@ -44,7 +46,10 @@ class Engine:
         return self.cache.flavors
 
     def schedule(self) -> list[Decision]:
-        return self.scheduler.cycle(self.cache, self.queues)
+        decisions = self.scheduler.cycle(self.cache, self.queues)
+        self.preemption_skips.update(self.scheduler.skips)
+        self.scheduler.skips.clear()
+        return decisions
 
     @property
     def fair_sharing(self) -> bool:
@@ -103,6 +108,7 @@ class Engine:
         members = self.cache.cohort_members(name) - {name}
         self.cache.delete_cluster_queue(name)
         self.queues.delete_cluster_queue(name)
+        self.preemption_skips.pop(name, None)  # its gauge goes with it, as in Kueue
         self.queues.retry(members)
 
     def set_cohort(self, model: CohortModel) -> None:

@@ -5,7 +5,7 @@ seconds to `accumulatedPastExecutionTimeSeconds` (the maximum execution time cou
 
 from __future__ import annotations
 
-from reconciler.api import Condition, PodSetRequest, RequeueState, WorkloadStatus
+from reconciler.api import Condition, PodSetRequest, RequeueState, Workload, WorkloadStatus
 
 from .scheduling.max_execution import DEACTIVATION_TARGET, accumulated_after
 from .status import (
@@ -19,7 +19,7 @@ from .status import (
     waiting_for_start,
 )
 
-__all__ = ["evicted_workload_status", "unreserved_workload_status"]
+__all__ = ["evicted_workload_status", "released_after_eviction", "unreserved_workload_status"]
 
 DEACTIVATED = "Deactivated"
 
@@ -118,3 +118,30 @@ def unreserved_workload_status(
             previous.conditions, previous.accumulated_past_execution_time_seconds, now
         ),
     )
+
+
+def _reserving(workload: Workload) -> bool:
+    """Kueue's Workload status QuotaReserved or Admitted: not finished, QuotaReserved=True."""
+    finished = condition(workload.status.conditions, "Finished")
+    reserved = condition(workload.status.conditions, QUOTA_RESERVED)
+    if finished is not None and finished.status == "True":
+        return False
+    return reserved is not None and reserved.status == "True"
+
+
+def released_after_eviction(
+    previous: Workload | None, current: Workload
+) -> tuple[str, str, str | None] | None:
+    """A Workload pending again after holding quota, with Evicted=True (Kueue's moment for the
+    eviction latency): (the ClusterQueue of its previous admission, the Evicted reason, when
+    Evicted turned True). None for any other change."""
+    if previous is None or not _reserving(previous) or _reserving(current):
+        return None
+    finished = condition(current.status.conditions, "Finished")
+    if finished is not None and finished.status == "True":
+        return None
+    evicted = condition(current.status.conditions, EVICTED)
+    admission = previous.status.admission
+    if evicted is None or evicted.status != "True" or admission is None or not admission.cluster_queue:
+        return None
+    return admission.cluster_queue, evicted.reason, evicted.last_transition_time

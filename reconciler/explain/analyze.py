@@ -17,6 +17,7 @@ from reconciler.core.quota.inventory_admission import DEVICES_DO_NOT_COVER
 from reconciler.core.scheduling.scheduler import NAMESPACE_MISMATCH, REASON_PENDING, Admit, Pending
 from reconciler.core.status import AFS_CONDITION, condition
 from reconciler.integrations.batchjob import job_workload_name, workload_for_job
+from reconciler.integrations.prebuilt import multikueue_origin, prebuilt_name
 
 from . import explanation as states
 from .claims import learn_mappings, tell_claims
@@ -47,7 +48,8 @@ def _unread(what: str) -> str:
 
 
 def find_workload(state: ClusterState) -> Workload | None:
-    """The asked-for Workload, or the job's (by owner UID, else by Kueue's name for it)."""
+    """The asked-for Workload, or the job's (by owner UID, else by the prebuilt Workload it names,
+    else by Kueue's name for it)."""
     if state.workload is not None:
         return state.workload
     if state.job is not None:
@@ -58,6 +60,7 @@ def find_workload(state: ClusterState) -> Workload | None:
         named = workload_name_for_job(job.name, job.uid, integration.kind, group)
     else:
         return None
+    named = prebuilt_name(job) or named  # (a MultiKueue worker's job runs under the one it names)
     for workload in state.workloads:
         meta = workload.metadata
         if meta.namespace != job.namespace:
@@ -104,6 +107,7 @@ def explain(state: ClusterState) -> Explanation:
         subject, states.PENDING, "", workload=f"{workload.metadata.namespace}/{workload.metadata.name}"
     )
     ex.controller_says = _controller_says(workload)
+    ex.origin = multikueue_origin(workload)
     # ResourceSlices and Nodes matter only to a pending charge they size (see _pending).
     ex.notes = [_unread(what) for what in state.unreadable if not what.startswith(_DEVICE_READS)]
     _describe_claims(state, workload, ex)

@@ -52,6 +52,8 @@ class Explanation:
     state: str  # one of STATES
     summary: str  # one sentence in plain words
     workload: str | None = None
+    # The MultiKueue manager that created the Workload (its kueue.x-k8s.io/multikueue-origin).
+    origin: str | None = None
     local_queue: str | None = None
     cluster_queue: str | None = None
     # Admission fair sharing: the LocalQueue's score and place as the controller last wrote them.

@@ -35,6 +35,9 @@ def render_text(ex: Explanation) -> str:
     facts = []
     if ex.workload:
         facts.append(("Workload", ex.workload))
+    if ex.origin is not None:
+        # (The origin is the manager's multiKueue.origin setting, "multikueue" unless set.)
+        facts.append(("From", f"MultiKueue manager {ex.origin!r} (kueue.x-k8s.io/multikueue-origin)"))
     if ex.local_queue:
         queue = f"LocalQueue {ex.local_queue}"
         if ex.cluster_queue:

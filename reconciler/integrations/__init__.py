@@ -23,6 +23,8 @@ from .children import CHILD_SUSPENDED, SUSPENDING_PARENT_ANNOTATION, controller_
 from .decide import (
     PODSET_LABEL,
     SYSTEM_NAMESPACE,
+    Adopt,
+    AwaitPrebuilt,
     CreateWorkload,
     DeleteMismatched,
     Finish,
@@ -69,6 +71,8 @@ __all__ = [
     "SUSPENDING_PARENT_ANNOTATION",
     "SYSTEM_NAMESPACE",
     "Access",
+    "Adopt",
+    "AwaitPrebuilt",
     "CreateWorkload",
     "DeleteMismatched",
     "Finish",

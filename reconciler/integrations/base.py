@@ -58,10 +58,12 @@ class Patch:
 
 @dataclass(frozen=True, slots=True)
 class Outcome:
-    """A job has finished: whether it succeeded, and its message (for the Workload's Finished)."""
+    """A job has finished: whether it succeeded, and its message (for the Workload's Finished);
+    `reason`: the Finished condition's reason when not Succeeded/Failed (e.g. OutOfSync)."""
 
     succeeded: bool
     message: str
+    reason: str = ""
 
 
 class Integration(Protocol):

@@ -23,10 +23,20 @@ from reconciler.core.scheduling.flavors import admission_node_labels, admission_
 
 from .base import Integration, Outcome, Patch, PodSetStart
 from .equivalence import MatchMemo, equivalent, group_equivalent
+from .prebuilt import (
+    OUT_OF_SYNC_MESSAGE,
+    OUT_OF_SYNC_REASON,
+    adoption_patch,
+    controlled_elsewhere,
+    prebuilt_name,
+    worker_pod_labels,
+)
 
 __all__ = [
     "PODSET_LABEL",
     "SYSTEM_NAMESPACE",
+    "Adopt",
+    "AwaitPrebuilt",
     "CreateWorkload",
     "DeleteMismatched",
     "Finish",
@@ -93,16 +103,21 @@ class Known(NamedTuple):
     deleting: bool = False
     updating: bool = False
     starting: bool = False  # the job's start is in flight
+    adopting: bool = False  # the job's adoption of its prebuilt Workload is in flight
+    stopping: bool = False  # the runtime stopped the job because its Workload no longer matches
 
 
 # The facts while no write is in flight for the Workload, by (admitted, starting): built once.
 _QUIET = {(a, s): Known(admitted=a, starting=s) for a in (False, True) for s in (False, True)}
 
 
-def known_of(admitted: bool, writes: Collection[str], *, deleted: bool, starting: bool) -> Known:
+def known_of(
+    admitted: bool, writes: Collection[str], *, deleted: bool, starting: bool, stopping: bool = False
+) -> Known:
     """`Known` from the purposes of the Workload's writes in flight (`writes`), whether it is
-    one the runtime asked to delete (`deleted`) and whether the job's start is in flight."""
-    if not writes and not deleted:
+    one the runtime asked to delete (`deleted`), whether the job's start is in flight and whether
+    the runtime stopped the job for not matching its Workload (`stopping`)."""
+    if not writes and not deleted and not stopping:
         return _QUIET[admitted, starting]  # (most decisions)
     return Known(
         admitted=admitted,
@@ -112,6 +127,8 @@ def known_of(admitted: bool, writes: Collection[str], *, deleted: bool, starting
         deleting=deleted or "delete-workload" in writes,
         updating="workload-update" in writes,
         starting=starting,
+        adopting="workload-owners" in writes,
+        stopping=stopping,
     )
 
 
@@ -130,6 +147,21 @@ class CreateWorkload:
 
     suspend: Patch | None
     create: bool
+
+
+@dataclass(frozen=True, slots=True)
+class AwaitPrebuilt:
+    """The prebuilt Workload the job names is missing: the job is stopped and waits for it
+    (Kueue's handleJobWithNoWorkload for a prebuilt name)."""
+
+    suspend: Patch
+
+
+@dataclass(frozen=True, slots=True)
+class Adopt:
+    """The job becomes its prebuilt Workload's controller owner (a metadata merge patch)."""
+
+    patch: bytes
 
 
 @dataclass(frozen=True, slots=True)
@@ -178,6 +210,8 @@ class UpdateMismatched:
 Step = (
     Nothing
     | CreateWorkload
+    | AwaitPrebuilt
+    | Adopt
     | Start
     | Suspend
     | Restore
@@ -189,9 +223,14 @@ Step = (
 
 
 def pod_set_starts(
-    admission: Admission, flavors: Mapping[str, ResourceFlavor], pod_sets: list[PodSet]
+    admission: Admission,
+    flavors: Mapping[str, ResourceFlavor],
+    pod_sets: list[PodSet],
+    labels_for_all: Mapping[str, str] = _EMPTY,
 ) -> list[PodSetStart]:
-    """Each pod set's node labels and tolerations from its assigned flavors, and its pod set label."""
+    """Each pod set's node labels and tolerations from its assigned flavors, and its pod set
+    label (with `labels_for_all`: the labels every pod set gets besides, e.g. a MultiKueue
+    worker's pod label)."""
     labels = admission_node_labels(admission, flavors)
     tolerations = admission_tolerations(admission, flavors)
     counts = {a.name: a.count for a in admission.pod_set_assignments}
@@ -200,7 +239,7 @@ def pod_set_starts(
             name=ps.name,
             node_selector=labels.get(ps.name, {}),
             tolerations=tolerations.get(ps.name, []),
-            labels={PODSET_LABEL: ps.name},
+            labels={PODSET_LABEL: ps.name, **labels_for_all},
             annotations=_EMPTY,
             count=counts.get(ps.name),
         )
@@ -231,9 +270,11 @@ def _mismatch(
     memo: MatchMemo | None,
     reserved: bool,
     lenient: bool,
+    prebuilt: bool,
 ) -> Step | None:
     """Kueue's ensureOneWorkload: a Workload that no longer matches its job is replaced
-    (`lenient`: tolerations left out of the comparison; `reserved`: the quota is held)."""
+    (`lenient`: tolerations left out of the comparison; `reserved`: the quota is held); a
+    `prebuilt` one is finished instead (OutOfSync)."""
     pod_sets = integration.pod_sets(obj)
     if integration.jobs_from_pods:
         same = group_equivalent(pod_sets, workload.spec.pod_sets)  # a pod group's prebuilt Workload
@@ -244,19 +285,30 @@ def _mismatch(
         if memo is not None:
             memo.record(obj.metadata, workload.metadata, admitted=lenient)
         return None
+    if prebuilt:
+        return NOTHING if known.finishing else Finish(Outcome(False, OUT_OF_SYNC_MESSAGE, OUT_OF_SYNC_REASON))
     suspended = integration.is_suspended(obj)
     if known.deleting or known.updating or workload.metadata.deletion_timestamp:
         # On its way out or being rewritten: a running job waits suspended.
         return NOTHING if suspended else Suspend(Patch(integration.suspend_patch(obj)))
     if not suspended:
         return DeleteMismatched(Patch(integration.suspend_patch(obj)), delete=False)
-    if integration.restore_pending(obj):
-        # The templates come back as the Workload recorded them before it goes (Kueue's stopJob).
+    if integration.restore_pending(obj) and (not reserved or known.stopping or _evicted(workload)):
+        # The templates come back as the Workload recorded them before it goes (Kueue's stopJob,
+        # when the runtime stopped it). A job suspended by someone else while its Workload holds
+        # quota keeps its templates: Kueue only deletes that Workload.
         patch = integration.restore_patch(obj, workload.spec.pod_sets)
         return NOTHING if patch is None else Restore(patch)
     if not reserved:
         return UpdateMismatched(pod_sets)
     return DeleteMismatched(None, delete=True)
+
+
+def _evicted(workload: Workload) -> bool:
+    for c in workload.status.conditions:
+        if c.type == "Evicted":
+            return c.status == "True"
+    return False
 
 
 def decide(
@@ -277,6 +329,9 @@ def decide(
     if skip is not None and skip(obj):
         return NOTHING  # a job its kind leaves alone (Kueue's JobWithSkip)
     outcome = integration.finished(obj)
+    prebuilt = prebuilt_name(obj.metadata) != ""
+    if prebuilt and workload is not None and controlled_elsewhere(workload, obj.metadata):
+        workload = None  # (Kueue: the job has no Workload then)
     if workload is None:
         if outcome is not None:
             release = integration.release_patch(obj)
@@ -285,7 +340,13 @@ def decide(
         # not admitted (Kueue's handleJobWithNoWorkload).
         suspended = integration.is_suspended(obj)
         suspend = None if suspended or integration.stop_deletes else Patch(integration.suspend_patch(obj))
+        if prebuilt:  # never created here: the job waits for the Workload it names
+            return NOTHING if suspend is None else AwaitPrebuilt(suspend)
         return CreateWorkload(suspend, not known.creating)
+    if prebuilt:
+        adopt = adoption_patch(workload, obj.metadata, integration.api_version, integration.kind)
+        if adopt is not None:
+            return NOTHING if known.adopting else Adopt(adopt)
     finished = False
     for c in workload.status.conditions:  # its Finished condition (a loop: no call, no generator)
         if c.type == "Finished" and c.status == "True":
@@ -307,7 +368,7 @@ def decide(
         lenient = reserved or integration.restore_pending(obj)
         # The memo: neither spec changed since they last matched (the comparison is skipped).
         if memo is None or not memo.matched(obj.metadata, workload.metadata, admitted=lenient):
-            replace = _mismatch(integration, obj, workload, known, memo, reserved, lenient)
+            replace = _mismatch(integration, obj, workload, known, memo, reserved, lenient, prebuilt)
             if replace is not None:
                 return replace
     if known.admitting:
@@ -319,7 +380,7 @@ def decide(
             # Running; or our write succeeded but its event has not been applied yet, or the
             # start is on its way.
             return NOTHING
-        starts = pod_set_starts(admission, flavors, workload.spec.pod_sets)
+        starts = pod_set_starts(admission, flavors, workload.spec.pod_sets, worker_pod_labels(workload))
         return Start(Patch(integration.start_patch(obj, starts)))
     if not suspended:
         return Suspend(Patch(integration.suspend_patch(obj)))

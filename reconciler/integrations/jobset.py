@@ -191,7 +191,14 @@ JOBSET = JobSetIntegration()
 
 
 _DOOR = SuspendableKind(
-    "jobset.x-k8s.io/jobset", JobSet, JOBSETS.group, JOBSETS.version, JOBSETS.plural, "jobset"
+    "jobset.x-k8s.io/jobset",
+    JobSet,
+    JOBSETS.group,
+    JOBSETS.version,
+    JOBSETS.plural,
+    "jobset",
+    size=lambda obj: sum(1 if ps.count is None else ps.count for ps in JOBSET.pod_sets(obj)),
+    size_field="spec.replicatedJobs",
 )
 
 
@@ -216,7 +223,6 @@ REGISTRATION = Registration(
             "JobSets (integrations.frameworks: jobset.x-k8s.io/jobset): suspended, started and their\n"
             "pod templates restored with a merge patch; read by the pod webhook when they control a pod.",
         ),
-        Access(JOBSETS.group, (f"{JOBSETS.plural}/status",), ("patch",)),
         Access(
             JOBSETS.group,
             (f"{JOBSETS.plural}/finalizers",),

@@ -40,10 +40,13 @@ from prometheus_client import (
 )
 
 from .build_info import build_labels
+from .eviction_metrics import EvictionMetrics
 from .inventory_metrics import InventoryCollector, InventorySource
+from .job_metrics import JobMetrics
 from .state_metrics import (
     ClusterQueueSample,
     CohortSample,
+    CohortTreeSample,
     DeviceClassSample,
     LocalQueueSample,
     StateCollector,
@@ -55,6 +58,7 @@ from .state_metrics import (
 __all__ = [
     "ClusterQueueSample",
     "CohortSample",
+    "CohortTreeSample",
     "DeviceClassSample",
     "LocalQueueSample",
     "Metrics",
@@ -114,6 +118,8 @@ class Metrics:
         self._declare_wait_histograms(self.registry)
         self._declare_process_metrics(self.registry, version, git_commit, build_date)
         r = self.registry
+        self.evictions = EvictionMetrics(r, lambda: self.role)
+        self.jobs = JobMetrics(r, lambda: self.role)
         r.register(StateCollector(self))
         r.register(InventoryCollector(lambda: self.inventory_source))
         self.set_role(role)
@@ -184,7 +190,7 @@ class Metrics:
             "kueue_admission_wait_time_seconds",
             "The time between a workload was created or requeued until admission",
             cq_prio,
-            buckets=buckets,
+            buckets=kueue_buckets(16),  # two more than the others, as Kueue's
             registry=r,
         )
         self._ready_wait = Histogram(
@@ -317,9 +323,30 @@ class Metrics:
         reason: str,
         underlying_cause: str = "",
         priority_class: str = NO_PRIORITY,
+        *,
+        workload_uid: str | None = None,
+        pods_ready_since: str | None = None,
+        evicted_at: str | None = None,
     ) -> None:
-        """HOOK: call where an eviction is written (e.g. reason ``PodsReadyTimeout``)."""
+        """HOOK: call where an eviction is written (e.g. reason ``PodsReadyTimeout``). With the
+        Workload's UID it counts in the once-per-reason counter; with the time PodsReady turned True
+        (it was True at the eviction) and the eviction's time, the ready-to-evicted histogram."""
         self._evicted.labels(cluster_queue, reason, underlying_cause, priority_class, self.role).inc()
+        ready, evicted = _parse_time(pods_ready_since), _parse_time(evicted_at)
+        self.evictions.evicted(
+            cluster_queue,
+            reason,
+            underlying_cause,
+            priority_class,
+            workload_uid=workload_uid,
+            ready_seconds=None if ready is None or evicted is None else evicted - ready,
+        )
+
+    def eviction_released(self, cluster_queue: str, reason: str, evicted_at: str | None) -> None:
+        """HOOK: an evicted Workload's quota reservation ended (Evicted=True since `evicted_at`)."""
+        since = _parse_time(evicted_at)
+        if since is not None:
+            self.evictions.released(cluster_queue, reason, self._now() - since)
 
     def workload_preempted(self, preempting_cluster_queue: str, reason: str) -> None:
         """HOOK: call where a preemption's eviction is written."""

@@ -14,12 +14,15 @@ from typing import TYPE_CHECKING, Literal
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 from prometheus_client.registry import Collector
 
+from .hierarchy_metrics import CohortTreeSample, hierarchy_families
+
 if TYPE_CHECKING:
     from .metrics import Metrics
 
 __all__ = [
     "ClusterQueueSample",
     "CohortSample",
+    "CohortTreeSample",
     "DeviceClassSample",
     "LocalQueueSample",
     "StateCollector",
@@ -51,6 +54,13 @@ class ClusterQueueSample:
     lending_limit: dict[tuple[str, str], float] = field(default_factory=dict)
     # Its weighted share while fair sharing is on (NaN for weight 0 and borrowing, as Kueue).
     weighted_share: float | None = None
+    # Its cohort and the root of its tree ("" without a cohort, or when the tree has a cycle).
+    parent_cohort: str = NO_COHORT
+    root_cohort: str = NO_COHORT
+    # resource -> what its pending Workloads request (0 for each resource it has quota for).
+    pending_requests: dict[str, float] = field(default_factory=dict)
+    # Preempting heads skipped in the last admission cycle that skipped any (None: never).
+    preemption_skips: int | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -103,6 +113,11 @@ class StateSnapshot:
     device_classes: list[DeviceClassSample] = field(default_factory=list)
     # Fair sharing on: every cohort's weighted share.
     cohorts: list[CohortSample] = field(default_factory=list)
+    # Every cohort not in a cycle: its place in the tree and its subtree's figures.
+    cohort_trees: list[CohortTreeSample] = field(default_factory=list)
+    # Workloads a MultiKueue manager created here: (origin, cluster queue, status) -> count,
+    # status "pending" or "admitted".
+    multikueue: Mapping[tuple[str, str, str], int] = field(default_factory=dict)
 
 
 StateSource = Callable[[], StateSnapshot | None]
@@ -127,9 +142,25 @@ class StateCollector(Collector):
         role = self._metrics.role
         yield from _cluster_queue_families(snap.cluster_queues if snap else [], role)
         yield from _share_families(snap, role)
+        yield from hierarchy_families(
+            snap.cluster_queues if snap else [], snap.cohort_trees if snap else [], role
+        )
         yield from _local_queue_families(snap.local_queues if snap else [], role)
         yield from _watch_families(snap)
         yield from _device_class_families(snap.device_classes if snap else [])
+        yield _multikueue_family(snap.multikueue if snap else {})
+
+
+def _multikueue_family(counts: Mapping[tuple[str, str, str], int]) -> GaugeMetricFamily:
+    family = GaugeMetricFamily(
+        "dra_quota_multikueue_workloads",
+        "Workloads a MultiKueue manager created on this worker (label kueue.x-k8s.io/multikueue-origin), "
+        "per 'origin' (the manager's multiKueue.origin), 'cluster_queue' and 'status' (pending or admitted)",
+        labels=["origin", "cluster_queue", "status"],
+    )
+    for (origin, cluster_queue, status), count in sorted(counts.items()):
+        family.add_metric([origin, cluster_queue, status], count)
+    return family
 
 
 def _gauge(name: str, doc: str, labels: list[str]) -> GaugeMetricFamily:

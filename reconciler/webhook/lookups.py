@@ -1,5 +1,6 @@
 """What a webhook asks the API: whether a namespace has a LocalQueue named ``default``; for the
-pod webhook also a Namespace's labels and the metadata of a pod's controlling job.
+pod webhook also a Namespace's labels and the metadata of a pod's controlling job; for a managed
+job's child, whether its parent's Workload is admitted.
 
 Answers are kept for a few seconds (a burst of Jobs in one namespace asks once); every lookup
 is bounded by ``timeout`` seconds, well inside the API server's webhook timeout, and an answer
@@ -17,7 +18,7 @@ import msgspec
 
 from reconciler.admission.queue_rules import DEFAULT_LOCAL_QUEUE
 from reconciler.api.meta import ObjectMeta
-from reconciler.api.resources import LOCAL_QUEUES, NAMESPACES, Resource
+from reconciler.api.resources import LOCAL_QUEUES, NAMESPACES, WORKLOADS, Resource
 from reconciler.kube import KubeClient, NotFound
 
 __all__ = ["ApiLookups"]
@@ -25,6 +26,19 @@ __all__ = ["ApiLookups"]
 
 class _Object(msgspec.Struct):
     metadata: ObjectMeta = msgspec.field(default_factory=ObjectMeta)
+
+
+class _Condition(msgspec.Struct):
+    type: str = ""
+    status: str = ""
+
+
+class _WorkloadStatus(msgspec.Struct):
+    conditions: list[_Condition] = msgspec.field(default_factory=list)
+
+
+class _Workload(msgspec.Struct):
+    status: _WorkloadStatus = msgspec.field(default_factory=_WorkloadStatus)
 
 
 @dataclass
@@ -77,3 +91,10 @@ class ApiLookups:
                 body = await self._get(path)
                 return None if body is None else msgspec.json.decode(body, type=_Object).metadata
         return None
+
+    async def workload_admitted(self, namespace: str, name: str) -> bool:
+        body = await self._get(WORKLOADS.item_path(namespace, name))
+        if body is None:
+            return False
+        conditions = msgspec.json.decode(body, type=_Workload).status.conditions
+        return any(c.type in ("QuotaReserved", "Admitted") and c.status == "True" for c in conditions)

@@ -69,6 +69,7 @@ def test_every_v1beta2_field_is_accepted_and_each_one_without_effect_is_named_wi
         "leader election is set on the command line (--leader-elect, --lease-duration, ...)"
     )
     assert "--metrics-bind-address" in reasons["metrics"]
+    assert "runs as a MultiKueue worker only" in reasons["multiKueue"]
     assert all(len(reason) > 20 for reason in reasons.values())
 
 

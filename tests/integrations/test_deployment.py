@@ -44,6 +44,9 @@ class Lookups:
     async def object_meta(self, api_version: str, kind: str, namespace: str, name: str) -> ObjectMeta | None:
         return None
 
+    async def workload_admitted(self, namespace: str, name: str) -> bool:
+        return False
+
 
 def deployment_body(
     name: str = "infer", *, labels: dict[str, str] | None = None, ready: int = 0

@@ -8,34 +8,15 @@ from __future__ import annotations
 
 from typing import Any
 
-from reconciler.api.resources import JOBS, JOBSETS, PODS
+from reconciler.api.resources import JOBS, JOBSETS
 from reconciler.integrations import PODSET_LABEL
-from tests.support.builders import job_body
-from tests.support.jobset_queues import TWO, condition, jobset_cluster, queues
+from tests.support.jobset_queues import TWO, child_job, condition, jobset_cluster, queues, ready_pod
 from tests.support.jobsets import jobset_body
-from tests.support.memory_cluster import GPU, T0, Cluster
+from tests.support.memory_cluster import GPU, T0
 
 
 def pod_templates(jobset: dict[str, Any]) -> dict[str, Any]:
     return {rj["name"]: rj["template"]["spec"]["template"] for rj in jobset["spec"]["replicatedJobs"]}
-
-
-def child_job(c: Cluster, jobset: str, rj: str, *, suspend: bool) -> None:
-    """A Job the JobSet controller makes: owned by the JobSet, its pod template's queue label
-    copied (the JobSet controller copies the template's labels)."""
-    owner = c.jobset(jobset)["metadata"]
-    body = job_body(f"{jobset}-{rj}-0", requests={"cpu": "1"})
-    body["spec"]["suspend"] = suspend
-    body["metadata"]["ownerReferences"] = [
-        {
-            "apiVersion": "jobset.x-k8s.io/v1alpha2",
-            "kind": "JobSet",
-            "name": jobset,
-            "uid": owner["uid"],
-            "controller": True,
-        }
-    ]
-    c.api.add(JOBS, body)
 
 
 def test_two_jobsets_one_admitted_as_one_workload_the_other_waits_then_runs() -> None:
@@ -146,30 +127,6 @@ def test_a_pods_ready_timeout_suspends_the_jobset_and_restores_its_templates() -
     ready = condition(c.workloads()["JobSet/js"], "PodsReady")
     assert ready is not None
     assert ready["status"] == "True"
-
-
-def ready_pod(c: Cluster, job: str, role: str, name: str) -> None:
-    """A ready pod of one of a JobSet's Jobs (its controller is the Job, not the JobSet)."""
-    owner = {
-        "apiVersion": "batch/v1",
-        "kind": "Job",
-        "name": job,
-        "uid": c.api.get(JOBS, "ns", job)["metadata"]["uid"],
-        "controller": True,
-    }
-    c.api.add(
-        PODS,
-        {
-            "metadata": {
-                "name": name,
-                "namespace": "ns",
-                "labels": {PODSET_LABEL: role},
-                "ownerReferences": [owner],
-            },
-            "spec": {"nodeName": "node-1", "containers": [{"name": "c", "image": "busybox"}]},
-            "status": {"phase": "Running", "conditions": [{"type": "Ready", "status": "True"}]},
-        },
-    )
 
 
 def test_the_pods_of_a_jobsets_jobs_make_its_workload_pods_ready() -> None:

@@ -112,6 +112,25 @@ def test_raising_parallelism_of_a_running_job_stops_it_and_replaces_its_workload
     assert h.reconciler.core.ledger.used("cq", ("t4", GPU)) == 0
 
 
+def test_a_job_re_applied_suspended_and_raised_keeps_its_template_and_loses_its_workload() -> None:
+    """A manifest written for Kueue carries `suspend: true`: re-applied with a higher parallelism
+    after admission, the Job arrives suspended by its user. Kueue only deletes the Workload (its
+    stopJob runs for a running job alone), so the flavor's nodeSelector stays until the next
+    admission; nothing is restored."""
+    h = Harness()
+    running, admitted = _admitted(h)
+    reapplied = _with(h, running, parallelism=3, completions=3, suspend=True)
+    h.event("MODIFIED", JOBS, reapplied)
+    actions = h.take()
+    assert of(actions, "job-restore") == []
+    assert of(actions, "job-suspend") == []
+    (delete,) = of(actions, "delete-workload")
+    assert isinstance(delete, Delete)
+    assert delete.name == admitted.metadata.name
+    template = msgspec.json.decode(reapplied.spec.template)
+    assert template["spec"]["nodeSelector"]  # the flavor's labels stay, as Kueue leaves them
+
+
 def test_a_replaced_workload_is_deleted_once() -> None:
     h = Harness()
     running, _ = _admitted(h)

@@ -288,3 +288,34 @@ def test_a_deleted_group_workload_deletes_and_lets_go_of_every_pod() -> None:
     assert ("pods", "ns", "p1") not in c.api.objects
     assert ("pods", "ns", "p2") not in c.api.objects
     assert events(c, "p2")[-1] == ("Normal", "Stopped", "Workload is deleted")
+
+
+def test_a_running_groups_excess_pod_made_by_another_controller_is_deleted_not_an_overrun() -> None:
+    """Pods of a group made by a controller of their own (a StatefulSet): a third pod while the
+    two-pod group runs is Kueue's excess pod, deleted; the Workload is not evicted for running
+    more than charged (that rule is for a job's children, not for a pod group's members)."""
+    c = pod_cluster()
+    queues(c, gpus=4)
+    owner = {
+        "apiVersion": "apps/v1",
+        "kind": "StatefulSet",
+        "name": "web",
+        "uid": "web-uid",
+        "controller": True,
+    }
+    for name in ("p1", "p2"):
+        body = group_pod(name)
+        body["metadata"]["ownerReferences"] = [owner]
+        c.api.add(PODS, body)
+    c.settle()
+    running(c, "p1", "p2")
+    c.now += 1
+    extra = group_pod("p3")
+    extra["metadata"]["ownerReferences"] = [owner]
+    extra["status"] = {"phase": "Pending"}
+    c.api.add(PODS, extra)
+    c.settle()
+    assert ("pods", "ns", "p3") not in c.api.objects
+    assert events(c, "p3") == [("Normal", "ExcessPodDeleted", "Excess pod deleted")]
+    assert condition(workload(c), "Evicted") is None
+    assert c.used_gpus() == 2

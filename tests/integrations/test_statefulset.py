@@ -38,6 +38,9 @@ class Lookups:
     async def object_meta(self, api_version: str, kind: str, namespace: str, name: str) -> ObjectMeta | None:
         return None
 
+    async def workload_admitted(self, namespace: str, name: str) -> bool:
+        return False
+
 
 def sts_body(
     *, replicas: int = 2, labels: dict[str, str] | None = None, status: dict[str, int] | None = None

@@ -146,10 +146,15 @@ def test_raising_one_role_after_admission_replaces_the_workload() -> None:
     assert step.stop is not None
     assert not step.delete
     assert msgspec.json.decode(step.stop.body) == {"spec": {"suspend": True}}
-    # Stopped: the templates come back as the Workload recorded them, then the Workload goes.
+    # Stopped by the runtime: the templates come back as the Workload recorded them, then the
+    # Workload goes (Kueue's stopJob).
     run = _patched(run, step.stop.body)
-    step = decide(TRAINING_RUN, run, workload, Known(admitted=True), engine.flavors)
+    step = decide(TRAINING_RUN, run, workload, Known(admitted=True, stopping=True), engine.flavors)
     assert isinstance(step, Restore)
+    # Suspended by someone else (a manifest re-applied with suspend: true) while the Workload holds
+    # quota: Kueue deletes the Workload and leaves the templates as they are.
+    kept = decide(TRAINING_RUN, run, workload, Known(admitted=True), engine.flavors)
+    assert kept == DeleteMismatched(None, delete=True)
     run = _patched(run, step.patch.body)
     assert not TRAINING_RUN.restore_pending(run)
     step = decide(TRAINING_RUN, run, workload, Known(admitted=True), engine.flavors)

@@ -5,7 +5,9 @@ The access is derived from the code, not listed by hand:
   which the controller's informers are made) needs list and watch, and so does any other
   informer's resource (`Informer(client, RESOURCE, ...)`, also through a tuple of resources);
 - every writer action (`Create`, `MergePatch`, `PostEvent` with a resource
-  constant and maybe a `subresource`) needs create or patch;
+  constant and maybe a `subresource`) needs create or patch; a job's write (on its
+  integration's resource) reaches a subresource only for an integration whose module makes a
+  `Patch` to that subresource;
 - every direct client call on a resource constant (`client.create(RES, ...)`,
   `client.merge_patch(...)`, `client.delete(...)`, `client.get(RES.item_path(...))`,
   `client.request("PUT", RES.item_path(...))`, ...) needs its verb, also when the path
@@ -165,6 +167,22 @@ def _subresources(sub: ast.expr | None, scope: Scope) -> list[str | None]:
     raise AssertionError(f"subresource the scan cannot read: {ast.unparse(sub)}")
 
 
+def patch_subresources(integration: object) -> set[str]:
+    """The subresources an integration's patches are sent to: `Patch(body, "status")` (or
+    `subresource="status"`) made in the module that defines its class."""
+    module = importlib.import_module(type(integration).__module__)
+    tree = ast.parse(Path(str(module.__file__)).read_text())
+    found: set[str] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == "Patch":
+            sub = node.args[1] if len(node.args) > 1 else _keyword(node, "subresource")
+            if isinstance(sub, ast.Constant) and isinstance(sub.value, str):
+                found.add(sub.value)
+            else:
+                assert sub is None, f"a Patch subresource the scan cannot read: {ast.unparse(node)}"
+    return found
+
+
 def _named(resource: Resource, sub: ast.expr | None, scope: Scope) -> list[str]:
     return [resource.plural if s is None else f"{resource.plural}/{s}" for s in _subresources(sub, scope)]
 
@@ -219,13 +237,21 @@ def _call_access(call: ast.Call, scope: Scope) -> Iterator[Access]:
         if name == "Delete" and _is_integration_resource(call.args[1]):
             # Only an integration whose jobs are stopped by deletion (pods) deletes its jobs.
             resources = [i.resource for i in REGISTRY.values() if i.stop_deletes]
+        if _is_integration_resource(call.args[1]):
+            # A job's write goes to a subresource only when its integration makes such a patch.
+            for i in REGISTRY.values():
+                if i.resource in resources:
+                    named = _named(i.resource, sub, scope)
+                    kept = [n for n in named if "/" not in n or n.split("/", 1)[1] in patch_subresources(i)]
+                    yield from ((i.resource.group, n, ACTION_VERBS[name]) for n in kept)
+            return
         for res in resources:
             yield from ((res.group, n, ACTION_VERBS[name]) for n in _named(res, sub, scope))
     elif isinstance(func, ast.Attribute) and name in CLIENT_VERBS and call.args:
         for res in _resource_of(call.args[0], scope):
             sub = _keyword(call, "subresource")
             yield from ((res.group, n, CLIENT_VERBS[name]) for n in _named(res, sub, scope))
-    elif isinstance(func, ast.Attribute) and name in ("get", "request", "stream_lines") and call.args:
+    elif isinstance(func, ast.Attribute) and name in ("get", "_get", "request", "stream_lines") and call.args:
         method = "GET"
         path_arg = call.args[0]
         if name == "request":

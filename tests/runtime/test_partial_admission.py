@@ -123,6 +123,9 @@ class _Lookups:
     async def object_meta(self, api_version: str, kind: str, namespace: str, name: str) -> ObjectMeta | None:
         return None
 
+    async def workload_admitted(self, namespace: str, name: str) -> bool:
+        return False
+
 
 async def _verdict(body: dict[str, Any], old: dict[str, Any] | None = None) -> Verdict:
     request = AdmissionRequest(

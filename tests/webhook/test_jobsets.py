@@ -35,6 +35,9 @@ class Lookups:
     async def object_meta(self, api_version: str, kind: str, namespace: str, name: str) -> ObjectMeta | None:
         raise AssertionError("not asked by these webhooks")
 
+    async def workload_admitted(self, namespace: str, name: str) -> bool:
+        return False
+
 
 def _request(body: dict[str, Any]) -> AdmissionRequest:
     return AdmissionRequest(

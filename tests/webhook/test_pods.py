@@ -55,6 +55,9 @@ class Lookups:
         labels = self.owners.get(name)
         return None if labels is None else ObjectMeta(name=name, namespace=namespace, labels=labels)
 
+    async def workload_admitted(self, namespace: str, name: str) -> bool:
+        return False
+
 
 def _request(
     body: dict[str, Any], *, old: dict[str, Any] | None = None, namespace: str = "ns"

@@ -45,6 +45,9 @@ class Lookups:
     async def object_meta(self, api_version: str, kind: str, namespace: str, name: str) -> ObjectMeta | None:
         return self.owners.get(f"{kind}/{name}")
 
+    async def workload_admitted(self, namespace: str, name: str) -> bool:
+        return False
+
 
 def _request(body: dict[str, Any], old: dict[str, Any] | None = None) -> AdmissionRequest:
     plural = body["kind"].lower() + "s"

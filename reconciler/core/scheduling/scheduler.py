@@ -1,10 +1,9 @@
 """Who goes next: one scheduling cycle over the ClusterQueues whose queues changed.
 
-`Scheduler.cycle` walks each changed ClusterQueue's pending queue in order,
-assigns flavors against the cache's free quota, and returns decisions: admit a
-workload with its flavors (its quota is reserved in the cache at once, and it
-leaves the queue manager), or leave it pending with Kueue's reason and
-message. A pending verdict is reported only when it changed.
+`Scheduler.cycle` walks each changed ClusterQueue's pending queue in order, assigns flavors against
+the cache's free quota, and returns decisions: admit a workload with its flavors (its quota is
+reserved in the cache at once, and it leaves the queue manager), or leave it pending with Kueue's
+reason and message. A pending verdict is reported only when it changed.
 
 ClusterQueues of one cohort tree compete for the same quota, so they take
 turns as in Kueue's cycle: each offers its head, and the heads that fit
@@ -13,10 +12,9 @@ timestamp. With fair sharing on (Kueue's `fairSharing`), the heads of a cohort t
 order of Kueue's tournament instead (fair_sharing), and preemption follows the fair-sharing
 strategies (fair_preemption).
 
-Quota released in a cohort wakes every parked head of its tree, as in Kueue;
-a woken head whose no-fit verdict read nothing that moved keeps it without a
-new flavor assignment (see `kept_verdicts`), so the decisions are the same
-and a release costs only the heads it could let in.
+Quota released in a cohort wakes every parked head of its tree, as in Kueue; a woken head whose
+no-fit verdict read nothing that moved keeps it without a new flavor assignment (see
+`kept_verdicts`), so the decisions are the same and a release costs only the heads it could let in.
 """
 
 from __future__ import annotations
@@ -44,9 +42,8 @@ __all__ = ["REASON_INADMISSIBLE", "REASON_PENDING", "Admit", "Decision", "Pendin
 
 WorkloadKey = tuple[str, str]
 
-# Kueue's reasons with its granular-reasons feature off, as users of the
-# walkthrough see them: quota waits are "Pending", configuration problems
-# "Inadmissible".
+# Kueue's reasons with its granular-reasons feature off, as users of the walkthrough see them:
+# quota waits are "Pending", configuration problems "Inadmissible".
 REASON_PENDING = "Pending"
 REASON_INADMISSIBLE = "Inadmissible"
 NAMESPACE_MISMATCH = "Workload namespace doesn't match ClusterQueue selector"
@@ -105,6 +102,7 @@ class Scheduler:
     _preempting: dict[str, set[WorkloadKey]] = field(default_factory=dict)
     # What the preempting heads of the current cycle hold (given back when the cycle ends).
     _holds: list[tuple[str, dict[FlavorResource, int]]] = field(default_factory=list)
+    skips: dict[str, int] = field(default_factory=dict)  # preempting heads skipped, by ClusterQueue
 
     def forget(self, key: WorkloadKey) -> None:
         """The workload changed or left: its next verdict is reported whatever it is."""
@@ -408,6 +406,8 @@ class _QueuePass:
                 scheduler._preempting.setdefault(model.name, set()).add(key)
                 if fresh:
                     out.append(Preempt(key, model.name, fresh))
+            elif targets:  # Kueue's skip: another preemptor of this cycle claimed its targets
+                scheduler.skips[model.name] = scheduler.skips.get(model.name, 0) + 1
         if group != ("preempting", key) and can_be_partial(info):
             smaller = largest_fit(info, self._fit_only)
             if smaller is not None:

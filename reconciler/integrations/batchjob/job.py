@@ -120,7 +120,16 @@ BATCH_JOB = BatchJob()
 
 
 _DOOR = SuspendableKind(
-    "batch/job", Job, JOBS.group, JOBS.version, JOBS.plural, "job", job_rules, job_update_rules
+    "batch/job",
+    Job,
+    JOBS.group,
+    JOBS.version,
+    JOBS.plural,
+    "job",
+    job_rules,
+    job_update_rules,
+    size=job_pod_count,
+    size_field="spec.parallelism",
 )
 
 

@@ -41,6 +41,8 @@ CLUSTER_DOOR = SuspendableKind(
     RAYCLUSTERS.plural,
     "raycluster",
     rules=raycluster_rules,
+    size=lambda obj: sum(1 if ps.count is None else ps.count for ps in RAYCLUSTER.pod_sets(obj)),
+    size_field="spec.workerGroupSpecs",
 )
 JOB_DOOR = SuspendableKind(
     RAYJOB.framework, RayJob, RAYJOBS.group, RAYJOBS.version, RAYJOBS.plural, "rayjob", rules=rayjob_rules
@@ -50,7 +52,6 @@ JOB_DOOR = SuspendableKind(
 def _access(plural: str, framework: str, why: str) -> tuple[Access, ...]:
     return (
         Access("ray.io", (plural,), ("get", "list", "watch", "patch"), why),
-        Access("ray.io", (f"{plural}/status",), ("patch",)),
         Access(
             "ray.io",
             (f"{plural}/finalizers",),

@@ -66,7 +66,6 @@ REGISTRATION = Registration(
             "TrainJobs (integrations.frameworks: trainer.kubeflow.org/trainjob): suspended, and started\n"
             "and restored through Kueue's runtime patch, with a merge patch.",
         ),
-        Access(TRAINJOBS.group, (f"{TRAINJOBS.plural}/status",), ("patch",)),
         Access(
             TRAINJOBS.group,
             (f"{TRAINJOBS.plural}/finalizers",),

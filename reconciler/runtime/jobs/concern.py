@@ -13,7 +13,7 @@ from typing import Any, Literal, Protocol
 import msgspec
 import structlog
 
-from reconciler.api import PodSet, Workload
+from reconciler.api import Workload
 from reconciler.api.resources import WORKLOADS
 from reconciler.core.model.workloads import QUEUE_NAME_LABEL, with_copied_labels, workload_for_object
 from reconciler.core.primitives.priority import (
@@ -24,6 +24,8 @@ from reconciler.core.primitives.priority import (
 )
 from reconciler.integrations import (
     CHILD_SUSPENDED,
+    Adopt,
+    AwaitPrebuilt,
     CreateWorkload,
     DeleteMismatched,
     Finish,
@@ -44,11 +46,13 @@ from reconciler.integrations import (
     suspend_child,
     with_implied,
 )
+from reconciler.integrations.prebuilt import MISSING_WORKLOAD
 from reconciler.kube import Conflict, NotFound
 from reconciler.runtime.jobs.finish import JobFinish
+from reconciler.runtime.jobs.mismatch import Mismatches, update_workload
 from reconciler.runtime.jobs.reclaimable import ReclaimablePods
 from reconciler.runtime.jobs.references import ReferenceEvents, waits_for_reference
-from reconciler.runtime.shared.actions import Create, Delete, MergePatch, Purpose, WriteDone
+from reconciler.runtime.shared.actions import Create, Delete, MergePatch, WriteDone
 from reconciler.runtime.shared.context import Context
 from reconciler.runtime.shared.events import WORKLOAD_API
 from reconciler.runtime.shared.evictions import Evictions
@@ -71,8 +75,8 @@ class Jobs:
         self.own_namespace = own_namespace
         # Jobs waiting for a priority class or a referenced object, with what they were told.
         self._unresolved: dict[Key, str] = {}
-        # Workloads (by UID) we asked the API to delete because they no longer match their job.
-        self._deleted: dict[Key, str] = {}
+        # Workloads that no longer match their job (Kueue's ensureOneWorkload).
+        self.mismatches = Mismatches(ctx, self._ref)
         self.finishing = JobFinish(ctx, only_releases=True)
         self.evictions, self.reclaimable = Evictions(ctx), ReclaimablePods(ctx)
         # Jobs stopped by deletion (pods), by UID: deleted once.
@@ -105,11 +109,7 @@ class Jobs:
             return
         wl_key = store.workload_key(job, self.kind)
         workload = store.workloads.get(wl_key)
-        deleted = self._deleted
-        if deleted and (
-            workload is None or deleted.get(wl_key, workload.metadata.uid) != workload.metadata.uid
-        ):
-            deleted.pop(wl_key, None)  # the deleted one is gone
+        asked_deleted, stopped = self.mismatches.facts(key, meta.uid, wl_key, workload)
         if workload is not None and PRIORITY_CLASS_LABEL in meta.labels:
             self._follow_priority_label(job, workload)
         admitted = ctx.engine.is_admitted(wl_key)
@@ -120,8 +120,9 @@ class Jobs:
         known = known_of(
             admitted and not evicted,
             ctx.workload_writes.purposes(wl_key),
-            deleted=wl_key in deleted and workload is not None and deleted[wl_key] == workload.metadata.uid,
+            deleted=asked_deleted,
             starting=ctx.kind_writes[self.kind].in_flight(key, "job-start"),
+            stopping=stopped,
         )
         step = decide(self.integration, job, workload, known, ctx.engine.cache.flavors, self.matches)
         if not isinstance(step, Nothing):
@@ -173,10 +174,17 @@ class Jobs:
                 )
             if step.create:
                 self._create_workload(job, wl_key)
+        elif isinstance(step, AwaitPrebuilt):
+            if self._write(job, "job-suspend", step.suspend):
+                self.ctx.events.emit(job, "Normal", "Stopped", MISSING_WORKLOAD)
         elif workload is None:
             return
+        elif isinstance(step, Adopt):
+            # (Kueue's adoption writes no Event.)
+            update_workload(self.ctx, job, workload, "workload-owners", step.patch, None, self._ref(job))
         elif isinstance(step, Finish):
-            self.finishing.finish(workload, step.outcome.succeeded, step.outcome.message)
+            outcome = step.outcome
+            self.finishing.finish(workload, outcome.succeeded, outcome.message, reason=outcome.reason)
         elif isinstance(step, Start):
             self._write(job, "job-start", step.patch)
         elif isinstance(step, Suspend):
@@ -192,54 +200,12 @@ class Jobs:
             if step.stop is not None and self.integration.stop_deletes:
                 self._delete_job(job, workload)
             elif step.stop is not None and self._write(job, "job-suspend", step.stop):
+                self.mismatches.stopped(job)
                 self.ctx.events.emit(job, "Normal", "Stopped", _NO_MATCH)
             if step.delete:
-                self._delete_mismatched(job, workload)
+                self.mismatches.delete(job, workload)
         elif isinstance(step, UpdateMismatched):
-            self._update_mismatched(job, workload, step.pod_sets)
-
-    # --- a Workload that no longer matches its job (Kueue's ensureOneWorkload) -----------
-
-    def _delete_mismatched(self, job: Any, workload: Workload) -> None:
-        ctx, meta = self.ctx, workload.metadata
-        self._deleted[(meta.namespace, meta.name)] = meta.uid
-
-        def done(result: WriteDone) -> None:
-            if result.ok:
-                message = f"Deleted not matching Workload: {meta.namespace}/{meta.name}"
-                ctx.events.emit(job, "Normal", "DeletedWorkload", message)
-            else:
-                self._deleted.pop((meta.namespace, meta.name), None)
-                ctx.write_failed(result, expected=(NotFound,))
-            ctx.dirty.jobs.add(self._ref(job))
-
-        ctx.write(Delete("delete-workload", WORKLOADS, meta.namespace, meta.name, on_done=done))
-
-    def _update_mismatched(self, job: Any, workload: Workload, pod_sets: list[PodSet]) -> None:
-        meta = workload.metadata
-        patch = {"metadata": {"resourceVersion": meta.resource_version}, "spec": {"podSets": pod_sets}}
-        message = f"Updated not matching Workload for suspended job: {meta.namespace}/{meta.name}"
-        self._update_workload(job, workload, "workload-update", patch, message, look_again=True)
-
-    def _update_workload(
-        self, job: Any, workload: Workload, purpose: Purpose, patch: object, message: str, *, look_again: bool
-    ) -> None:
-        """Patch the job's Workload; once it lands, the cache takes the answer and the job gets
-        Kueue's `UpdatedWorkload` Event (`look_again`: the job is reconciled after either way)."""
-        ctx, meta = self.ctx, workload.metadata
-
-        def done(result: WriteDone) -> None:
-            if result.ok and result.body is not None:
-                ctx.apply_workload_write(result.key, result.body)
-                ctx.dirty.workload(result.key, own_write=True)
-                ctx.events.emit(job, "Normal", "UpdatedWorkload", message)
-            else:
-                ctx.write_failed(result, expected=(NotFound, Conflict))
-            if look_again:
-                ctx.dirty.jobs.add(self._ref(job))
-
-        body = msgspec.json.encode(patch)
-        ctx.write(MergePatch(purpose, WORKLOADS, meta.namespace, meta.name, body, on_done=done))
+            self.mismatches.update(job, workload, step.pod_sets)
 
     def _create_workload(self, job: Any, wl_key: Key) -> None:
         ctx = self.ctx
@@ -283,7 +249,7 @@ class Jobs:
             return
         patch = {"spec": {"priority": update.value, "priorityClassRef": msgspec.to_builtins(update.ref)}}
         message = f"Updated workload priority class: {meta.namespace}/{meta.name}"
-        self._update_workload(job, workload, "workload-priority", patch, message, look_again=False)
+        update_workload(ctx, job, workload, "workload-priority", patch, message, None)
 
     def priority_classes_changed(self) -> None:
         """A class appeared or changed: jobs still without a Workload may resolve now."""
@@ -296,7 +262,7 @@ class Jobs:
         self._stopped.pop((job.metadata.namespace, job.metadata.name), None)
         self.matches.forget(job.metadata.namespace, job.metadata.name)
         wl_key = self.ctx.store.workload_key(job, self.kind)
-        self._deleted.pop(wl_key, None)
+        self.mismatches.forget((job.metadata.namespace, job.metadata.name), wl_key)
         if wl_key in self.ctx.store.workloads:
             self.ctx.dirty.workload(wl_key)
         else:
@@ -351,13 +317,13 @@ class Jobs:
             ctx.dirty.jobs.add((self.kind, *key))  # the template can be restored now (or the next step taken)
 
     def _workload_created(self, done: WriteDone) -> None:
-        ctx = self.ctx
-        key = done.key
+        ctx, key = self.ctx, done.key
         if done.ok and done.body is not None:
             ctx.apply_workload_write(key, done.body)
             job = ctx.store.job(ctx.store.owner(key))
             if job is not None:
                 ctx.events.emit(job, "Normal", "CreatedWorkload", f"Created Workload: {key[0]}/{key[1]}")
+                ctx.metrics.jobs.workload_created(self.kind, job.metadata, ctx.store.workloads.get(key))
         else:
             ctx.write_failed(done, expected=(Conflict,))
 

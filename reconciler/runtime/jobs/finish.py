@@ -25,13 +25,13 @@ class JobFinish:
         # finish is a Release) only when it carries a finalizer to let go of.
         self.only_releases = only_releases
 
-    def finish(self, workload: Workload, succeeded: bool, message: str) -> None:
+    def finish(self, workload: Workload, succeeded: bool, message: str, *, reason: str = "") -> None:
         ctx = self.ctx
         conditions = set_condition(
             workload.status.conditions,
             "Finished",
             "True",
-            "Succeeded" if succeeded else "Failed",
+            reason or ("Succeeded" if succeeded else "Failed"),
             message,
             ctx.clock(),
             workload.metadata.generation or None,

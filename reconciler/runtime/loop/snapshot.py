@@ -16,6 +16,7 @@ from typing import Any, Literal
 from reconciler.core.model.workloads import WorkloadInfo
 from reconciler.core.primitives.quantity import CPU
 from reconciler.core.status import condition
+from reconciler.integrations.prebuilt import multikueue_origin
 from reconciler.kube import Informer
 from reconciler.observability.metrics import (
     ClusterQueueSample,
@@ -26,6 +27,7 @@ from reconciler.observability.metrics import (
     WatchSample,
 )
 from reconciler.runtime.loop.reconciler import Reconciler
+from reconciler.runtime.loop.snapshot_tree import cohort_tree_samples, pending_requests, tree_place
 
 __all__ = ["state_snapshot", "watch_samples"]
 
@@ -54,7 +56,9 @@ def _finished_by_cluster_queue(reconciler: Reconciler) -> Counter[str]:
     return counts
 
 
-def _cluster_queue(reconciler: Reconciler, name: str, finished: int) -> ClusterQueueSample:
+def _cluster_queue(
+    reconciler: Reconciler, name: str, finished: int, pending: dict[str, float]
+) -> ClusterQueueSample:
     core = reconciler.core
     cq = reconciler.cluster_queues.get(name)
     status: Literal["pending", "active", "terminating"]
@@ -82,6 +86,7 @@ def _cluster_queue(reconciler: Reconciler, name: str, finished: int) -> ClusterQ
         used[(flavor, resource)] = base_units(resource, amount)
     active, inadmissible = core.queues.pending_counts(name)
     holders = core.ledger.holder_count(name)
+    parent, root = tree_place(core, name)
     return ClusterQueueSample(
         name=name,
         status=status,
@@ -97,6 +102,10 @@ def _cluster_queue(reconciler: Reconciler, name: str, finished: int) -> ClusterQ
         borrowing_limit=borrowing,
         lending_limit=lending,
         weighted_share=_cq_share(reconciler, name),
+        parent_cohort=parent,
+        root_cohort=root,
+        pending_requests=pending,
+        preemption_skips=core.preemption_skips.get(name),
     )
 
 
@@ -131,8 +140,10 @@ def state_snapshot(
     reconciler: Reconciler, informers: Sequence[Informer[Any]] = (), inbox_depth: int = 0
 ) -> StateSnapshot:
     finished = _finished_by_cluster_queue(reconciler)
+    pending = pending_requests(reconciler.core)
     cluster_queues = [
-        _cluster_queue(reconciler, name, finished[name]) for name in sorted(reconciler.cluster_queues)
+        _cluster_queue(reconciler, name, finished[name], pending.get(name, {}))
+        for name in sorted(reconciler.cluster_queues)
     ]
     local_queues = []
     for namespace, name in sorted(reconciler.local_queues):
@@ -146,7 +157,28 @@ def state_snapshot(
         inbox_depth,
         device_class_samples(reconciler),
         _cohort_samples(reconciler),
+        cohort_tree_samples(reconciler.core),
+        _multikueue_counts(reconciler),
     )
+
+
+def _multikueue_counts(reconciler: Reconciler) -> Counter[tuple[str, str, str]]:
+    """The Workloads a MultiKueue manager created here, by origin, ClusterQueue and status (those
+    the core holds: admitted, or pending in a queue)."""
+    core = reconciler.core
+    counts: Counter[tuple[str, str, str]] = Counter()
+    for key, workload in reconciler.workloads.items():
+        origin = multikueue_origin(workload)
+        if origin is None:
+            continue
+        if key in core.cache.workloads:
+            admission = workload.status.admission
+            cq = admission.cluster_queue if admission is not None else ""
+            counts[(origin, cq, "admitted")] += 1
+        elif key in core.queues.workloads:
+            cq = core.queues.local_queues.get((workload.metadata.namespace, workload.spec.queue_name), "")
+            counts[(origin, cq, "pending")] += 1
+    return counts
 
 
 def device_class_samples(reconciler: Reconciler) -> list[DeviceClassSample]:

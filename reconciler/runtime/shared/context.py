@@ -25,6 +25,7 @@ from reconciler.config import Configuration
 from reconciler.core.devices.dra_extended import ExtendedResources
 from reconciler.core.devices.inventory import DeviceInventory
 from reconciler.core.engine import Engine
+from reconciler.core.eviction_status import released_after_eviction
 from reconciler.core.queueing.admission_fair_sharing import AfsSettings
 from reconciler.integrations import Integration
 from reconciler.kube import Conflict, NamespaceTerminating, NotFound
@@ -113,6 +114,12 @@ class Context:
         self.store.integrations = {i.kind: i for i in self.integrations}
         self.pod_index.kinds = frozenset(i.kind for i in self.integrations)
         self.events.kinds.update({i.projection: (i.api_version, i.kind) for i in self.integrations})
+        self.store.on_workload = self._workload_stored
+
+    def _workload_stored(self, previous: Workload | None, current: Workload) -> None:
+        released = released_after_eviction(previous, current)
+        if released is not None:
+            self.metrics.eviction_released(*released)
 
     # --- the write path -----------------------------------------------------------------
 

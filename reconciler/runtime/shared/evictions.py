@@ -16,12 +16,13 @@ from dataclasses import dataclass
 from functools import partial
 from typing import Any
 
+import msgspec
 import structlog
 
 from reconciler.api import RequeueState, Workload
 from reconciler.core.eviction_status import evicted_workload_status, unreserved_workload_status
 from reconciler.core.primitives.priority import priority_class_name
-from reconciler.core.status import resource_requests
+from reconciler.core.status import EVICTED, PODS_READY, condition, resource_requests
 from reconciler.integrations import Integration
 from reconciler.integrations.pods.group import PodGroup
 from reconciler.runtime.shared.actions import WriteDone
@@ -43,6 +44,12 @@ class Eviction:
     preempted_reason: str | None = None  # sets Preempted=True with this reason (InClusterQueue, ...)
     on_landed: Callable[[Key], None] | None = None
     on_failed: Callable[[Key], None] | None = None
+
+
+def _ready_since(workload: Workload) -> str | None:
+    """When PodsReady turned True, if it is True (before the eviction's write changes it)."""
+    ready = condition(workload.status.conditions, PODS_READY)
+    return ready.last_transition_time if ready is not None and ready.status == "True" else None
 
 
 class Evictions:
@@ -76,7 +83,7 @@ class Evictions:
                 "evict",
                 (meta.namespace, meta.name),
                 status_patch(status, meta.resource_version),
-                partial(self._done, eviction=eviction, released=not running),
+                partial(self._done, eviction=eviction, released=not running, ready=_ready_since(workload)),
             )
         )
         return True
@@ -88,7 +95,7 @@ class Evictions:
         job = store.job(owner)
         return owner is not None and job is not None and store.integrations[owner[0]].is_active(job)
 
-    def _done(self, done: WriteDone, *, eviction: Eviction, released: bool) -> None:
+    def _done(self, done: WriteDone, *, eviction: Eviction, released: bool, ready: str | None) -> None:
         ctx = self.ctx
         key = done.key
         if not done.ok or done.body is None:
@@ -99,11 +106,16 @@ class Evictions:
                 eviction.on_failed(key)
             return
         charge = ctx.engine.ledger.charge_of(key)
+        before = ctx.store.workloads.get(key)
+        written = condition(msgspec.json.decode(done.body, type=Workload).status.conditions, EVICTED)
         ctx.metrics.workload_evicted(
             charge.cluster_queue if charge else "",
             eviction.reason,
             eviction.underlying_cause,
-            priority_class_name(ctx.store.workloads.get(key)),
+            priority_class_name(before),
+            workload_uid=before.metadata.uid if before is not None else None,
+            pods_ready_since=ready,
+            evicted_at=written.last_transition_time if written is not None else None,
         )
         # Until this write's own event, an older one must not look like it is still admitted.
         ctx.apply_workload_write(key, done.body, until_seen=True)

@@ -25,6 +25,7 @@ from reconciler.core.model.workloads import workload_name_for_job
 from reconciler.integrations import Integration, ReadsReferences, controller_parent, references_of
 from reconciler.integrations.lws.group import COMPONENT_INDEX_ANNOTATION, LWS_KIND, group_name
 from reconciler.integrations.pods.group import GROUP_KIND, IS_GROUP_WORKLOAD_ANNOTATION, PodGroup
+from reconciler.integrations.prebuilt import prebuilt_name
 
 __all__ = ["JobRef", "Key", "Store", "owner_ref"]
 
@@ -87,6 +88,9 @@ class Store:
     _job_of: dict[Key, JobRef] = field(default_factory=dict)
     # The job that owns a stored Workload: the index's own lookup (no Python call on hot paths).
     owner: Callable[[Key], JobRef | None] = field(init=False, repr=False, compare=False)
+    # Told of every Workload version stored (from an event or our own write's response), with
+    # the one it replaces.
+    on_workload: Callable[[Workload | None, Workload], None] | None = None
 
     def __post_init__(self) -> None:
         self.owner = self._job_of.get
@@ -155,6 +159,8 @@ class Store:
             return self.workloads.pop(key, None)
         previous = self.workloads.get(key)
         self.workloads[key] = workload
+        if self.on_workload is not None:
+            self.on_workload(previous, workload)
         if previous is None or previous.metadata.owner_references != workload.metadata.owner_references:
             owner = owner_ref(workload, self.integrations)
             if owner is None:
@@ -172,9 +178,11 @@ class Store:
             return known[1]
         if isinstance(job, PodGroup):
             return (job.namespace, job.name)  # named after the group, as Kueue names it
-        integration = self.integrations[kind]
-        group = integration.api_version.rpartition("/")[0]
-        name = workload_name_for_job(job.metadata.name, job.metadata.uid, kind, group)
+        # A job naming a prebuilt Workload (a MultiKueue worker's) runs under that one.
+        name = prebuilt_name(meta)
+        if not name:
+            group = self.integrations[kind].api_version.rpartition("/")[0]
+            name = workload_name_for_job(job.metadata.name, job.metadata.uid, kind, group)
         wl_key = (job.metadata.namespace, name)
         if (ref[1], ref[2]) in self.of_kind(kind):
             self._workload_of[ref] = (job.metadata.uid, wl_key)

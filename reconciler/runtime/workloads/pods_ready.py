@@ -44,6 +44,7 @@ from reconciler.runtime.shared.context import EXPECTED_MISSES, Context
 from reconciler.runtime.shared.evictions import Eviction, Evictions
 from reconciler.runtime.shared.patches import evicted, holds_quota, status_patch, workload_status_write
 from reconciler.runtime.shared.store import JobRef, Key
+from reconciler.runtime.workloads.overrun import Overruns
 
 __all__ = ["PodsReady"]
 
@@ -58,6 +59,7 @@ class PodsReady:
     def __init__(self, ctx: Context) -> None:
         self.ctx = ctx
         self.evictions = Evictions(ctx)
+        self.overruns = Overruns(ctx, self.evictions)
         # Admitted workloads whose pods are not all ready (for blockAdmission).
         self._unready: set[Key] = set()
 
@@ -143,6 +145,8 @@ class PodsReady:
         if owner is None:
             return
         pods = self._pods(owner)
+        if self.overruns.stop_if_overrun(workload, owner, pods):
+            return  # (beyond Kueue: more pods run than charged)
         claims = ctx.pod_index.claims
         conditions = workload.status.conditions
         now, generation = ctx.clock(), workload.metadata.generation or None
