@@ -399,3 +399,64 @@ async def test_a_set_without_a_leader_template_is_one_main_pod_set(kube: KubeCli
     pods = await running_group(kube, namespace, "plain")
     assert [p["metadata"]["labels"]["kueue.x-k8s.io/podset"] for p in pods] == ["main", "main"]
     assert all(p["spec"]["nodeSelector"] == T4 for p in pods)
+
+
+@pytest.mark.asyncio
+async def test_a_rolling_update_with_a_surge_queues_the_surge_group_until_the_rollout_is_over(
+    kube: KubeClient, served: str
+) -> None:
+    """A CPU-only set of two groups rolled to a new image with `maxSurge: 1`, `maxUnavailable: 0`:
+    the LWS controller adds a surge group (index 2), which gets a Workload of its own (as
+    Kueue's), is admitted and runs; the LWS controller then remakes groups 0 and 1 at the new
+    revision, ungated under their Workloads, and drops the surge group, whose Workload is
+    deleted: two Workloads remain and the groups run the new image."""
+    namespace = served
+    body = leader_worker_set("rolled", namespace)
+    template = body["spec"]["leaderWorkerTemplate"]
+    template["leaderTemplate"] = pod_template(gpu=False)
+    body["spec"]["replicas"] = 2
+    body["spec"]["rolloutStrategy"] = {
+        "type": "RollingUpdate",
+        "rollingUpdateConfiguration": {"maxSurge": 1, "maxUnavailable": 0},
+    }
+    path = api_path(LWS_API, "leaderworkersets", namespace, "rolled")
+    created = await kube.create(api_path(LWS_API, "leaderworkersets", namespace), body)
+    uid = created["metadata"]["uid"]
+    group0 = workload_name_for_job("rolled-0", uid, "LeaderWorkerSet", "leaderworkerset.x-k8s.io")
+    group2 = workload_name_for_job("rolled-2", uid, "LeaderWorkerSet", "leaderworkerset.x-k8s.io")
+    first = await workload_where(kube, namespace, group0, "Admitted", "True")
+
+    async def running(count: int) -> list[Obj] | None:
+        pods = await group_pods(kube, namespace, "rolled", "Running")
+        return pods if len(pods) == count else None
+
+    await wait_for("both groups to run", lambda: running(4), within=120, interval=0.5)
+
+    image = "busybox:1.36"
+    for role in ("leaderTemplate", "workerTemplate"):
+        template[role]["spec"]["containers"][0]["image"] = image
+    await kube.patch(path, {"spec": {"leaderWorkerTemplate": template}})
+
+    surge = await workload_where(kube, namespace, group2, "Admitted", "True")
+    assert surge["metadata"]["annotations"]["kueue.x-k8s.io/component-workload-index"] == "2"
+
+    async def rolled() -> list[Obj] | None:
+        pods = await group_pods(kube, namespace, "rolled", "Running")
+        new = [p for p in pods if p["spec"]["containers"][0]["image"] == image]
+        return new if len(pods) == len(new) == 4 else None
+
+    pods = await wait_for("both groups to run the new image", rolled, within=180, interval=1.0)
+    assert sorted(p["metadata"]["name"] for p in pods) == ["rolled-0", "rolled-0-1", "rolled-1", "rolled-1-1"]
+
+    async def surge_gone() -> bool:
+        return await kube.get_or_none(api_path(KUEUE, "workloads", namespace, group2)) is None
+
+    await wait_for("the surge group's Workload to be deleted", surge_gone, within=60, interval=0.5)
+    workloads, _ = await kube.list_all(api_path(KUEUE, "workloads", namespace))
+    mine = [w for w in workloads if w["metadata"]["ownerReferences"][0]["name"] == "rolled"]
+    assert len(mine) == 2
+    assert all(status_condition(w, "Admitted")["status"] == "True" for w in mine)
+    # Kueue's pod group rule: a new image is no new Workload (group 0's kept its quota throughout).
+    kept = next(w for w in mine if w["metadata"]["name"] == group0)
+    assert kept["metadata"]["uid"] == first["metadata"]["uid"]
+    await kube.delete(path)

@@ -47,7 +47,10 @@ async def create_namespaces(kube: KubeClient, namespaces: tuple[str, ...]) -> No
     )
 
 
-def probe_pod(namespace: str) -> Obj:
+def probe_pod(namespace: str, parent: str | None = None) -> Obj:
+    """A queue-named pod; with `parent`, marked as suspended by that framework (a pod its
+    pod template gives every pod of a Deployment or StatefulSet)."""
+    annotations = {} if parent is None else {"kueue.x-k8s.io/pod-suspending-parent": parent}
     return {
         "apiVersion": "v1",
         "kind": "Pod",
@@ -55,18 +58,24 @@ def probe_pod(namespace: str) -> Obj:
             "name": "webhook-probe",
             "namespace": namespace,
             "labels": {"kueue.x-k8s.io/queue-name": "webhook-probe"},
+            "annotations": annotations,
         },
         "spec": {"restartPolicy": "Never", "containers": [{"name": "main", "image": "busybox"}]},
     }
 
 
-async def wait_until_pods_are_gated(kube: KubeClient, namespace: str, within: float = 60.0) -> None:
+async def wait_until_pods_are_gated(
+    kube: KubeClient, namespace: str, within: float = 60.0, parent: str | None = None
+) -> None:
     """Until the API server calls the pod webhook: a dry-run create of a queue-named pod comes
     back with the scheduling gate."""
 
     async def gated() -> bool:
         created = await kube.request(
-            "POST", api_path("v1", "pods", namespace), params={"dryRun": "All"}, body=probe_pod(namespace)
+            "POST",
+            api_path("v1", "pods", namespace),
+            params={"dryRun": "All"},
+            body=probe_pod(namespace, parent),
         )
         return SCHEDULING_GATE in [g["name"] for g in created["spec"].get("schedulingGates") or []]
 

@@ -30,6 +30,7 @@ import yaml
 from e2e.conformance.scenario import Scenario, load_scenario
 from e2e.conformance.snapshot_fair import enables_fair_sharing
 from e2e.conformance.snapshot_pods import enables_pods
+from e2e.conformance.snapshot_serving import enables_serving
 from e2e.support.deploy import ROOT
 from e2e.support.kubeflow import enables_kubeflow
 from e2e.testbed.paths import VERSIONS_FILE
@@ -45,6 +46,8 @@ FAIR_SNAPSHOT_CODE = Path(__file__).resolve().parent / "snapshot_fair.py"
 JOBSET_SNAPSHOT_CODE = Path(__file__).resolve().parent / "snapshot_jobset.py"
 # The Kubeflow jobs' part: in the hash of the scenarios that enable a Kubeflow framework only.
 KUBEFLOW_SNAPSHOT_CODE = Path(__file__).resolve().parent / "snapshot_kubeflow.py"
+# Deployments' and StatefulSets' pods named stably: in the hash of the scenarios enabling them only.
+SERVING_SNAPSHOT_CODE = Path(__file__).resolve().parent / "snapshot_serving.py"
 # The pins a recording depends on: Kueue itself and the control plane it ran on.
 PINNED = ("KUEUE_VERSION", "KUEUE_MODULE_SUM", "KUBERNETES_VERSION")
 
@@ -85,6 +88,8 @@ def snapshot_code(scenario_path: Path) -> list[Path]:
     when its Configuration enables the pod framework, snapshot_fair.py when it sets fairSharing."""
     scenario = load_scenario(scenario_path)
     configuration = scenario.configuration
+    if enables_serving(configuration):
+        return [SNAPSHOT_CODE, POD_SNAPSHOT_CODE, SERVING_SNAPSHOT_CODE]
     if enables_pods(configuration):
         return [SNAPSHOT_CODE, POD_SNAPSHOT_CODE]
     if scenario.runs_jobsets:

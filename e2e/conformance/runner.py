@@ -24,6 +24,7 @@ from e2e.conformance.snapshot_fair import enables_fair_sharing, take_fair_snapsh
 from e2e.conformance.snapshot_jobset import take_jobset_snapshot
 from e2e.conformance.snapshot_kubeflow import take_kubeflow_snapshot
 from e2e.conformance.snapshot_pods import enables_pods, take_pod_snapshot
+from e2e.conformance.snapshot_serving import enables_serving, take_serving_snapshot
 from e2e.conformance.upstreams import Upstream, start_trainer
 from e2e.support.deploy import (
     ControllerProcess,
@@ -82,6 +83,8 @@ class _WithLws:
 def _webhook_groups(scenario: Scenario) -> frozenset[str]:
     if enables_kubeflow(scenario.configuration):
         return WEBHOOK_GROUPS | {"kubeflow.org"}
+    if enables_serving(scenario.configuration):
+        return WEBHOOK_GROUPS | {"apps"}  # the Deployment and StatefulSet webhooks
     if enables_trainjob(scenario.configuration):  # the TrainJob webhooks too
         return WEBHOOK_GROUPS | {"trainer.kubeflow.org"}
     return LWS_WEBHOOK_GROUPS if enables_lws(scenario.configuration) else WEBHOOK_GROUPS
@@ -155,7 +158,20 @@ async def _waited_workload(kube: KubeClient, wait: Wait) -> dict[str, Any] | Non
     return await _workload_of(kube, wait.namespace, owner)
 
 
+async def _running_selected(kube: KubeClient, wait: Wait) -> int:
+    found = await kube.get(
+        api_path("v1", "pods", wait.namespace), params={"labelSelector": wait.selector or ""}
+    )
+    return sum(
+        1
+        for p in found["items"]
+        if (p.get("status") or {}).get("phase") == "Running" and not p["metadata"].get("deletionTimestamp")
+    )
+
+
 async def _satisfied(kube: KubeClient, wait: Wait) -> bool:
+    if wait.selector is not None:
+        return await _running_selected(kube, wait) == wait.count
     if wait.running and wait.pod is not None:
         pod = await kube.get_or_none(api_path("v1", "pods", wait.namespace, wait.pod))
         if not pod or (pod.get("status") or {}).get("phase") != "Running":
@@ -257,7 +273,9 @@ async def _snapshot(kube: KubeClient, scenario: Scenario, within: float = 30.0) 
     the API answers 429/503: a CRD installed a moment ago answers "storage is (re)initializing"
     (seen at a checkpoint right after the first apply)."""
     take = take_snapshot
-    if enables_pods(scenario.configuration):
+    if enables_serving(scenario.configuration):
+        take = take_serving_snapshot
+    elif enables_pods(scenario.configuration):
         take = take_pod_snapshot
     elif enables_fair_sharing(scenario.configuration):
         take = take_fair_snapshot
@@ -320,17 +338,19 @@ async def _watch_caches_ready(kube: KubeClient, within: float = 30.0) -> None:
 async def _pod_namespaces(kube: KubeClient, scenario: Scenario) -> tuple[str, ...]:
     """A scenario with the pod framework: its namespaces, created (the pod webhooks are scoped
     to them and probed in the first); otherwise none."""
-    if not enables_pods(scenario.configuration):
+    if not enables_pods(scenario.configuration) and not enables_serving(scenario.configuration):
         return ()
     await create_namespaces(kube, scenario.namespaces)
     return scenario.namespaces
 
 
-async def _webhooks_called(kube: KubeClient, pod_namespaces: tuple[str, ...]) -> None:
+async def _webhooks_called(kube: KubeClient, pod_namespaces: tuple[str, ...], scenario: Scenario) -> None:
     """Until the API server calls the Job webhook (and, with the pod framework, the pod webhook)."""
     await wait_until_jobs_are_suspended(kube, PROBE_NAMESPACE)
     if pod_namespaces:
-        await wait_until_pods_are_gated(kube, pod_namespaces[0])
+        # With `pod` only implied by a serving framework, the probe is one of its pods.
+        parent = "deployment" if enables_serving(scenario.configuration) else None
+        await wait_until_pods_are_gated(kube, pod_namespaces[0], parent=parent)
 
 
 async def _with_kueue(bed: Testbed, scenario: Scenario, workdir: Path) -> tuple[Snapshots, Manager]:
@@ -358,7 +378,7 @@ async def _with_kueue(bed: Testbed, scenario: Scenario, workdir: Path) -> tuple[
                 build.webhooks, kueue.webhook_port, ca, _webhook_groups(scenario), pod_namespaces
             )
             await apply_objects(kube, hooks)
-            await _webhooks_called(kube, pod_namespaces)
+            await _webhooks_called(kube, pod_namespaces, scenario)
             return await _steps(kube, scenario), manager
         except BaseException as err:
             tail = manager.log_tail()
@@ -421,7 +441,7 @@ async def _with_ours(bed: Testbed, scenario: Scenario, workdir: Path) -> tuple[S
             ca = bed.pki.ca_cert.read_bytes()
             hooks = our_webhooks(controller.webhook_port, ca, _webhook_groups(scenario), pod_namespaces)
             await apply_objects(kube, hooks)
-            await _webhooks_called(kube, pod_namespaces)
+            await _webhooks_called(kube, pod_namespaces, scenario)
             return await _steps(kube, scenario), manager
         except BaseException as err:
             tail = manager.log_tail()

@@ -21,7 +21,9 @@ for that condition on the Job's Workload (`status`, `reason` optional); with nei
 the Job's Workload to exist. `workload: NAME` instead of `job` names a Workload created
 directly (no owner), or a pod group's Workload (named after the group). `pod: NAME` names a
 pod of the pod framework: `running: true` waits for it to run, `condition` for that condition
-on the Workload it owns. Without `testbed`, the test-bed's default spec (one node, one T4).
+on the Workload it owns. `selector: app=infer` with `running: true` waits until exactly
+`count` (default 1) pods it selects run (a Deployment's, whose names are generated).
+Without `testbed`, the test-bed's default spec (one node, one T4).
 Manifests of the scenarios are in e2e/conformance/manifests/. `within` (seconds,
 default 120) bounds every wait. `recordRuns: N` (default 1): `python -m e2e.conformance
 --record` runs Kueue N times and keeps every distinct result (for scenarios where Kueue's
@@ -52,6 +54,8 @@ class Wait:
     job: str | None = None
     workload: str | None = None  # a Workload created directly, by name
     pod: str | None = None  # a pod of the pod framework (its Workload: the one it owns)
+    selector: str | None = None  # pods by label selector (a Deployment's): `count` of them running
+    count: int = 1
     running: bool = False
     condition: str | None = None
     status: str | None = None
@@ -59,8 +63,10 @@ class Wait:
     within: float = 120.0
 
     def __post_init__(self) -> None:
-        if sum(name is not None for name in (self.job, self.workload, self.pod)) != 1:
-            raise ValueError(f"a wait names exactly one of job, workload, pod: {self}")
+        if sum(name is not None for name in (self.job, self.workload, self.pod, self.selector)) != 1:
+            raise ValueError(f"a wait names exactly one of job, workload, pod, selector: {self}")
+        if self.selector is not None and (not self.running or self.condition is not None):
+            raise ValueError(f"a wait on a selector waits for running pods only: {self}")
         if self.workload is not None and self.running:
             raise ValueError(f"running: true needs a job or a pod, not a workload: {self}")
 

@@ -10,7 +10,14 @@ import msgspec
 
 from .meta import ApiStruct, ObjectMeta
 
-__all__ = ["LeaderWorkerSet", "LeaderWorkerSetSpec", "LeaderWorkerSetStatus", "LeaderWorkerTemplate"]
+__all__ = [
+    "LeaderWorkerSet",
+    "LeaderWorkerSetSpec",
+    "LeaderWorkerSetStatus",
+    "LeaderWorkerTemplate",
+    "RollingUpdateConfiguration",
+    "RolloutStrategy",
+]
 
 
 class LeaderWorkerTemplate(ApiStruct):
@@ -25,14 +32,25 @@ class LeaderWorkerTemplate(ApiStruct):
         return None if raw in (b"", b"null") else self.leader_template_raw
 
 
+class RollingUpdateConfiguration(ApiStruct):
+    # An IntOrString: a number of groups or a percentage.
+    max_surge: int | str | None = None
+
+
+class RolloutStrategy(ApiStruct):
+    rolling_update_configuration: RollingUpdateConfiguration | None = None
+
+
 class LeaderWorkerSetSpec(ApiStruct):
     replicas: int | None = None
     leader_worker_template: LeaderWorkerTemplate = msgspec.field(default_factory=LeaderWorkerTemplate)
+    rollout_strategy: RolloutStrategy = msgspec.field(default_factory=RolloutStrategy)
 
 
 class LeaderWorkerSetStatus(ApiStruct):
     replicas: int = 0
     ready_replicas: int = 0
+    updated_replicas: int = 0
 
 
 class LeaderWorkerSet(ApiStruct, kw_only=True):

@@ -25,6 +25,7 @@ __all__ = [
     "RESOURCE_FLAVORS",
     "RESOURCE_SLICES",
     "SECRETS",
+    "STATEFULSETS",
     "SUBJECT_ACCESS_REVIEWS",
     "TOKEN_REVIEWS",
     "VALIDATING_WEBHOOK_CONFIGURATIONS",
@@ -79,6 +80,7 @@ LEADERWORKERSETS = Resource(
     "leaderworkerset.x-k8s.io", "v1", "leaderworkersets", "LeaderWorkerSet", namespaced=True
 )
 PODS = Resource("", "v1", "pods", "Pod", namespaced=True)
+STATEFULSETS = Resource("apps", "v1", "statefulsets", "StatefulSet", namespaced=True)
 NAMESPACES = Resource("", "v1", "namespaces", "Namespace", namespaced=False)
 NODES = Resource("", "v1", "nodes", "Node", namespaced=False)
 EVENTS = Resource("", "v1", "events", "Event", namespaced=True)

@@ -52,11 +52,8 @@ class TargetError(ValueError):
 
 def explainable() -> dict[str, Integration]:
     """Registered kinds explain takes by name (lowercase Kind), besides `job` and `workload`."""
-    return {
-        r.integration.kind.lower(): r.integration
-        for r in REGISTRATIONS.values()
-        if r.integration.kind.lower() not in (JOB, WORKLOAD)
-    }
+    integrations = [r.integration for r in REGISTRATIONS.values() if r.integration is not None]
+    return {i.kind.lower(): i for i in integrations if i.kind.lower() not in (JOB, WORKLOAD)}
 
 
 @dataclass(frozen=True, slots=True)

@@ -7,6 +7,7 @@ and API access); `registry.REGISTRATIONS` maps Kueue framework names to registra
 """
 
 from .base import (
+    GroupedSets,
     Integration,
     Lookup,
     Outcome,
@@ -53,8 +54,10 @@ from .registry import (
     describe_unimplemented,
     enabled,
     enabled_registrations,
+    implied_only,
     register,
     registered,
+    with_implied,
 )
 
 __all__ = [
@@ -73,6 +76,7 @@ __all__ = [
     "CreateWorkload",
     "DeleteMismatched",
     "Finish",
+    "GroupedSets",
     "Integration",
     "Known",
     "Lookup",
@@ -100,6 +104,7 @@ __all__ = [
     "enabled_registrations",
     "equivalent",
     "expected_pod_sets",
+    "implied_only",
     "is_managed",
     "known_of",
     "pod_set_starts",
@@ -107,4 +112,5 @@ __all__ = [
     "register",
     "registered",
     "suspend_child",
+    "with_implied",
 ]

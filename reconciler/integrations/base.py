@@ -11,7 +11,7 @@ alone entirely (`decide` returns Nothing for it), e.g. a RayJob on an existing c
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol, runtime_checkable
 
@@ -19,6 +19,7 @@ from reconciler.api import PodSet, Toleration
 from reconciler.api.resources import Resource
 
 __all__ = [
+    "GroupedSets",
     "Integration",
     "Lookup",
     "Outcome",
@@ -141,6 +142,30 @@ class Integration(Protocol):
 
     def owns(self, obj: Any, owner_kind: str, owner_api_version: str, owner_name: str) -> bool:
         """Whether an object with this controller reference (a pod, a child) is this job's."""
+
+
+class GroupedSets(Integration, Protocol):
+    """An integration whose jobs are groups made from a watched set and its pods (`jobs_from_pods`):
+    the Workload of each group is made from the set, its pods get Kueue's pod-group metadata and
+    become the Workload's owners, and they are written one by one (a LeaderWorkerSet's groups, a
+    StatefulSet's pods). A group has `metadata` (its own name), `event_meta` (the set's) and `pods`."""
+
+    def set_of_pod(self, pod: Any) -> str | None:
+        """The name of the set a pod belongs to (None: not one of this kind's)."""
+
+    def groups_of(self, obj: Any, pods: Iterable[Any]) -> list[Any]:
+        """The groups the set wants now, each with its pods."""
+
+    def group_workload_name(self, group: Any) -> str: ...
+
+    def in_group(self, pod: Any, workload_name: str) -> bool:
+        """Whether the pod carries the group's metadata (then it owns the group's Workload)."""
+
+    def pod_defaults(self, group: Any, pod: Any) -> bytes | None:
+        """The merge patch giving the pod its group's metadata (None: it has it)."""
+
+    def group_workload_shape(self, group: Any, workload: Any) -> Any:
+        """Kueue's Workload for the group, from the one made as for a job named as the group."""
 
 
 @dataclass(frozen=True, slots=True)

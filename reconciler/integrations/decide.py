@@ -22,7 +22,7 @@ from reconciler.core.primitives.selectors import label_selector_matches
 from reconciler.core.scheduling.flavors import admission_node_labels, admission_tolerations
 
 from .base import Integration, Outcome, Patch, PodSetStart
-from .equivalence import MatchMemo, equivalent
+from .equivalence import MatchMemo, equivalent, group_equivalent
 from .prebuilt import (
     OUT_OF_SYNC_MESSAGE,
     OUT_OF_SYNC_REASON,
@@ -276,8 +276,12 @@ def _mismatch(
     (`lenient`: tolerations left out of the comparison; `reserved`: the quota is held); a
     `prebuilt` one is finished instead (OutOfSync)."""
     pod_sets = integration.pod_sets(obj)
-    recorded = expected_pod_sets(workload) if reserved else workload.spec.pod_sets
-    if equivalent(pod_sets, recorded, admitted=lenient):
+    if integration.jobs_from_pods:
+        same = group_equivalent(pod_sets, workload.spec.pod_sets)  # a pod group's prebuilt Workload
+    else:
+        recorded = expected_pod_sets(workload) if reserved else workload.spec.pod_sets
+        same = equivalent(pod_sets, recorded, admitted=lenient)
+    if same:
         if memo is not None:
             memo.record(obj.metadata, workload.metadata, admitted=lenient)
         return None

@@ -9,6 +9,12 @@ Kueue compares decoded Go structs, which drop fields its API version does not kn
 sides. Here the raw objects are compared, so a container field the Workload's copy lacks (the
 Workload CRD pruned it) is not a difference; every field the Workload recorded must match.
 
+The jobs a kind makes from a set and its pods (a LeaderWorkerSet's groups, a StatefulSet's pods)
+are Kueue pod groups with a prebuilt Workload, which Kueue compares by its pod group rule instead
+(`group_equivalent`): each of the job's pod sets is one of the Workload's by name, in order, with
+no more pods than it recorded. Templates are not compared, so a rolling update to a new image
+keeps the group's Workload and its quota.
+
 `MatchMemo` remembers, per job, the generations at which it last matched its Workload: the API
 server moves metadata.generation on every spec change (and only the specs are compared), so while
 neither generation moved the answer is the same and the comparison is skipped.
@@ -24,7 +30,7 @@ import msgspec
 from reconciler.api import PodSet
 from reconciler.api.meta import ObjectMeta
 
-__all__ = ["MatchMemo", "equivalent"]
+__all__ = ["MatchMemo", "equivalent", "group_equivalent"]
 
 
 def _spec_parts(template: msgspec.Raw) -> tuple[Any, Any, Any]:
@@ -67,6 +73,21 @@ def equivalent(job_pod_sets: Sequence[PodSet], recorded: Sequence[PodSet], *, ad
             return False
         if not admitted and tolerations != w_tolerations:
             return False
+    return True
+
+
+def group_equivalent(job_pod_sets: Sequence[PodSet], recorded: Sequence[PodSet]) -> bool:
+    """Kueue's rule for a pod group and its prebuilt Workload: every pod set of the job found
+    among the Workload's, in their order, each recorded with at least the job's count."""
+    names = [ps.name for ps in recorded]
+    at = 0
+    for ours in job_pod_sets:
+        if ours.name not in names[at:]:
+            return False
+        at = names.index(ours.name, at)
+        if _count(recorded[at]) < _count(ours):
+            return False
+        at += 1
     return True
 
 

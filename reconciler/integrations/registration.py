@@ -28,12 +28,24 @@ class Access:
 
 @dataclass(frozen=True)
 class Registration:
-    """A kind of job as the controller knows it (see the module's docstring)."""
+    """A kind of job as the controller knows it (see the module's docstring).
 
-    integration: Integration
+    `integration` is None for a framework whose objects are never jobs themselves (Kueue's
+    no-op reconciler: its webhooks mark the pods it makes, another integration's jobs); `name`
+    is then its framework name. `implies` are the frameworks enabling it turns on too (Kueue's
+    ImplicitlyEnabledFrameworkNames): their integrations then serve only the objects it marks.
+    """
+
+    integration: Integration | None
     webhooks: tuple[Route, ...] = ()
     access: tuple[Access, ...] = ()
+    name: str = ""
+    implies: tuple[str, ...] = ()
+
+    def __post_init__(self) -> None:
+        if self.integration is None and not self.name:
+            raise ValueError("a registration without an integration needs its framework name")
 
     @property
     def framework(self) -> str:
-        return self.integration.framework
+        return self.integration.framework if self.integration is not None else self.name

@@ -17,6 +17,7 @@ from reconciler.config_sections.fields import ConfigError
 from reconciler.config_sections.frameworks import KNOWN_FRAMEWORKS
 
 from . import batchjob, jobset, kubeflow, lws, pods, ray, trainjob
+from .apps import STATEFULSET_REGISTRATION, deployment
 from .base import Integration
 from .registration import Registration
 
@@ -28,8 +29,10 @@ __all__ = [
     "describe_unimplemented",
     "enabled",
     "enabled_registrations",
+    "implied_only",
     "register",
     "registered",
+    "with_implied",
 ]
 
 
@@ -51,7 +54,8 @@ def register(registration: Registration) -> None:
     if framework in _REGISTRATIONS:
         raise ValueError(f"framework {framework!r} is registered already")
     _REGISTRATIONS[framework] = registration
-    _INTEGRATIONS[framework] = registration.integration
+    if registration.integration is not None:
+        _INTEGRATIONS[framework] = registration.integration
 
 
 @contextmanager
@@ -62,7 +66,7 @@ def registered(registration: Registration) -> Iterator[Registration]:
         yield registration
     finally:
         del _REGISTRATIONS[registration.framework]
-        del _INTEGRATIONS[registration.framework]
+        _INTEGRATIONS.pop(registration.framework, None)
 
 
 register(batchjob.REGISTRATION)
@@ -78,16 +82,39 @@ register(kubeflow.mpijob.REGISTRATION)
 register(ray.RAYCLUSTER_REGISTRATION)
 register(ray.RAYJOB_REGISTRATION)
 register(trainjob.REGISTRATION)
+register(deployment.REGISTRATION)
+register(STATEFULSET_REGISTRATION)
+
+
+def with_implied(frameworks: Iterable[str]) -> tuple[str, ...]:
+    """The frameworks listed and, after them, those they imply (Kueue's implicitly enabled
+    frameworks: `deployment` and `statefulset` turn on `pod`), each once."""
+    listed = tuple(dict.fromkeys(frameworks))
+    implied = [
+        other
+        for name in listed
+        if name in _REGISTRATIONS
+        for other in _REGISTRATIONS[name].implies
+        if other not in listed
+    ]
+    return listed + tuple(dict.fromkeys(implied))
+
+
+def implied_only(frameworks: Iterable[str], framework: str) -> bool:
+    """Whether `framework` is on only because a listed one implies it (Kueue then lets its
+    integration act only on the objects an implying framework marked as its own)."""
+    listed = tuple(frameworks)
+    return framework not in listed and framework in with_implied(listed)
 
 
 def enabled(frameworks: Iterable[str], registry: Mapping[str, Integration] = REGISTRY) -> list[Integration]:
-    """The integrations `integrations.frameworks` selects from `registry` (`check_frameworks`
-    has refused the names none implements)."""
-    return [registry[name] for name in frameworks if name in registry]
+    """The integrations `integrations.frameworks` selects from `registry`, with those the listed
+    ones imply (`check_frameworks` has refused the names none implements)."""
+    return [registry[name] for name in with_implied(frameworks) if name in registry]
 
 
 def enabled_registrations(frameworks: Iterable[str]) -> list[Registration]:
-    return [_REGISTRATIONS[name] for name in frameworks if name in _REGISTRATIONS]
+    return [_REGISTRATIONS[name] for name in with_implied(frameworks) if name in _REGISTRATIONS]
 
 
 @dataclass(frozen=True)

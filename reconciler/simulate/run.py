@@ -23,12 +23,11 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, cast
 
 import msgspec
 
 from reconciler.api import Job, PodSet, Workload, WorkloadStatus
-from reconciler.api.lws import LeaderWorkerSet
 from reconciler.api.pods import ManagedPod
 from reconciler.core.devices.dra_extended import ExtendedResources
 from reconciler.core.devices.inventory import DeviceInventory
@@ -65,10 +64,8 @@ from reconciler.core.status import (
     set_condition,
 )
 from reconciler.feed import WorkloadSources, compile_for, inventory_index
-from reconciler.integrations import BATCH_JOB, POD, REGISTRY, Integration, ReadsReferences
+from reconciler.integrations import BATCH_JOB, POD, REGISTRY, GroupedSets, Integration, ReadsReferences
 from reconciler.integrations.batchjob import workload_for_job
-from reconciler.integrations.lws.group import LWS_API_VERSION, LWS_KIND, group_workload_shape, groups_of
-from reconciler.integrations.lws.sets import LEADER_WORKER_SET
 from reconciler.integrations.pods.group import group_workload, make_group
 from reconciler.integrations.pods.group_plan import GroupKnown, plan_group
 from reconciler.integrations.pods.pod import group_name
@@ -160,8 +157,8 @@ def _other_job(
     if QUEUE_NAME_LABEL not in job.metadata.labels:
         collected.warnings.append(f"{describe(obj)}: no {QUEUE_NAME_LABEL} label; not managed")
         return []
-    if integration is LEADER_WORKER_SET:
-        return _lws_groups(obj, job, collected)
+    if integration.jobs_from_pods:
+        return _set_groups(obj, cast(GroupedSets, integration), job, collected)
     if integration is POD and group_name(job.metadata.labels, job.metadata.annotations):
         workload = _group_pod(obj, job, collected)
         return [] if workload is None else [workload]
@@ -188,14 +185,15 @@ def _priority(
     return priority
 
 
-def _lws_groups(obj: InputObject, lws: LeaderWorkerSet, collected: Collected) -> list[Workload]:
-    """A LeaderWorkerSet's Workloads, one per group it wants, as the controller makes them."""
+def _set_groups(obj: InputObject, sets: GroupedSets, job: Any, collected: Collected) -> list[Workload]:
+    """The Workloads of a set whose jobs are groups (a LeaderWorkerSet's, one per group; a
+    StatefulSet's one), as the controller makes them."""
     out = []
-    for group in groups_of(lws, ()):
-        pod_sets = LEADER_WORKER_SET.pod_sets(group)
+    for group in sets.groups_of(job, ()):
+        pod_sets = sets.pod_sets(group)
         priority = _priority(obj, group.metadata.labels, pod_sets, collected)
-        made = workload_for_object(group.metadata, LWS_API_VERSION, LWS_KIND, pod_sets, priority)
-        out.append(group_workload_shape(group, made))
+        made = workload_for_object(group.metadata, sets.api_version, sets.kind, pod_sets, priority)
+        out.append(cast(Workload, sets.group_workload_shape(group, made)))
     return out
 
 

@@ -15,7 +15,7 @@ from reconciler.api import Toleration
 from reconciler.api.kubeflow import JAXJob, TFJob, XGBoostJob
 from reconciler.integrations import PODSET_LABEL, PodSetStart
 from reconciler.integrations.kubeflow import jaxjob, mpijob, paddlejob, pytorchjob, tfjob, xgboostjob
-from reconciler.integrations.registry import REGISTRATIONS
+from reconciler.integrations.registry import REGISTRATIONS, REGISTRY
 from tests.support.kubeflow_jobs import (
     decoded,
     mpijob_body,
@@ -47,9 +47,7 @@ def _patched(body: dict[str, Any], patch: bytes) -> dict[str, Any]:
 
 def test_each_kind_is_registered_once_under_kueues_framework_name() -> None:
     assert [f for f in REGISTRATIONS if f.startswith("kubeflow.org/")] == FRAMEWORKS
-    kinds = {
-        f: (REGISTRATIONS[f].integration.kind, REGISTRATIONS[f].integration.api_version) for f in FRAMEWORKS
-    }
+    kinds = {f: (REGISTRY[f].kind, REGISTRY[f].api_version) for f in FRAMEWORKS}
     assert kinds == {
         "kubeflow.org/pytorchjob": ("PyTorchJob", "kubeflow.org/v1"),
         "kubeflow.org/tfjob": ("TFJob", "kubeflow.org/v1"),
@@ -59,8 +57,8 @@ def test_each_kind_is_registered_once_under_kueues_framework_name() -> None:
         "kubeflow.org/mpijob": ("MPIJob", "kubeflow.org/v2beta1"),
     }
     # Each may be another job's child (never TopLevel) and is stopped by suspending.
-    assert all(not REGISTRATIONS[f].integration.top_level for f in FRAMEWORKS)
-    assert all(not REGISTRATIONS[f].integration.stop_deletes for f in FRAMEWORKS)
+    assert all(not REGISTRY[f].top_level for f in FRAMEWORKS)
+    assert all(not REGISTRY[f].stop_deletes for f in FRAMEWORKS)
 
 
 def test_pod_sets_per_replica_type_in_kueues_order_named_in_lower_case() -> None:

@@ -36,7 +36,7 @@ import pytest
 import yaml
 
 from reconciler.api import resources
-from reconciler.api.resources import LEADERWORKERSETS, Resource
+from reconciler.api.resources import Resource
 from reconciler.integrations import REGISTRY
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -295,10 +295,12 @@ def used_access() -> set[Access]:
         for integration in REGISTRY.values():
             res = integration.resource
             found.add((res.group, f"{res.plural}/finalizers", "update"))
-    # The LeaderWorkerSet integration's jobs are its groups: runtime/jobs/lws.py's LwsJobs sends every
-    # write of the generic Jobs concern to the group's pods, and its Workloads are owned by the
-    # set without blocking its deletion. The set itself is only listed and watched.
-    found = {a for a in found if a[1].split("/")[0] != LEADERWORKERSETS.plural or a[2] in ("list", "watch")}
+    # The jobs of the kinds made from their pods (LeaderWorkerSet groups, a StatefulSet's pods) are
+    # groups: runtime/jobs/lws.py's LwsJobs sends every write of the generic Jobs concern to the
+    # group's pods, and its Workloads are owned by the set without blocking its deletion. The set
+    # itself is only listed and watched.
+    from_pods = {i.resource.plural for i in REGISTRY.values() if i.jobs_from_pods}
+    found = {a for a in found if a[1].split("/")[0] not in from_pods or a[2] in ("list", "watch")}
     # The pod webhook reads the object that controls a pod, of each kind that can be another's
     # child (webhook/service.py hands their resources to ApiLookups, which gets them).
     found |= {(i.resource.group, i.resource.plural, "get") for i in REGISTRY.values() if not i.top_level}

@@ -48,6 +48,7 @@ __all__ = [
     "group_name",
     "group_workload_shape",
     "groups_of",
+    "groups_wanted",
     "pod_defaults",
     "pod_role",
     "template_pod_sets",
@@ -152,8 +153,27 @@ def _group_index(pod: ManagedPod) -> int | None:
     return int(value) if value.isdigit() else None
 
 
+def _max_surge(lws: LeaderWorkerSet) -> int:
+    """`maxSurge` as Kueue reads it (an IntOrString's IntValue: a percentage counts as 0)."""
+    config = lws.spec.rollout_strategy.rolling_update_configuration
+    value = None if config is None else config.max_surge
+    if isinstance(value, int):
+        return value
+    text = (value or "").strip()
+    return int(text) if text.lstrip("-").isdigit() else 0
+
+
+def groups_wanted(lws: LeaderWorkerSet) -> int:
+    """The groups that get a Workload: `spec.replicas`, or during a rolling update with a
+    surge (`maxSurge` > 0, fewer groups updated than wanted) the LWS controller's
+    `status.replicas` when larger, so the surge groups are queued too (as Kueue's)."""
+    wanted = lws.replicas
+    surging = _max_surge(lws) > 0 and lws.status.updated_replicas < wanted
+    return lws.status.replicas if surging and lws.status.replicas > wanted else wanted
+
+
 def groups_of(lws: LeaderWorkerSet, pods: Iterable[ManagedPod]) -> list[LwsGroup]:
-    """Every group the LeaderWorkerSet wants (0..replicas-1), each with its pods."""
+    """Every group the LeaderWorkerSet wants (`groups_wanted`), each with its pods."""
     by_index: dict[int, list[ManagedPod]] = {}
     for pod in pods:
         index = _group_index(pod)
@@ -161,7 +181,7 @@ def groups_of(lws: LeaderWorkerSet, pods: Iterable[ManagedPod]) -> list[LwsGroup
             by_index.setdefault(index, []).append(pod)
     template = lws.spec.leader_worker_template
     groups = []
-    for index in range(lws.replicas):
+    for index in range(groups_wanted(lws)):
         meta = msgspec.structs.replace(
             lws.metadata, name=group_name(lws.metadata.name, index), owner_references=[]
         )

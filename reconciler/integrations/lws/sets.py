@@ -19,13 +19,13 @@ perform them): a JSON object of pod name -> merge patch, and a JSON list of pod 
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import replace
 from typing import Any
 
 import msgspec
 
-from reconciler.api import PodSet
+from reconciler.api import PodSet, Workload
 from reconciler.api.lws import LeaderWorkerSet
 from reconciler.api.pods import ManagedPod
 from reconciler.api.resources import LEADERWORKERSETS, Resource
@@ -34,7 +34,20 @@ from reconciler.core.model.workloads import JOB_POD_SET
 
 from ..base import Outcome, Patch, PodSetStart
 from ..pods.pod import ADMISSION_GATE, POD
-from .group import LWS_API_VERSION, LWS_FRAMEWORK, LWS_KIND, LwsGroup, pod_role, template_pod_sets
+from .group import (
+    GROUP_NAME_LABEL,
+    LWS_API_VERSION,
+    LWS_FRAMEWORK,
+    LWS_KIND,
+    SET_NAME_LABEL,
+    LwsGroup,
+    group_workload_shape,
+    groups_of,
+    pod_defaults,
+    pod_role,
+    template_pod_sets,
+    workload_name,
+)
 
 __all__ = ["LEADER_WORKER_SET", "LeaderWorkerSetIntegration", "group_pods_to_stop", "group_start_patches"]
 
@@ -77,6 +90,24 @@ class LeaderWorkerSetIntegration:
     stop_deletes: bool = True
     top_level: bool = True
     jobs_from_pods: bool = True
+
+    def set_of_pod(self, pod: ManagedPod) -> str | None:
+        return pod.metadata.labels.get(SET_NAME_LABEL) or None
+
+    def groups_of(self, obj: LeaderWorkerSet, pods: Iterable[ManagedPod]) -> list[LwsGroup]:
+        return groups_of(obj, pods)
+
+    def group_workload_name(self, group: LwsGroup) -> str:
+        return workload_name(group.lws_name, group.metadata.uid, group.index)
+
+    def in_group(self, pod: ManagedPod, workload_name: str) -> bool:
+        return pod.metadata.labels.get(GROUP_NAME_LABEL) == workload_name
+
+    def pod_defaults(self, group: LwsGroup, pod: ManagedPod) -> bytes | None:
+        return pod_defaults(group, pod)
+
+    def group_workload_shape(self, group: LwsGroup, workload: Workload) -> Workload:
+        return group_workload_shape(group, workload)
 
     def release_patch(self, obj: LwsGroup) -> Patch | None:
         return None  # the pods of a set carry no finalizer of Kueue's

@@ -24,12 +24,14 @@ from typing import Any
 import msgspec
 
 from reconciler.api import PodSet
+from reconciler.api.meta import ObjectMeta
 from reconciler.api.pods import ManagedPod
 from reconciler.api.resources import PODS, Resource
 from reconciler.core.model.jobs import PODSET_LABEL
 from reconciler.core.model.workloads import JOB_POD_SET
 
 from ..base import Outcome, Patch, PodSetStart
+from ..children import SUSPENDING_PARENT_ANNOTATION
 
 __all__ = [
     "ADMISSION_GATE",
@@ -43,6 +45,8 @@ __all__ = [
     "PlainPod",
     "group_name",
     "is_group_pod",
+    "marked_by_parent",
+    "pod_is_job",
     "pod_start_patch",
     "role_hash",
     "spec_shape",
@@ -119,6 +123,21 @@ def group_name(labels: Mapping[str, str], annotations: Mapping[str, str]) -> str
 def is_group_pod(labels: Mapping[str, str], annotations: Mapping[str, str]) -> bool:
     """Whether a pod belongs to a Kueue pod group (then `podgroup` handles it, not `PlainPod`)."""
     return bool(group_name(labels, annotations))
+
+
+def marked_by_parent(annotations: Mapping[str, str]) -> bool:
+    """Whether a framework that made the pod (a Deployment's, a StatefulSet's) marked it as
+    suspended by its parent: with the pod integration only implied by such frameworks, Kueue
+    manages those pods and no others."""
+    return bool(annotations.get(SUSPENDING_PARENT_ANNOTATION))
+
+
+def pod_is_job(meta: ObjectMeta, *, implied: bool) -> bool:
+    """Whether a pod is a job of the pod integration: labelled managed, and, with the
+    integration only `implied` by a parent's framework, marked by its parent (Kueue's Skip)."""
+    return meta.labels.get(MANAGED_LABEL) == MANAGED_VALUE and (
+        not implied or marked_by_parent(meta.annotations)
+    )
 
 
 def _gated(obj: ManagedPod) -> bool:

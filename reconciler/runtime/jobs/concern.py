@@ -44,6 +44,7 @@ from reconciler.integrations import (
     is_managed,
     known_of,
     suspend_child,
+    with_implied,
 )
 from reconciler.integrations.prebuilt import MISSING_WORKLOAD
 from reconciler.kube import Conflict, NotFound
@@ -87,7 +88,7 @@ class Jobs:
         ctx, store = self.ctx, self.ctx.store
         table = store.by_kind.get(self.kind)
         job = None if table is None else table.get(key)
-        if job is None or self.framework not in ctx.config.frameworks:
+        if job is None or self.framework not in with_implied(ctx.config.frameworks):
             return
         meta = job.metadata
         if meta.deletion_timestamp:

@@ -21,7 +21,7 @@ from reconciler.api import Workload
 from reconciler.api.pods import ManagedPod
 from reconciler.api.resources import PODS, WORKLOADS
 from reconciler.core.primitives.priority import MissingPriorityClass, resolve_priority_of
-from reconciler.integrations import POD, Integration, is_managed
+from reconciler.integrations import POD, Integration, is_managed, with_implied
 from reconciler.integrations.pods.group import GROUP_KIND, POD_GROUP, PodGroup, group_workload, make_group
 from reconciler.integrations.pods.group_plan import GroupKnown, GroupPlan, plan_group
 from reconciler.integrations.pods.pod import group_name
@@ -130,7 +130,7 @@ class PodGroups:
     def reconcile(self, key: Key) -> None:
         ctx = self.ctx
         group = ctx.store.of_kind(GROUP_KIND).get(key)
-        if group is None or POD.framework not in ctx.config.frameworks:
+        if group is None or POD.framework not in with_implied(ctx.config.frameworks):
             return
         if not is_managed(
             group.metadata.labels,

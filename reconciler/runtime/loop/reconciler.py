@@ -43,8 +43,8 @@ from reconciler.config import Configuration
 from reconciler.core.model.jobs import PODSET_LABEL
 from reconciler.core.scheduling.scheduler import Admit, Decision, Preempt
 from reconciler.feed import feed_cluster_queue, feed_cohort, feed_flavor, feed_local_queue, feed_namespace
-from reconciler.integrations import REGISTRY, Integration, enabled
-from reconciler.integrations.pods.pod import MANAGED_LABEL
+from reconciler.integrations import POD, REGISTRY, Integration, enabled, implied_only
+from reconciler.integrations.pods.pod import pod_is_job
 from reconciler.kube import WatchEvent
 from reconciler.observability.metrics import Metrics
 from reconciler.runtime.jobs.concern import JobKinds
@@ -61,7 +61,7 @@ from reconciler.runtime.shared.events import EventRecorder
 from reconciler.runtime.shared.patches import after_reclaim, holds_quota
 from reconciler.runtime.shared.store import Key
 from reconciler.runtime.shared.watched import (
-    JOB_HANDLER,
+    KIND_BOUND_HANDLERS,
     POD_JOBS_HANDLER,
     WATCHED_KINDS,
     Watched,
@@ -398,7 +398,8 @@ def _on_pod_or_job(reconciler: Reconciler, key: Key, pod: ManagedPod | None, *, 
     if reconciler.lws_groups.on_pod(key, pod):
         managed = False  # a LeaderWorkerSet's pod: its group is the job
     else:
-        managed = pod is not None and pod.metadata.labels.get(MANAGED_LABEL) == "true"
+        implied = implied_only(reconciler.ctx.config.frameworks, POD.framework)  # for parents' pods only
+        managed = pod is not None and pod_is_job(pod.metadata, implied=implied)
         managed = managed and kind in reconciler.job_kinds.by_kind  # the plain-pod integration is on
         groups = reconciler.pod_groups.get(GROUP_KIND)
         if groups is not None and groups.on_pod(key, pod if managed else None, ready=reconciler.ready):
@@ -423,7 +424,7 @@ def _handler(reconciler: Reconciler, name: str, job_kind: str | None) -> Callabl
     if name == POD_JOBS_HANDLER:
         return partial(_on_pod_or_job, reconciler, kind=job_kind or "Pod")
     handler: Callable[..., None] = attrgetter(name)(reconciler)
-    if name == JOB_HANDLER and job_kind is not None:
+    if name in KIND_BOUND_HANDLERS and job_kind is not None:
         return partial(handler, kind=job_kind)
     return handler
 

@@ -132,8 +132,9 @@ class Evictions:
         ctx.events.emit(workload, "Normal", f"EvictedDueTo{eviction.reason}", eviction.message)
         owner = ctx.store.owner(key)
         job = ctx.store.job(owner) if owner is not None else None
-        if job is not None and not isinstance(job, PodGroup):
-            # (A pod group's pods each get theirs as they are stopped.)
+        grouped = owner is not None and ctx.store.integrations[owner[0]].jobs_from_pods
+        if job is not None and not isinstance(job, PodGroup) and not grouped:
+            # (A pod group's pods each get theirs as they are stopped, a set's group's too.)
             ctx.events.emit(job, "Normal", "Stopped", eviction.message)
         if owner is not None:
             ctx.dirty.jobs.add(owner)

@@ -52,6 +52,14 @@ def owner_ref(workload: Workload, integrations: Mapping[str, Integration]) -> Jo
                 and ref.api_version == integration.api_version
             ):
                 return (ref.kind, meta.namespace, group_name(ref.name, int(index)))
+    for ref in meta.owner_references:  # a set whose one group is named after it (a StatefulSet's)
+        integration = integrations.get(ref.kind)
+        if (
+            integration is not None
+            and integration.jobs_from_pods
+            and ref.api_version == integration.api_version
+        ):
+            return (ref.kind, meta.namespace, ref.name)
     if meta.annotations.get(IS_GROUP_WORKLOAD_ANNOTATION) == "true" and GROUP_KIND in integrations:
         return (GROUP_KIND, meta.namespace, meta.name)
     for ref in meta.owner_references:

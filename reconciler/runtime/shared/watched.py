@@ -54,6 +54,7 @@ from reconciler.integrations import Integration, enabled, references_of
 __all__ = [
     "DEFAULT_INTEGRATIONS",
     "JOB_HANDLER",
+    "KIND_BOUND_HANDLERS",
     "LWS_HANDLER",
     "POD_JOBS_HANDLER",
     "REFERENCE_HANDLERS",
@@ -67,8 +68,10 @@ __all__ = [
 JOB_HANDLER = "_on_job"
 # The handlers of the kinds jobs reference (a TrainJob's runtimes), one attribute per plural.
 REFERENCE_HANDLERS = "job_kinds.references"
-# A kind whose jobs are groups made from its objects and their pods (LeaderWorkerSets).
+# A kind whose jobs are groups made from its objects and their pods (bound to the row's kind).
 LWS_HANDLER = "lws_groups.on_set"
+# The handlers given the row's kind.
+KIND_BOUND_HANDLERS = (JOB_HANDLER, LWS_HANDLER)
 
 
 @dataclass(frozen=True, slots=True)
