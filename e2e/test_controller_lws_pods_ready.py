@@ -20,9 +20,7 @@ import yaml
 
 from e2e.support.deploy import ControllerProcess, free_port, install_crds
 from e2e.support.lws import LWS_API
-from e2e.support.webhooks import loopback_certificate
-from e2e.support.workloads import KUEUE
-from e2e.test_controller_lws import (
+from e2e.support.lws_cases import (
     GATE,
     Obj,
     Served,
@@ -33,6 +31,8 @@ from e2e.test_controller_lws import (
     served,
     workload_where,
 )
+from e2e.support.webhooks import loopback_certificate
+from e2e.support.workloads import KUEUE
 from e2e.testbed import KubeClient, Testbed, api_path
 from e2e.testbed.names import DEVICE_CLASS_NAME, STALL_ANNOTATION
 from e2e.testbed.scenario import status_condition, wait_for

@@ -52,20 +52,37 @@ from reconciler.config import load_config
 pytestmark = [pytest.mark.testbed, pytest.mark.timeout(420)]
 
 NAMESPACE = "dra-quota-system"
+VISIBILITY_SERVICE = "dra-quota-reconciler-visibility"
 ACCOUNT = "dra-quota-reconciler"
 USERNAME = f"system:serviceaccount:{NAMESPACE}:{ACCOUNT}"
 SECRET = "dra-quota-reconciler-webhook-server-cert"
 ENFORCE_OWNER_REFERENCES = "--enable-admission-plugins=OwnerReferencesPermissionEnforcement"
 WEBHOOK_PORT = free_port()
+VISIBILITY_PORT = free_port()
 Obj = dict[str, Any]
+
+
+def _visibility_on_loopback(obj: Obj) -> Obj:
+    """With no cluster network, the visibility API's Service names the host (an ExternalName:
+    localhost) and its APIServices the controller's port there, so the aggregated API is
+    available: an unavailable one would stop namespace deletion cluster-wide."""
+    if obj["kind"] == "APIService":
+        obj = copy.deepcopy(obj)
+        obj["spec"]["service"]["port"] = VISIBILITY_PORT
+    elif obj["kind"] == "Service" and obj["metadata"]["name"] == VISIBILITY_SERVICE:
+        obj = copy.deepcopy(obj)
+        obj["spec"] = {"type": "ExternalName", "externalName": "localhost", "ports": obj["spec"]["ports"]}
+    return obj
 
 
 def rendered() -> list[Obj]:
     """What kustomize renders, the webhook configurations called on loopback (no CA bundle: the
-    controller injects it)."""
+    controller injects it) and the visibility API on the host (`_visibility_on_loopback`)."""
     objects = kustomize_build(ROOT / "manifests") + kustomize_build(ROOT / "manifests" / "prometheus")
     return [
-        on_loopback([o], WEBHOOK_PORT, None)[0] if o["kind"].endswith("WebhookConfiguration") else o
+        on_loopback([o], WEBHOOK_PORT, None)[0]
+        if o["kind"].endswith("WebhookConfiguration")
+        else _visibility_on_loopback(o)
         for o in objects
     ]
 
@@ -122,6 +139,9 @@ def installed(testbed: Testbed) -> Iterator[list[Obj]]:
                     await _delete_if_present(kube, api_path(group, plural, name=obj["metadata"]["name"]))
                 if obj["kind"].endswith("WebhookConfiguration"):
                     await _delete_if_present(kube, configuration_path(obj))
+                if obj["kind"] == "APIService":  # first: the controller no longer serves it
+                    path = api_path("apiregistration.k8s.io/v1", "apiservices", name=obj["metadata"]["name"])
+                    await _delete_if_present(kube, path)
             path = api_path("v1", "namespaces", name=NAMESPACE)
             await _delete_if_present(kube, path)
 
@@ -173,10 +193,23 @@ def test_everything_rendered_is_applied(installed: list[Obj]) -> None:
             "ServiceMonitor",
             "PrometheusRule",
             "ConfigMap",
+            # The visibility API (manifests/visibility.yaml): its two APIServices, Service, reader
+            # ClusterRoles, the delegated authentication and authorization bindings, flow control.
+            *["APIService"] * 2,
+            "Service",
+            *["ClusterRole"] * 2,
+            "ClusterRoleBinding",
+            "RoleBinding",
+            "FlowSchema",
+            "PriorityLevelConfiguration",
         ]
     )
     # What the API server made of them.
-    assert all(s["spec"]["clusterIP"] for s in installed if s["kind"] == "Service")
+    assert all(
+        s["spec"]["clusterIP"]
+        for s in installed
+        if s["kind"] == "Service" and s["metadata"]["name"] != VISIBILITY_SERVICE  # (ExternalName here)
+    )
     deployment = _by_kind(installed, "Deployment")
     assert deployment["spec"]["replicas"] == 2
     rule = _by_kind(installed, "PrometheusRule")
@@ -308,6 +341,7 @@ async def test_walkthrough_as_the_service_account(
         "--webhook-cert-extra-sans",
         "127.0.0.1",
         webhook_port=WEBHOOK_PORT,
+        visibility_port=VISIBILITY_PORT,
         metrics_secure=True,
     )
     controller.start()

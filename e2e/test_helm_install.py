@@ -87,6 +87,11 @@ def release(testbed: Testbed, helm: Helm) -> Iterator[list[Obj]]:
         # Job. e2e/test_controller_webhooks.py and test_deploy.py test the webhooks on loopback.
         "--set",
         "webhook.enabled=false",
+        # Nor can a Service-backed APIService become available, and an unavailable aggregated API
+        # stops namespace deletion cluster-wide: test_deploy.py serves the visibility API on
+        # loopback, test_visibility.py through the aggregation layer.
+        "--set",
+        "visibility.enabled=false",
         "--timeout",
         "120s",
     )
