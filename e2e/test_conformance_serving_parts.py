@@ -8,7 +8,7 @@ from typing import Any
 
 from e2e.conformance.runner import _webhook_groups, our_webhooks
 from e2e.conformance.scenario import all_scenarios, load_scenario
-from e2e.conformance.snapshot_serving import enables_serving, set_workload_names, stable_names
+from e2e.conformance.snapshot_serving import _renamed, enables_serving, set_workload_names, stable_names
 
 Obj = dict[str, Any]
 
@@ -70,3 +70,14 @@ def test_the_serving_scenarios_register_apps_and_pod_webhooks_on_both_sides() ->
     plain = load_scenario(all_scenarios()["walkthrough"])
     assert not enables_serving(plain.configuration)
     assert "apps" not in _webhook_groups(plain)
+
+
+def test_a_sets_workload_is_renamed_whole_when_a_pod_name_is_part_of_it() -> None:
+    """A StatefulSet's Workload is named from the set's UID (`statefulset-web-05e46`): when its
+    hash begins with a pod's ordinal, the pod's name (`web-0`) is part of it. It was once renamed
+    in part (`statefulset-web-#05e46`), which made a replay differ about one time in eight."""
+    renames = {"web-0": "web-#0", "statefulset-web-05e46": "statefulset-web"}
+    flat = {"Workload[ns/PodGroup/statefulset-web-05e46].active": "Events of web-0 and statefulset-web-05e46"}
+    assert _renamed(flat, renames) == {
+        "Workload[ns/PodGroup/statefulset-web].active": "Events of web-#0 and statefulset-web"
+    }

@@ -72,9 +72,11 @@ def set_workload_names(workloads: list[Obj]) -> dict[str, str]:
 
 
 def _renamed(value: Any, renames: dict[str, str]) -> Any:
+    """`value` with each name replaced, the longest names first: a pod's name (`web-0`) may be
+    part of a Workload's (`statefulset-web-05e46`), which must be replaced whole."""
     if isinstance(value, str):
-        for old, new in renames.items():
-            value = value.replace(old, new)
+        for old in sorted(renames, key=len, reverse=True):
+            value = value.replace(old, renames[old])
         return value
     if isinstance(value, list):
         return [_renamed(v, renames) for v in value]
