@@ -2,8 +2,9 @@
 # README's "Test" command, and CI's (.ci/run): the set-up where missing (e2e/setup.sh),
 # lint and types (ruff, ruff format --check, mypy strict, lint-imports, the generated
 # protos), then pytest: tests/ and the end-to-end tests on the test-bed (e2e/), the
-# conformance scenarios compared with Kueue's recorded results (Kueue itself is not built
-# here: a stale recording fails e2e/test_conformance.py with the command that records it).
+# conformance scenarios compared with Kueue's recorded results (Kueue's manager is built, for
+# the MultiKueue test, but not run by them: a stale recording fails e2e/test_conformance.py with
+# the command that records it).
 # Arguments go to pytest, e.g. `e2e/test.sh tests -x`.
 # Ends with a table of the time of each phase (set-up by part, lint and types, the unit
 # tests, each end-to-end file, conformance) and the total, also when a phase fails.

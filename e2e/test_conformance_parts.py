@@ -88,6 +88,14 @@ def test_messages_are_normalized_across_runs() -> None:
     )
 
 
+def test_a_generated_name_ending_like_a_duration_is_left_to_the_renames() -> None:
+    """A pod's random suffix can read as a duration (`-5794s`); replacing it made a Deployment's
+    Workload name differ between two runs of a scenario."""
+    norm = Normalizer([], [])
+    text = norm.text("Created Workload: demo/pod-infer-746d4484fd-5794s-1a2b3 after 5794s (12ms)")
+    assert text == "Created Workload: demo/pod-infer-746d4484fd-5794s-1a2b3 after <duration> (<duration>)"
+
+
 def test_compare_names_each_differing_field_and_event() -> None:
     kueue = {"Job[ns/a].suspend": False, "Events": ["Job[a] Normal Started: x"]}
     ours = {"Job[ns/a].suspend": True, "Events": ["Workload[a] Normal Started: x"]}

@@ -330,7 +330,14 @@ async def test_an_evicted_trainjob_is_suspended_and_kueues_patch_emptied(
     path = api_path(TRAINER_API, "trainjobs", namespace, "long")
     name = await create_trainjob(kube, "long", namespace, nodes=1, patches=[forever])
     await workload_where(kube, namespace, name, "Admitted", "True")
-    assert [e["name"] for e in kueue_entries(await kube.get(path))] == ["node"]
+
+    async def started() -> Obj | None:
+        # Admission is written first, the TrainJob's unsuspend with Kueue's patch after it.
+        current = await kube.get(path)
+        return current if current["spec"].get("suspend") is False else None
+
+    unsuspended = await wait_for("the TrainJob unsuspended", started, within=60, interval=0.2)
+    assert [e["name"] for e in kueue_entries(unsuspended)] == ["node"]
 
     async def running() -> bool:
         pods, _ = await kube.list_all(

@@ -18,7 +18,8 @@ KUEUE = "kueue.x-k8s.io/v1beta2"
 _UID = re.compile(r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}")
 # Kueue's (and the controller's) name of a Job's Workload: job-<job name>-<5 hex digits>.
 _JOB_WORKLOAD = re.compile(r"^job-(.+)-[0-9a-f]{5}$")
-_DURATION = re.compile(r"\b\d+(?:\.\d+)?(?:ms|s|m|h)\b")
+# A duration stands alone: a generated name's last part (a pod's `-5794s`) is not one.
+_DURATION = re.compile(r"(?<![\w-])\d+(?:\.\d+)?(?:ms|s|m|h)(?![\w-])")
 _QUEUE_STATUS = (
     "pendingWorkloads",
     "reservingWorkloads",
