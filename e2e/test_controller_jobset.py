@@ -18,16 +18,15 @@ from typing import Any
 
 import pytest
 import pytest_asyncio
-import yaml
 
-from e2e.support.deploy import ControllerProcess, install_crds
 from e2e.support.jobset import JobSetProcess, install_jobset_crds, jobset_build, jobset_webhooks
 from e2e.support.queues import drop_queues, make_queues
+from e2e.support.served import Served, claim_template, start_controller, stop_controller, workload_where
 from e2e.support.webhooks import register, unregister
 from e2e.support.workloads import KUEUE
 from e2e.testbed import KubeClient, Testbed, api_path
-from e2e.testbed.names import DEVICE_CLASS_NAME, RUN_SECONDS_ANNOTATION
-from e2e.testbed.scenario import single_gpu_claim_spec, status_condition, wait_for
+from e2e.testbed.names import RUN_SECONDS_ANNOTATION
+from e2e.testbed.scenario import status_condition, wait_for
 from reconciler.core.model.workloads import workload_name_for_job
 
 pytestmark = [pytest.mark.testbed, pytest.mark.timeout(300)]
@@ -65,46 +64,22 @@ def jobset_manager(testbed: Testbed, tmp_path_factory: pytest.TempPathFactory) -
 @pytest.fixture(scope="module")
 def controller(
     testbed: Testbed, jobset_manager: JobSetProcess, tmp_path_factory: pytest.TempPathFactory
-) -> Iterator[ControllerProcess]:
+) -> Iterator[Served]:
     """`reconciler run` with the jobset framework enabled and GPUs charged through DRA."""
-
-    async def install() -> None:
-        async with KubeClient.from_kubeconfig(testbed.kubeconfig) as kube:
-            await install_crds(kube)
-
-    asyncio.run(install())
+    frameworks = ["batch/job", "jobset.x-k8s.io/jobset"]
     folder = tmp_path_factory.mktemp("controller-jobset")
-    config = {
-        "apiVersion": "config.kueue.x-k8s.io/v1beta2",
-        "kind": "Configuration",
-        "integrations": {"frameworks": ["batch/job", "jobset.x-k8s.io/jobset"]},
-        "resources": {
-            "deviceClassMappings": [{"name": "nvidia.com/gpu", "deviceClassNames": [DEVICE_CLASS_NAME]}]
-        },
-    }
-    (folder / "config.yaml").write_text(yaml.safe_dump(config))
-    process = ControllerProcess(folder / "config.yaml", testbed.kubeconfig, folder / "controller.log")
-    process.start()
-    yield process
-    code = process.stop()
-    assert code == 0, f"the controller did not stop cleanly (exit {code}):\n{process.log_tail(30)}"
+    served = start_controller(testbed.kubeconfig, folder, frameworks, webhooks=False)
+    yield served
+    stop_controller(served)
 
 
 @pytest_asyncio.fixture
 async def queues(kube: KubeClient, namespace: str) -> AsyncIterator[str]:
     """Queues with 2 GPUs of quota, and a ResourceClaimTemplate per replicated job."""
     await make_queues(kube, namespace, gpus=2)
-    for name in ("leader-gpu", "worker-gpu"):
-        await kube.create(
-            api_path("resource.k8s.io/v1", "resourceclaimtemplates", namespace),
-            {
-                "apiVersion": "resource.k8s.io/v1",
-                "kind": "ResourceClaimTemplate",
-                "metadata": {"name": name, "namespace": namespace},
-                "spec": {"spec": single_gpu_claim_spec()},
-            },
-        )
     try:
+        for name in ("leader-gpu", "worker-gpu"):
+            await claim_template(kube, namespace, name)
         yield namespace
     finally:
         await drop_queues(kube, namespace)
@@ -151,20 +126,9 @@ async def create_jobset(kube: KubeClient, name: str, namespace: str, run_seconds
     return workload_name_for_job(name, created["metadata"]["uid"], "JobSet", "jobset.x-k8s.io")
 
 
-async def workload_where(kube: KubeClient, namespace: str, name: str, kind: str, status: str) -> Obj:
-    async def probe() -> Obj | None:
-        workload = await kube.get_or_none(api_path(KUEUE, "workloads", namespace, name))
-        if workload is None or status_condition(workload, kind).get("status") != status:
-            return None
-        return workload
-
-    found: Obj = await wait_for(f"Workload {name}: {kind}={status}", probe, within=120, interval=0.3)
-    return found
-
-
 @pytest.mark.asyncio
 async def test_a_jobset_runs_as_one_workload_and_the_next_waits_for_its_quota(
-    controller: ControllerProcess, kube: KubeClient, queues: str
+    controller: Served, kube: KubeClient, queues: str
 ) -> None:
     namespace = queues
     first = await create_jobset(kube, "first", namespace)
@@ -222,7 +186,7 @@ async def test_a_jobset_runs_as_one_workload_and_the_next_waits_for_its_quota(
 
 @pytest.mark.asyncio
 async def test_an_evicted_jobset_is_suspended_with_its_pod_templates_restored(
-    controller: ControllerProcess, kube: KubeClient, queues: str
+    controller: Served, kube: KubeClient, queues: str
 ) -> None:
     """The Workload deactivated (spec.active=false) while the JobSet runs: evicted, the JobSet
     suspended and its pod templates given back as created (writes the JobSet's own webhook
@@ -280,7 +244,7 @@ async def test_an_evicted_jobset_is_suspended_with_its_pod_templates_restored(
 
 @pytest.mark.asyncio
 async def test_a_child_job_raised_past_its_charge_stops_the_jobset(
-    controller: ControllerProcess, kube: KubeClient, queues: str
+    controller: Served, kube: KubeClient, queues: str
 ) -> None:
     """Beyond Kueue (issue 42): a JobSet's child Job patched from parallelism 1 to 3 while the
     JobSet is admitted (this module runs the controller without its webhooks, so the patch goes

@@ -23,16 +23,15 @@ from typing import Any
 
 import pytest
 import pytest_asyncio
-import yaml
 
-from e2e.support.deploy import ControllerProcess, install_crds
 from e2e.support.kubeflow import KubeflowOperators, install_kubeflow_crds
 from e2e.support.queues import drop_queues, make_queues
+from e2e.support.served import Served, claim_template, start_controller, stop_controller, workload_where
 from e2e.support.webhooks import unregister
 from e2e.support.workloads import KUEUE
 from e2e.testbed import KubeClient, Testbed, api_path
-from e2e.testbed.names import DEVICE_CLASS_NAME, RUN_SECONDS_ANNOTATION
-from e2e.testbed.scenario import single_gpu_claim_spec, status_condition, wait_for
+from e2e.testbed.names import RUN_SECONDS_ANNOTATION
+from e2e.testbed.scenario import status_condition, wait_for
 from reconciler.core.model.workloads import workload_name_for_job
 
 pytestmark = [pytest.mark.testbed, pytest.mark.timeout(300)]
@@ -66,45 +65,21 @@ def operators(testbed: Testbed, tmp_path_factory: pytest.TempPathFactory) -> Ite
 @pytest.fixture(scope="module")
 def controller(
     testbed: Testbed, operators: KubeflowOperators, tmp_path_factory: pytest.TempPathFactory
-) -> Iterator[ControllerProcess]:
+) -> Iterator[Served]:
     """`reconciler run` with the PyTorchJob and MPIJob frameworks on, GPUs charged through DRA."""
-
-    async def install() -> None:
-        async with KubeClient.from_kubeconfig(testbed.kubeconfig) as kube:
-            await install_crds(kube)
-
-    asyncio.run(install())
+    frameworks = ["batch/job", "kubeflow.org/pytorchjob", "kubeflow.org/mpijob"]
     folder = tmp_path_factory.mktemp("controller-kubeflow")
-    config = {
-        "apiVersion": "config.kueue.x-k8s.io/v1beta2",
-        "kind": "Configuration",
-        "integrations": {"frameworks": ["batch/job", "kubeflow.org/pytorchjob", "kubeflow.org/mpijob"]},
-        "resources": {
-            "deviceClassMappings": [{"name": "nvidia.com/gpu", "deviceClassNames": [DEVICE_CLASS_NAME]}]
-        },
-    }
-    (folder / "config.yaml").write_text(yaml.safe_dump(config))
-    process = ControllerProcess(folder / "config.yaml", testbed.kubeconfig, folder / "controller.log")
-    process.start()
-    yield process
-    code = process.stop()
-    assert code == 0, f"the controller did not stop cleanly (exit {code}):\n{process.log_tail(30)}"
+    served = start_controller(testbed.kubeconfig, folder, frameworks, webhooks=False)
+    yield served
+    stop_controller(served)
 
 
 @pytest_asyncio.fixture
 async def queues(kube: KubeClient, namespace: str) -> AsyncIterator[str]:
     """Queues with 2 GPUs of quota, and the workers' ResourceClaimTemplate."""
     await make_queues(kube, namespace, gpus=2)
-    await kube.create(
-        api_path("resource.k8s.io/v1", "resourceclaimtemplates", namespace),
-        {
-            "apiVersion": "resource.k8s.io/v1",
-            "kind": "ResourceClaimTemplate",
-            "metadata": {"name": "worker-gpu", "namespace": namespace},
-            "spec": {"spec": single_gpu_claim_spec()},
-        },
-    )
     try:
+        await claim_template(kube, namespace, "worker-gpu")
         yield namespace
     finally:
         await drop_queues(kube, namespace)
@@ -151,17 +126,6 @@ def mpijob(name: str, namespace: str) -> Obj:
     }
 
 
-async def workload_where(kube: KubeClient, namespace: str, name: str, kind: str, status: str) -> Obj:
-    async def probe() -> Obj | None:
-        workload = await kube.get_or_none(api_path(KUEUE, "workloads", namespace, name))
-        if workload is None or status_condition(workload, kind).get("status") != status:
-            return None
-        return workload
-
-    found: Obj = await wait_for(f"Workload {name}: {kind}={status}", probe, within=120, interval=0.3)
-    return found
-
-
 async def finished_pods(kube: KubeClient, namespace: str, selector: str, count: int) -> list[Obj]:
     async def probe() -> list[Obj] | None:
         pods, _ = await kube.list_all(api_path("v1", "pods", namespace), {"labelSelector": selector})
@@ -176,7 +140,7 @@ async def finished_pods(kube: KubeClient, namespace: str, selector: str, count: 
 
 @pytest.mark.asyncio
 async def test_a_pytorchjob_runs_as_one_workload_and_the_next_waits_for_its_quota(
-    controller: ControllerProcess, kube: KubeClient, queues: str
+    controller: Served, kube: KubeClient, queues: str
 ) -> None:
     namespace = queues
     path = api_path(KUBEFLOW_V1, "pytorchjobs", namespace)
@@ -217,7 +181,7 @@ async def test_a_pytorchjob_runs_as_one_workload_and_the_next_waits_for_its_quot
 
 @pytest.mark.asyncio
 async def test_an_mpijob_runs_its_launcher_and_gpu_workers_under_one_workload(
-    controller: ControllerProcess, kube: KubeClient, queues: str
+    controller: Served, kube: KubeClient, queues: str
 ) -> None:
     namespace = queues
     created = await kube.create(api_path(MPI_API, "mpijobs", namespace), mpijob("mpi", namespace))
@@ -250,7 +214,7 @@ async def test_an_mpijob_runs_its_launcher_and_gpu_workers_under_one_workload(
 
 @pytest.mark.asyncio
 async def test_an_evicted_pytorchjob_is_suspended_with_its_templates_restored_and_its_pods_gone(
-    controller: ControllerProcess, kube: KubeClient, queues: str
+    controller: Served, kube: KubeClient, queues: str
 ) -> None:
     """The Workload deactivated while the PyTorchJob runs: evicted, the job suspended and its pod
     templates given back as created (the training-operator's webhook accepts the writes), its pods

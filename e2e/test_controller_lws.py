@@ -31,8 +31,8 @@ from e2e.support.lws_cases import (
     pod_template,
     running_group,
     served,
-    workload_where,
 )
+from e2e.support.served import workload_where
 from e2e.support.workloads import KUEUE
 from e2e.testbed import KubeClient, api_path
 from e2e.testbed.scenario import status_condition, wait_for

@@ -11,30 +11,24 @@ the backoff the Workload is admitted again and the new pods are ungated and run.
 
 from __future__ import annotations
 
-import asyncio
 from collections.abc import Iterator
-from pathlib import Path
 
 import pytest
-import yaml
 
-from e2e.support.deploy import ControllerProcess, free_port, install_crds
 from e2e.support.lws import LWS_API
 from e2e.support.lws_cases import (
     GATE,
     Obj,
-    Served,
     group_pods,
     leader_worker_set,
     lws_manager,
     pod_template,
     served,
-    workload_where,
 )
-from e2e.support.webhooks import loopback_certificate
+from e2e.support.served import Served, start_controller, stop_controller, workload_where
 from e2e.support.workloads import KUEUE
 from e2e.testbed import KubeClient, Testbed, api_path
-from e2e.testbed.names import DEVICE_CLASS_NAME, STALL_ANNOTATION
+from e2e.testbed.names import STALL_ANNOTATION
 from e2e.testbed.scenario import status_condition, wait_for
 from reconciler.core.model.workloads import workload_name_for_job
 
@@ -48,41 +42,15 @@ def controller(
     testbed: Testbed, lws_manager: object, tmp_path_factory: pytest.TempPathFactory
 ) -> Iterator[Served]:
     """`reconciler run` with the LWS framework and a 10 s PodsReady timeout."""
-
-    async def install() -> None:
-        async with KubeClient.from_kubeconfig(testbed.kubeconfig) as kube:
-            await install_crds(kube)
-
-    asyncio.run(install())
-    folder: Path = tmp_path_factory.mktemp("controller-lws-ready")
-    bundle = loopback_certificate(folder / "certs")
-    config = {
-        "apiVersion": "config.kueue.x-k8s.io/v1beta2",
-        "kind": "Configuration",
-        "internalCertManagement": {"enable": False},
-        "waitForPodsReady": {
-            "timeout": "10s",
-            "requeuingStrategy": {"backoffBaseSeconds": 2, "backoffMaxSeconds": 4},
-        },
-        "integrations": {"frameworks": ["leaderworkerset.x-k8s.io/leaderworkerset"]},
-        "resources": {
-            "deviceClassMappings": [{"name": "nvidia.com/gpu", "deviceClassNames": [DEVICE_CLASS_NAME]}]
-        },
-    }
-    (folder / "config.yaml").write_text(yaml.safe_dump(config))
-    process = ControllerProcess(
-        folder / "config.yaml",
+    ready = {"timeout": "10s", "requeuingStrategy": {"backoffBaseSeconds": 2, "backoffMaxSeconds": 4}}
+    served = start_controller(
         testbed.kubeconfig,
-        folder / "controller.log",
-        "--webhook-cert-dir",
-        str(folder / "certs"),
-        webhook_port=free_port(),
+        tmp_path_factory.mktemp("controller-lws-ready"),
+        ["leaderworkerset.x-k8s.io/leaderworkerset"],
+        extra={"waitForPodsReady": ready},
     )
-    process.start()
-    process.wait_ready()
-    yield Served(process, bundle.ca.cert_pem)
-    code = process.stop()
-    assert code == 0, f"the controller did not stop cleanly (exit {code}):\n{process.log_tail(30)}"
+    yield served
+    stop_controller(served)
 
 
 def _uids(pods: list[Obj]) -> set[str]:

@@ -16,27 +16,16 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import AsyncIterator, Iterator
-from pathlib import Path
 from typing import Any
 
 import pytest
 import pytest_asyncio
-import yaml
 
-from e2e.support.deploy import ControllerProcess, free_port, install_crds
-from e2e.support.queues import drop_queues, make_queues
-from e2e.support.webhooks import (
-    loopback_certificate,
-    on_loopback,
-    register,
-    scoped,
-    shipped_configurations,
-    unregister,
-)
+from e2e.support.served import Served, namespace_served, start_controller, stop_controller, workload_where
 from e2e.support.workloads import KUEUE
 from e2e.testbed import KubeClient, Testbed, api_path
-from e2e.testbed.names import DEVICE_CLASS_NAME, RUN_SECONDS_ANNOTATION
-from e2e.testbed.scenario import single_gpu_claim_spec, status_condition, wait_for
+from e2e.testbed.names import RUN_SECONDS_ANNOTATION
+from e2e.testbed.scenario import status_condition, wait_for
 from reconciler.core.model.workloads import workload_name_for_job
 
 pytestmark = [pytest.mark.testbed, pytest.mark.timeout(300)]
@@ -47,50 +36,15 @@ TOPOLOGY_GATE = "kueue.x-k8s.io/topology"  # added after it, as Kueue v0.18.1 do
 POD_WEBHOOKS = ("mpod.kb.io", "vpod.kb.io")
 
 
-class Served:
-    def __init__(self, process: ControllerProcess, ca_pem: bytes) -> None:
-        self.process, self.ca_pem = process, ca_pem
-
-    @property
-    def port(self) -> int:
-        assert self.process.webhook_port is not None
-        return self.process.webhook_port
-
-
 @pytest.fixture(scope="module")
 def controller(testbed: Testbed, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Served]:
     """`reconciler run` with the pod framework on, its webhooks on loopback (a certificate made
     here, mounted as cert-manager would), GPUs charged through DRA."""
-
-    async def install() -> None:
-        async with KubeClient.from_kubeconfig(testbed.kubeconfig) as kube:
-            await install_crds(kube)
-
-    asyncio.run(install())
-    folder: Path = tmp_path_factory.mktemp("controller-pods")
-    bundle = loopback_certificate(folder / "certs")
-    config = {
-        "apiVersion": "config.kueue.x-k8s.io/v1beta2",
-        "kind": "Configuration",
-        "internalCertManagement": {"enable": False},
-        "integrations": {"frameworks": ["batch/job", "pod"]},
-        "resources": {
-            "deviceClassMappings": [{"name": "nvidia.com/gpu", "deviceClassNames": [DEVICE_CLASS_NAME]}]
-        },
-    }
-    (folder / "config.yaml").write_text(yaml.safe_dump(config))
-    process = ControllerProcess(
-        folder / "config.yaml",
-        testbed.kubeconfig,
-        folder / "controller.log",
-        "--webhook-cert-dir",
-        str(folder / "certs"),
-        webhook_port=free_port(),
+    served = start_controller(
+        testbed.kubeconfig, tmp_path_factory.mktemp("controller-pods"), ["batch/job", "pod"]
     )
-    process.start()
-    yield Served(process, bundle.ca.cert_pem)
-    code = process.stop()
-    assert code == 0, f"the controller did not stop cleanly (exit {code}):\n{process.log_tail(30)}"
+    yield served
+    stop_controller(served)
 
 
 def pod(name: str, namespace: str, run_seconds: str = "3") -> Obj:
@@ -121,24 +75,6 @@ def pod(name: str, namespace: str, run_seconds: str = "3") -> Obj:
 async def served(controller: Served, kube: KubeClient, namespace: str) -> AsyncIterator[str]:
     """Queues with 1 GPU, a one-GPU ResourceClaimTemplate, and the shipped pod webhooks
     registered for this namespace only; waits until the API server calls them."""
-    await make_queues(kube, namespace, gpus=1)
-    await kube.create(
-        api_path("resource.k8s.io/v1", "resourceclaimtemplates", namespace),
-        {
-            "apiVersion": "resource.k8s.io/v1",
-            "kind": "ResourceClaimTemplate",
-            "metadata": {"name": "one-gpu", "namespace": namespace},
-            "spec": {"spec": single_gpu_claim_spec()},
-        },
-    )
-    shipped = []
-    for configuration in shipped_configurations():
-        webhooks = [w for w in configuration["webhooks"] if w["name"] in POD_WEBHOOKS]
-        shipped.append({**configuration, "webhooks": webhooks})
-    hooks = scoped(
-        on_loopback(shipped, controller.port, controller.ca_pem), f"pods-{namespace}", namespace, ("x", "y")
-    )
-    await register(kube, hooks)
 
     async def gated() -> bool:
         created = await kube.request(
@@ -146,29 +82,15 @@ async def served(controller: Served, kube: KubeClient, namespace: str) -> AsyncI
         )
         return GATE in [g["name"] for g in created["spec"].get("schedulingGates") or []]
 
-    try:
-        await wait_for("the pod webhook to gate pods", gated, within=60, interval=0.5)
+    ready = ("the pod webhook to gate pods", gated)
+    async with namespace_served(kube, controller, namespace, POD_WEBHOOKS, gpus=1, base="pods", ready=ready):
         yield namespace
-    finally:
-        await unregister(kube, hooks)
-        await drop_queues(kube, namespace)
 
 
 async def create_pod(kube: KubeClient, name: str, namespace: str) -> tuple[Obj, str]:
     """Creates the pod; returns it as stored and its Workload's name."""
     created = await kube.create(api_path("v1", "pods", namespace), pod(name, namespace))
     return created, workload_name_for_job(name, created["metadata"]["uid"], "Pod", "")
-
-
-async def workload_where(kube: KubeClient, namespace: str, name: str, kind: str, status: str) -> Obj:
-    async def probe() -> Obj | None:
-        workload = await kube.get_or_none(api_path(KUEUE, "workloads", namespace, name))
-        if workload is None or status_condition(workload, kind).get("status") != status:
-            return None
-        return workload
-
-    found: Obj = await wait_for(f"Workload {name}: {kind}={status}", probe, within=120, interval=0.3)
-    return found
 
 
 @pytest.mark.asyncio

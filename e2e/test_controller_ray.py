@@ -23,28 +23,18 @@ import asyncio
 import subprocess
 import sys
 from collections.abc import AsyncIterator, Iterator
-from pathlib import Path
 from typing import Any
 
 import pytest
 import pytest_asyncio
-import yaml
 
-from e2e.support.deploy import ROOT, ControllerProcess, free_port, install_crds
+from e2e.support.deploy import ROOT
 from e2e.support.kuberay import RAY_API, KubeRayProcess, install_kuberay_crds, kuberay_build
-from e2e.support.queues import drop_queues, make_queues
-from e2e.support.webhooks import (
-    loopback_certificate,
-    on_loopback,
-    register,
-    scoped,
-    shipped_configurations,
-    unregister,
-)
+from e2e.support.served import Served, namespace_served, start_controller, stop_controller, workload_where
 from e2e.support.workloads import KUEUE
 from e2e.testbed import ApiError, KubeClient, Testbed, api_path
-from e2e.testbed.names import DEVICE_CLASS_NAME, FAIL_ANNOTATION, RUN_SECONDS_ANNOTATION
-from e2e.testbed.scenario import single_gpu_claim_spec, status_condition, wait_for
+from e2e.testbed.names import FAIL_ANNOTATION, RUN_SECONDS_ANNOTATION
+from e2e.testbed.scenario import status_condition, wait_for
 from reconciler.core.model.workloads import workload_name_for_job
 
 pytestmark = [pytest.mark.testbed, pytest.mark.timeout(300)]
@@ -80,54 +70,20 @@ def kuberay(testbed: Testbed, tmp_path_factory: pytest.TempPathFactory) -> Itera
     process.stop()
 
 
-class Served:
-    def __init__(self, process: ControllerProcess, ca_pem: bytes) -> None:
-        self.process, self.ca_pem = process, ca_pem
-
-    @property
-    def port(self) -> int:
-        assert self.process.webhook_port is not None
-        return self.process.webhook_port
-
-
 @pytest.fixture(scope="module")
 def controller(
     testbed: Testbed, kuberay: KubeRayProcess, tmp_path_factory: pytest.TempPathFactory
 ) -> Iterator[Served]:
     """`reconciler run` with the ray frameworks and batch/job on (after KubeRay's CRDs), its
     webhooks on loopback, GPUs charged through DRA."""
-
-    async def install() -> None:
-        async with KubeClient.from_kubeconfig(testbed.kubeconfig) as kube:
-            await install_crds(kube)
-
-    asyncio.run(install())
-    folder: Path = tmp_path_factory.mktemp("controller-ray")
-    bundle = loopback_certificate(folder / "certs")
-    config = {
-        "apiVersion": "config.kueue.x-k8s.io/v1beta2",
-        "kind": "Configuration",
-        "internalCertManagement": {"enable": False},
-        "waitForPodsReady": {"timeout": "120s"},
-        "integrations": {"frameworks": ["batch/job", "ray.io/rayjob", "ray.io/raycluster"]},
-        "resources": {
-            "deviceClassMappings": [{"name": "nvidia.com/gpu", "deviceClassNames": [DEVICE_CLASS_NAME]}]
-        },
-    }
-    (folder / "config.yaml").write_text(yaml.safe_dump(config))
-    process = ControllerProcess(
-        folder / "config.yaml",
+    served = start_controller(
         testbed.kubeconfig,
-        folder / "controller.log",
-        "--webhook-cert-dir",
-        str(folder / "certs"),
-        webhook_port=free_port(),
+        tmp_path_factory.mktemp("controller-ray"),
+        ["batch/job", "ray.io/rayjob", "ray.io/raycluster"],
+        extra={"waitForPodsReady": {"timeout": "120s"}},
     )
-    process.start()
-    process.wait_ready()
-    yield Served(process, bundle.ca.cert_pem)
-    code = process.stop()
-    assert code == 0, f"the controller did not stop cleanly (exit {code}):\n{process.log_tail(30)}"
+    yield served
+    stop_controller(served)
 
 
 def pod_template(*, gpu: bool, annotations: Obj | None = None) -> Obj:
@@ -191,24 +147,6 @@ def rayjob(name: str, namespace: str) -> Obj:
 async def served(controller: Served, kube: KubeClient, namespace: str) -> AsyncIterator[str]:
     """Queues with 1 GPU, a one-GPU ResourceClaimTemplate, and the shipped ray and Job webhooks
     registered for this namespace only; waits until the API server calls them."""
-    await make_queues(kube, namespace, gpus=1)
-    await kube.create(
-        api_path("resource.k8s.io/v1", "resourceclaimtemplates", namespace),
-        {
-            "apiVersion": "resource.k8s.io/v1",
-            "kind": "ResourceClaimTemplate",
-            "metadata": {"name": "one-gpu", "namespace": namespace},
-            "spec": {"spec": single_gpu_claim_spec()},
-        },
-    )
-    shipped = []
-    for configuration in shipped_configurations():
-        webhooks = [w for w in configuration["webhooks"] if w["name"] in OUR_WEBHOOKS]
-        shipped.append({**configuration, "webhooks": webhooks})
-    hooks = scoped(
-        on_loopback(shipped, controller.port, controller.ca_pem), f"kueue-{namespace}", namespace, ("x", "y")
-    )
-    await register(kube, hooks)
 
     async def suspending() -> bool:
         body = raycluster("probe", namespace)
@@ -217,12 +155,9 @@ async def served(controller: Served, kube: KubeClient, namespace: str) -> AsyncI
         )
         return bool(created["spec"].get("suspend"))
 
-    try:
-        await wait_for("the RayCluster webhook to suspend", suspending, within=60, interval=0.5)
+    ready = ("the RayCluster webhook to suspend", suspending)
+    async with namespace_served(kube, controller, namespace, OUR_WEBHOOKS, gpus=1, ready=ready):
         yield namespace
-    finally:
-        await unregister(kube, hooks)
-        await drop_queues(kube, namespace)
 
 
 async def create(kube: KubeClient, body: Obj) -> str:
@@ -231,17 +166,6 @@ async def create(kube: KubeClient, body: Obj) -> str:
     namespace = body["metadata"]["namespace"]
     created = await kube.create(api_path(RAY_API, plural, namespace), body)
     return workload_name_for_job(body["metadata"]["name"], created["metadata"]["uid"], body["kind"], "ray.io")
-
-
-async def workload_where(kube: KubeClient, namespace: str, name: str, kind: str, status: str) -> Obj:
-    async def probe() -> Obj | None:
-        workload = await kube.get_or_none(api_path(KUEUE, "workloads", namespace, name))
-        if workload is None or status_condition(workload, kind).get("status") != status:
-            return None
-        return workload
-
-    found: Obj = await wait_for(f"Workload {name}: {kind}={status}", probe, within=120, interval=0.3)
-    return found
 
 
 def waiting_message(namespace: str) -> str:

@@ -21,28 +21,17 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import AsyncIterator, Iterator
-from pathlib import Path
 from typing import Any
 
 import pytest
 import pytest_asyncio
-import yaml
 
-from e2e.support.deploy import ControllerProcess, free_port, install_crds
-from e2e.support.queues import drop_queues, make_queues
-from e2e.support.webhooks import (
-    loopback_certificate,
-    on_loopback,
-    register,
-    scoped,
-    shipped_configurations,
-    unregister,
-)
+from e2e.support.served import Served, namespace_served, start_controller, stop_controller
 from e2e.support.workloads import KUEUE
 from e2e.testbed import KubeClient, Testbed, api_path
 from e2e.testbed.clusters import Cluster
-from e2e.testbed.names import DEVICE_CLASS_NAME, RUN_SECONDS_ANNOTATION
-from e2e.testbed.scenario import single_gpu_claim_spec, status_condition, wait_for
+from e2e.testbed.names import RUN_SECONDS_ANNOTATION
+from e2e.testbed.scenario import status_condition, wait_for
 from e2e.testbed.spec import GpuSpec, NodeSpec, TestbedSpec
 
 pytestmark = [pytest.mark.testbed, pytest.mark.timeout(300)]
@@ -81,49 +70,14 @@ def cluster(bed: Testbed) -> Cluster:
     return Cluster(kubeconfig=bed.kubeconfig, target="testbed", testbed=bed)
 
 
-class Served:
-    def __init__(self, process: ControllerProcess, ca_pem: bytes) -> None:
-        self.process, self.ca_pem = process, ca_pem
-
-    @property
-    def port(self) -> int:
-        assert self.process.webhook_port is not None
-        return self.process.webhook_port
-
-
 @pytest.fixture(scope="module")
 def controller(bed: Testbed, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Served]:
     """`reconciler run` with `deployment` and `statefulset` listed (`pod` implied), its webhooks
     on loopback."""
-
-    async def install() -> None:
-        async with KubeClient.from_kubeconfig(bed.kubeconfig) as kube:
-            await install_crds(kube)
-
-    asyncio.run(install())
-    folder: Path = tmp_path_factory.mktemp("controller-serving")
-    bundle = loopback_certificate(folder / "certs")
-    config = {
-        "apiVersion": "config.kueue.x-k8s.io/v1beta2",
-        "kind": "Configuration",
-        "internalCertManagement": {"enable": False},
-        "integrations": {"frameworks": ["batch/job", "deployment", "statefulset"]},
-        "resources": {"deviceClassMappings": [{"name": GPU, "deviceClassNames": [DEVICE_CLASS_NAME]}]},
-    }
-    (folder / "config.yaml").write_text(yaml.safe_dump(config))
-    process = ControllerProcess(
-        folder / "config.yaml",
-        bed.kubeconfig,
-        folder / "controller.log",
-        "--webhook-cert-dir",
-        str(folder / "certs"),
-        webhook_port=free_port(),
-    )
-    process.start()
-    process.wait_ready()
-    yield Served(process, bundle.ca.cert_pem)
-    code = process.stop()
-    assert code == 0, f"the controller did not stop cleanly (exit {code}):\n{process.log_tail(30)}"
+    frameworks = ["batch/job", "deployment", "statefulset"]
+    served = start_controller(bed.kubeconfig, tmp_path_factory.mktemp("controller-serving"), frameworks)
+    yield served
+    stop_controller(served)
 
 
 def pod_template(app: str) -> Obj:
@@ -156,27 +110,6 @@ def deployment(name: str, namespace: str, replicas: int) -> Obj:
 async def served(controller: Served, kube: KubeClient, namespace: str) -> AsyncIterator[str]:
     """Queues with 2 GPUs, a one-GPU ResourceClaimTemplate, and the shipped Deployment and pod
     webhooks registered for this namespace only; waits until the API server calls them."""
-    await make_queues(kube, namespace, gpus=2)
-    await kube.create(
-        api_path("resource.k8s.io/v1", "resourceclaimtemplates", namespace),
-        {
-            "apiVersion": "resource.k8s.io/v1",
-            "kind": "ResourceClaimTemplate",
-            "metadata": {"name": "one-gpu", "namespace": namespace},
-            "spec": {"spec": single_gpu_claim_spec()},
-        },
-    )
-    shipped = []
-    for configuration in shipped_configurations():
-        webhooks = [w for w in configuration["webhooks"] if w["name"] in OUR_WEBHOOKS]
-        shipped.append({**configuration, "webhooks": webhooks})
-    hooks = scoped(
-        on_loopback(shipped, controller.port, controller.ca_pem),
-        f"serving-{namespace}",
-        namespace,
-        ("x", "y"),
-    )
-    await register(kube, hooks)
 
     async def marked() -> bool:
         created = await kube.request(
@@ -187,12 +120,11 @@ async def served(controller: Served, kube: KubeClient, namespace: str) -> AsyncI
         )
         return PARENT in (created["spec"]["template"]["metadata"].get("annotations") or {})
 
-    try:
-        await wait_for("the Deployment webhook to mark templates", marked, within=60, interval=0.5)
+    ready = ("the Deployment webhook to mark templates", marked)
+    async with namespace_served(
+        kube, controller, namespace, OUR_WEBHOOKS, gpus=2, base="serving", ready=ready
+    ):
         yield namespace
-    finally:
-        await unregister(kube, hooks)
-        await drop_queues(kube, namespace)
 
 
 async def pods_of(kube: KubeClient, namespace: str, app: str) -> list[Obj]:

@@ -19,29 +19,22 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import AsyncIterator, Iterator
-from pathlib import Path
 from typing import Any
 
 import pytest
 import pytest_asyncio
-import yaml
 
-from e2e.support.deploy import ControllerProcess, free_port, install_crds
 from e2e.support.jobset import JobSetProcess, install_jobset_crds, jobset_build, jobset_webhooks
-from e2e.support.queues import drop_queues, make_queues
+from e2e.support.served import Served, namespace_served, start_controller, stop_controller, workload_where
 from e2e.support.trainer import TrainerProcess, install_trainer_crds, trainer_build, trainer_webhooks
 from e2e.support.webhooks import (
-    loopback_certificate,
-    on_loopback,
     register,
-    scoped,
-    shipped_configurations,
     unregister,
 )
 from e2e.support.workloads import KUEUE
 from e2e.testbed import KubeClient, Testbed, api_path
-from e2e.testbed.names import DEVICE_CLASS_NAME, RUN_SECONDS_ANNOTATION
-from e2e.testbed.scenario import single_gpu_claim_spec, status_condition, wait_for
+from e2e.testbed.names import RUN_SECONDS_ANNOTATION
+from e2e.testbed.scenario import status_condition, wait_for
 from reconciler.core.model.workloads import workload_name_for_job
 
 pytestmark = [pytest.mark.testbed, pytest.mark.timeout(300)]
@@ -91,55 +84,16 @@ def managers(testbed: Testbed, tmp_path_factory: pytest.TempPathFactory) -> Iter
     )
 
 
-class Served:
-    def __init__(self, process: ControllerProcess, ca_pem: bytes) -> None:
-        self.process, self.ca_pem = process, ca_pem
-
-    @property
-    def port(self) -> int:
-        assert self.process.webhook_port is not None
-        return self.process.webhook_port
-
-
 @pytest.fixture(scope="module")
 def controller(
     testbed: Testbed, managers: TrainerProcess, tmp_path_factory: pytest.TempPathFactory
 ) -> Iterator[Served]:
     """`reconciler run` with the trainjob and jobset frameworks on, its webhooks on loopback, GPUs
     charged through DRA."""
-
-    async def install() -> None:
-        async with KubeClient.from_kubeconfig(testbed.kubeconfig) as kube:
-            await install_crds(kube)
-
-    asyncio.run(install())
-    folder: Path = tmp_path_factory.mktemp("controller-trainjob")
-    bundle = loopback_certificate(folder / "certs")
-    config = {
-        "apiVersion": "config.kueue.x-k8s.io/v1beta2",
-        "kind": "Configuration",
-        "internalCertManagement": {"enable": False},
-        "integrations": {
-            "frameworks": ["batch/job", "jobset.x-k8s.io/jobset", "trainer.kubeflow.org/trainjob"]
-        },
-        "resources": {
-            "deviceClassMappings": [{"name": "nvidia.com/gpu", "deviceClassNames": [DEVICE_CLASS_NAME]}]
-        },
-    }
-    (folder / "config.yaml").write_text(yaml.safe_dump(config))
-    process = ControllerProcess(
-        folder / "config.yaml",
-        testbed.kubeconfig,
-        folder / "controller.log",
-        "--webhook-cert-dir",
-        str(folder / "certs"),
-        webhook_port=free_port(),
-    )
-    process.start()
-    process.wait_ready()
-    yield Served(process, bundle.ca.cert_pem)
-    code = process.stop()
-    assert code == 0, f"the controller did not stop cleanly (exit {code}):\n{process.log_tail(30)}"
+    frameworks = ["batch/job", "jobset.x-k8s.io/jobset", "trainer.kubeflow.org/trainjob"]
+    served = start_controller(testbed.kubeconfig, tmp_path_factory.mktemp("controller-trainjob"), frameworks)
+    yield served
+    stop_controller(served)
 
 
 def runtime(name: str) -> Obj:
@@ -178,31 +132,12 @@ def runtime(name: str) -> Obj:
 async def served(controller: Served, kube: KubeClient, namespace: str) -> AsyncIterator[str]:
     """Queues with 2 GPUs, the `gpu` ResourceClaimTemplate, the runtime `gpu-<namespace>`, and
     the shipped TrainJob webhooks registered for this namespace only."""
-    await make_queues(kube, namespace, gpus=2)
-    await kube.create(
-        api_path("resource.k8s.io/v1", "resourceclaimtemplates", namespace),
-        {
-            "apiVersion": "resource.k8s.io/v1",
-            "kind": "ResourceClaimTemplate",
-            "metadata": {"name": "gpu", "namespace": namespace},
-            "spec": {"spec": single_gpu_claim_spec()},
-        },
-    )
-    await kube.create(api_path(TRAINER_API, "clustertrainingruntimes"), runtime(f"gpu-{namespace}"))
-    shipped = []
-    for configuration in shipped_configurations():
-        webhooks = [w for w in configuration["webhooks"] if w["name"] in OUR_WEBHOOKS]
-        shipped.append({**configuration, "webhooks": webhooks})
-    hooks = scoped(
-        on_loopback(shipped, controller.port, controller.ca_pem), f"kueue-{namespace}", namespace, ("x", "y")
-    )
-    await register(kube, hooks)
-    try:
-        yield namespace
-    finally:
-        await unregister(kube, hooks)
-        await kube.delete(api_path(TRAINER_API, "clustertrainingruntimes", name=f"gpu-{namespace}"))
-        await drop_queues(kube, namespace)
+    async with namespace_served(kube, controller, namespace, OUR_WEBHOOKS, gpus=2, claims=["gpu"]):
+        await kube.create(api_path(TRAINER_API, "clustertrainingruntimes"), runtime(f"gpu-{namespace}"))
+        try:
+            yield namespace
+        finally:
+            await kube.delete(api_path(TRAINER_API, "clustertrainingruntimes", name=f"gpu-{namespace}"))
 
 
 async def create_trainjob(
@@ -225,17 +160,6 @@ async def create_trainjob(
     managers = [p["manager"] for p in created["spec"]["runtimePatches"]]
     assert managers == [*(p["manager"] for p in patches or []), "kueue.x-k8s.io/manager"]
     return workload_name_for_job(name, created["metadata"]["uid"], "TrainJob", "trainer.kubeflow.org")
-
-
-async def workload_where(kube: KubeClient, namespace: str, name: str, kind: str, status: str) -> Obj:
-    async def probe() -> Obj | None:
-        workload = await kube.get_or_none(api_path(KUEUE, "workloads", namespace, name))
-        if workload is None or status_condition(workload, kind).get("status") != status:
-            return None
-        return workload
-
-    found: Obj = await wait_for(f"Workload {name}: {kind}={status}", probe, within=120, interval=0.3)
-    return found
 
 
 @pytest.mark.asyncio

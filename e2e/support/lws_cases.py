@@ -5,28 +5,20 @@ for."""
 
 import asyncio
 from collections.abc import AsyncIterator, Iterator
-from pathlib import Path
 from typing import Any
 
 import pytest
 import pytest_asyncio
-import yaml
 
-from e2e.support.deploy import ControllerProcess, free_port, install_crds
 from e2e.support.lws import LWS_API, LwsProcess, install_lws_crds, lws_build, lws_webhooks
-from e2e.support.queues import drop_queues, make_queues
+from e2e.support.served import Served, namespace_served, start_controller, stop_controller
 from e2e.support.webhooks import (
-    loopback_certificate,
-    on_loopback,
     register,
-    scoped,
-    shipped_configurations,
     unregister,
 )
-from e2e.support.workloads import KUEUE
 from e2e.testbed import KubeClient, Testbed, api_path
-from e2e.testbed.names import DEVICE_CLASS_NAME, RUN_SECONDS_ANNOTATION
-from e2e.testbed.scenario import single_gpu_claim_spec, status_condition, wait_for
+from e2e.testbed.names import RUN_SECONDS_ANNOTATION
+from e2e.testbed.scenario import wait_for
 from reconciler.core.model.workloads import workload_name_for_job
 
 Obj = dict[str, Any]
@@ -64,53 +56,16 @@ def lws_manager(testbed: Testbed, tmp_path_factory: pytest.TempPathFactory) -> I
     assert code == 0, f"the LWS manager did not stop cleanly (exit {code}):\n{process.log_tail(30)}"
 
 
-class Served:
-    def __init__(self, process: ControllerProcess, ca_pem: bytes) -> None:
-        self.process, self.ca_pem = process, ca_pem
-
-    @property
-    def port(self) -> int:
-        assert self.process.webhook_port is not None
-        return self.process.webhook_port
-
-
 @pytest.fixture(scope="module")
 def controller(
     testbed: Testbed, lws_manager: LwsProcess, tmp_path_factory: pytest.TempPathFactory
 ) -> Iterator[Served]:
     """`reconciler run` with the LWS framework on (after the LWS CRD: its watch starts with
     it), its webhooks on loopback with a certificate made here, GPUs charged through DRA."""
-
-    async def install() -> None:
-        async with KubeClient.from_kubeconfig(testbed.kubeconfig) as kube:
-            await install_crds(kube)
-
-    asyncio.run(install())
-    folder: Path = tmp_path_factory.mktemp("controller-lws")
-    bundle = loopback_certificate(folder / "certs")
-    config = {
-        "apiVersion": "config.kueue.x-k8s.io/v1beta2",
-        "kind": "Configuration",
-        "internalCertManagement": {"enable": False},
-        "integrations": {"frameworks": ["leaderworkerset.x-k8s.io/leaderworkerset"]},
-        "resources": {
-            "deviceClassMappings": [{"name": "nvidia.com/gpu", "deviceClassNames": [DEVICE_CLASS_NAME]}]
-        },
-    }
-    (folder / "config.yaml").write_text(yaml.safe_dump(config))
-    process = ControllerProcess(
-        folder / "config.yaml",
-        testbed.kubeconfig,
-        folder / "controller.log",
-        "--webhook-cert-dir",
-        str(folder / "certs"),
-        webhook_port=free_port(),
-    )
-    process.start()
-    process.wait_ready()
-    yield Served(process, bundle.ca.cert_pem)
-    code = process.stop()
-    assert code == 0, f"the controller did not stop cleanly (exit {code}):\n{process.log_tail(30)}"
+    frameworks = ["leaderworkerset.x-k8s.io/leaderworkerset"]
+    served = start_controller(testbed.kubeconfig, tmp_path_factory.mktemp("controller-lws"), frameworks)
+    yield served
+    stop_controller(served)
 
 
 def pod_template(*, gpu: bool) -> Obj:
@@ -143,25 +98,6 @@ def leader_worker_set(name: str, namespace: str) -> Obj:
 async def served(controller: Served, kube: KubeClient, namespace: str) -> AsyncIterator[str]:
     """Queues with 1 GPU, a one-GPU ResourceClaimTemplate, and the shipped LWS and pod webhooks
     registered for this namespace only; waits until the API server calls them."""
-    await make_queues(kube, namespace, gpus=1)
-    await kube.create(
-        api_path("resource.k8s.io/v1", "resourceclaimtemplates", namespace),
-        {
-            "apiVersion": "resource.k8s.io/v1",
-            "kind": "ResourceClaimTemplate",
-            "metadata": {"name": "one-gpu", "namespace": namespace},
-            "spec": {"spec": single_gpu_claim_spec()},
-        },
-    )
-    shipped = []
-    for configuration in shipped_configurations():
-        webhooks = [w for w in configuration["webhooks"] if w["name"] in OUR_WEBHOOKS]
-        shipped.append({**configuration, "webhooks": webhooks})
-    # Named as Kueue's are (kueue-...), they sort before LWS's own: called first, as in a real install.
-    hooks = scoped(
-        on_loopback(shipped, controller.port, controller.ca_pem), f"kueue-{namespace}", namespace, ("x", "y")
-    )
-    await register(kube, hooks)
 
     async def marked() -> bool:
         created = await kube.request(
@@ -173,12 +109,9 @@ async def served(controller: Served, kube: KubeClient, namespace: str) -> AsyncI
         template = created["spec"]["leaderWorkerTemplate"]["workerTemplate"]
         return SUSPENDING_PARENT in (template["metadata"].get("annotations") or {})
 
-    try:
-        await wait_for("the LWS webhook to mark pod templates", marked, within=60, interval=0.5)
+    ready = ("the LWS webhook to mark pod templates", marked)
+    async with namespace_served(kube, controller, namespace, OUR_WEBHOOKS, gpus=1, ready=ready):
         yield namespace
-    finally:
-        await unregister(kube, hooks)
-        await drop_queues(kube, namespace)
 
 
 async def create_lws(kube: KubeClient, name: str, namespace: str) -> str:
@@ -188,17 +121,6 @@ async def create_lws(kube: KubeClient, name: str, namespace: str) -> str:
     )
     uid = created["metadata"]["uid"]
     return workload_name_for_job(f"{name}-0", uid, "LeaderWorkerSet", "leaderworkerset.x-k8s.io")
-
-
-async def workload_where(kube: KubeClient, namespace: str, name: str, kind: str, status: str) -> Obj:
-    async def probe() -> Obj | None:
-        workload = await kube.get_or_none(api_path(KUEUE, "workloads", namespace, name))
-        if workload is None or status_condition(workload, kind).get("status") != status:
-            return None
-        return workload
-
-    found: Obj = await wait_for(f"Workload {name}: {kind}={status}", probe, within=120, interval=0.3)
-    return found
 
 
 async def group_pods(kube: KubeClient, namespace: str, name: str, phase: str | None = None) -> list[Obj]:
