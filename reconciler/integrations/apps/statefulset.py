@@ -34,19 +34,18 @@ from reconciler.api.apps import StatefulSet
 from reconciler.api.meta import ObjectMeta, OwnerReference
 from reconciler.api.pods import ManagedPod
 from reconciler.api.resources import STATEFULSETS, Resource
-from reconciler.core.model.jobs import PODSET_LABEL
 from reconciler.core.model.workloads import JOB_POD_SET, QUEUE_NAME_LABEL, workload_name_for_job
 from reconciler.core.primitives.priority import PRIORITY_CLASS_LABEL
 
-from ..base import Outcome, Patch, PodSetStart
+from ..base import Patch, PodSetStart
 from ..children import SUSPENDING_PARENT_ANNOTATION
 from ..pods.pod import (
-    ADMISSION_GATE,
     GROUP_NAME_LABEL,
     GROUP_TOTAL_COUNT_ANNOTATION,
     POD,
     ROLE_HASH_ANNOTATION,
 )
+from ..pods.serving import ServingGroupRules, ended, gated
 
 __all__ = ["STATEFUL_SET", "STS_FRAMEWORK", "STS_KIND", "StatefulSetIntegration", "StsGroup"]
 
@@ -63,7 +62,6 @@ POD_INDEX_LABEL = "apps.kubernetes.io/pod-index"
 IS_GROUP_WORKLOAD_ANNOTATION = "kueue.x-k8s.io/is-group-workload"
 _OWNER_GVK_ANNOTATION = "kueue.x-k8s.io/job-owner-gvk"
 _OWNER_NAME_ANNOTATION = "kueue.x-k8s.io/job-owner-name"
-_TERMINATED = ("Succeeded", "Failed")
 
 
 @dataclass(frozen=True, slots=True)
@@ -83,18 +81,6 @@ class StsGroup:
         return self.event_meta.name
 
 
-def _gated(pod: ManagedPod) -> bool:
-    return any(g.name == ADMISSION_GATE for g in pod.spec_view().scheduling_gates)
-
-
-def _ended(pod: ManagedPod) -> bool:
-    return pod.status.phase in _TERMINATED
-
-
-def _ready(pod: ManagedPod) -> bool:
-    return any(c.type == "Ready" and c.status == "True" for c in pod.status.conditions)
-
-
 def _spec_only(template: msgspec.Raw) -> msgspec.Raw:
     """The pod set's template as Kueue records it: the set's pod spec, without its metadata."""
     decoded = msgspec.json.decode(template)
@@ -102,7 +88,7 @@ def _spec_only(template: msgspec.Raw) -> msgspec.Raw:
     return msgspec.Raw(msgspec.json.encode({"spec": spec or {}}))
 
 
-class StatefulSetIntegration:
+class StatefulSetIntegration(ServingGroupRules[StsGroup]):
     """Kueue's `statefulset` framework: the set's pods as one serving group."""
 
     framework: str = STS_FRAMEWORK
@@ -188,46 +174,17 @@ class StatefulSetIntegration:
         return [PodSet(name=JOB_POD_SET, template=_spec_only(obj.template), count=obj.replicas)]
 
     def is_suspended(self, obj: StsGroup) -> bool:
-        return not obj.pods or any(_gated(p) or _ended(p) for p in obj.pods)
+        return not obj.pods or any(gated(p) or ended(p) for p in obj.pods)
+
+    def group_size(self, obj: StsGroup) -> int:
+        return obj.replicas
 
     def start_patch(self, obj: StsGroup, starts: Sequence[PodSetStart]) -> bytes:
         start = next((s for s in starts if s.name == JOB_POD_SET), PodSetStart(JOB_POD_SET))
         patches = {
-            p.metadata.name: msgspec.json.decode(POD.start_patch(p, [start])) for p in obj.pods if _gated(p)
+            p.metadata.name: msgspec.json.decode(POD.start_patch(p, [start])) for p in obj.pods if gated(p)
         }
         return msgspec.json.encode(patches)
-
-    def suspend_patch(self, obj: StsGroup) -> bytes:
-        running = [
-            p.metadata.name
-            for p in obj.pods
-            if not _gated(p) and not _ended(p) and p.metadata.deletion_timestamp is None
-        ]
-        return msgspec.json.encode(running)
-
-    def restore_pending(self, obj: StsGroup) -> bool:
-        return any(PODSET_LABEL in p.metadata.labels for p in obj.pods)
-
-    def restore_patch(self, obj: StsGroup, recorded: Sequence[PodSet]) -> Patch | None:
-        return None  # pods are deleted, never restored
-
-    def is_active(self, obj: StsGroup) -> bool:
-        return any(p.status.phase == "Running" for p in obj.pods)
-
-    def pods_ready(self, obj: StsGroup) -> bool:
-        return len(obj.pods) >= obj.replicas and all(_ready(p) for p in obj.pods)
-
-    def pods_ready_count(self, obj: StsGroup) -> int:
-        return sum(1 for p in obj.pods if _ready(p))
-
-    def finished(self, obj: StsGroup) -> Outcome | None:
-        return None  # a serving group: its Workload goes with the set, never finished by its pods
-
-    def reclaimable_pods(self, obj: StsGroup) -> Mapping[str, int]:
-        return {}
-
-    def owns(self, obj: StsGroup, owner_kind: str, owner_api_version: str, owner_name: str) -> bool:
-        return False  # the group's pods are known by their controller and mark, listed with it
 
 
 STATEFUL_SET = StatefulSetIntegration()

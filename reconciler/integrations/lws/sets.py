@@ -19,7 +19,7 @@ perform them): a JSON object of pod name -> merge patch, and a JSON list of pod 
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import replace
 from typing import Any
 
@@ -29,11 +29,11 @@ from reconciler.api import PodSet, Workload
 from reconciler.api.lws import LeaderWorkerSet
 from reconciler.api.pods import ManagedPod
 from reconciler.api.resources import LEADERWORKERSETS, Resource
-from reconciler.core.model.jobs import PODSET_LABEL
 from reconciler.core.model.workloads import JOB_POD_SET
 
-from ..base import Outcome, Patch, PodSetStart
-from ..pods.pod import ADMISSION_GATE, POD
+from ..base import Patch, PodSetStart
+from ..pods.pod import POD
+from ..pods.serving import ServingGroupRules, ended, gated
 from .group import (
     GROUP_NAME_LABEL,
     LWS_API_VERSION,
@@ -51,20 +51,6 @@ from .group import (
 
 __all__ = ["LEADER_WORKER_SET", "LeaderWorkerSetIntegration", "group_pods_to_stop", "group_start_patches"]
 
-_TERMINATED = ("Succeeded", "Failed")
-
-
-def _gated(pod: ManagedPod) -> bool:
-    return any(g.name == ADMISSION_GATE for g in pod.spec_view().scheduling_gates)
-
-
-def _ended(pod: ManagedPod) -> bool:
-    return pod.status.phase in _TERMINATED
-
-
-def _ready(pod: ManagedPod) -> bool:
-    return any(c.type == "Ready" and c.status == "True" for c in pod.status.conditions)
-
 
 def group_start_patches(body: bytes) -> dict[str, bytes]:
     """The per-pod merge patches a `start_patch` describes, by pod name."""
@@ -78,7 +64,7 @@ def group_pods_to_stop(body: bytes) -> list[str]:
     return names
 
 
-class LeaderWorkerSetIntegration:
+class LeaderWorkerSetIntegration(ServingGroupRules[LwsGroup]):
     """Kueue's `leaderworkerset.x-k8s.io/leaderworkerset` framework, one group at a time."""
 
     framework: str = LWS_FRAMEWORK
@@ -119,51 +105,22 @@ class LeaderWorkerSetIntegration:
         ]
 
     def is_suspended(self, obj: LwsGroup) -> bool:
-        return any(_gated(p) or _ended(p) for p in obj.pods)
+        return any(gated(p) or ended(p) for p in obj.pods)
+
+    def group_size(self, obj: LwsGroup) -> int:
+        return obj.size
 
     def start_patch(self, obj: LwsGroup, starts: Sequence[PodSetStart]) -> bytes:
         by_name = {s.name: s for s in starts}
         leader = obj.leader_template is not None
         patches: dict[str, Any] = {}
         for pod in obj.pods:
-            if not _gated(pod):
+            if not gated(pod):
                 continue
             role = pod_role(pod, leader)
             start = replace(by_name.get(role, PodSetStart(role)), name=JOB_POD_SET)
             patches[pod.metadata.name] = msgspec.json.decode(POD.start_patch(pod, [start]))
         return msgspec.json.encode(patches)
-
-    def suspend_patch(self, obj: LwsGroup) -> bytes:
-        running = [
-            p.metadata.name
-            for p in obj.pods
-            if not _gated(p) and not _ended(p) and p.metadata.deletion_timestamp is None
-        ]
-        return msgspec.json.encode(running)
-
-    def restore_pending(self, obj: LwsGroup) -> bool:
-        return any(PODSET_LABEL in p.metadata.labels for p in obj.pods)
-
-    def restore_patch(self, obj: LwsGroup, recorded: Sequence[PodSet]) -> Patch | None:
-        return None  # pods are deleted, never restored
-
-    def is_active(self, obj: LwsGroup) -> bool:
-        return any(p.status.phase == "Running" for p in obj.pods)
-
-    def pods_ready(self, obj: LwsGroup) -> bool:
-        return len(obj.pods) >= obj.size and all(_ready(p) for p in obj.pods)
-
-    def pods_ready_count(self, obj: LwsGroup) -> int:
-        return sum(1 for p in obj.pods if _ready(p))
-
-    def finished(self, obj: LwsGroup) -> Outcome | None:
-        return None  # a serving group: its Workload goes with the group, never finished by its pods
-
-    def reclaimable_pods(self, obj: LwsGroup) -> Mapping[str, int]:
-        return {}
-
-    def owns(self, obj: LwsGroup, owner_kind: str, owner_api_version: str, owner_name: str) -> bool:
-        return False  # the group's pods are known by their labels, not by a controller reference
 
 
 LEADER_WORKER_SET = LeaderWorkerSetIntegration()
