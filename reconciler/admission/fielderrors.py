@@ -10,7 +10,7 @@ from __future__ import annotations
 import json
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
-from typing import Literal
+from typing import Any, Literal
 
 __all__ = [
     "IMMUTABLE",
@@ -25,6 +25,7 @@ __all__ = [
     "not_found",
     "not_supported",
     "required",
+    "shape_changes",
     "too_many",
 ]
 
@@ -142,3 +143,23 @@ def aggregate(errors: Iterable[FieldError]) -> str:
     if len(messages) == 1:
         return messages[0]
     return "[" + ", ".join(messages) + "]"
+
+
+def shape_changes(new: Any, old: Any, path: Path) -> list[FieldError]:
+    """Each part of a pod spec's shape (what decides its pods' quota) that changed, with its new
+    value, as Kueue names them: a container list of another length as a whole, a container's
+    requests and ports on their own."""
+    errors: list[FieldError] = []
+    for name in sorted(set(new) | set(old)):
+        a, b, where = new.get(name), old.get(name), path.child(name)
+        if name == "resources" and isinstance(a, dict) and isinstance(b, dict):  # a container's
+            errors += shape_changes(a, b, where)
+        elif isinstance(a, list) and isinstance(b, list) and name in ("containers", "initContainers"):
+            if len(a) != len(b):
+                errors.append(invalid(where, a, IMMUTABLE))
+                continue
+            for i, (x, y) in enumerate(zip(a, b, strict=True)):
+                errors += shape_changes(x, y, where.item(i))
+        elif a != b:
+            errors.append(invalid(where, a, IMMUTABLE))
+    return errors

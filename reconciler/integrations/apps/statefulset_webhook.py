@@ -21,7 +21,7 @@ from typing import Any
 
 import msgspec
 
-from reconciler.admission.fielderrors import IMMUTABLE, FieldError, Path, forbidden, invalid
+from reconciler.admission.fielderrors import IMMUTABLE, FieldError, Path, forbidden, invalid, shape_changes
 from reconciler.admission.queue_rules import JobPolicy
 from reconciler.admission.review import AdmissionRequest, Verdict, decode_object
 from reconciler.admission.routes import Lookups, Route, decoded, default_queue
@@ -52,25 +52,6 @@ def another_framework(sts: StatefulSet) -> bool:
     return marked is not None and marked != STS_FRAMEWORK
 
 
-def _shape_changes(new: Any, old: Any, path: Path) -> list[FieldError]:
-    """Each part of the pod spec's shape that changed, with its new value (a container list of
-    another length as a whole; a container's requests and ports on their own)."""
-    errors: list[FieldError] = []
-    for name in sorted(set(new) | set(old)):
-        a, b, where = new.get(name), old.get(name), path.child(name)
-        if name == "resources" and isinstance(a, dict) and isinstance(b, dict):  # a container's
-            errors += _shape_changes(a, b, where)
-        elif isinstance(a, list) and isinstance(b, list) and name in ("containers", "initContainers"):
-            if len(a) != len(b):
-                errors.append(invalid(where, a, IMMUTABLE))
-                continue
-            for i, (x, y) in enumerate(zip(a, b, strict=True)):
-                errors += _shape_changes(x, y, where.item(i))
-        elif a != b:
-            errors.append(invalid(where, a, IMMUTABLE))
-    return errors
-
-
 def _pod_spec(sts: StatefulSet) -> Any:
     decoded = msgspec.json.decode(sts.spec.template)
     return decoded.get("spec") if isinstance(decoded, dict) else None
@@ -94,7 +75,7 @@ def validate_statefulset_update(new: StatefulSet, old: StatefulSet, *, managed: 
     if not managed:
         return errors
     shapes = spec_shape(_pod_spec(new)), spec_shape(_pod_spec(old))
-    errors += _shape_changes(shapes[0], shapes[1], _SPEC.child("template", "spec"))
+    errors += shape_changes(shapes[0], shapes[1], _SPEC.child("template", "spec"))
     return errors + _replica_errors(new, old)
 
 

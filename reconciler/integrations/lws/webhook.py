@@ -24,7 +24,7 @@ from typing import Any
 
 import msgspec
 
-from reconciler.admission.fielderrors import IMMUTABLE, FieldError, Path, invalid
+from reconciler.admission.fielderrors import IMMUTABLE, FieldError, Path, invalid, shape_changes
 from reconciler.admission.queue_rules import DEFAULT_LOCAL_QUEUE, JobPolicy, default_queue_ops, validate_job
 from reconciler.admission.review import AdmissionRequest, PatchOp, Verdict, decode_object, escape
 from reconciler.admission.routes import Lookups, Route, decoded, default_queue
@@ -126,25 +126,6 @@ def validate_lws(lws: LeaderWorkerSet, policy: JobPolicy) -> list[FieldError]:
     return validate_job(_queued(lws, True))
 
 
-def _shape_changes(new: Any, old: Any, path: Path) -> list[FieldError]:
-    """Kueue's words for a changed pod template shape: each part that differs, with its new value
-    (a container list of another length as a whole, a container's requests or ports on their own)."""
-    errors: list[FieldError] = []
-    for name in sorted(set(new) | set(old)):
-        a, b, where = new.get(name), old.get(name), path.child(name)
-        if name == "resources" and isinstance(a, dict) and isinstance(b, dict):  # a container's
-            errors += _shape_changes(a, b, where)
-        elif isinstance(a, list) and isinstance(b, list) and name in ("containers", "initContainers"):
-            if len(a) != len(b):
-                errors.append(invalid(where, a, IMMUTABLE))
-                continue
-            for i, (x, y) in enumerate(zip(a, b, strict=True)):
-                errors += _shape_changes(x, y, where.item(i))
-        elif a != b:
-            errors.append(invalid(where, a, IMMUTABLE))
-    return errors
-
-
 def _template_changes(new: Any, old: Any, path: Path) -> list[FieldError]:
     """A managed template's spec may not change what decides its pods' quota (Kueue's SpecShape);
     one added or removed is named with its new value (null when removed), as Kueue names it."""
@@ -153,7 +134,7 @@ def _template_changes(new: Any, old: Any, path: Path) -> list[FieldError]:
     if new is None:
         return []
     shapes = [spec_shape(t.get("spec") if isinstance(t, dict) else None) for t in (new, old)]
-    return _shape_changes(shapes[0], shapes[1], path.child("spec"))
+    return shape_changes(shapes[0], shapes[1], path.child("spec"))
 
 
 def validate_lws_update(new: LeaderWorkerSet, old: LeaderWorkerSet, policy: JobPolicy) -> list[FieldError]:
