@@ -9,10 +9,12 @@ Workload asking for one GPU fits by borrowing it. Once `org` is deleted it waits
 from __future__ import annotations
 
 import asyncio
+import json
 import subprocess
 import sys
 import uuid
 from collections.abc import AsyncIterator
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -128,3 +130,58 @@ async def test_a_workload_fits_by_borrowing_from_a_parent_cohorts_quota(
     await kube.delete(object_path(org))
     text = await explain(kubeconfig, namespace)
     assert text.startswith(f"Workload {namespace}/wants-a-gpu is PENDING: it waits"), text
+
+
+@pytest.mark.asyncio
+async def test_a_dry_run_reads_the_live_queues_and_puts_the_pending_workload_first(
+    kube: KubeClient, namespace: str, applied: list[dict[str, Any]], cluster: Any, tmp_path: Path
+) -> None:
+    """`explain --what-if`: the live snapshot (Cohorts included) read from the real API server; the
+    pending Workload that fits now takes the borrowed GPU before the one asked about, which waits."""
+    config = tmp_path / "config.yaml"
+    config.write_text(json.dumps({"apiVersion": "config.kueue.x-k8s.io/v1beta2", "kind": "Configuration"}))
+    asked = dict(next(d for d in applied if d["kind"] == "Workload"))
+    asked["metadata"] = {"name": "another", "namespace": namespace}
+    file = tmp_path / "what-if.yaml"
+    file.write_text(json.dumps(asked))
+    argv = [
+        sys.executable,
+        "-m",
+        "reconciler.cli",
+        "explain",
+        "--what-if",
+        str(file),
+        "--config",
+        str(config),
+    ]
+    done = await asyncio.to_thread(
+        subprocess.run,
+        [*argv, "--kubeconfig", str(cluster.kubeconfig), "-o", "json"],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        timeout=60,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    answer = json.loads(done.stdout)
+    assert not [w for w in answer["warnings"] if "not read" in w], answer["warnings"]
+    (verdict,) = answer["workloads"]
+    assert (verdict["namespace"], verdict["workload"], verdict["admitted"]) == (namespace, "another", False)
+    assert f"insufficient unused quota for {GPU}" in verdict["waiting"], verdict
+    # The Workload asked about by itself, once the pending one is gone: admitted by borrowing.
+    await kube.delete(api_path(KUEUE, "workloads", namespace, "wants-a-gpu"))
+    done = await asyncio.to_thread(
+        subprocess.run,
+        [*argv, "--kubeconfig", str(cluster.kubeconfig)],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        timeout=60,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    cq = next(d for d in applied if d["kind"] == "ClusterQueue")["metadata"]["name"]
+    assert f"Workload {namespace}/another:\n  would be admitted now to ClusterQueue {cq}" in done.stdout, (
+        done.stdout
+    )

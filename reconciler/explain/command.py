@@ -17,6 +17,7 @@ from .analyze import explain
 from .fetch import ExplainError, fetch_state
 from .render import render_json, render_text
 from .state import ClusterState, PodsReadyClock, Target, TargetError, explainable
+from .whatif_command import run_what_if
 
 __all__ = ["EXIT_UNREADABLE", "add_parser", "run"]
 
@@ -39,11 +40,20 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
     parser.add_argument(
         "kind",
         metavar="KIND",
+        nargs="?",
         help="what to explain: job, workload, or any enabled kind by its lowercase Kind ("
         + ", ".join(sorted(explainable()))
         + "; the kinds whose pods form groups are explained by their groups' Workloads)",
     )
-    parser.add_argument("ref", metavar="NAMESPACE/NAME", help="e.g. p3-dra-demo/kueue-dra-pending-b")
+    parser.add_argument(
+        "ref", metavar="NAMESPACE/NAME", nargs="?", help="e.g. p3-dra-demo/kueue-dra-pending-b"
+    )
+    parser.add_argument(
+        "--what-if",
+        metavar="FILE",
+        help="a dry run instead (needs --config): would the jobs or Workloads in FILE be admitted now, "
+        "where, and what would they preempt, against the cluster's live queues and Workloads",
+    )
     parser.add_argument(
         "--kubeconfig", help="kubeconfig file (default: $KUBECONFIG, in-cluster, ~/.kube/config)"
     )
@@ -65,6 +75,14 @@ async def _fetch(args: argparse.Namespace, target: Target) -> ClusterState:
 
 
 def run(args: argparse.Namespace) -> int:
+    if args.what_if is not None:
+        if args.kind is not None:
+            print("error: give either KIND NAMESPACE/NAME or --what-if FILE", file=sys.stderr)
+            return EXIT_USAGE
+        return run_what_if(args)
+    if args.kind is None or args.ref is None:
+        print("error: give KIND NAMESPACE/NAME (or --what-if FILE)", file=sys.stderr)
+        return EXIT_USAGE
     try:
         target = Target.parse(args.kind, args.ref)
         config = load_config(args.config) if args.config else None

@@ -72,7 +72,7 @@ from reconciler.integrations.pods.pod import group_name
 
 from .inputs import Collected, InputObject, SimulationError, SimulationResult, collect, decode, describe
 
-__all__ = ["FairSharing", "Prepared", "prepare", "simulate"]
+__all__ = ["FairSharing", "Preempted", "Prepared", "Step", "admit_in_turn", "prepare", "simulate"]
 
 WORKLOAD_API = "kueue.x-k8s.io/v1beta2"
 Key = tuple[str, str]
@@ -313,10 +313,12 @@ def _arrive(
 
 @dataclass(frozen=True, slots=True)
 class Preempted:
-    """One preemption of a workload: the message and reason of its victim's conditions."""
+    """One preemption of a workload: the message and reason of its victim's conditions, and the
+    workload it made room for."""
 
     message: str
     reason: str
+    by: Key = ("", "")
 
 
 # What happened to a workload during the run, in order: admitted, left pending, preempted.
@@ -331,7 +333,7 @@ def _record(trails: dict[Key, list[Step]], key: Key, step: Step) -> None:
         trail.append(step)
 
 
-def _admit_in_turn(prepared: Prepared) -> dict[Key, list[Step]]:
+def admit_in_turn(prepared: Prepared) -> dict[Key, list[Step]]:
     """Each waiting workload arrives, then a cycle runs; what each workload went through."""
     engine = prepared.collected.engine
     trails: dict[Key, list[Step]] = {}
@@ -348,7 +350,7 @@ def _admit_in_turn(prepared: Prepared) -> dict[Key, list[Step]]:
                 preemptor = prepared.workloads[preempt.key]
                 for target in preempt.targets:
                     message = victim_message(engine.cache, preemptor, preempt.cluster_queue, target)
-                    _record(trails, target.key, Preempted(message, target.reason))
+                    _record(trails, target.key, Preempted(message, target.reason, preempt.key))
                     engine.release(target.key)
             decisions = engine.schedule() if preempts else []
     return trails
@@ -410,7 +412,7 @@ def simulate(
     )
     collected, engine, inventory = prepared.collected, prepared.collected.engine, prepared.inventory
     result = SimulationResult(warnings=collected.warnings)
-    trails = _admit_in_turn(prepared)
+    trails = admit_in_turn(prepared)
     for key, workload in prepared.workloads.items():
         workload.status = _final_status(workload, prepared.infos[key], trails.get(key, ()), now)
         result.workloads.append(_api_dict(workload, WORKLOAD_API, "Workload"))
