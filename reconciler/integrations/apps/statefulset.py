@@ -42,10 +42,13 @@ from ..base import Outcome, Patch, PodSetStart
 from ..children import SUSPENDING_PARENT_ANNOTATION
 from ..pods.pod import (
     ADMISSION_GATE,
+    FAST_ADMISSION_ANNOTATION,
     GROUP_NAME_LABEL,
     GROUP_TOTAL_COUNT_ANNOTATION,
     POD,
+    POD_INDEX_LABEL_ANNOTATION,
     ROLE_HASH_ANNOTATION,
+    SERVING_ANNOTATION,
 )
 
 __all__ = ["STATEFUL_SET", "STS_FRAMEWORK", "STS_KIND", "StatefulSetIntegration", "StsGroup"]
@@ -56,9 +59,6 @@ STS_API_VERSION = "apps/v1"
 _GVK = "apps/v1, Kind=StatefulSet"
 _MANAGED_LABEL = "kueue.x-k8s.io/managed"
 PREBUILT_WORKLOAD_ANNOTATION = "kueue.x-k8s.io/prebuilt-workload-name"
-FAST_ADMISSION_ANNOTATION = "kueue.x-k8s.io/pod-group-fast-admission"
-SERVING_ANNOTATION = "kueue.x-k8s.io/pod-group-serving"
-POD_INDEX_LABEL_ANNOTATION = "kueue.x-k8s.io/pod-group-pod-index-label"
 POD_INDEX_LABEL = "apps.kubernetes.io/pod-index"
 IS_GROUP_WORKLOAD_ANNOTATION = "kueue.x-k8s.io/is-group-workload"
 _OWNER_GVK_ANNOTATION = "kueue.x-k8s.io/job-owner-gvk"
