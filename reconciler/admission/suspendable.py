@@ -20,6 +20,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Generic, TypeVar
 
+import msgspec
+
 from reconciler.api import ObjectMeta
 from reconciler.core.model.workloads import QUEUE_NAME_LABEL, workload_name_for_job
 
@@ -38,15 +40,18 @@ from .routes import Lookups, Route, decoded, default_queue
 from .topology_door import topology_requests_refused
 
 __all__ = [
+    "ELASTIC_JOB_ANNOTATION",
     "ManagedAncestor",
     "SuspendableKind",
     "default_suspendable",
+    "elastic_job_refused",
     "managed_ancestor",
     "managed_ancestor_of",
 ]
 
 J = TypeVar("J", bound=QueuedObject)
 
+ELASTIC_JOB_ANNOTATION = "kueue.x-k8s.io/elastic-job"
 # How far up an object's controllers are followed (Kueue's managedOwnersChainLimit).
 _OWNER_CHAIN_LIMIT = 10
 
@@ -87,6 +92,23 @@ async def managed_ancestor_of(
 async def managed_ancestor(meta: ObjectMeta, namespace: str, policy: JobPolicy, lookups: Lookups) -> bool:
     """Whether one of the object's controllers, up the chain, is a job the controller manages."""
     return await managed_ancestor_of(meta, namespace, policy, lookups) is not None
+
+
+def elastic_job_refused(meta: ObjectMeta, gvk: str) -> list[FieldError]:
+    """Kueue's refusal of ``kueue.x-k8s.io/elastic-job: "true"`` on a kind without elastic jobs
+    (`gvk` as Go prints it: ``jobset.x-k8s.io/v1alpha2, Kind=JobSet``)."""
+    if meta.annotations.get(ELASTIC_JOB_ANNOTATION) != "true":
+        return []
+    path = f"metadata.annotations[{ELASTIC_JOB_ANNOTATION}]"
+    return [forbidden(path, f'elastic job is not supported for "{gvk}"')]
+
+
+def _kind(raw: msgspec.Raw) -> str:
+    try:
+        kind = msgspec.json.decode(raw).get("kind", "")
+    except (msgspec.DecodeError, AttributeError):
+        return ""
+    return kind if isinstance(kind, str) else ""
 
 
 def spec_suspend_ops(obj: Any) -> list[PatchOp]:
@@ -131,6 +153,9 @@ class SuspendableKind(Generic[J]):
     size_field: str = ""
     # The JSON patch that suspends one of its objects (its flag's place in the object).
     suspend_ops: Callable[[Any], list[PatchOp]] = spec_suspend_ops
+    # Kueue v0.18.1 reads kueue.x-k8s.io/elastic-job on a batch/v1 Job and Ray's kinds (whose own
+    # rules refuse it here); on any other kind its webhook refuses it, and so does this door.
+    elastic_job_kind: bool = False
 
     def managed(self, obj: J, policy: JobPolicy) -> bool:
         return bool(queue_name(obj)) or policy.manage_without_queue_name
@@ -168,6 +193,9 @@ class SuspendableKind(Generic[J]):
             return Verdict.deny(errors)
         managed = self.managed(new, policy)
         topology = topology_requests_refused(request.object) if managed else []
+        if not self.elastic_job_kind:
+            gvk = f"{self.group}/{self.version}, Kind={_kind(request.object)}"
+            topology += elastic_job_refused(new.metadata, gvk)
         if old is None:
             own = self.rules(new) if self.rules is not None and managed else []
             return Verdict.judge(own + topology + validate_job(new))

@@ -40,7 +40,10 @@ _TOP_LEVEL: dict[str, str] = {
     "objectRetentionPolicies": "finished and deactivated Workloads are never deleted by this controller",
 }
 # Fields only one version has (Kueue decodes strictly: the other version refuses them).
-_NO_VISIBILITY = "there is no visibility API; pending counts are in queue status and metrics"
+_NO_VISIBILITY = (
+    "the visibility API is served at --visibility-bind-address with --visibility-cert-dir "
+    "(docs/visibility.md), not from the Configuration"
+)
 _BY_VERSION: dict[str, dict[str, str]] = {
     "v1beta1": {"queueVisibility": _NO_VISIBILITY},
     "v1beta2": {"visibilityServer": _NO_VISIBILITY},
@@ -71,7 +74,9 @@ def ignored_fields(doc: Mapping[str, Any], version: str) -> tuple[IgnoredField, 
     """The given fields of `doc` (already checked for unknown ones) that have no effect, by path."""
     reasons = _TOP_LEVEL | _BY_VERSION[version]
     out = [
-        IgnoredField(key, reasons[key]) for key in doc if key in reasons and _without_effect(key, doc[key])
+        IgnoredField(key, _reason(key, doc[key], reasons[key]))
+        for key in doc
+        if key in reasons and _without_effect(key, doc[key])
     ]
     integrations = doc.get("integrations")
     if isinstance(integrations, dict):
@@ -86,6 +91,13 @@ def ignored_fields(doc: Mapping[str, Any], version: str) -> tuple[IgnoredField, 
 def _without_effect(key: str, value: object) -> bool:
     """A given field has no effect here: featureGates only when it names a gate not acted on."""
     return key != "featureGates" or not isinstance(value, dict) or bool(set(value) - ACTED_ON)
+
+
+def _reason(key: str, value: object, reason: str) -> str:
+    """The reason, naming the feature gates given that have no effect here."""
+    if key != "featureGates" or not isinstance(value, dict):
+        return reason
+    return f"{reason}: " + ", ".join(sorted(str(g) for g in set(value) - ACTED_ON))
 
 
 def _forbidden(path: str, why: str) -> ConfigError:

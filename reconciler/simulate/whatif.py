@@ -36,7 +36,7 @@ class WhatIfSettings:
     inventory_mode: str = "Off"
     requeuing_timestamp: str = "Eviction"
     capacities: Mapping[str, Sequence[tuple[str, str]]] = field(default_factory=dict)
-    frameworks: Sequence[str] = ("batch/job",)
+    frameworks: Sequence[str] = ()  # integrations.frameworks (the Configuration's)
     fair: FairSharing | None = None
     extended_resources: bool = False
 

@@ -38,6 +38,11 @@ def test_other_gates_are_named_as_without_effect() -> None:
     assert mixed.extended_resources is True
     assert [f.path for f in mixed.ignored_fields] == ["featureGates"]
     assert "other than KueueDRAIntegrationExtendedResource" in mixed.ignored_fields[0].reason
+    # The gates given without effect are named: a gate such as PriorityBoost turns on Kueue's reading
+    # of a label or annotation (docs/kueue-surface.yaml) that is then named, not silently ignored.
+    assert mixed.ignored_fields[0].reason.endswith("apply to this controller: TopologyAwareScheduling")
+    two = config({"PriorityBoost": True, "AdmissionGatedBy": False})
+    assert two.ignored_fields[0].reason.endswith(": AdmissionGatedBy, PriorityBoost")
 
 
 @pytest.mark.parametrize(

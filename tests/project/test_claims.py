@@ -16,6 +16,8 @@ from typing import Any
 import pytest
 import yaml
 
+from tests.support.node_ids import check_test
+
 ROOT = Path(__file__).resolve().parents[2]
 INDEX = ROOT / "docs" / "claims.yaml"
 PAGES = ["README.md", "e2e/README.md", *sorted(f"docs/{p.name}" for p in (ROOT / "docs").glob("*.md"))]
@@ -26,21 +28,6 @@ KEYS = {"quote", *BACKING, "marked", "limitation"}
 
 def _words(text: str) -> str:
     return " ".join(text.split())
-
-
-@cache
-def _test_ids(path: Path) -> frozenset[str]:
-    """`name` and `Class::name` of every test function of a test file, without importing it."""
-    tree = ast.parse(path.read_text(), filename=str(path))
-    ids: set[str] = set()
-    for node in tree.body:
-        if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef) and node.name.startswith("test"):
-            ids.add(node.name)
-        elif isinstance(node, ast.ClassDef) and node.name.startswith("Test"):
-            for item in node.body:
-                if isinstance(item, ast.FunctionDef | ast.AsyncFunctionDef) and item.name.startswith("test"):
-                    ids.add(f"{node.name}::{item.name}")
-    return frozenset(ids)
 
 
 @cache
@@ -57,18 +44,6 @@ def _flags(path: Path) -> frozenset[str]:
             assert isinstance(node, ast.Call)
             found |= {a.value for a in node.args if isinstance(a, ast.Constant) and isinstance(a.value, str)}
     return frozenset(found)
-
-
-def check_test(node_id: str) -> str | None:
-    file, sep, name = node_id.partition("::")
-    path = ROOT / file
-    if not sep or not re.fullmatch(r"(tests|e2e|bench)/.*test_[\w]+\.py", file):
-        return f"{node_id}: not a pytest node id of a test file"
-    if not path.is_file():
-        return f"{node_id}: no file {file}"
-    if name not in _test_ids(path):
-        return f"{node_id}: no test {name} in {file}"
-    return None
 
 
 def check_scenario(name: str) -> str | None:

@@ -118,3 +118,23 @@ async def test_the_queue_name_of_a_running_jobset_cannot_change() -> None:
     # Suspended, it may move to another queue.
     new["spec"]["suspend"] = True
     assert (await handle(VALIDATE, _update(new, old), ON, Lookups(default_queue=False))).allowed
+
+
+@pytest.mark.asyncio
+async def test_the_elastic_job_annotation_is_refused_by_name_as_kueue_refuses_it() -> None:
+    """Kueue v0.18.1 reads kueue.x-k8s.io/elastic-job on a Job and Ray's kinds only; its webhook
+    refuses it on a JobSet (and every other kind), with this message; it is not accepted and
+    ignored here."""
+    body = jobset_body("js", TWO)
+    body["metadata"]["annotations"] = {"kueue.x-k8s.io/elastic-job": "true"}
+    verdict = await handle(VALIDATE, _request(body), ON, Lookups(default_queue=False))
+    assert not verdict.allowed
+    assert verdict.message == (
+        "metadata.annotations[kueue.x-k8s.io/elastic-job]: Forbidden: elastic job is not supported for "
+        '"jobset.x-k8s.io/v1alpha2, Kind=JobSet"'
+    )
+    updated = await handle(VALIDATE, _update(body, jobset_body("js", TWO)), ON, Lookups(default_queue=False))
+    assert not updated.allowed
+    assert "kueue.x-k8s.io/elastic-job" in updated.message
+    body["metadata"]["annotations"] = {"kueue.x-k8s.io/elastic-job": "false"}
+    assert (await handle(VALIDATE, _request(body), ON, Lookups(default_queue=False))).allowed

@@ -8,9 +8,12 @@ import json
 from typing import Any
 
 import msgspec
+import pytest
 
+from reconciler.admission.review import AdmissionRequest, GroupVersionResource
 from reconciler.api.lws import LeaderWorkerSet
 from reconciler.integrations.lws.webhook import validate_lws_update
+from reconciler.webhook.handlers import handle, routes
 from tests.support.lws import LWS_POLICY, lws_body, stored_lws
 
 TEMPLATES = "spec.leaderWorkerTemplate"
@@ -58,3 +61,25 @@ def test_a_leader_template_removed_or_added_shows_the_new_one() -> None:
     assert _refusals(new, old) == [f"{TEMPLATES}.leaderTemplate: Invalid value: null: field is immutable"]
     shown = json.dumps(added, sort_keys=True, separators=(",", ":"))
     assert _refusals(old, new) == [f"{TEMPLATES}.leaderTemplate: Invalid value: {shown}: field is immutable"]
+
+
+@pytest.mark.asyncio
+async def test_the_elastic_job_annotation_is_refused_by_name_as_kueue_refuses_it() -> None:
+    """Kueue v0.18.1's LeaderWorkerSet webhook refuses kueue.x-k8s.io/elastic-job: "true" (no
+    elastic LeaderWorkerSets); so does this one, rather than accepting and ignoring it."""
+    route = next(r for r in routes() if r.name == "vleaderworkerset.kb.io")
+    body = lws_body("set")
+    body["metadata"]["annotations"] = {"kueue.x-k8s.io/elastic-job": "true"}
+    request = AdmissionRequest(
+        uid="u",
+        resource=GroupVersionResource("leaderworkerset.x-k8s.io", "v1", "leaderworkersets"),
+        operation="CREATE",
+        namespace="ns",
+        object=msgspec.Raw(msgspec.json.encode(body)),
+    )
+    verdict = await handle(route, request, LWS_POLICY, None)  # type: ignore[arg-type]
+    assert not verdict.allowed
+    assert verdict.message == (
+        "metadata.annotations[kueue.x-k8s.io/elastic-job]: Forbidden: elastic job is not supported for "
+        '"leaderworkerset.x-k8s.io/v1, Kind=LeaderWorkerSet"'
+    )

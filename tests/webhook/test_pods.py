@@ -255,3 +255,35 @@ async def test_the_queue_name_cannot_change_once_the_pod_is_ungated() -> None:
     assert (await _validate(moved_running, old=running)).message == (
         'metadata.labels[kueue.x-k8s.io/queue-name]: Invalid value: "other": field is immutable'
     )
+
+
+@pytest.mark.asyncio
+@pytest.mark.parametrize(
+    "annotation",
+    [
+        "kueue.x-k8s.io/pod-group-fast-admission",
+        "kueue.x-k8s.io/pod-group-serving",
+        "kueue.x-k8s.io/pod-group-pod-index-label",
+        "kueue.x-k8s.io/elastic-job",
+    ],
+)
+async def test_group_annotations_not_acted_on_for_a_plain_pod_are_refused_by_name(annotation: str) -> None:
+    """Kueue reads these on a plain pod group (fast admission, a serving group, the pod index for
+    its topology placement); here they are written only on a StatefulSet's pods: on a plain pod
+    they are refused naming the annotation, not accepted and ignored."""
+    group = pod_body("p")
+    group["metadata"]["labels"] |= {"kueue.x-k8s.io/pod-group-name": "g", **MANAGED}
+    group["metadata"]["annotations"] = {"kueue.x-k8s.io/pod-group-total-count": "2", annotation: "true"}
+    verdict = await _validate(group)
+    assert not verdict.allowed
+    assert verdict.message.startswith(f"metadata.annotations[{annotation}]: Forbidden: ")
+    if annotation.endswith("elastic-job"):  # Kueue's pod webhook refuses it with these words
+        assert verdict.message.endswith('Forbidden: elastic job is not supported for "/v1, Kind=Pod"')
+    else:
+        assert "not supported by this controller for a plain pod: " in verdict.message
+    updated = await _validate(group, old={**group, "metadata": {**group["metadata"], "annotations": {}}})
+    assert not updated.allowed
+    assert annotation in updated.message
+    # A parent's pod (the StatefulSet's webhook wrote them) is held for its group, not refused.
+    group["metadata"]["annotations"]["kueue.x-k8s.io/pod-suspending-parent"] = "statefulset"
+    assert (await _validate(group)).allowed

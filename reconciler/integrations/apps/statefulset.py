@@ -40,10 +40,13 @@ from reconciler.core.primitives.priority import PRIORITY_CLASS_LABEL
 from ..base import Patch, PodSetStart
 from ..children import SUSPENDING_PARENT_ANNOTATION
 from ..pods.pod import (
+    FAST_ADMISSION_ANNOTATION,
     GROUP_NAME_LABEL,
     GROUP_TOTAL_COUNT_ANNOTATION,
     POD,
+    POD_INDEX_LABEL_ANNOTATION,
     ROLE_HASH_ANNOTATION,
+    SERVING_ANNOTATION,
 )
 from ..pods.serving import ServingGroupRules, ended, gated
 
@@ -55,9 +58,6 @@ STS_API_VERSION = "apps/v1"
 _GVK = "apps/v1, Kind=StatefulSet"
 _MANAGED_LABEL = "kueue.x-k8s.io/managed"
 PREBUILT_WORKLOAD_ANNOTATION = "kueue.x-k8s.io/prebuilt-workload-name"
-FAST_ADMISSION_ANNOTATION = "kueue.x-k8s.io/pod-group-fast-admission"
-SERVING_ANNOTATION = "kueue.x-k8s.io/pod-group-serving"
-POD_INDEX_LABEL_ANNOTATION = "kueue.x-k8s.io/pod-group-pod-index-label"
 POD_INDEX_LABEL = "apps.kubernetes.io/pod-index"
 IS_GROUP_WORKLOAD_ANNOTATION = "kueue.x-k8s.io/is-group-workload"
 _OWNER_GVK_ANNOTATION = "kueue.x-k8s.io/job-owner-gvk"

@@ -130,6 +130,7 @@ _DOOR = SuspendableKind(
     job_update_rules,
     size=job_pod_count,
     size_field="spec.parallelism",
+    elastic_job_kind=True,
 )
 
 

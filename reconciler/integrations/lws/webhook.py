@@ -28,6 +28,7 @@ from reconciler.admission.fielderrors import IMMUTABLE, FieldError, Path, invali
 from reconciler.admission.queue_rules import DEFAULT_LOCAL_QUEUE, JobPolicy, default_queue_ops, validate_job
 from reconciler.admission.review import AdmissionRequest, PatchOp, Verdict, decode_object, escape
 from reconciler.admission.routes import Lookups, Route, decoded, default_queue
+from reconciler.admission.suspendable import elastic_job_refused
 from reconciler.admission.topology_door import topology_requests_refused
 from reconciler.api.lws import LeaderWorkerSet
 from reconciler.api.meta import ObjectMeta
@@ -176,12 +177,14 @@ async def _validate(request: AdmissionRequest, policy: JobPolicy, lookups: Looku
         return Verdict.deny(errors)
     managed = policy.on(LWS_FRAMEWORK) and _managed(new.metadata.labels, policy)
     refused = topology_requests_refused(request.object) if managed else []
+    refused += elastic_job_refused(new.metadata, _GVK) if managed else []
     if old is None:
         return Verdict.judge(validate_lws(new, policy) + refused)
     return Verdict.judge(validate_lws_update(new, old, policy) + refused)
 
 
 _GROUP, _VERSION, _RESOURCE = "leaderworkerset.x-k8s.io", "v1", "leaderworkersets"
+_GVK = f"{_GROUP}/{_VERSION}, Kind=LeaderWorkerSet"
 _CREATE_UPDATE = ("CREATE", "UPDATE")
 
 ROUTES = (

@@ -35,13 +35,16 @@ from ..children import SUSPENDING_PARENT_ANNOTATION
 
 __all__ = [
     "ADMISSION_GATE",
+    "FAST_ADMISSION_ANNOTATION",
     "GROUP_NAME_LABEL",
     "GROUP_TOTAL_COUNT_ANNOTATION",
     "MANAGED_LABEL",
     "MANAGED_VALUE",
     "POD",
     "POD_FINALIZER",
+    "POD_INDEX_LABEL_ANNOTATION",
     "ROLE_HASH_ANNOTATION",
+    "SERVING_ANNOTATION",
     "PlainPod",
     "group_name",
     "is_group_pod",
@@ -61,6 +64,10 @@ TOPOLOGY_GATE = "kueue.x-k8s.io/topology"
 GROUP_NAME_LABEL = "kueue.x-k8s.io/pod-group-name"
 GROUP_TOTAL_COUNT_ANNOTATION = "kueue.x-k8s.io/pod-group-total-count"
 ROLE_HASH_ANNOTATION = "kueue.x-k8s.io/role-hash"
+# Written on a StatefulSet's pods (one serving group); not acted on for a plain pod group.
+FAST_ADMISSION_ANNOTATION = "kueue.x-k8s.io/pod-group-fast-admission"
+SERVING_ANNOTATION = "kueue.x-k8s.io/pod-group-serving"
+POD_INDEX_LABEL_ANNOTATION = "kueue.x-k8s.io/pod-group-pod-index-label"
 _TERMINATED = ("Succeeded", "Failed")
 # The parts of a pod's spec that make its role (Kueue's SpecShape), in the order Go's encoder
 # writes a map's keys (sorted).

@@ -35,6 +35,7 @@ from reconciler.admission.names import dns1123_subdomain_problems
 from reconciler.admission.queue_rules import DEFAULT_LOCAL_QUEUE, JobPolicy, validate_job, validate_job_update
 from reconciler.admission.review import AdmissionRequest, PatchOp, Verdict, decode_object, escape
 from reconciler.admission.routes import Lookups, Route, decoded, default_queue
+from reconciler.admission.suspendable import elastic_job_refused
 from reconciler.api.meta import ObjectMeta
 from reconciler.api.pods import ManagedPod
 from reconciler.core.model.workloads import QUEUE_NAME_LABEL, TOPOLOGY_REFUSAL
@@ -45,13 +46,16 @@ from ..children import SUSPENDING_PARENT_ANNOTATION
 from .group import RETRIABLE_IN_GROUP_ANNOTATION
 from .pod import (
     ADMISSION_GATE,
+    FAST_ADMISSION_ANNOTATION,
     GROUP_NAME_LABEL,
     GROUP_TOTAL_COUNT_ANNOTATION,
     MANAGED_LABEL,
     MANAGED_VALUE,
     POD,
     POD_FINALIZER,
+    POD_INDEX_LABEL_ANNOTATION,
     ROLE_HASH_ANNOTATION,
+    SERVING_ANNOTATION,
     TOPOLOGY_GATE,
     group_name,
     role_hash,
@@ -207,13 +211,38 @@ def _common(pod: ManagedPod, rules: JobPolicy) -> list[FieldError]:
     if value is not None and value != MANAGED_VALUE:
         detail = f"managed label value can only be '{MANAGED_VALUE}'"
         errors.append(forbidden(_LABELS.key(MANAGED_LABEL), detail))
-    return errors + _group_errors(meta)
+    return errors + _group_errors(meta) + _group_annotations_refused(pod)
 
 
 def validate_pod(pod: ManagedPod, rules: JobPolicy) -> list[FieldError]:
     if not rules.on(POD.framework):
         return []
     return validate_job(QueuedPod.of(pod)) + _common(pod, rules) + _topology_refused(pod)
+
+
+# Pod-group annotations Kueue v0.18.1 reads on a plain pod group that this controller does not act
+# on there (it writes them itself on a StatefulSet's or LeaderWorkerSet's pods, which it handles):
+# refused by name on a managed pod of no parent rather than accepted and ignored.
+_GROUP_UNSUPPORTED = {
+    FAST_ADMISSION_ANNOTATION: "a plain pod group's Workload is made once all its pods exist; remove it",
+    SERVING_ANNOTATION: "a plain pod group is a batch group here (serving groups come from a "
+    "StatefulSet or LeaderWorkerSet); remove it",
+    POD_INDEX_LABEL_ANNOTATION: "it serves topology-aware scheduling, which this controller does not "
+    "do yet; remove it",
+}
+
+
+def _group_annotations_refused(pod: ManagedPod) -> list[FieldError]:
+    """A managed pod not held for a parent carrying a pod-group annotation not acted on, or
+    Kueue's elastic-job annotation (refused by Kueue's pod webhook too): refused by name."""
+    meta = pod.metadata
+    if meta.labels.get(MANAGED_LABEL) != MANAGED_VALUE or SUSPENDING_PARENT_ANNOTATION in meta.annotations:
+        return []
+    return elastic_job_refused(meta, "/v1, Kind=Pod") + [
+        forbidden(_ANNOTATIONS.key(name), f"not supported by this controller for a plain pod: {why}")
+        for name, why in _GROUP_UNSUPPORTED.items()
+        if name in meta.annotations
+    ]
 
 
 def _topology_refused(pod: ManagedPod) -> list[FieldError]:

@@ -43,9 +43,17 @@ CLUSTER_DOOR = SuspendableKind(
     rules=raycluster_rules,
     size=lambda obj: sum(1 if ps.count is None else ps.count for ps in RAYCLUSTER.pod_sets(obj)),
     size_field="spec.workerGroupSpecs",
+    elastic_job_kind=True,
 )
 JOB_DOOR = SuspendableKind(
-    RAYJOB.framework, RayJob, RAYJOBS.group, RAYJOBS.version, RAYJOBS.plural, "rayjob", rules=rayjob_rules
+    RAYJOB.framework,
+    RayJob,
+    RAYJOBS.group,
+    RAYJOBS.version,
+    RAYJOBS.plural,
+    "rayjob",
+    rules=rayjob_rules,
+    elastic_job_kind=True,
 )
 
 

@@ -15,7 +15,7 @@ from reconciler.admission.review import AdmissionRequest, GroupVersionResource
 from reconciler.admission.topology_door import topology_requests_refused
 from reconciler.api import ResourceFlavor, Workload
 from reconciler.core.engine import Engine
-from reconciler.core.model.workloads import compile_workload
+from reconciler.core.model.workloads import TOPOLOGY_REFUSAL, compile_workload
 from reconciler.core.scheduling.scheduler import Pending
 from reconciler.core.topology.requests import (
     GROUP_NAME,
@@ -159,3 +159,23 @@ async def test_the_job_webhook_refuses_a_topology_annotation() -> None:
         "supported by this controller yet: remove the topology annotations from the pod template (the "
         "job is then admitted without a topology placement)"
     )
+
+
+@pytest.mark.parametrize(
+    "annotation",
+    [
+        "kueue.x-k8s.io/podset-required-topology",
+        "kueue.x-k8s.io/podset-preferred-topology",
+        "kueue.x-k8s.io/podset-unconstrained-topology",
+        "kueue.x-k8s.io/podset-slice-required-topology",
+        "kueue.x-k8s.io/podset-slice-size",
+        "kueue.x-k8s.io/podset-slice-required-topology-constraints",
+        "kueue.x-k8s.io/podset-group-name",
+    ],
+)
+def test_each_of_kueues_pod_set_topology_annotations_is_refused_by_name_at_the_door(annotation: str) -> None:
+    """Every pod-template annotation Kueue v0.18.1's TAS reads (docs/kueue-surface.yaml), spelled
+    out here rather than taken from the code's own list: each is refused naming it."""
+    body = {"spec": {"template": {"metadata": {"annotations": {annotation: "1"}}}}}
+    found = [str(e) for e in topology_requests_refused(msgspec.Raw(msgspec.json.encode(body)))]
+    assert found == [f"spec.template.metadata.annotations[{annotation}]: Forbidden: {TOPOLOGY_REFUSAL}"]
