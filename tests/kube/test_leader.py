@@ -256,7 +256,7 @@ async def test_create_conflict_is_not_leadership(
     kube: KubeClient, store: LeaseStore, fake: FakeApiServer
 ) -> None:
     fake.script(("POST", COLLECTION), reply(409, "AlreadyExists"))
-    me = elector(kube, retry=0.5)
+    me = elector(kube, retry=2.0)  # a standby looks again after 0.5-0.6 s
     await not_within(0.3, me.acquire())  # one round: the create lost the race
     assert not leading(me)
     assert len(fake.recorded("POST")) == 1
@@ -271,3 +271,24 @@ def test_config_validation() -> None:
         ElectionConfig(NS, NAME, "me", lease_duration=15, renew_deadline=2, retry_period=2)
     with pytest.raises(ValueError, match="identity"):
         ElectionConfig(NS, NAME, "")
+
+
+@pytest.mark.asyncio
+async def test_a_standby_looks_often_and_wakes_when_the_lease_it_saw_runs_out(
+    kube: KubeClient, store: LeaseStore
+) -> None:
+    """Expiry counts from when a renewal was seen here: a standby looking only every jittered
+    retry period (client-go's 2-4.4 s) sees the last renewal late and notices the expiry late,
+    up to 8.8 s after the lease ran out with Kueue's defaults. Here it looks every quarter retry
+    period and wakes just when the lease it saw runs out."""
+    store.put({"holderIdentity": "other", "leaseDurationSeconds": 15, "renewTime": "2026-12-07T12:00:00Z"})
+    clock = Clock()
+    me = elector(kube, clock=clock, retry=2.0)
+    assert 0.5 <= me.follower_wait(0.0) <= me.follower_wait(0.999) < 0.6  # nothing seen yet
+    await not_within(0.05, me.acquire())  # one look: held by `other`, seen at 1000
+    assert me.leader == "other"
+    assert me.follower_wait(0.999) < 0.6
+    clock.now += 14.8  # 0.2 s before the lease seen at 1000 runs out
+    assert me.follower_wait(0.999) == pytest.approx(0.21)
+    clock.now += 1.0  # past it: the next look at once
+    assert me.follower_wait(0.5) == pytest.approx(0.01)
