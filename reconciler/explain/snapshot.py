@@ -7,6 +7,7 @@ a timeout; a list the user may not read (403) or that is not served (404) is lef
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Sequence
 from typing import Any
 
 import msgspec
@@ -26,7 +27,7 @@ from reconciler.api.resources import (
     WORKLOADS,
     Resource,
 )
-from reconciler.integrations import REGISTRY, references_of
+from reconciler.integrations import enabled, references_of
 from reconciler.kube import DecodeError, Forbidden, KubeClient, NotFound
 from reconciler.simulate import InputObject
 
@@ -78,12 +79,12 @@ async def _list(client: KubeClient, resource: Resource, request_timeout: float) 
 
 
 async def fetch_snapshot(
-    client: KubeClient, *, request_timeout: float, inventory: bool
+    client: KubeClient, *, request_timeout: float, inventory: bool, frameworks: Sequence[str]
 ) -> tuple[list[InputObject], list[str]]:
     """The objects, queue objects first (the order the dry run feeds them), and what could not be
-    read."""
+    read; the objects jobs refer to only for the `frameworks` enabled."""
     resources = [*_ALWAYS, *(_INVENTORY if inventory else ())]
-    resources += list({r.resource for i in REGISTRY.values() for r in references_of(i)})
+    resources += list({r.resource for i in enabled(frameworks) for r in references_of(i)})
     unreadable: list[str] = []
 
     async def readable(resource: Resource) -> list[InputObject]:

@@ -50,10 +50,15 @@ def _settings(config: Configuration) -> WhatIfSettings:
     )
 
 
-async def _snapshot(args: argparse.Namespace, inventory: bool) -> tuple[list[InputObject], list[str]]:
+async def _snapshot(args: argparse.Namespace, config: Configuration) -> tuple[list[InputObject], list[str]]:
     client = await KubeClient.from_kubeconfig(args.kubeconfig)
     async with client:
-        return await fetch_snapshot(client, request_timeout=args.request_timeout, inventory=inventory)
+        return await fetch_snapshot(
+            client,
+            request_timeout=args.request_timeout,
+            inventory=config.device_inventory.enabled,
+            frameworks=config.frameworks,
+        )
 
 
 def run_what_if(args: argparse.Namespace) -> int:
@@ -75,7 +80,7 @@ def run_what_if(args: argparse.Namespace) -> int:
         print(f"error: {err}", file=sys.stderr)
         return EXIT_USAGE
     try:
-        snapshot, unreadable = asyncio.run(_snapshot(args, config.device_inventory.enabled))
+        snapshot, unreadable = asyncio.run(_snapshot(args, config))
     except KubeConfigError as err:
         print(f"error: kubeconfig: {err} (give --kubeconfig FILE or set KUBECONFIG)", file=sys.stderr)
         return EXIT_UNREADABLE
