@@ -8,18 +8,16 @@ import sys
 
 from reconciler.api.times import now_rfc3339
 from reconciler.config import ConfigError, Configuration, load_config, named
-from reconciler.core.queueing.admission_fair_sharing import AfsSettings
 from reconciler.integrations import check_frameworks
 from reconciler.kube import ConfigError as KubeConfigError
 from reconciler.kube import KubeClient, KubeError
 from reconciler.simulate import (
-    FairSharing,
     InputError,
     InputObject,
     SimulationError,
-    WhatIfSettings,
     collect_objects,
     render_what_if,
+    settings_of,
     what_if,
 )
 
@@ -29,25 +27,6 @@ __all__ = ["run_what_if"]
 
 EXIT_UNREADABLE = 1
 EXIT_USAGE = 2
-
-
-def _settings(config: Configuration) -> WhatIfSettings:
-    wait = config.wait_for_pods_ready
-    afs = config.admission_fair_sharing
-    admission = (
-        None
-        if afs is None
-        else AfsSettings(afs.usage_half_life_seconds, afs.usage_sampling_seconds, afs.resource_weights)
-    )
-    return WhatIfSettings(
-        mappings=config.class_to_resource,
-        inventory_mode=config.device_inventory.mode,
-        requeuing_timestamp=wait.requeuing_timestamp if wait is not None else "Eviction",
-        capacities=config.class_capacities,
-        frameworks=config.frameworks,
-        fair=FairSharing(config.fair_sharing_strategies, admission),
-        extended_resources=config.extended_resources,
-    )
 
 
 async def _snapshot(args: argparse.Namespace, config: Configuration) -> tuple[list[InputObject], list[str]]:
@@ -73,11 +52,9 @@ def run_what_if(args: argparse.Namespace) -> int:
         config = load_config(args.config)
         check_frameworks(config)
         asked = collect_objects([args.what_if])
-    except ConfigError as err:
-        print(f"error: {named(args.config, err)}", file=sys.stderr)
-        return EXIT_USAGE
-    except InputError as err:
-        print(f"error: {err}", file=sys.stderr)
+    except (ConfigError, InputError) as err:
+        problem = named(args.config, err) if isinstance(err, ConfigError) else str(err)
+        print(f"error: {problem}", file=sys.stderr)
         return EXIT_USAGE
     try:
         snapshot, unreadable = asyncio.run(_snapshot(args, config))
@@ -88,7 +65,7 @@ def run_what_if(args: argparse.Namespace) -> int:
         print(f"error: {err}", file=sys.stderr)
         return EXIT_UNREADABLE
     try:
-        verdicts, warnings = what_if(snapshot, asked, _settings(config), now_rfc3339())
+        verdicts, warnings = what_if(snapshot, asked, settings_of(config), now_rfc3339())
     except SimulationError as err:
         print(f"error: {err}", file=sys.stderr)
         return EXIT_USAGE

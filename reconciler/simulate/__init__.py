@@ -7,7 +7,7 @@ against a snapshot of the cluster.
 
 from __future__ import annotations
 
-from .command import ConfigError, InputError, collect_objects, render, run_simulation
+from .command import ConfigError, InputError, collect_objects, render, run_simulation, settings_of
 from .inputs import InputObject, SimulationError, SimulationResult
 from .run import FairSharing, Prepared, prepare, simulate
 from .whatif import WhatIf, WhatIfSettings, render_what_if, what_if
@@ -27,6 +27,7 @@ __all__ = [
     "render",
     "render_what_if",
     "run_simulation",
+    "settings_of",
     "simulate",
     "what_if",
 ]

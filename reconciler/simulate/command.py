@@ -10,14 +10,15 @@ from typing import Any
 import yaml
 
 from reconciler.api.times import now_rfc3339
-from reconciler.config import ConfigError, load_config, named
+from reconciler.config import ConfigError, Configuration, load_config, named
 from reconciler.core.queueing.admission_fair_sharing import AfsSettings
 from reconciler.integrations import check_frameworks, describe_unimplemented
 
 from .inputs import InputObject, SimulationError, SimulationResult
 from .run import FairSharing, simulate
+from .whatif import WhatIfSettings
 
-__all__ = ["InputError", "collect_objects", "render", "run_simulation"]
+__all__ = ["InputError", "collect_objects", "render", "run_simulation", "settings_of"]
 
 MANIFEST_SUFFIXES = (".yaml", ".yml", ".json")
 
@@ -64,6 +65,26 @@ def collect_objects(paths: Iterable[str]) -> list[InputObject]:
     return objects
 
 
+def settings_of(config: Configuration) -> WhatIfSettings:
+    """The Configuration's parts an admission run reads."""
+    wait = config.wait_for_pods_ready
+    afs = config.admission_fair_sharing
+    admission = (
+        None
+        if afs is None
+        else AfsSettings(afs.usage_half_life_seconds, afs.usage_sampling_seconds, afs.resource_weights)
+    )
+    return WhatIfSettings(
+        mappings=config.class_to_resource,
+        inventory_mode=config.device_inventory.mode,
+        requeuing_timestamp=wait.requeuing_timestamp if wait is not None else "Eviction",
+        capacities=config.class_capacities,
+        frameworks=config.frameworks,
+        fair=FairSharing(config.fair_sharing_strategies, admission),
+        extended_resources=config.extended_resources,
+    )
+
+
 def run_simulation(config_path: str, manifest_paths: Sequence[str]) -> SimulationResult:
     config = load_config(config_path)
     try:
@@ -71,24 +92,17 @@ def run_simulation(config_path: str, manifest_paths: Sequence[str]) -> Simulatio
     except ConfigError as err:
         raise ConfigError(named(config_path, err)) from None
     objects = collect_objects(manifest_paths)
-    wfpr = config.wait_for_pods_ready
-    timestamp = wfpr.requeuing_timestamp if wfpr is not None else "Eviction"
-    afs = config.admission_fair_sharing
-    admission = (
-        None
-        if afs is None
-        else AfsSettings(afs.usage_half_life_seconds, afs.usage_sampling_seconds, afs.resource_weights)
-    )
+    settings = settings_of(config)
     result = simulate(
         objects,
-        config.class_to_resource,
+        settings.mappings,
         now_rfc3339(),
-        config.device_inventory.mode,
-        timestamp,
-        config.class_capacities,
-        config.frameworks,
-        FairSharing(config.fair_sharing_strategies, admission),
-        config.extended_resources,
+        settings.inventory_mode,
+        settings.requeuing_timestamp,
+        settings.capacities,
+        settings.frameworks,
+        settings.fair,
+        settings.extended_resources,
     )
     if unimplemented:
         result.warnings.insert(0, describe_unimplemented(unimplemented))

@@ -11,8 +11,7 @@ from typing import Any
 import yaml
 
 from reconciler.config import load_config
-from reconciler.explain.whatif_command import _settings
-from reconciler.simulate import InputObject, collect_objects, render_what_if, simulate, what_if
+from reconciler.simulate import InputObject, collect_objects, render_what_if, settings_of, simulate, what_if
 
 ROOT = Path(__file__).resolve().parents[2]
 MANIFESTS = ROOT / "e2e" / "conformance" / "manifests"
@@ -28,7 +27,7 @@ QUEUES = [
 def _snapshot(*jobs: Path) -> list[InputObject]:
     """The queue objects and the Workloads `simulate` shows once `jobs` arrived: a cluster's state."""
     queue_objects = collect_objects([str(p) for p in QUEUES])
-    settings = _settings(load_config(str(CONFIG)))
+    settings = settings_of(load_config(str(CONFIG)))
     result = simulate(
         [*queue_objects, *collect_objects([str(p) for p in jobs])],
         settings.mappings,
@@ -50,7 +49,7 @@ def test_a_high_priority_job_would_be_admitted_by_preempting_the_running_low_one
     (low,) = [o for o in snapshot if o.body["kind"] == "Workload"]
     assert low.body["status"]["admission"]["clusterQueue"]  # low-a holds the GPUs
     asked = collect_objects([str(MANIFESTS / "preemption-high-c.yaml")])
-    verdicts, warnings = what_if(snapshot, asked, _settings(load_config(str(CONFIG))), NOW)
+    verdicts, warnings = what_if(snapshot, asked, settings_of(load_config(str(CONFIG))), NOW)
     assert warnings == []
     (verdict,) = verdicts
     assert verdict.admitted, verdict
@@ -67,7 +66,7 @@ def test_a_job_of_the_same_priority_would_wait_with_the_schedulers_message(tmp_p
     snapshot = _snapshot(MANIFESTS / "preemption-low-a.yaml")
     low = yaml.safe_load((MANIFESTS / "preemption-low-a.yaml").read_text())
     low["metadata"]["name"] = "low-b"
-    verdicts, _ = what_if(snapshot, _asked(tmp_path, low), _settings(load_config(str(CONFIG))), NOW)
+    verdicts, _ = what_if(snapshot, _asked(tmp_path, low), settings_of(load_config(str(CONFIG))), NOW)
     (verdict,) = verdicts
     assert not verdict.admitted
     assert verdict.preempts == []
@@ -83,7 +82,7 @@ def test_the_snapshot_is_not_changed_and_finished_workloads_hold_nothing(tmp_pat
             conditions.append({"type": "Finished", "status": "True", "reason": "Succeeded", "message": ""})
     low = yaml.safe_load((MANIFESTS / "preemption-low-a.yaml").read_text())
     low["metadata"]["name"] = "low-b"
-    verdicts, _ = what_if(snapshot, _asked(tmp_path, low), _settings(load_config(str(CONFIG))), NOW)
+    verdicts, _ = what_if(snapshot, _asked(tmp_path, low), settings_of(load_config(str(CONFIG))), NOW)
     (verdict,) = verdicts
     assert verdict.admitted
     assert verdict.preempts == []
@@ -92,7 +91,9 @@ def test_the_snapshot_is_not_changed_and_finished_workloads_hold_nothing(tmp_pat
 def test_an_object_that_would_not_be_queued_says_why(tmp_path: Path) -> None:
     low = yaml.safe_load((MANIFESTS / "preemption-low-a.yaml").read_text())
     del low["metadata"]["labels"]
-    verdicts, warnings = what_if(_snapshot(), _asked(tmp_path, low), _settings(load_config(str(CONFIG))), NOW)
+    verdicts, warnings = what_if(
+        _snapshot(), _asked(tmp_path, low), settings_of(load_config(str(CONFIG))), NOW
+    )
     assert verdicts == []
     assert any("no kueue.x-k8s.io/queue-name label" in w for w in warnings), warnings
     assert "nothing in the file would be queued" in render_what_if(verdicts, warnings, "text")
