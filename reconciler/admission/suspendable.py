@@ -131,6 +131,8 @@ class SuspendableKind(Generic[J]):
     size_field: str = ""
     # The JSON patch that suspends one of its objects (its flag's place in the object).
     suspend_ops: Callable[[Any], list[PatchOp]] = spec_suspend_ops
+    # Its pods are placed in topology domains (batch/v1 Job): the placement annotations pass.
+    topology: bool = False
 
     def managed(self, obj: J, policy: JobPolicy) -> bool:
         return bool(queue_name(obj)) or policy.manage_without_queue_name
@@ -167,7 +169,7 @@ class SuspendableKind(Generic[J]):
         if new is None or errors:
             return Verdict.deny(errors)
         managed = self.managed(new, policy)
-        topology = topology_requests_refused(request.object) if managed else []
+        topology = topology_requests_refused(request.object, placement=self.topology) if managed else []
         if old is None:
             own = self.rules(new) if self.rules is not None and managed else []
             return Verdict.judge(own + topology + validate_job(new))

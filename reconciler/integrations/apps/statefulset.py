@@ -113,6 +113,7 @@ class StatefulSetIntegration:
     stop_deletes: bool = True
     top_level: bool = True
     jobs_from_pods: bool = True
+    topology_placement: bool = False
 
     # --- the set's groups, for the runtime of kinds whose jobs are made from their pods --------
 
