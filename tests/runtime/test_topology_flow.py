@@ -150,3 +150,22 @@ def test_restoring_a_stopped_job_takes_the_gate_and_the_topology_annotations_bac
     restored = merge({"spec": {"template": after}}, msgspec.json.decode(patch))["spec"]["template"]
     assert restored.get("spec", {}).get("schedulingGates") in (None, [])
     assert not restored.get("metadata", {}).get("annotations")
+
+
+def test_the_nodes_are_given_to_the_core_only_once_a_flavor_names_a_topology() -> None:
+    """Without a TAS flavor, pod churn does not retry every parked workload: no nodes are given."""
+    c = Cluster()
+    status = {"allocatable": {"cpu": "4", "pods": "110"}, "conditions": [{"type": "Ready", "status": "True"}]}
+    c.api.add(NODES, {"metadata": {"name": "n1", "labels": {HOST: "n1"}}, "status": status})
+    c.queues(gpus=1)
+    assert given(c) is None
+    flavor = {"nodeLabels": {"pool": "gpu"}, "topologyName": "default"}
+    c.api.add(RESOURCE_FLAVORS, {"metadata": {"name": "tas"}, "spec": flavor})
+    c.settle()
+    assert given(c) == ["n1"]
+
+
+def given(c: Cluster) -> list[str] | None:
+    """The names of the nodes the core was given (None: none given)."""
+    nodes = c.reconciler.ctx.engine.cache.topology_nodes
+    return None if nodes is None else [n.name for n in nodes]

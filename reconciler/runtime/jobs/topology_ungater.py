@@ -62,14 +62,18 @@ class TopologyUngater:
         workload = self.ctx.store.workloads.get(workload_key)
         admission = None if workload is None else workload.status.admission
         if workload is None or admission is None:
+            self._jobs.pop(workload_key, None)
             return
         if not any(a.topology_assignment is not None for a in admission.pod_set_assignments):
+            self._jobs.pop(workload_key, None)
             return
         self._jobs[workload_key] = ref
         pods = self.ctx.pod_index.pods_of((ref[1], ref[2]), ref[0])
         for pod in pods:
             if not _gated(pod):
                 self._sent.pop((pod.metadata.namespace, pod.metadata.name), None)
+        for gone in [k for k in self._sent if k not in self.ctx.pod_index.pods]:
+            del self._sent[gone]  # deleted while its patch was on its way
         for psa in admission.pod_set_assignments:
             if psa.topology_assignment is None:
                 continue

@@ -4,7 +4,8 @@ Watch events of Topologies go to the core at once (`Engine.set_topology`); those
 of every pod into `feed.topology.NodeUsage` (a node's allocatable less what the bound non-TAS
 pods request). After a batch that changed what a node offers (or, with the device inventory on,
 the devices counted), the core is given the nodes again (`Engine.set_topology_nodes`), which
-tries parked workloads again; an unchanged list is not given twice.
+tries parked workloads again; an unchanged list is not given twice, and none is given while no
+flavor names a Topology.
 """
 
 from __future__ import annotations
@@ -55,8 +56,10 @@ class TopologyFeed:
     def refresh(self) -> None:
         """After a batch (the inventory refreshed first): the nodes to the core, if they moved."""
         ctx = self.ctx
+        if not any(f.spec.topology_name for f in ctx.engine.flavors.values()):
+            return  # no TAS flavor: the nodes are not needed (nor are parked workloads retried)
         counted = ctx.device_inventory if ctx.config.device_inventory.enabled else None
-        if not self._changed and counted is self._counted:
+        if not self._changed and counted is self._counted and self._given is not None:
             return
         self._changed, self._counted = False, counted
         devices = None
