@@ -7,8 +7,9 @@ a certificate made here and mounted the way cert-manager would (``internalCertMa
 false``), for a controller that leads. Checked: a queue-labelled Job created unsuspended is stored
 suspended and gets no pod before its Workload is admitted; a namespace's LocalQueue ``default`` is
 set on Jobs naming none; malformed ClusterQueues, Workloads and ResourceFlavors are refused with
-the field named, and so are a TAS flavor and a pod template's topology annotation (Topology objects
-are stored); a new certificate is served without a restart; with the webhook down such a Job is
+the field named, and so are a badly named flavor topology and a pod template's slice annotation
+(a TAS flavor and a Job's placement annotation pass; Topology objects are stored);
+a new certificate is served without a restart; with the webhook down such a Job is
 refused instead of running outside quota, except in kube-system. Then internalCertManagement on a
 second replica (a follower: webhooks answer on every replica): it creates the Secret, injects the
 CA bundle into configurations made here, and the API server trusts the certificate it serves.
@@ -320,11 +321,12 @@ async def test_malformed_objects_are_refused_with_the_field_named(
 
 
 @pytest.mark.asyncio
-async def test_topology_aware_scheduling_is_refused_by_name_and_topologies_are_stored(
+async def test_topology_requests_at_the_doors_and_topologies_are_stored(
     served: Served, kube: KubeClient, namespace: str
 ) -> None:
-    """Until this controller places pods in topology domains, a TAS flavor and a pod template's
-    topology annotation are refused with the field named; Kueue's Topology objects are stored."""
+    """Kueue's Topology objects are stored; a TAS flavor is accepted and a badly named topology
+    refused with the field named; a Job's placement annotation passes its webhook, a slice
+    annotation is refused by name (not done here)."""
     await _ready(kube, namespace)
     levels = [{"nodeLabel": "cloud.com/topology-rack"}, {"nodeLabel": "kubernetes.io/hostname"}]
     topology = {"apiVersion": KUEUE, "kind": "Topology", "metadata": {"name": f"topo-{namespace}"}}
@@ -337,20 +339,28 @@ async def test_topology_aware_scheduling_is_refused_by_name_and_topologies_are_s
         "metadata": {"name": f"tas-{namespace}"},
         "spec": {"nodeLabels": {"pool": "gpu"}, "topologyName": f"topo-{namespace}"},
     }
-    error = await _refused(kube, api_path(KUEUE, "resourceflavors"), flavor)
+    flavors = api_path(KUEUE, "resourceflavors")
+    created = await kube.request("POST", flavors, params={"dryRun": "All"}, body=flavor)
+    assert created["spec"]["topologyName"] == f"topo-{namespace}"
+    bad = {**flavor, "spec": {"nodeLabels": {"pool": "gpu"}, "topologyName": "Topo_1"}}
+    error = await _refused(kube, flavors, bad)
     assert error.status == 403
     assert (
-        'admission webhook "vresourceflavor.kb.io" denied the request: spec.topologyName: Forbidden: '
-        "topology-aware scheduling is not supported by this controller yet"
+        'admission webhook "vresourceflavor.kb.io" denied the request: spec.topologyName: Invalid value: '
+        '"Topo_1": a lowercase RFC 1123 subdomain'
     ) in str(error)
+    jobs = api_path("batch/v1", "jobs", namespace)
     job = queue_job("tas", namespace)
-    annotation = "kueue.x-k8s.io/podset-required-topology"
-    job["spec"]["template"]["metadata"]["annotations"][annotation] = "cloud.com/topology-rack"
-    error = await _refused(kube, api_path("batch/v1", "jobs", namespace), job)
+    job["spec"]["template"]["metadata"]["annotations"]["kueue.x-k8s.io/podset-required-topology"] = "rack"
+    accepted = await kube.request("POST", jobs, params={"dryRun": "All"}, body=job)
+    assert accepted["spec"]["suspend"] is True
+    annotation = "kueue.x-k8s.io/podset-slice-required-topology"
+    job["spec"]["template"]["metadata"]["annotations"][annotation] = "rack"
+    error = await _refused(kube, jobs, job)
     assert (
         'admission webhook "vjob.kb.io" denied the request: '
         f"spec.template.metadata.annotations[{annotation}]: Forbidden: "
-        "topology-aware scheduling is not supported by this controller yet"
+        "not supported by this controller's topology-aware scheduling"
     ) in str(error)
     assert await kube.get_or_none(api_path("batch/v1", "jobs", namespace, "tas")) is None
 

@@ -156,6 +156,8 @@ class SuspendableKind(Generic[J]):
     # Kueue v0.18.1 reads kueue.x-k8s.io/elastic-job on a batch/v1 Job and Ray's kinds (whose own
     # rules refuse it here); on any other kind its webhook refuses it, and so does this door.
     elastic_job_kind: bool = False
+    # Its pods are placed in topology domains (batch/v1 Job): the placement annotations pass.
+    topology: bool = False
 
     def managed(self, obj: J, policy: JobPolicy) -> bool:
         return bool(queue_name(obj)) or policy.manage_without_queue_name
@@ -192,7 +194,7 @@ class SuspendableKind(Generic[J]):
         if new is None or errors:
             return Verdict.deny(errors)
         managed = self.managed(new, policy)
-        topology = topology_requests_refused(request.object) if managed else []
+        topology = topology_requests_refused(request.object, placement=self.topology) if managed else []
         if not self.elastic_job_kind:
             gvk = f"{self.group}/{self.version}, Kind={_kind(request.object)}"
             topology += elastic_job_refused(new.metadata, gvk)

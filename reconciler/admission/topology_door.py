@@ -1,5 +1,9 @@
-"""Topology requests at the door: a job whose pod templates ask for topology-aware scheduling is
-refused by name while this controller does not place pods in topology domains.
+"""Topology requests at the door. A batch/v1 Job may ask for topology-aware scheduling with
+``kueue.x-k8s.io/podset-required-topology``, ``-preferred-topology`` or ``-unconstrained-topology``
+on its pod template, checked as Kueue checks them (one of the three at most, a level that is a
+label name, a boolean); slices and pod-set groups are refused by name (not done here). A job of any
+other kind asking for it is refused by name: this controller places only Jobs' pods in topology
+domains.
 
 The pod templates are found wherever the object holds them (``spec.template``,
 ``spec.replicatedJobs[].template.spec.template``, a Ray head or worker group's ``template``...):
@@ -13,28 +17,46 @@ from typing import Any
 import msgspec
 
 from reconciler.core.model.workloads import TOPOLOGY_REFUSAL
-from reconciler.core.topology.requests import topology_annotations
+from reconciler.core.topology.requests import (
+    PREFERRED,
+    REQUIRED,
+    TOPOLOGY_UNSUPPORTED,
+    UNCONSTRAINED,
+    topology_annotations,
+)
 
-from .fielderrors import FieldError, forbidden
+from .fielderrors import FieldError, forbidden, invalid, invalid_omitted
+from .names import qualified_name
 
 __all__ = ["topology_requests_refused"]
 
 
-def topology_requests_refused(raw: msgspec.Raw) -> list[FieldError]:
-    """One error per topology annotation found on a pod template of the object."""
+_PLACEMENT = (REQUIRED, PREFERRED, UNCONSTRAINED)
+_BOOLEANS = ("1", "t", "T", "TRUE", "true", "True", "0", "f", "F", "FALSE", "false", "False")
+_MORE_THAN_ONE = (
+    "must not contain more than one topology annotation: ["
+    + ", ".join(f'"{name}"' for name in _PLACEMENT)
+    + "]"
+)
+
+
+def topology_requests_refused(raw: msgspec.Raw, *, placement: bool = False) -> list[FieldError]:
+    """The errors of the topology annotations found on the object's pod templates: each one is
+    refused, or with `placement` (a batch/v1 Job) the placement ones are checked and only slices
+    and groups refused."""
     try:
         obj = msgspec.json.decode(raw)
     except msgspec.DecodeError:
         return []
     errors: list[FieldError] = []
-    _walk(obj, "", errors)
+    _walk(obj, "", errors, placement)
     return errors
 
 
-def _walk(node: Any, path: str, errors: list[FieldError]) -> None:
+def _walk(node: Any, path: str, errors: list[FieldError], placement: bool) -> None:
     if isinstance(node, list):
         for i, item in enumerate(node):
-            _walk(item, f"{path}[{i}]", errors)
+            _walk(item, f"{path}[{i}]", errors, placement)
         return
     if not isinstance(node, dict):
         return
@@ -46,6 +68,22 @@ def _walk(node: Any, path: str, errors: list[FieldError]) -> None:
             meta = value.get("metadata")
             annotations = meta.get("annotations") if isinstance(meta, dict) else None
             if isinstance(annotations, dict):
-                for name in topology_annotations(annotations):
-                    errors.append(forbidden(f"{where}.metadata.annotations[{name}]", TOPOLOGY_REFUSAL))
-        _walk(value, where, errors)
+                errors += _checked(f"{where}.metadata.annotations", annotations, placement)
+        _walk(value, where, errors, placement)
+
+
+def _checked(path: str, annotations: dict[str, Any], placement: bool) -> list[FieldError]:
+    names = topology_annotations(annotations)
+    if not placement:
+        return [forbidden(f"{path}[{name}]", TOPOLOGY_REFUSAL) for name in names]
+    errors = [forbidden(f"{path}[{n}]", TOPOLOGY_UNSUPPORTED) for n in names if n not in _PLACEMENT]
+    if sum(name in annotations for name in _PLACEMENT) > 1:
+        errors.append(invalid_omitted(path, _MORE_THAN_ONE))
+    for name in (REQUIRED, PREFERRED):
+        if name in annotations:
+            errors += qualified_name(f"{path}[{name}]", str(annotations[name]))
+    if UNCONSTRAINED in annotations and annotations[UNCONSTRAINED] not in _BOOLEANS:
+        errors.append(
+            invalid(f"{path}[{UNCONSTRAINED}]", annotations[UNCONSTRAINED], "must be a boolean value")
+        )
+    return errors

@@ -52,6 +52,10 @@ class Affinity(ApiStruct):
     node_affinity: NodeAffinity | None = None
 
 
+class SchedulingGate(ApiStruct):
+    name: str
+
+
 class PodSpecView(ApiStruct):
     containers: list[ContainerView] = []
     init_containers: list[ContainerView] = []
@@ -63,6 +67,7 @@ class PodSpecView(ApiStruct):
     tolerations: list[Toleration] = []
     priority_class_name: str | None = None
     priority: int | None = None
+    scheduling_gates: list[SchedulingGate] = []
 
 
 class TemplateMeta(ApiStruct):
@@ -99,18 +104,23 @@ class PodStatus(ApiStruct):
 
 
 class PodSpecBrief(ApiStruct):
+    """What the controller keeps of a pod's spec: its node and claims; its requests (a node's
+    free capacity for topology-aware scheduling); its gates and node selector (the ungater)."""
+
     node_name: str = ""
     resource_claims: list[PodResourceClaim] = []
+    containers: list[ContainerView] = []
+    init_containers: list[ContainerView] = []
+    overhead: dict[str, str | int] = {}
+    resources: ResourceRequirements | None = None
+    node_selector: dict[str, str] = {}
+    scheduling_gates: list[SchedulingGate] = []
 
 
 class Pod(ApiStruct):
     metadata: ObjectMeta
     spec: PodSpecBrief = msgspec.field(default_factory=PodSpecBrief)
     status: PodStatus = msgspec.field(default_factory=PodStatus)
-
-
-class SchedulingGate(ApiStruct):
-    name: str
 
 
 class ManagedPodSpecView(ApiStruct):

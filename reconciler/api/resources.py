@@ -28,6 +28,7 @@ __all__ = [
     "STATEFULSETS",
     "SUBJECT_ACCESS_REVIEWS",
     "TOKEN_REVIEWS",
+    "TOPOLOGIES",
     "VALIDATING_WEBHOOK_CONFIGURATIONS",
     "WORKLOADS",
     "WORKLOAD_PRIORITY_CLASSES",
@@ -99,6 +100,7 @@ WORKLOAD_PRIORITY_CLASSES = Resource(
     "kueue.x-k8s.io", "v1beta2", "workloadpriorityclasses", "WorkloadPriorityClass", namespaced=False
 )
 PRIORITY_CLASSES = Resource("scheduling.k8s.io", "v1", "priorityclasses", "PriorityClass", namespaced=False)
+TOPOLOGIES = Resource("kueue.x-k8s.io", "v1beta2", "topologies", "Topology", namespaced=False)
 RESOURCE_FLAVORS = Resource(
     "kueue.x-k8s.io", "v1beta2", "resourceflavors", "ResourceFlavor", namespaced=False
 )

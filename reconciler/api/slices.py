@@ -12,7 +12,7 @@ from typing import Any
 
 import msgspec
 
-from .meta import ApiStruct, ObjectMeta
+from .meta import ApiStruct, Condition, ObjectMeta, Taint
 from .pods import NodeSelector
 
 
@@ -77,9 +77,26 @@ class ResourceSlice(ApiStruct, kw_only=True):
     spec: ResourceSliceSpec = msgspec.field(default_factory=ResourceSliceSpec)
 
 
+class NodeSpec(ApiStruct):
+    unschedulable: bool = False
+    taints: list[Taint] = []
+
+
+class NodeStatus(ApiStruct):
+    allocatable: dict[str, str | int] = {}
+    conditions: list[Condition] = []
+
+
 class Node(ApiStruct, kw_only=True):
-    """A Node's labels: which flavors its devices count for."""
+    """A Node's labels (which flavors its devices count for), and what topology-aware scheduling
+    reads: whether it is schedulable and ready, its taints and allocatable resources."""
 
     api_version: str = "v1"
     kind: str = "Node"
     metadata: ObjectMeta
+    spec: NodeSpec = msgspec.field(default_factory=NodeSpec)
+    status: NodeStatus = msgspec.field(default_factory=NodeStatus)
+
+    @property
+    def ready(self) -> bool:
+        return any(c.type == "Ready" and c.status == "True" for c in self.status.conditions)

@@ -16,9 +16,10 @@ INVENTORY_MODES = ("Off", "Report", "Enforce")
 class DeviceInventoryConfig:
     """``deviceInventory``: compare quota with the devices published in ResourceSlices.
 
-    ``Off`` (default): nothing is watched. ``Report``: DeviceClasses, ResourceSlices and Nodes
-    are watched; ClusterQueues get the DevicesCoverQuota condition, and metrics and Events
-    show the inventory. ``Enforce``: the same, and admission waits for free devices too."""
+    ``Off`` (default): nothing more is watched. ``Report``: DeviceClasses and ResourceSlices
+    are watched too (Nodes always are, for topology-aware scheduling); ClusterQueues get the
+    DevicesCoverQuota condition, and metrics and Events show the inventory. ``Enforce``: the
+    same, and admission waits for free devices too."""
 
     mode: str = "Off"
 

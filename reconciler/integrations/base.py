@@ -46,6 +46,8 @@ class PodSetStart:
     annotations: Mapping[str, str] = field(default_factory=lambda: _EMPTY)
     # The pods admitted (fewer than asked for when the Workload was partially admitted).
     count: int | None = None
+    # Scheduling gates its pods get (Kueue's topology gate for a pod set placed in topology domains).
+    scheduling_gates: Sequence[str] = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -103,6 +105,11 @@ class Integration(Protocol):
     def jobs_from_pods(self) -> bool:
         """Whether its jobs are groups made from the watched object and its pods, which are then
         seen from their creation (gated, before any pod set label)."""
+
+    @property
+    def topology_placement(self) -> bool:
+        """Whether its pods are placed in topology domains when its Workload has a topology
+        assignment (started gated, released by the topology ungater): batch/v1 Jobs only."""
 
     def release_patch(self, obj: Any) -> Patch | None:
         """The patch that removes the controller's finalizer from it (None: it carries none)."""
@@ -209,6 +216,7 @@ class SuspendableJob:
     stop_deletes: bool = False
     top_level: bool = False
     jobs_from_pods: bool = False
+    topology_placement: bool = False
 
     def release_patch(self, obj: Any) -> Patch | None:
         return None

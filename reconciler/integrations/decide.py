@@ -14,12 +14,14 @@ from typing import Any, NamedTuple
 
 from msgspec.structs import replace
 
-from reconciler.api import Admission, PodSet, ResourceFlavor, Workload
+from reconciler.api import Admission, PodSet, ResourceFlavor, Workload, pod_template_view
 from reconciler.api.meta import LabelSelector
 from reconciler.core.model.jobs import PODSET_LABEL
 from reconciler.core.model.workloads import QUEUE_NAME_LABEL
 from reconciler.core.primitives.selectors import label_selector_matches
 from reconciler.core.scheduling.flavors import admission_node_labels, admission_tolerations
+from reconciler.core.topology.requests import PREFERRED, REQUIRED, UNCONSTRAINED
+from reconciler.core.topology.ungate import TOPOLOGY_GATE, WORKLOAD_ANNOTATION
 
 from .base import Integration, Outcome, Patch, PodSetStart
 from .equivalence import MatchMemo, equivalent, group_equivalent
@@ -227,24 +229,42 @@ def pod_set_starts(
     flavors: Mapping[str, ResourceFlavor],
     pod_sets: list[PodSet],
     labels_for_all: Mapping[str, str] = _EMPTY,
+    workload_name: str = "",
 ) -> list[PodSetStart]:
     """Each pod set's node labels and tolerations from its assigned flavors, and its pod set
     label (with `labels_for_all`: the labels every pod set gets besides, e.g. a MultiKueue
-    worker's pod label)."""
+    worker's pod label). A pod set admitted with a topology assignment also gets Kueue's
+    scheduling gate and annotations (`workload_name`: its Workload's), so its pods wait for the
+    ungater to give each its domain's node selector."""
     labels = admission_node_labels(admission, flavors)
     tolerations = admission_tolerations(admission, flavors)
     counts = {a.name: a.count for a in admission.pod_set_assignments}
+    placed = {a.name for a in admission.pod_set_assignments if a.topology_assignment is not None}
     return [
         PodSetStart(
             name=ps.name,
             node_selector=labels.get(ps.name, {}),
             tolerations=tolerations.get(ps.name, []),
             labels={PODSET_LABEL: ps.name, **labels_for_all},
-            annotations=_EMPTY,
+            annotations=_topology_annotations(ps, workload_name) if ps.name in placed else _EMPTY,
             count=counts.get(ps.name),
+            scheduling_gates=(TOPOLOGY_GATE,) if ps.name in placed else (),
         )
         for ps in pod_sets
     ]
+
+
+def _topology_annotations(pod_set: PodSet, workload_name: str) -> dict[str, str]:
+    """What Kueue's start puts on the pods of a pod set placed in topology domains: the
+    Workload's name (the ungater finds its pods by it) and, for a pod set that asked for no
+    topology (a TAS-only ClusterQueue placed it), the unconstrained request."""
+    out = {WORKLOAD_ANNOTATION: workload_name}
+    asked = pod_template_view(pod_set.template).metadata.annotations
+    request = pod_set.topology_request
+    explicit = request is not None and (request.required or request.preferred or request.unconstrained)
+    if not explicit and not any(k in asked for k in (REQUIRED, PREFERRED, UNCONSTRAINED)):
+        out[UNCONSTRAINED] = "true"
+    return out
 
 
 def expected_pod_sets(workload: Workload) -> list[PodSet]:
@@ -380,7 +400,8 @@ def decide(
             # Running; or our write succeeded but its event has not been applied yet, or the
             # start is on its way.
             return NOTHING
-        starts = pod_set_starts(admission, flavors, workload.spec.pod_sets, worker_pod_labels(workload))
+        labels_for_all, name = worker_pod_labels(workload), workload.metadata.name
+        starts = pod_set_starts(admission, flavors, workload.spec.pod_sets, labels_for_all, name)
         return Start(Patch(integration.start_patch(obj, starts)))
     if not suspended:
         return Suspend(Patch(integration.suspend_patch(obj)))

@@ -3,14 +3,14 @@
 Kueue's rules: node labels are labels; taints have label-key keys and label values, are unique by
 key and effect, and have a supported effect; tolerations have label-key keys, an ``Exists``
 operator when the key is empty, no value with ``Exists``, and ``tolerationSeconds`` only with
-``NoExecute``. ``spec.topologyName`` (topology-aware scheduling) is refused by name until this
-controller places pods in topology domains.
+``NoExecute``. ``spec.topologyName`` (topology-aware scheduling) is a DNS subdomain of at most
+253 characters and needs at least one node label (the rules of Kueue's CRD).
 """
 
 from __future__ import annotations
 
-from reconciler.admission.fielderrors import FieldError, Path, duplicate, forbidden, invalid, not_supported
-from reconciler.admission.names import label_value, qualified_name
+from reconciler.admission.fielderrors import FieldError, Path, duplicate, invalid, not_supported, required
+from reconciler.admission.names import dns1123_subdomain, label_value, qualified_name
 from reconciler.api import ResourceFlavor
 
 __all__ = ["validate_resource_flavor"]
@@ -18,17 +18,16 @@ __all__ = ["validate_resource_flavor"]
 _SPEC = Path("spec")
 TAINT_EFFECTS = ("NoSchedule", "PreferNoSchedule", "NoExecute")
 OPERATORS = ("Equal", "Exists")
-TOPOLOGY_REFUSAL = (
-    "topology-aware scheduling is not supported by this controller yet: remove spec.topologyName "
-    "(the flavor's quota is then admitted without a topology placement)"
-)
+NODE_LABELS_FOR_TOPOLOGY = "at least one nodeLabel is required when topology is set"
 
 
 def validate_resource_flavor(flavor: ResourceFlavor) -> list[FieldError]:
     spec = flavor.spec
     errors: list[FieldError] = []
     if spec.topology_name is not None:
-        errors.append(forbidden(_SPEC.child("topologyName"), TOPOLOGY_REFUSAL))
+        errors += dns1123_subdomain(_SPEC.child("topologyName"), spec.topology_name)
+        if not spec.node_labels:
+            errors.append(required(_SPEC.child("nodeLabels"), NODE_LABELS_FOR_TOPOLOGY))
     labels = _SPEC.child("nodeLabels")
     for key, value in spec.node_labels.items():
         errors += qualified_name(labels, key)

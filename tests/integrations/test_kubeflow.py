@@ -263,7 +263,7 @@ async def test_an_mpijob_running_its_launcher_as_a_worker_gets_kueues_pod_index_
 
 @pytest.mark.asyncio
 async def test_a_topology_annotation_on_a_replica_template_is_refused_by_name() -> None:
-    """The controller does no topology-aware scheduling: a managed job asking for it on a replica
+    """The controller places only batch/v1 Jobs in topology domains: a managed job asking for it on a replica
     type's template is refused naming the annotation; the pod-index offset Kueue's MPIJob webhook
     writes is no topology request and passes."""
     body = pytorchjob_body("p", [("Master", 1, None), ("Worker", 2, "gpu")])
@@ -276,7 +276,7 @@ async def test_a_topology_annotation_on_a_replica_template_is_refused_by_name() 
         "spec.pytorchReplicaSpecs.Worker.template.metadata.annotations"
         "[kueue.x-k8s.io/podset-required-topology]" in refused.message
     )
-    assert "topology-aware scheduling is not supported by this controller yet" in refused.message
+    assert "topology-aware scheduling is supported for batch/v1 Jobs only" in refused.message
     unqueued = pytorchjob_body("p", [("Worker", 1, None)], queue=None)
     unqueued["spec"]["pytorchReplicaSpecs"]["Worker"]["template"]["metadata"] = {
         "annotations": {"kueue.x-k8s.io/podset-required-topology": "rack"}

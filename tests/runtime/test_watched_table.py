@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import msgspec
 
-from reconciler.api.resources import COHORTS, NODES, PODS
+from reconciler.api.resources import COHORTS, NODES, RESOURCE_SLICES, TOPOLOGIES
 from reconciler.kube import WatchEvent
 from reconciler.runtime.loop.reconciler import ALL_WATCHED, LABEL_SELECTORS, WATCHED
 from reconciler.runtime.shared.watched import WATCHED_KINDS, watched_kinds
@@ -24,9 +24,11 @@ def test_the_watched_sets_follow_the_table() -> None:
     assert tuple(r.resource for r in watched_kinds(inventory_on=False)) == WATCHED
     assert tuple(r.resource for r in WATCHED_KINDS) == ALL_WATCHED
     assert COHORTS in WATCHED
-    assert NODES in ALL_WATCHED
-    assert NODES not in WATCHED
-    assert {PODS.plural: "kueue.x-k8s.io/podset"} == LABEL_SELECTORS
+    assert NODES in WATCHED  # topology-aware scheduling reads them, inventory or not
+    assert TOPOLOGIES in WATCHED
+    assert RESOURCE_SLICES in ALL_WATCHED
+    assert RESOURCE_SLICES not in WATCHED
+    assert LABEL_SELECTORS == {}  # every pod: those bound to nodes take their free capacity
     assert Harness().reconciler.watched_kinds == watched_kinds(inventory_on=False)
 
 

@@ -79,8 +79,8 @@ FIRST_AVAILABLE_ANNOTATION = "dra-quota-reconciler/first-available"
 # What the charges the flavor decided (allocationMode All, device capacities) came to at admission.
 DEVICE_CHARGES_ANNOTATION = "dra-quota-reconciler/device-charges"
 TOPOLOGY_REFUSAL = (
-    "topology-aware scheduling is not supported by this controller yet: remove the topology "
-    "annotations from the pod template (the job is then admitted without a topology placement)"
+    "topology-aware scheduling is supported for batch/v1 Jobs only by this controller: remove the "
+    "topology annotations from the pod template (the job is then admitted without a topology placement)"
 )
 
 NOT_COUNTED_YET = "the device inventory has not been counted yet"
@@ -257,6 +257,8 @@ class WorkloadInfo:
     # (DeviceClass, devices, claims) for the whole Workload, for metrics; a tuple, as it is kept
     # for every pending workload.
     device_classes: tuple[tuple[str, int, int], ...] = ()
+    # Its controller owner's (apiVersion, kind), ("", "") for none.
+    owner: tuple[str, str] = ("", "")
 
     @property
     def key(self) -> tuple[str, str]:
@@ -304,6 +306,7 @@ def compile_workload(
         queue_name=workload.spec.queue_name,
         priority=workload.spec.priority or 0,
         created=meta.creation_timestamp or created,
+        owner=next(((r.api_version, r.kind) for r in meta.owner_references if r.controller), ("", "")),
     )
     charged_claims: set[str] = set()
     choices: list[str] = []
@@ -354,7 +357,7 @@ def compile_workload(
             break
     info.choices = tuple(choices)
     info.device_classes = tuple((name, devices[name], claims.get(name, 0)) for name in sorted(devices))
-    info.shape = _shape(info.pod_sets)
+    info.shape = _shape(info.pod_sets) + "|".join(info.owner).encode()  # (TAS is for some kinds)
     return info
 
 

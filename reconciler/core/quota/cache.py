@@ -97,6 +97,9 @@ class QuotaCache:
     # (flavor, placement, requests per pod).
     topologies: dict[str, Topology] = field(default_factory=dict)
     topology_nodes: list[TopologyNode] | None = None
+    # The owners (apiVersion, kind) whose Workloads may be placed in topology domains (the
+    # controller places only those kinds' pods); None: any Workload.
+    topology_owners: frozenset[tuple[str, str]] | None = None
     topology_usage: dict[WorkloadKey, list[tuple[str, Placed, Mapping[str, int]]]] = field(
         default_factory=dict
     )

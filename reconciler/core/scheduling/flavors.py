@@ -62,6 +62,10 @@ class TasFlavors:
 
     levels: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
     only: bool = False
+    # The nodes are fed (a flavor missing from `levels` then lacks its Topology).
+    fed: bool = False
+    # Why this Workload may not be placed in topology domains at all (its kind), or "".
+    refusal: str = ""
 
 
 @dataclass(frozen=True, slots=True)
@@ -128,10 +132,14 @@ def _flavor_refusal(
     if flavor is None:
         return f"flavor {name} not found"
     topology = flavor.spec.topology_name
-    if topology and name not in tas.levels:
+    if topology and (tas.refusal or name not in tas.levels):
+        if tas.refusal:
+            return f"flavor {name} has spec.topologyName {topology}: {tas.refusal}"
+        if tas.fed:
+            return f'Flavor "{name}" information missing in TAS cache'  # Kueue's: no such Topology
         return (
             f"flavor {name} has spec.topologyName {topology}: topology-aware "
-            "scheduling is not supported by this controller yet"
+            "scheduling needs the nodes, which were not given"
         )
     request = pod_set.topology
     # Kueue's match of a pod set and a flavor for TAS (a TAS-only ClusterQueue implies it).

@@ -316,7 +316,7 @@ class _QueuePass:
     def _assign(self, info: WorkloadInfo, keep: bool = True) -> FlavorFit | FlavorNoFit:
         gate = self.scheduler.gate
         sizes = self.scheduler.sizes
-        tas = tas_flavors(self.cache, self.model)
+        tas = tas_flavors(self.cache, self.model, info.owner)
         # Free devices and free places in topology domains are not tracked by the kept verdicts.
         kept = self.scheduler.kept if gate is None and keep and not tas.levels else None
         tree = self.cache.capacity

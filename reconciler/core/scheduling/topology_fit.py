@@ -23,12 +23,18 @@ from ..topology.assignment import charge, decode_assignment
 from ..topology.placement import Placed, PodSetPlacement
 from .flavors import FlavorFit, FlavorNoFit, PodSetFlavors, TasFlavors
 
-__all__ = ["admitted_pod_sets", "place_topology", "record_topology", "tas_flavors"]
+__all__ = ["TAS_KINDS_ONLY", "admitted_pod_sets", "place_topology", "record_topology", "tas_flavors"]
 
 
-def tas_flavors(cache: QuotaCache, cq: ClusterQueueModel) -> TasFlavors:
+TAS_KINDS_ONLY = "topology-aware scheduling is supported for batch/v1 Jobs only by this controller"
+
+
+def tas_flavors(cache: QuotaCache, cq: ClusterQueueModel, owner: tuple[str, str] = ("", "")) -> TasFlavors:
+    """The TAS flavors a Workload (its controller `owner`) may be placed on in this ClusterQueue."""
     if cache.topology_nodes is None:
         return TasFlavors()
+    if cache.topology_owners is not None and owner not in cache.topology_owners:
+        return TasFlavors(fed=True, refusal=TAS_KINDS_ONLY)
     levels: dict[str, tuple[str, ...]] = {}
     for name, flavor in cache.flavors.items():
         topology = cache.topologies.get(flavor.spec.topology_name or "")
@@ -36,7 +42,7 @@ def tas_flavors(cache: QuotaCache, cq: ClusterQueueModel) -> TasFlavors:
             levels[name] = tuple(level.node_label for level in topology.spec.levels)
     names = [q.name for group in cq.groups for q in group.flavors]
     only = bool(names) and all(_topology_of(cache.flavors.get(n)) for n in names)
-    return TasFlavors(levels, only)
+    return TasFlavors(levels, only, fed=True)
 
 
 def _topology_of(flavor: ResourceFlavor | None) -> str | None:

@@ -39,6 +39,7 @@ class BatchJob(SuspendableJob):
     api_version: str = "batch/v1"
     resource: Resource = JOBS
     projection: type[Any] = Job
+    topology_placement: bool = True  # its pods are placed in topology domains (the ungater)
 
     def pod_sets(self, obj: Job) -> list[PodSet]:
         template = workload_template(obj.spec.template)
@@ -50,10 +51,19 @@ class BatchJob(SuspendableJob):
 
     def start_patch(self, obj: Job, starts: Sequence[PodSetStart]) -> bytes:
         start = _main_start(starts)
-        current = pod_template_view(obj.spec.template).spec.tolerations if start.tolerations else []
+        view = pod_template_view(obj.spec.template) if start.tolerations or start.scheduling_gates else None
+        current = view.spec.tolerations if view is not None else []
+        gates = [g.name for g in view.spec.scheduling_gates] if view is not None else []
         sizes = parallelism_patch(obj, start.count) if start.count is not None else {}
         return start_patch(
-            start.node_selector, start.labels, start.tolerations, current, start.annotations, sizes
+            start.node_selector,
+            start.labels,
+            start.tolerations,
+            current,
+            start.annotations,
+            sizes,
+            start.scheduling_gates,
+            gates,
         )
 
     def suspend_patch(self, obj: Job) -> bytes:
@@ -131,6 +141,7 @@ _DOOR = SuspendableKind(
     size=job_pod_count,
     size_field="spec.parallelism",
     elastic_job_kind=True,
+    topology=True,
 )
 
 
@@ -164,6 +175,13 @@ REGISTRATION = Registration(
             ("update",),
             "A Workload is created for each Job with an owner reference that blocks the Job's deletion,\n"
             "which needs update on jobs/finalizers where OwnerReferencesPermissionEnforcement is on.",
+        ),
+        Access(
+            "",
+            ("pods",),
+            ("patch",),
+            "The pods of a Job placed in topology domains: the scheduling gate kueue.x-k8s.io/topology\n"
+            "removed and the node selector of the pod's domain added with a merge patch.",
         ),
     ),
 )

@@ -11,6 +11,8 @@ from reconciler.api import Job, PodSet, PodTemplateView, Toleration, Workload
 from reconciler.core.model.jobs import PODSET_LABEL
 from reconciler.core.model.workloads import JOB_POD_SET, workload_for_object, workload_name_for_job
 from reconciler.core.primitives.priority import ResolvedPriority
+from reconciler.core.topology.requests import UNCONSTRAINED
+from reconciler.core.topology.ungate import WORKLOAD_ANNOTATION
 
 from .partial import job_pod_count, min_pod_count
 
@@ -68,9 +70,12 @@ def start_patch(
     current_tolerations: Sequence[Toleration] = (),
     pod_annotations: Mapping[str, str] | None = None,
     sizes: Mapping[str, int] | None = None,
+    gates: Sequence[str] = (),
+    current_gates: Sequence[str] = (),
 ) -> bytes:
     """Unsuspend, with the flavors' nodeLabels merged into the pod template's nodeSelector and
-    their tolerations appended to the template's own (a merge patch replaces the whole list)."""
+    their tolerations appended to the template's own (a merge patch replaces the whole list), and
+    `gates` (the topology gate) added to the template's scheduling gates (`current_gates`)."""
     template: dict[str, object] = {}
     spec_patch: dict[str, object] = {}
     if node_selector:
@@ -78,6 +83,9 @@ def start_patch(
     added = [t for t in tolerations if t not in current_tolerations]
     if added:
         spec_patch["tolerations"] = msgspec.to_builtins([*current_tolerations, *added])
+    new_gates = [g for g in gates if g not in current_gates]
+    if new_gates:
+        spec_patch["schedulingGates"] = [{"name": g} for g in (*current_gates, *new_gates)]
     if spec_patch:
         template["spec"] = spec_patch
     metadata: dict[str, object] = {}
@@ -96,8 +104,9 @@ def start_patch(
 def restore_patch(
     current: PodTemplateView, original: PodTemplateView, sizes: Mapping[str, int] | None = None
 ) -> bytes | None:
-    """Undo what starting changed in a Job's pod template (nodeSelector, tolerations, the pod set
-    label) and, for a partially admitted Job, its parallelism (`sizes`: the recorded ones).
+    """Undo what starting changed in a Job's pod template (nodeSelector, tolerations, scheduling
+    gates, the pod set label and the topology annotations) and, for a partially admitted Job, its
+    parallelism (`sizes`: the recorded ones).
 
     Returns None when the template is already as the Workload recorded it.
     """
@@ -115,16 +124,29 @@ def restore_patch(
         for key in (PODSET_LABEL,)
         if key in current.metadata.labels and key not in original.metadata.labels
     }
+    # And the annotations a start in topology domains adds.
+    annotations: dict[str, str | None] = {
+        key: None
+        for key in (WORKLOAD_ANNOTATION, UNCONSTRAINED)
+        if key in current.metadata.annotations and key not in original.metadata.annotations
+    }
     template: dict[str, object] = {}
     spec_patch: dict[str, object] = {}
     if selector:
         spec_patch["nodeSelector"] = selector
     if current.spec.tolerations != original.spec.tolerations:
         spec_patch["tolerations"] = msgspec.to_builtins(original.spec.tolerations)
+    if current.spec.scheduling_gates != original.spec.scheduling_gates:
+        spec_patch["schedulingGates"] = msgspec.to_builtins(original.spec.scheduling_gates)
     if spec_patch:
         template["spec"] = spec_patch
+    metadata: dict[str, object] = {}
     if labels:
-        template["metadata"] = {"labels": labels}
+        metadata["labels"] = labels
+    if annotations:
+        metadata["annotations"] = annotations
+    if metadata:
+        template["metadata"] = metadata
     if not template and not sizes:
         return None
     spec: dict[str, object] = dict(sizes or {})

@@ -20,7 +20,7 @@ the writer.
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Mapping
 from functools import partial
 from operator import attrgetter
 from typing import Any
@@ -41,7 +41,7 @@ from reconciler.api.resources import WORKLOADS, Resource
 from reconciler.api.times import now_rfc3339
 from reconciler.config import Configuration
 from reconciler.core.model.jobs import PODSET_LABEL
-from reconciler.core.scheduling.scheduler import Admit, Decision, Preempt
+from reconciler.core.scheduling.scheduler import Admit
 from reconciler.feed import feed_cluster_queue, feed_cohort, feed_flavor, feed_local_queue, feed_namespace
 from reconciler.integrations import POD, REGISTRY, Integration, enabled, implied_only
 from reconciler.integrations.pods.pod import pod_is_job
@@ -50,11 +50,15 @@ from reconciler.observability.metrics import Metrics
 from reconciler.runtime.jobs.concern import JobKinds
 from reconciler.runtime.jobs.lws import lws_groups
 from reconciler.runtime.jobs.podgroups import GROUP_KIND, enable_pod_groups
+from reconciler.runtime.jobs.topology_ungater import RETRY_PURPOSE, TopologyUngater
+from reconciler.runtime.loop.decisions import carry_out, models_differ
+from reconciler.runtime.loop.pod_events import PodEvents
 from reconciler.runtime.loop.views import ReconcilerViews
 from reconciler.runtime.queues.config_reload import ConfigReload, ConfigReloads
 from reconciler.runtime.queues.in_use import InUse
 from reconciler.runtime.queues.inventory import Inventory
 from reconciler.runtime.queues.status import QueueStatus
+from reconciler.runtime.queues.topology import TopologyFeed
 from reconciler.runtime.shared.actions import Action, WriteDone
 from reconciler.runtime.shared.context import Context, ReconcilerStats
 from reconciler.runtime.shared.events import EventRecorder
@@ -64,7 +68,6 @@ from reconciler.runtime.shared.watched import (
     KIND_BOUND_HANDLERS,
     POD_JOBS_HANDLER,
     WATCHED_KINDS,
-    Watched,
     watched_kinds,
 )
 from reconciler.runtime.workloads.concern import Workloads
@@ -91,7 +94,7 @@ LABEL_SELECTORS: dict[str, str] = {
 }
 
 
-class Reconciler(ReconcilerViews):
+class Reconciler(ReconcilerViews, PodEvents):
     def __init__(
         self,
         config: Configuration,
@@ -131,7 +134,13 @@ class Reconciler(ReconcilerViews):
         self.in_use = InUse(self.ctx)
         self.config_reloads = ConfigReloads(self.ctx, self.workload_sync.mappings_changed)
         self.inventory = Inventory(self.ctx, self.workload_sync.extended_changed)
-        self.watched_kinds = _watched_for(config, integrations)
+        placed = [i for i in integrations if i.topology_placement]  # (batch/v1 Job)
+        owners = {(i.api_version, i.kind) for i in placed}
+        self.topology = TopologyFeed(self.ctx, self.inventory.index, owners)
+        self.ungater = TopologyUngater(self.ctx, frozenset(i.kind for i in placed))
+        # (DeviceClasses also with the gate KueueDRAIntegrationExtendedResource)
+        inventory_on, device_classes = config.device_inventory.enabled, config.extended_resources
+        self.watched_kinds = watched_kinds(inventory_on, integrations, device_classes=device_classes)
         self.watched = tuple(row.resource for row in self.watched_kinds)
         self.synced: set[str] = set()
         self.ready, self._next_resync = False, 0.0
@@ -168,13 +177,14 @@ class Reconciler(ReconcilerViews):
             return
         ctx = self.ctx
         self.inventory.refresh()
+        self.topology.refresh()
         started = ctx.monotonic()
         self.retry_due = ctx.engine.queues.release_retries(started)
         decisions = ctx.engine.schedule()
         if decisions:
             admits = any(isinstance(d, Admit) for d in decisions)
             ctx.metrics.admission_attempt(admits, ctx.monotonic() - started)
-        _carry_out(decisions, self.workload_sync, self.preemption)
+        carry_out(decisions, self.workload_sync, self.preemption)
         self.workload_sync.write_waiting_for_start()
         ctx.dirty.queue_status = True
 
@@ -191,6 +201,8 @@ class Reconciler(ReconcilerViews):
                 self.pods_ready.expired(key)
             elif purpose == "claims":
                 self.pods_ready.check_pods(key)
+            elif purpose == RETRY_PURPOSE:
+                self.ungater.retry(key)
             else:
                 ctx.dirty.workload(key)
         if ctx.monotonic() >= self._next_resync:
@@ -222,6 +234,7 @@ class Reconciler(ReconcilerViews):
                 wl_key = store.pods_workload(ref)  # a JobSet's Job: its pods are the JobSet's
                 if wl_key is not None:
                     self.pods_ready.check_pods(wl_key)
+                    self.ungater.check(ref, wl_key)
 
     # --- watch events -------------------------------------------------------------------
 
@@ -300,11 +313,7 @@ class Reconciler(ReconcilerViews):
             ctx.store.cluster_queues[name] = cq
             # Only a change of what the core models (spec, deletion) is given to it: a status
             # write (often our own) must not wake what is parked, as in Kueue.
-            if (
-                previous is None
-                or _models_differ(previous, cq)
-                or name not in ctx.engine.cache.cluster_queues
-            ):
+            if previous is None or models_differ(previous, cq) or name not in ctx.engine.cache.cluster_queues:
                 reason = feed_cluster_queue(ctx.engine, name, cq)
                 if reason is not None:
                     log.warning("ClusterQueue cannot be used", cluster_queue=name, error=reason)
@@ -367,29 +376,6 @@ class Reconciler(ReconcilerViews):
         if self.ready:
             self.job_kinds.priority_classes_changed()
 
-    def on_pod(self, key: Key, pod: Any) -> None:
-        job = self.ctx.pod_index.on_pod_ref(key, pod)
-        self.inventory.pod(key)
-        if job is not None:
-            self.ctx.dirty.pods.add(job)
-
-    def _on_claim(self, key: Key, claim: Any) -> None:
-        previous = self.ctx.pod_index.claims.get(key)
-        job = self.ctx.pod_index.on_claim_ref(key, claim)
-        self.inventory.claim(key, claim)
-        if job is not None:
-            self.ctx.dirty.pods.add(job)
-        # A pre-created (shared) claim appeared or went: waiting workloads are charged again. Its
-        # spec is immutable, so its status updates change nothing.
-        shared = claim if claim is not None else previous
-        if (
-            self.ready
-            and (claim is None) != (previous is None)
-            and shared is not None
-            and not any(r.kind == "Pod" for r in shared.metadata.owner_references)
-        ):
-            self.workload_sync.shared_claim_changed(key[0])
-
 
 def _on_pod_or_job(reconciler: Reconciler, key: Key, pod: ManagedPod | None, *, kind: str) -> None:
     """A pod with the plain-pod integration on: a job of its own while labelled managed (a pod
@@ -406,16 +392,11 @@ def _on_pod_or_job(reconciler: Reconciler, key: Key, pod: ManagedPod | None, *, 
             managed = False  # its group is the job
     if managed or key in reconciler.ctx.store.of_kind(kind):
         reconciler.job_kinds.on_job(key, pod if managed else None, kind=kind, ready=reconciler.ready)
-    started = pod is not None and PODSET_LABEL in pod.metadata.labels
+    brief = None if pod is None else pod.as_pod()
+    reconciler.topology.pod(key, brief)
+    started = brief is not None and PODSET_LABEL in brief.metadata.labels
     if started or key in reconciler.ctx.pod_index.pods:
-        reconciler.on_pod(key, pod.as_pod() if pod is not None and started else None)
-
-
-def _watched_for(config: Configuration, integrations: Sequence[Integration]) -> tuple[Watched, ...]:
-    """The kinds watched: DeviceClasses also with the gate KueueDRAIntegrationExtendedResource."""
-    return watched_kinds(
-        config.device_inventory.enabled, integrations, device_classes=config.extended_resources
-    )
+        reconciler.on_pod(key, brief if started else None)
 
 
 def _handler(reconciler: Reconciler, name: str, job_kind: str | None) -> Callable[[Key, Any], None]:
@@ -427,24 +408,3 @@ def _handler(reconciler: Reconciler, name: str, job_kind: str | None) -> Callabl
     if name in KIND_BOUND_HANDLERS and job_kind is not None:
         return partial(handler, kind=job_kind)
     return handler
-
-
-def _models_differ(previous: ClusterQueue, current: ClusterQueue) -> bool:
-    return (
-        previous.spec != current.spec
-        or previous.metadata.deletion_timestamp != current.metadata.deletion_timestamp
-    )
-
-
-def _carry_out(decisions: Sequence[Decision], workloads: Workloads, preemption: Preemption) -> None:
-    """Write a cycle's decisions. A workload's status is written once per cycle, with its last
-    verdict (a cycle here can take a head several times, as several of Kueue's cycles would);
-    the Event of each verdict stays."""
-    last = {d.key: d for d in decisions if not isinstance(d, Preempt)}
-    for decision in decisions:
-        if isinstance(decision, Admit):
-            workloads.admit(decision)
-        elif isinstance(decision, Preempt):
-            preemption.preempt(decision)
-        else:
-            workloads.pending(decision, write=last[decision.key] is decision)

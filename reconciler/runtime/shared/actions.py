@@ -46,6 +46,7 @@ Purpose = Literal[
     "job-delete",
     "job-terminate",
     "pod-group-labels",
+    "pod-ungate",
     "cq-status",
     "cohort-status",
     "lq-status",

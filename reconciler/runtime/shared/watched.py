@@ -25,6 +25,7 @@ from reconciler.api import (
     ResourceClaim,
     ResourceClaimTemplate,
     ResourceFlavor,
+    Topology,
     Workload,
     WorkloadPriorityClass,
 )
@@ -42,13 +43,13 @@ from reconciler.api.resources import (
     RESOURCE_CLAIMS,
     RESOURCE_FLAVORS,
     RESOURCE_SLICES,
+    TOPOLOGIES,
     WORKLOAD_PRIORITY_CLASSES,
     WORKLOADS,
     Resource,
 )
 from reconciler.api.slices import Node, ResourceSlice
 from reconciler.config import Configuration
-from reconciler.core.model.jobs import PODSET_LABEL
 from reconciler.integrations import Integration, enabled, references_of
 
 __all__ = [
@@ -124,16 +125,19 @@ _OTHER_KINDS: tuple[Watched, ...] = (
     Watched(LOCAL_QUEUES, LocalQueue, "_on_local_queue"),
     Watched(RESOURCE_FLAVORS, ResourceFlavor, "_on_flavor"),
     Watched(NAMESPACES, Namespace, "_on_namespace"),
-    # Only the pods of jobs this controller started carry the pod set label.
-    Watched(PODS, Pod, "on_pod", label_selector=PODSET_LABEL),
+    # Every pod: what those bound to nodes request is taken off the nodes' free capacity
+    # (topology-aware scheduling); those of started jobs (the pod set label) are indexed too.
+    Watched(PODS, Pod, "_on_any_pod"),
     Watched(RESOURCE_CLAIMS, ResourceClaim, "_on_claim"),
     Watched(WORKLOAD_PRIORITY_CLASSES, WorkloadPriorityClass, "_on_workload_priority_class"),
     Watched(PRIORITY_CLASSES, PriorityClass, "_on_priority_class"),
+    # Nodes and Topologies: topology-aware scheduling (the nodes' labels: the inventory's too).
+    Watched(NODES, Node, "_on_node"),
+    Watched(TOPOLOGIES, Topology, "topology.topology", optional=True),
     # Watched too with deviceInventory.mode Report or Enforce (DeviceClasses also with Kueue's gate
     # KueueDRAIntegrationExtendedResource: they say which class serves an extended resource).
     Watched(DEVICE_CLASSES, DeviceClass, "inventory.device_class", inventory=True),
     Watched(RESOURCE_SLICES, ResourceSlice, "inventory.resource_slice", inventory=True),
-    Watched(NODES, Node, "inventory.node", inventory=True),
 )
 
 

@@ -106,7 +106,7 @@ def test_without_the_nodes_fed_the_tas_flavor_stays_refused_by_name() -> None:
     state.add_workload(gpu_job("a", REQUIRED_RACK))
     (decision,) = state.schedule()
     assert isinstance(decision, Pending)
-    assert "flavor tas has spec.topologyName default: topology-aware scheduling is not supported" in (
+    assert "flavor tas has spec.topologyName default: topology-aware scheduling needs the nodes" in (
         decision.message
     )
 
@@ -127,3 +127,36 @@ def test_a_tas_only_cluster_queue_places_a_pod_set_without_a_request() -> None:
     (decision,) = state.schedule()
     assert isinstance(decision, Admit)
     assert sum(hosts(decision).values()) == 4
+
+
+def test_a_flavor_whose_topology_is_not_known_waits_with_kueues_message() -> None:
+    state = engine(fed=False)
+    state.set_topology_nodes(nodes())  # the nodes, but no Topology "default"
+    state.add_workload(gpu_job("a", REQUIRED_RACK))
+    (decision,) = state.schedule()
+    assert isinstance(decision, Pending)
+    assert decision.message == (
+        'couldn\'t assign flavors to pod set main: Flavor "tas" information missing in TAS cache'
+    )
+
+
+def test_only_the_kinds_whose_pods_are_placed_may_use_a_tas_flavor() -> None:
+    """The controller places only batch/v1 Jobs' pods: a Workload of another owner is refused by
+    name on a TAS flavor (never admitted without its pods being held), a Job's is placed."""
+    state = engine()
+    state.cache.topology_owners = frozenset({("batch/v1", "Job")})
+    job_info = gpu_job("a", REQUIRED_RACK)
+    assert job_info.owner == ("batch/v1", "Job")
+    other = gpu_job("b", REQUIRED_RACK)
+    other.owner = ("jobset.x-k8s.io/v1alpha2", "JobSet")
+    other.shape += b"other"
+    state.add_workload(job_info)
+    state.add_workload(other)
+    decisions = {d.key[1].split("-")[1]: d for d in state.schedule()}
+    assert isinstance(decisions["a"], Admit)
+    refused = decisions["b"]
+    assert isinstance(refused, Pending)
+    assert refused.message == (
+        "couldn't assign flavors to pod set main: flavor tas has spec.topologyName default: "
+        "topology-aware scheduling is supported for batch/v1 Jobs only by this controller"
+    )

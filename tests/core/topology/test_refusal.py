@@ -1,7 +1,9 @@
-"""Until topology-aware scheduling works end to end, every way of asking for it is refused by name:
-a flavor's spec.topologyName (at the door, and in the scheduler while the nodes are not fed), a pod
-template's topology annotations (at each kind's door); in the core, a Workload's placement request
-is read (annotations or topologyRequest) and what the core does not do (slices, groups) refused."""
+"""Topology-aware scheduling at the doors and in the core: a flavor's spec.topologyName is accepted
+and checked as Kueue's CRD checks it; a batch/v1 Job's placement annotations pass its webhook, checked
+as Kueue checks them, while slices and groups (and any other kind's topology annotations) are
+refused by name; in the core a Workload's placement request is read (annotations or
+topologyRequest), what the core does not do (slices, groups) refused, and a TAS flavor is never
+used silently: without the nodes, or for a Workload of another kind, it is refused by name."""
 
 from __future__ import annotations
 
@@ -105,8 +107,8 @@ def test_the_door_names_each_annotated_template_wherever_it_sits() -> None:
     found = [str(e) for e in topology_requests_refused(msgspec.Raw(msgspec.json.encode(nested)))]
     assert found == [
         f"spec.replicatedJobs[0].template.spec.template.metadata.annotations[{REQUIRED}]: Forbidden: "
-        "topology-aware scheduling is not supported by this controller yet: remove the topology "
-        "annotations from the pod template (the job is then admitted without a topology placement)"
+        "topology-aware scheduling is supported for batch/v1 Jobs only by this controller: remove the "
+        "topology annotations from the pod template (the job is then admitted without a topology placement)"
     ]
     plain = msgspec.json.encode(job_body("j"))
     assert topology_requests_refused(msgspec.Raw(plain)) == []
@@ -118,10 +120,15 @@ def tas_flavor(name: str) -> ResourceFlavor:
     return result
 
 
-def test_the_flavor_webhook_refuses_topology_name() -> None:
-    assert [str(e) for e in validate_resource_flavor(tas_flavor("f"))] == [
-        "spec.topologyName: Forbidden: topology-aware scheduling is not supported by this controller "
-        "yet: remove spec.topologyName (the flavor's quota is then admitted without a topology placement)"
+def test_the_flavor_webhook_accepts_topology_name_and_checks_it_as_kueues_crd() -> None:
+    assert validate_resource_flavor(tas_flavor("f")) == []
+    bad = decode({"metadata": {"name": "f"}, "spec": {"topologyName": "Not_A_Name"}}, ResourceFlavor)
+    assert [str(e) for e in validate_resource_flavor(bad)] == [
+        'spec.topologyName: Invalid value: "Not_A_Name": a lowercase RFC 1123 subdomain must consist of '
+        "lower case alphanumeric characters, '-' or '.', and must start and end with an alphanumeric "
+        "character (e.g. 'example.com', regex used for validation is "
+        "'[a-z0-9]([-a-z0-9]*[a-z0-9])?(\\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*')",
+        "spec.nodeLabels: Required value: at least one nodeLabel is required when topology is set",
     ]
 
 
@@ -137,27 +144,48 @@ def test_a_topology_flavor_that_got_in_is_never_used_silently() -> None:
     )
     (decision,) = state.schedule()
     assert isinstance(decision, Pending)
-    assert "flavor tas has spec.topologyName default: topology-aware scheduling is not supported" in (
+    assert "flavor tas has spec.topologyName default: topology-aware scheduling needs the nodes" in (
         decision.message
     )
 
 
-@pytest.mark.asyncio
-async def test_the_job_webhook_refuses_a_topology_annotation() -> None:
-    body = annotated_job_body({REQUIRED: "rack"})
+async def job_verdict(annotations: dict[str, str]) -> Any:
     request = AdmissionRequest(
         uid="u",
         resource=GroupVersionResource("batch", "v1", "jobs"),
         operation="CREATE",
         namespace="ns",
-        object=msgspec.Raw(msgspec.json.encode(body)),
+        object=msgspec.Raw(msgspec.json.encode(annotated_job_body(annotations))),
     )
-    verdict = await handle(JOB_VALIDATE, request, JobPolicy(), None)  # type: ignore[arg-type]
+    return await handle(JOB_VALIDATE, request, JobPolicy(), None)  # type: ignore[arg-type]
+
+
+@pytest.mark.asyncio
+async def test_the_job_webhook_accepts_the_placement_annotations() -> None:
+    for asked in ({REQUIRED: "cloud.com/rack"}, {PREFERRED: "rack"}, {UNCONSTRAINED: "true"}):
+        verdict = await job_verdict(asked)
+        assert verdict.allowed, verdict.message
+
+
+@pytest.mark.asyncio
+async def test_the_job_webhook_checks_them_as_kueue_and_refuses_slices_by_name() -> None:
+    path = "spec.template.metadata.annotations"
+    verdict = await job_verdict({REQUIRED: "rack", PREFERRED: "block"})
     assert not verdict.allowed
     assert verdict.message == (
-        f"spec.template.metadata.annotations[{REQUIRED}]: Forbidden: topology-aware scheduling is not "
-        "supported by this controller yet: remove the topology annotations from the pod template (the "
-        "job is then admitted without a topology placement)"
+        f'{path}: Invalid value: must not contain more than one topology annotation: ["{REQUIRED}", '
+        f'"{PREFERRED}", "{UNCONSTRAINED}"]'
+    )
+    verdict = await job_verdict({UNCONSTRAINED: "yes"})
+    assert verdict.message == f'{path}[{UNCONSTRAINED}]: Invalid value: "yes": must be a boolean value'
+    verdict = await job_verdict({REQUIRED: "-rack"})
+    assert verdict.message is not None
+    assert verdict.message.startswith(f'{path}[{REQUIRED}]: Invalid value: "-rack"')
+    verdict = await job_verdict({REQUIRED: "rack", SLICE_REQUIRED: "rack", SLICE_SIZE: "2"})
+    assert verdict.message == (
+        f"[{path}[{SLICE_REQUIRED}]: Forbidden: not supported by this controller's topology-aware "
+        f"scheduling, {path}[{SLICE_SIZE}]: Forbidden: not supported by this controller's "
+        "topology-aware scheduling]"
     )
 
 
