@@ -319,3 +319,39 @@ def test_a_running_groups_excess_pod_made_by_another_controller_is_deleted_not_a
     assert events(c, "p3") == [("Normal", "ExcessPodDeleted", "Excess pod deleted")]
     assert condition(workload(c), "Evicted") is None
     assert c.used_gpus() == 2
+
+
+def test_a_deleted_running_pod_keeps_its_finalizer_and_the_group_its_quota_until_replaced() -> None:
+    """Kueue v0.18.1's replacement rules for a pod deleted by a user (issue 42, item 2): a
+    deleted pod on a node still counts while it runs; once terminated it is missing, the
+    Workload stays admitted with its quota and WaitingForReplacementPods=True, and the pod stays
+    behind its finalizer until a pod of its shape replaces it."""
+    c = pod_cluster()
+    queues(c, gpus=3)
+    c.api.add(PODS, group_pod("p1"))
+    c.api.add(PODS, group_pod("p2"))
+    c.settle()
+    for name in ("p1", "p2"):
+        c.api.change(PODS, "ns", name, {"spec": {"nodeName": "node-1"}})
+    running(c, "p1", "p2")
+    c.api.delete(PODS, "ns", "p2")
+    c.settle()
+    p2 = c.pod("p2")
+    assert p2["metadata"]["deletionTimestamp"]
+    assert p2["metadata"]["finalizers"] == [POD_FINALIZER]  # Kueue's finalizer holds it
+    assert condition(workload(c), "WaitingForReplacementPods") is None  # on a node, still running
+    stopped(c, "p2")  # the kubelet stops it
+    waiting = condition(workload(c), "WaitingForReplacementPods")
+    assert waiting is not None
+    assert (waiting["status"], waiting["reason"]) == ("True", "PodsFailed")
+    assert c.pod("p2")["metadata"]["finalizers"] == [POD_FINALIZER]  # kept until replaced
+    assert condition(workload(c), "Finished") is None
+    assert c.used_gpus() == 2  # the group keeps its quota
+    c.api.add(PODS, group_pod("p3"))
+    c.settle()
+    assert ("pods", "ns", "p2") not in c.api.objects  # replaced: let go, so the API removes it
+    waiting = condition(workload(c), "WaitingForReplacementPods")
+    assert waiting is not None
+    assert (waiting["status"], waiting["reason"]) == ("False", "PodsReady")
+    assert gates(c.pod("p3")) == []
+    assert c.used_gpus() == 2
