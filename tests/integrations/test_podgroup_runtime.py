@@ -340,10 +340,15 @@ def test_a_deleted_running_pod_keeps_its_finalizer_and_the_group_its_quota_until
     assert p2["metadata"]["deletionTimestamp"]
     assert p2["metadata"]["finalizers"] == [POD_FINALIZER]  # Kueue's finalizer holds it
     assert condition(workload(c), "WaitingForReplacementPods") is None  # on a node, still running
-    stopped(c, "p2")  # the kubelet stops it
+    stopped_phase = {"phase": "Failed", "conditions": [{"type": "Ready", "status": "False"}]}
+    c.api.change(PODS, "ns", "p2", {"status": stopped_phase})  # the kubelet stops it
+    c.settle()
     waiting = condition(workload(c), "WaitingForReplacementPods")
     assert waiting is not None
     assert (waiting["status"], waiting["reason"]) == ("True", "PodsFailed")
+    ready = condition(workload(c), "PodsReady")
+    assert ready is not None
+    assert (ready["status"], ready["reason"]) == ("False", "WaitForRecovery")
     assert c.pod("p2")["metadata"]["finalizers"] == [POD_FINALIZER]  # kept until replaced
     assert condition(workload(c), "Finished") is None
     assert c.used_gpus() == 2  # the group keeps its quota
