@@ -114,3 +114,44 @@ def test_a_workload_with_no_pod_of_its_roles_is_deleted() -> None:
     plan = plan_group(group, recorded, GroupKnown(), {}, now=NOW)
     assert plan.delete_workload
     assert plan.stop is None  # a gated group is not running: nothing to stop
+
+
+def test_a_deleted_pod_counts_while_it_runs_on_its_node_then_waits_for_its_replacement() -> None:
+    """Kueue's isPodRunnableOrSucceeded: a deleted pod with a node is the group's while it runs;
+    terminated, it is missing (WaitingForReplacementPods) but kept, finalizer and all, until a
+    pod of its role replaces it; a deleted pod that never had a node is missing at once."""
+
+    def deleted(name: str, phase: str, node: str) -> ManagedPod:
+        body = msgspec.json.decode(msgspec.json.encode(pod(name, phase=phase)))
+        body["metadata"]["deletionTimestamp"] = "2026-01-01T00:09:00Z"
+        body["spec"]["nodeName"] = node
+        return msgspec.json.decode(msgspec.json.encode(body), type=ManagedPod)
+
+    first = pod("a", phase="Running")
+    group = make_group("ns", "g", [first, pod("b")])
+    assert group is not None
+    pod_sets = [
+        {"name": ps.name, "count": 2, "template": msgspec.json.decode(ps.template)}
+        for ps in group_pod_sets(group.pods[:1])
+    ]
+    body = {"metadata": {"name": "g", "namespace": "ns"}, "spec": {"podSets": pod_sets}}
+    recorded = msgspec.json.decode(msgspec.json.encode(body), type=Workload)
+    known = GroupKnown(admitted=True)
+    still_running = make_group("ns", "g", [first, deleted("b", "Running", "node-1")])
+    assert still_running is not None
+    plan = plan_group(still_running, recorded, known, {}, now=NOW)
+    assert (plan.conditions, plan.finalize, plan.stop, plan.finish) == (None, [], None, None)
+    for phase, node in (("Failed", "node-1"), ("Running", "")):
+        missing = make_group("ns", "g", [first, deleted("b", phase, node)])
+        assert missing is not None
+        plan = plan_group(missing, recorded, known, {}, now=NOW)
+        assert plan.conditions is not None
+        waiting = next(c for c in plan.conditions if c.type == "WaitingForReplacementPods")
+        assert (waiting.status, waiting.reason) == ("True", "PodsFailed")
+        assert (plan.finalize, plan.stop, plan.finish, plan.delete_workload) == ([], None, None, False)
+    replaced = make_group(
+        "ns", "g", [first, deleted("b", "Failed", "node-1"), pod("c", created="2026-01-01T00:09:30Z")]
+    )
+    assert replaced is not None
+    plan = plan_group(replaced, recorded, known, {}, now=NOW)
+    assert [p.metadata.name for p in plan.finalize] == ["b"]

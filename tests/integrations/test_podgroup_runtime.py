@@ -10,6 +10,8 @@ from __future__ import annotations
 
 from typing import Any
 
+import msgspec
+
 from reconciler.api.resources import (
     CLUSTER_QUEUES,
     PODS,
@@ -27,6 +29,7 @@ from reconciler.integrations.pods.pod import (
     ROLE_HASH_ANNOTATION,
     TOPOLOGY_GATE,
 )
+from reconciler.runtime.shared.actions import WriteDone
 from tests.support.builders import cluster_queue_body
 from tests.support.memory_cluster import GPU, Cluster
 from tests.support.pod_queues import TAINT, condition, gates, pod_cluster, queues
@@ -319,3 +322,74 @@ def test_a_running_groups_excess_pod_made_by_another_controller_is_deleted_not_a
     assert events(c, "p3") == [("Normal", "ExcessPodDeleted", "Excess pod deleted")]
     assert condition(workload(c), "Evicted") is None
     assert c.used_gpus() == 2
+
+
+def test_a_deleted_running_pod_keeps_its_finalizer_and_the_group_its_quota_until_replaced() -> None:
+    """Kueue v0.18.1's replacement rules for a pod deleted by a user (issue 42, item 2): a
+    deleted pod on a node still counts while it runs; once terminated it is missing, the
+    Workload stays admitted with its quota and WaitingForReplacementPods=True, and the pod stays
+    behind its finalizer until a pod of its shape replaces it."""
+    c = pod_cluster()
+    queues(c, gpus=3)
+    c.api.add(PODS, group_pod("p1"))
+    c.api.add(PODS, group_pod("p2"))
+    c.settle()
+    for name in ("p1", "p2"):
+        c.api.change(PODS, "ns", name, {"spec": {"nodeName": "node-1"}})
+    running(c, "p1", "p2")
+    c.api.delete(PODS, "ns", "p2")
+    c.settle()
+    p2 = c.pod("p2")
+    assert p2["metadata"]["deletionTimestamp"]
+    assert p2["metadata"]["finalizers"] == [POD_FINALIZER]  # Kueue's finalizer holds it
+    assert condition(workload(c), "WaitingForReplacementPods") is None  # on a node, still running
+    stopped_phase = {"phase": "Failed", "conditions": [{"type": "Ready", "status": "False"}]}
+    c.api.change(PODS, "ns", "p2", {"status": stopped_phase})  # the kubelet stops it
+    c.settle()
+    waiting = condition(workload(c), "WaitingForReplacementPods")
+    assert waiting is not None
+    assert (waiting["status"], waiting["reason"]) == ("True", "PodsFailed")
+    ready = condition(workload(c), "PodsReady")
+    assert ready is not None
+    assert (ready["status"], ready["reason"]) == ("False", "WaitForRecovery")
+    assert c.pod("p2")["metadata"]["finalizers"] == [POD_FINALIZER]  # kept until replaced
+    assert condition(workload(c), "Finished") is None
+    assert c.used_gpus() == 2  # the group keeps its quota
+    c.api.add(PODS, group_pod("p3"))
+    c.settle()
+    assert ("pods", "ns", "p2") not in c.api.objects  # replaced: let go, so the API removes it
+    waiting = condition(workload(c), "WaitingForReplacementPods")
+    assert waiting is not None
+    assert (waiting["status"], waiting["reason"]) == ("False", "PodsReady")
+    assert gates(c.pod("p3")) == []
+    assert c.used_gpus() == 2
+
+
+def test_owners_added_are_told_even_when_the_watch_shows_the_write_before_its_response() -> None:
+    """The Workload's OwnerReferencesAdded Event is posted for a write that landed, also when
+    the watch delivered its new version first (the response is then stale and not applied)."""
+    c = pod_cluster()
+    queues(c, gpus=3)
+    c.api.add(PODS, group_pod("p1"))
+    c.api.add(PODS, group_pod("p2"))
+    c.settle()
+    running(c, "p1", "p2")
+    c.api.change(PODS, "ns", "p2", {"status": {"phase": "Failed"}})
+    c.settle()
+    perform = c.api.perform
+
+    def watch_first(action: Any) -> None:
+        if getattr(action, "purpose", "") != "workload-owners":
+            perform(action)
+            return
+        before = c.api.get(WORKLOADS, "ns", "g")
+        c.api.change(WORKLOADS, "ns", "g", msgspec.json.decode(action.patch))  # the watch sees it
+        after = c.api.get(WORKLOADS, "ns", "g")
+        assert after["metadata"]["resourceVersion"] != before["metadata"]["resourceVersion"]
+        c.reconciler.handle(WriteDone(action, body=msgspec.json.encode(after)))
+
+    c.api.perform = watch_first  # type: ignore[method-assign]
+    c.api.add(PODS, group_pod("p3"))
+    c.settle()
+    assert [r["name"] for r in workload(c)["metadata"]["ownerReferences"]] == ["p1", "p2", "p3"]
+    assert ("Normal", "OwnerReferencesAdded", "Added 1 owner reference(s)") in events(c, "g")

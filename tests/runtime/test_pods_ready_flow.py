@@ -439,3 +439,31 @@ def test_waiting_for_start_is_written_when_the_watch_shows_the_workload_before_t
     assert conditions(waits[0]) == {
         "PodsReady": ("False", "WaitForStart", "Not all pods are ready or succeeded")
     }
+
+
+def test_a_pods_ready_write_lost_to_a_conflict_is_made_again_on_the_newer_workload() -> None:
+    """Another write to the Workload (a pod group's WaitingForReplacementPods) lands first and
+    this one gets 409: PodsReady is decided again on the newer Workload, not left stale (the
+    pod-group-deleted-pod scenario kept PodsReady=True while Kueue wrote WaitForRecovery)."""
+    h = Clocked()
+    queues(h)
+    h.sync_all()
+    job_a, wl_a, _ = admitted_job(h, "a")
+    h.event("MODIFIED", JOBS, started(h, job_a))
+    h.take()
+    h.event("ADDED", PODS, ready_pod("a"))
+    (ready,) = of(h.take(), "pods-ready")
+    wl_a = h.land(ready, wl_a)
+    h.event("MODIFIED", WORKLOADS, wl_a)
+    h.take()
+    h.event("MODIFIED", PODS, ready_pod("a", ready=False))
+    (lost,) = of(h.take(), "pods-ready")
+    other = msgspec.json.decode(msgspec.json.encode(wl_a))
+    other["metadata"]["resourceVersion"] = h.next_rv()  # someone else's write landed first
+    h.event("MODIFIED", WORKLOADS, decode(other, Workload))
+    h.take()
+    h.reconciler.handle(WriteDone(lost, error=Conflict(409, "Conflict", "the object has been modified")))
+    (again,) = of(h.take(), "pods-ready")
+    assert conditions(again)["PodsReady"][:2] == ("False", "WaitForRecovery")
+    sent = msgspec.json.decode(again.patch)
+    assert sent["metadata"]["resourceVersion"] == other["metadata"]["resourceVersion"]

@@ -185,8 +185,9 @@ class LwsJobs(Jobs):
         if done.ok and done.body is not None:
             workload = ctx.apply_workload_write(done.key, done.body)
             ctx.dirty.workload(done.key, own_write=True)
-            if workload is not None:
-                ctx.events.emit(workload, "Normal", "OwnerReferencesAdded", message)
+            told = workload or ctx.store.workloads.get(done.key)  # (also when the watch came first)
+            if told is not None:
+                ctx.events.emit(told, "Normal", "OwnerReferencesAdded", message)
         else:
             ctx.write_failed(done, expected=(NotFound, Conflict))
         ctx.dirty.jobs.add(group)  # pods that came meanwhile are added next

@@ -262,8 +262,11 @@ class PodGroups:
         if done.ok and done.body is not None:
             workload = ctx.apply_workload_write(done.key, done.body)
             ctx.dirty.workload(done.key, own_write=True)
-            if event is not None and workload is not None:
-                ctx.events.emit(workload, "Normal", *event)
+            if event is not None:
+                # The write landed: told even when the watch showed it first (a stale response).
+                told = workload or ctx.store.workloads.get(done.key)
+                if told is not None:
+                    ctx.events.emit(told, "Normal", *event)
         else:
             ctx.write_failed(done, expected=EXPECTED_MISSES)
         ctx.dirty.jobs.add((GROUP_KIND, *done.key))

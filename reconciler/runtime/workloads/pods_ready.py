@@ -39,6 +39,7 @@ from reconciler.core.scheduling.podsready import (
 from reconciler.core.status import condition, set_condition
 from reconciler.integrations import expected_pod_sets
 from reconciler.integrations.pods.group import GROUP_KIND, PodGroup
+from reconciler.kube import Conflict
 from reconciler.runtime.shared.actions import MergePatch, OnDone, Purpose, WriteDone
 from reconciler.runtime.shared.context import EXPECTED_MISSES, Context
 from reconciler.runtime.shared.evictions import Eviction, Evictions
@@ -196,6 +197,10 @@ class PodsReady:
     def _pods_ready_written(self, done: WriteDone) -> None:
         key = self._settled(done)
         if key is None:
+            if isinstance(done.error, Conflict):
+                # Another write to the Workload landed first (a pod group's condition): decide
+                # again on the newer Workload, else PodsReady stays as it was until a pod changes.
+                self.ctx.dirty.pods_ready.add(done.key)
             return
         written = self.ctx.store.workloads.get(key)
         sent = msgspec.json.decode(getattr(done.action, "patch", b"{}"))
