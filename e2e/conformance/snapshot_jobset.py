@@ -19,7 +19,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from e2e.conformance.snapshot import take_snapshot
+from e2e.conformance.snapshot import KUEUE, take_snapshot
 from e2e.testbed import KubeClient, api_path
 
 Obj = dict[str, Any]
@@ -42,12 +42,20 @@ def indexed_pods_named(flat: dict[str, Any]) -> dict[str, Any]:
     return flat
 
 
+def workload_owner(wl: Obj) -> str:
+    """`KIND/NAME` of a Workload's first owner (snapshot.py's stable name), else `Workload/NAME`."""
+    refs = wl["metadata"].get("ownerReferences") or []
+    return f"{refs[0]['kind']}/{refs[0]['name']}" if refs else f"Workload/{wl['metadata']['name']}"
+
+
 def _kueue_keys(mapping: dict[str, str] | None) -> dict[str, str]:
     return {k: v for k, v in (mapping or {}).items() if k.startswith("kueue.x-k8s.io/")}
 
 
-def jobset_fields(jobset: Obj) -> dict[str, Any]:
-    """What a JobSet's mutating webhooks and the manager under test decide, flat."""
+def jobset_fields(jobset: Obj, workloads: dict[str, str] | None = None) -> dict[str, Any]:
+    """What a JobSet's mutating webhooks and the manager under test decide, flat; a Workload's
+    (hashed) name in a pod annotation becomes its stable name from `workloads`."""
+    stable = workloads or {}
     meta, spec = jobset["metadata"], jobset["spec"]
     out: dict[str, Any] = {
         "suspend": spec.get("suspend", False),
@@ -67,7 +75,10 @@ def jobset_fields(jobset: Obj) -> dict[str, Any]:
             "completionMode": job.get("completionMode"),
             "restartPolicy": pod.get("restartPolicy"),
             "podLabels": _kueue_keys((template.get("metadata") or {}).get("labels")),
-            "podAnnotations": _kueue_keys((template.get("metadata") or {}).get("annotations")),
+            "podAnnotations": {
+                k: stable.get(v, v)
+                for k, v in _kueue_keys((template.get("metadata") or {}).get("annotations")).items()
+            },
             "nodeSelector": pod.get("nodeSelector") or {},
             "tolerations": pod.get("tolerations") or [],
         }
@@ -80,7 +91,9 @@ async def take_jobset_snapshot(kube: KubeClient, namespaces: tuple[str, ...]) ->
     `jobset_fields`."""
     flat = indexed_pods_named(await take_snapshot(kube, namespaces))
     for ns in namespaces:
+        workloads = (await kube.get(api_path(KUEUE, "workloads", ns)))["items"]
+        stable = {wl["metadata"]["name"]: f"<workload of {workload_owner(wl)}>" for wl in workloads}
         for jobset in (await kube.get(api_path(JOBSET, "jobsets", ns)))["items"]:
             prefix = f"JobSet[{ns}/{jobset['metadata']['name']}]"
-            flat.update({f"{prefix}.{k}": v for k, v in jobset_fields(jobset).items()})
+            flat.update({f"{prefix}.{k}": v for k, v in jobset_fields(jobset, stable).items()})
     return flat
