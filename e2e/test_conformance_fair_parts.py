@@ -118,8 +118,8 @@ def test_a_jobsets_webhook_decided_fields_are_flat_with_the_workload_named_stabl
     assert flat["successPolicy"] == {"operator": "All"}
     assert flat["network"] is None
     assert flat["replicatedJobs.leader.restartPolicy"] == "OnFailure"
-    annotations = flat["replicatedJobs.leader.podAnnotations"]
-    assert annotations == {"kueue.x-k8s.io/workload": "<workload of JobSet/a>"}
+    assert flat["replicatedJobs.leader.podAnnotations"] == {}
+    assert flat["replicatedJobs.leader.workloadAnnotation"] == "<workload of JobSet/a>"
 
 
 def test_every_jobset_scenario_uses_the_jobset_snapshot() -> None:

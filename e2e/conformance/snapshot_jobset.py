@@ -7,7 +7,10 @@ JobSet as both sides' mutating webhooks (Kueue's or the controller's, and JobSet
 and as the manager under test changed it since: its suspend flag and managedBy, its
 `kueue.x-k8s.io/` labels and annotations, JobSet's defaulted policies and network, and per
 replicated job the completion mode, pod restart policy, `kueue.x-k8s.io/` pod labels and
-annotations, node selector and tolerations. And the
+annotations, node selector and tolerations; the `kueue.x-k8s.io/workload` annotation is a field of
+its own (`workloadAnnotation`, the Workload's name made `<workload of JobSet/NAME>`): Kueue writes
+it for topology-aware scheduling, which the controller does not do (a listed difference that must
+not hide the other annotations). And the
 pods of a JobSet's Jobs are named `<job>-<completion index>-<5 random characters>`, which
 snapshot.py's pod-name pattern (`<job>-<5 random characters>`) does not cover, so the Job
 controller's `Created pod: ...` Events would differ between any two runs. Here such a name becomes
@@ -24,6 +27,8 @@ from e2e.testbed import KubeClient, api_path
 
 Obj = dict[str, Any]
 JOBSET = "jobset.x-k8s.io/v1alpha2"
+# Kueue names the started job's Workload on its pod templates (for topology-aware scheduling).
+WORKLOAD_ANNOTATION = "kueue.x-k8s.io/workload"
 _JOB_KEY = re.compile(r"^Job\[[^/\]]+/([^\]]+)\]\.")
 
 
@@ -71,14 +76,14 @@ def jobset_fields(jobset: Obj, workloads: dict[str, str] | None = None) -> dict[
         job = replicated["template"]["spec"]
         template = job["template"]
         pod = template.get("spec") or {}
+        annotations = _kueue_keys((template.get("metadata") or {}).get("annotations"))
+        workload = annotations.get(WORKLOAD_ANNOTATION)
         fields = {
             "completionMode": job.get("completionMode"),
             "restartPolicy": pod.get("restartPolicy"),
             "podLabels": _kueue_keys((template.get("metadata") or {}).get("labels")),
-            "podAnnotations": {
-                k: stable.get(v, v)
-                for k, v in _kueue_keys((template.get("metadata") or {}).get("annotations")).items()
-            },
+            "podAnnotations": {k: v for k, v in annotations.items() if k != WORKLOAD_ANNOTATION},
+            "workloadAnnotation": stable.get(workload, workload) if workload is not None else None,
             "nodeSelector": pod.get("nodeSelector") or {},
             "tolerations": pod.get("tolerations") or [],
         }
