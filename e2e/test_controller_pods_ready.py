@@ -275,9 +275,14 @@ async def test_unallocatable_claim_is_reported_then_its_quota_returned(
         evicted_message = status_condition(evicted, "Evicted")["message"]
         assert evicted_message.startswith(cause), evicted_message
         assert "cannot allocate all claims" in evicted_message, evicted_message
-        assert ("EvictedDueToPodsReadyTimeout", evicted_message) in await event_reasons(
-            kube, namespace, starved
-        )
+
+        async def eviction_event() -> bool:
+            # Events are posted by their own writes, after the condition's: wait for it.
+            return ("EvictedDueToPodsReadyTimeout", evicted_message) in await event_reasons(
+                kube, namespace, starved
+            )
+
+        await wait_for("the eviction's Event", eviction_event, within=30, interval=0.5)
 
         def one_gpu_used(status: Obj) -> bool:
             usage = {r["name"]: r["total"] for r in status.get("flavorsUsage", [{}])[0].get("resources", [])}
