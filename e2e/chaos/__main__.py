@@ -206,6 +206,12 @@ def main(argv: list[str] | None = None) -> int:
         "--drain", type=float, default=240.0, help="seconds the flood may take to finish after the faults"
     )
     parser.add_argument(
+        "--quota-margin",
+        type=int,
+        default=0,
+        help="the checkers take each quota as this many GPUs less (1 shows they report an over-commit)",
+    )
+    parser.add_argument(
         "--run-dir",
         type=Path,
         default=None,
