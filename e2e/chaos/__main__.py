@@ -158,10 +158,10 @@ def table(o: Outcome) -> tuple[str, bool]:
     lines.append(
         f"{'total':<8}{sum(o.submitted.values()):>10}{sum(o.end.finished.values()):>10}{total_lost:>6}"
     )
-    twice, restarted = m.double_admissions(), m.jobs_started_twice()
+    twice, restarted, split = m.double_admissions(), m.jobs_started_twice(), o.end.workloads
     lines.append(
-        f"admitted twice: {len(twice) + len(restarted)} "
-        f"(Workloads {len(twice)}, Jobs unsuspended twice {len(restarted)})"
+        f"admitted twice: {len(twice) + len(restarted)} (Workloads {len(twice)}, Jobs unsuspended twice "
+        f"{len(restarted)}); units without exactly one Workload: {len(split)}"
     )
     charge, pod = m.overcommit_samples(), len(o.pods.overcommits)
     other = [v for v in m.violations if "> quota" not in v]
@@ -184,11 +184,12 @@ def table(o: Outcome) -> tuple[str, bool]:
         *list(o.end.lost.items())[:10],
         *twice.items(),
         *restarted,
+        *list(split.items())[:10],
         *m.violations[:10],
         *o.pods.overcommits[:10],
     ]
     lines.extend(f"  ! {p}" for p in problems)
-    clean = not (total_lost or twice or restarted or charge or pod or other)
+    clean = not (total_lost or twice or restarted or split or charge or pod or other)
     lines.append("PASS" if clean else "FAIL")
     return "\n".join(lines), clean
 

@@ -6,7 +6,8 @@
 - ``group``: a pod group of two such pods (one Workload for both, admitted as a whole).
 
 A unit is finished when its Job is Complete, its pod Succeeded, or all its group's pods Succeeded;
-lost when it is not finished by the end of the drain.
+lost when it is not finished by the end of the drain. Each unit must end with exactly one
+Workload (owned by its Job or pods): two would be two admissions the per-Workload history misses.
 """
 
 from __future__ import annotations
@@ -14,12 +15,12 @@ from __future__ import annotations
 import asyncio
 import random
 import time
-from collections import Counter
-from dataclasses import dataclass
+from collections import Counter, defaultdict
+from dataclasses import dataclass, field
 
 from e2e.support.flood import TRANSIENT, QueueSetup, flood_job
 from e2e.support.webhooks import on_loopback, register, scoped, shipped_configurations
-from e2e.support.workloads import QUEUE_LABEL, is_true
+from e2e.support.workloads import KUEUE, QUEUE_LABEL, is_true, object_name
 from e2e.testbed import ApiError, KubeClient, api_path
 from e2e.testbed.kubeclient import Obj
 from e2e.testbed.names import RUN_SECONDS_ANNOTATION
@@ -136,19 +137,31 @@ async def create_unit(kube: KubeClient, unit: Unit) -> int:
 class EndState:
     finished: Counter[str]
     lost: dict[str, str]  # unit -> what it looked like
+    workloads: dict[str, list[str]] = field(default_factory=dict)  # unit -> its Workloads, if not one
 
 
 async def end_state(kube: KubeClient, units: list[Unit]) -> EndState:
     """Which units finished (Job Complete; every pod Succeeded) and which did not, with their state."""
     jobs: dict[tuple[str, str], Obj] = {}
     pods: dict[tuple[str, str], Obj] = {}
+    owned: dict[str, set[str]] = defaultdict(set)  # owner uid -> Workloads
     for ns in sorted({u.namespace for u in units}):
         for job in (await kube.get(api_path("batch/v1", "jobs", ns)))["items"]:
             jobs[(ns, job["metadata"]["name"])] = job
         for pod in (await kube.get(api_path("v1", "pods", ns)))["items"]:
             pods[(ns, pod["metadata"]["name"])] = pod
+        for workload in (await kube.get(api_path(KUEUE, "workloads", ns)))["items"]:
+            for ref in workload["metadata"].get("ownerReferences") or []:
+                owned[ref["uid"]].add(object_name(workload))
     state = EndState(Counter(), {})
     for unit in units:
+        made = [jobs.get((unit.namespace, unit.name))] if unit.kind == "job" else []
+        made += [
+            pods.get((unit.namespace, o["metadata"]["name"])) for o in unit.objects if o["kind"] == "Pod"
+        ]
+        names = sorted({w for obj in made if obj is not None for w in owned[obj["metadata"]["uid"]]})
+        if len(names) != 1:
+            state.workloads[f"{unit.kind} {unit.namespace}/{unit.name}"] = names
         if unit.kind == "job":
             job = jobs.get((unit.namespace, unit.name))
             done = job is not None and is_true(job, "Complete")
