@@ -14,6 +14,7 @@ import os
 import signal
 import socket
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -67,6 +68,8 @@ class ControllerOptions:
     # Seconds before parked workloads are tried again once quota moves (Kueue's batch period;
     # the moves meanwhile share one retry). 0: at once.
     retry_parked_after: float = 1.0
+    # Asked before each write is sent (with leader election: the Lease is surely still ours).
+    may_write: Callable[[], bool] | None = None
 
 
 async def make_client(kubeconfig: str | None) -> KubeClient:
@@ -209,7 +212,13 @@ async def run_controller(
     metrics = metrics or Metrics()
     client = await make_client(options.kubeconfig)
     inbox: asyncio.Queue[Item] = asyncio.Queue()
-    writer = Writer(client, inbox.put_nowait, concurrency=options.write_concurrency, metrics=metrics)
+    writer = Writer(
+        client,
+        inbox.put_nowait,
+        concurrency=options.write_concurrency,
+        metrics=metrics,
+        may_write=options.may_write,
+    )
     reconciler = Reconciler(
         config, writer.submit, instance=socket.gethostname(), metrics=metrics, namespace=options.namespace
     )
