@@ -81,6 +81,7 @@ class PodLevelChecker:
 
     def summary(self) -> str:
         peaks = ", ".join(
-            f"{q.cluster_queue}={self.peaks.get(q.cluster_queue, 0)}/{q.quota[GPU]}" for q in self.queues
+            f"{q.cluster_queue}={self.peaks.get(q.cluster_queue, 0)}/{self.quota(q.cluster_queue)}"
+            for q in self.queues
         )
         return f"samples={self.samples} errors={self.errors} peak/quota: {peaks}"

@@ -196,6 +196,19 @@ def _controller_state(
     return ControllerState(watches, ledger_rebuilt=reconciler.ready, stalled=stalled)
 
 
+def _writer(
+    client: KubeClient, inbox: asyncio.Queue[Item], options: ControllerOptions, metrics: Metrics
+) -> Writer:
+    """The writer, bounded as configured; with leader election it sends only while the Lease is ours."""
+    return Writer(
+        client,
+        inbox.put_nowait,
+        concurrency=options.write_concurrency,
+        metrics=metrics,
+        may_write=options.may_write,
+    )
+
+
 async def run_controller(
     config: Configuration,
     options: ControllerOptions,
@@ -212,13 +225,7 @@ async def run_controller(
     metrics = metrics or Metrics()
     client = await make_client(options.kubeconfig)
     inbox: asyncio.Queue[Item] = asyncio.Queue()
-    writer = Writer(
-        client,
-        inbox.put_nowait,
-        concurrency=options.write_concurrency,
-        metrics=metrics,
-        may_write=options.may_write,
-    )
+    writer = _writer(client, inbox, options, metrics)
     reconciler = Reconciler(
         config, writer.submit, instance=socket.gethostname(), metrics=metrics, namespace=options.namespace
     )
