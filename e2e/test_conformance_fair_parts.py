@@ -6,6 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+import yaml
 
 from e2e.conformance import recording
 from e2e.conformance.scenario import all_scenarios, load_scenario
@@ -85,3 +86,60 @@ def test_a_jobset_jobs_indexed_pod_names_are_made_stable_in_events() -> None:
         "Job[train-a-leader-0-x] Normal SuccessfulCreate: Created pod: <pod of train-a-leader-0-x>",
         "Job[train-a-leader-0] Normal SuccessfulCreate: Created pod: <pod of train-a-leader-0>",
     ]
+
+
+def test_a_jobsets_webhook_decided_fields_are_flat_with_the_workload_named_stably() -> None:
+    from e2e.conformance.snapshot_jobset import jobset_fields
+
+    jobset = {
+        "metadata": {"name": "a", "labels": {"kueue.x-k8s.io/queue-name": "q", "app": "x"}},
+        "spec": {
+            "suspend": True,
+            "successPolicy": {"operator": "All"},
+            "replicatedJobs": [
+                {
+                    "name": "leader",
+                    "template": {
+                        "spec": {
+                            "completionMode": "Indexed",
+                            "template": {
+                                "metadata": {"annotations": {"kueue.x-k8s.io/workload": "jobset-a-1f2e3"}},
+                                "spec": {"restartPolicy": "OnFailure"},
+                            },
+                        }
+                    },
+                }
+            ],
+        },
+    }
+    flat = jobset_fields(jobset, {"jobset-a-1f2e3": "<workload of JobSet/a>"})
+    assert flat["suspend"] is True
+    assert flat["labels"] == {"kueue.x-k8s.io/queue-name": "q"}
+    assert flat["successPolicy"] == {"operator": "All"}
+    assert flat["network"] is None
+    assert flat["replicatedJobs.leader.restartPolicy"] == "OnFailure"
+    assert flat["replicatedJobs.leader.podAnnotations"] == {}
+    assert flat["replicatedJobs.leader.workloadAnnotation"] == "<workload of JobSet/a>"
+
+
+def test_every_jobset_scenario_uses_the_jobset_snapshot() -> None:
+    for name in ("jobset-two-replicated-jobs", "jobset-pods-ready-timeout", "jobset-child-jobs"):
+        assert recording.JOBSET_SNAPSHOT_CODE in recording.snapshot_code(all_scenarios()[name]), name
+    assert recording.JOBSET_SNAPSHOT_CODE not in recording.snapshot_code(all_scenarios()["walkthrough"])
+
+
+def test_a_read_only_jobset_manager_impersonates_a_user_allowed_only_to_read(tmp_path: Path) -> None:
+    from e2e.support.jobset import read_only_access, read_only_kubeconfig
+
+    admin = tmp_path / "admin.kubeconfig"
+    admin.write_text(
+        "users:\n- name: admin\n  user: {client-certificate: /c, client-key: /k}\n"
+        "contexts: []\nclusters: []\n"
+    )
+    out = read_only_kubeconfig(admin, tmp_path / "ro" / "kubeconfig", "reader")
+    user = yaml.safe_load(out.read_text())["users"][0]["user"]
+    assert user == {"client-certificate": "/c", "client-key": "/k", "as": "reader"}
+    role, binding = read_only_access("reader")
+    assert {verb for rule in role["rules"] for verb in rule["verbs"]} == {"get", "list", "watch"}
+    assert binding["subjects"][0]["name"] == "reader"
+    assert binding["roleRef"]["name"] == role["metadata"]["name"]

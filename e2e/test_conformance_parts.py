@@ -33,7 +33,7 @@ from e2e.conformance.recording import (
     recording_path,
     upstream_pins,
 )
-from e2e.conformance.runner import _steps, our_webhooks
+from e2e.conformance.runner import _steps, _webhook_groups, our_webhooks
 from e2e.conformance.scenario import all_scenarios, load_scenario
 from e2e.conformance.snapshot import Normalizer
 from e2e.support.deploy import ROOT
@@ -256,12 +256,21 @@ def test_record_runs_must_be_a_positive_whole_number(tmp_path: Path) -> None:
 
 
 def test_the_controllers_webhooks_are_registered_by_url_for_the_groups_kueues_are() -> None:
-    """The same API groups on both sides (batch, kueue.x-k8s.io): JobSet's webhooks are not
-    registered for Kueue, so not for the controller either."""
+    """The same API groups on both sides (batch, kueue.x-k8s.io, and jobset.x-k8s.io where the
+    scenario enables the jobset framework, as for Kueue)."""
     configurations = our_webhooks(9443, b"CA")
     names = [h["name"] for c in configurations for h in c["webhooks"]]
     assert {"mjob.kb.io", "vjob.kb.io", "vworkload.kb.io", "vclusterqueue.kb.io"} <= set(names)
     assert not [n for n in names if "jobset" in n]
+    scenarios = all_scenarios()
+    jobsets = ["jobset-two-replicated-jobs", "jobset-pods-ready-timeout", "jobset-child-jobs"]
+    jobsets.append("trainjob-gpu-pool")
+    for name in jobsets:
+        groups = _webhook_groups(load_scenario(scenarios[name]))
+        assert "jobset.x-k8s.io" in groups, name
+        names = [h["name"] for c in our_webhooks(9443, b"CA", groups) for h in c["webhooks"]]
+        assert {"mjobset.kb.io", "vjobset.kb.io"} <= set(names), name
+    assert "jobset.x-k8s.io" not in _webhook_groups(load_scenario(scenarios["walkthrough"]))
     for configuration in configurations:
         for hook in configuration["webhooks"]:
             assert hook["clientConfig"]["url"].startswith("https://127.0.0.1:9443/")
@@ -337,5 +346,7 @@ def test_the_jobset_version_pins_only_the_scenarios_that_run_jobsets_manager(tmp
     versions.write_text("# a comment\nJOBSET_VERSION=v9.9.9\nKUEUE_VERSION=v0.18.1\n")
     scenarios = ROOT / "e2e" / "conformance" / "scenarios"
     assert upstream_pins(scenarios / "jobset-child-jobs.yaml", versions) == {"JOBSET_VERSION": "v9.9.9"}
-    assert upstream_pins(scenarios / "jobset-two-replicated-jobs.yaml", versions) == {}
+    # Its webhooks only (a read-only manager): pinned too.
+    pinned = upstream_pins(scenarios / "jobset-two-replicated-jobs.yaml", versions)
+    assert pinned == {"JOBSET_VERSION": "v9.9.9"}
     assert upstream_pins(scenarios / "walkthrough.yaml", versions) == {}

@@ -26,7 +26,7 @@ from typing import Any
 import pytest
 import pytest_asyncio
 
-from e2e.support.served import Served, namespace_served, start_controller, stop_controller
+from e2e.support.served import Served, namespace_served, own_bed, start_controller, stop_controller
 from e2e.support.workloads import KUEUE
 from e2e.testbed import KubeClient, Testbed, api_path
 from e2e.testbed.clusters import Cluster
@@ -56,12 +56,7 @@ SPEC = TestbedSpec(nodes=[NodeSpec(name="gpu-node-1", labels=T4, gpus=GpuSpec(co
 @pytest.fixture(scope="module")
 def bed(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Testbed]:
     """A test-bed of its own: one node with two GPUs."""
-    testbed = Testbed(run_dir=tmp_path_factory.mktemp("testbed-serving"), spec=SPEC)
-    testbed.start()
-    try:
-        yield testbed
-    finally:
-        testbed.stop()
+    yield from own_bed(tmp_path_factory, "serving", SPEC)
 
 
 @pytest.fixture

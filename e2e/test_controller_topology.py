@@ -20,7 +20,7 @@ from typing import Any
 import pytest
 import pytest_asyncio
 
-from e2e.support.served import Served, claim_template, start_controller, stop_controller
+from e2e.support.served import Served, claim_template, own_bed, start_controller, stop_controller
 from e2e.support.workloads import KUEUE
 from e2e.testbed import KubeClient, Testbed, api_path
 from e2e.testbed.clusters import Cluster
@@ -48,12 +48,7 @@ SPEC = TestbedSpec(
 
 @pytest.fixture(scope="module")
 def bed(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Testbed]:
-    testbed = Testbed(run_dir=tmp_path_factory.mktemp("testbed-topology"), spec=SPEC)
-    testbed.start()
-    try:
-        yield testbed
-    finally:
-        testbed.stop()
+    yield from own_bed(tmp_path_factory, "topology", SPEC)
 
 
 @pytest.fixture

@@ -100,11 +100,11 @@ async def applied(kube: KubeClient, namespace: str) -> AsyncIterator[list[dict[s
                     raise
 
 
-async def explain(kubeconfig: str, namespace: str) -> str:
-    argv = [sys.executable, "-m", "reconciler.cli", "explain", "workload", f"{namespace}/wants-a-gpu"]
+async def cli(kubeconfig: str, *args: str) -> str:
+    """`reconciler ARGS --kubeconfig KUBECONFIG`; its output (it must succeed)."""
     done = await asyncio.to_thread(
         subprocess.run,
-        [*argv, "--kubeconfig", kubeconfig],
+        [sys.executable, "-m", "reconciler.cli", *args, "--kubeconfig", kubeconfig],
         capture_output=True,
         text=True,
         cwd=ROOT,
@@ -113,6 +113,10 @@ async def explain(kubeconfig: str, namespace: str) -> str:
     )
     assert done.returncode == 0, done.stderr
     return done.stdout
+
+
+async def explain(kubeconfig: str, namespace: str) -> str:
+    return await cli(kubeconfig, "explain", "workload", f"{namespace}/wants-a-gpu")
 
 
 @pytest.mark.asyncio
@@ -144,44 +148,14 @@ async def test_a_dry_run_reads_the_live_queues_and_puts_the_pending_workload_fir
     asked["metadata"] = {"name": "another", "namespace": namespace}
     file = tmp_path / "what-if.yaml"
     file.write_text(json.dumps(asked))
-    argv = [
-        sys.executable,
-        "-m",
-        "reconciler.cli",
-        "explain",
-        "--what-if",
-        str(file),
-        "--config",
-        str(config),
-    ]
-    done = await asyncio.to_thread(
-        subprocess.run,
-        [*argv, "--kubeconfig", str(cluster.kubeconfig), "-o", "json"],
-        capture_output=True,
-        text=True,
-        cwd=ROOT,
-        timeout=60,
-        check=False,
-    )
-    assert done.returncode == 0, done.stderr
-    answer = json.loads(done.stdout)
+    what_if = ["explain", "--what-if", str(file), "--config", str(config)]
+    answer = json.loads(await cli(str(cluster.kubeconfig), *what_if, "-o", "json"))
     assert not [w for w in answer["warnings"] if "not read" in w], answer["warnings"]
     (verdict,) = answer["workloads"]
     assert (verdict["namespace"], verdict["workload"], verdict["admitted"]) == (namespace, "another", False)
     assert f"insufficient unused quota for {GPU}" in verdict["waiting"], verdict
     # The Workload asked about by itself, once the pending one is gone: admitted by borrowing.
     await kube.delete(api_path(KUEUE, "workloads", namespace, "wants-a-gpu"))
-    done = await asyncio.to_thread(
-        subprocess.run,
-        [*argv, "--kubeconfig", str(cluster.kubeconfig)],
-        capture_output=True,
-        text=True,
-        cwd=ROOT,
-        timeout=60,
-        check=False,
-    )
-    assert done.returncode == 0, done.stderr
+    text = await cli(str(cluster.kubeconfig), *what_if)
     cq = next(d for d in applied if d["kind"] == "ClusterQueue")["metadata"]["name"]
-    assert f"Workload {namespace}/another:\n  would be admitted now to ClusterQueue {cq}" in done.stdout, (
-        done.stdout
-    )
+    assert f"Workload {namespace}/another:\n  would be admitted now to ClusterQueue {cq}" in text, text

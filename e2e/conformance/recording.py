@@ -32,6 +32,7 @@ from e2e.conformance.snapshot_fair import enables_fair_sharing
 from e2e.conformance.snapshot_pods import enables_pods
 from e2e.conformance.snapshot_serving import enables_serving
 from e2e.support.deploy import ROOT
+from e2e.support.jobset import enables_jobset
 from e2e.support.kubeflow import enables_kubeflow
 from e2e.testbed.paths import VERSIONS_FILE
 
@@ -92,7 +93,7 @@ def snapshot_code(scenario_path: Path) -> list[Path]:
         return [SNAPSHOT_CODE, POD_SNAPSHOT_CODE, SERVING_SNAPSHOT_CODE]
     if enables_pods(configuration):
         return [SNAPSHOT_CODE, POD_SNAPSHOT_CODE]
-    if scenario.runs_jobsets:
+    if scenario.runs_jobsets or enables_jobset(configuration):
         return [SNAPSHOT_CODE, JOBSET_SNAPSHOT_CODE]
     if enables_kubeflow(configuration):
         return [SNAPSHOT_CODE, KUBEFLOW_SNAPSHOT_CODE]
@@ -100,11 +101,12 @@ def snapshot_code(scenario_path: Path) -> list[Path]:
 
 
 def upstream_pins(scenario_path: Path, path: Path = VERSIONS_FILE) -> dict[str, str]:
-    """The versions of the upstream managers the scenario runs on both sides (JobSet's, with
-    `jobsetController`; the trainer's and JobSet's, with `trainerController`): a new one makes its
-    recording stale."""
+    """The versions of the upstream managers the scenario runs on both sides (JobSet's, where its
+    Configuration enables the jobset framework, for its webhooks, or with `jobsetController`; the
+    trainer's and JobSet's, with `trainerController`): a new one makes its recording stale."""
     scenario = load_scenario(scenario_path)
-    keys = ["JOBSET_VERSION"] if scenario.runs_jobsets else []
+    jobset = scenario.runs_jobsets or enables_jobset(scenario.configuration)
+    keys = ["JOBSET_VERSION"] if jobset else []
     keys += ["TRAINER_VERSION"] if scenario.trainer_controller else []
     values = dict(
         line.strip().split("=", 1)

@@ -40,6 +40,8 @@ from e2e.support.jobset import (
     install_jobset_crds,
     jobset_build,
     jobset_webhooks,
+    read_only_access,
+    read_only_kubeconfig,
 )
 from e2e.support.kubeflow import KubeflowOperators, enables_kubeflow, install_kubeflow_crds
 from e2e.support.kuberay import enables_ray, install_kuberay_crds
@@ -81,13 +83,21 @@ class _WithLws:
 
 
 def _webhook_groups(scenario: Scenario) -> frozenset[str]:
-    if enables_kubeflow(scenario.configuration):
-        return WEBHOOK_GROUPS | {"kubeflow.org"}
-    if enables_serving(scenario.configuration):
-        return WEBHOOK_GROUPS | {"apps"}  # the Deployment and StatefulSet webhooks
-    if enables_trainjob(scenario.configuration):  # the TrainJob webhooks too
-        return WEBHOOK_GROUPS | {"trainer.kubeflow.org"}
-    return LWS_WEBHOOK_GROUPS if enables_lws(scenario.configuration) else WEBHOOK_GROUPS
+    """The API groups whose webhooks both sides register: `batch` and `kueue.x-k8s.io`, plus
+    those of the frameworks the scenario enables (`jobset.x-k8s.io` with the jobset one)."""
+    configuration = scenario.configuration
+    groups = WEBHOOK_GROUPS
+    if enables_kubeflow(configuration):
+        groups |= {"kubeflow.org"}
+    elif enables_serving(configuration):
+        groups |= {"apps"}  # the Deployment and StatefulSet webhooks
+    elif enables_trainjob(configuration):  # the TrainJob webhooks too
+        groups |= {"trainer.kubeflow.org"}
+    elif enables_lws(configuration):
+        groups = LWS_WEBHOOK_GROUPS
+    if enables_jobset(configuration):
+        groups |= {"jobset.x-k8s.io"}
+    return groups
 
 
 async def _install_integration_crds(kube: KubeClient, scenario: Scenario) -> None:
@@ -118,7 +128,8 @@ async def _start_upstream(
 
 async def _start_lws(kube: KubeClient, bed: Testbed, scenario: Scenario, workdir: Path) -> Upstream | None:
     """LeaderWorkerSet's manager and its webhooks where the scenario enables the framework, or
-    JobSet's where the scenario asks for its controller (`jobsetController: true`), or JobSet's and
+    JobSet's where it enables JobSet's (read-only unless the scenario asks for its controller,
+    `jobsetController: true`: its webhooks act, its controllers write nothing), or JobSet's and
     the trainer's (`trainerController: true`)."""
     if scenario.trainer_controller:
         return await start_trainer(kube, bed.kubeconfig, workdir)
@@ -127,9 +138,13 @@ async def _start_lws(kube: KubeClient, bed: Testbed, scenario: Scenario, workdir
         build = lws_build()
         upstream = LwsProcess(build, bed.kubeconfig, workdir / "lws")
         hooks = lws_webhooks
-    elif scenario.jobset_controller:
+    elif scenario.jobset_controller or enables_jobset(scenario.configuration):
         build = jobset_build()
-        upstream = JobSetProcess(build, bed.kubeconfig, workdir / "jobset")
+        kubeconfig = bed.kubeconfig
+        if not scenario.jobset_controller:
+            await apply_objects(kube, read_only_access())
+            kubeconfig = read_only_kubeconfig(bed.kubeconfig, workdir / "jobset" / "read-only.kubeconfig")
+        upstream = JobSetProcess(build, kubeconfig, workdir / "jobset")
         hooks = jobset_webhooks
     else:
         return None
@@ -279,7 +294,7 @@ async def _snapshot(kube: KubeClient, scenario: Scenario, within: float = 30.0) 
         take = take_pod_snapshot
     elif enables_fair_sharing(scenario.configuration):
         take = take_fair_snapshot
-    elif scenario.runs_jobsets:
+    elif scenario.runs_jobsets or enables_jobset(scenario.configuration):
         take = take_jobset_snapshot
     elif enables_kubeflow(scenario.configuration):
         take = take_kubeflow_snapshot

@@ -1,18 +1,19 @@
 """The per-kind controller tests' common set-up (pods, serving, Ray, TrainJob, JobSet, Kubeflow,
-LeaderWorkerSet): this controller started for one test module with a list of frameworks (its
-webhooks on loopback when asked), a test namespace it serves (queues, a ResourceClaimTemplate,
-the kind's shipped webhooks scoped to the namespace, a probe that the API server calls them),
-and waiting for a Workload's condition."""
+LeaderWorkerSet, topology): a test-bed of a module's own, this controller started for one test
+module with a list of frameworks (its webhooks on loopback when asked), a test namespace it serves
+(queues, a ResourceClaimTemplate, the kind's shipped webhooks scoped to the namespace, a probe that
+the API server calls them), and waiting for a Workload's condition."""
 
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator, Awaitable, Callable, Collection, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Collection, Iterator, Sequence
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import pytest
 import yaml
 
 from e2e.support.deploy import ControllerProcess, free_port, install_crds
@@ -26,7 +27,7 @@ from e2e.support.webhooks import (
     unregister,
 )
 from e2e.support.workloads import KUEUE
-from e2e.testbed import KubeClient, api_path
+from e2e.testbed import KubeClient, Testbed, TestbedSpec, api_path
 from e2e.testbed.names import DEVICE_CLASS_NAME
 from e2e.testbed.scenario import single_gpu_claim_spec, status_condition, wait_for
 
@@ -34,6 +35,7 @@ __all__ = [
     "Served",
     "claim_template",
     "namespace_served",
+    "own_bed",
     "start_controller",
     "stop_controller",
     "workload_where",
@@ -53,6 +55,16 @@ class Served:
     def port(self) -> int:
         assert self.process.webhook_port is not None, "this controller serves no webhooks"
         return self.process.webhook_port
+
+
+def own_bed(tmp_path_factory: pytest.TempPathFactory, name: str, spec: TestbedSpec) -> Iterator[Testbed]:
+    """A test-bed of the module's own (`yield from` it in a module fixture): started, then stopped."""
+    testbed = Testbed(run_dir=tmp_path_factory.mktemp(f"testbed-{name}"), spec=spec)
+    testbed.start()
+    try:
+        yield testbed
+    finally:
+        testbed.stop()
 
 
 def start_controller(

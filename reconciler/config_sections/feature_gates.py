@@ -4,7 +4,9 @@ Kueue v0.18.1 charges a pod's extended resource (``nvidia.com/gpu: 2``) through 
 declares it in ``spec.extendedResourceName`` (KEP-5004) only behind its alpha gate
 ``KueueDRAIntegrationExtendedResource``, off by default. This controller reads the same gate from
 the same field, so a Kueue Configuration charges alike here. The gate's deprecated spelling
-``DRAExtendedResources`` is locked to false in Kueue v0.18.1 and refused the same way. Every other
+``DRAExtendedResources`` is locked to false in Kueue v0.18.1 and refused the same way.
+``AssignQueueLabelsForPods`` (beta, on by default) is always on here: an admitted Workload's pods
+are labelled with their LocalQueue and ClusterQueue; turning it off is refused by name. Every other
 gate has no effect here and is named at start-up (``ignored.py``).
 """
 
@@ -20,8 +22,9 @@ __all__ = ["ACTED_ON", "EXTENDED_RESOURCE_GATE", "parse_feature_gates"]
 EXTENDED_RESOURCE_GATE = "KueueDRAIntegrationExtendedResource"
 _DEPRECATED = "DRAExtendedResources"
 _DRA = "KueueDRAIntegration"
+_QUEUE_LABELS = "AssignQueueLabelsForPods"
 # The gates this controller reads; the others are accepted without effect.
-ACTED_ON = frozenset({EXTENDED_RESOURCE_GATE, _DEPRECATED, _DRA})
+ACTED_ON = frozenset({EXTENDED_RESOURCE_GATE, _DEPRECATED, _DRA, _QUEUE_LABELS})
 
 
 def parse_feature_gates(raw: object) -> bool:
@@ -49,5 +52,10 @@ def parse_feature_gates(raw: object) -> bool:
         raise ConfigError(
             f"featureGates.{_DRA}: Forbidden: not supported by this controller: it charges DRA "
             "claims always (that is what it is for); remove it"
+        )
+    if gates.get(_QUEUE_LABELS) is False:
+        raise ConfigError(
+            f"featureGates.{_QUEUE_LABELS}: Forbidden: not supported by this controller: it labels an "
+            "admitted Workload's pods with their queues always (Kueue's default); remove it"
         )
     return extended

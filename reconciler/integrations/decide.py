@@ -8,6 +8,7 @@ The runtime performs the step and comes back when something changes.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Collection, Mapping
 from dataclasses import dataclass
 from typing import Any, NamedTuple
@@ -35,6 +36,8 @@ from .prebuilt import (
 )
 
 __all__ = [
+    "CLUSTER_QUEUE_POD_LABEL",
+    "LOCAL_QUEUE_POD_LABEL",
     "PODSET_LABEL",
     "SYSTEM_NAMESPACE",
     "Adopt",
@@ -55,11 +58,18 @@ __all__ = [
     "is_managed",
     "known_of",
     "pod_set_starts",
+    "queue_pod_labels",
+    "start_pod_labels",
 ]
 
 SYSTEM_NAMESPACE = "kube-system"
 NAMESPACE_NAME_LABEL = "kubernetes.io/metadata.name"
 _EMPTY: Mapping[str, str] = {}
+# Kueue's pod labels naming the queues that admitted the pod's Workload (AssignQueueLabelsForPods).
+LOCAL_QUEUE_POD_LABEL = "kueue.x-k8s.io/local-queue-name"
+CLUSTER_QUEUE_POD_LABEL = "kueue.x-k8s.io/cluster-queue-name"
+_RFC1123_LABEL = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?")
+_LABEL_MAX = 63
 
 
 def is_managed(
@@ -222,6 +232,24 @@ Step = (
     | DeleteMismatched
     | UpdateMismatched
 )
+
+
+def queue_pod_labels(workload: Workload) -> dict[str, str]:
+    """Kueue v0.18.1's AssignQueueLabelsForPods (beta, on by default): the pods of an admitted
+    Workload carry its LocalQueue's name and, when it is a valid label value (an RFC 1123
+    label), its ClusterQueue's."""
+    labels = {LOCAL_QUEUE_POD_LABEL: workload.spec.queue_name}
+    admission = workload.status.admission
+    cluster_queue = admission.cluster_queue if admission is not None else ""
+    if len(cluster_queue) <= _LABEL_MAX and _RFC1123_LABEL.fullmatch(cluster_queue):
+        labels[CLUSTER_QUEUE_POD_LABEL] = cluster_queue
+    return labels
+
+
+def start_pod_labels(workload: Workload) -> dict[str, str]:
+    """What starting adds to every pod set's labels besides its pod set label: the queue labels,
+    and a manager's worker pod label."""
+    return {**worker_pod_labels(workload), **queue_pod_labels(workload)}
 
 
 def pod_set_starts(
@@ -400,7 +428,7 @@ def decide(
             # Running; or our write succeeded but its event has not been applied yet, or the
             # start is on its way.
             return NOTHING
-        labels_for_all, name = worker_pod_labels(workload), workload.metadata.name
+        labels_for_all, name = start_pod_labels(workload), workload.metadata.name
         starts = pod_set_starts(admission, flavors, workload.spec.pod_sets, labels_for_all, name)
         return Start(Patch(integration.start_patch(obj, starts)))
     if not suspended:

@@ -63,6 +63,10 @@ def test_other_gates_are_named_as_without_effect() -> None:
             "KueueDRAIntegrationExtendedResource requires KueueDRAIntegration to be enabled",
         ),
         ({"KueueDRAIntegration": False}, "featureGates.KueueDRAIntegration: Forbidden: not supported"),
+        (
+            {"AssignQueueLabelsForPods": False},
+            "featureGates.AssignQueueLabelsForPods: Forbidden: not supported",
+        ),
         (["KueueDRAIntegrationExtendedResource"], "featureGates: expected a map of feature gate names"),
     ],
 )

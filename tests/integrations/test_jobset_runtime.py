@@ -14,6 +14,9 @@ from tests.support.jobset_queues import TWO, child_job, condition, jobset_cluste
 from tests.support.jobsets import jobset_body
 from tests.support.memory_cluster import GPU, T0
 
+# Kueue's AssignQueueLabelsForPods labels on an admitted Workload's pods (LocalQueue lq, ClusterQueue cq).
+QUEUE_LABELS = {"kueue.x-k8s.io/local-queue-name": "lq", "kueue.x-k8s.io/cluster-queue-name": "cq"}
+
 
 def pod_templates(jobset: dict[str, Any]) -> dict[str, Any]:
     return {rj["name"]: rj["template"]["spec"]["template"] for rj in jobset["spec"]["replicatedJobs"]}
@@ -36,7 +39,7 @@ def test_two_jobsets_one_admitted_as_one_workload_the_other_waits_then_runs() ->
     assert started["spec"]["suspend"] is False
     templates = pod_templates(started)
     assert templates["workers"]["spec"]["nodeSelector"] == {"gpu": "t4"}
-    assert templates["leader"]["metadata"]["labels"] == {PODSET_LABEL: "leader"}
+    assert templates["leader"]["metadata"]["labels"] == {PODSET_LABEL: "leader", **QUEUE_LABELS}
     assert c.api.reasons("JobSet", "first") == ["Suspended", "CreatedWorkload", "Started"]
     # The second waits with Kueue's message.
     c.api.add(JOBSETS, jobset_body("second", TWO))

@@ -18,6 +18,9 @@ from tests.support.jobset_queues import condition, queues
 from tests.support.kubeflow_jobs import mpijob_body, pytorchjob_body
 from tests.support.memory_cluster import GPU, T0, Cluster
 
+# Kueue's AssignQueueLabelsForPods labels on an admitted Workload's pods (LocalQueue lq, ClusterQueue cq).
+QUEUE_LABELS = {"kueue.x-k8s.io/local-queue-name": "lq", "kueue.x-k8s.io/cluster-queue-name": "cq"}
+
 CONFIG = dataclasses.replace(
     parse_config(
         {
@@ -51,7 +54,7 @@ def test_a_pytorchjob_is_admitted_as_one_workload_and_the_next_waits_for_its_quo
     assert started["spec"]["runPolicy"]["suspend"] is False
     templates = replica_templates(started, "pytorchReplicaSpecs")
     assert templates["Worker"]["spec"]["nodeSelector"] == {"gpu": "t4"}
-    assert templates["Master"]["metadata"]["labels"] == {PODSET_LABEL: "master"}
+    assert templates["Master"]["metadata"]["labels"] == {PODSET_LABEL: "master", **QUEUE_LABELS}
     assert c.api.reasons("PyTorchJob", "first") == ["CreatedWorkload", "Started"]
 
     c.api.add(PYTORCHJOBS, pytorchjob_body("second", TRAIN))

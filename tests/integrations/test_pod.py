@@ -26,6 +26,9 @@ from reconciler.integrations import (
 from reconciler.integrations.pods.pod import ADMISSION_GATE, POD_FINALIZER, TOPOLOGY_GATE, role_hash
 from tests.support.pods import pod_body, stored_pod
 
+# Kueue's AssignQueueLabelsForPods labels on an admitted Workload's pods (LocalQueue lq, ClusterQueue cq).
+QUEUE_LABELS = {"kueue.x-k8s.io/local-queue-name": "lq", "kueue.x-k8s.io/cluster-queue-name": "cq"}
+
 TOLERATION = {"key": "gpu", "operator": "Exists", "effect": "NoSchedule"}
 
 
@@ -94,7 +97,7 @@ def test_the_start_write_ungates_and_injects_the_flavor_once() -> None:
             "nodeSelector": {"gpu": "t4"},
             "tolerations": [TOLERATION],
         },
-        "metadata": {"labels": {PODSET_LABEL: "main"}, "resourceVersion": "7"},
+        "metadata": {"labels": {PODSET_LABEL: "main", **QUEUE_LABELS}, "resourceVersion": "7"},
     }
 
 

@@ -18,6 +18,9 @@ from tests.support.jobset_queues import condition, queues
 from tests.support.memory_cluster import GPU, T0, Cluster
 from tests.support.rays import raycluster_body, rayjob_body
 
+# Kueue's AssignQueueLabelsForPods labels on an admitted Workload's pods (LocalQueue lq, ClusterQueue cq).
+QUEUE_LABELS = {"kueue.x-k8s.io/local-queue-name": "lq", "kueue.x-k8s.io/cluster-queue-name": "cq"}
+
 CONFIG = dataclasses.replace(
     parse_config(
         {
@@ -55,7 +58,7 @@ def test_two_rayclusters_one_admitted_the_other_waits_then_runs_when_the_first_i
     started = c.api.get(RAYCLUSTERS, "ns", "first")
     assert started["spec"]["suspend"] is False
     assert _worker_template(started)["spec"]["nodeSelector"] == {"gpu": "t4"}
-    assert _worker_template(started)["metadata"]["labels"] == {PODSET_LABEL: "gpu-workers"}
+    assert _worker_template(started)["metadata"]["labels"] == {PODSET_LABEL: "gpu-workers", **QUEUE_LABELS}
     assert c.api.reasons("RayCluster", "first") == ["CreatedWorkload", "Started"]
     c.api.add(RAYCLUSTERS, raycluster_body("second"))
     c.settle()

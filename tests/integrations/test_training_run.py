@@ -31,6 +31,9 @@ from tests.support.builders import cluster_queue, flavor
 from tests.support.memory_api import merge
 from tests.support.trainingrun import REGISTRY_WITH_TRAINING_RUN, TRAINING_RUN, TrainingRun, training_run
 
+# Kueue's AssignQueueLabelsForPods labels on an admitted Workload's pods (LocalQueue lq, ClusterQueue cq).
+QUEUE_LABELS = {"kueue.x-k8s.io/local-queue-name": "lq", "kueue.x-k8s.io/cluster-queue-name": "cq"}
+
 GPU = "nvidia.com/gpu"
 ROLES = [("leader", 1, {"cpu": "1"}), ("workers", 2, {"cpu": "1", GPU: "1"})]
 
@@ -101,8 +104,8 @@ def test_a_two_pod_set_training_run_from_creation_to_finish() -> None:
     started = _templates(run)
     assert started["leader"]["spec"]["nodeSelector"] == {"pool": "cpu"}
     assert started["workers"]["spec"]["nodeSelector"] == {"pool": "gpu"}
-    assert started["leader"]["metadata"]["labels"] == {PODSET_LABEL: "leader"}
-    assert started["workers"]["metadata"]["labels"] == {PODSET_LABEL: "workers"}
+    assert started["leader"]["metadata"]["labels"] == {PODSET_LABEL: "leader", **QUEUE_LABELS}
+    assert started["workers"]["metadata"]["labels"] == {PODSET_LABEL: "workers", **QUEUE_LABELS}
     assert isinstance(decide(TRAINING_RUN, run, workload, Known(admitted=True), engine.flavors), Nothing)
     # Evicted (the ledger no longer holds it): suspended, then its templates restored.
     engine.release(("ns", workload.metadata.name))

@@ -36,6 +36,9 @@ from tests.support.informers import until
 from tests.support.memory_cluster import T0, Cluster
 from tests.support.trainingrun import REGISTRY_WITH_TRAINING_RUN, TRAINING_RUN, training_run
 
+# Kueue's AssignQueueLabelsForPods labels on an admitted Workload's pods (LocalQueue lq, ClusterQueue cq).
+QUEUE_LABELS = {"kueue.x-k8s.io/local-queue-name": "lq", "kueue.x-k8s.io/cluster-queue-name": "cq"}
+
 GPU = "nvidia.com/gpu"
 ROLES = [("leader", 1, {"cpu": "1"}), ("workers", 2, {"cpu": "1", GPU: "1"})]
 RUNS = TRAINING_RUN.resource
@@ -130,7 +133,7 @@ def test_a_training_run_from_creation_through_a_pods_ready_eviction_to_finish() 
     started = templates(run)
     assert started["leader"]["spec"]["nodeSelector"] == {"pool": "cpu"}
     assert started["workers"]["spec"]["nodeSelector"] == {"pool": "gpu"}
-    assert started["workers"]["metadata"]["labels"] == {PODSET_LABEL: "workers"}
+    assert started["workers"]["metadata"]["labels"] == {PODSET_LABEL: "workers", **QUEUE_LABELS}
     assert c.api.reasons("TrainingRun", "r") == ["Suspended", "CreatedWorkload", "Started"]
     # Its pods (found through their owner references) are not all ready: PodsReady False.
     pod(c, "r-leader-0", "leader", ready=True)

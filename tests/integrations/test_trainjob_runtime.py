@@ -16,6 +16,9 @@ from tests.support.jobsets import jobset_body
 from tests.support.memory_cluster import GPU, Cluster
 from tests.support.trainjobs import node_job, runtime_body, trainjob_body, trainjob_cluster
 
+# Kueue's AssignQueueLabelsForPods labels on an admitted Workload's pods (LocalQueue lq, ClusterQueue cq).
+QUEUE_LABELS = {"kueue.x-k8s.io/local-queue-name": "lq", "kueue.x-k8s.io/cluster-queue-name": "cq"}
+
 
 def kueue_jobs(c: Cluster, name: str) -> list[dict[str, Any]]:
     patches = c.api.get(TRAINJOBS, "ns", name)["spec"]["runtimePatches"]
@@ -62,7 +65,7 @@ def test_trainjob_admitted_as_one_workload_started_through_kueues_patch_the_next
     pod = entry["template"]["spec"]["template"]
     assert entry["name"] == "node"
     assert pod["spec"]["nodeSelector"] == {"gpu": "t4"}
-    assert pod["metadata"]["labels"] == {"kueue.x-k8s.io/podset": "node"}
+    assert pod["metadata"]["labels"] == {"kueue.x-k8s.io/podset": "node", **QUEUE_LABELS}
     assert c.api.reasons("TrainJob", "first") == ["CreatedWorkload", "Started"]
     # The trainer's JobSet is the TrainJob's child: no Workload of its own, left running.
     trainer_jobset(c, "first")

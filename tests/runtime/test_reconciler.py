@@ -70,7 +70,14 @@ def test_admission_flow_from_job_to_start() -> None:
         "suspend": False,
         "template": {
             "spec": {"nodeSelector": {"gpu": "t4"}},
-            "metadata": {"labels": {"kueue.x-k8s.io/podset": "main"}},
+            # Kueue's pod set label and its queue labels (AssignQueueLabelsForPods, on by default).
+            "metadata": {
+                "labels": {
+                    "kueue.x-k8s.io/podset": "main",
+                    "kueue.x-k8s.io/local-queue-name": "lq",
+                    "kueue.x-k8s.io/cluster-queue-name": "cq",
+                }
+            },
         },
     }
     reasons = {msgspec.json.decode(e.body)["reason"] for e in actions if isinstance(e, PostEvent)}

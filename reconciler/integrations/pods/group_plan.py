@@ -33,7 +33,7 @@ from reconciler.core.model.workloads import QUEUE_NAME_LABEL
 from reconciler.core.status import condition, set_condition
 
 from ..base import Outcome, PodSetStart
-from ..decide import pod_set_starts
+from ..decide import pod_set_starts, queue_pod_labels
 from .group import (
     MAX_ROLES,
     PodGroup,
@@ -343,7 +343,9 @@ def _with_workload(
     if any(suspended(p) for p in kept.pods):
         admission = workload.status.admission
         if known.admitted and admission is not None:
-            starts = {s.name: s for s in pod_set_starts(admission, flavors, workload.spec.pod_sets)}
+            pod_sets = workload.spec.pod_sets
+            labels = queue_pod_labels(workload)
+            starts = {s.name: s for s in pod_set_starts(admission, flavors, pod_sets, labels)}
             for pod in kept.pods:
                 start = starts.get(role_of(pod))
                 if start is not None and is_gated(pod):
