@@ -100,7 +100,8 @@ class Writer:
             if self._may_write is not None and not self._may_write():
                 self._gate.release()
                 self.fenced += 1
-                log.warning("write not sent: the lease may have been lost", purpose=action.purpose)
+                if self.fenced == 1:  # the process exits once the loss is noticed: one line is enough
+                    log.warning("writes held back: the lease may have been lost", first=action.purpose)
                 self._deliver(WriteDone(action, superseded=True))
                 return
             try:
