@@ -86,6 +86,18 @@ class InvariantMonitor:
     def double_admissions(self) -> dict[str, list[str]]:
         return {h.name: h.admissions for h in self.history.values() if len(h.admissions) > 1}
 
+    def jobs_started_twice(self) -> list[str]:
+        """Jobs the poller saw unsuspended more than once (by name when known, else by uid)."""
+        return [
+            object_name(self.jobs[uid]) if uid in self.jobs else uid
+            for uid, n in self._started.items()
+            if n > 1
+        ]
+
+    def overcommit_samples(self) -> int:
+        """Samples (polls, relists, watch revisions) in which some usage exceeded its quota."""
+        return len(self._overcommits)
+
     def assert_clean(self) -> None:
         polled = [v for v in self.violations if v.startswith("poll")]
         watched = [v for v in self.violations if not v.startswith("poll")]

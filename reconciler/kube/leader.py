@@ -137,6 +137,13 @@ class LeaderElector:
             return self.config.identity
         return (self._observed.holder or None) if self._observed is not None else None
 
+    def holds(self) -> bool:
+        """Whether the Lease is surely still this replica's: it leads and its last successful renewal
+        began less than ``renew_deadline`` ago on this process's monotonic clock (a follower waits
+        ``lease_duration``, longer, before taking over). False in a leader that was paused (SIGSTOP,
+        a frozen VM) past that: on waking it must not write before ``hold`` notices the loss."""
+        return self.is_leader and self._monotonic() - self._last_renewal < self.config.renew_deadline
+
     # --- the loops -----------------------------------------------------------------------------
 
     async def acquire(self) -> None:

@@ -292,3 +292,21 @@ async def test_a_standby_looks_often_and_wakes_when_the_lease_it_saw_runs_out(
     assert me.follower_wait(0.999) == pytest.approx(0.21)
     clock.now += 1.0  # past it: the next look at once
     assert me.follower_wait(0.5) == pytest.approx(0.01)
+
+
+@pytest.mark.asyncio
+async def test_holds_only_within_the_renew_deadline_of_the_last_renewal(
+    kube: KubeClient, store: LeaseStore
+) -> None:
+    """A leader paused (SIGSTOP, a frozen VM) past its renew deadline must not take the Lease as
+    still its own on waking: a follower may lead by then. Found by the chaos run (e2e/chaos)."""
+    clock = Clock()
+    me = elector(kube, clock=clock, lease=8.0, renew=6.0)
+    assert not me.holds()  # not leading yet
+    await asyncio.wait_for(me.acquire(), 2)
+    assert me.holds()
+    clock.now += 5.9
+    assert me.holds()
+    clock.now += 0.2  # 6.1 s after the renewal began: the pause outlasted the renew deadline
+    assert me.is_leader  # what it believed before the pause
+    assert not me.holds()

@@ -341,3 +341,37 @@ async def test_configuration_fields_without_effect_are_named_at_start(
     assert line["log_level"] == "warning"
     assert set(line["ignored"]) == {"objectRetentionPolicies", "integrations.externalFrameworks"}
     assert "not created or managed" in line["ignored"]["integrations.externalFrameworks"]
+
+
+@pytest.mark.timeout(30)
+@pytest.mark.asyncio
+async def test_a_leader_paused_past_its_renew_deadline_may_not_write_on_waking(
+    fake: FakeApiServer, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The chaos run's finding (e2e/chaos, fault leader-pause): a leader SIGSTOPped past its lease
+    woke up, acted for about 2 s on its stale caches before its renewal loop saw the Lease taken,
+    and finished a Workload the new leader had just admitted (OwnerNotFound: its Job not yet in the
+    woken cache), so the Job never ran. The controller's writer now asks the elector before each
+    write; a process that has not run for longer than the renew deadline is told no."""
+    store = LeaseStore()
+    serve_empty_cluster(fake, store)
+    seen: list[ControllerOptions] = []
+
+    async def controller(
+        config: Configuration, options: ControllerOptions, stop: asyncio.Event, **_: object
+    ) -> None:
+        seen.append(options)
+        await stop.wait()
+
+    monkeypatch.setattr("reconciler.runtime.loop.supervisor.run_controller", controller)
+    a = Replica("pod-a", kubeconfig(tmp_path, fake.url), lease=2.0, renew=1.0)
+    a.start()
+    await eventually("a leads and runs its controller", lambda: seen)
+    may_write = seen[0].may_write
+    assert may_write is not None
+    assert may_write()  # leading, renewed within the deadline
+    time.sleep(1.2)  # noqa: ASYNC251 - the whole process paused past the 1 s renew deadline
+    assert not may_write()  # on waking, before the renewal loop has had a turn
+    a.stop.set()
+    assert a.task is not None
+    await asyncio.gather(a.task, return_exceptions=True)

@@ -101,6 +101,27 @@ async def test_drain_abandons_hung_writes_after_the_grace() -> None:
     assert results[-1].superseded
 
 
+@pytest.mark.asyncio
+async def test_nothing_is_sent_while_may_write_says_no() -> None:
+    """A leader that may have lost its Lease (paused past the renew deadline) sends no write."""
+    client = FakeClient()
+    client.release.set()
+    results: list[WriteDone] = []
+    allowed = False
+    writer = Writer(cast(KubeClient, client), results.append, concurrency=1, may_write=lambda: allowed)
+    writer.submit(patch("a", b"finish-a"))
+    writer.submit(patch("b", b"admit-b"))
+    await landed(results, 2)
+    assert client.calls == []
+    assert [r.superseded for r in results] == [True, True]
+    assert writer.fenced == 2
+    allowed = True
+    writer.submit(patch("c", b"admit-c"))  # the gate's place was given back: this one goes
+    await landed(results, 3)
+    assert client.calls == [b"admit-c"]
+    assert results[-1].ok
+
+
 class FakeEventClient(FakeClient):
     async def create(self, resource: Any, namespace: Any, body: bytes) -> bytes:
         return await self.merge_patch(resource, namespace, "", body)

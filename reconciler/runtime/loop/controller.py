@@ -14,6 +14,7 @@ import os
 import signal
 import socket
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -67,6 +68,8 @@ class ControllerOptions:
     # Seconds before parked workloads are tried again once quota moves (Kueue's batch period;
     # the moves meanwhile share one retry). 0: at once.
     retry_parked_after: float = 1.0
+    # Asked before each write is sent (with leader election: the Lease is surely still ours).
+    may_write: Callable[[], bool] | None = None
 
 
 async def make_client(kubeconfig: str | None) -> KubeClient:
@@ -193,6 +196,19 @@ def _controller_state(
     return ControllerState(watches, ledger_rebuilt=reconciler.ready, stalled=stalled)
 
 
+def _writer(
+    client: KubeClient, inbox: asyncio.Queue[Item], options: ControllerOptions, metrics: Metrics
+) -> Writer:
+    """The writer, bounded as configured; with leader election it sends only while the Lease is ours."""
+    return Writer(
+        client,
+        inbox.put_nowait,
+        concurrency=options.write_concurrency,
+        metrics=metrics,
+        may_write=options.may_write,
+    )
+
+
 async def run_controller(
     config: Configuration,
     options: ControllerOptions,
@@ -209,7 +225,7 @@ async def run_controller(
     metrics = metrics or Metrics()
     client = await make_client(options.kubeconfig)
     inbox: asyncio.Queue[Item] = asyncio.Queue()
-    writer = Writer(client, inbox.put_nowait, concurrency=options.write_concurrency, metrics=metrics)
+    writer = _writer(client, inbox, options, metrics)
     reconciler = Reconciler(
         config, writer.submit, instance=socket.gethostname(), metrics=metrics, namespace=options.namespace
     )

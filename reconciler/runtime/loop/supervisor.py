@@ -20,6 +20,7 @@ without waiting for it to expire.
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import os
 import sys
 from collections.abc import Callable, Coroutine
@@ -220,7 +221,15 @@ async def _run_elected(
         loop = asyncio.get_running_loop()
         holding = loop.create_task(elector.hold(), name="leader-renew")
         controller = loop.create_task(
-            run_controller(config, options, stop, metrics=metrics, health=health, published=published),
+            # A leader paused past its renew deadline sends nothing on waking, before hold() sees it.
+            run_controller(
+                config,
+                dataclasses.replace(options, may_write=elector.holds),
+                stop,
+                metrics=metrics,
+                health=health,
+                published=published,
+            ),
             name="controller",
         )
         try:

@@ -49,8 +49,12 @@ class Writer:
         *,
         concurrency: int = 32,
         metrics: Metrics | None = None,
+        may_write: Callable[[], bool] | None = None,
     ) -> None:
         self._client = client
+        # Asked just before each write is sent (a leader's lease check); False: not sent, superseded.
+        self._may_write = may_write
+        self.fenced = 0  # writes not sent because ``may_write`` said no
         self._metrics = metrics
         self._deliver = deliver
         self._gate = _Gate(concurrency)
@@ -91,6 +95,13 @@ class Writer:
         started = time.monotonic()
         try:
             if not await self._enter(action):
+                self._deliver(WriteDone(action, superseded=True))
+                return
+            if self._may_write is not None and not self._may_write():
+                self._gate.release()
+                self.fenced += 1
+                if self.fenced == 1:  # the process exits once the loss is noticed: one line is enough
+                    log.warning("writes held back: the lease may have been lost", first=action.purpose)
                 self._deliver(WriteDone(action, superseded=True))
                 return
             try:
