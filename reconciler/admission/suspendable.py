@@ -195,9 +195,10 @@ class SuspendableKind(Generic[J]):
             return Verdict.deny(errors)
         managed = self.managed(new, policy)
         topology = topology_requests_refused(request.object, placement=self.topology) if managed else []
-        if not self.elastic_job_kind:
-            gvk = f"{self.group}/{self.version}, Kind={_kind(request.object)}"
-            topology += elastic_job_refused(new.metadata, gvk)
+        if not self.elastic_job_kind and ELASTIC_JOB_ANNOTATION in new.metadata.annotations:
+            # The kind as the request names it (the object decoded again only where it does not).
+            kind = request.kind.kind or _kind(request.object)
+            topology += elastic_job_refused(new.metadata, f"{self.group}/{self.version}, Kind={kind}")
         if old is None:
             own = self.rules(new) if self.rules is not None and managed else []
             return Verdict.judge(own + topology + validate_job(new))

@@ -18,6 +18,7 @@ from reconciler.api.slices import Node, ResourceSlice
 from reconciler.core.devices.device_cel import CompiledDeviceClass
 from reconciler.core.devices.inventory import InventoryIndex
 from reconciler.core.devices.inventory_reading import DeviceId
+from reconciler.core.model.jobs import TERMINATED_PHASES
 from reconciler.core.primitives.podrequests import Amounts, add_amounts, pod_requests
 from reconciler.core.primitives.quantity import parse_quantity, to_amount
 from reconciler.core.topology.domains import TopologyNode
@@ -27,7 +28,6 @@ from reconciler.core.topology.requests import PREFERRED, REQUIRED, SLICE_REQUIRE
 __all__ = ["NodeUsage", "free_devices", "is_tas_pod"]
 
 Key = tuple[str, str]
-_TERMINATED = ("Succeeded", "Failed")
 _TAS_ANNOTATIONS = (REQUIRED, PREFERRED, SLICE_REQUIRED, UNCONSTRAINED)
 
 
@@ -56,7 +56,7 @@ class NodeUsage:
 
     def set_pod(self, key: Key, pod: Pod | None) -> bool:
         """Record a pod (None: deleted); True when a node's usage (or the TAS pods) changed."""
-        live = pod is not None and bool(pod.spec.node_name) and pod.status.phase not in _TERMINATED
+        live = pod is not None and bool(pod.spec.node_name) and pod.status.phase not in TERMINATED_PHASES
         tas = live and pod is not None and is_tas_pod(pod)
         changed = False
         if tas != (key in self.tas_pods):

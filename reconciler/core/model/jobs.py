@@ -9,7 +9,7 @@ from reconciler.api import ObjectMeta
 
 from .workloads import QUEUE_NAME_LABEL
 
-__all__ = ["PODSET_LABEL", "is_managed"]
+__all__ = ["PODSET_LABEL", "TERMINATED_PHASES", "is_managed"]
 
 
 class _Object(Protocol):
@@ -23,3 +23,5 @@ def is_managed(job: _Object, *, manage_without_queue_name: bool = False) -> bool
 
 
 PODSET_LABEL = "kueue.x-k8s.io/podset"
+# A pod's phases once it has ended.
+TERMINATED_PHASES = ("Succeeded", "Failed")

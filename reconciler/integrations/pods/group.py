@@ -23,7 +23,7 @@ import msgspec
 from reconciler.api import ObjectMeta, OwnerReference, PodSet, Workload, WorkloadSpec
 from reconciler.api.pods import ManagedPod
 from reconciler.api.resources import PODS, Resource
-from reconciler.core.model.jobs import PODSET_LABEL
+from reconciler.core.model.jobs import PODSET_LABEL, TERMINATED_PHASES
 from reconciler.core.model.workloads import QUEUE_NAME_LABEL, RESOURCE_IN_USE_FINALIZER, max_exec_seconds
 from reconciler.core.primitives.priority import ResolvedPriority
 
@@ -64,7 +64,6 @@ TERMINATION_TARGET = "TerminationTarget"
 MAX_ROLES = 10
 # The only annotations a group's Workload takes from its pod (Kueue's provisioning-request ones).
 _PROVREQ_PREFIX = "provreq.kueue.x-k8s.io/"
-_TERMINATED = ("Succeeded", "Failed")
 
 
 def total_count(annotations: Mapping[str, str]) -> int | None:
@@ -91,7 +90,7 @@ def is_gated(pod: ManagedPod) -> bool:
 
 def suspended(pod: ManagedPod) -> bool:
     """Kueue's suspended pod: terminated or still gated."""
-    return pod.status.phase in _TERMINATED or is_gated(pod)
+    return pod.status.phase in TERMINATED_PHASES or is_gated(pod)
 
 
 def has_finalizer(pod: ManagedPod) -> bool:
@@ -162,7 +161,7 @@ def group_finished(pods: Sequence[ManagedPod], total: int) -> Outcome | None:
     says the group may not be retried (`kueue.x-k8s.io/retriable-in-group: "false"`). Either way
     its Workload finishes as succeeded, with how many pods did."""
     succeeded = sum(1 for p in pods if p.status.phase == "Succeeded")
-    active = any(p.status.phase not in _TERMINATED for p in pods)
+    active = any(p.status.phase not in TERMINATED_PHASES for p in pods)
     unretriable = any(p.metadata.annotations.get(RETRIABLE_IN_GROUP_ANNOTATION) == "false" for p in pods)
     if succeeded == total or (not active and unretriable):
         return Outcome(True, f"Pods succeeded: {succeeded}/{total}.")

@@ -27,8 +27,9 @@ from reconciler.api import PodSet
 from reconciler.api.meta import ObjectMeta
 from reconciler.api.pods import ManagedPod
 from reconciler.api.resources import PODS, Resource
-from reconciler.core.model.jobs import PODSET_LABEL
+from reconciler.core.model.jobs import PODSET_LABEL, TERMINATED_PHASES
 from reconciler.core.model.workloads import JOB_POD_SET
+from reconciler.core.topology.ungate import TOPOLOGY_GATE
 
 from ..base import Outcome, Patch, PodSetStart
 from ..children import SUSPENDING_PARENT_ANNOTATION
@@ -45,6 +46,7 @@ __all__ = [
     "POD_INDEX_LABEL_ANNOTATION",
     "ROLE_HASH_ANNOTATION",
     "SERVING_ANNOTATION",
+    "TOPOLOGY_GATE",
     "PlainPod",
     "group_name",
     "is_group_pod",
@@ -60,7 +62,6 @@ MANAGED_VALUE = "true"
 POD_FINALIZER = "kueue.x-k8s.io/managed"
 ADMISSION_GATE = "kueue.x-k8s.io/admission"
 # Kueue's topology gate goes too when a pod starts without topology-aware scheduling.
-TOPOLOGY_GATE = "kueue.x-k8s.io/topology"
 GROUP_NAME_LABEL = "kueue.x-k8s.io/pod-group-name"
 GROUP_TOTAL_COUNT_ANNOTATION = "kueue.x-k8s.io/pod-group-total-count"
 ROLE_HASH_ANNOTATION = "kueue.x-k8s.io/role-hash"
@@ -68,7 +69,6 @@ ROLE_HASH_ANNOTATION = "kueue.x-k8s.io/role-hash"
 FAST_ADMISSION_ANNOTATION = "kueue.x-k8s.io/pod-group-fast-admission"
 SERVING_ANNOTATION = "kueue.x-k8s.io/pod-group-serving"
 POD_INDEX_LABEL_ANNOTATION = "kueue.x-k8s.io/pod-group-pod-index-label"
-_TERMINATED = ("Succeeded", "Failed")
 # The parts of a pod's spec that make its role (Kueue's SpecShape), in the order Go's encoder
 # writes a map's keys (sorted).
 _SHAPE_FIELDS = (
@@ -193,7 +193,7 @@ class PlainPod:
         return [PodSet(name=JOB_POD_SET, template=msgspec.Raw(template), count=1)]
 
     def is_suspended(self, obj: ManagedPod) -> bool:
-        return obj.status.phase in _TERMINATED or _gated(obj)
+        return obj.status.phase in TERMINATED_PHASES or _gated(obj)
 
     def start_patch(self, obj: ManagedPod, starts: Sequence[PodSetStart]) -> bytes:
         start = next((s for s in starts if s.name == JOB_POD_SET), None) or PodSetStart(JOB_POD_SET)
@@ -229,7 +229,7 @@ class PlainPod:
         return 1 if self.pods_ready(obj) else 0
 
     def finished(self, obj: ManagedPod) -> Outcome | None:
-        if obj.status.phase not in _TERMINATED:
+        if obj.status.phase not in TERMINATED_PHASES:
             return None
         return Outcome(obj.status.phase == "Succeeded", obj.status.message)
 

@@ -17,14 +17,12 @@ import msgspec
 
 from reconciler.api import PodSet
 from reconciler.api.pods import ManagedPod
-from reconciler.core.model.jobs import PODSET_LABEL
+from reconciler.core.model.jobs import PODSET_LABEL, TERMINATED_PHASES
 
 from ..base import Outcome, Patch
 from .pod import ADMISSION_GATE
 
 __all__ = ["ServingGroup", "ServingGroupRules", "ended", "gated", "ready"]
-
-_TERMINATED = ("Succeeded", "Failed")
 
 
 def gated(pod: ManagedPod) -> bool:
@@ -33,7 +31,7 @@ def gated(pod: ManagedPod) -> bool:
 
 
 def ended(pod: ManagedPod) -> bool:
-    return pod.status.phase in _TERMINATED
+    return pod.status.phase in TERMINATED_PHASES
 
 
 def ready(pod: ManagedPod) -> bool:

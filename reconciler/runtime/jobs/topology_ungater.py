@@ -21,7 +21,7 @@ import structlog
 
 from reconciler.api import Pod, Workload
 from reconciler.api.resources import PODS
-from reconciler.core.model.jobs import PODSET_LABEL
+from reconciler.core.model.jobs import PODSET_LABEL, TERMINATED_PHASES
 from reconciler.core.topology.ungate import (
     JOB_INDEX_LABEL,
     TOPOLOGY_GATE,
@@ -42,7 +42,6 @@ JobRef = tuple[str, str, str]
 # The timer purpose of a failed ungate's retry (keyed by the Workload).
 RETRY_PURPOSE = "topology-ungate"
 RETRY_SECONDS = 1.0
-_TERMINATED = ("Succeeded", "Failed")
 
 
 class TopologyUngater:
@@ -78,10 +77,10 @@ class TopologyUngater:
             if psa.topology_assignment is None:
                 continue
             mine = [p for p in pods if _of(p, workload, psa.name)]
-            gated = [self._view(p) for p in sorted(mine, key=lambda p: p.metadata.name)]
+            by_name = {p.metadata.name: p for p in mine}
+            gated = [self._view(by_name[name]) for name in sorted(by_name)]
             for name, selector in assign_gated_pods(psa.topology_assignment, gated, by_index=True):
-                pod = next(p for p in mine if p.metadata.name == name)
-                self._release(pod, selector, workload_key)
+                self._release(by_name[name], selector, workload_key)
 
     def retry(self, workload_key: Key) -> None:
         """A failed release's timer: look at the Workload's pods again."""
@@ -129,5 +128,5 @@ def _of(pod: Pod, workload: Workload, pod_set: str) -> bool:
     return (
         meta.annotations.get(WORKLOAD_ANNOTATION) == workload.metadata.name
         and meta.labels.get(PODSET_LABEL) == pod_set
-        and pod.status.phase not in _TERMINATED
+        and pod.status.phase not in TERMINATED_PHASES
     )
