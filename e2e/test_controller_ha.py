@@ -30,7 +30,7 @@ import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
 from e2e.support.deploy import ControllerProcess, install_crds
-from e2e.support.faults import own_testbed, until
+from e2e.support.faults import ELECTION, LEASE_SECONDS, ROLE_HEADER, own_testbed, until
 from e2e.support.final_state import settle_final, verify_final
 from e2e.support.flood import (
     CONTROLLER_CONFIG,
@@ -46,22 +46,6 @@ from e2e.testbed import KubeClient, TestbedSpec, api_path
 
 pytestmark = [pytest.mark.testbed]
 
-# Short enough to test a takeover in seconds, long enough that a leader on a loaded CI machine
-# (three test-beds and a flood at once) is not dropped by one slow lease PUT: with a 3 s renew
-# deadline a new leader lost the lease to one timed-out PUT in two CI runs.
-LEASE_SECONDS = 8.0
-ELECTION = [
-    "--leader-elect",
-    "--leader-election-namespace",
-    "default",
-    "--lease-duration",
-    "8s",
-    "--renew-deadline",
-    "6s",
-    "--retry-period",
-    "1s",
-]
-ROLE_HEADER = "X-Replica-Role"
 STANDING_BY = re.compile(r"standing by: not the leader \(leader is (?P<leader>[\w.-]+)\)")
 
 

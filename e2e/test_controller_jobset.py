@@ -11,7 +11,6 @@ one after the other on it.
 
 from __future__ import annotations
 
-import asyncio
 import re
 from collections.abc import AsyncIterator, Iterator
 from typing import Any
@@ -19,10 +18,10 @@ from typing import Any
 import pytest
 import pytest_asyncio
 
-from e2e.support.jobset import JobSetProcess, install_jobset_crds, jobset_build, jobset_webhooks
+from e2e.support.jobset import JobSetProcess, jobset_build
 from e2e.support.queues import drop_queues, make_queues
 from e2e.support.served import Served, claim_template, start_controller, stop_controller, workload_where
-from e2e.support.webhooks import register, unregister
+from e2e.support.upstream import run_for_module
 from e2e.support.workloads import KUEUE
 from e2e.testbed import KubeClient, Testbed, api_path
 from e2e.testbed.names import RUN_SECONDS_ANNOTATION
@@ -42,23 +41,7 @@ def jobset_manager(testbed: Testbed, tmp_path_factory: pytest.TempPathFactory) -
     missing = build.missing()
     assert not missing, f"JobSet {build.version} is not built ({missing}): run e2e/setup.sh --jobset"
     process = JobSetProcess(build, testbed.kubeconfig, tmp_path_factory.mktemp("jobset"))
-
-    async def up() -> list[Obj]:
-        async with KubeClient.from_kubeconfig(testbed.kubeconfig) as kube:
-            await install_jobset_crds(kube, build)
-            process.start()
-            await process.wait_ready_async()
-            return await register(kube, jobset_webhooks(build, process.webhook_port, process.ca_pem))
-
-    hooks = asyncio.run(up())
-    yield process
-
-    async def down() -> None:
-        async with KubeClient.from_kubeconfig(testbed.kubeconfig) as kube:
-            await unregister(kube, hooks)
-
-    asyncio.run(down())
-    process.stop()
+    yield from run_for_module(process, testbed.kubeconfig, "JobSet")
 
 
 @pytest.fixture(scope="module")

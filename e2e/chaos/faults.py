@@ -25,8 +25,9 @@ import signal
 import time
 from dataclasses import dataclass, field
 
-from e2e.chaos.replicas import LEASE_SECONDS, Roles, WebhookProxy
+from e2e.chaos.replicas import Roles, WebhookProxy
 from e2e.support.deploy import ControllerProcess
+from e2e.support.faults import LEASE_SECONDS
 from e2e.testbed import Testbed
 
 FAULT_KINDS = (

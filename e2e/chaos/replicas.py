@@ -21,22 +21,10 @@ import aiohttp
 import yaml
 
 from e2e.support.deploy import ControllerProcess, free_port
+from e2e.support.faults import ELECTION, ROLE_HEADER
 from e2e.support.webhooks import loopback_certificate
 from e2e.testbed.names import DEVICE_CLASS_NAME
 
-LEASE_SECONDS = 8.0
-ELECTION = (
-    "--leader-elect",
-    "--leader-election-namespace",
-    "default",
-    "--lease-duration",
-    "8s",
-    "--renew-deadline",
-    "6s",
-    "--retry-period",
-    "1s",
-)
-ROLE_HEADER = "X-Replica-Role"
 NAMES = ("replica-a", "replica-b")
 
 

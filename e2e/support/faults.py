@@ -14,6 +14,25 @@ from e2e.support.deploy import ControllerProcess
 from e2e.support.flood import CONTROLLER_CONFIG
 from e2e.testbed import Testbed, TestbedSpec
 
+# Leader election of the fail-over test and the chaos run. Short enough to test a takeover in
+# seconds, long enough that a leader on a loaded CI machine (three test-beds and a flood at once)
+# is not dropped by one slow lease PUT: with a 3 s renew deadline a new leader lost the lease to
+# one timed-out PUT in two CI runs.
+LEASE_SECONDS = 8.0
+ELECTION = (
+    "--leader-elect",
+    "--leader-election-namespace",
+    "default",
+    "--lease-duration",
+    "8s",
+    "--renew-deadline",
+    "6s",
+    "--retry-period",
+    "1s",
+)
+# The header of a replica's answers that says its role.
+ROLE_HEADER = "X-Replica-Role"
+
 
 @contextlib.asynccontextmanager
 async def own_testbed(run_dir: Path, spec: TestbedSpec) -> AsyncIterator[Testbed]:

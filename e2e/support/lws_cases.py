@@ -3,19 +3,15 @@ e2e/test_controller_lws_pods_ready.py): the real LeaderWorkerSet manager and thi
 its LWS and pod webhooks on loopback as module fixtures, the sets they create and what they wait
 for."""
 
-import asyncio
 from collections.abc import AsyncIterator, Iterator
 from typing import Any
 
 import pytest
 import pytest_asyncio
 
-from e2e.support.lws import LWS_API, LwsProcess, install_lws_crds, lws_build, lws_webhooks
+from e2e.support.lws import LWS_API, LwsProcess, lws_build
 from e2e.support.served import Served, namespace_served, start_controller, stop_controller
-from e2e.support.webhooks import (
-    register,
-    unregister,
-)
+from e2e.support.upstream import run_for_module
 from e2e.testbed import KubeClient, Testbed, api_path
 from e2e.testbed.names import RUN_SECONDS_ANNOTATION
 from e2e.testbed.scenario import wait_for
@@ -36,23 +32,7 @@ def lws_manager(testbed: Testbed, tmp_path_factory: pytest.TempPathFactory) -> I
     missing = build.missing()
     assert not missing, f"LeaderWorkerSet {build.version} is not built ({missing}): run e2e/setup.sh --lws"
     process = LwsProcess(build, testbed.kubeconfig, tmp_path_factory.mktemp("lws"))
-
-    async def up() -> list[Obj]:
-        async with KubeClient.from_kubeconfig(testbed.kubeconfig) as kube:
-            await install_lws_crds(kube, build)
-            process.start()
-            await process.wait_ready_async()
-            return await register(kube, lws_webhooks(build, process.webhook_port, process.ca_pem))
-
-    hooks = asyncio.run(up())
-    yield process
-
-    async def down() -> None:
-        async with KubeClient.from_kubeconfig(testbed.kubeconfig) as kube:
-            await unregister(kube, hooks)
-
-    asyncio.run(down())
-    code = process.stop()
+    code = yield from run_for_module(process, testbed.kubeconfig, "LeaderWorkerSet")
     assert code == 0, f"the LWS manager did not stop cleanly (exit {code}):\n{process.log_tail(30)}"
 
 

@@ -7,17 +7,20 @@ Configuration enables their framework."""
 
 from __future__ import annotations
 
+import asyncio
 import os
 import subprocess
+from collections.abc import Generator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import yaml
 
 from e2e.support.deploy import apply_manifests, free_port, load_documents, wait_established
 from e2e.support.process import ManagedProcess
-from e2e.support.webhooks import loopback_certificate, upstream_on_loopback
+from e2e.support.webhooks import loopback_certificate, register, unregister, upstream_on_loopback
+from e2e.testbed import KubeClient
 from e2e.testbed.paths import VERSIONS_FILE, cache_dir
 
 __all__ = [
@@ -25,11 +28,13 @@ __all__ = [
     "UpstreamProcess",
     "enables",
     "install_upstream_crds",
+    "run_for_module",
     "upstream_build",
     "upstream_webhooks",
 ]
 
 Obj = dict[str, Any]
+P = TypeVar("P", bound="UpstreamProcess")
 
 
 @dataclass(frozen=True)
@@ -126,3 +131,27 @@ class UpstreamProcess(ManagedProcess):
             start_new_session=True,
         )
         log.close()
+
+
+def run_for_module(process: P, kubeconfig: Path, what: str) -> Generator[P, None, int | None]:
+    """An upstream manager for a test module (`code = yield from run_for_module(...)` in a module
+    fixture, which yields the process): its CRDs installed, started, its webhooks registered on
+    loopback; at the end unregistered and stopped. Returns the manager's exit code."""
+
+    async def up() -> list[Obj]:
+        async with KubeClient.from_kubeconfig(kubeconfig) as kube:
+            await install_upstream_crds(kube, process.build, what)
+            process.start()
+            await process.wait_ready_async()
+            hooks = upstream_webhooks(process.build, process.webhook_port, process.ca_pem)
+            return await register(kube, hooks)
+
+    hooks = asyncio.run(up())
+    yield process
+
+    async def down() -> None:
+        async with KubeClient.from_kubeconfig(kubeconfig) as kube:
+            await unregister(kube, hooks)
+
+    asyncio.run(down())
+    return process.stop()
