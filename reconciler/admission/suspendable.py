@@ -96,7 +96,7 @@ async def managed_ancestor(meta: ObjectMeta, namespace: str, policy: JobPolicy, 
 
 def elastic_job_refused(meta: ObjectMeta, gvk: str) -> list[FieldError]:
     """Kueue's refusal of ``kueue.x-k8s.io/elastic-job: "true"`` on a kind without elastic jobs
-    (`gvk` as Go prints it: ``jobset.x-k8s.io/v1alpha2, Kind=JobSet``)."""
+    (`gvk` as Go prints it: ``<group>/<version>, Kind=<Kind>``)."""
     if meta.annotations.get(ELASTIC_JOB_ANNOTATION) != "true":
         return []
     path = f"metadata.annotations[{ELASTIC_JOB_ANNOTATION}]"
@@ -153,10 +153,10 @@ class SuspendableKind(Generic[J]):
     size_field: str = ""
     # The JSON patch that suspends one of its objects (its flag's place in the object).
     suspend_ops: Callable[[Any], list[PatchOp]] = spec_suspend_ops
-    # Kueue v0.18.1 reads kueue.x-k8s.io/elastic-job on a batch/v1 Job and Ray's kinds (whose own
-    # rules refuse it here); on any other kind its webhook refuses it, and so does this door.
+    # Kueue v0.18.1 reads kueue.x-k8s.io/elastic-job on the kinds that set this (whose own rules
+    # refuse it here); on any other kind its webhook refuses it, and so does this door.
     elastic_job_kind: bool = False
-    # Its pods are placed in topology domains (batch/v1 Job): the placement annotations pass.
+    # Its pods are placed in topology domains: the placement annotations pass.
     topology: bool = False
 
     def managed(self, obj: J, policy: JobPolicy) -> bool:

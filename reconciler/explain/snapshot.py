@@ -1,6 +1,6 @@
 """Reading the cluster's admission state as plain objects, for the dry run of
 `reconciler explain --what-if FILE`: the queue objects, priority classes, namespaces, claim
-templates, DeviceClasses, the Workloads, the objects jobs refer to (a TrainJob's runtimes), and
+templates, DeviceClasses, the Workloads, the objects jobs refer to (as their integrations declare them), and
 with the device inventory on the ResourceSlices and Nodes. Each list is paged, each request has
 a timeout; a list the user may not read (403) or that is not served (404) is left out and named."""
 

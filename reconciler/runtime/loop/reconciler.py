@@ -134,7 +134,7 @@ class Reconciler(ReconcilerViews, PodEvents):
         self.in_use = InUse(self.ctx)
         self.config_reloads = ConfigReloads(self.ctx, self.workload_sync.mappings_changed)
         self.inventory = Inventory(self.ctx, self.workload_sync.extended_changed)
-        placed = [i for i in integrations if i.topology_placement]  # (batch/v1 Job)
+        placed = [i for i in integrations if i.topology_placement]  # (as each registers it)
         owners = {(i.api_version, i.kind) for i in placed}
         self.topology = TopologyFeed(self.ctx, self.inventory.index, owners)
         self.ungater = TopologyUngater(self.ctx, frozenset(i.kind for i in placed))
