@@ -336,8 +336,12 @@ async def test_the_workers_controller_killed_during_a_dispatch_admits_once_and_l
                 lambda: _condition(mk, api_path("batch/v1", "jobs", namespace, "k"), "Complete"),
                 within=60,
             )
-            # Its one pod ran once, on the worker; the worker reserved quota for it once.
+            # Its one pod ran once, on the worker; the worker reserved quota for it once. Events
+            # are fire and forget (here as in Kueue): one queued when the kill landed is lost, so
+            # "once" is at most one QuotaReserved and no eviction, which a second would need.
             assert (done["status"].get("succeeded"), done["status"].get("failed", 0)) == (1, 0)
-            assert (await _reasons(kube, namespace, name)).count("QuotaReserved") == 1
+            reasons = await _reasons(kube, namespace, name)
+            assert reasons.count("QuotaReserved") <= 1, reasons
+            assert not [r for r in reasons if r.startswith(("EvictedDueTo", "Preempted"))], reasons
     finally:
         await drop_queues(kube, namespace)
