@@ -1,9 +1,9 @@
-"""Topology requests at the door. A batch/v1 Job may ask for topology-aware scheduling with
-``kueue.x-k8s.io/podset-required-topology``, ``-preferred-topology`` or ``-unconstrained-topology``
-on its pod template, checked as Kueue checks them (one of the three at most, a level that is a
-label name, a boolean); slices and pod-set groups are refused by name (not done here). A job of any
-other kind asking for it is refused by name: this controller places only Jobs' pods in topology
-domains.
+"""Topology requests at the door. A batch/v1 Job or a JobSet (the kinds whose door says
+`placement`) may ask for topology-aware scheduling with ``kueue.x-k8s.io/podset-required-topology``,
+``-preferred-topology`` or ``-unconstrained-topology`` on a pod template, checked as Kueue checks
+them (one of the three at most, a level that is a label name, a boolean); slices and pod-set groups
+are refused by name (not done here). A job of any other kind asking for it is refused by name: this
+controller places only those kinds' pods in topology domains.
 
 The pod templates are found wherever the object holds them (``spec.template``,
 ``spec.replicatedJobs[].template.spec.template``, a Ray head or worker group's ``template``...):

@@ -16,6 +16,7 @@ from .base import (
     ReadsReferences,
     Reference,
     SuspendableJob,
+    TopologyPlacement,
     references_of,
 )
 from .batchjob import BATCH_JOB
@@ -94,6 +95,7 @@ __all__ = [
     "Step",
     "Suspend",
     "SuspendableJob",
+    "TopologyPlacement",
     "Unimplemented",
     "UpdateMismatched",
     "check_frameworks",

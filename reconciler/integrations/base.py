@@ -28,6 +28,7 @@ __all__ = [
     "ReadsReferences",
     "Reference",
     "SuspendableJob",
+    "TopologyPlacement",
     "references_of",
 ]
 
@@ -48,6 +49,19 @@ class PodSetStart:
     count: int | None = None
     # Scheduling gates its pods get (Kueue's topology gate for a pod set placed in topology domains).
     scheduling_gates: Sequence[str] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class TopologyPlacement:
+    """How a kind's pods are numbered when its pod sets are placed in topology domains (Kueue's
+    podIndexLabel, subGroupIndexLabel and subGroupCount of a pod set's topology request): each
+    pod's index within its Job (`index_label`) and, for a pod set run by several Jobs (a JobSet's
+    replicated job), the Job's index (`group_label`) and the pod set's number of Jobs (`groups`,
+    from the object and the pod set's name). The ungater releases pods by these ranks."""
+
+    index_label: str
+    group_label: str | None = None
+    groups: Callable[[Any, str], int] | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -107,9 +121,10 @@ class Integration(Protocol):
         seen from their creation (gated, before any pod set label)."""
 
     @property
-    def topology_placement(self) -> bool:
-        """Whether its pods are placed in topology domains when its Workload has a topology
-        assignment (started gated, released by the topology ungater): batch/v1 Jobs only."""
+    def topology_placement(self) -> TopologyPlacement | None:
+        """How its pods are numbered when they are placed in topology domains (its Workload
+        admitted with a topology assignment: started gated, released by the topology ungater);
+        None: its pods are never placed so (the kind refuses the topology annotations)."""
 
     def release_patch(self, obj: Any) -> Patch | None:
         """The patch that removes the controller's finalizer from it (None: it carries none)."""
@@ -216,7 +231,7 @@ class SuspendableJob:
     stop_deletes: bool = False
     top_level: bool = False
     jobs_from_pods: bool = False
-    topology_placement: bool = False
+    topology_placement: TopologyPlacement | None = None
 
     def release_patch(self, obj: Any) -> Patch | None:
         return None

@@ -12,6 +12,12 @@ in its status: PodsReady is every Job ready or succeeded, as Kueue reads it.
 A merge patch replaces a list whole, so each write carries every replicated job back as it was
 read, with only its pod template changed.
 
+Topology-aware scheduling, as Kueue's: each replicated job's pod template may ask for a placement
+(``kueue.x-k8s.io/podset-required-topology``, ``-preferred-topology``, ``-unconstrained-topology``);
+a pod set admitted with a topology assignment starts with Kueue's gate ``kueue.x-k8s.io/topology``
+in its template, and the ungater ranks its pods by the Job's index within the replicated job
+(``jobset.sigs.k8s.io/job-index``, of ``replicas`` Jobs) and the pod's completion index.
+
 At the door, as Kueue's JobSet webhook: a JobSet without a queue name gets
 ``kueue.x-k8s.io/queue-name: default`` when its namespace has a LocalQueue named ``default``; a
 JobSet the controller manages is stored with ``spec.suspend: true``, so the JobSet controller
@@ -33,8 +39,9 @@ from reconciler.api import PodSet
 from reconciler.api.jobset import JobSet, ReplicatedJob, replicated_job
 from reconciler.api.resources import JOBSETS, Resource
 from reconciler.core.model.jobs import PODSET_LABEL
+from reconciler.core.topology.ungate import JOB_INDEX_LABEL
 
-from .base import Outcome, Patch, PodSetStart, SuspendableJob
+from .base import Outcome, Patch, PodSetStart, SuspendableJob, TopologyPlacement
 from .registration import Access, Registration
 
 __all__ = ["JOBSET", "REGISTRATION", "JobSetIntegration", "default_jobset", "pods_per_replica"]
@@ -43,6 +50,8 @@ _PODSET_LABEL_BYTES = PODSET_LABEL.encode()
 # What the JobSet webhook lets change in a suspended JobSet's pod templates (and Kueue restores).
 _RESTORED_META = ("labels", "annotations")
 _RESTORED_SPEC = ("nodeSelector", "tolerations", "schedulingGates")
+# The label the JobSet controller gives each Job's pods: the Job's index within its replicated job.
+JOB_INDEX_IN_JOBSET = "jobset.sigs.k8s.io/job-index"
 
 
 def pods_per_replica(rj: ReplicatedJob) -> int:
@@ -55,6 +64,11 @@ def pods_per_replica(rj: ReplicatedJob) -> int:
 
 def _replicated(obj: JobSet) -> list[ReplicatedJob]:
     return [replicated_job(raw) for raw in obj.spec.replicated_jobs]
+
+
+def _replicas(obj: JobSet, name: str) -> int:
+    """The number of Jobs of the replicated job `name` (0 when there is none)."""
+    return next((rj.replicas for rj in _replicated(obj) if rj.name == name), 0)
 
 
 def _with_pod_template(raw: msgspec.Raw, change: Any) -> dict[str, Any]:
@@ -75,6 +89,10 @@ def _inject(start: PodSetStart) -> Any:
         added = [t for t in msgspec.to_builtins(list(start.tolerations)) if t not in current]
         if added:
             spec["tolerations"] = [*current, *added]
+        gates: list[Any] = spec.get("schedulingGates", [])
+        new_gates = [{"name": g} for g in start.scheduling_gates if {"name": g} not in gates]
+        if new_gates:
+            spec["schedulingGates"] = [*gates, *new_gates]
         if start.labels or start.annotations:
             meta = template.setdefault("metadata", {})
             if start.labels:
@@ -114,6 +132,9 @@ class JobSetIntegration(SuspendableJob):
     api_version: str = "jobset.x-k8s.io/v1alpha2"
     resource: Resource = JOBSETS
     projection: type[Any] = JobSet
+    topology_placement: TopologyPlacement | None = TopologyPlacement(
+        JOB_INDEX_LABEL, JOB_INDEX_IN_JOBSET, lambda obj, name: _replicas(obj, name)
+    )
 
     def pod_sets(self, obj: JobSet) -> list[PodSet]:
         return [
@@ -199,6 +220,7 @@ _DOOR = SuspendableKind(
     "jobset",
     size=lambda obj: sum(1 if ps.count is None else ps.count for ps in JOBSET.pod_sets(obj)),
     size_field="spec.replicatedJobs",
+    topology=True,
 )
 
 
@@ -228,6 +250,13 @@ REGISTRATION = Registration(
             (f"{JOBSETS.plural}/finalizers",),
             ("update",),
             "Their Workloads block their deletion (OwnerReferencesPermissionEnforcement).",
+        ),
+        Access(
+            "",
+            ("pods",),
+            ("patch",),
+            "The pods of a JobSet placed in topology domains: the scheduling gate kueue.x-k8s.io/topology\n"
+            "removed and the node selector of the pod's domain added with a merge patch.",
         ),
     ),
 )

@@ -276,7 +276,7 @@ async def test_a_topology_annotation_on_a_replica_template_is_refused_by_name() 
         "spec.pytorchReplicaSpecs.Worker.template.metadata.annotations"
         "[kueue.x-k8s.io/podset-required-topology]" in refused.message
     )
-    assert "topology-aware scheduling is supported for batch/v1 Jobs only" in refused.message
+    assert "topology-aware scheduling is supported for batch/v1 Jobs and JobSets only" in refused.message
     unqueued = pytorchjob_body("p", [("Worker", 1, None)], queue=None)
     unqueued["spec"]["pytorchReplicaSpecs"]["Worker"]["template"]["metadata"] = {
         "annotations": {"kueue.x-k8s.io/podset-required-topology": "rack"}

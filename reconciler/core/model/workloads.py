@@ -79,8 +79,8 @@ FIRST_AVAILABLE_ANNOTATION = "dra-quota-reconciler/first-available"
 # What the charges the flavor decided (allocationMode All, device capacities) came to at admission.
 DEVICE_CHARGES_ANNOTATION = "dra-quota-reconciler/device-charges"
 TOPOLOGY_REFUSAL = (
-    "topology-aware scheduling is supported for batch/v1 Jobs only by this controller: remove the "
-    "topology annotations from the pod template (the job is then admitted without a topology placement)"
+    "topology-aware scheduling is supported for batch/v1 Jobs and JobSets only by this controller: remove "
+    "the topology annotations from the pod template (the job is then admitted without a topology placement)"
 )
 
 NOT_COUNTED_YET = "the device inventory has not been counted yet"

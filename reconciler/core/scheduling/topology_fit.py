@@ -26,7 +26,9 @@ from .flavors import FlavorFit, FlavorNoFit, PodSetFlavors, TasFlavors
 __all__ = ["TAS_KINDS_ONLY", "admitted_pod_sets", "place_topology", "record_topology", "tas_flavors"]
 
 
-TAS_KINDS_ONLY = "topology-aware scheduling is supported for batch/v1 Jobs only by this controller"
+TAS_KINDS_ONLY = (
+    "topology-aware scheduling is supported for batch/v1 Jobs and JobSets only by this controller"
+)
 
 
 def tas_flavors(cache: QuotaCache, cq: ClusterQueueModel, owner: tuple[str, str] = ("", "")) -> TasFlavors:

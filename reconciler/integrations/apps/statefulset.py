@@ -99,7 +99,7 @@ class StatefulSetIntegration(ServingGroupRules[StsGroup]):
     stop_deletes: bool = True
     top_level: bool = True
     jobs_from_pods: bool = True
-    topology_placement: bool = False
+    topology_placement: None = None
 
     # --- the set's groups, for the runtime of kinds whose jobs are made from their pods --------
 

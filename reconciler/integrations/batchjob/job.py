@@ -19,8 +19,9 @@ from reconciler.api import Job, PodSet, pod_template_view
 from reconciler.api.resources import JOBS, Resource
 from reconciler.core.model.jobs import PODSET_LABEL
 from reconciler.core.model.workloads import JOB_POD_SET
+from reconciler.core.topology.ungate import JOB_INDEX_LABEL
 
-from ..base import Outcome, Patch, PodSetStart, SuspendableJob
+from ..base import Outcome, Patch, PodSetStart, SuspendableJob, TopologyPlacement
 from ..registration import Access, Registration
 from .partial import job_pod_count, job_rules, job_update_rules, min_pod_count, parallelism_patch
 from .patches import restore_patch, start_patch, suspend_patch, workload_template
@@ -39,7 +40,8 @@ class BatchJob(SuspendableJob):
     api_version: str = "batch/v1"
     resource: Resource = JOBS
     projection: type[Any] = Job
-    topology_placement: bool = True  # its pods are placed in topology domains (the ungater)
+    # Its pods are placed in topology domains, released by their completion index (the ungater).
+    topology_placement: TopologyPlacement | None = TopologyPlacement(JOB_INDEX_LABEL)
 
     def pod_sets(self, obj: Job) -> list[PodSet]:
         template = workload_template(obj.spec.template)

@@ -76,7 +76,7 @@ class LeaderWorkerSetIntegration(ServingGroupRules[LwsGroup]):
     stop_deletes: bool = True
     top_level: bool = True
     jobs_from_pods: bool = True
-    topology_placement: bool = False
+    topology_placement: None = None
 
     def set_of_pod(self, pod: ManagedPod) -> str | None:
         return pod.metadata.labels.get(SET_NAME_LABEL) or None

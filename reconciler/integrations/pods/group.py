@@ -248,7 +248,7 @@ class PodGroupIntegration:
     stop_deletes: bool = False  # a group stays while any of its pods does (one pod going is not the end)
     top_level: bool = True
     jobs_from_pods: bool = False
-    topology_placement: bool = False
+    topology_placement: None = None
 
     def release_patch(self, obj: PodGroup) -> Patch | None:
         return None  # each pod's finalizer is removed on its own

@@ -186,7 +186,7 @@ class PlainPod:
     stop_deletes: bool = True
     top_level: bool = True
     jobs_from_pods: bool = False
-    topology_placement: bool = False
+    topology_placement: None = None
 
     def pod_sets(self, obj: ManagedPod) -> list[PodSet]:
         template = b'{"spec":' + bytes(obj.spec) + b"}"

@@ -134,10 +134,11 @@ class Reconciler(ReconcilerViews, PodEvents):
         self.in_use = InUse(self.ctx)
         self.config_reloads = ConfigReloads(self.ctx, self.workload_sync.mappings_changed)
         self.inventory = Inventory(self.ctx, self.workload_sync.extended_changed)
-        placed = [i for i in integrations if i.topology_placement]  # (as each registers it)
-        owners = {(i.api_version, i.kind) for i in placed}
+        # The kinds whose pods are placed in topology domains, as each registers it.
+        placed = [(i, i.topology_placement) for i in integrations if i.topology_placement is not None]
+        owners = {(i.api_version, i.kind) for i, _ in placed}
         self.topology = TopologyFeed(self.ctx, self.inventory.index, owners)
-        self.ungater = TopologyUngater(self.ctx, frozenset(i.kind for i in placed))
+        self.ungater = TopologyUngater(self.ctx, {i.kind: ranks for i, ranks in placed})
         # (DeviceClasses also with the gate KueueDRAIntegrationExtendedResource)
         inventory_on, device_classes = config.device_inventory.enabled, config.extended_resources
         self.watched_kinds = watched_kinds(inventory_on, integrations, device_classes=device_classes)

@@ -141,14 +141,15 @@ def test_a_flavor_whose_topology_is_not_known_waits_with_kueues_message() -> Non
 
 
 def test_only_the_kinds_whose_pods_are_placed_may_use_a_tas_flavor() -> None:
-    """The controller places only batch/v1 Jobs' pods: a Workload of another owner is refused by
-    name on a TAS flavor (never admitted without its pods being held), a Job's is placed."""
+    """The controller places only the pods of the kinds it is told of (batch/v1 Jobs here): a
+    Workload of another owner is refused by name on a TAS flavor (never admitted without its pods
+    being held), a Job's is placed."""
     state = engine()
     state.cache.topology_owners = frozenset({("batch/v1", "Job")})
     job_info = gpu_job("a", REQUIRED_RACK)
     assert job_info.owner == ("batch/v1", "Job")
     other = gpu_job("b", REQUIRED_RACK)
-    other.owner = ("jobset.x-k8s.io/v1alpha2", "JobSet")
+    other.owner = ("ray.io/v1", "RayJob")
     other.shape += b"other"
     state.add_workload(job_info)
     state.add_workload(other)
@@ -158,5 +159,5 @@ def test_only_the_kinds_whose_pods_are_placed_may_use_a_tas_flavor() -> None:
     assert isinstance(refused, Pending)
     assert refused.message == (
         "couldn't assign flavors to pod set main: flavor tas has spec.topologyName default: "
-        "topology-aware scheduling is supported for batch/v1 Jobs only by this controller"
+        "topology-aware scheduling is supported for batch/v1 Jobs and JobSets only by this controller"
     )

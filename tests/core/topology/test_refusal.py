@@ -107,8 +107,9 @@ def test_the_door_names_each_annotated_template_wherever_it_sits() -> None:
     found = [str(e) for e in topology_requests_refused(msgspec.Raw(msgspec.json.encode(nested)))]
     assert found == [
         f"spec.replicatedJobs[0].template.spec.template.metadata.annotations[{REQUIRED}]: Forbidden: "
-        "topology-aware scheduling is supported for batch/v1 Jobs only by this controller: remove the "
-        "topology annotations from the pod template (the job is then admitted without a topology placement)"
+        "topology-aware scheduling is supported for batch/v1 Jobs and JobSets only by this controller: "
+        "remove the topology annotations from the pod template (the job is then admitted without a "
+        "topology placement)"
     ]
     plain = msgspec.json.encode(job_body("j"))
     assert topology_requests_refused(msgspec.Raw(plain)) == []
