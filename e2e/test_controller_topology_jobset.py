@@ -8,9 +8,10 @@ replicated job (`jobset.sigs.k8s.io/job-index`) and the pod's completion index.
 
 Its own test-bed: two racks of two nodes, rack r1 with two GPUs on each node, rack r2 with one.
 A JobSet of a one-pod `leader` and `workers` of two Jobs of two pods (one GPU each), both
-`required: rack`: the workers can only fit r1 (r2 publishes two GPUs, counted from the
-ResourceSlices with `deviceInventory` on), the leader lands in one rack. A second such JobSet
-waits with Kueue's message, though quota is left, until r1 frees, then runs there too.
+`required: rack`: the leader, placed first, lands in r2 (Kueue's best fit: the rack with the
+least free room that holds it), the workers can only fit r1 (r2 publishes two GPUs, counted from
+the ResourceSlices with `deviceInventory` on). A second such JobSet waits with Kueue's message,
+though quota is left, until r1 frees, then runs there too.
 """
 
 from __future__ import annotations
@@ -180,7 +181,8 @@ def by_replicated_job(pods: list[Obj]) -> dict[str, list[Obj]]:
 
 
 def check_placed(pods: list[Obj]) -> None:
-    """Each replicated job's pods in one rack (the workers in r1, the only rack with 4 GPUs), each
+    """Each replicated job's pods in one rack (the workers in r1, the only rack with 4 GPUs, the
+    leader in r2), each
     released with its domain's node selector; the workers' Jobs by rank: Job 0 on the first node
     of the assignment's order, Job 1 on the second (the pod's completion index alone would not
     tell Job 0's pods from Job 1's)."""
@@ -194,6 +196,8 @@ def check_placed(pods: list[Obj]) -> None:
         "tas-n2",
         "tas-n2",
     ]
+    # The leader, placed first, in the rack with the least free room that holds it (Kueue's best fit).
+    assert RACKS[groups["leader"][0]["spec"]["nodeName"]] == "r2"
     for pod in pods:
         assert GATE not in [g["name"] for g in pod["spec"].get("schedulingGates") or []]
         assert pod["spec"]["nodeSelector"] == {**POOL, HOSTNAME: pod["spec"]["nodeName"]}
@@ -247,9 +251,10 @@ async def test_each_replicated_job_runs_in_one_rack_and_the_next_jobset_waits_un
         )
 
     second = await wait_for("the second JobSet to wait for a rack", waiting, within=30, interval=0.5)
-    print("second JobSet waits:", status_condition(second, "QuotaReserved")["message"])
-    assert status_condition(second, "QuotaReserved")["message"].startswith(
-        f'couldn\'t assign flavors to pod set workers: topology "tas-{namespace}" allows to fit only '
+    # Its leader fits r2's other node; its workers find no free GPU in the four nodes.
+    assert status_condition(second, "QuotaReserved")["message"] == (
+        f"couldn't assign flavors to pod set workers: topology \"tas-{namespace}\" doesn't allow to fit "
+        'any of 4 pod(s). Total nodes: 4; excluded: resource "nvidia.com/gpu": 4'
     )
     assert (await kube.get(api_path(JOBSET_API, "jobsets", namespace, "second")))["spec"]["suspend"] is True
 
