@@ -260,13 +260,18 @@ def _amount(where: str, resource: str, value: str | int) -> int:
 
 
 def active_condition(
-    model: ClusterQueueModel, flavors: Container[str], cycle_problem: str = ""
+    model: ClusterQueueModel,
+    flavors: Container[str],
+    cycle_problem: str = "",
+    missing_topologies: Sequence[tuple[str, str]] = (),
 ) -> tuple[str, str, str]:
     """(status, reason, message) of the ClusterQueue's Active condition, as Kueue words it.
 
-    `cycle_problem` (`cohort has a cycle: a -> b -> a`) is set when the cohorts above it form
-    a cycle: Kueue leaves such a ClusterQueue out of scheduling but still calls it Ready; here it
-    is Active=False with reason HasCycle (an intended difference, see docs/scheduling.md)."""
+    `missing_topologies`: (flavor, Topology) of its TAS flavors whose Topology is not known
+    (Kueue's TopologyNotFound, with topology-aware scheduling running). `cycle_problem`
+    (`cohort has a cycle: a -> b -> a`) is set when the cohorts above it form a cycle: Kueue
+    leaves such a ClusterQueue out of scheduling but still calls it Ready; here it is
+    Active=False with reason HasCycle (an intended difference, see docs/scheduling.md)."""
     if model.terminating:
         return "False", "Terminating", "Can't admit new workloads; clusterQueue is terminating"
     reasons: list[str] = []
@@ -278,6 +283,9 @@ def active_condition(
     if missing:
         reasons.append("FlavorNotFound")
         messages.append(f"references missing ResourceFlavor(s): {','.join(missing)}")
+    for flavor, topology in missing_topologies:
+        reasons.append("TopologyNotFound")
+        messages.append(f'there is no Topology "{topology}" for TAS flavor "{flavor}"')
     if cycle_problem:
         reasons.append("HasCycle")
         messages.append(cycle_problem)

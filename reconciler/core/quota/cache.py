@@ -226,7 +226,21 @@ class QuotaCache:
         if model is None:
             reason = self.broken_cluster_queues.get(name, "not found")
             return "False", "Unknown", f"Can't admit new workloads: {reason}."
-        return active_condition(model, self.flavors, self.cycle_problem(name))
+        missing = self._missing_topologies(model)
+        return active_condition(model, self.flavors, self.cycle_problem(name), missing)
+
+    def _missing_topologies(self, model: ClusterQueueModel) -> list[tuple[str, str]]:
+        """(flavor, Topology) of the ClusterQueue's flavors naming a Topology not known, while
+        topology-aware scheduling runs (the nodes are given): Kueue's TopologyNotFound."""
+        if self.topology_nodes is None:
+            return []
+        out: list[tuple[str, str]] = []
+        for name in dict.fromkeys(model.flavor_names()):
+            flavor = self.flavors.get(name)
+            topology = None if flavor is None else flavor.spec.topology_name
+            if topology and topology not in self.topologies:
+                out.append((name, topology))
+        return out
 
     def cycle_problem(self, cluster_queue: str) -> str:
         """`cohort has a cycle: a -> b -> a` when the cohorts above it form a cycle, else ""."""

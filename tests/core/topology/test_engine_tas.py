@@ -129,15 +129,24 @@ def test_a_tas_only_cluster_queue_places_a_pod_set_without_a_request() -> None:
     assert sum(hosts(decision).values()) == 4
 
 
-def test_a_flavor_whose_topology_is_not_known_waits_with_kueues_message() -> None:
+def test_a_cluster_queue_whose_tas_flavors_topology_is_not_known_is_inactive_until_it_comes() -> None:
+    """Kueue's TopologyNotFound: the ClusterQueue is not active, its workloads wait with Kueue's
+    inactive message (not a flavor-assignment message), and are admitted once the Topology comes."""
     state = engine(fed=False)
     state.set_topology_nodes(nodes())  # the nodes, but no Topology "default"
+    assert state.cache.cluster_queue_active("cq") == (
+        "False",
+        "TopologyNotFound",
+        'Can\'t admit new workloads: there is no Topology "default" for TAS flavor "tas".',
+    )
     state.add_workload(gpu_job("a", REQUIRED_RACK))
     (decision,) = state.schedule()
     assert isinstance(decision, Pending)
-    assert decision.message == (
-        'couldn\'t assign flavors to pod set main: Flavor "tas" information missing in TAS cache'
-    )
+    assert decision.message == "ClusterQueue cq is inactive"
+    state.set_topology(TOPOLOGY)
+    assert state.cache.cluster_queue_active("cq")[0] == "True"
+    (decision,) = state.schedule()
+    assert isinstance(decision, Admit)
 
 
 def test_only_the_kinds_whose_pods_are_placed_may_use_a_tas_flavor() -> None:
