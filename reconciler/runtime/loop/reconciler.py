@@ -64,6 +64,7 @@ from reconciler.runtime.shared.context import Context, ReconcilerStats
 from reconciler.runtime.shared.events import EventRecorder
 from reconciler.runtime.shared.patches import after_reclaim, holds_quota
 from reconciler.runtime.shared.store import Key
+from reconciler.runtime.shared.timers import rechecked_kind
 from reconciler.runtime.shared.watched import (
     KIND_BOUND_HANDLERS,
     POD_JOBS_HANDLER,
@@ -203,6 +204,8 @@ class Reconciler(ReconcilerViews, PodEvents):
                 self.pods_ready.check_pods(key)
             elif purpose == RETRY_PURPOSE:
                 self.ungater.retry(key)
+            elif (kind := rechecked_kind(purpose)) is not None:
+                ctx.dirty.jobs.add((kind, *key))
             else:
                 ctx.dirty.workload(key)
         if ctx.monotonic() >= self._next_resync:
