@@ -33,7 +33,7 @@ from .decisions import (
 from .fair_preemption import fair_preemption_targets
 from .flavors import FlavorFit, FlavorNoFit, assign_flavors
 from .kept_verdicts import KeptVerdicts
-from .partial import can_be_partial, largest_fit, resized
+from .partial import can_be_partial, largest_fit
 from .preemption import Target, preemption_targets, preemptor_requests
 from .topology_fit import admitted_pod_sets, place_topology, record_topology, tas_flavors
 
@@ -201,35 +201,27 @@ class QueuePass:
             return True
         pending = Pending(key, REASON_PENDING, result.message, model.name)
         group = group_of(info)
+        preemptor, message = info, result.message
+        targets: tuple[Target, ...] = ()
         if result.waiting_for_quota and may_preempt(model):
-            usage = queues.afs.score if queues.afs is not None and queues.uses_afs(model.name) else None
-            if scheduler.fair_sharing is not None:
-                strategies = scheduler.fair_sharing
-                targets = fair_preemption_targets(info, model, cache, strategies, scheduler.sizes, usage)
-            else:
-                targets = preemption_targets(info, model, cache, cache.flavors, scheduler.sizes, usage)
-            victims = {t.key for t in targets}
-            if targets and not victims & self.claimed:
-                self.claimed |= victims
-                message = f"{result.message}. Pending the preemption of {len(targets)} workload(s)"
-                pending = Pending(key, REASON_PENDING, message, model.name)
-                group = ("preempting", key)  # parked alone: its verdict is its own
-                fresh = tuple(t for t in targets if t.key not in cache.evicting)
-                cache.evicting |= victims
-                # Kueue's scheduler adds the preemptor's usage for the rest of its cycle: what
-                # the evictions free is not taken by a head after it.
-                held = preemptor_requests(info, model, cache, scheduler.sizes)
-                cache.hold(model.name, held)
-                scheduler.holds.append((model.name, held))
-                scheduler.preempting.setdefault(model.name, set()).add(key)
-                if fresh:
-                    out.append(Preempt(key, model.name, fresh))
-            elif targets:  # Kueue's skip: another preemptor of this cycle claimed its targets
-                scheduler.skips[model.name] = scheduler.skips.get(model.name, 0) + 1
-        if group != ("preempting", key) and can_be_partial(info):
-            smaller = largest_fit(info, self._fit_only)
+            targets = self._targets(info)
+        if not targets and can_be_partial(info):
+            # Kueue tries smaller sizes only when the whole one has nobody to preempt.
+            smaller = largest_fit(info, self._smaller)
             if smaller is not None:
-                return self._admit(key, resized(info, [ps.count for ps in smaller.pod_sets]), smaller)
+                preemptor, verdict, targets = smaller
+                if isinstance(verdict, FlavorFit):
+                    return self._admit(key, preemptor, verdict)
+                message = verdict.message
+        victims = {t.key for t in targets}
+        if targets and not victims & self.claimed:
+            self.claimed |= victims
+            message = f"{message}. Pending the preemption of {len(targets)} workload(s)"
+            pending = Pending(key, REASON_PENDING, message, model.name)
+            group = ("preempting", key)  # parked alone: its verdict is its own
+            self._preempt(key, preemptor, targets)
+        elif targets:  # Kueue's skip: another preemptor of this cycle claimed its targets
+            scheduler.skips[model.name] = scheduler.skips.get(model.name, 0) + 1
         if candidate.group is None and queue.strict_fifo:
             # Kueue requeues a StrictFIFO head at once whatever kept it out (quota in use, or a
             # request no flavor can ever hold): it stays the head and blocks the ones behind it.
@@ -250,10 +242,40 @@ class QueuePass:
         self.out.append(Admit(key, model.name, fit.pod_sets, fit.considered, fit.charged))
         return True
 
-    def _fit_only(self, info: WorkloadInfo) -> FlavorFit | None:
-        """Partial admission's test of smaller sizes: fits without preempting (none kept)."""
+    def _targets(self, info: WorkloadInfo) -> tuple[Target, ...]:
+        """Whom the workload (at its sizes) would preempt to fit; none when nobody may go."""
+        scheduler, model, cache, queues = self.scheduler, self.model, self.cache, self.queues
+        usage = queues.afs.score if queues.afs is not None and queues.uses_afs(model.name) else None
+        if scheduler.fair_sharing is not None:
+            strategies = scheduler.fair_sharing
+            return tuple(fair_preemption_targets(info, model, cache, strategies, scheduler.sizes, usage))
+        return tuple(preemption_targets(info, model, cache, cache.flavors, scheduler.sizes, usage))
+
+    def _preempt(self, key: WorkloadKey, info: WorkloadInfo, targets: tuple[Target, ...]) -> None:
+        """Evict the targets for the workload (at the sizes it is preempting for)."""
+        scheduler, model, cache = self.scheduler, self.model, self.cache
+        fresh = tuple(t for t in targets if t.key not in cache.evicting)
+        cache.evicting |= {t.key for t in targets}
+        # Kueue's scheduler adds the preemptor's usage for the rest of its cycle: what the
+        # evictions free is not taken by a head after it.
+        held = preemptor_requests(info, model, cache, scheduler.sizes)
+        cache.hold(model.name, held)
+        scheduler.holds.append((model.name, held))
+        scheduler.preempting.setdefault(model.name, set()).add(key)
+        if fresh:
+            self.out.append(Preempt(key, model.name, fresh))
+
+    def _smaller(self, info: WorkloadInfo) -> Smaller | None:
+        """Partial admission's test of one smaller size: it fits, or fits once the workloads it
+        names are preempted (none kept)."""
         fit = self._assign(info, keep=False)
-        return fit if isinstance(fit, FlavorFit) else None
+        if isinstance(fit, FlavorFit):
+            return info, fit, ()
+        if fit.waiting_for_quota and may_preempt(self.model):
+            targets = self._targets(info)
+            if targets:
+                return info, fit, targets
+        return None
 
 
 def group_of(info: WorkloadInfo) -> Hashable:
