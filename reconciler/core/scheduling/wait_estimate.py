@@ -195,6 +195,53 @@ class _Replay:
         return True
 
 
+Shape = tuple[tuple[str, int], ...]
+
+
+def _shape(requests: Mapping[str, int]) -> Shape:
+    return tuple(sorted((r, a) for r, a in requests.items() if a > 0))
+
+
+def _walk(
+    replay: _Replay,
+    waiting: Sequence[Waiting],
+    shapes: Sequence[Shape],
+    queue: list[int],
+    found: dict[int, Estimate],
+    strict_fifo: bool,
+) -> list[int]:
+    """One walk of the queue at ``replay.now``, starting each that fits; those left waiting. Free
+    quota only shrinks during a walk, so a request that did not fit is not tried again in it."""
+    left: list[int] = []
+    failed: set[Shape] = set()
+    kinds = len({shapes[i] for i in queue})
+    for n, index in enumerate(queue):
+        shape = shapes[index]
+        if shape in failed:
+            left.append(index)
+            continue
+        try:
+            usage = _assign(replay.groups, waiting[index].requests, replay.free)
+        except _NeverFitsError as never:
+            found[index] = Estimate(None, str(never))
+            if strict_fifo:
+                found.update({i: Estimate(None, BEHIND_BLOCKED.format(why=never)) for i in queue[n + 1 :]})
+                return []
+            continue
+        if usage is None:
+            if strict_fifo:
+                return queue[n:]
+            failed.add(shape)
+            left.append(index)
+            if len(failed) == kinds:  # nothing behind can fit now
+                return left + queue[n + 1 :]
+            continue
+        found[index] = Estimate(replay.now)
+        run = waiting[index].run_seconds
+        replay.take(usage, None if run is None else replay.now + run)
+    return left
+
+
 def estimate_starts(
     groups: Sequence[ResourceGroupModel],
     running: Sequence[Running],
@@ -206,31 +253,11 @@ def estimate_starts(
 ) -> list[Estimate]:
     """One estimate per ``waiting`` workload (given in queue order), as the module says."""
     replay = _Replay(groups, running, now)
+    shapes = [_shape(w.requests) for w in waiting[:limit]]
     found: dict[int, Estimate] = {}
-    queue = list(range(min(len(waiting), limit)))
+    queue = list(range(len(shapes)))
     while queue:
-        left: list[int] = []
-        blocked = ""
-        for index in queue:
-            if blocked:
-                found[index] = Estimate(None, BEHIND_BLOCKED.format(why=blocked))
-                continue
-            try:
-                usage = _assign(groups, waiting[index].requests, replay.free)
-            except _NeverFitsError as never:
-                found[index] = Estimate(None, str(never))
-                blocked = str(never) if strict_fifo else ""
-                continue
-            if usage is None:
-                left.append(index)
-                if strict_fifo:
-                    left.extend(i for i in queue if i > index)
-                    break
-                continue
-            found[index] = Estimate(replay.now)
-            run = waiting[index].run_seconds
-            replay.take(usage, None if run is None else replay.now + run)
-        queue = left
+        queue = _walk(replay, waiting, shapes, queue, found, strict_fifo)
         if queue and not replay.advance():
             break
     unknown = Estimate(None, HELD_FOR_EVER)

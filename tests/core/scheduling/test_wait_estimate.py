@@ -8,6 +8,8 @@ test-bed).
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -193,3 +195,67 @@ def test_best_effort_is_no_bound_a_shorter_run_can_delay_a_start() -> None:
     real = [Running({("a", GPU): 1}, 5.0), Running({("a", GPU): 1}, 10.0)]
     assert _starts(estimate_starts(_gpus(("a", 2)), assumed, waiting, 0.0)) == [10.0, 20.0]
     assert _starts(estimate_starts(_gpus(("a", 2)), real, waiting, 0.0)) == [105.0, 5.0]
+
+
+def _naive(
+    groups: list[ResourceGroupModel], running: list[Running], waiting: list[Waiting], strict: bool
+) -> list[float | None]:
+    """The replay written plainly (every workload tried at every expected end), to compare with
+    the one that skips requests already found not to fit in a walk."""
+    free = {(f.name, r): n for g in groups for f in g.flavors for r, n in f.nominal.items()}
+    ends: list[tuple[float, Mapping[tuple[str, str], int]]] = [
+        (r.ends_at, r.usage) for r in running if r.ends_at is not None
+    ]
+    for r in running:
+        for fr, n in r.usage.items():
+            free[fr] -= n
+    now, starts = 0.0, dict[int, float]()
+    queue = list(range(len(waiting)))
+    while queue:
+        for index in list(queue):
+            wanted = waiting[index].requests
+            fits = [f for f in groups[0].flavors if all(free[(f.name, r)] >= a for r, a in wanted.items())]
+            if not fits:
+                if strict:
+                    break
+                continue
+            queue.remove(index)
+            starts[index] = now
+            taken = {(fits[0].name, r): a for r, a in wanted.items()}
+            for fr, n in taken.items():
+                free[fr] -= n
+            ends.append((now + (waiting[index].run_seconds or 0.0), taken))
+        later = [e for e in ends if e[0] > now]
+        if queue and not later:
+            break
+        now = min(e[0] for e in later) if later else now
+        for end, usage in [e for e in ends if e[0] <= now]:
+            ends.remove((end, usage))
+            for fr, n in usage.items():
+                free[fr] += n
+    return [starts.get(i) for i in range(len(waiting))]
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    st.lists(st.tuples(st.integers(1, 3), st.integers(0, 2), st.integers(1, 30)), max_size=6),
+    st.lists(st.tuples(st.integers(1, 3), st.integers(0, 2), st.integers(1, 30)), min_size=1, max_size=8),
+    st.booleans(),
+)
+def test_the_replay_is_the_plain_replay(
+    running: list[tuple[int, int, int]], pending: list[tuple[int, int, int]], strict: bool
+) -> None:
+    """Two flavors of GPUs and CPUs, requests of several sizes: the same starts as the plain replay."""
+    groups = [
+        ResourceGroupModel(
+            (GPU, "cpu"), (FlavorQuota("a", {GPU: 3, "cpu": 3}), FlavorQuota("b", {GPU: 3, "cpu": 3}))
+        )
+    ]
+    admitted, used = [], {("a", GPU): 0, ("a", "cpu"): 0}
+    for gpus, cpus, end in running:  # all on flavor a, within its quota
+        if used[("a", GPU)] + gpus <= 3 and used[("a", "cpu")] + cpus <= 3:
+            used = {("a", GPU): used[("a", GPU)] + gpus, ("a", "cpu"): used[("a", "cpu")] + cpus}
+            admitted.append(Running({("a", GPU): gpus, ("a", "cpu"): cpus}, float(end)))
+    waiting = [Waiting({GPU: g, "cpu": c}, float(t)) for g, c, t in pending]
+    got = _starts(estimate_starts(groups, admitted, waiting, 0.0, strict_fifo=strict))
+    assert got == _naive(groups, admitted, waiting, strict)
