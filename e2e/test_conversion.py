@@ -17,7 +17,6 @@ webhook is registered on the CRDs, which are cluster-wide.
 from __future__ import annotations
 
 import asyncio
-import base64
 from collections.abc import Iterator
 from typing import Any
 
@@ -25,7 +24,7 @@ import pytest
 
 from e2e.support.deploy import FIELD_MANAGER
 from e2e.support.served import Served, own_bed, start_controller, stop_controller
-from e2e.support.webhooks import on_loopback, register, shipped_configurations
+from e2e.support.webhooks import conversion_on_loopback, on_loopback, register, shipped_configurations
 from e2e.support.workloads import is_true
 from e2e.testbed import KubeClient, Testbed, api_path
 from e2e.testbed.clusters import Cluster
@@ -33,14 +32,12 @@ from e2e.testbed.kubeclient import ApiError
 from e2e.testbed.scenario import wait_for
 from e2e.testbed.spec import NodeSpec, TestbedSpec
 from reconciler.webhook.certmanager import CONVERSION_CRDS
-from reconciler.webhook.server import CONVERSION_PATH
 
 pytestmark = [pytest.mark.testbed, pytest.mark.timeout(300)]
 
 Obj = dict[str, Any]
 V1BETA1, V1BETA2 = "kueue.x-k8s.io/v1beta1", "kueue.x-k8s.io/v1beta2"
 SPEC = TestbedSpec(nodes=[NodeSpec(name="node-1")])
-CRDS = "apiextensions.k8s.io/v1"
 
 
 @pytest.fixture(scope="module")
@@ -59,9 +56,6 @@ def controller(bed: Testbed, tmp_path_factory: pytest.TempPathFactory) -> Iterat
     """`reconciler run` with its webhooks on loopback: the CRDs' conversion and the admission
     webhooks of Kueue's objects pointed at it."""
     served = start_controller(bed.kubeconfig, tmp_path_factory.mktemp("controller-conversion"), ["batch/job"])
-    assert served.ca_pem is not None
-    ca = base64.b64encode(served.ca_pem).decode()
-    url = f"https://127.0.0.1:{served.port}{CONVERSION_PATH}"
     kueue_hooks = [
         {**c, "webhooks": [w for w in c["webhooks"] if w["rules"][0]["apiGroups"] == ["kueue.x-k8s.io"]]}
         for c in shipped_configurations()
@@ -69,11 +63,8 @@ def controller(bed: Testbed, tmp_path_factory: pytest.TempPathFactory) -> Iterat
 
     async def point_at_loopback() -> None:
         async with KubeClient.from_kubeconfig(bed.kubeconfig) as kube:
-            for name in CONVERSION_CRDS:
-                config = {"service": None, "url": url, "caBundle": ca}  # merge patch: service out
-                webhook = {"conversionReviewVersions": ["v1"], "clientConfig": config}
-                patch = {"spec": {"conversion": {"strategy": "Webhook", "webhook": webhook}}}
-                await kube.patch(api_path(CRDS, "customresourcedefinitions", name=name), patch)
+            assert served.ca_pem is not None
+            await conversion_on_loopback(kube, CONVERSION_CRDS, served.port, served.ca_pem)
             await register(kube, on_loopback(kueue_hooks, served.port, served.ca_pem))
 
     asyncio.run(point_at_loopback())
