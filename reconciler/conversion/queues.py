@@ -8,8 +8,7 @@ strategy; the deprecated ``flavorFungibility`` values ``Preempt`` and ``Borrow``
 ``spec.concurrentAdmissionPolicy`` going down, v1beta1's ``status.pendingWorkloadsStatus`` and
 ``status.fairSharing.admissionFairSharingStatus`` (ClusterQueue and Cohort) going up.
 
-LocalQueue: ``status.flavorsUsage`` is v1beta1's ``status.flavorUsage``, moved both ways (Kueue
-moves it only going down and drops it going up; moving it back keeps a round trip whole);
+LocalQueue: ``status.flavorsUsage`` is v1beta1's ``status.flavorUsage``, moved both ways;
 v1beta1's ``status.flavors`` is dropped going up.
 """
 
