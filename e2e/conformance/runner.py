@@ -11,6 +11,7 @@ import yaml
 
 from e2e.conformance.groups import GroupNamed
 from e2e.conformance.kueue import (
+    KUEUE_CONVERSION_CRDS,
     LWS_WEBHOOK_GROUPS,
     WEBHOOK_GROUPS,
     KueueProcess,
@@ -48,9 +49,15 @@ from e2e.support.kuberay import enables_ray, install_kuberay_crds
 from e2e.support.lws import LwsProcess, enables_lws, install_lws_crds, lws_build, lws_webhooks
 from e2e.support.trainer import enables_trainjob, install_trainer_crds
 from e2e.support.upstream import UpstreamProcess
-from e2e.support.webhooks import on_loopback, shipped_configurations, wait_until_jobs_are_suspended
+from e2e.support.webhooks import (
+    conversion_on_loopback,
+    on_loopback,
+    shipped_configurations,
+    wait_until_jobs_are_suspended,
+)
 from e2e.testbed import ApiError, KubeClient, Testbed, api_path
 from e2e.testbed.spec import load_spec
+from reconciler.webhook.certmanager import CONVERSION_CRDS
 
 Implementation = Literal["kueue", "ours"]
 Snapshots = dict[str, dict[str, Any]]
@@ -393,6 +400,7 @@ async def _with_kueue(bed: Testbed, scenario: Scenario, workdir: Path) -> tuple[
                 build.webhooks, kueue.webhook_port, ca, _webhook_groups(scenario), pod_namespaces
             )
             await apply_objects(kube, hooks)
+            await conversion_on_loopback(kube, KUEUE_CONVERSION_CRDS, kueue.webhook_port, ca)
             await _webhooks_called(kube, pod_namespaces, scenario)
             return await _steps(kube, scenario), manager
         except BaseException as err:
@@ -456,6 +464,7 @@ async def _with_ours(bed: Testbed, scenario: Scenario, workdir: Path) -> tuple[S
             ca = bed.pki.ca_cert.read_bytes()
             hooks = our_webhooks(controller.webhook_port, ca, _webhook_groups(scenario), pod_namespaces)
             await apply_objects(kube, hooks)
+            await conversion_on_loopback(kube, CONVERSION_CRDS, controller.webhook_port, ca)
             await _webhooks_called(kube, pod_namespaces, scenario)
             return await _steps(kube, scenario), manager
         except BaseException as err:
