@@ -32,12 +32,14 @@ from e2e.testbed import ApiError, KubeClient, api_path
 
 __all__ = [
     "APPWRAPPER_API",
+    "APPWRAPPER_FRAMEWORK",
     "AppWrapperProcess",
     "appwrapper_build",
     "install_appwrapper_crds",
 ]
 
 APPWRAPPER_API = "workload.codeflare.dev/v1beta2"
+APPWRAPPER_FRAMEWORK = "workload.codeflare.dev/appwrapper"
 SYSTEM_NAMESPACE = "appwrapper-system"
 Obj = dict[str, Any]
 
