@@ -10,7 +10,9 @@ Job door leaves unsuspended and which gets no Workload: the AppWrapper is its co
 them in its pod template; the kube-scheduler places the pod on the GPU node with the claim
 allocated, the node simulator runs it. A second AppWrapper waits with Kueue's message; when the
 first's pod succeeds the AppWrapper controller ends it ``Succeeded``, its Workload finishes, and
-the second is admitted and started.
+the second is admitted and started. An AppWrapper whose Workload is deactivated while its pod runs
+is suspended with its podSetInfos cleared; the AppWrapper controller deletes its Job and the quota
+returns.
 The session test-bed has one GPU and the ClusterQueue one GPU of quota.
 """
 
@@ -212,3 +214,52 @@ async def test_an_appwrapped_gpu_job_runs_as_one_workload_and_the_next_waits_for
         "AppWrapper",
         "AppWrapper",
     ]
+
+
+@pytest.mark.asyncio
+async def test_an_evicted_appwrapper_is_suspended_its_pod_set_infos_cleared_and_its_job_deleted(
+    served: str, kube: KubeClient
+) -> None:
+    """The Workload deactivated while the AppWrapper's pod runs: evicted, the AppWrapper suspended
+    with its podSetInfos cleared (its components as created), the AppWrapper controller deletes
+    the Job and ends in the Suspended phase, the quota returns."""
+    namespace = served
+    created = appwrapper_body("long", namespace)
+    name = await create(kube, created)
+    await workload_where(kube, namespace, name, "Admitted", "True")
+    path = api_path(APPWRAPPER_API, "appwrappers", namespace, "long")
+
+    async def running() -> bool:
+        pods, _ = await kube.list_all(
+            api_path("v1", "pods", namespace), {"labelSelector": "workload.codeflare.dev/appwrapper=long"}
+        )
+        return any(p["status"].get("phase") == "Running" for p in pods)
+
+    await wait_for("the AppWrapper's pod to run", running, within=120, interval=0.5)
+    await kube.patch(api_path(KUEUE, "workloads", namespace, name), {"spec": {"active": False}})
+    evicted = await workload_where(kube, namespace, name, "Evicted", "True")
+    assert status_condition(evicted, "Evicted")["reason"] == "Deactivated"
+
+    async def suspended() -> Obj | None:
+        body = await kube.get(path)
+        return (
+            body
+            if body["spec"].get("suspend") and body.get("status", {}).get("phase") == "Suspended"
+            else None
+        )
+
+    stopped = await wait_for("the AppWrapper suspended", suspended, within=90, interval=0.5)
+    assert stopped["spec"]["components"] == created["spec"]["components"]
+    job_path = api_path("batch/v1", "jobs", namespace, "long-job")
+
+    async def job_gone() -> bool:
+        return await kube.get_or_none(job_path) is None
+
+    await wait_for("the AppWrapper controller to delete the Job", job_gone, within=90, interval=0.5)
+
+    async def released() -> bool:
+        cq = await kube.get(api_path(KUEUE, "clusterqueues", name=f"cq-{namespace}"))
+        usage = (cq.get("status") or {}).get("flavorsUsage") or []
+        return all(r["total"] in ("0", 0) for f in usage for r in f["resources"])
+
+    await wait_for("the quota to be released", released, within=60, interval=0.3)
