@@ -29,6 +29,9 @@
 # --kuberay builds KubeRay's ray-operator (main.go of github.com/ray-project/kuberay/ray-operator@
 # $KUBERAY_VERSION) and copies its CRDs, for e2e/test_controller_ray.py and the ray conformance
 # scenarios.
+# --appwrapper builds the AppWrapper controller (cmd/main.go of github.com/project-codeflare/appwrapper@
+# $APPWRAPPER_VERSION, the version Kueue v0.18.1's go.mod pins) and copies its CRD and webhook
+# manifests, for e2e/test_controller_appwrapper.py.
 #
 # --kueuectl builds Kueue's kubectl plugin (cmd/kueuectl of sigs.k8s.io/kueue@$KUEUE_VERSION, the
 # module hash checked as for --kueue), and kubectl of the control plane's Kubernetes module build,
@@ -51,6 +54,7 @@ with_lws=0
 with_kubeflow=0
 with_trainer=0
 with_kuberay=0
+with_appwrapper=0
 with_kueuectl=0
 with_node=0
 with_kueue_perf=0
@@ -62,10 +66,11 @@ for arg in "$@"; do
     --kubeflow) with_kubeflow=1 ;;
     --trainer) with_trainer=1 ;;
     --kuberay) with_kuberay=1 ;;
+    --appwrapper) with_appwrapper=1 ;;
     --kueuectl) with_kueuectl=1 ;;
     --node) with_node=1 ;;
     --kueue-perf) with_kueue_perf=1 ;;
-    *) echo "usage: $0 [--kueue] [--jobset] [--lws] [--kubeflow] [--trainer] [--kuberay] [--kueuectl] [--kueue-perf] [--node]" >&2; exit 2 ;;
+    *) echo "usage: $0 [--kueue] [--jobset] [--lws] [--kubeflow] [--trainer] [--kuberay] [--appwrapper] [--kueuectl] [--kueue-perf] [--node]" >&2; exit 2 ;;
   esac
 done
 
@@ -88,6 +93,7 @@ training_operator_dir="$cache/training-operator-$TRAINING_OPERATOR_VERSION"
 mpi_operator_dir="$cache/mpi-operator-$MPI_OPERATOR_VERSION"
 trainer_dir="$cache/trainer-$TRAINER_VERSION"
 kuberay_dir="$cache/kuberay-$KUBERAY_VERSION"
+appwrapper_dir="$cache/appwrapper-$APPWRAPPER_VERSION"
 kueuectl_dir="$cache/kueuectl-$KUEUE_VERSION"
 containerd_dir="$cache/containerd-$CONTAINERD_VERSION"
 cri_tools_dir="$cache/cri-tools-$CRI_TOOLS_VERSION"
@@ -598,6 +604,38 @@ build_kuberay() {
   log "kuberay: done ($kuberay_dir/bin/ray-operator)"
 }
 
+# The AppWrapper controller of github.com/project-codeflare/appwrapper (its main package is
+# cmd/), with its AppWrapper CRD and webhook manifests (the tests run it with its webhooks off:
+# e2e/support/appwrapper.py says why).
+build_appwrapper() {
+  if [[ -x "$appwrapper_dir/bin/appwrapper" && -d "$appwrapper_dir/crds" && -d "$appwrapper_dir/webhook" ]]; then
+    log "appwrapper $APPWRAPPER_VERSION: cached in $appwrapper_dir"
+    return
+  fi
+  log "appwrapper $APPWRAPPER_VERSION: downloading the Go module"
+  local scratch info dir
+  scratch=$(mktemp -d)
+  info=$(cd "$scratch" && GOFLAGS= go mod download -json "github.com/project-codeflare/appwrapper@$APPWRAPPER_VERSION")
+  rmdir "$scratch"
+  dir=$(sed -n 's/^[[:space:]]*"Dir": "\(.*\)",$/\1/p' <<<"$info")
+  [[ -f "$dir/cmd/main.go" ]] || { log "appwrapper: no cmd/main.go in the module ($dir)"; exit 1; }
+  rm -rf "$appwrapper_dir/src"
+  mkdir -p "$appwrapper_dir/src" "$appwrapper_dir/bin"
+  cp -r "$dir/." "$appwrapper_dir/src/"
+  chmod -R u+w "$appwrapper_dir/src"
+  cd "$appwrapper_dir/src"
+  log "appwrapper: compiling its controller"
+  go build -v -trimpath -ldflags "-s -w" -o "$appwrapper_dir/bin/appwrapper.tmp" ./cmd 2>&1 | progress appwrapper
+  mv "$appwrapper_dir/bin/appwrapper.tmp" "$appwrapper_dir/bin/appwrapper"
+  rm -rf "$appwrapper_dir/crds" "$appwrapper_dir/webhook"
+  mkdir -p "$appwrapper_dir/crds" "$appwrapper_dir/webhook"
+  cp config/crd/bases/workload.codeflare.dev_appwrappers.yaml "$appwrapper_dir/crds/"
+  cp config/webhook/manifests.yaml "$appwrapper_dir/webhook/manifests.yaml"
+  cd "$appwrapper_dir"
+  rm -rf "$appwrapper_dir/src"
+  log "appwrapper: done ($appwrapper_dir/bin/appwrapper)"
+}
+
 # kueuectl (cmd/kueuectl of Kueue's module, the same version and module hash as --kueue), built
 # from a copy of the module with the TrainJob integration dropped (kueuectl links the integrations'
 # registry and needs none of them; build_kueue, whose manager the conformance scenarios record,
@@ -699,6 +737,7 @@ if [[ $with_kubeflow == 1 ]]; then
 fi
 if [[ $with_trainer == 1 ]]; then timed "trainer" build_trainer; fi
 if [[ $with_kuberay == 1 ]]; then timed "kuberay" build_kuberay; fi
+if [[ $with_appwrapper == 1 ]]; then timed "appwrapper" build_appwrapper; fi
 if [[ $with_kueuectl == 1 ]]; then timed "kueuectl" build_kueuectl; fi
 if [[ $with_kueue_perf == 1 ]]; then timed "kueue-perf" build_kueue_perf; fi
 if [[ $with_node == 1 ]]; then

@@ -122,6 +122,7 @@ def controller(testbed: Testbed, tmp_path_factory: pytest.TempPathFactory) -> It
 # parallel workers finish together rather than one of them starting conformance last.
 LONGEST_FIRST = (
     "e2e/test_conformance.py",
+    "e2e/test_conformance_second.py",
     "e2e/test_controller_faults.py",
     "e2e/test_real_kubelet.py",
     "e2e/test_controller_ha.py",

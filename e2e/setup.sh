@@ -11,13 +11,14 @@
 #   4. with --node: a real node's parts (e2e/kubelet/): Debian's runc, containernetworking-plugins,
 #      busybox-static, iptables and iproute2 (as root, where missing), and build-binaries.sh --node (kubelet,
 #      containerd, crictl; cached).
-# Options (e2e/test.sh passes --image --node --jobset --lws --trainer --kuberay --kueuectl --kueue --kubeflow): --jobset builds JobSet's manager for
+# Options (e2e/test.sh passes --image --node --jobset --lws --trainer --kuberay --appwrapper --kueuectl --kueue --kubeflow): --jobset builds JobSet's manager for
 # e2e/test_controller_jobset.py (build-binaries.sh --jobset; cached by version); --lws builds
 # LeaderWorkerSet's manager for e2e/test_controller_lws.py (build-binaries.sh --lws; cached by
 # version); --trainer builds Kubeflow Trainer's manager for e2e/test_controller_trainjob.py and the
 # trainjob conformance scenario (build-binaries.sh --trainer; cached by version); --kuberay builds
 # KubeRay's ray-operator for e2e/test_controller_ray.py (build-binaries.sh --kuberay; cached by
-# version); --kueuectl builds Kueue's kubectl plugin and kubectl for
+# version); --appwrapper builds the AppWrapper controller for e2e/test_controller_appwrapper.py
+# (build-binaries.sh --appwrapper; cached by version); --kueuectl builds Kueue's kubectl plugin and kubectl for
 # e2e/test_visibility.py (build-binaries.sh --kueuectl; cached by version); --kubeflow builds the
 # training-operator v1 and mpi-operator managers for e2e/test_controller_kubeflow.py
 # (build-binaries.sh --kubeflow; cached by version); --kueue also builds Kueue's manager (for
@@ -59,9 +60,9 @@ binaries_args=()
 with_image=0
 for arg in "$@"; do
   case "$arg" in
-    --kueue | --kueue-perf | --jobset | --lws | --trainer | --kuberay | --kueuectl | --kubeflow | --node) binaries_args+=("$arg") ;;
+    --kueue | --kueue-perf | --jobset | --lws | --trainer | --kuberay | --appwrapper | --kueuectl | --kubeflow | --node) binaries_args+=("$arg") ;;
     --image) with_image=1 ;;
-    *) log "usage: $0 [--kueue] [--kueue-perf] [--jobset] [--lws] [--trainer] [--kuberay] [--kueuectl] [--kubeflow] [--image] [--node]"; exit 2 ;;
+    *) log "usage: $0 [--kueue] [--kueue-perf] [--jobset] [--lws] [--trainer] [--kuberay] [--appwrapper] [--kueuectl] [--kubeflow] [--image] [--node]"; exit 2 ;;
   esac
 done
 if [[ " ${binaries_args[*]} " == *" --node "* ]]; then

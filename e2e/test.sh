@@ -51,11 +51,12 @@ echo "== set-up (docs/setup.md, plus Docker and a real node's parts for the imag
 # --jobset, --lws, --trainer, --kuberay: the real JobSet, LeaderWorkerSet, Kubeflow Trainer and
 # KubeRay controllers of e2e/test_controller_jobset.py, e2e/test_controller_lws.py,
 # e2e/test_controller_trainjob.py and e2e/test_controller_ray.py, --kubeflow: the
-# training-operator and mpi-operator of e2e/test_controller_kubeflow.py (built once, cached by
+# training-operator and mpi-operator of e2e/test_controller_kubeflow.py, --appwrapper: the AppWrapper
+# controller of e2e/test_controller_appwrapper.py (built once, cached by
 # version outside the repository); --kueuectl: Kueue's kubectl plugin and kubectl; --kueue: Kueue's
 # manager, the MultiKueue manager of e2e/test_multikueue.py (the conformance scenarios still
 # compare with the recordings).
-e2e/setup.sh --image --node --jobset --lws --trainer --kuberay --kueuectl --kueue --kubeflow
+e2e/setup.sh --image --node --jobset --lws --trainer --kuberay --appwrapper --kueuectl --kueue --kubeflow
 
 echo "== lint and types"
 phase "lint: ruff check" .venv/bin/ruff check .

@@ -122,7 +122,7 @@ async def test_kueues_shipped_configuration_starts_the_controller_naming_what_it
     assert set(frameworks) <= KNOWN_FRAMEWORKS
     missing = sorted(set(frameworks) - set(REGISTRATIONS))
     assert "batch/job" in frameworks
-    assert missing, "the shipped file enables frameworks this build lacks (rayservice, appwrapper)"
+    assert missing, "the shipped file enables a framework this build lacks (rayservice)"
     await install_crds(kube)
     # The controller's own namespace (its pod's) is one whose jobs it leaves alone, as Kueue's.
     system = f"{namespace}-system"

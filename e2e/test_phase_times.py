@@ -15,6 +15,10 @@ from e2e.support.phase_times import phase_of
 def test_each_file_is_labelled_by_its_phase() -> None:
     assert phase_of("tests/core/test_ledger.py") == "unit tests (tests/)"
     assert phase_of("e2e/test_conformance.py") == "conformance (e2e/test_conformance.py)"
+    assert phase_of("e2e/test_conformance_second.py") == (
+        "conformance, second half (e2e/test_conformance_second.py)"
+    )
+    assert phase_of("e2e/test_conformance_parts.py") == "end-to-end: e2e/test_conformance_parts.py"
     assert phase_of("e2e/test_deploy.py") == "end-to-end: e2e/test_deploy.py"
 
 

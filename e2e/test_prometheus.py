@@ -291,6 +291,21 @@ async def dashboard_and_alerts_evaluate(http: aiohttp.ClientSession, prometheus:
         return [s["metric"]["cluster_queue"] for s in await query(http, prometheus, p50)] == ["p3-dra-cq"]
 
     await wait_for("the admission wait panel to show p3-dra-cq", has_p3_dra_cq, within=30)
+    # The estimated-wait panel: job A has no maximum execution time and p3-dra-cq no finished
+    # workload yet, so job B is counted as a pending workload without an estimate.
+    (unknown,) = [
+        e for t, e in dashboard_expressions() if t.startswith("Estimated wait") and "without_estimate" in e
+    ]
+
+    async def one_without_estimate() -> bool:
+        series = await query(http, prometheus, unknown)
+        return [(s["metric"]["cluster_queue"], s["value"][1]) for s in series if s["value"][1] != "0"] == [
+            ("p3-dra-cq", "1")
+        ]
+
+    await wait_for(
+        "the estimated-wait panel to count job B without an estimate", one_without_estimate, within=30
+    )
 
 
 @pytest.mark.asyncio

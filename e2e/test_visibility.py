@@ -17,11 +17,14 @@ the one before it finishes); ``kueuectl list clusterqueue`` and
 list and back; requests without the front proxy's certificate (401), with a client certificate of
 another CA (refused in the TLS handshake), and by users without the permission (403 from the
 controller's SubjectAccessReview, and from the API server for the shipped roles) are refused.
+Beyond Kueue: Jobs of a known run time get an estimated start (draQuotaEstimatedStart) that
+kueuectl reads past, and start within the bound docs/visibility.md states.
 """
 
 from __future__ import annotations
 
 import asyncio
+import itertools
 import json
 import re
 import ssl
@@ -43,6 +46,7 @@ from e2e.testbed import KubeClient, Testbed, api_path
 from e2e.testbed.kubeclient import ApiError
 from e2e.testbed.paths import cache_dir, read_versions
 from e2e.testbed.scenario import wait_for
+from reconciler.api.times import epoch
 
 pytestmark = [pytest.mark.testbed, pytest.mark.timeout(300)]
 
@@ -520,3 +524,96 @@ async def test_requests_without_the_front_proxy_or_the_permission_are_refused(
 
     await wait_for("the LocalQueue viewer to read its LocalQueue", lq_readable, within=30)
     assert await as_user(path) == 403
+
+
+# --- beyond Kueue: the estimated start -----------------------------------------------------------
+
+RUN_SECONDS = 5
+
+
+def _sleep_job(namespace: str, name: str) -> Obj:
+    """A 1-CPU Job whose pod runs RUN_SECONDS on the test-bed's node simulator."""
+    container = {
+        "name": "c",
+        "image": "busybox",
+        "command": ["true"],
+        "resources": {"requests": {"cpu": "1"}},
+    }
+    return {
+        "apiVersion": "batch/v1",
+        "kind": "Job",
+        "metadata": {"name": name, "namespace": namespace, "labels": {"kueue.x-k8s.io/queue-name": "a"}},
+        "spec": {
+            "suspend": True,
+            "template": {
+                "metadata": {"annotations": {"testbed.dra-quota.dev/run-seconds": str(RUN_SECONDS)}},
+                "spec": {"restartPolicy": "Never", "containers": [container]},
+            },
+        },
+    }
+
+
+async def _by_job(kube: KubeClient, namespace: str) -> dict[str, Obj]:
+    items, _ = await kube.list_all(api_path(KUEUE, "workloads", namespace))
+    return {
+        w["metadata"]["ownerReferences"][0]["name"]: w for w in items if w["metadata"].get("ownerReferences")
+    }
+
+
+def _since(workload: Obj, kind: str) -> float | None:
+    found = next((c for c in workload.get("status", {}).get("conditions") or [] if c["type"] == kind), None)
+    if found is None or found["status"] != "True":
+        return None
+    return epoch(found["lastTransitionTime"])
+
+
+async def _all_true(kube: KubeClient, namespace: str, jobs: list[str], kind: str) -> dict[str, Obj] | None:
+    workloads = await _by_job(kube, namespace)
+    return workloads if all(j in workloads and _since(workloads[j], kind) for j in jobs) else None
+
+
+@pytest.mark.asyncio
+async def test_estimated_starts_are_within_the_stated_bound(
+    visible: ControllerProcess, kube: KubeClient, namespace: str, queue: str, testbed: Testbed
+) -> None:
+    """Jobs of a known run time, one at a time on one CPU: once one has finished (the observed
+    median), the pending ones carry draQuotaEstimatedStart through the API server, kueuectl still
+    reads the list, and each starts within (k + 1) * d of its estimate (docs/visibility.md), d the
+    largest gap between what a workload ahead really held the CPU for and the median."""
+    jobs = api_path("batch/v1", "jobs", namespace)
+    await kube.create(jobs, _sleep_job(namespace, "warm"))
+    done = await wait_for(
+        "warm finished", lambda: _all_true(kube, namespace, ["warm"], "Finished"), within=90
+    )
+    warm = done["warm"]
+    median = (_since(warm, "Finished") or 0.0) - (_since(warm, "Admitted") or 0.0)
+    await kube.create(jobs, _sleep_job(namespace, "r"))
+    await wait_for("r admitted", lambda: _all_true(kube, namespace, ["r"], "Admitted"), within=30)
+    for name in ("p1", "p2"):
+        await kube.create(jobs, _sleep_job(namespace, name))
+        await asyncio.sleep(1.1)  # creation times a second apart: p1 ahead of p2
+
+    async def estimated() -> list[Obj] | None:
+        items: list[Obj] = (await _kubectl_raw(testbed, _pending_path("v1beta2", queue)))["items"]
+        return items if len(items) == 2 and all("draQuotaEstimatedStart" in i for i in items) else None
+
+    items = await wait_for("two pending workloads with estimates", estimated, within=30)
+    owners = [i["metadata"]["ownerReferences"][0]["name"] for i in items]
+    assert owners == ["p1", "p2"]
+    estimates = [epoch(i["draQuotaEstimatedStart"]) or 0.0 for i in items]
+    table = _table(await _kueuectl_run(testbed, "list", "workload", "-n", namespace))
+    assert sorted(row["POSITION IN QUEUE"] for row in table if row["POSITION IN QUEUE"]) == ["0", "1"], table
+
+    admitted = await wait_for(
+        "p1 and p2 admitted", lambda: _all_true(kube, namespace, ["r", "p1", "p2"], "Admitted"), within=90
+    )
+    starts = [_since(admitted[j], "Admitted") or 0.0 for j in ("r", "p1", "p2")]
+    held = [b - a for a, b in itertools.pairwise(starts)]  # r's and p1's time on the CPU
+    d = max(abs(h - median) for h in held)
+    report = f"median {median}, estimates {estimates}, starts {starts[1:]}, held {held}, d {d}"
+    for k, (estimate, start) in enumerate(zip(estimates, starts[1:], strict=True)):
+        # (k + 1) * d, and a second for the times' resolution.
+        assert abs(start - estimate) <= (k + 1) * d + 1, report
+    # The estimate is of use: off by seconds when runs are known (the controller's reaction included).
+    assert d <= 5, report
+    print(report)

@@ -35,6 +35,12 @@ Obj = dict[str, Any]
 WEBHOOK_GROUPS = frozenset({"batch", "kueue.x-k8s.io"})
 # with the leaderworkerset framework also those of the sets and of their pods (core: "")
 LWS_WEBHOOK_GROUPS = WEBHOOK_GROUPS | {"leaderworkerset.x-k8s.io", ""}
+# The CRDs whose v1beta1 Kueue converts with its webhook (its config/components/crd patches
+# webhook_in_*.yaml; the CRDs of the build carry no conversion, so the runner adds it on loopback)
+KUEUE_CONVERSION_CRDS = tuple(
+    f"{plural}.kueue.x-k8s.io"
+    for plural in ("clusterqueues", "cohorts", "localqueues", "workloads", "multikueueclusters")
+)
 
 
 @dataclass(frozen=True)

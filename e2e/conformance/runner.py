@@ -11,6 +11,7 @@ import yaml
 
 from e2e.conformance.groups import GroupNamed
 from e2e.conformance.kueue import (
+    KUEUE_CONVERSION_CRDS,
     LWS_WEBHOOK_GROUPS,
     WEBHOOK_GROUPS,
     KueueProcess,
@@ -20,12 +21,14 @@ from e2e.conformance.kueue import (
 from e2e.conformance.podhooks import create_namespaces, is_pod_hook, scoped_to, wait_until_pods_are_gated
 from e2e.conformance.scenario import Scenario, Wait
 from e2e.conformance.snapshot import KUEUE, take_snapshot
+from e2e.conformance.snapshot_appwrapper import enables_appwrapper, take_appwrapper_snapshot
 from e2e.conformance.snapshot_fair import enables_fair_sharing, take_fair_snapshot
 from e2e.conformance.snapshot_jobset import take_jobset_snapshot
 from e2e.conformance.snapshot_kubeflow import take_kubeflow_snapshot
 from e2e.conformance.snapshot_pods import enables_pods, take_pod_snapshot
 from e2e.conformance.snapshot_serving import enables_serving, take_serving_snapshot
 from e2e.conformance.upstreams import Upstream, start_trainer
+from e2e.support.appwrapper import install_appwrapper_crds
 from e2e.support.deploy import (
     ControllerProcess,
     Discovery,
@@ -48,9 +51,15 @@ from e2e.support.kuberay import enables_ray, install_kuberay_crds
 from e2e.support.lws import LwsProcess, enables_lws, install_lws_crds, lws_build, lws_webhooks
 from e2e.support.trainer import enables_trainjob, install_trainer_crds
 from e2e.support.upstream import UpstreamProcess
-from e2e.support.webhooks import on_loopback, shipped_configurations, wait_until_jobs_are_suspended
+from e2e.support.webhooks import (
+    conversion_on_loopback,
+    on_loopback,
+    shipped_configurations,
+    wait_until_jobs_are_suspended,
+)
 from e2e.testbed import ApiError, KubeClient, Testbed, api_path
 from e2e.testbed.spec import load_spec
+from reconciler.webhook.certmanager import CONVERSION_CRDS
 
 Implementation = Literal["kueue", "ours"]
 Snapshots = dict[str, dict[str, Any]]
@@ -97,12 +106,14 @@ def _webhook_groups(scenario: Scenario) -> frozenset[str]:
         groups = LWS_WEBHOOK_GROUPS
     if enables_jobset(configuration):
         groups |= {"jobset.x-k8s.io"}
+    if enables_appwrapper(configuration):
+        groups |= {"workload.codeflare.dev"}
     return groups
 
 
 async def _install_integration_crds(kube: KubeClient, scenario: Scenario) -> None:
-    """JobSet's, LeaderWorkerSet's, Kubeflow's and KubeRay's CRDs where the scenario enables them (before a
-    manager starts, so its integration is set up)."""
+    """JobSet's, LeaderWorkerSet's, Kubeflow's, KubeRay's and AppWrapper's CRDs where the scenario
+    enables them (before a manager starts, so its integration is set up)."""
     if enables_jobset(scenario.configuration):
         await install_jobset_crds(kube)
     if enables_trainjob(scenario.configuration):
@@ -113,6 +124,8 @@ async def _install_integration_crds(kube: KubeClient, scenario: Scenario) -> Non
         await install_kubeflow_crds(kube)
     if enables_ray(scenario.configuration):
         await install_kuberay_crds(kube)
+    if enables_appwrapper(scenario.configuration):
+        await install_appwrapper_crds(kube)
 
 
 async def _start_upstream(
@@ -298,6 +311,8 @@ async def _snapshot(kube: KubeClient, scenario: Scenario, within: float = 30.0) 
         take = take_jobset_snapshot
     elif enables_kubeflow(scenario.configuration):
         take = take_kubeflow_snapshot
+    elif enables_appwrapper(scenario.configuration):
+        take = take_appwrapper_snapshot
     loop = asyncio.get_running_loop()
     deadline = loop.time() + within
     while True:
@@ -393,6 +408,7 @@ async def _with_kueue(bed: Testbed, scenario: Scenario, workdir: Path) -> tuple[
                 build.webhooks, kueue.webhook_port, ca, _webhook_groups(scenario), pod_namespaces
             )
             await apply_objects(kube, hooks)
+            await conversion_on_loopback(kube, KUEUE_CONVERSION_CRDS, kueue.webhook_port, ca)
             await _webhooks_called(kube, pod_namespaces, scenario)
             return await _steps(kube, scenario), manager
         except BaseException as err:
@@ -456,6 +472,7 @@ async def _with_ours(bed: Testbed, scenario: Scenario, workdir: Path) -> tuple[S
             ca = bed.pki.ca_cert.read_bytes()
             hooks = our_webhooks(controller.webhook_port, ca, _webhook_groups(scenario), pod_namespaces)
             await apply_objects(kube, hooks)
+            await conversion_on_loopback(kube, CONVERSION_CRDS, controller.webhook_port, ca)
             await _webhooks_called(kube, pod_namespaces, scenario)
             return await _steps(kube, scenario), manager
         except BaseException as err:

@@ -3,7 +3,7 @@
 
 Appends one `label<TAB>seconds` line per phase to that file when the session ends: collection,
 the unit tests (tests/) as one phase, each end-to-end test file (e2e/) as its own, the
-conformance scenarios (e2e/test_conformance.py) apart. A file's time is the wall time of its
+conformance scenarios (their two halves) apart. A file's time is the wall time of its
 tests including their fixtures' set-up and teardown, so the session test-bed's start is
 counted in the first file that uses it and its stop in the last test's file.
 """
@@ -26,6 +26,8 @@ def phase_of(path: str) -> str:
         return "unit tests (tests/)"
     if path.startswith("e2e/test_conformance.py"):
         return "conformance (e2e/test_conformance.py)"
+    if path.startswith("e2e/test_conformance_second.py"):
+        return "conformance, second half (e2e/test_conformance_second.py)"
     return f"end-to-end: {path}"
 
 

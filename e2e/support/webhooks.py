@@ -29,6 +29,7 @@ __all__ = [
     "ADMISSION",
     "QUEUE_LABEL",
     "configuration_path",
+    "conversion_on_loopback",
     "loopback_certificate",
     "on_loopback",
     "queue_job",
@@ -128,6 +129,20 @@ async def unregister(kube: KubeClient, configurations: Iterable[Obj]) -> None:
         except ApiError as err:
             if err.status != 404:
                 raise
+
+
+async def conversion_on_loopback(kube: KubeClient, crds: Iterable[str], port: int, ca_pem: bytes) -> None:
+    """The conversion webhook of each named CRD called at https://127.0.0.1:<port>/convert, trusting
+    ``ca_pem`` (a shipped CRD's ``service`` replaced; one without a conversion webhook given one)."""
+    config = {
+        "service": None,
+        "url": f"https://127.0.0.1:{port}/convert",
+        "caBundle": base64.b64encode(ca_pem).decode(),
+    }
+    webhook = {"conversionReviewVersions": ["v1"], "clientConfig": config}
+    patch = {"spec": {"conversion": {"strategy": "Webhook", "webhook": webhook}}}
+    for name in crds:
+        await kube.patch(api_path("apiextensions.k8s.io/v1", "customresourcedefinitions", name=name), patch)
 
 
 def loopback_certificate(cert_dir: Path) -> CertBundle:

@@ -8,6 +8,7 @@ from urllib.parse import quote
 __all__ = [
     "CLUSTER_QUEUES",
     "COHORTS",
+    "CUSTOM_RESOURCE_DEFINITIONS",
     "DEVICE_CLASSES",
     "EVENTS",
     "JOBS",
@@ -109,6 +110,10 @@ SECRETS = Resource("", "v1", "secrets", "Secret", namespaced=True)
 TOKEN_REVIEWS = Resource("authentication.k8s.io", "v1", "tokenreviews", "TokenReview", namespaced=False)
 SUBJECT_ACCESS_REVIEWS = Resource(
     "authorization.k8s.io", "v1", "subjectaccessreviews", "SubjectAccessReview", namespaced=False
+)
+# Read and patched by name only: the conversion webhook's CA bundle in Kueue's converted CRDs.
+CUSTOM_RESOURCE_DEFINITIONS = Resource(
+    "apiextensions.k8s.io", "v1", "customresourcedefinitions", "CustomResourceDefinition", namespaced=False
 )
 MUTATING_WEBHOOK_CONFIGURATIONS = Resource(
     "admissionregistration.k8s.io",

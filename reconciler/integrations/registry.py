@@ -16,7 +16,7 @@ from typing import Protocol
 from reconciler.config_sections.fields import ConfigError
 from reconciler.config_sections.frameworks import KNOWN_FRAMEWORKS
 
-from . import batchjob, jobset, kubeflow, lws, pods, ray, trainjob
+from . import appwrapper, batchjob, jobset, kubeflow, lws, pods, ray, trainjob
 from .apps import STATEFULSET_REGISTRATION, deployment
 from .base import Integration
 from .registration import Registration
@@ -82,6 +82,7 @@ register(kubeflow.mpijob.REGISTRATION)
 register(ray.RAYCLUSTER_REGISTRATION)
 register(ray.RAYJOB_REGISTRATION)
 register(trainjob.REGISTRATION)
+register(appwrapper.REGISTRATION)
 register(deployment.REGISTRATION)
 register(STATEFULSET_REGISTRATION)
 

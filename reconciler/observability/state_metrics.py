@@ -61,6 +61,11 @@ class ClusterQueueSample:
     pending_requests: dict[str, float] = field(default_factory=dict)
     # Preempting heads skipped in the last admission cycle that skipped any (None: never).
     preemption_skips: int | None = None
+    # The estimated waits (seconds from now): "head" (the first in queue order) and
+    # "last_estimated" (the latest estimated start); each absent without an estimate.
+    estimated_wait: Mapping[str, float] = field(default_factory=dict)
+    # Pending workloads that get no estimate (their quota held by workloads of unknown run time...).
+    without_estimate: int = 0
 
 
 @dataclass(frozen=True, slots=True)
@@ -149,6 +154,27 @@ class StateCollector(Collector):
         yield from _watch_families(snap)
         yield from _device_class_families(snap.device_classes if snap else [])
         yield _multikueue_family(snap.multikueue if snap else {})
+        yield from _estimate_families(snap.cluster_queues if snap else [])
+
+
+def _estimate_families(cqs: list[ClusterQueueSample]) -> Iterator[GaugeMetricFamily]:
+    wait = GaugeMetricFamily(
+        "dra_quota_pending_workloads_estimated_wait_seconds",
+        "Estimated wait until a pending workload of the 'cluster_queue' starts (docs/visibility.md): "
+        "'workload' head (the first in queue order) or last_estimated (the latest estimated start)",
+        labels=["cluster_queue", "workload"],
+    )
+    unknown = GaugeMetricFamily(
+        "dra_quota_pending_workloads_without_estimate",
+        "Pending workloads of the 'cluster_queue' with no wait estimate (the visibility API's "
+        "draQuotaNoEstimate says why)",
+        labels=["cluster_queue"],
+    )
+    for cq in cqs:
+        for which, seconds in sorted(cq.estimated_wait.items()):
+            wait.add_metric([cq.name, which], seconds)
+        unknown.add_metric([cq.name], cq.without_estimate)
+    yield from (wait, unknown)
 
 
 def _multikueue_family(counts: Mapping[tuple[str, str, str], int]) -> GaugeMetricFamily:

@@ -11,7 +11,9 @@ Kueue counts positions in a LocalQueue, on the ClusterQueue's list, by LocalQueu
 (two namespaces' LocalQueues of one name share a count there); this does the same.
 
 Beyond Kueue, each item may carry ``pendingReason``: the message of the Workload's QuotaReserved
-condition (why it waits), a field Kueue's clients ignore.
+condition (why it waits), and either ``draQuotaEstimatedStart`` (when it is expected to start, RFC
+3339; core.scheduling.wait_estimate) or ``draQuotaNoEstimate`` (why there is no estimate): fields
+Kueue's clients ignore, the last two under the project's prefix so no Kueue field can clash.
 """
 
 from __future__ import annotations
@@ -58,6 +60,8 @@ class PendingEntry:
     created: str | None  # the Workload's metadata.creationTimestamp
     owners: tuple[OwnerRef, ...] = ()
     reason: str = ""  # its QuotaReserved condition's message, when it has one
+    estimated_start: str | None = None  # RFC 3339, when an estimate was made
+    no_estimate: str = ""  # why there is none
 
 
 @dataclass(frozen=True, slots=True)
@@ -108,6 +112,10 @@ def _item(entry: PendingEntry, in_cluster_queue: int, in_local_queue: int) -> di
     }
     if entry.reason:
         item["pendingReason"] = entry.reason
+    if entry.estimated_start is not None:
+        item["draQuotaEstimatedStart"] = entry.estimated_start
+    elif entry.no_estimate:
+        item["draQuotaNoEstimate"] = entry.no_estimate
     return item
 
 

@@ -11,8 +11,9 @@ Every replica runs it (the webhooks answer on every replica, leader or not). Eac
    server reloads them without a restart);
 3. patch ``caBundle`` into every webhook of ``<base>-mutating-webhook-configuration`` and
    ``<base>-validating-webhook-configuration`` (``<base>``: the service name without
-   ``-webhook-service``, as Kueue names them) where it differs, with a JSON patch that tests the
-   resourceVersion first.
+   ``-webhook-service``, as Kueue names them), and into the conversion webhook of each converted
+   CRD (``CONVERSION_CRDS``, as Kueue's certificate controller does), where it differs, with a JSON
+   patch that tests the resourceVersion first.
 
 Rounds repeat every ``check_interval`` (a configuration re-created without its bundle, a Secret
 renewed by another replica are caught then), sooner with backoff after a failure. Keys are made
@@ -34,21 +35,37 @@ import msgspec
 import structlog
 
 from reconciler.api.resources import (
+    CUSTOM_RESOURCE_DEFINITIONS,
     MUTATING_WEBHOOK_CONFIGURATIONS,
     SECRETS,
     VALIDATING_WEBHOOK_CONFIGURATIONS,
+    Resource,
 )
 from reconciler.kube import Backoff, Conflict, Invalid, KubeClient, KubeError, NotFound
 
 from .certs import RENEW_BEFORE, CertBundle, KeyPair, issue_serving, new_bundle, renewal_reason
 
-__all__ = ["CA_FILE", "CERT_FILE", "KEY_FILE", "CertManager", "CertSettings", "write_cert_dir"]
+__all__ = [
+    "CA_FILE",
+    "CERT_FILE",
+    "CONVERSION_CRDS",
+    "KEY_FILE",
+    "CertManager",
+    "CertSettings",
+    "write_cert_dir",
+]
 
 log = structlog.get_logger(__name__)
 
 CERT_FILE, KEY_FILE, CA_FILE = "tls.crt", "tls.key", "ca.crt"
 WEBHOOK_CONFIGURATIONS = (MUTATING_WEBHOOK_CONFIGURATIONS, VALIDATING_WEBHOOK_CONFIGURATIONS)
+INJECTED = (*WEBHOOK_CONFIGURATIONS, CUSTOM_RESOURCE_DEFINITIONS)  # where the CA bundle goes
 _KIND_WORD = {MUTATING_WEBHOOK_CONFIGURATIONS: "mutating", VALIDATING_WEBHOOK_CONFIGURATIONS: "validating"}
+# Kueue's CRDs whose v1beta1 is converted by this controller's webhook (spec.conversion.strategy
+# Webhook in manifests/crds/; the others read the same in both versions).
+CONVERSION_CRDS = tuple(
+    f"{plural}.kueue.x-k8s.io" for plural in ("clusterqueues", "cohorts", "localqueues", "workloads")
+)
 
 
 @dataclass(frozen=True)
@@ -217,31 +234,62 @@ class CertManager:
         return CertBundle(current.ca, issue_serving(current.ca, self.settings.hosts, now))
 
     async def inject(self, ca_pem: bytes) -> None:
-        """Patch the CA bundle into every webhook of the two configurations where it differs."""
+        """Patch the CA bundle into every webhook of the two configurations and into the conversion
+        webhook of each converted CRD, where it differs."""
         wanted = base64.b64encode(ca_pem).decode()
-        for resource in WEBHOOK_CONFIGURATIONS:
-            name = self.settings.configuration_name(_KIND_WORD[resource])
-            for _ in range(3):
-                try:
-                    current = msgspec.json.decode(await self.client.get(resource.item_path(None, name)))
-                except NotFound:
-                    if name not in self._missing_reported:
-                        self._missing_reported.add(name)
-                        log.info("webhook configuration not found; no CA bundle to inject yet", name=name)
+        for resource in INJECTED:
+            for name in self._injected_names(resource):
+                for _ in range(3):  # read again when it changed between the read and the patch
+                    try:
+                        current = msgspec.json.decode(await self.client.get(resource.item_path(None, name)))
+                    except NotFound:
+                        if name not in self._missing_reported:
+                            self._missing_reported.add(name)
+                            log.info("not found; no CA bundle to inject yet", kind=resource.kind, name=name)
+                        break
+                    self._missing_reported.discard(name)
+                    ops = (
+                        _conversion_ops(current, wanted, self.settings)
+                        if resource is CUSTOM_RESOURCE_DEFINITIONS
+                        else _webhook_ops(current, wanted)
+                    )
+                    if not ops:
+                        break
+                    version = current["metadata"]["resourceVersion"]
+                    patch = [{"op": "test", "path": "/metadata/resourceVersion", "value": version}, *ops]
+                    try:
+                        await self.client.json_patch(resource, None, name, msgspec.json.encode(patch))
+                    except (Invalid, Conflict):
+                        continue
+                    log.info("CA bundle injected", kind=resource.kind, name=name, changes=len(ops))
                     break
-                self._missing_reported.discard(name)
-                ops: list[dict[str, Any]] = [
-                    {"op": "add", "path": f"/webhooks/{i}/clientConfig/caBundle", "value": wanted}
-                    for i, webhook in enumerate(current.get("webhooks") or [])
-                    if (webhook.get("clientConfig") or {}).get("caBundle") != wanted
-                ]
-                if not ops:
-                    break
-                version = current["metadata"]["resourceVersion"]
-                patch = [{"op": "test", "path": "/metadata/resourceVersion", "value": version}, *ops]
-                try:
-                    await self.client.json_patch(resource, None, name, msgspec.json.encode(patch))
-                except (Invalid, Conflict):
-                    continue  # changed between the read and the patch: read it again
-                log.info("CA bundle injected", configuration=name, webhooks=len(ops))
-                break
+
+    def _injected_names(self, resource: Resource) -> tuple[str, ...]:
+        if resource is CUSTOM_RESOURCE_DEFINITIONS:
+            return CONVERSION_CRDS
+        return (self.settings.configuration_name(_KIND_WORD[resource]),)
+
+
+def _webhook_ops(configuration: dict[str, Any], wanted: str) -> list[dict[str, Any]]:
+    return [
+        {"op": "add", "path": f"/webhooks/{i}/clientConfig/caBundle", "value": wanted}
+        for i, webhook in enumerate(configuration.get("webhooks") or [])
+        if (webhook.get("clientConfig") or {}).get("caBundle") != wanted
+    ]
+
+
+def _conversion_ops(crd: dict[str, Any], wanted: str, settings: CertSettings) -> list[dict[str, Any]]:
+    """The CA bundle of a CRD's conversion webhook and, when it calls this controller's Service in
+    another namespace (a Helm release elsewhere: a chart's crds/ are not templated), the namespace."""
+    conversion = (crd.get("spec") or {}).get("conversion") or {}
+    config = (conversion.get("webhook") or {}).get("clientConfig")
+    if conversion.get("strategy") != "Webhook" or not isinstance(config, dict):
+        return []
+    at = "/spec/conversion/webhook/clientConfig"
+    ops: list[dict[str, Any]] = []
+    if config.get("caBundle") != wanted:
+        ops.append({"op": "add", "path": f"{at}/caBundle", "value": wanted})
+    service = config.get("service") or {}
+    if service.get("name") == settings.service_name and service.get("namespace") != settings.namespace:
+        ops.append({"op": "add", "path": f"{at}/service/namespace", "value": settings.namespace})
+    return ops

@@ -5,7 +5,8 @@ internal certificate manager, or mounted from a cert-manager Secret) and checks 
 ``reload_interval`` seconds: new contents are loaded into the same TLS context, so new
 connections get the new certificate without a restart. TLS 1.2 is the minimum. A request is
 routed by path to its rule (``handlers``); a rule that fails unexpectedly answers a 500 in the
-AdmissionReview (the API server then applies the webhook's failurePolicy).
+AdmissionReview (the API server then applies the webhook's failurePolicy). ``/convert`` answers
+the CRDs' ConversionReviews (Kueue's objects between v1beta1 and v1beta2, ``reconciler.conversion``).
 """
 
 from __future__ import annotations
@@ -23,15 +24,27 @@ from aiohttp import web
 
 from reconciler.admission.queue_rules import JobPolicy
 from reconciler.admission.review import BadReviewError, Verdict, decode_review, encode_response
+from reconciler.conversion import convert_review
 
 from .certmanager import CERT_FILE, KEY_FILE
 from .handlers import Lookups, Route, describe, handle, routes
 
-__all__ = ["MAX_BODY", "WebhookServer", "make_app"]
+__all__ = ["CONVERSION_PATH", "MAX_BODY", "WebhookServer", "make_app"]
 
 log = structlog.get_logger(__name__)
 
 MAX_BODY = 16 * 1024 * 1024  # an AdmissionReview carries the object and its old version
+CONVERSION_PATH = "/convert"  # the CRDs' spec.conversion.webhook path, as Kueue serves it
+
+
+async def _conversion(request: web.Request) -> web.Response:
+    """A ConversionReview answered; a refusal (a Failure result naming the field) is logged."""
+    body, outcome = convert_review(await request.read())
+    if outcome.failure is not None:
+        log.warning("conversion refused", uid=outcome.uid, error=outcome.failure)
+    else:
+        log.debug("conversion", uid=outcome.uid, desired=outcome.desired, objects=outcome.objects)
+    return web.Response(body=body, content_type="application/json")
 
 
 def make_app(policy: JobPolicy, lookups: Lookups, served: tuple[Route, ...] | None = None) -> web.Application:
@@ -65,6 +78,7 @@ def make_app(policy: JobPolicy, lookups: Lookups, served: tuple[Route, ...] | No
     app = web.Application(client_max_size=MAX_BODY)
     for route in routes() if served is None else served:
         app.router.add_post(route.path, endpoint(route))
+    app.router.add_post(CONVERSION_PATH, _conversion)
     return app
 
 

@@ -29,6 +29,7 @@ from reconciler.integrations.pods.pod import (
     ROLE_HASH_ANNOTATION,
     TOPOLOGY_GATE,
 )
+from reconciler.runtime.jobs.podgroups import QUIET_SECONDS
 from reconciler.runtime.shared.actions import WriteDone
 from tests.support.builders import cluster_queue_body
 from tests.support.memory_cluster import GPU, Cluster
@@ -70,6 +71,42 @@ def running(c: Cluster, *names: str) -> None:
     c.settle()
 
 
+TOLD = ("Warning", "ErrWorkloadCompose", "'g' group has fewer runnable pods than expected")
+
+
+def test_a_group_whose_pods_come_one_after_the_other_is_not_told_it_lacks_pods() -> None:
+    """Kueue gives no ErrWorkloadCompose to a group applied in one go; a pod joining in time
+    starts the wait again, and the warning comes only once the group stays short."""
+    c = pod_cluster()
+    queues(c, gpus=3)
+    start = c.now
+    c.api.add(PODS, group_pod("p1", total=3))
+    c.settle()
+    c.tick(start + 0.6 * QUIET_SECONDS)
+    c.api.add(PODS, group_pod("p2", total=3))
+    c.settle()
+    c.tick(start + 1.2 * QUIET_SECONDS)  # past p1's wait, not p2's
+    assert events(c, "p1") == []
+    c.tick(start + 1.7 * QUIET_SECONDS)
+    assert events(c, "p1") == [TOLD]
+    c.api.add(PODS, group_pod("p3", total=3))
+    c.settle()
+    assert has_workload(c)
+    assert events(c, "p1").count(TOLD) == 1
+
+
+def test_a_group_applied_at_once_gets_its_workload_without_a_warning() -> None:
+    c = pod_cluster()
+    queues(c, gpus=2)
+    c.api.add(PODS, group_pod("p1"))
+    c.settle()
+    c.api.add(PODS, group_pod("p2"))
+    c.settle()
+    c.tick(c.now + 2 * QUIET_SECONDS)
+    assert has_workload(c)
+    assert [e for e in c.api.events if e["reason"] == "ErrWorkloadCompose"] == []
+
+
 def test_a_group_created_pod_by_pod_gets_one_workload_when_complete_and_runs_to_its_end() -> None:
     c = pod_cluster()
     queues(c, gpus=2)
@@ -77,8 +114,9 @@ def test_a_group_created_pod_by_pod_gets_one_workload_when_complete_and_runs_to_
     c.settle()
     assert not has_workload(c)  # Kueue waits for the whole group
     assert gates(c.pod("p1")) == [ADMISSION_GATE, TOPOLOGY_GATE]
-    told = ("Warning", "ErrWorkloadCompose", "'g' group has fewer runnable pods than expected")
-    assert events(c, "p1") == [told]
+    assert events(c, "p1") == []  # not yet: the group's next pod may be on its way
+    c.tick(c.now + QUIET_SECONDS)  # no pod joined meanwhile: the group is told what it lacks
+    assert events(c, "p1") == [TOLD]
     c.api.add(PODS, group_pod("p2"))
     c.settle()
     wl = workload(c)

@@ -115,6 +115,7 @@ def test_dashboard_shape() -> None:
         "API errors",
         "Inbox",
         "Leader",
+        "Estimated wait",
     ):
         assert needed in titles
     for panel in panels:

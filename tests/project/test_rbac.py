@@ -436,6 +436,7 @@ def test_the_scan_reads_a_conditional_subresource() -> None:
 def _named_objects() -> dict[tuple[str, str], set[str]]:
     """(apiGroup, resource) -> the objects the shipped configuration makes the code name."""
     from reconciler.api.resources import (
+        CUSTOM_RESOURCE_DEFINITIONS,
         LEASES,
         MUTATING_WEBHOOK_CONFIGURATIONS,
         SECRETS,
@@ -443,7 +444,7 @@ def _named_objects() -> dict[tuple[str, str], set[str]]:
     )
     from reconciler.cli import _parser
     from reconciler.config import load_config
-    from reconciler.webhook.certmanager import CertSettings
+    from reconciler.webhook.certmanager import CONVERSION_CRDS, CertSettings
 
     certs = load_config(ROOT / "manifests" / "config" / "configuration.yaml").internal_cert_management
     assert certs.enable
@@ -459,6 +460,7 @@ def _named_objects() -> dict[tuple[str, str], set[str]]:
         (VALIDATING_WEBHOOK_CONFIGURATIONS.group, VALIDATING_WEBHOOK_CONFIGURATIONS.plural): {
             settings.configuration_name("validating")
         },
+        (CUSTOM_RESOURCE_DEFINITIONS.group, CUSTOM_RESOURCE_DEFINITIONS.plural): set(CONVERSION_CRDS),
     }
 
 

@@ -12,7 +12,7 @@ import pytest
 from reconciler.admission.queue_rules import JobPolicy
 from reconciler.admission.review import AdmissionRequest, GroupVersionResource, Verdict
 from reconciler.api import ObjectMeta
-from reconciler.api.resources import JOBS
+from reconciler.api.resources import CLUSTER_QUEUES, JOBS, WORKLOAD_PRIORITY_CLASSES
 from reconciler.core.model.workloads import PodSetInfo, WorkloadInfo
 from reconciler.core.primitives.selectors import PodPlacement
 from reconciler.core.scheduling.partial import largest_fit
@@ -168,3 +168,43 @@ async def test_kueues_rules_for_the_annotations_and_the_elastic_job_refused_by_n
         "spec.parallelism: Forbidden: "
         "cannot change when partial admission is enabled and the job is not suspended"
     )
+
+
+def _preempting_queues(c: Cluster, gpus: int) -> None:
+    """The queues of `c.queues` whose ClusterQueue preempts lower priorities; classes low and high."""
+    c.queues(gpus=gpus)
+    c.api.change(CLUSTER_QUEUES, "", "cq", {"spec": {"preemption": {"withinClusterQueue": "LowerPriority"}}})
+    for name, value in (("low", 10), ("high", 1000)):
+        c.api.add(WORKLOAD_PRIORITY_CLASSES, {"metadata": {"name": name}, "value": value})
+    c.settle()
+
+
+def _prioritized(body: dict[str, Any], priority_class: str) -> dict[str, Any]:
+    body["metadata"].setdefault("labels", {})["kueue.x-k8s.io/priority-class"] = priority_class
+    return body
+
+
+def test_a_smaller_size_that_fits_only_by_preempting_evicts_and_is_admitted_at_that_size() -> None:
+    """Kueue's partial admission tries preemption at each smaller size: whole (4 GPUs) the Job
+    cannot fit even by preempting (its peer has its priority), at 2 it fits once the low Job goes."""
+    c = Cluster()
+    _preempting_queues(c, gpus=4)
+    c.api.add(JOBS, _prioritized(_job("low", parallelism=2, least=None), "low"))
+    c.api.add(JOBS, _prioritized(_job("peer", parallelism=2, least=None), "high"))
+    c.settle()
+    assert admitted(c, "low")
+    assert admitted(c, "peer")
+    c.api.add(JOBS, _prioritized(_job("wide", parallelism=4, least=2), "high"))
+    c.settle()
+    # Whole, "wide" would need the peer's GPUs too (same priority: not preemptible); at 2 it fits
+    # once "low" is evicted, which the in-memory cluster carries out at once.
+    evicted = condition(c.workload("low"), "Evicted")
+    assert evicted is not None
+    assert evicted[:2] == ("True", "Preempted")
+    assert c.job("low")["spec"]["suspend"] is True
+    assert admitted(c, "wide")
+    assignment = c.workload("wide")["status"]["admission"]["podSetAssignments"][0]
+    assert assignment["count"] == 2
+    assert c.job("wide")["spec"]["parallelism"] == 2
+    assert admitted(c, "peer")
+    assert c.used_gpus() == 4

@@ -59,6 +59,8 @@ CONTRACT_METRICS: dict[str, frozenset[str]] = {
     "dra_quota_config_info": frozenset({"hash"}),
     "dra_quota_flavor_quota_over_devices": frozenset({_CQ, "flavor", "resource"}),
     "dra_quota_device_class_mapping_problems": frozenset({"device_class", "problem"}),
+    "dra_quota_pending_workloads_estimated_wait_seconds": frozenset({_CQ, "workload"}),
+    "dra_quota_pending_workloads_without_estimate": frozenset({_CQ}),
 }
 HISTOGRAMS = frozenset(
     {

@@ -16,9 +16,13 @@ from aiohttp import web
 from cryptography import x509
 from cryptography.hazmat.primitives.asymmetric import ec
 
-from reconciler.api.resources import MUTATING_WEBHOOK_CONFIGURATIONS, VALIDATING_WEBHOOK_CONFIGURATIONS
+from reconciler.api.resources import (
+    CUSTOM_RESOURCE_DEFINITIONS,
+    MUTATING_WEBHOOK_CONFIGURATIONS,
+    VALIDATING_WEBHOOK_CONFIGURATIONS,
+)
 from reconciler.kube import Backoff, KubeClient
-from reconciler.webhook.certmanager import CertManager, CertSettings, write_cert_dir
+from reconciler.webhook.certmanager import CONVERSION_CRDS, CertManager, CertSettings, write_cert_dir
 from reconciler.webhook.certs import CertBundle, KeyPair, issue_serving, new_bundle, new_ca, renewal_reason
 from tests.support.fake_apiserver import FakeApiServer, status_body
 
@@ -113,6 +117,9 @@ def _apply_patch(obj: dict[str, Any], patch: list[dict[str, Any]]) -> bool:
     return True
 
 
+CRDS = [CUSTOM_RESOURCE_DEFINITIONS.item_path(None, name) for name in CONVERSION_CRDS]
+
+
 class CertObjects:
     """A Secret and two webhook configurations with the API server's semantics (versions, 409, 422)."""
 
@@ -123,7 +130,7 @@ class CertObjects:
         fake.fallback(("LIST", SECRET_PATH), self.get)
         fake.fallback(("POST", f"/api/v1/namespaces/{NS}/secrets"), self.create)
         fake.fallback(("PUT", SECRET_PATH), self.update)
-        for path in (MUTATING, VALIDATING):
+        for path in (MUTATING, VALIDATING, *CRDS):
             fake.fallback(("LIST", path), self.get)
             fake.fallback(("PATCH", path), self.patch)
 
@@ -310,3 +317,38 @@ async def test_a_broken_secret_is_replaced(fake: FakeApiServer, client: KubeClie
     bundle = await manager(client, tmp_path, [NOW]).ensure_secret()
     assert cluster.writes == [("update", SECRET_PATH)]
     assert cluster.bundle() == bundle
+
+
+def _crd(namespace: str, strategy: str = "Webhook") -> dict[str, Any]:
+    service = {"name": SERVICE, "namespace": namespace, "path": "/convert"}
+    conversion: dict[str, Any] = {"strategy": strategy}
+    if strategy == "Webhook":
+        conversion["webhook"] = {"conversionReviewVersions": ["v1"], "clientConfig": {"service": service}}
+    return {"metadata": {"name": "x"}, "spec": {"conversion": conversion}}
+
+
+@pytest.mark.asyncio
+async def test_the_bundle_goes_into_the_conversion_webhook_of_the_converted_crds(
+    fake: FakeApiServer, client: KubeClient, tmp_path: Path
+) -> None:
+    """As Kueue's certificate controller: each converted CRD's conversion webhook trusts the CA; one
+    installed for the Service in another namespace (a Helm release elsewhere) is pointed at ours."""
+    cluster = CertObjects(fake)
+    cluster.put(CRDS[0], _crd(NS))
+    cluster.put(CRDS[1], _crd("dra-quota-system"))
+    cluster.put(CRDS[2], _crd(NS, strategy="None"))  # not converted: nothing to inject
+    bundle = await manager(client, tmp_path, [NOW]).round()
+    wanted = base64.b64encode(bundle.ca.cert_pem).decode()
+    for path in CRDS[:2]:
+        config = cluster.objects[path]["spec"]["conversion"]["webhook"]["clientConfig"]
+        assert config == {
+            "service": {"name": SERVICE, "namespace": NS, "path": "/convert"},
+            "caBundle": wanted,
+        }
+    assert cluster.objects[CRDS[2]] == {
+        **_crd(NS, strategy="None"),
+        "metadata": cluster.objects[CRDS[2]]["metadata"],
+    }
+    writes = len(cluster.writes)
+    await manager(client, tmp_path, [NOW]).round()
+    assert len(cluster.writes) == writes  # the second round changes nothing

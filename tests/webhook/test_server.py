@@ -172,3 +172,26 @@ async def test_handshakes_during_certificate_reloads_all_succeed(running: Runnin
 
     await asyncio.gather(handshakes(), handshakes(), rotations())
     assert not failures, f"{len(failures)} handshakes failed during reloads, e.g. {failures[0]!r}"
+
+
+@pytest.mark.asyncio
+async def test_a_conversion_review_is_answered_on_convert(running: Running) -> None:
+    bundle = await serving(running)
+    cq = {"apiVersion": "kueue.x-k8s.io/v1beta1", "kind": "ClusterQueue", "metadata": {"name": "gpu"}}
+    cq["spec"] = {"cohort": "research", "admissionChecks": ["prov"]}
+    body = {
+        "apiVersion": "apiextensions.k8s.io/v1",
+        "kind": "ConversionReview",
+        "request": {"uid": "c1", "desiredAPIVersion": "kueue.x-k8s.io/v1beta2", "objects": [cq]},
+    }
+    connector = aiohttp.TCPConnector(ssl=running.client_context(bundle))
+    url = f"https://127.0.0.1:{running.server.bound_port}/convert"
+    async with aiohttp.ClientSession(connector=connector) as session, session.post(url, json=body) as resp:
+        assert resp.status == 200
+        response = (await resp.json())["response"]
+    assert response["uid"] == "c1"
+    assert response["result"] == {"status": "Success"}
+    assert response["convertedObjects"][0]["spec"] == {
+        "cohortName": "research",
+        "admissionChecksStrategy": {"admissionChecks": [{"name": "prov"}]},
+    }

@@ -34,10 +34,16 @@ from reconciler.runtime.shared.events import WORKLOAD_API
 from reconciler.runtime.shared.evictions import Evictions
 from reconciler.runtime.shared.patches import api_body, workload_status_write
 from reconciler.runtime.shared.store import Key
+from reconciler.runtime.shared.timers import job_recheck
 
 __all__ = ["GROUP_KIND", "PodGroups", "enable_pod_groups"]
 
 log = structlog.get_logger(__name__)
+
+# A group lacking pods is told so once no pod has joined it for this long. Kueue's pass over
+# a group applied in one go (its pods created back to back) finds them all and says nothing;
+# a pass on each pod's event here would otherwise warn on the first one.
+QUIET_SECONDS = 1.0
 
 
 def enable_pod_groups(
@@ -64,6 +70,8 @@ class PodGroups:
         self._group_of: dict[Key, Key] = {}
         # What a group was last told it lacks (told once), and priority problems.
         self._told: dict[Key, str] = {}
+        # A group lacking pods: how many it had, and since when (wall seconds).
+        self._lacking: dict[Key, tuple[int, float]] = {}
         # Workloads (by UID) we asked the API to delete (they no longer match their group).
         self._deleted: dict[Key, str] = {}
 
@@ -106,6 +114,8 @@ class PodGroups:
         members.pop(key[1], None)
         if not members:
             self._members.pop(group, None)
+            self._lacking.pop(group, None)
+            self._told.pop(group, None)
         self._store(group, ready=ready)
 
     def _store(self, group: Key, *, ready: bool) -> None:
@@ -189,15 +199,29 @@ class PodGroups:
         ErrWorkloadCompose when it lacks pods; otherwise a log line, as Kueue logs it)."""
         key = (group.namespace, group.name)
         if not plan.problem:
+            self._lacking.pop(key, None)
             if plan.create is not None:
                 self._told.pop(key, None)
             return
-        if self._told.get(key) == plan.problem:
+        if self._told.get(key) == plan.problem or (plan.tell and not self._quiet(key, len(group.pods))):
             return
         self._told[key] = plan.problem
         log.warning("pod group waits", group=f"{key[0]}/{key[1]}", reason=plan.problem)
         if plan.tell:
             self.ctx.events.emit(group, "Warning", "ErrWorkloadCompose", plan.problem)
+
+    def _quiet(self, key: Key, count: int) -> bool:
+        """Whether a group lacking pods has had no pod join it for QUIET_SECONDS; until then a
+        deadline brings it back (and a pod joining starts the wait again)."""
+        now = self.ctx.wall()
+        since = self._lacking.get(key)
+        if since is None or since[0] != count:
+            since = self._lacking[key] = (count, now)
+        due = since[1] + QUIET_SECONDS
+        if now >= due:
+            return True
+        self.ctx.timers.set(key, job_recheck(GROUP_KIND), due)
+        return False
 
     # --- the group's Workload ------------------------------------------------------------
 

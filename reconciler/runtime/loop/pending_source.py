@@ -1,14 +1,17 @@
 """The leader's pending queues as the visibility API reads them (``reconciler.visibility``).
 
 Read on the event loop when a request comes (never while the reconciler mutates state: it does
-not await then), from the queue manager and the latest Workload objects: no API read. Until the
+not await then), from the queue manager and the latest Workload objects: no API read. Each entry
+carries its wait estimate (estimates.py). Until the
 ledger is rebuilt after start the queues are partial, so nothing is published before.
 """
 
 from __future__ import annotations
 
+from reconciler.api.times import rfc3339
 from reconciler.core.queueing.queues import pending_in_order
 from reconciler.core.status import QUOTA_RESERVED, condition
+from reconciler.runtime.loop.estimates import Estimator
 from reconciler.runtime.loop.reconciler import Reconciler
 from reconciler.visibility.summary import OwnerRef, PendingEntry
 
@@ -28,6 +31,7 @@ class ReconcilerPending:
         infos = pending_in_order(ctx.engine.queues, cluster_queue)
         if infos is None:
             return None
+        estimates = Estimator(ctx).estimates(cluster_queue)
         entries = []
         for info in infos:
             workload = ctx.store.workloads.get(info.key)
@@ -39,9 +43,19 @@ class ReconcilerPending:
                 created = meta.creation_timestamp
                 reserved = condition(workload.status.conditions, QUOTA_RESERVED)
                 reason = reserved.message if reserved is not None and reserved.status == "False" else ""
+            estimate = estimates.get(info.key)
+            start = None if estimate is None or estimate.start is None else rfc3339(estimate.start)
             entries.append(
                 PendingEntry(
-                    info.namespace, info.name, info.queue_name, info.priority, created, owners, reason
+                    info.namespace,
+                    info.name,
+                    info.queue_name,
+                    info.priority,
+                    created,
+                    owners,
+                    reason,
+                    start,
+                    "" if estimate is None else estimate.why_unknown,
                 )
             )
         return entries

@@ -34,11 +34,11 @@ class PodEvents:
         """Any pod: to the nodes' usage; a started job's pod (its pod set label, or a managed job's
         controller reference) also indexed."""
         self.topology.pod(key, pod)
-        started = pod is not None and (PODSET_LABEL in pod.metadata.labels or self._of_managed_job(pod))
+        started = pod is not None and (PODSET_LABEL in pod.metadata.labels or self.of_managed_job(pod))
         if started or key in self.ctx.pod_index.pods:
             self.on_pod(key, pod if started else None)
 
-    def _of_managed_job(self, pod: Pod) -> bool:
+    def of_managed_job(self, pod: Pod) -> bool:
         """A pod without the pod set label whose controller is a job this controller manages (it
         counts against the job's charge all the same)."""
         owner = controller_of(pod, self.ctx.pod_index.kinds)

@@ -64,6 +64,7 @@ from reconciler.runtime.shared.context import Context, ReconcilerStats
 from reconciler.runtime.shared.events import EventRecorder
 from reconciler.runtime.shared.patches import after_reclaim, holds_quota
 from reconciler.runtime.shared.store import Key
+from reconciler.runtime.shared.timers import rechecked_kind
 from reconciler.runtime.shared.watched import (
     KIND_BOUND_HANDLERS,
     POD_JOBS_HANDLER,
@@ -204,6 +205,8 @@ class Reconciler(ReconcilerViews, PodEvents):
                 self.pods_ready.check_pods(key)
             elif purpose == RETRY_PURPOSE:
                 self.ungater.retry(key)
+            elif (kind := rechecked_kind(purpose)) is not None:
+                ctx.dirty.jobs.add((kind, *key))
             else:
                 ctx.dirty.workload(key)
         if ctx.monotonic() >= self._next_resync:
@@ -381,7 +384,7 @@ class Reconciler(ReconcilerViews, PodEvents):
 def _on_pod_or_job(reconciler: Reconciler, key: Key, pod: ManagedPod | None, *, kind: str) -> None:
     """A pod with the plain-pod integration on: a job of its own while labelled managed (a pod
     group's managed pod is its group's, see `podgroups`; a LeaderWorkerSet's pod is its group's,
-    see `lws`), and in the pod index while it carries a pod set label (a started job's pod)."""
+    see `lws`), and in the pod index while it is a started job's (as `_on_any_pod`)."""
     if reconciler.lws_groups.on_pod(key, pod):
         managed = False  # a LeaderWorkerSet's pod: its group is the job
     else:
@@ -395,7 +398,9 @@ def _on_pod_or_job(reconciler: Reconciler, key: Key, pod: ManagedPod | None, *, 
         reconciler.job_kinds.on_job(key, pod if managed else None, kind=kind, ready=reconciler.ready)
     brief = None if pod is None else pod.as_pod()
     reconciler.topology.pod(key, brief)
-    started = brief is not None and PODSET_LABEL in brief.metadata.labels
+    started = brief is not None and (
+        PODSET_LABEL in brief.metadata.labels or reconciler.of_managed_job(brief)
+    )
     if started or key in reconciler.ctx.pod_index.pods:
         reconciler.on_pod(key, brief if started else None)
 

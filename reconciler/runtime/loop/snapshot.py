@@ -26,6 +26,7 @@ from reconciler.observability.metrics import (
     StateSnapshot,
     WatchSample,
 )
+from reconciler.runtime.loop.estimates import Estimator
 from reconciler.runtime.loop.reconciler import Reconciler
 from reconciler.runtime.loop.snapshot_tree import cohort_tree_samples, pending_requests, tree_place
 
@@ -56,8 +57,21 @@ def _finished_by_cluster_queue(reconciler: Reconciler) -> Counter[str]:
     return counts
 
 
+def _waits(estimator: Estimator, name: str) -> tuple[dict[str, float], int]:
+    """The estimated waits of the queue's head and of its latest estimated start, and how many
+    pending workloads have no estimate."""
+    estimates = list(estimator.estimates(name).values())
+    starts = [e.start for e in estimates if e.start is not None]
+    waits: dict[str, float] = {}
+    if estimates and estimates[0].start is not None:
+        waits["head"] = max(0.0, estimates[0].start - estimator.now)
+    if starts:
+        waits["last_estimated"] = max(0.0, max(starts) - estimator.now)
+    return waits, len(estimates) - len(starts)
+
+
 def _cluster_queue(
-    reconciler: Reconciler, name: str, finished: int, pending: dict[str, float]
+    reconciler: Reconciler, name: str, finished: int, pending: dict[str, float], estimator: Estimator
 ) -> ClusterQueueSample:
     core = reconciler.core
     cq = reconciler.cluster_queues.get(name)
@@ -87,6 +101,7 @@ def _cluster_queue(
     active, inadmissible = core.queues.pending_counts(name)
     holders = core.ledger.holder_count(name)
     parent, root = tree_place(core, name)
+    waits, unestimated = _waits(estimator, name)
     return ClusterQueueSample(
         name=name,
         status=status,
@@ -106,6 +121,8 @@ def _cluster_queue(
         root_cohort=root,
         pending_requests=pending,
         preemption_skips=core.preemption_skips.get(name),
+        estimated_wait=waits,
+        without_estimate=unestimated,
     )
 
 
@@ -141,8 +158,9 @@ def state_snapshot(
 ) -> StateSnapshot:
     finished = _finished_by_cluster_queue(reconciler)
     pending = pending_requests(reconciler.core)
+    estimator = Estimator(reconciler.ctx)
     cluster_queues = [
-        _cluster_queue(reconciler, name, finished[name], pending.get(name, {}))
+        _cluster_queue(reconciler, name, finished[name], pending.get(name, {}), estimator)
         for name in sorted(reconciler.cluster_queues)
     ]
     local_queues = []

@@ -12,9 +12,22 @@ import heapq
 from collections.abc import Hashable
 from typing import Generic, TypeVar
 
-__all__ = ["Timers"]
+__all__ = ["Timers", "job_recheck", "rechecked_kind"]
 
 K = TypeVar("K", bound=Hashable)
+
+_JOB_RECHECK = "job-recheck:"
+
+
+def job_recheck(kind: str) -> str:
+    """The purpose of a deadline that brings a job of `kind` (keyed by namespace and name)
+    back to its concern: it is reconciled again when the deadline comes."""
+    return _JOB_RECHECK + kind
+
+
+def rechecked_kind(purpose: str) -> str | None:
+    """The job kind a `job_recheck` purpose names (None for any other purpose)."""
+    return purpose[len(_JOB_RECHECK) :] if purpose.startswith(_JOB_RECHECK) else None
 
 
 class Timers(Generic[K]):

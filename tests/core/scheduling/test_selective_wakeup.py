@@ -133,7 +133,7 @@ def test_a_release_of_one_flavor_does_not_evaluate_heads_that_cannot_use_it(
 ) -> None:
     state = two_flavor_cohort()
     counter = CountingAssign()
-    monkeypatch.setattr("reconciler.core.scheduling.scheduler.assign_flavors", counter)
+    monkeypatch.setattr("reconciler.core.scheduling.queue_pass.assign_flavors", counter)
     state.remove_workload(("ns", "t4-run"))
     admits = [d.key[1] for d in state.schedule() if isinstance(d, Admit)]
     assert admits == ["t4-wait"]
@@ -145,7 +145,7 @@ def test_without_kept_verdicts_every_woken_head_is_evaluated(monkeypatch: pytest
     state = two_flavor_cohort()
     state.scheduler.kept = None
     counter = CountingAssign()
-    monkeypatch.setattr("reconciler.core.scheduling.scheduler.assign_flavors", counter)
+    monkeypatch.setattr("reconciler.core.scheduling.queue_pass.assign_flavors", counter)
     state.remove_workload(("ns", "t4-run"))
     assert [d.key[1] for d in state.schedule() if isinstance(d, Admit)] == ["t4-wait"]
     assert sorted(counter.names) == ["a100-wait", "t4-wait"]
@@ -177,7 +177,7 @@ def test_quota_taken_again_in_the_same_cycle_leaves_the_other_heads_their_verdic
         state.add_workload(info)
     assert sorted(d.key[1] for d in state.schedule() if isinstance(d, Admit)) == ["a-run", "b-run"]
     counter = CountingAssign()
-    monkeypatch.setattr("reconciler.core.scheduling.scheduler.assign_flavors", counter)
+    monkeypatch.setattr("reconciler.core.scheduling.queue_pass.assign_flavors", counter)
     state.remove_workload(("ns", "a-run"))
     decisions = [(d.key[1], getattr(d, "message", "admitted")) for d in state.schedule()]
     assert decisions == [
