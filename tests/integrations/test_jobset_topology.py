@@ -7,6 +7,7 @@ that fits no rack waits with Kueue's message; a restore takes the gate back out.
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Any
 
 import msgspec
@@ -26,6 +27,7 @@ from reconciler.api.resources import (
     RESOURCE_FLAVORS,
     TOPOLOGIES,
 )
+from reconciler.config import Configuration
 from reconciler.core.topology.assignment import decode_assignment
 from reconciler.integrations.jobset import JOBSET
 from reconciler.runtime.shared.actions import MergePatch
@@ -45,8 +47,12 @@ POLICY = JobPolicy(frameworks=frozenset({"batch/job", "jobset.x-k8s.io/jobset"})
 VALIDATE = next(r for r in routes() if r.path == "/validate-jobset-x-k8s-io-v1alpha2-jobset")
 
 
-def tas_cluster() -> Cluster:
-    c = Cluster(CONFIG)
+# The jobset framework alone: a JobSet's Jobs (and so their pods' controller) are of no enabled kind.
+JOBSET_ONLY = dataclasses.replace(CONFIG, frameworks=("jobset.x-k8s.io/jobset",))
+
+
+def tas_cluster(config: Configuration = CONFIG) -> Cluster:
+    c = Cluster(config)
     c.api.add(NAMESPACES, {"metadata": {"name": "ns", "labels": {"kubernetes.io/metadata.name": "ns"}}})
     levels = [{"nodeLabel": RACK}, {"nodeLabel": HOST}]
     c.api.add(TOPOLOGIES, {"metadata": {"name": "default"}, "spec": {"levels": levels}})
@@ -122,8 +128,13 @@ def ungates(actions: list[Any]) -> list[MergePatch]:
     return [a for a in actions if isinstance(a, MergePatch) and a.purpose == "pod-ungate"]
 
 
-def test_each_replicated_job_is_placed_in_one_rack_and_its_pods_released_by_job_and_pod_index() -> None:
-    c = tas_cluster()
+@pytest.mark.parametrize("config", [CONFIG, JOBSET_ONLY], ids=["with-batch-job", "jobset-only"])
+def test_each_replicated_job_is_placed_in_one_rack_and_its_pods_released_by_job_and_pod_index(
+    config: Configuration,
+) -> None:
+    """Its pods are found by the Workload they name (as Kueue finds them), also when the batch/job
+    framework is off and their Jobs are of no enabled kind."""
+    c = tas_cluster(config)
     c.api.add(JOBSETS, tas_jobset("js"))
     c.settle()
     assert c.jobset("js")["spec"]["suspend"] is False

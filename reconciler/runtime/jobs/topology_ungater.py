@@ -4,13 +4,14 @@ a batch/v1 Job, a JobSet).
 
 A job whose Workload was admitted with a ``topologyAssignment`` starts with Kueue's scheduling gate
 ``kueue.x-k8s.io/topology`` in its pod templates (`integrations.decide.pod_set_starts`), so every pod
-made for it waits. Whenever a pod of such a job (or of a job it controls: a JobSet's Jobs) changes,
-its live pods (of the Workload, by the ``kueue.x-k8s.io/workload`` annotation and the pod set label;
-not terminated) are matched to each pod set's domains (`core.topology.ungate`, by the ranks the
-kind's labels give) and each gated pod chosen is patched
-once: the gate taken out, the domain's node labels merged into its node selector. A patch on its way
-counts as done (the pod is not chosen twice, as Kueue's expectations); a failed one is tried again
-a second later. Replays are harmless: a pod without the gate is never patched again.
+made for it waits. Every pod naming a Workload in its ``kueue.x-k8s.io/workload`` annotation is
+kept by that Workload (as Kueue lists them: a JobSet's pods, made by its Jobs, are found whether or
+not the batch/job framework is on); after each batch of events, the live pods (not terminated) of
+each Workload whose pods changed are matched to each pod set's domains (`core.topology.ungate`, by
+the ranks the kind's labels give) and each gated pod chosen is patched once: the gate taken out,
+the domain's node labels merged into its node selector. A patch on its way counts as done (the pod
+is not chosen twice, as Kueue's expectations); a failed one is tried again a second later.
+Replays are harmless: a pod without the gate is never patched again.
 """
 
 from __future__ import annotations
@@ -35,7 +36,6 @@ __all__ = ["RETRY_PURPOSE", "TopologyUngater"]
 log = structlog.get_logger(__name__)
 
 Key = tuple[str, str]
-JobRef = tuple[str, str, str]
 # The timer purpose of a failed ungate's retry (keyed by the Workload).
 RETRY_PURPOSE = "topology-ungate"
 RETRY_SECONDS = 1.0
@@ -48,32 +48,61 @@ class TopologyUngater:
         self.placements = placements
         # Pods patched and not yet seen back: (namespace, name) -> the node selector given.
         self._sent: dict[Key, dict[str, str]] = {}
-        # The job of each Workload asked about (for the retry timer, keyed by the Workload).
-        self._jobs: dict[Key, JobRef] = {}
+        # Every pod naming a Workload in its annotation, by the Workload (Kueue lists them so: a
+        # JobSet's pods are its Jobs', whichever frameworks are on).
+        self._pods: dict[Key, Pod] = {}
+        self._by_workload: dict[Key, set[str]] = {}
+        # Workloads whose pods changed since the last flush.
+        self._dirty: set[Key] = set()
 
-    def check(self, ref: JobRef, workload_key: Key | None) -> None:
-        """A pod of job `ref` changed: release what its Workload's topology assignment allows."""
-        if workload_key is None:
-            return
-        owner = self.ctx.store.owner(workload_key) or ref  # (the top job: a JobSet, not its Job)
-        placement = self.placements.get(owner[0])
+    def pod(self, key: Key, pod: Pod | None) -> None:
+        """Any pod came, changed or went: kept by the Workload its annotation names."""
+        old = self._pods.pop(key, None)
+        if old is not None:
+            self._unindex(key, old)
+        name = None if pod is None else pod.metadata.annotations.get(WORKLOAD_ANNOTATION)
+        if pod is not None and name:
+            self._pods[key] = pod
+            self._by_workload.setdefault((key[0], name), set()).add(key[1])
+            self._dirty.add((key[0], name))
+        elif key in self._sent:
+            del self._sent[key]  # deleted (or no longer ours) while its patch was on its way
+
+    def _unindex(self, key: Key, pod: Pod) -> None:
+        workload_key = (key[0], pod.metadata.annotations.get(WORKLOAD_ANNOTATION, ""))
+        names = self._by_workload.get(workload_key)
+        if names is not None:
+            names.discard(key[1])
+            if not names:
+                del self._by_workload[workload_key]
+        self._dirty.add(workload_key)
+
+    def flush(self) -> None:
+        """Release what the topology assignments allow for the Workloads whose pods changed."""
+        dirty, self._dirty = self._dirty, set()
+        for workload_key in sorted(dirty):
+            self.check(workload_key)
+
+    def check(self, workload_key: Key) -> None:
+        """Release the Workload's gated pods its topology assignment allows."""
+        owner = self.ctx.store.owner(workload_key)  # (the top job: a JobSet, not its Job)
+        placement = None if owner is None else self.placements.get(owner[0])
         workload = self.ctx.store.workloads.get(workload_key)
         admission = None if workload is None else workload.status.admission
         if (
-            placement is None
+            owner is None
+            or placement is None
             or workload is None
             or admission is None
             or not any(a.topology_assignment is not None for a in admission.pod_set_assignments)
         ):
-            self._jobs.pop(workload_key, None)
             return
-        self._jobs[workload_key] = owner
-        pods = self._pods(owner)
+        pods = [
+            self._pods[(workload_key[0], name)] for name in sorted(self._by_workload.get(workload_key, ()))
+        ]
         for pod in pods:
             if not _gated(pod):
                 self._sent.pop((pod.metadata.namespace, pod.metadata.name), None)
-        for gone in [k for k in self._sent if k not in self.ctx.pod_index.pods]:
-            del self._sent[gone]  # deleted while its patch was on its way
         job = self.ctx.store.job(owner)
         for psa in admission.pod_set_assignments:
             if psa.topology_assignment is None:
@@ -86,22 +115,9 @@ class TopologyUngater:
             for name, selector in chosen:
                 self._release(by_name[name], selector, workload_key)
 
-    def _pods(self, owner: JobRef) -> list[Pod]:
-        """The job's pods and those of the jobs it controls (a JobSet's Jobs)."""
-        index = self.ctx.pod_index
-        pods = index.pods_of((owner[1], owner[2]), owner[0])
-        for child in self.ctx.store.descendants(owner):
-            pods += index.pods_of((child[1], child[2]), child[0])
-        return pods
-
     def retry(self, workload_key: Key) -> None:
         """A failed release's timer: look at the Workload's pods again."""
-        ref = self._jobs.get(workload_key)
-        if ref is not None:
-            self.check(ref, workload_key)
-
-    def forget(self, workload_key: Key) -> None:
-        self._jobs.pop(workload_key, None)
+        self.check(workload_key)
 
     def _view(self, pod: Pod, placement: TopologyPlacement) -> GatedPod:
         key = (pod.metadata.namespace, pod.metadata.name)

@@ -10,6 +10,7 @@ from reconciler.api import Pod
 from reconciler.api.slices import Node
 from reconciler.core.model.jobs import PODSET_LABEL
 from reconciler.core.primitives.podstatus import controller_of
+from reconciler.runtime.jobs.topology_ungater import TopologyUngater
 from reconciler.runtime.queues.inventory import Inventory
 from reconciler.runtime.queues.topology import TopologyFeed
 from reconciler.runtime.shared.context import Context
@@ -23,6 +24,7 @@ class PodEvents:
     ctx: Context
     inventory: Inventory
     topology: TopologyFeed
+    ungater: TopologyUngater
     workload_sync: Workloads
     ready: bool
 
@@ -31,9 +33,10 @@ class PodEvents:
         self.topology.node(key, node)
 
     def _on_any_pod(self, key: Key, pod: Pod | None) -> None:
-        """Any pod: to the nodes' usage; a started job's pod (its pod set label, or a managed job's
-        controller reference) also indexed."""
+        """Any pod: to the nodes' usage and the topology ungater; a started job's pod (its pod set
+        label, or a managed job's controller reference) also indexed."""
         self.topology.pod(key, pod)
+        self.ungater.pod(key, pod)
         started = pod is not None and (PODSET_LABEL in pod.metadata.labels or self.of_managed_job(pod))
         if started or key in self.ctx.pod_index.pods:
             self.on_pod(key, pod if started else None)

@@ -222,6 +222,7 @@ class Reconciler(ReconcilerViews, PodEvents):
         """Process the dirty marks in the loop's fixed order."""
         dirty, store, concerns = self.ctx.dirty, self.ctx.store, self.job_kinds.concerns
         for _ in range(MAX_ROUNDS):
+            self.ungater.flush()  # (its writes mark nothing dirty)
             if not dirty.pending():
                 return
             workloads, dirty.workloads = dirty.workloads, {}
@@ -238,7 +239,6 @@ class Reconciler(ReconcilerViews, PodEvents):
                 wl_key = store.pods_workload(ref)  # a JobSet's Job: its pods are the JobSet's
                 if wl_key is not None:
                     self.pods_ready.check_pods(wl_key)
-                    self.ungater.check(ref, wl_key)
 
     # --- watch events -------------------------------------------------------------------
 
@@ -398,6 +398,7 @@ def _on_pod_or_job(reconciler: Reconciler, key: Key, pod: ManagedPod | None, *, 
         reconciler.job_kinds.on_job(key, pod if managed else None, kind=kind, ready=reconciler.ready)
     brief = None if pod is None else pod.as_pod()
     reconciler.topology.pod(key, brief)
+    reconciler.ungater.pod(key, brief)
     started = brief is not None and (
         PODSET_LABEL in brief.metadata.labels or reconciler.of_managed_job(brief)
     )
