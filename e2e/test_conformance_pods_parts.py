@@ -195,7 +195,13 @@ def test_the_pod_snapshot_code_is_in_the_hash_of_pod_scenarios_only(
 ) -> None:
     scenarios = all_scenarios()
     pods = [n for n, p in scenarios.items() if enables_pods(load_scenario(p).configuration)]
-    assert sorted(pods) == ["pod-group", "pod-group-deleted-pod", "pod-group-three-gpus", "pod-single"]
+    assert sorted(pods) == [
+        "pod-group",
+        "pod-group-at-once",
+        "pod-group-deleted-pod",
+        "pod-group-three-gpus",
+        "pod-single",
+    ]
     code = tmp_path / "snapshot_pods.py"
     code.write_text("# one\n")
     monkeypatch.setattr(recording, "POD_SNAPSHOT_CODE", code)
