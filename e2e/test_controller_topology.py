@@ -20,30 +20,17 @@ from typing import Any
 import pytest
 import pytest_asyncio
 
-from e2e.support.served import Served, claim_template, own_bed, start_controller, stop_controller
+from e2e.support.served import Served, own_bed, start_controller, stop_controller
+from e2e.support.topology_bed import GATE, HOSTNAME, POOL, RACK, SPEC, tas_queues
 from e2e.support.workloads import KUEUE
 from e2e.testbed import KubeClient, Testbed, api_path
 from e2e.testbed.clusters import Cluster
 from e2e.testbed.names import RUN_SECONDS_ANNOTATION
 from e2e.testbed.scenario import status_condition, wait_for
-from e2e.testbed.spec import GpuSpec, NodeSpec, TestbedSpec
 
 pytestmark = [pytest.mark.testbed, pytest.mark.timeout(300)]
 
 Obj = dict[str, Any]
-RACK = "cloud.example.com/rack"
-HOSTNAME = "kubernetes.io/hostname"
-GATE = "kueue.x-k8s.io/topology"
-GPU = "nvidia.com/gpu"
-POOL = {"pool": "tas"}
-RACKS = {"tas-n1": "r1", "tas-n2": "r1", "tas-n3": "r2", "tas-n4": "r2"}
-GPUS = {"tas-n1": 2, "tas-n2": 2, "tas-n3": 1, "tas-n4": 1}
-SPEC = TestbedSpec(
-    nodes=[
-        NodeSpec(name=name, labels={RACK: rack, **POOL}, gpus=GpuSpec(count=GPUS[name]))
-        for name, rack in RACKS.items()
-    ]
-)
 
 
 @pytest.fixture(scope="module")
@@ -72,52 +59,8 @@ def controller(bed: Testbed, tmp_path_factory: pytest.TempPathFactory) -> Iterat
 async def queues(controller: Served, kube: KubeClient, namespace: str) -> AsyncIterator[str]:
     """Topology `rack -> hostname`, a TAS flavor on the pool's nodes, a ClusterQueue with 8 GPUs
     (quota enough for both Jobs: only the topology makes the second wait), LocalQueue `lq`."""
-    name = f"tas-{namespace}"
-    levels = [{"nodeLabel": RACK}, {"nodeLabel": HOSTNAME}]
-    objects = [
-        ("topologies", {"kind": "Topology", "metadata": {"name": name}, "spec": {"levels": levels}}),
-        (
-            "resourceflavors",
-            {
-                "kind": "ResourceFlavor",
-                "metadata": {"name": name},
-                "spec": {"nodeLabels": POOL, "topologyName": name},
-            },
-        ),
-        (
-            "clusterqueues",
-            {
-                "kind": "ClusterQueue",
-                "metadata": {"name": name},
-                "spec": {
-                    "namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": namespace}},
-                    "resourceGroups": [
-                        {
-                            "coveredResources": ["cpu", GPU],
-                            "flavors": [
-                                {
-                                    "name": name,
-                                    "resources": [
-                                        {"name": "cpu", "nominalQuota": "8"},
-                                        {"name": GPU, "nominalQuota": 8},
-                                    ],
-                                }
-                            ],
-                        }
-                    ],
-                },
-            },
-        ),
-    ]
-    for plural, body in objects:
-        await kube.create(api_path(KUEUE, plural), {"apiVersion": KUEUE, **body})
-    lq = {"apiVersion": KUEUE, "kind": "LocalQueue", "metadata": {"name": "lq", "namespace": namespace}}
-    await kube.create(api_path(KUEUE, "localqueues", namespace), {**lq, "spec": {"clusterQueue": name}})
-    await claim_template(kube, namespace, "one-gpu")
-    yield namespace
-    await kube.delete(api_path(KUEUE, "localqueues", namespace, "lq"))
-    for plural, _ in reversed(objects):
-        await kube.delete(api_path(KUEUE, plural, name=name))
+    async with tas_queues(kube, namespace, gpus=8) as ready:
+        yield ready
 
 
 def rack_job(name: str, namespace: str, seconds: int) -> Obj:

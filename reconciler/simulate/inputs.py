@@ -25,6 +25,7 @@ from reconciler.api import (
     ResourceClaim,
     ResourceClaimTemplate,
     ResourceFlavor,
+    Topology,
     WorkloadPriorityClass,
 )
 from reconciler.api.resources import Resource
@@ -134,6 +135,8 @@ def _queue_object(obj: InputObject, kind: str, out: Collected) -> bool:
     elif kind == "WorkloadPriorityClass":
         wpc = decode(obj, WorkloadPriorityClass)
         out.workload_classes[wpc.metadata.name] = wpc
+    elif kind == "Topology":
+        engine.set_topology(decode(obj, Topology))
     else:
         return False
     if reason is not None:
@@ -166,7 +169,7 @@ def _other_object(obj: InputObject, kind: str, seq: int, inventory_on: bool, out
         out.device_classes.append(decode(obj, DeviceClass))
     elif inventory_on and kind == "ResourceSlice":
         out.slices.append(decode(obj, ResourceSlice))
-    elif inventory_on and kind == "Node":
+    elif kind == "Node":  # for the inventory, and topology-aware scheduling
         out.nodes.append(decode(obj, Node))
     elif kind not in ("DeviceClass", "Configuration"):
         out.warnings.append(f"{describe(obj)}: ignored (not used for admission)")

@@ -13,6 +13,8 @@ ResourceSlice and Node objects in the input make the inventory: ClusterQueues ge
 the DevicesCoverQuota condition, and in Enforce mode admission also waits for free
 devices.
 
+Topology objects and the input's Nodes give topology-aware scheduling its domains (`topology`).
+
 A LeaderWorkerSet arrives as its groups, one Workload each (a `leader` and a `worker` pod
 set, owned by the set, with the group's index), group 0 first, as the controller makes them.
 
@@ -71,6 +73,7 @@ from reconciler.integrations.pods.group_plan import GroupKnown, plan_group
 from reconciler.integrations.pods.pod import group_name
 
 from .inputs import Collected, InputObject, SimulationError, SimulationResult, collect, decode, describe
+from .topology import place_nodes
 
 __all__ = ["FairSharing", "Preempted", "Prepared", "Step", "admit_in_turn", "prepare", "simulate"]
 
@@ -265,6 +268,7 @@ def prepare(
             engine.enable_admission_fair_sharing(fair.admission)
     collected = collect(objects, inventory_mode != "Off", engine)
     prepared = Prepared(collected, _inventory(collected, mappings, inventory_mode, capacities))
+    place_nodes(collected, frameworks, mappings, inventory_mode != "Off")
     engine = collected.engine
     extended = ExtendedResources.of(collected.device_classes) if extended_resources else None
     sources = WorkloadSources(

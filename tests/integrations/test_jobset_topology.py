@@ -17,30 +17,21 @@ from reconciler.admission.queue_rules import JobPolicy
 from reconciler.admission.review import AdmissionRequest, GroupVersionResource
 from reconciler.api import TopologyAssignment
 from reconciler.api.resources import (
-    CLUSTER_QUEUES,
     JOBS,
     JOBSETS,
-    LOCAL_QUEUES,
-    NAMESPACES,
-    NODES,
     PODS,
-    RESOURCE_FLAVORS,
-    TOPOLOGIES,
 )
 from reconciler.config import Configuration
 from reconciler.core.topology.assignment import decode_assignment
 from reconciler.integrations.jobset import JOBSET
 from reconciler.runtime.shared.actions import MergePatch
 from reconciler.webhook.handlers import handle, routes
-from tests.support.builders import cluster_queue_body
 from tests.support.jobset_queues import CONFIG
 from tests.support.jobsets import jobset_body, jobset_of
 from tests.support.memory_cluster import Cluster, condition
+from tests.support.topology_cluster import GATE, HOST, RACK, RACKS, tas_cluster
 
-RACK, HOST = "cloud.com/topology-rack", "kubernetes.io/hostname"
-GATE = "kueue.x-k8s.io/topology"
 REQUIRED = "kueue.x-k8s.io/podset-required-topology"
-RACKS = {"n1": "r1", "n2": "r1", "n3": "r2", "n4": "r2"}
 # Replicated job "a": 2 Jobs of 2 pods; "b": 2 Jobs of 1 pod; every pod 2 CPUs (2 per 4-CPU node).
 SHAPE = [("a", 2, 2, 2, None), ("b", 2, 1, 1, None)]
 POLICY = JobPolicy(frameworks=frozenset({"batch/job", "jobset.x-k8s.io/jobset"}))
@@ -49,27 +40,6 @@ VALIDATE = next(r for r in routes() if r.path == "/validate-jobset-x-k8s-io-v1al
 
 # The jobset framework alone: a JobSet's Jobs (and so their pods' controller) are of no enabled kind.
 JOBSET_ONLY = dataclasses.replace(CONFIG, frameworks=("jobset.x-k8s.io/jobset",))
-
-
-def tas_cluster(config: Configuration = CONFIG) -> Cluster:
-    c = Cluster(config)
-    c.api.add(NAMESPACES, {"metadata": {"name": "ns", "labels": {"kubernetes.io/metadata.name": "ns"}}})
-    levels = [{"nodeLabel": RACK}, {"nodeLabel": HOST}]
-    c.api.add(TOPOLOGIES, {"metadata": {"name": "default"}, "spec": {"levels": levels}})
-    flavor = {"nodeLabels": {"pool": "gpu"}, "topologyName": "default"}
-    c.api.add(RESOURCE_FLAVORS, {"metadata": {"name": "tas"}, "spec": flavor})
-    c.api.add(CLUSTER_QUEUES, cluster_queue_body("cq", [("tas", {"cpu": 100})]))
-    c.api.add(LOCAL_QUEUES, {"metadata": {"name": "lq", "namespace": "ns"}, "spec": {"clusterQueue": "cq"}})
-    for name, rack in RACKS.items():
-        status = {
-            "allocatable": {"cpu": "4", "pods": "110"},
-            "conditions": [{"type": "Ready", "status": "True"}],
-        }
-        labels = {RACK: rack, HOST: name, "pool": "gpu"}
-        c.api.add(NODES, {"metadata": {"name": name, "labels": labels}, "status": status})
-    c.api.sync()
-    c.settle()
-    return c
 
 
 def tas_jobset(name: str, shape: Any = SHAPE, annotations: dict[str, str] | None = None) -> dict[str, Any]:
@@ -168,7 +138,7 @@ def test_each_replicated_job_is_placed_in_one_rack_and_its_pods_released_by_job_
 
 
 def test_a_jobset_whose_replicated_job_fits_no_rack_waits_with_kueues_message() -> None:
-    c = tas_cluster()
+    c = tas_cluster(CONFIG)
     # 5 pods of 2 CPUs: a rack holds 4.
     c.api.add(JOBSETS, tas_jobset("big", [("a", 5, 1, 1, None)]))
     c.settle()
@@ -181,7 +151,7 @@ def test_a_jobset_whose_replicated_job_fits_no_rack_waits_with_kueues_message() 
 
 
 def test_restoring_a_stopped_jobset_takes_the_gate_and_the_workload_annotation_back_out() -> None:
-    c = tas_cluster()
+    c = tas_cluster(CONFIG)
     c.api.add(JOBSETS, tas_jobset("js"))
     c.settle()
     started = jobset_of(c.jobset("js"))

@@ -12,45 +12,17 @@ import msgspec
 
 from reconciler.api import pod_template_view
 from reconciler.api.resources import (
-    CLUSTER_QUEUES,
     JOBS,
-    LOCAL_QUEUES,
-    NAMESPACES,
     NODES,
     PODS,
     RESOURCE_FLAVORS,
-    TOPOLOGIES,
 )
 from reconciler.integrations.batchjob.patches import restore_patch, start_patch
 from reconciler.runtime.shared.actions import MergePatch
-from tests.support.builders import cluster_queue_body, job_body
+from tests.support.builders import job_body
 from tests.support.memory_api import merge
 from tests.support.memory_cluster import Cluster, condition
-
-RACK, HOST = "cloud.com/topology-rack", "kubernetes.io/hostname"
-GATE = "kueue.x-k8s.io/topology"
-RACKS = {"n1": "r1", "n2": "r1", "n3": "r2", "n4": "r2"}
-
-
-def tas_cluster() -> Cluster:
-    c = Cluster()
-    c.api.add(NAMESPACES, {"metadata": {"name": "ns", "labels": {"kubernetes.io/metadata.name": "ns"}}})
-    levels = [{"nodeLabel": RACK}, {"nodeLabel": HOST}]
-    c.api.add(TOPOLOGIES, {"metadata": {"name": "default"}, "spec": {"levels": levels}})
-    flavor = {"nodeLabels": {"pool": "gpu"}, "topologyName": "default"}
-    c.api.add(RESOURCE_FLAVORS, {"metadata": {"name": "tas"}, "spec": flavor})
-    c.api.add(CLUSTER_QUEUES, cluster_queue_body("cq", [("tas", {"cpu": 100})]))
-    c.api.add(LOCAL_QUEUES, {"metadata": {"name": "lq", "namespace": "ns"}, "spec": {"clusterQueue": "cq"}})
-    for name, rack in RACKS.items():
-        status = {
-            "allocatable": {"cpu": "4", "pods": "110"},
-            "conditions": [{"type": "Ready", "status": "True"}],
-        }
-        labels = {RACK: rack, HOST: name, "pool": "gpu"}
-        c.api.add(NODES, {"metadata": {"name": name, "labels": labels}, "status": status})
-    c.api.sync()
-    c.settle()
-    return c
+from tests.support.topology_cluster import GATE, HOST, RACK, RACKS, tas_cluster
 
 
 def submit(c: Cluster, name: str) -> None:
