@@ -11,6 +11,10 @@ import msgspec
 
 from .meta import ApiStruct, Condition, ObjectMeta, Toleration
 
+# The label the Job controller gives each pod of an Indexed Job: its completion index (Kueue's
+# podIndexLabel for a Job's pod set, by which topology-aware scheduling ranks the pods).
+JOB_INDEX_LABEL = "batch.kubernetes.io/job-completion-index"
+
 
 class ResourceRequirements(ApiStruct):
     requests: dict[str, str | int] = {}

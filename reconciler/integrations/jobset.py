@@ -37,9 +37,9 @@ from reconciler.admission.review import PatchOp
 from reconciler.admission.suspendable import SuspendableKind
 from reconciler.api import PodSet
 from reconciler.api.jobset import JobSet, ReplicatedJob, replicated_job
+from reconciler.api.pods import JOB_INDEX_LABEL
 from reconciler.api.resources import JOBSETS, Resource
 from reconciler.core.model.jobs import PODSET_LABEL
-from reconciler.core.topology.ungate import JOB_INDEX_LABEL
 
 from .base import Outcome, Patch, PodSetStart, SuspendableJob, TopologyPlacement
 from .registration import Access, Registration

@@ -27,13 +27,11 @@ from reconciler.api import TopologyAssignment
 
 from .assignment import decode_assignment
 
-__all__ = ["JOB_INDEX_LABEL", "TOPOLOGY_GATE", "WORKLOAD_ANNOTATION", "GatedPod", "assign_gated_pods"]
+__all__ = ["TOPOLOGY_GATE", "WORKLOAD_ANNOTATION", "GatedPod", "assign_gated_pods"]
 
 TOPOLOGY_GATE = "kueue.x-k8s.io/topology"
 # The annotation naming a pod's Workload, which Kueue's start puts on TAS pods.
 WORKLOAD_ANNOTATION = "kueue.x-k8s.io/workload"
-# A batch/v1 Job's pod index label (Kueue's podIndexLabel for a Job's pod set).
-JOB_INDEX_LABEL = "batch.kubernetes.io/job-completion-index"
 
 
 @dataclass(frozen=True, slots=True)

@@ -16,10 +16,10 @@ from reconciler.admission.queue_rules import JobPolicy
 from reconciler.admission.review import PatchOp
 from reconciler.admission.suspendable import SuspendableKind
 from reconciler.api import Job, PodSet, pod_template_view
+from reconciler.api.pods import JOB_INDEX_LABEL
 from reconciler.api.resources import JOBS, Resource
 from reconciler.core.model.jobs import PODSET_LABEL
 from reconciler.core.model.workloads import JOB_POD_SET
-from reconciler.core.topology.ungate import JOB_INDEX_LABEL
 
 from ..base import Outcome, Patch, PodSetStart, SuspendableJob, TopologyPlacement
 from ..registration import Access, Registration
