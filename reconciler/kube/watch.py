@@ -93,6 +93,7 @@ class Informer(Generic[T]):
         self.last_event_monotonic = time.monotonic()
         self.last_contact_monotonic = self.last_event_monotonic
         self.stats = InformerStats()
+        self._open: asyncio.Timeout | None = None  # the open watch's deadline (`relist_soon` ends it)
         self._log = log.bind(kind=resource.kind, namespace=namespace)
         self._feed: Feed[T] = Feed(
             resource, decode_type, sink, stats=self.stats, log=self._log, on_progress=self._success
@@ -110,6 +111,13 @@ class Informer(Generic[T]):
 
     def __len__(self) -> int:
         return len(self._feed.cache)
+
+    def relist_soon(self) -> None:
+        """Relist now: the caller has seen that the cache is behind the server (writes keep
+        meeting 409 Conflict). An open watch is ended; the list follows the usual pause."""
+        self._feed.relist_requested = True
+        if self._open is not None:
+            self._open.reschedule(asyncio.get_running_loop().time())
 
     # --- layer 3: forever ------------------------------------------------------------------
 
@@ -193,7 +201,7 @@ class Informer(Generic[T]):
                 return
             if outcome is Outcome.ERROR:
                 return
-            if outcome is Outcome.INACTIVE:
+            if outcome is Outcome.INACTIVE and not self._feed.relist_requested:
                 # Quiet collections go silent too (bookmarks are not guaranteed): reconnect at
                 # once from the last rv. A dead server shows up as a connect error and backs off.
                 self.stats.inactivity_timeouts += 1
@@ -286,6 +294,7 @@ class Informer(Generic[T]):
         )
         try:
             async with asyncio.timeout(_CONNECT_TIMEOUT + self._inactivity_timeout) as deadline:
+                self._open = deadline
                 async with contextlib.aclosing(stream):
                     async for line in stream:
                         lines += 1
@@ -298,4 +307,6 @@ class Informer(Generic[T]):
             if deadline.expired():
                 return Outcome.INACTIVE, lines
             raise
+        finally:
+            self._open = None
         return Outcome.ENDED, lines

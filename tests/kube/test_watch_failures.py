@@ -188,3 +188,21 @@ async def test_relist_is_logged_with_the_kind(fake: FakeApiServer, client: KubeC
     assert relist
     assert relist[0]["kind"] == "Pod"
     assert relist[0]["log_level"] == "info"
+
+
+@pytest.mark.asyncio
+async def test_relist_soon_ends_an_open_watch_and_relists(fake: FakeApiServer, client: KubeClient) -> None:
+    # A stream the server keeps open and feeds nothing (as one left on a torn-down watch cache
+    # would be): asked to, the informer leaves it and lists again, without waiting for the
+    # inactivity deadline.
+    fake.script(LIST, page([obj("a", 1)], rv=10), page([obj("a", 2)], rv=20))
+    fake.fallback(WATCH, HANG)
+    rec = Recorder()
+    informer = make(client, rec, Pod, backoff=Backoff(initial=0.01, maximum=0.05, jitter=0.0))
+    async with running(informer):
+        await until(lambda: informer.synced and fake.open_streams == 1)
+        informer.relist_soon()
+        await until(lambda: informer.stats.lists == 2, within=1.0)
+        await until(lambda: fake.open_streams == 1)
+    assert ("MODIFIED", "a", "2") in rec.summary()
+    assert informer.stats.inactivity_timeouts == 0

@@ -8,8 +8,9 @@ from typing import Any, cast
 import pytest
 
 from reconciler.api.resources import EVENTS, WORKLOADS
-from reconciler.kube import KubeClient, ServerError
+from reconciler.kube import Conflict, KubeClient, ServerError
 from reconciler.runtime.shared.actions import MergePatch, PostEvent
+from reconciler.runtime.shared.conflicts import Conflicts
 from reconciler.runtime.shared.writer import WriteDone, Writer
 
 
@@ -192,3 +193,72 @@ async def test_a_write_of_the_same_rank_waits_behind_the_one_in_its_slot() -> No
     await landed(results, 4)
     assert client.calls == [b"first", b"v1", b"w1", b"v2"]
     assert not any(r.superseded for r in results)
+
+
+class ConflictingClient:
+    """Answers 409 to every patch until `settle` is set (a cache that is behind)."""
+
+    def __init__(self) -> None:
+        self.calls = 0
+        self.settle = False
+
+    async def merge_patch(self, resource: Any, namespace: Any, name: str, patch: bytes, **_: Any) -> bytes:
+        self.calls += 1
+        if not self.settle:
+            raise Conflict(409, "Conflict", "the object has been modified")
+        return patch
+
+
+@pytest.mark.asyncio
+async def test_a_patch_that_keeps_meeting_409_is_paced_not_spun() -> None:
+    # The reconciler decides again on each 409 and, its cache unchanged, sends the same patch:
+    # the writer paces those (doubling pauses), where it used to send them back to back.
+    client = ConflictingClient()
+    writer: Writer
+
+    def again(done: WriteDone) -> None:
+        if isinstance(done.error, Conflict):
+            writer.submit(done.action)
+
+    writer = Writer(cast(KubeClient, client), again)
+    writer.submit(patch("a", b"1"))
+    await asyncio.sleep(0.7)
+    assert 3 <= client.calls <= 7  # 0.02 + 0.04 + ... s of pauses; unpaced: thousands
+    client.settle = True
+    await asyncio.sleep(1.1)
+    paced = client.calls
+    writer.submit(patch("a", b"2"))  # a success settled the object: no pause now
+    await asyncio.sleep(0.01)
+    assert client.calls == paced + 1
+    await writer.drain(1.0)
+
+
+@pytest.mark.asyncio
+async def test_conflicts_that_last_ask_once_for_the_collection_to_be_relisted() -> None:
+    now = [0.0]
+    client = ConflictingClient()
+    behind: list[str] = []
+    writer = Writer(cast(KubeClient, client), lambda done: None, conflicts=Conflicts(lambda: now[0]))
+    writer.on_behind = lambda resource: behind.append(resource.plural)
+    for second in (0.0, 2.0, 4.0, 5.5, 7.0):
+        now[0] = second
+        writer.submit(patch("a", b"1"))
+        await writer_idle(writer)
+    assert behind == ["workloads"]  # once per streak, from BEHIND_AFTER seconds on
+    client.settle = True
+    writer.submit(patch("a", b"1"))
+    await writer_idle(writer)
+    client.settle = False
+    for second in (8.0, 14.0):
+        now[0] = second
+        writer.submit(patch("a", b"1"))
+        await writer_idle(writer)
+    assert behind == ["workloads", "workloads"]  # a new streak, after a success
+    await writer.drain(1.0)
+
+
+async def writer_idle(writer: Writer) -> None:
+    for _ in range(300):
+        if writer.in_flight() == 0:
+            return
+        await asyncio.sleep(0.01)

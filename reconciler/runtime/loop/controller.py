@@ -16,10 +16,12 @@ import socket
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
+from functools import partial
 from typing import Any
 
 import structlog
 
+from reconciler.api.resources import Resource
 from reconciler.config import Configuration
 from reconciler.integrations import check_frameworks
 from reconciler.kube import Informer, KubeClient, WatchEvent
@@ -196,6 +198,13 @@ def _controller_state(
     return ControllerState(watches, ledger_rebuilt=reconciler.ready, stalled=stalled)
 
 
+def _relist(informers: list[Informer[Any]], resource: Resource) -> None:
+    """The writer found the cache of `resource` behind the server: its watches relist."""
+    for informer in informers:
+        if informer.resource.plural == resource.plural and informer.resource.group == resource.group:
+            informer.relist_soon()
+
+
 def _writer(
     client: KubeClient, inbox: asyncio.Queue[Item], options: ControllerOptions, metrics: Metrics
 ) -> Writer:
@@ -241,6 +250,7 @@ async def run_controller(
         )
         for row in reconciler.watched_kinds
     ]
+    writer.on_behind = partial(_relist, informers)
     progress = _Progress(time.monotonic())
     consumer: asyncio.Task[None] | None = None
     metrics.state_source = lambda: state_snapshot(reconciler, informers, inbox.qsize())
@@ -274,7 +284,7 @@ async def run_controller(
         stopped.cancel()
         if health is not None:
             health.stopping = True
-        log.info("shutting down", in_flight=writer.in_flight())
+        log.info("shutting down", in_flight=writer.in_flight(), writes=writer.in_flight_writes())
     finally:
         owned = [*tasks, *([notice] if notice is not None else [])]
         for task in owned:

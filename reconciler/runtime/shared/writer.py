@@ -8,7 +8,9 @@ write in flight is taken, waiting writes go in by rank: writes of objects first,
 pending verdicts (a Workload's pending status, its PodsReady=False WaitForStart), then
 Events; so under a saturated API server admissions are not queued behind the verdicts and
 Events of thousands of waiting Workloads. A write that outranks the one waiting for its slot
-replaces it (an admission the pending message it was queued behind).
+replaces it (an admission the pending message it was queued behind). A patch to an object whose
+last patches met 409 Conflict waits a little first, and writes that keep conflicting ask for the
+object's collection to be relisted (`conflicts`).
 """
 
 from __future__ import annotations
@@ -21,10 +23,11 @@ from collections.abc import Callable
 
 import structlog
 
-from reconciler.api.resources import EVENTS
-from reconciler.kube import ApiError, KubeClient, KubeError, TransportError
+from reconciler.api.resources import EVENTS, Resource
+from reconciler.kube import ApiError, Conflict, KubeClient, KubeError, TransportError
 from reconciler.observability.metrics import Metrics
-from reconciler.runtime.shared.actions import Action, Create, Delete, PostEvent, Slot, WriteDone
+from reconciler.runtime.shared.actions import Action, Create, Delete, MergePatch, PostEvent, Slot, WriteDone
+from reconciler.runtime.shared.conflicts import BEHIND_AFTER, Conflicts, ObjectRef
 
 __all__ = ["WriteDone", "Writer"]
 
@@ -50,6 +53,7 @@ class Writer:
         concurrency: int = 32,
         metrics: Metrics | None = None,
         may_write: Callable[[], bool] | None = None,
+        conflicts: Conflicts | None = None,
     ) -> None:
         self._client = client
         # Asked just before each write is sent (a leader's lease check); False: not sent, superseded.
@@ -62,7 +66,11 @@ class Writer:
         self._waiting: dict[Slot, Action] = {}
         # Slots whose write waits for a place in flight (not sent yet): its turn and its rank.
         self._blocked: dict[Slot, tuple[asyncio.Future[None], int]] = {}
-        self._tasks: set[asyncio.Task[None]] = set()
+        # Each write's task, with what it writes and when it was taken (for `in_flight_writes`).
+        self._tasks: dict[asyncio.Task[None], tuple[Action, float]] = {}
+        # Objects whose writes meet 409 Conflict in a row: paced; told to `on_behind` when it lasts.
+        self._conflicts = conflicts or Conflicts()
+        self.on_behind: Callable[[Resource], None] | None = None
         self.closed = False
 
     def submit(self, action: Action) -> None:
@@ -84,16 +92,28 @@ class Writer:
     def in_flight(self) -> int:
         return len(self._tasks)
 
+    def in_flight_writes(self) -> list[str]:
+        """What each write in flight writes and for how long it has been in flight (for a log line)."""
+        now = time.monotonic()
+        writes = self._tasks.values()
+        return [f"{action.purpose} {_described(action)} {now - taken:.1f}s" for action, taken in writes]
+
     def _start(self, action: Action) -> None:
         if action.slot is not None:
             self._busy.add(action.slot)
         task = asyncio.get_running_loop().create_task(self._run(action))
-        self._tasks.add(task)
-        task.add_done_callback(self._tasks.discard)
+        self._tasks[task] = (action, time.monotonic())
+        task.add_done_callback(self._forget)
+
+    def _forget(self, task: asyncio.Task[None]) -> None:
+        self._tasks.pop(task, None)
 
     async def _run(self, action: Action) -> None:
         started = time.monotonic()
+        ref = _conflict_ref(action)
         try:
+            if ref is not None and (pause := self._conflicts.delay(ref)):
+                await asyncio.sleep(pause)  # its last writes met 409: give the watch time to catch up
             if not await self._enter(action):
                 self._deliver(WriteDone(action, superseded=True))
                 return
@@ -114,8 +134,12 @@ class Writer:
                 self._observe(action, time.monotonic() - sent, None)
             finally:
                 self._gate.release()
+            if ref is not None:
+                self._conflicts.settled(ref)
             self._deliver(WriteDone(action, body=body, seconds=time.monotonic() - started))
         except KubeError as err:
+            if ref is not None:
+                self._conflicted(action, ref, err)
             self._deliver(WriteDone(action, error=err, seconds=time.monotonic() - started))
         finally:
             slot = action.slot
@@ -146,6 +170,19 @@ class Writer:
                 self._blocked.pop(slot, None)
         return True
 
+    def _conflicted(self, action: Action, ref: ObjectRef, err: KubeError) -> None:
+        if not isinstance(err, Conflict):
+            self._conflicts.settled(ref)
+            return
+        if self._conflicts.conflict(ref) and self.on_behind is not None:
+            log.warning(
+                "writes keep meeting 409 Conflict: the cache is behind; relisting",
+                kind=action.resource.kind,
+                object=_described(action),
+                seconds=BEHIND_AFTER,
+            )
+            self.on_behind(action.resource)
+
     def _observe(self, action: Action, seconds: float, error: KubeError | None) -> None:
         if self._metrics is None:
             return
@@ -175,6 +212,17 @@ class Writer:
             await asyncio.gather(*still, return_exceptions=True)
             log.warning("writes abandoned at shutdown", count=len(still))
         return not still
+
+
+def _described(action: Action) -> str:
+    return f"{action.resource.plural} {action.namespace or ''}/{getattr(action, 'name', '')}"
+
+
+def _conflict_ref(action: Action) -> ObjectRef | None:
+    """The object of a write that can meet a failed precondition (a patch), else None."""
+    if not isinstance(action, MergePatch):
+        return None
+    return (action.resource.plural, action.namespace or "", action.name)
 
 
 class _Gate:
