@@ -240,3 +240,37 @@ def test_the_release_namespace_cannot_be_the_created_one(helm: Helm) -> None:
     namespaces = {o["metadata"]["namespace"] for o in objects if "namespace" in o["metadata"]}
     # The visibility API's reader binding lives beside the Role it binds, in kube-system.
     assert namespaces == {"gpus", "kube-system"}
+
+
+def _controller_rules(objects: list[Obj]) -> set[tuple[str, str, str]]:
+    (role,) = [
+        o for o in objects if o["kind"] == "ClusterRole" and o["metadata"]["name"] == "dra-quota-reconciler"
+    ]
+    return {
+        (g, r, v)
+        for rule in role["rules"]
+        for g in rule["apiGroups"]
+        for r in rule["resources"]
+        for v in rule["verbs"]
+    }
+
+
+def test_the_cluster_role_follows_the_enabled_frameworks(
+    helm: Helm, default_render: list[Obj], tmp_path: Path
+) -> None:
+    config = (ROOT / "manifests" / "config" / "configuration.yaml").read_text()
+    serving = config.replace("  - batch/job\n", "  - statefulset\n  - jobset.x-k8s.io/jobset\n")
+    assert serving != config
+    (tmp_path / "values.yaml").write_text(yaml.safe_dump({"configuration": serving}))
+    rules = _controller_rules(helm.template("-f", str(tmp_path / "values.yaml")))
+    default = _controller_rules(default_render)
+    # batch/job only (the default): its Jobs, none of the StatefulSet's or JobSet's kinds.
+    assert ("batch", "jobs", "patch") in default
+    assert not {r for r in default if r[0] in ("apps", "jobset.x-k8s.io")}
+    assert ("", "pods", "delete") not in default  # the pod framework's
+    # statefulset (which implies pod) and JobSet: their rules, and no Job's.
+    assert {("apps", "statefulsets", "watch"), ("jobset.x-k8s.io", "jobsets", "patch")} <= rules
+    assert {("", "pods", "delete"), ("", "pods/status", "patch")} <= rules
+    assert not {r for r in rules if r[0] == "batch"}
+    # What every configuration needs is there either way.
+    assert ("kueue.x-k8s.io", "workloads", "create") in rules & default

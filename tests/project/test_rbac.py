@@ -325,9 +325,14 @@ def compare(granted: set[Access], used: set[Access]) -> list[str]:
 
 
 def _roles() -> tuple[dict[str, Any], dict[str, Any]]:
-    """The ClusterRole, and the Roles of the controller's namespace as one."""
+    """The ClusterRole with every framework's add-on (manifests/frameworks/) as one, and the
+    Roles of the controller's namespace as one."""
     docs = [d for d in yaml.safe_load_all(RBAC.read_text()) if d]
     (cluster_role,) = [d for d in docs if d["kind"] == "ClusterRole" and d["metadata"]["name"] == CONTROLLER]
+    for path in sorted((ROOT / "manifests" / "frameworks").glob("*.yaml")):
+        for doc in yaml.safe_load_all(path.read_text()):
+            if doc and doc["kind"] == "ClusterRole":
+                cluster_role = {**cluster_role, "rules": [*cluster_role["rules"], *(doc["rules"] or [])]}
     roles = [d for d in docs if d["kind"] == "Role"]
     assert len({r["metadata"]["namespace"] for r in roles}) == 1
     return cluster_role, {"rules": [rule for r in roles for rule in r["rules"]]}

@@ -53,6 +53,18 @@ validates the rest when it starts (and exits naming the field).
 {{- end }}
 
 {{/*
+Whether the configuration enables one of the frameworks listed after the context: the chart
+grants a kind's RBAC rules only then (`include "dra-quota-reconciler.enables" (list . "pod")`
+is "true" or empty). A configuration that names no framework enables batch/job, as Kueue's.
+*/}}
+{{- define "dra-quota-reconciler.enables" -}}
+{{- $config := fromYaml (include "dra-quota-reconciler.configuration" (index . 0)) }}
+{{- $enabled := list "batch/job" }}
+{{- with $config.integrations }}{{ with .frameworks }}{{ $enabled = . }}{{ end }}{{ end }}
+{{- range (rest .) }}{{ if has . $enabled }}true{{ end }}{{ end }}
+{{- end }}
+
+{{/*
 Combinations that cannot work, refused with the value to change. Included by the
 Deployment, so `helm template`, `helm lint` and `helm install` all see them.
 */}}
