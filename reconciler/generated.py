@@ -22,6 +22,7 @@ from pathlib import Path
 import yaml
 
 from reconciler.admission.routes import Route
+from reconciler.config_sections.frameworks import DEFAULT_FRAMEWORKS
 from reconciler.integrations import REGISTRATIONS, Access, Registration, with_implied
 from reconciler.webhook.handlers import KUEUE_ROUTES
 
@@ -82,7 +83,7 @@ FRAMEWORKS_DIR = "manifests/frameworks"
 def default_frameworks(root: Path) -> tuple[str, ...]:
     """The frameworks the shipped configuration enables (Kueue's default when it names none)."""
     config = yaml.safe_load((root / CONFIGURATION).read_text()) or {}
-    listed = ((config.get("integrations") or {}).get("frameworks")) or ["batch/job"]
+    listed = ((config.get("integrations") or {}).get("frameworks")) or DEFAULT_FRAMEWORKS
     return tuple(str(name) for name in listed)
 
 
@@ -236,7 +237,7 @@ def render(
     text: str,
     target: Target,
     registrations: Sequence[Registration] | None = None,
-    shipped: Collection[str] = ("batch/job",),
+    shipped: Collection[str] = DEFAULT_FRAMEWORKS,
 ) -> str:
     """`text` with what lies between each marker pair replaced by its generated part (the
     kustomize ClusterRole's for the `shipped` frameworks)."""

@@ -3,7 +3,7 @@ enables one framework grants what the code uses for it and its implied framework
 the others; each framework's add-on file (manifests/frameworks/) adds exactly its part to the
 shipped ClusterRole; the Helm chart grants a kind's rules only when its configuration asks.
 
-What the code uses is `test_rbac`'s scan (`used_access`); an access one or more kinds declare in
+What the code uses is `tests.support.rbac_scan`'s scan (`used_access`); an access one or more kinds declare in
 their registration belongs to those kinds' frameworks (and those that imply them), any other is
 the core every configuration needs."""
 
@@ -18,7 +18,7 @@ import yaml
 from reconciler.generated import TARGETS, default_frameworks, render, slug
 from reconciler.integrations import REGISTRATIONS, enabled, with_implied
 from reconciler.runtime.shared.watched import watched_kinds
-from tests.project.test_rbac import Access, compare, expand, used_access
+from tests.support.rbac_scan import Access, compare, expand, used_access
 
 ROOT = Path(__file__).resolve().parents[2]
 KUSTOMIZE = next(t for t in TARGETS if t.path == "manifests/rbac.yaml")
