@@ -1,6 +1,7 @@
 """``python -m e2e.chaos [--jobs N] [--seed S] [--faults F]``: a flood of mixed kinds (batch/v1 Jobs,
-plain pods, pod groups) over three GPU ClusterQueues, on a test-bed of its own with two replicas of
-the controller electing a leader, through ``F`` faults of six kinds (:mod:`e2e.chaos.faults`) at
+plain pods, pod groups, JobSets on the real JobSet controller) over three GPU ClusterQueues, on a
+test-bed of its own with two replicas of the controller electing a leader, through ``F`` faults of
+seven kinds (:mod:`e2e.chaos.faults`) at
 seeded times. Alongside, the charge-level checker (:class:`e2e.support.invariants.InvariantMonitor`:
 the Workloads' reserved usage against quota at every poll and every watched revision, across
 relists; a Workload admitted twice; a Job unsuspended twice) and the pod-level checker
@@ -36,6 +37,8 @@ from e2e.support.deploy import install_crds
 from e2e.support.faults import own_testbed
 from e2e.support.flood import GPU, TRANSIENT, QueueSetup, create_queues, four_queues, pool_nodes
 from e2e.support.invariants import InvariantMonitor
+from e2e.support.jobset import JobSetProcess, install_jobset_crds, jobset_build, jobset_webhooks
+from e2e.support.webhooks import register
 from e2e.testbed import ApiError, KubeClient, TestbedSpec, api_path
 
 
@@ -88,11 +91,13 @@ async def run(args: argparse.Namespace, run_dir: Path) -> Outcome:
         KubeClient.from_kubeconfig(bed.kubeconfig) as kube,
     ):
         await install_crds(kube)
+        jobset = JobSetProcess(jobset_build(), bed.kubeconfig, run_dir / "jobset")
+        await install_jobset_crds(kube, jobset.build)
         await create_queues(kube, queues)
         replicas, ca_pem = make_replicas(run_dir / "replicas", bed.kubeconfig)
         roles = Roles(replicas)
         proxy = WebhookProxy(replicas, roles)
-        injector = Injector(bed, replicas, roles, proxy)
+        injector = Injector(bed, replicas, roles, proxy, jobset)
         outcome = Outcome(
             args.seed,
             units,
@@ -105,6 +110,9 @@ async def run(args: argparse.Namespace, run_dir: Path) -> Outcome:
         )
         try:
             async with roles.running(), proxy.serving():
+                jobset.start()
+                await jobset.wait_ready_async()
+                await register(kube, jobset_webhooks(jobset.build, jobset.webhook_port, jobset.ca_pem))
                 await asyncio.to_thread(replicas[NAMES[0]].start)
                 await injector.recover()  # starts the second one too
                 await register_pod_webhooks(kube, queues, proxy.port, ca_pem)
@@ -132,7 +140,7 @@ async def run(args: argparse.Namespace, run_dir: Path) -> Outcome:
                         await asyncio.sleep(2.0)
                     await asyncio.sleep(1.0)  # a few more samples of the end state
         finally:
-            for process in replicas.values():
+            for process in (*replicas.values(), jobset):
                 await asyncio.to_thread(process.stop)
     outcome.seconds = time.monotonic() - began
     return outcome
@@ -196,12 +204,14 @@ def table(o: Outcome) -> tuple[str, bool]:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m e2e.chaos", description=__doc__.split("\n\n")[0])
-    parser.add_argument("--jobs", type=int, default=150, help="units in the flood (Jobs, pods, pod groups)")
+    parser.add_argument(
+        "--jobs", type=int, default=150, help="units in the flood (Jobs, pods, pod groups, JobSets)"
+    )
     parser.add_argument(
         "--seed", type=int, default=None, help="seeds the mix and the faults (default: random)"
     )
     parser.add_argument(
-        "--faults", type=int, default=12, help=f"faults, every kind in turn ({len(FAULT_KINDS)} kinds)"
+        "--faults", type=int, default=14, help=f"faults, every kind in turn ({len(FAULT_KINDS)} kinds)"
     )
     parser.add_argument(
         "--drain", type=float, default=240.0, help="seconds the flood may take to finish after the faults"

@@ -11,7 +11,9 @@ Kinds (:data:`FAULT_KINDS`):
 - ``apiserver-restart``: kube-apiserver stopped and started (same port, data, certificates);
 - ``etcd-restart``: etcd stopped and started under the API server (same data directory);
 - ``webhook-outage``: the webhook proxy refuses every connection for 6 s (pod creations fail and
-  are retried; so do the Job controller's pod creations).
+  are retried; so do the Job controller's pod creations);
+- ``jobset-restart``: the JobSet controller SIGKILLed and started again 1 s later (same
+  certificate and ports: its webhooks stay registered).
 
 After each fault the injector waits until both replicas run and one of them leads and is ready.
 """
@@ -28,6 +30,7 @@ from dataclasses import dataclass, field
 from e2e.chaos.replicas import Roles, WebhookProxy
 from e2e.support.deploy import ControllerProcess
 from e2e.support.faults import LEASE_SECONDS
+from e2e.support.upstream import UpstreamProcess
 from e2e.testbed import Testbed
 
 FAULT_KINDS = (
@@ -37,6 +40,7 @@ FAULT_KINDS = (
     "apiserver-restart",
     "etcd-restart",
     "webhook-outage",
+    "jobset-restart",
 )
 RECOVERY_WITHIN = 120.0
 
@@ -63,6 +67,7 @@ class Injector:
     replicas: dict[str, ControllerProcess]
     roles: Roles
     proxy: WebhookProxy
+    jobset: UpstreamProcess
     began: float = field(default_factory=time.monotonic)
     records: list[FaultRecord] = field(default_factory=list)
     restarts_after_pause: int = 0
@@ -139,6 +144,13 @@ class Injector:
     async def _etcd_restart(self) -> str:
         await asyncio.to_thread(self.bed.restart, "etcd")
         return "etcd"
+
+    async def _jobset_restart(self) -> str:
+        await asyncio.to_thread(self.jobset.kill)
+        await asyncio.sleep(1.0)
+        await asyncio.to_thread(self.jobset.start)
+        await self.jobset.wait_ready_async()
+        return "jobset manager"
 
     async def _webhook_outage(self) -> str:
         self.proxy.blocked = True

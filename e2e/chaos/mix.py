@@ -1,13 +1,16 @@
-"""The chaos flood's units, in three kinds the test-bed runs without an upstream controller:
+"""The chaos flood's units, in four kinds:
 
 - ``job``: a suspended, queue-labelled batch/v1 Job with one pod and one GPU claim
   (:func:`e2e.support.flood.flood_job`);
 - ``pod``: a plain pod naming the queue, gated by the pod webhook, one GPU claim;
-- ``group``: a pod group of two such pods (one Workload for both, admitted as a whole).
+- ``group``: a pod group of two such pods (one Workload for both, admitted as a whole);
+- ``jobset``: a suspended, queue-labelled JobSet (run by the real JobSet controller, v0.12.0)
+  of one replicated job of one such pod: one Workload, its child Job none of its own.
 
-A unit is finished when its Job is Complete, its pod Succeeded, or all its group's pods Succeeded;
-lost when it is not finished by the end of the drain. Each unit must end with exactly one
-Workload (owned by its Job or pods): two would be two admissions the per-Workload history misses.
+A unit is finished when its Job is Complete, its pod Succeeded, all its group's pods Succeeded,
+or its JobSet Completed; lost when it is not finished by the end of the drain. Each unit must end
+with exactly one Workload (owned by its Job, JobSet or pods): two would be two admissions the
+per-Workload history misses.
 """
 
 from __future__ import annotations
@@ -25,8 +28,10 @@ from e2e.testbed import ApiError, KubeClient, api_path
 from e2e.testbed.kubeclient import Obj
 from e2e.testbed.names import RUN_SECONDS_ANNOTATION
 
-KINDS = ("job", "pod", "group")
-WEIGHTS = (0.55, 0.25, 0.20)
+KINDS = ("job", "pod", "group", "jobset")
+WEIGHTS = (0.45, 0.20, 0.15, 0.20)
+JOBSET_API = "jobset.x-k8s.io/v1alpha2"
+PLURALS = {"Job": "jobs", "Pod": "pods", "JobSet": "jobsets"}
 GROUP_LABEL = "kueue.x-k8s.io/pod-group-name"
 GROUP_COUNT = "kueue.x-k8s.io/pod-group-total-count"
 POD_WEBHOOKS = ("mpod.kb.io", "vpod.kb.io")
@@ -69,6 +74,22 @@ def plain_pod(name: str, queue: QueueSetup, run_seconds: int, group: str | None 
     }
 
 
+def jobset(name: str, queue: QueueSetup, run_seconds: int) -> Obj:
+    """A suspended JobSet naming the queue: one replicated job of one pod with one GPU claim."""
+    pod = plain_pod("unused", queue, run_seconds)
+    template = {"metadata": {"annotations": pod["metadata"]["annotations"]}, "spec": pod["spec"]}
+    job = {"parallelism": 1, "completions": 1, "backoffLimit": 0, "template": template}
+    return {
+        "apiVersion": JOBSET_API,
+        "kind": "JobSet",
+        "metadata": {"name": name, "namespace": queue.namespace, "labels": {QUEUE_LABEL: queue.local_queue}},
+        "spec": {
+            "suspend": True,
+            "replicatedJobs": [{"name": "main", "replicas": 1, "template": {"spec": job}}],
+        },
+    }
+
+
 def make_units(queues: list[QueueSetup], count: int, rng: random.Random) -> list[Unit]:
     """``count`` units, kinds drawn with :data:`WEIGHTS`, queues in turn, 2-4 s of running each."""
     units: list[Unit] = []
@@ -84,6 +105,8 @@ def make_units(queues: list[QueueSetup], count: int, rng: random.Random) -> list
             )
         elif kind == "pod":
             objects = (plain_pod(name, queue, seconds),)
+        elif kind == "jobset":
+            objects = (jobset(name, queue, seconds),)
         else:
             objects = tuple(plain_pod(f"{name}-{m}", queue, seconds, group=name) for m in range(2))
         units.append(Unit(kind, queue.namespace, name, objects))
@@ -106,8 +129,7 @@ async def create_object(kube: KubeClient, obj: Obj, within: float = 120.0) -> in
     """Create ``obj``, retrying connection failures, 5xx (a webhook not answering) and 429 until
     ``within`` s; a 409 on a retry means an earlier attempt got through. The failed attempts."""
     meta = obj["metadata"]
-    plural = "jobs" if obj["kind"] == "Job" else "pods"
-    path = api_path(obj["apiVersion"], plural, meta["namespace"])
+    path = api_path(obj["apiVersion"], PLURALS[obj["kind"]], meta["namespace"])
     deadline = time.monotonic() + within
     failures = 0
     while True:
@@ -143,11 +165,14 @@ class EndState:
 async def end_state(kube: KubeClient, units: list[Unit]) -> EndState:
     """Which units finished (Job Complete; every pod Succeeded) and which did not, with their state."""
     jobs: dict[tuple[str, str], Obj] = {}
+    jobsets: dict[tuple[str, str], Obj] = {}
     pods: dict[tuple[str, str], Obj] = {}
     owned: dict[str, set[str]] = defaultdict(set)  # owner uid -> Workloads
     for ns in sorted({u.namespace for u in units}):
         for job in (await kube.get(api_path("batch/v1", "jobs", ns)))["items"]:
             jobs[(ns, job["metadata"]["name"])] = job
+        for found in (await kube.get(api_path(JOBSET_API, "jobsets", ns)))["items"]:
+            jobsets[(ns, found["metadata"]["name"])] = found
         for pod in (await kube.get(api_path("v1", "pods", ns)))["items"]:
             pods[(ns, pod["metadata"]["name"])] = pod
         for workload in (await kube.get(api_path(KUEUE, "workloads", ns)))["items"]:
@@ -155,16 +180,17 @@ async def end_state(kube: KubeClient, units: list[Unit]) -> EndState:
                 owned[ref["uid"]].add(object_name(workload))
     state = EndState(Counter(), {})
     for unit in units:
-        made = [jobs.get((unit.namespace, unit.name))] if unit.kind == "job" else []
+        parents = {"job": jobs, "jobset": jobsets}
+        made = [parents[unit.kind].get((unit.namespace, unit.name))] if unit.kind in parents else []
         made += [
             pods.get((unit.namespace, o["metadata"]["name"])) for o in unit.objects if o["kind"] == "Pod"
         ]
         names = sorted({w for obj in made if obj is not None for w in owned[obj["metadata"]["uid"]]})
         if len(names) != 1:
             state.workloads[f"{unit.kind} {unit.namespace}/{unit.name}"] = names
-        if unit.kind == "job":
-            job = jobs.get((unit.namespace, unit.name))
-            done = job is not None and is_true(job, "Complete")
+        if unit.kind in parents:
+            job = parents[unit.kind].get((unit.namespace, unit.name))
+            done = job is not None and is_true(job, "Complete" if unit.kind == "job" else "Completed")
             seen = (
                 "missing"
                 if job is None

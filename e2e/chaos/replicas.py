@@ -1,4 +1,4 @@
-"""Two replicas of ``reconciler run --leader-elect`` (batch/job and pod frameworks, webhooks on),
+"""Two replicas of ``reconciler run --leader-elect`` (batch/job, pod and JobSet frameworks, webhooks on),
 their roles as their ``/readyz`` tells them, and a TCP proxy for the admission webhooks.
 
 The test-bed has no Service in front of the replicas: a webhook configuration names one URL, so
@@ -35,7 +35,7 @@ def make_replicas(folder: Path, kubeconfig: Path) -> tuple[dict[str, ControllerP
     config = {
         "apiVersion": "config.kueue.x-k8s.io/v1beta2",
         "kind": "Configuration",
-        "integrations": {"frameworks": ["batch/job", "pod"]},
+        "integrations": {"frameworks": ["batch/job", "pod", "jobset.x-k8s.io/jobset"]},
         "internalCertManagement": {"enable": False},
         "resources": {
             "deviceClassMappings": [{"name": "nvidia.com/gpu", "deviceClassNames": [DEVICE_CLASS_NAME]}]

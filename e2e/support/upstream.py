@@ -109,7 +109,9 @@ class UpstreamProcess(ManagedProcess):
 
     def start(self) -> None:
         self.cert_dir.mkdir(parents=True, exist_ok=True)
-        self.ca_pem = loopback_certificate(self.cert_dir).ca.cert_pem
+        ca = self.cert_dir / "ca.crt"
+        # Started again (a restart), it keeps its certificate: its registered webhooks trust it.
+        self.ca_pem = ca.read_bytes() if ca.is_file() else loopback_certificate(self.cert_dir).ca.cert_pem
         config = {
             "apiVersion": self.config_api,
             "kind": "Configuration",
