@@ -21,6 +21,7 @@ import asyncio
 import base64
 import datetime as dt
 import re
+import socket
 import ssl
 import uuid
 from collections.abc import AsyncIterator, Iterator
@@ -510,3 +511,35 @@ async def test_internal_certificates_are_made_injected_and_trusted(
         session.get(f"http://127.0.0.1:{process.health_port}/readyz") as resp,
     ):
         assert (resp.status, (await resp.text()).split(":")[0]) == (200, "standing by")
+
+
+@pytest.mark.asyncio
+async def test_a_webhook_port_taken_before_the_bind_is_chosen_again(
+    testbed: Testbed, served: Served, tmp_path: Path
+) -> None:
+    # free_port() chooses a port and lets it go; another process on the machine may bind it first
+    # (a CI run saw it: "address already in use", the controller exited). The test harness then
+    # starts the controller again on new ports.
+    taken = socket.socket()
+    taken.bind(("127.0.0.1", 0))
+    taken.listen()
+    port = taken.getsockname()[1]
+    config = _configuration(tmp_path / "config.yaml", internalCertManagement={"enable": False})
+    loopback_certificate(tmp_path / "certs")
+    process = ControllerProcess(
+        config,
+        testbed.kubeconfig,
+        tmp_path / "controller.log",
+        "--webhook-cert-dir",
+        str(tmp_path / "certs"),
+        webhook_port=port,
+    )
+    try:
+        await asyncio.to_thread(process.start)
+        await process.wait_ready_async()
+        assert process.alive()
+        assert process.webhook_port not in (None, port)
+        assert "address already in use" in process.log_path.read_text()
+    finally:
+        process.stop()
+        taken.close()

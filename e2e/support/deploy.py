@@ -258,6 +258,32 @@ class ControllerProcess(ManagedProcess):
         )
         log.close()
 
+    # How often a controller that could not bind one of its ports is started again on new ones.
+    port_retries = 2
+
+    def wait_ready(self, within: float | None = None) -> None:
+        """Until /readyz answers 200. A controller that exited because one of its loopback ports
+        was taken between `free_port` choosing it and the bind (another test-bed's process on the
+        machine got it first) is started again on newly chosen ports, `port_retries` times at most;
+        the new ports are this object's attributes, read them after this returns."""
+        for attempt in range(self.port_retries + 1):
+            try:
+                super().wait_ready(within)
+                return
+            except RuntimeError as err:
+                if attempt == self.port_retries or self.alive() or "address already in use" not in str(err):
+                    raise
+            self._choose_ports()
+            self.start()
+
+    def _choose_ports(self) -> None:
+        self.metrics_port = free_port()
+        self.health_port = free_port()
+        if self.webhook_port is not None:
+            self.webhook_port = free_port()
+        if self.visibility_port is not None:
+            self.visibility_port = free_port()
+
     @property
     def pid(self) -> int:
         assert self.process is not None
