@@ -38,8 +38,10 @@ from typing import Any
 import aiohttp
 import pytest
 import pytest_asyncio
-import yaml
 
+from e2e.support.aggregation import VERSIONS
+from e2e.support.aggregation import register_visibility as _register
+from e2e.support.aggregation import unregister_visibility as _unregister
 from e2e.support.deploy import ROOT, ControllerProcess, free_port, install_crds
 from e2e.support.workloads import KUEUE, reserved
 from e2e.testbed import KubeClient, Testbed, api_path
@@ -52,9 +54,6 @@ pytestmark = [pytest.mark.testbed, pytest.mark.timeout(300)]
 
 Obj = dict[str, Any]
 GROUP = "visibility.kueue.x-k8s.io"
-VERSIONS = ("v1beta2", "v1beta1")
-SERVICE_NAMESPACE = "visibility-e2e"
-SERVICE = "dra-quota-reconciler-visibility"
 
 
 def _kueuectl() -> Path:
@@ -85,76 +84,6 @@ async def _kubectl_raw(testbed: Testbed, path: str) -> Obj:
     assert done.returncode == 0, f"kubectl get --raw {path}: {done.stderr}"
     answer: Obj = json.loads(done.stdout)
     return answer
-
-
-def _apiservices(port: int) -> list[Obj]:
-    """The shipped APIServices, pointed at the test's Service and the controller's port."""
-    shipped = [
-        d
-        for d in yaml.safe_load_all((ROOT / "manifests" / "visibility.yaml").read_text())
-        if d and d["kind"] == "APIService"
-    ]
-    assert sorted(d["spec"]["version"] for d in shipped) == sorted(VERSIONS)
-    for doc in shipped:
-        doc["spec"]["service"] = {"name": SERVICE, "namespace": SERVICE_NAMESPACE, "port": port}
-    return shipped
-
-
-def _viewer_roles() -> list[Obj]:
-    return [
-        d
-        for d in yaml.safe_load_all((ROOT / "manifests" / "visibility.yaml").read_text())
-        if d and d["kind"] == "ClusterRole"
-    ]
-
-
-async def _available(kube: KubeClient, name: str) -> bool:
-    service = await kube.get(api_path("apiregistration.k8s.io/v1", "apiservices", name=name))
-    conditions = service.get("status", {}).get("conditions") or []
-    return any(c["type"] == "Available" and c["status"] == "True" for c in conditions)
-
-
-async def _register(kube: KubeClient, port: int) -> None:
-    await kube.create(
-        api_path("v1", "namespaces"),
-        {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": SERVICE_NAMESPACE}},
-    )
-    await kube.create(
-        api_path("v1", "services", SERVICE_NAMESPACE),
-        {
-            "apiVersion": "v1",
-            "kind": "Service",
-            "metadata": {"name": SERVICE, "namespace": SERVICE_NAMESPACE},
-            "spec": {"type": "ExternalName", "externalName": "localhost"},
-        },
-    )
-    for doc in [*_apiservices(port), *_viewer_roles()]:
-        group_version = (
-            "apiregistration.k8s.io/v1" if doc["kind"] == "APIService" else "rbac.authorization.k8s.io/v1"
-        )
-        plural = "apiservices" if doc["kind"] == "APIService" else "clusterroles"
-        await kube.create(api_path(group_version, plural), doc)
-    for doc in _apiservices(port):
-        name = doc["metadata"]["name"]
-        await wait_for(f"APIService {name} to be Available", partial(_available, kube, name), within=60)
-
-
-async def _unregister(kube: KubeClient) -> None:
-    paths = [
-        api_path("apiregistration.k8s.io/v1", "apiservices", name=d["metadata"]["name"])
-        for d in _apiservices(1)
-    ]
-    paths += [
-        api_path("rbac.authorization.k8s.io/v1", "clusterroles", name=d["metadata"]["name"])
-        for d in _viewer_roles()
-    ]
-    paths.append(api_path("v1", "namespaces", name=SERVICE_NAMESPACE))
-    for path in paths:
-        try:
-            await kube.delete(path)
-        except ApiError as err:
-            if err.status != 404:
-                raise
 
 
 @pytest.fixture(scope="module")

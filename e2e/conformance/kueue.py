@@ -66,8 +66,11 @@ def kueue_build(cache: Path | None = None) -> KueueBuild:
     return KueueBuild(version, root / "bin" / "kueue", root / "crds", root / "webhook" / "manifests.yaml")
 
 
-def kueue_configuration(base: Obj, *, metrics: int, health: int, webhook: int, cert_dir: Path) -> Obj:
-    """The scenario's Configuration with the out-of-cluster settings on top."""
+def kueue_configuration(
+    base: Obj, *, metrics: int, health: int, webhook: int, cert_dir: Path, visibility: int | None = None
+) -> Obj:
+    """The scenario's Configuration with the out-of-cluster settings on top (with `visibility`, the
+    visibility server on that loopback port; else VisibilityOnDemand off)."""
     config = dict(base)
     config.update(
         {
@@ -77,9 +80,14 @@ def kueue_configuration(base: Obj, *, metrics: int, health: int, webhook: int, c
             "metrics": {"bindAddress": f"127.0.0.1:{metrics}"},
             "health": {"healthProbeBindAddress": f"127.0.0.1:{health}"},
             "webhook": {"host": "127.0.0.1", "port": webhook, "certDir": str(cert_dir)},
-            "featureGates": {**(base.get("featureGates") or {}), "VisibilityOnDemand": False},
+            "featureGates": {
+                **(base.get("featureGates") or {}),
+                "VisibilityOnDemand": visibility is not None,
+            },
         }
     )
+    if visibility is not None:
+        config["visibilityServer"] = {"bindAddress": "127.0.0.1", "bindPort": visibility}
     return config
 
 
@@ -120,14 +128,26 @@ def webhook_configurations(
     return out
 
 
+VISIBILITY_CERTS = Path("/visibility")
+
+
 class KueueProcess(ManagedProcess):
     """Kueue's manager as a child process in a private mount namespace, logging to a file."""
 
     what = "kueue"
     ready_within = 90.0
 
-    def __init__(self, build: KueueBuild, kubeconfig: Path, workdir: Path, base_config: Obj) -> None:
+    def __init__(
+        self,
+        build: KueueBuild,
+        kubeconfig: Path,
+        workdir: Path,
+        base_config: Obj,
+        *,
+        visibility: bool = False,
+    ) -> None:
         self.build = build
+        self.visibility_port = free_port() if visibility else None
         self.kubeconfig = kubeconfig
         self.workdir = workdir
         self.metrics_port = free_port()
@@ -140,6 +160,7 @@ class KueueProcess(ManagedProcess):
             health=self.health_port,
             webhook=self.webhook_port,
             cert_dir=self.cert_dir,
+            visibility=self.visibility_port,
         )
         self.log_path = workdir / "kueue.log"
         self.process: subprocess.Popen[bytes] | None = None
@@ -160,7 +181,9 @@ class KueueProcess(ManagedProcess):
             " && mkdir -p /etc/kueue/metrics/certs"
             f" && cp {q(str(self.cert_dir / 'tls.crt'))} {q(str(self.cert_dir / 'tls.key'))}"
             " /etc/kueue/metrics/certs/"
+            f"{self._visibility_mount()}"
             f" && exec {q(str(self.build.binary))} --config={q(str(config_path))} --zap-log-level=2"
+            f" --kubeconfig={q(str(self.kubeconfig))}"
         )
         log = self.log_path.open("ab")
         self.process = subprocess.Popen(
@@ -171,3 +194,13 @@ class KueueProcess(ManagedProcess):
             start_new_session=True,
         )
         log.close()
+
+    def _visibility_mount(self) -> str:
+        """With the visibility server: its certificate where it reads it, /visibility/tls.{crt,key}
+        (a fixed path in Kueue), bind-mounted from the run's folder in the private mount namespace;
+        the host keeps an empty /visibility (made once) for the mount point."""
+        if self.visibility_port is None:
+            return ""
+        VISIBILITY_CERTS.mkdir(exist_ok=True)
+        q = shlex.quote
+        return f" && mount --bind {q(str(self.cert_dir))} {q(str(VISIBILITY_CERTS))}"

@@ -49,6 +49,8 @@ JOBSET_SNAPSHOT_CODE = Path(__file__).resolve().parent / "snapshot_jobset.py"
 KUBEFLOW_SNAPSHOT_CODE = Path(__file__).resolve().parent / "snapshot_kubeflow.py"
 # Deployments' and StatefulSets' pods named stably: in the hash of the scenarios enabling them only.
 SERVING_SNAPSHOT_CODE = Path(__file__).resolve().parent / "snapshot_serving.py"
+# The visibility API's pending workloads: in the hash of the scenarios with `visibility: true` only.
+VISIBILITY_SNAPSHOT_CODE = Path(__file__).resolve().parent / "snapshot_visibility.py"
 # The pins a recording depends on: Kueue itself and the control plane it ran on.
 PINNED = ("KUEUE_VERSION", "KUEUE_MODULE_SUM", "KUBERNETES_VERSION")
 
@@ -86,8 +88,14 @@ def scenario_inputs(scenario_path: Path) -> list[Path]:
 
 def snapshot_code(scenario_path: Path) -> list[Path]:
     """The snapshot modules a scenario's checkpoints use: snapshot.py, and snapshot_pods.py
-    when its Configuration enables the pod framework, snapshot_fair.py when it sets fairSharing."""
+    when its Configuration enables the pod framework, snapshot_fair.py when it sets fairSharing;
+    snapshot_visibility.py besides for a scenario with `visibility: true`."""
     scenario = load_scenario(scenario_path)
+    visibility = [VISIBILITY_SNAPSHOT_CODE] if scenario.visibility else []
+    return [*_snapshot_code(scenario), *visibility]
+
+
+def _snapshot_code(scenario: Scenario) -> list[Path]:
     configuration = scenario.configuration
     if enables_serving(configuration):
         return [SNAPSHOT_CODE, POD_SNAPSHOT_CODE, SERVING_SNAPSHOT_CODE]

@@ -27,7 +27,9 @@ from e2e.conformance.snapshot_jobset import take_jobset_snapshot
 from e2e.conformance.snapshot_kubeflow import take_kubeflow_snapshot
 from e2e.conformance.snapshot_pods import enables_pods, take_pod_snapshot
 from e2e.conformance.snapshot_serving import enables_serving, take_serving_snapshot
+from e2e.conformance.snapshot_visibility import take_visibility_snapshot
 from e2e.conformance.upstreams import Upstream, start_trainer
+from e2e.support.aggregation import register_visibility
 from e2e.support.appwrapper import install_appwrapper_crds
 from e2e.support.deploy import (
     ControllerProcess,
@@ -318,7 +320,10 @@ async def _snapshot(kube: KubeClient, scenario: Scenario, within: float = 30.0) 
     while True:
         try:
             # LeaderWorkerSet groups' Workloads named apart (e2e/conformance/groups.py)
-            return await take(cast(KubeClient, GroupNamed(kube)), scenario.namespaces)
+            taken = await take(cast(KubeClient, GroupNamed(kube)), scenario.namespaces)
+            if scenario.visibility:
+                taken.update(await take_visibility_snapshot(kube, scenario.namespaces))
+            return taken
         except ApiError as err:
             if err.status not in (429, 503) or loop.time() > deadline:
                 raise
@@ -389,7 +394,7 @@ async def _with_kueue(bed: Testbed, scenario: Scenario, workdir: Path) -> tuple[
     if missing:
         raise FileNotFoundError(f"Kueue is not built ({missing[0]}): run e2e/build-binaries.sh --kueue")
     base = yaml.safe_load(scenario.configuration.read_text())
-    kueue = KueueProcess(build, bed.kubeconfig, workdir, base)
+    kueue = KueueProcess(build, bed.kubeconfig, workdir, base, visibility=scenario.visibility)
     async with KubeClient.from_kubeconfig(bed.kubeconfig) as kube:
         crds = [yaml.safe_load(p.read_text()) for p in sorted(build.crds.glob("*.yaml"))]
         await apply_objects(kube, crds)
@@ -409,6 +414,8 @@ async def _with_kueue(bed: Testbed, scenario: Scenario, workdir: Path) -> tuple[
             )
             await apply_objects(kube, hooks)
             await conversion_on_loopback(kube, KUEUE_CONVERSION_CRDS, kueue.webhook_port, ca)
+            if kueue.visibility_port is not None:
+                await register_visibility(kube, kueue.visibility_port)
             await _webhooks_called(kube, pod_namespaces, scenario)
             return await _steps(kube, scenario), manager
         except BaseException as err:
@@ -452,7 +459,13 @@ def _our_process(bed: Testbed, scenario: Scenario, workdir: Path) -> ControllerP
     config_path.write_text(yaml.safe_dump(config, sort_keys=False))
     log = workdir / "controller.log"
     return ControllerProcess(
-        config_path, bed.kubeconfig, log, "--webhook-cert-dir", str(cert_dir), webhook_port=free_port()
+        config_path,
+        bed.kubeconfig,
+        log,
+        "--webhook-cert-dir",
+        str(cert_dir),
+        webhook_port=free_port(),
+        visibility_port=free_port() if scenario.visibility else None,
     )
 
 
@@ -473,6 +486,8 @@ async def _with_ours(bed: Testbed, scenario: Scenario, workdir: Path) -> tuple[S
             hooks = our_webhooks(controller.webhook_port, ca, _webhook_groups(scenario), pod_namespaces)
             await apply_objects(kube, hooks)
             await conversion_on_loopback(kube, CONVERSION_CRDS, controller.webhook_port, ca)
+            if controller.visibility_port is not None:
+                await register_visibility(kube, controller.visibility_port)
             await _webhooks_called(kube, pod_namespaces, scenario)
             return await _steps(kube, scenario), manager
         except BaseException as err:

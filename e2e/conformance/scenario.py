@@ -27,7 +27,9 @@ Without `testbed`, the test-bed's default spec (one node, one T4).
 Manifests of the scenarios are in e2e/conformance/manifests/. `within` (seconds,
 default 120) bounds every wait. `recordRuns: N` (default 1): `python -m e2e.conformance
 --record` runs Kueue N times and keeps every distinct result (for scenarios where Kueue's
-own result varies from run to run).
+own result varies from run to run). `visibility: true`: the manager's visibility API (Kueue's
+visibility server, the controller's) is registered with the API server's aggregation layer and
+every checkpoint holds each queue's pending workloads as that API lists them (snapshot_visibility.py).
 
 `expect_rejected` applies each object of its files as `apply` does but expects the API to
 refuse it (an admission webhook, a CRD's schema): the next checkpoint holds
@@ -96,6 +98,8 @@ class Scenario:
     # The real Kubeflow Trainer manager runs beside it, with JobSet's (it makes each TrainJob's
     # JobSet, JobSet its Jobs).
     trainer_controller: bool = False
+    # The manager's visibility API is served and read at each checkpoint (snapshot_visibility.py).
+    visibility: bool = False
 
     @property
     def runs_jobsets(self) -> bool:
@@ -145,6 +149,7 @@ def load_scenario(path: Path) -> Scenario:
         record_runs=_record_runs(raw.get("recordRuns", 1), path.name),
         jobset_controller=_flag(raw.get("jobsetController", False), "jobsetController", path.name),
         trainer_controller=_flag(raw.get("trainerController", False), "trainerController", path.name),
+        visibility=_flag(raw.get("visibility", False), "visibility", path.name),
     )
 
 
