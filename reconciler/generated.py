@@ -265,14 +265,13 @@ def framework_files(root: Path) -> dict[str, str]:
     shipped = default_frameworks(root)
     registrations = list(REGISTRATIONS.values())
     enabled = set(with_implied(shipped))
-    files = {}
-    for registration in registrations:
-        framework = registration.framework
-        needs = [a for a, fws in _needs(registrations) if framework in fws and not set(fws) & enabled]
-        if needs:
-            path = f"{FRAMEWORKS_DIR}/{slug(framework)}.yaml"
-            files[path] = framework_file(registrations, framework, shipped)
-    return files
+    # Frameworks with a rule the shipped ones do not need (computed once for all of them).
+    beyond = {f for _, fws in _needs(registrations) if not set(fws) & enabled for f in fws}
+    return {
+        f"{FRAMEWORKS_DIR}/{slug(r.framework)}.yaml": framework_file(registrations, r.framework, shipped)
+        for r in registrations
+        if r.framework in beyond
+    }
 
 
 def write(root: Path, *, check: bool) -> list[str]:
