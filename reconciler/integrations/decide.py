@@ -20,7 +20,7 @@ from reconciler.api.meta import LabelSelector
 from reconciler.core.model.jobs import PODSET_LABEL
 from reconciler.core.model.workloads import QUEUE_NAME_LABEL
 from reconciler.core.primitives.selectors import label_selector_matches
-from reconciler.core.scheduling.flavors import admission_node_labels, admission_tolerations
+from reconciler.core.scheduling.flavor_labels import admission_node_labels, admission_tolerations
 from reconciler.core.topology.requests import PREFERRED, REQUIRED, UNCONSTRAINED
 from reconciler.core.topology.ungate import TOPOLOGY_GATE, WORKLOAD_ANNOTATION
 

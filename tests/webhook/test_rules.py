@@ -396,21 +396,19 @@ def test_new_queues_and_flavors_get_the_in_use_finalizer() -> None:
     assert add_in_use_finalizer(done) == []
 
 
-def test_flavor_fungibility_this_controller_does_not_do_is_refused_by_name() -> None:
+def test_flavor_fungibility_is_validated_as_kueues_webhook_does() -> None:
     gpus = group([GPU], ("t4", [quota(GPU, 2)]))
-    for allowed in ({}, {"whenCanBorrow": "TryNextFlavor"}, {"whenCanPreempt": "TryNextFlavor"}):
+    both = {"whenCanBorrow": "TryNextFlavor", "whenCanPreempt": "TryNextFlavor"}
+    for allowed in (
+        {},
+        {"whenCanBorrow": "TryNextFlavor"},
+        {"whenCanPreempt": "MayStopSearch"},
+        {**both, "preference": "PreemptionOverBorrowing"},
+        {**both, "preference": "BorrowingOverPreemption"},
+    ):
         assert validate_cluster_queue(cluster_queue(gpus, flavorFungibility=allowed)) == []
-    stop = cluster_queue(gpus, flavorFungibility={"whenCanPreempt": "MayStopSearch"})
-    assert messages(validate_cluster_queue(stop)) == [
-        'spec.flavorFungibility.whenCanPreempt: Invalid value: "MayStopSearch": not supported by this '
-        "controller (it tries the next flavor before preempting); remove it or set TryNextFlavor"
+    half = {**both, "whenCanPreempt": "MayStopSearch", "preference": "PreemptionOverBorrowing"}
+    assert messages(validate_cluster_queue(cluster_queue(gpus, flavorFungibility=half))) == [
+        'spec.flavorFungibility.preference: Invalid value: "PreemptionOverBorrowing": preference '
+        '"PreemptionOverBorrowing" requires both whenCanBorrow and whenCanPreempt to be TryNextFlavor'
     ]
-    both = {
-        "whenCanBorrow": "TryNextFlavor",
-        "whenCanPreempt": "TryNextFlavor",
-        "preference": "PreemptionOverBorrowing",
-    }
-    (message,) = messages(validate_cluster_queue(cluster_queue(gpus, flavorFungibility=both)))
-    assert message.startswith(
-        'spec.flavorFungibility.preference: Invalid value: "PreemptionOverBorrowing": not supported'
-    )

@@ -62,8 +62,12 @@ class ClusterQueueModel:
     strategy: str = "BestEffortFIFO"
     stopped: bool = False
     cohort: str | None = None
-    # flavorFungibility.whenCanBorrow: stop at the first flavor that fits by borrowing, or look on.
+    # flavorFungibility.whenCanBorrow: stop at the first flavor that fits by borrowing, or look on;
+    # whenCanPreempt: stop at the first where preemption found candidates; the preference between
+    # borrowing and preempting when the best outcome is chosen (core/scheduling/fungibility.py).
     borrow_stops_search: bool = True
+    preempt_stops_search: bool = False
+    preference: str | None = None
     # preemption.withinClusterQueue and preemption.reclaimWithinCohort.
     within_cluster_queue: str = "Never"
     reclaim_within_cohort: str = "Never"
@@ -170,7 +174,7 @@ def compile_cluster_queue(cq: ClusterQueue) -> ClusterQueueModel:
             raise InvalidClusterQueueError(
                 f"spec.preemption.{field_name}: {value!r} is not one of {', '.join(allowed)}; use one of them"
             )
-    _fungibility_supported(fungibility)
+    _check_fungibility(fungibility)
     borrow = preemption.borrow_within_cohort or BorrowWithinCohort()
     if borrow.policy not in BORROW_WITHIN_COHORT_POLICIES:
         raise InvalidClusterQueueError(
@@ -191,6 +195,8 @@ def compile_cluster_queue(cq: ClusterQueue) -> ClusterQueueModel:
         stopped=cq.spec.stop_policy in ("Hold", "HoldAndDrain"),
         cohort=cq.spec.cohort_name or None,
         borrow_stops_search=fungibility.when_can_borrow != "TryNextFlavor",
+        preempt_stops_search=fungibility.when_can_preempt == "MayStopSearch",
+        preference=fungibility.preference,
         within_cluster_queue=preemption.within_cluster_queue,
         reclaim_within_cohort=preemption.reclaim_within_cohort,
         borrow_within_cohort=borrow.policy != "Never",
@@ -202,21 +208,30 @@ def compile_cluster_queue(cq: ClusterQueue) -> ClusterQueueModel:
     )
 
 
-def _fungibility_supported(fungibility: FlavorFungibility) -> None:
-    """Refuses, by name, what flavor assignment here does not do: stopping the flavor search at a
-    flavor where preemption would make room (Kueue asks its preemption oracle per flavor), and a
-    preference between borrowing and preempting."""
+_FUNGIBILITY_POLICIES = ("MayStopSearch", "TryNextFlavor")
+_PREFERENCES = ("BorrowingOverPreemption", "PreemptionOverBorrowing")
+
+
+def _check_fungibility(fungibility: FlavorFungibility) -> None:
+    """Kueue's rules for spec.flavorFungibility: the policies and the preference from their
+    enums, and a preference only when both policies are TryNextFlavor (its webhook's words)."""
     where = "spec.flavorFungibility"
-    if fungibility.when_can_preempt != "TryNextFlavor":
+    for field_name, value, allowed in (
+        ("whenCanBorrow", fungibility.when_can_borrow, _FUNGIBILITY_POLICIES),
+        ("whenCanPreempt", fungibility.when_can_preempt, _FUNGIBILITY_POLICIES),
+        ("preference", fungibility.preference, _PREFERENCES),
+    ):
+        if value is not None and value not in allowed:
+            raise InvalidClusterQueueError(
+                f"{where}.{field_name}: {value!r} is not one of {', '.join(allowed)}; use one of them"
+            )
+    preference = fungibility.preference
+    if preference is not None and not (
+        fungibility.when_can_borrow == fungibility.when_can_preempt == "TryNextFlavor"
+    ):
         raise InvalidClusterQueueError(
-            f'{where}.whenCanPreempt: Invalid value: "{fungibility.when_can_preempt}": not supported by '
-            "this controller (it tries the next flavor before preempting); remove it or set TryNextFlavor"
-        )
-    if fungibility.preference is not None:
-        raise InvalidClusterQueueError(
-            f'{where}.preference: Invalid value: "{fungibility.preference}": not supported by this '
-            "controller (when no flavor fits, it preempts in the first flavor where preemption could "
-            "make room); remove it"
+            f'{where}.preference: Invalid value: "{preference}": preference "{preference}" requires '
+            "both whenCanBorrow and whenCanPreempt to be TryNextFlavor"
         )
 
 

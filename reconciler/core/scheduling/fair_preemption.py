@@ -37,6 +37,7 @@ from .preemption import (
     IN_COHORT_FAIR_SHARING,
     IN_COHORT_RECLAMATION,
     LocalQueueUsage,
+    Needs,
     Target,
     candidate_order,
     policy_allows,
@@ -272,11 +273,12 @@ def fair_preemption_targets(
     strategies: Sequence[str],
     sizes: DeviceSizes | None = None,
     usage: LocalQueueUsage | None = None,
+    needs: Needs | None = None,
 ) -> list[Target]:
     """The workloads to evict so that `preemptor` fits in `model` under fair sharing; empty when
     no set would do. `usage`: admission fair sharing's LocalQueue scores, when `model` orders by
-    them (Kueue sorts fair-sharing candidates with them too)."""
-    needs = preemption_needs(preemptor, model, cache, sizes, fair_sharing=True)
+    them (Kueue sorts fair-sharing candidates with them too); `needs` as for classical preemption."""
+    needs = needs or preemption_needs(preemptor, model, cache, sizes, fair_sharing=True)
     if needs is None:
         return []
     requests, needed = needs

@@ -14,10 +14,10 @@ the placement itself follows a fit on quota (`topology_fit.place_topology`).
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 
-from reconciler.api import Admission, ResourceFlavor, Toleration, TopologyAssignment
+from reconciler.api import ResourceFlavor, TopologyAssignment
 
 from ..model.clusterqueues import ClusterQueueModel, FlavorQuota, ResourceGroupModel
 from ..model.workloads import DeviceSizes, PodSetInfo, WorkloadInfo
@@ -26,6 +26,17 @@ from ..primitives.quantity import format_amount
 from ..primitives.selectors import first_untolerated_taint, flavor_matches_pod_spec, taint_text
 from ..quota.capacity import Capacity
 from ..quota.ledger import FlavorResource
+from .fungibility import (
+    BEST,
+    FIT,
+    NO_CANDIDATES,
+    NO_FIT,
+    Outcome,
+    PreemptionOracle,
+    is_preferred,
+    mode_text,
+    should_try_next,
+)
 
 __all__ = [
     "DeviceCheck",
@@ -33,10 +44,7 @@ __all__ = [
     "FlavorNoFit",
     "PodSetFlavors",
     "TasFlavors",
-    "admission_node_labels",
-    "admission_tolerations",
     "assign_flavors",
-    "node_labels_for",
 ]
 
 
@@ -87,11 +95,20 @@ class FlavorNoFit:
     message: str
     # True when only used quota stands in the way: freeing quota may let it in.
     waiting_for_quota: bool
+    # When waiting for quota: what it would use in the flavors where preemption could make room,
+    # and the flavor-resources of it that need preemption (Kueue's assignment in Preempt mode).
+    usage: Mapping[FlavorResource, int] | None = None
+    needed: frozenset[FlavorResource] = frozenset()
+    # The flavors chosen depend on the workload's priority (its preemption candidates), not only
+    # on its shape: the verdict is not shared with workloads of the same shape.
+    depends: bool = False
 
 
 @dataclass(slots=True)
 class _GroupAttempt:
     flavor: str | None = None
+    # The flavor preemption could make room in, when none fits (the best such outcome).
+    fallback: str | None = None
     reasons: list[str] = field(default_factory=list)
     # Some flavor would fit if quota in use were released.
     quota_bound: bool = False
@@ -99,15 +116,30 @@ class _GroupAttempt:
     borrows: bool = False
     # The chosen flavor's borrow level.
     level: int = 0
+    # The preemption oracle was asked (among several flavors): the choice may depend on the
+    # workload's priority, not only on its shape.
+    asked: bool = False
     # Per flavor tried: (mode, borrow level, reasons), for Kueue's "Flavors considered".
     tried: dict[str, tuple[str, int, list[str]]] = field(default_factory=dict)
+    # Per flavor whose quota was checked: each resource's mode there.
+    modes: dict[str, dict[str, int]] = field(default_factory=dict)
     # Per flavor whose charge it decided: the amounts there and how they were reckoned.
     sized: dict[str, tuple[Amounts, list[str]]] = field(default_factory=dict)
 
-    def amount(self, resource: str, requests: Amounts) -> int:
-        """The chosen flavor's charge of a resource."""
-        sized = self.sized.get(self.flavor or "")
+    def amount(self, resource: str, requests: Amounts, flavor: str | None) -> int:
+        """A flavor's charge of a resource."""
+        sized = self.sized.get(flavor or "")
         return sized[0][resource] if sized is not None else requests[resource]
+
+
+@dataclass(frozen=True, slots=True)
+class _Checks:
+    """What, beyond quota, a flavor is checked against."""
+
+    devices: DeviceCheck | None
+    sizes: DeviceSizes | None
+    tas: TasFlavors
+    oracle: PreemptionOracle | None
 
 
 def _considered(tried: Mapping[str, tuple[str, int, list[str]]]) -> str:
@@ -122,6 +154,12 @@ def _considered(tried: Mapping[str, tuple[str, int, list[str]]]) -> str:
             text += ";" + ";".join(sorted(set(reasons)))
         parts.append(f"{name}({text})")
     return ", ".join(parts)
+
+
+def _assume(assumed: dict[FlavorResource, int], assigned: Mapping[str, str], usage: Amounts) -> None:
+    """Count a pod set's usage on its flavors, for the pod sets after it."""
+    for resource, flavor in assigned.items():
+        assumed[(flavor, resource)] = assumed.get((flavor, resource), 0) + usage[resource]
 
 
 def _flavor_refusal(
@@ -167,12 +205,15 @@ def _check_quota(
     cq: ClusterQueueModel,
     capacity: Capacity,
     assumed: Mapping[FlavorResource, int],
-) -> tuple[bool, bool, str, int, list[str]]:
-    """The group's resources against the flavor's quota: (fits, borrows, mode, borrowing level,
-    notes); what does not fit is added to the attempt's reasons."""
+    oracle: PreemptionOracle | None,
+    ask: bool,
+) -> tuple[Outcome, bool, int, list[str]]:
+    """The group's resources against the flavor's quota: (the worst outcome, whether it borrows,
+    the highest borrowing height, notes); each resource's mode goes to `attempt.modes` and what
+    does not fit to the attempt's reasons."""
     name = quota.name
-    fits, borrows = True, False
-    mode, level, notes = "Fit", 0, []
+    outcome, borrows, height_max, notes = BEST, False, 0, []
+    modes = attempt.modes[name] = {}
     for resource in wanted:
         fr = (name, resource)
         previous = assumed.get(fr, 0)
@@ -187,28 +228,34 @@ def _check_quota(
                 f"request ({format_amount(resource, requests[resource])}) > maximum capacity "
                 f"({format_amount(resource, maximum)})"
             )
-            mode, level, notes = "NoFit", 0, [attempt.reasons[-1]]
-            fits = False
-            break
-        borrows = borrows or used + value > nominal
-        height, reclaimable = capacity.borrow_level(cq, fr, value)
-        if value > available:
-            attempt.reasons.append(
-                f"insufficient unused quota for {resource} in flavor {name}, "
-                f"{format_amount(resource, value - available)} more needed"
-            )
             notes.append(attempt.reasons[-1])
-            attempt.quota_bound = True
-            fits = False
-            # Kueue asks its preemption oracle where preemption could help; this records
-            # only whether it would be asked (the candidates are found later, if at all).
-            if nominal >= value or reclaimable or cq.borrow_within_cohort:
-                mode = "preemptionMode=NoCandidates" if mode == "Fit" else mode
-            else:
-                mode = "NoFit"
+            mine: Outcome = (NO_FIT, 0)
         else:
-            level = max(level, height)
-    return fits, borrows, mode, level, notes
+            borrows = borrows or used + value > nominal
+            height, reclaimable = capacity.borrow_level(cq, fr, value)
+            mine = (FIT, height)
+            if value > available:
+                attempt.reasons.append(
+                    f"insufficient unused quota for {resource} in flavor {name}, "
+                    f"{format_amount(resource, value - available)} more needed"
+                )
+                notes.append(attempt.reasons[-1])
+                attempt.quota_bound = True
+                while_borrowing = cq.borrow_within_cohort or (oracle is not None and oracle.while_borrowing)
+                if not (nominal >= value or reclaimable or while_borrowing):
+                    mine = (NO_FIT, height)
+                elif oracle is None or not ask:
+                    mine = (NO_CANDIDATES, height)
+                else:
+                    mine = oracle.possibility(fr, value)
+                    attempt.asked = True
+        modes[resource] = mine[0]
+        height_max = max(height_max, mine[1])
+        if is_preferred(outcome, mine, cq.preference):
+            outcome = mine
+        if outcome[0] == NO_FIT:
+            break
+    return outcome, borrows, height_max, notes
 
 
 def _try_group(
@@ -219,20 +266,18 @@ def _try_group(
     flavors: Mapping[str, ResourceFlavor],
     capacity: Capacity,
     assumed: Mapping[FlavorResource, int],
-    devices: DeviceCheck | None = None,
-    sizes: DeviceSizes | None = None,
-    tas: TasFlavors = TasFlavors(),
+    checks: _Checks,
 ) -> _GroupAttempt:
+    """The group's flavors in order, as far as flavor fungibility goes; the best outcome wins
+    (`attempt.flavor` when it fits, `attempt.fallback` when only preemption could make room)."""
     attempt = _GroupAttempt()
     wanted = sorted(r for r in requests if r in group.covered)
     demanded = pod_set.demanded.intersection(wanted)
     base = requests
-    # With flavorFungibility.whenCanBorrow TryNextFlavor, a flavor that fits only by
-    # borrowing is kept in reserve while later flavors are tried for one that does not.
-    borrowing_fit: str | None = None
+    best: tuple[str, bool, Outcome] | None = None
     for quota in group.flavors:
         name = quota.name
-        refusal = _flavor_refusal(name, flavors.get(name), pod_set, tas)
+        refusal = _flavor_refusal(name, flavors.get(name), pod_set, checks.tas)
         if refusal is not None:
             attempt.reasons.append(refusal)
             attempt.tried[name] = ("NoFit", 0, [refusal])
@@ -240,39 +285,44 @@ def _try_group(
         requests = base
         if demanded:
             # allocationMode All, device capacities: the flavor's devices decide the amount.
-            resolved = pod_set.requests_in(base, name, sizes)
+            resolved = pod_set.requests_in(base, name, checks.sizes)
             if isinstance(resolved, str):
                 attempt.reasons.append(resolved)
                 attempt.tried[name] = ("NoFit", 0, [resolved])
                 continue
             requests, lines = resolved
             attempt.sized[name] = (requests, [line for r, line in lines if r in demanded])
-        checked = _check_quota(attempt, quota, wanted, requests, cq, capacity, assumed)
-        fits, borrows, mode, level, notes = checked
-        if fits and devices is not None:
+        # With one flavor there is nothing to choose: what preemption could do is found later.
+        ask = len(group.flavors) > 1
+        outcome, borrows, height, notes = _check_quota(
+            attempt, quota, wanted, requests, cq, capacity, assumed, checks.oracle, ask
+        )
+        if outcome[0] == FIT and checks.devices is not None:
             short = next(
                 (
                     s
                     for r in wanted
-                    if (s := devices((name, r), assumed.get((name, r), 0) + requests[r], pod_set))
+                    if (s := checks.devices((name, r), assumed.get((name, r), 0) + requests[r], pod_set))
                 ),
                 None,
             )
             if short is not None:
                 attempt.reasons.append(short)  # the next flavor's nodes may have free devices
-                mode, level, notes = "NoFit", 0, [short]
-                fits = False
-        attempt.tried[name] = (mode, level, notes)
-        if not fits:
+                outcome, height, notes = (NO_FIT, 0), 0, [short]
+        attempt.tried[name] = (mode_text(outcome[0]), height, notes)
+        if outcome[0] == NO_FIT:
             continue
-        if not borrows or cq.borrow_stops_search:
-            attempt.flavor, attempt.borrows, attempt.level = name, borrows, level
-            return attempt
-        if borrowing_fit is None:
-            borrowing_fit = name
-    if borrowing_fit is not None:
-        attempt.flavor, attempt.borrows = borrowing_fit, True
-        attempt.level = attempt.tried[borrowing_fit][1]
+        if not should_try_next(outcome, cq.borrow_stops_search, cq.preempt_stops_search):
+            best = (name, borrows, outcome)
+            break
+        if best is None or is_preferred(outcome, best[2], cq.preference):
+            best = (name, borrows, outcome)
+    if best is not None:
+        name, borrows, outcome = best
+        if outcome[0] == FIT:
+            attempt.flavor, attempt.borrows, attempt.level = name, borrows, outcome[1]
+        else:
+            attempt.fallback = name
     return attempt
 
 
@@ -284,17 +334,20 @@ def assign_flavors(
     devices: DeviceCheck | None = None,
     sizes: DeviceSizes | None = None,
     tas: TasFlavors = TasFlavors(),
+    oracle: PreemptionOracle | None = None,
 ) -> FlavorFit | FlavorNoFit:
     """`sizes`: the device inventory, which decides the charges of allocationMode All and of
-    device capacities per flavor (without it a workload with such charges fits no flavor)."""
+    device capacities per flavor (without it a workload with such charges fits no flavor);
+    `oracle`: what preemption could do in a flavor (without it, preemption finds nobody)."""
+    checks = _Checks(devices, sizes, tas, oracle)
     assumed: dict[FlavorResource, int] = {}
     results: list[PodSetFlavors] = []
     considered: list[str] = []
     charged: list[str] = []
-    # Pod sets that wait for quota: Kueue goes on with the next pod sets, counting each of
-    # them on the flavor preemption could free, and names every one in its message.
+    # Pod sets waiting for quota, counted on the flavor preemption could free (Kueue names each).
     waits: list[str] = []
-    borrows, level = False, 0
+    needed: set[FlavorResource] = set()
+    borrows, level, depends = False, 0, False
     for pod_set in workload.pod_sets:
         requests = pod_set.base_requests()
         demanded = pod_set.demanded
@@ -319,29 +372,28 @@ def assign_flavors(
                 continue
             tried_groups.add(index)
             group = cq.groups[index]
-            attempt = _try_group(
-                group, requests, pod_set, cq, flavors, capacity, assumed, devices, sizes, tas
-            )
+            attempt = _try_group(group, requests, pod_set, cq, flavors, capacity, assumed, checks)
             tried.update(attempt.tried)
-            if attempt.flavor is None:
+            depends = depends or attempt.asked
+            chosen = attempt.flavor
+            if chosen is None:
                 failed = True
                 reasons.extend(attempt.reasons)
-                candidate = _preempt_candidate(group, attempt)
-                if not attempt.quota_bound or candidate is None:
+                chosen = attempt.fallback
+                if not attempt.quota_bound or chosen is None:
                     waiting = waiting and attempt.quota_bound
                     break
-                assigned.update({r: candidate for r in group.covered if r in requests})
-                continue
-            borrows = borrows or attempt.borrows
-            level = max(level, attempt.level)
+                modes = attempt.modes.get(chosen, {})
+                needed.update((chosen, r) for r, mode in modes.items() if mode != FIT)
+            else:
+                borrows = borrows or attempt.borrows
+                level = max(level, attempt.level)
+                charged.extend(attempt.sized.get(chosen, ({}, []))[1])
             for covered in group.covered:
                 if covered in requests:
-                    assigned[covered] = attempt.flavor
-                    usage[covered] = attempt.amount(covered, requests)
-            charged.extend(attempt.sized.get(attempt.flavor, ({}, []))[1])
-        for resource, flavor in assigned.items():
-            fr = (flavor, resource)
-            assumed[fr] = assumed.get(fr, 0) + usage[resource]
+                    assigned[covered] = chosen
+                    usage[covered] = attempt.amount(covered, requests, chosen)
+        _assume(assumed, assigned, usage)
         if failed:
             waits.append(f"couldn't assign flavors to pod set {pod_set.name}: " + ", ".join(sorted(reasons)))
             if not waiting:
@@ -352,52 +404,5 @@ def assign_flavors(
         if text:
             considered.append(f"{pod_set.name}: {text}")
     if waits:
-        return FlavorNoFit("; ".join(waits), waiting_for_quota=True)
+        return FlavorNoFit("; ".join(waits), True, assumed, frozenset(needed), depends)
     return FlavorFit(results, assumed, borrows, " | ".join(considered), level, tuple(charged))
-
-
-def _preempt_candidate(group: ResourceGroupModel, attempt: _GroupAttempt) -> str | None:
-    """The flavor a pod set that waits for quota is counted on (Kueue keeps the first flavor
-    where preemption could make room); None when no flavor could ever fit."""
-    return next((q.name for q in group.flavors if attempt.tried.get(q.name, ("NoFit",))[0] != "NoFit"), None)
-
-
-def _flavor_labels(flavor_names: Iterable[str], flavors: Mapping[str, ResourceFlavor]) -> dict[str, str]:
-    labels: dict[str, str] = {}
-    for name in dict.fromkeys(flavor_names):
-        flavor = flavors.get(name)
-        if flavor is not None:
-            labels.update(flavor.spec.node_labels)
-    return labels
-
-
-def node_labels_for(
-    pod_sets: Iterable[PodSetFlavors], flavors: Mapping[str, ResourceFlavor]
-) -> dict[str, dict[str, str]]:
-    """Per pod set, the nodeLabels of its assigned flavors, to merge into the Job's nodeSelector.
-
-    As Kueue does, each distinct flavor assigned to a pod set contributes its labels.
-    """
-    return {ps.name: _flavor_labels(ps.flavors.values(), flavors) for ps in pod_sets}
-
-
-def admission_node_labels(
-    admission: Admission, flavors: Mapping[str, ResourceFlavor]
-) -> dict[str, dict[str, str]]:
-    """The same, read back from a Workload's status.admission."""
-    return {a.name: _flavor_labels(a.flavors.values(), flavors) for a in admission.pod_set_assignments}
-
-
-def admission_tolerations(
-    admission: Admission, flavors: Mapping[str, ResourceFlavor]
-) -> dict[str, list[Toleration]]:
-    """Per pod set, the tolerations of its assigned flavors (each distinct one once), for its pods."""
-    out: dict[str, list[Toleration]] = {}
-    for assignment in admission.pod_set_assignments:
-        tolerations: list[Toleration] = []
-        for name in dict.fromkeys(assignment.flavors.values()):
-            flavor = flavors.get(name)
-            if flavor is not None:
-                tolerations.extend(t for t in flavor.spec.tolerations if t not in tolerations)
-        out[assignment.name] = tolerations
-    return out

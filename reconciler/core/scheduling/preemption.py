@@ -44,6 +44,7 @@ __all__ = [
     "IN_COHORT_FAIR_SHARING",
     "IN_COHORT_RECLAIM_WHILE_BORROWING",
     "IN_COHORT_RECLAMATION",
+    "Needs",
     "Target",
     "candidate_order",
     "policy_allows",
@@ -55,6 +56,8 @@ __all__ = [
 ]
 
 WorkloadKey = tuple[str, str]
+# What a preemptor would use per flavor-resource, and the flavor-resources that need preemption.
+Needs = tuple[dict[FlavorResource, int], set[FlavorResource]]
 # The admission fair sharing score of a LocalQueue (namespace, name).
 LocalQueueUsage = Callable[[tuple[str, str]], float]
 IN_CLUSTER_QUEUE = "InClusterQueue"
@@ -278,12 +281,14 @@ def preemption_targets(
     flavors: Mapping[str, ResourceFlavor],
     sizes: DeviceSizes | None = None,
     usage: LocalQueueUsage | None = None,
+    needs: Needs | None = None,
 ) -> list[Target]:
     """The workloads to evict so that `preemptor` fits in `model`; empty when no set would do
     (`sizes`: the device inventory, for charges the flavor decides; `usage`: the admission fair
-    sharing score of a LocalQueue, when `model` orders by it)."""
+    sharing score of a LocalQueue, when `model` orders by it; `needs`: what it would use and
+    what of it needs preemption, as its flavor assignment found, else found here)."""
     tree = cache.capacity
-    needs = preemption_needs(preemptor, model, cache, sizes)
+    needs = needs or preemption_needs(preemptor, model, cache, sizes)
     if needs is None:
         return []
     requests, needed = needs
@@ -316,7 +321,7 @@ def preemption_needs(
     cache: QuotaCache,
     sizes: DeviceSizes | None = None,
     fair_sharing: bool = False,
-) -> tuple[dict[FlavorResource, int], set[FlavorResource]] | None:
+) -> Needs | None:
     """What the workload would use, and the flavor-resources of it that need preemption; None when
     preemption cannot help (Kueue's flavor assigner tries it only where it could help the queue)."""
     tree = cache.capacity

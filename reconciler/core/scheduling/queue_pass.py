@@ -9,7 +9,7 @@ fit once workloads are preempted; the largest size that does either is taken.
 from __future__ import annotations
 
 from collections.abc import Hashable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Protocol
 
 from ..model.clusterqueues import ClusterQueueModel
@@ -32,9 +32,10 @@ from .decisions import (
 )
 from .fair_preemption import fair_preemption_targets
 from .flavors import FlavorFit, FlavorNoFit, assign_flavors
+from .fungibility import NO_CANDIDATES, PREEMPT, RECLAIM, Outcome
 from .kept_verdicts import KeptVerdicts
 from .partial import can_be_partial, largest_fit
-from .preemption import Target, preemption_targets, preemptor_requests
+from .preemption import Needs, Target, preemption_targets, preemptor_requests
 from .topology_fit import admitted_pod_sets, place_topology, record_topology, tas_flavors
 
 __all__ = ["CycleOwner", "Head", "QueuePass", "group_of", "may_preempt"]
@@ -143,10 +144,11 @@ class QueuePass:
             if verdict is not None:
                 return verdict
         devices = gate.check(self.cache.ledger) if gate is not None else None
-        fit = assign_flavors(info, self.model, self.cache.flavors, tree, devices, sizes, tas)
+        oracle = _Oracle(self, info) if may_preempt(self.model) else None
+        fit = assign_flavors(info, self.model, self.cache.flavors, tree, devices, sizes, tas, oracle)
         if isinstance(fit, FlavorFit) and tas.levels:
             fit = place_topology(info, fit, self.cache)
-        if kept is not None and isinstance(fit, FlavorNoFit):
+        if kept is not None and isinstance(fit, FlavorNoFit) and not fit.depends:
             kept.put(self.model, info.shape, self.queues.epoch, sizes, tree, fit)
         return fit
 
@@ -165,7 +167,7 @@ class QueuePass:
             for name, usage in self.scheduler.holds:
                 ledger.add_usage(name, usage, 1)
         if isinstance(unheld, FlavorNoFit):
-            return FlavorNoFit(unheld.message, held.waiting_for_quota)
+            return replace(held, message=unheld.message)
         return FlavorNoFit(NO_LONGER_FITS, waiting_for_quota=False)
 
     def step(self, head: Head | None) -> bool:
@@ -194,7 +196,9 @@ class QueuePass:
                 return self._admit(key, info, fit)
             if scheduler.holds:
                 fit = self._unheld(info, fit)
-            result = self.verdicts[info.shape] = fit
+            result = fit
+            if not fit.depends:
+                self.verdicts[info.shape] = fit
         if overtaken:
             # Kueue's skipped entry: reported, and tried again on the next round as it is.
             scheduler.report(out, Pending(key, REASON_PENDING, NO_LONGER_FITS, model.name))
@@ -204,7 +208,7 @@ class QueuePass:
         preemptor, message = info, result.message
         targets: tuple[Target, ...] = ()
         if result.waiting_for_quota and may_preempt(model):
-            targets = self._targets(info)
+            targets = self._targets(info, result)
         if not targets and can_be_partial(info):
             # Kueue tries smaller sizes only when the whole one has nobody to preempt.
             smaller = largest_fit(info, self._smaller)
@@ -212,14 +216,14 @@ class QueuePass:
                 preemptor, verdict, targets = smaller
                 if isinstance(verdict, FlavorFit):
                     return self._admit(key, preemptor, verdict)
-                message = verdict.message
+                message, result = verdict.message, verdict
         victims = {t.key for t in targets}
         if targets and not victims & self.claimed:
             self.claimed |= victims
             message = f"{message}. Pending the preemption of {len(targets)} workload(s)"
             pending = Pending(key, REASON_PENDING, message, model.name)
             group = ("preempting", key)  # parked alone: its verdict is its own
-            self._preempt(key, preemptor, targets)
+            self._preempt(key, preemptor, targets, result)
         elif targets:  # Kueue's skip: another preemptor of this cycle claimed its targets
             scheduler.skips[model.name] = scheduler.skips.get(model.name, 0) + 1
         if candidate.group is None and queue.strict_fifo:
@@ -242,23 +246,31 @@ class QueuePass:
         self.out.append(Admit(key, model.name, fit.pod_sets, fit.considered, fit.charged))
         return True
 
-    def _targets(self, info: WorkloadInfo) -> tuple[Target, ...]:
-        """Whom the workload (at its sizes) would preempt to fit; none when nobody may go."""
+    def _targets(self, info: WorkloadInfo, fit: FlavorNoFit | None = None) -> tuple[Target, ...]:
+        """Whom the workload (at its sizes) would preempt to fit, in the flavors its assignment
+        chose (`fit`) or given as `needs`; none when nobody may go."""
+        return self.targets_for(info, _needs(fit))
+
+    def targets_for(self, info: WorkloadInfo, needs: Needs | None) -> tuple[Target, ...]:
         scheduler, model, cache, queues = self.scheduler, self.model, self.cache, self.queues
         usage = queues.afs.score if queues.afs is not None and queues.uses_afs(model.name) else None
+        sizes = scheduler.sizes
         if scheduler.fair_sharing is not None:
             strategies = scheduler.fair_sharing
-            return tuple(fair_preemption_targets(info, model, cache, strategies, scheduler.sizes, usage))
-        return tuple(preemption_targets(info, model, cache, cache.flavors, scheduler.sizes, usage))
+            return tuple(fair_preemption_targets(info, model, cache, strategies, sizes, usage, needs))
+        return tuple(preemption_targets(info, model, cache, cache.flavors, sizes, usage, needs))
 
-    def _preempt(self, key: WorkloadKey, info: WorkloadInfo, targets: tuple[Target, ...]) -> None:
+    def _preempt(
+        self, key: WorkloadKey, info: WorkloadInfo, targets: tuple[Target, ...], fit: FlavorNoFit
+    ) -> None:
         """Evict the targets for the workload (at the sizes it is preempting for)."""
         scheduler, model, cache = self.scheduler, self.model, self.cache
         fresh = tuple(t for t in targets if t.key not in cache.evicting)
         cache.evicting |= {t.key for t in targets}
         # Kueue's scheduler adds the preemptor's usage for the rest of its cycle: what the
         # evictions free is not taken by a head after it.
-        held = preemptor_requests(info, model, cache, scheduler.sizes)
+        needs = _needs(fit)
+        held = needs[0] if needs is not None else preemptor_requests(info, model, cache, scheduler.sizes)
         cache.hold(model.name, held)
         scheduler.holds.append((model.name, held))
         scheduler.preempting.setdefault(model.name, set()).add(key)
@@ -272,7 +284,7 @@ class QueuePass:
         if isinstance(fit, FlavorFit):
             return info, fit, ()
         if fit.waiting_for_quota and may_preempt(self.model):
-            targets = self._targets(info)
+            targets = self._targets(info, fit)
             if targets:
                 return info, fit, targets
         return None
@@ -287,3 +299,38 @@ def may_preempt(model: ClusterQueueModel) -> bool:
     return model.within_cluster_queue != "Never" or (
         model.cohort is not None and model.reclaim_within_cohort != "Never"
     )
+
+
+def _needs(fit: FlavorNoFit | None) -> Needs | None:
+    """What a no-fit's flavor assignment would use and what of it needs preemption."""
+    if fit is None or fit.usage is None or not fit.needed:
+        return None
+    return dict(fit.usage), set(fit.needed)
+
+
+class _Oracle:
+    """Kueue's preemption oracle for one workload: per flavor-resource its flavor assigner
+    tries, whether preemption finds candidates there, and whether they are all in other
+    ClusterQueues of the cohort (Reclaim) or some in its own (Preempt)."""
+
+    def __init__(self, owner: QueuePass, info: WorkloadInfo) -> None:
+        self.owner, self.info = owner, info
+        fair = owner.scheduler.fair_sharing is not None
+        self.while_borrowing = fair and owner.model.reclaim_within_cohort != "Never"
+
+    def possibility(self, fr: FlavorResource, amount: int) -> Outcome:
+        owner = self.owner
+        model, cache = owner.model, owner.cache
+        targets = owner.targets_for(self.info, ({fr: amount}, {fr}))
+        if not targets:
+            return NO_CANDIDATES, cache.capacity.borrow_level(model, fr, amount)[0]
+        ledger = cache.ledger
+        released = [(t.key, ledger.release(t.key)) for t in targets]
+        try:
+            height = cache.capacity.borrow_level(model, fr, amount)[0]
+        finally:
+            for key, charge in released:
+                if charge is not None:
+                    ledger.reserve(key, charge)
+        mine = any(t.cluster_queue == model.name for t in targets)
+        return (PREEMPT if mine else RECLAIM), height

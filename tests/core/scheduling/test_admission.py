@@ -11,7 +11,7 @@ from reconciler.core.model.clusterqueues import active_condition
 from reconciler.core.model.workloads import WorkloadInfo, compile_workload
 from reconciler.core.queueing.pending_queue import PendingQueue
 from reconciler.core.queueing.queues import backoff_seconds
-from reconciler.core.scheduling.flavors import node_labels_for
+from reconciler.core.scheduling.flavor_labels import node_labels_for
 from reconciler.core.scheduling.scheduler import Admit, Decision, Pending
 from reconciler.integrations.batchjob import workload_for_job
 from tests.support.admission_engine import GPU, info, state_with

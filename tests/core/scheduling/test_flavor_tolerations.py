@@ -7,7 +7,7 @@ from typing import Any
 import msgspec
 
 from reconciler.api import Admission, PodSetAssignment, Toleration, pod_template_view
-from reconciler.core.scheduling.flavors import admission_tolerations
+from reconciler.core.scheduling.flavor_labels import admission_tolerations
 from reconciler.integrations.batchjob import restore_patch, start_patch
 from tests.support.builders import decode, flavor
 
