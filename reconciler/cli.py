@@ -22,6 +22,7 @@ from .simulate import InputError, SimulationError, render, run_simulation
 
 if TYPE_CHECKING:
     from .observability.tls import ServingCertificate
+    from .visibility.dryrun import DryRunner
     from .webhook.service import WebhookOptions
 
 EXIT_USAGE = 2
@@ -357,6 +358,7 @@ def _run(args: argparse.Namespace) -> int:
         webhook=_webhook_options(config, args),
         visibility_bind_address=args.visibility_bind_address,
         visibility_tls=visibility_tls,
+        dry_run=_dry_runner(config, args),
     )
     try:
         with contextlib.suppress(KeyboardInterrupt):
@@ -366,6 +368,14 @@ def _run(args: argparse.Namespace) -> int:
         print(f"error: kubeconfig: {err}{hint}", file=sys.stderr)
         return EXIT_USAGE
     return 0
+
+
+def _dry_runner(config: Configuration, args: argparse.Namespace) -> DryRunner:
+    """The visibility server's dry run (`POST .../whatifs`), read with the controller's client."""
+    from .explain.dry_run_service import dry_runner
+    from .runtime.loop.controller import make_client
+
+    return dry_runner(config, args.config, lambda: make_client(args.kubeconfig))
 
 
 def _metrics_tls(args: argparse.Namespace) -> ServingCertificate | None:

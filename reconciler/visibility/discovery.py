@@ -9,12 +9,16 @@ it; without it, it falls back to the per-version documents as a user without gro
 does not let read them, and marks the versions stale (which stalls namespace deletion).
 ``/openapi/v2`` answers a small document naming the API's
 types (the aggregator merges it into the API server's own).
+
+The same server answers the dry run's group (``whatif.dra-quota.dev``, beyond Kueue: ``dryrun.py``),
+whose one resource ``whatifs`` is namespaced and can only be created.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
+from . import dryrun
 from .summary import GROUP, VERSIONS
 
 __all__ = [
@@ -30,17 +34,39 @@ __all__ = [
 KIND = "PendingWorkloadsSummary"
 
 
-def _group() -> dict[str, Any]:
-    versions = [{"groupVersion": f"{GROUP}/{v}", "version": v} for v in VERSIONS]
-    return {"name": GROUP, "versions": versions, "preferredVersion": versions[0]}
+# The groups served, with their versions (the preferred first).
+GROUPS: dict[str, tuple[str, ...]] = {GROUP: VERSIONS, dryrun.WHATIF_GROUP: (dryrun.VERSION,)}
+
+
+def _group(name: str = GROUP) -> dict[str, Any]:
+    versions = [{"groupVersion": f"{name}/{v}", "version": v} for v in GROUPS[name]]
+    return {"name": name, "versions": versions, "preferredVersion": versions[0]}
 
 
 def api_group_list() -> dict[str, Any]:
-    return {"kind": "APIGroupList", "apiVersion": "v1", "groups": [_group()]}
+    return {"kind": "APIGroupList", "apiVersion": "v1", "groups": [_group(g) for g in GROUPS]}
 
 
-def api_group() -> dict[str, Any]:
-    return {"kind": "APIGroup", "apiVersion": "v1", **_group()}
+def api_group(name: str = GROUP) -> dict[str, Any]:
+    return {"kind": "APIGroup", "apiVersion": "v1", **_group(name)}
+
+
+def whatif_resource_list() -> dict[str, Any]:
+    """The dry run's version: `whatifs`, namespaced, create only."""
+    return {
+        "kind": "APIResourceList",
+        "apiVersion": "v1",
+        "groupVersion": f"{dryrun.WHATIF_GROUP}/{dryrun.VERSION}",
+        "resources": [
+            {
+                "name": dryrun.RESOURCE,
+                "singularName": "whatif",
+                "namespaced": True,
+                "kind": dryrun.KIND,
+                "verbs": ["create"],
+            }
+        ],
+    }
 
 
 def resource_list(version: str) -> dict[str, Any]:
@@ -72,15 +98,15 @@ AGGREGATED_GROUP = "apidiscovery.k8s.io"
 AGGREGATED_KIND = "APIGroupDiscoveryList"
 
 
-def _version_discovery(version: str) -> dict[str, Any]:
+def _version_discovery(version: str, group: str = GROUP) -> dict[str, Any]:
     """One version's resources in aggregated form: subresources under their parent resource."""
-    listed = resource_list(version)["resources"]
+    listed = (resource_list(version) if group == GROUP else whatif_resource_list())["resources"]
     parents: dict[str, dict[str, Any]] = {}
     for r in listed:
         if "/" not in r["name"]:
             parents[r["name"]] = {
                 "resource": r["name"],
-                "responseKind": {"group": GROUP, "version": version, "kind": r["kind"]},
+                "responseKind": {"group": group, "version": version, "kind": r["kind"]},
                 "scope": "Namespaced" if r["namespaced"] else "Cluster",
                 "singularResource": r["singularName"],
                 "verbs": r["verbs"],
@@ -114,7 +140,8 @@ def aggregated_discovery(accept: str) -> tuple[dict[str, Any], str] | None:
                 "apiVersion": f"{AGGREGATED_GROUP}/{version}",
                 "metadata": {},
                 "items": [
-                    {"metadata": {"name": GROUP}, "versions": [_version_discovery(v) for v in VERSIONS]}
+                    {"metadata": {"name": g}, "versions": [_version_discovery(v, g) for v in GROUPS[g]]}
+                    for g in GROUPS
                 ],
             }
             content_type = f"application/json;g={AGGREGATED_GROUP};v={version};as={AGGREGATED_KIND}"

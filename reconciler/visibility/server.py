@@ -26,7 +26,7 @@ from reconciler.kube.client import KubeClient
 from reconciler.kube.reviews import ApiReviewer, ReviewedUser
 from reconciler.observability.server import Server, start_server
 
-from . import discovery
+from . import discovery, dryrun
 from .access import (
     AUTHENTICATION_CONFIGMAP,
     Authorizer,
@@ -54,6 +54,8 @@ NOT_LEADING = (
     "(ask again; the APIService's Service may reach another replica)"
 )
 NOT_READY = "the controller is rebuilding its queues from the API server; ask again in a moment"
+DRY_RUN_BUSY = "a dry run is already running on this replica; ask again in a moment"
+DRY_RUN_TIMEOUT = 60.0
 
 
 class PendingSource(Protocol):
@@ -73,11 +75,13 @@ class PendingSource(Protocol):
 
 @dataclass
 class Published:
-    """What the controller publishes: its queues while it leads and is ready, else why not."""
+    """What the controller publishes: its queues while it leads and is ready, else why not; and
+    the dry run (any replica answers it: it reads the API, not the leader's queues)."""
 
     source: PendingSource | None = None
     unavailable: str = NOT_LEADING
     requestheader: RequestHeaderConfig | None = None
+    dry_run: dryrun.DryRunner | None = None
 
 
 _USER = web.RequestKey("visibility.user", ReviewedUser)
@@ -95,19 +99,19 @@ def _forbidden(user: ReviewedUser, path: str, kind: str, attributes: dict[str, s
     """Kubernetes' words for a request its authorizer denied."""
     if kind == "nonResourceAttributes":
         return _refuse(403, "Forbidden", f'forbidden: User "{user.username}" cannot get path "{path}"')
-    resource = f"{attributes['resource']}/{attributes['subresource']}"
+    group, verb = attributes["group"], attributes["verb"]
+    resource = attributes["resource"] + (
+        f"/{attributes['subresource']}" if "subresource" in attributes else ""
+    )
     namespace = attributes.get("namespace")
     where = f'in the namespace "{namespace}"' if namespace is not None else "at the cluster scope"
+    name = attributes.get("name", "")
+    subject = f'{attributes["resource"]}.{group} "{name}"' if name else f"{attributes['resource']}.{group}"
     message = (
-        f'{attributes["resource"]}.{GROUP} "{attributes["name"]}" is forbidden: User "{user.username}" '
-        f'cannot get resource "{resource}" in API group "{GROUP}" {where}'
+        f'{subject} is forbidden: User "{user.username}" cannot {verb} resource "{resource}" in API '
+        f'group "{group}" {where}'
     )
-    return _refuse(
-        403,
-        "Forbidden",
-        message,
-        {"name": attributes["name"], "group": GROUP, "kind": attributes["resource"]},
-    )
+    return _refuse(403, "Forbidden", message, {"name": name, "group": group, "kind": attributes["resource"]})
 
 
 class _Api:
@@ -116,6 +120,7 @@ class _Api:
     def __init__(self, published: Published, authorizer: Authorizer) -> None:
         self.published = published
         self.authorizer = authorizer
+        self.dry_running = asyncio.Lock()
 
     @web.middleware
     async def authenticated(
@@ -169,14 +174,17 @@ class _Api:
         return response
 
     async def group(self, request: web.Request) -> web.Response:
-        if request.match_info["group"] != GROUP:
+        if request.match_info["group"] not in discovery.GROUPS:
             raise web.HTTPNotFound()
-        return await self.document(request, discovery.api_group())
+        return await self.document(request, discovery.api_group(request.match_info["group"]))
 
     async def version(self, request: web.Request) -> web.Response:
-        if request.match_info["group"] != GROUP or request.match_info["version"] not in VERSIONS:
+        group, ver = request.match_info["group"], request.match_info["version"]
+        if ver not in discovery.GROUPS.get(group, ()):
             raise web.HTTPNotFound()
-        return await self.document(request, discovery.resource_list(request.match_info["version"]))
+        if group == dryrun.WHATIF_GROUP:
+            return await self.document(request, discovery.whatif_resource_list())
+        return await self.document(request, discovery.resource_list(ver))
 
     async def openapi_v2(self, request: web.Request) -> web.Response:
         return await self.document(request, discovery.openapi_v2())
@@ -217,6 +225,40 @@ class _Api:
         members = source.pending(cluster_queue) or []
         return _json(local_queue_summary(members, namespace, name, page, ver))
 
+    async def what_if(self, request: web.Request) -> web.Response:
+        """The dry run: one at a time per replica (it reads every queue object and Workload)."""
+        info = request.match_info
+        namespace = info["namespace"]
+        if info["group"] != dryrun.WHATIF_GROUP or info["version"] != dryrun.VERSION:
+            raise web.HTTPNotFound()
+        attributes = {"verb": "create", "group": dryrun.WHATIF_GROUP, "version": dryrun.VERSION}
+        attributes |= {"resource": dryrun.RESOURCE, "namespace": namespace}
+        refusal = await self.refusal(request, "resourceAttributes", attributes)
+        if refusal is not None:
+            return refusal
+        runner = self.published.dry_run
+        if runner is None:
+            return _refuse(503, "ServiceUnavailable", "this controller does not serve dry runs")
+        try:
+            asked, objects = dryrun.parse_request(await request.read(), namespace)
+        except dryrun.RequestError as err:
+            return _refuse(422, "Invalid", f"{dryrun.KIND}: {err}")
+        if self.dry_running.locked():
+            response = _refuse(429, "TooManyRequests", DRY_RUN_BUSY)
+            response.headers["Retry-After"] = "2"
+            return response
+        async with self.dry_running:
+            try:
+                answer = await asyncio.wait_for(runner(namespace, objects), DRY_RUN_TIMEOUT)
+            except dryrun.RequestError as err:
+                return _refuse(422, "Invalid", f"{dryrun.KIND}: {err}")
+            except TimeoutError:
+                return _refuse(504, "Timeout", f"the dry run took over {DRY_RUN_TIMEOUT:.0f} s; ask again")
+            except Exception as err:
+                log.warning("visibility: a dry run failed", namespace=namespace, error=str(err))
+                return _refuse(500, "InternalError", f"the dry run failed: {err}")
+        return _json(dryrun.answer_document(asked, namespace, answer), 201)
+
 
 def visibility_app(published: Published, authorizer: Authorizer) -> web.Application:
     """The aiohttp application (its TLS context, which verifies the front proxy, is the caller's)."""
@@ -228,6 +270,7 @@ def visibility_app(published: Published, authorizer: Authorizer) -> web.Applicat
     app.router.add_get(base, api.version)
     app.router.add_get(base + "/clusterqueues/{name}/pendingworkloads", api.pending)
     app.router.add_get(base + "/namespaces/{namespace}/localqueues/{name}/pendingworkloads", api.pending)
+    app.router.add_post(base + "/namespaces/{namespace}/whatifs", api.what_if)
     app.router.add_get("/openapi/v2", api.openapi_v2)
     app.router.add_get("/openapi/v3", api.openapi_v3)
     return app

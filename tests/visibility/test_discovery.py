@@ -8,8 +8,9 @@ AGGREGATED = "application/json;g=apidiscovery.k8s.io;v={};as=APIGroupDiscoveryLi
 
 
 def test_plain_discovery_lists_both_versions_and_the_get_subresources() -> None:
-    group = api_group_list()["groups"][0]
+    group, whatif = api_group_list()["groups"]
     assert [v["version"] for v in group["versions"]] == ["v1beta2", "v1beta1"]
+    assert (whatif["name"], whatif["preferredVersion"]["version"]) == ("whatif.dra-quota.dev", "v1alpha1")
     assert group["preferredVersion"]["version"] == "v1beta2"
     verbs = {r["name"]: r["verbs"] for r in resource_list("v1beta1")["resources"]}
     assert verbs == {
@@ -27,8 +28,13 @@ def test_aggregated_discovery_answers_the_version_asked_with_subresources_under_
     body, content_type = answer
     assert content_type == AGGREGATED.format("v2")
     assert body["apiVersion"] == "apidiscovery.k8s.io/v2"
-    (group,) = body["items"]
+    group, whatif = body["items"]
     assert group["metadata"]["name"] == "visibility.kueue.x-k8s.io"
+    (dry,) = whatif["versions"]
+    assert whatif["metadata"]["name"] == "whatif.dra-quota.dev"
+    assert [(r["resource"], r["scope"], r["verbs"]) for r in dry["resources"]] == [
+        ("whatifs", "Namespaced", ["create"])
+    ]
     versions = {v["version"]: v for v in group["versions"]}
     assert list(versions) == ["v1beta2", "v1beta1"]
     resources = {r["resource"]: r for r in versions["v1beta1"]["resources"]}

@@ -38,6 +38,7 @@ from reconciler.observability.server import Server, health_app, start_server
 from reconciler.observability.tls import ServingCertificate
 from reconciler.runtime.loop.controller import ControllerOptions, make_client, run_controller, signal_stop
 from reconciler.runtime.loop.metrics_endpoint import MetricsEndpoint, serve_metrics
+from reconciler.visibility.dryrun import DryRunner
 from reconciler.visibility.server import Published, VisibilityServer, serve_visibility
 from reconciler.webhook.service import WebhookOptions, build_webhooks
 
@@ -62,6 +63,8 @@ class ProcessOptions:
     # None: not served. Every replica listens; only the leader answers from its queues.
     visibility_bind_address: str | None = None
     visibility_tls: ServingCertificate | None = None
+    # The dry run the visibility server answers (`POST .../whatifs`); None: not served.
+    dry_run: DryRunner | None = None
 
 
 def _exit_now(code: int) -> NoReturn:
@@ -94,7 +97,7 @@ async def run_process(
     webhook_client = None
     webhooks: asyncio.Task[None] | None = None
     endpoint: MetricsEndpoint | None = None
-    published = Published()
+    published = Published(dry_run=options.dry_run)
     visibility: VisibilityServer | None = None
     try:
         endpoint = await serve_metrics(
