@@ -2,7 +2,8 @@
 (manifests/visibility.yaml, v1beta2 and v1beta1) pointed at a Service of type ExternalName
 `localhost` and a loopback port (the test-bed has no pod network), with the shipped viewer roles.
 Whoever serves the port (the controller, or Kueue's own visibility server) answers every request
-the API server forwards through its front proxy."""
+the API server forwards through its front proxy. With `whatif`, the controller's dry run
+(whatif.dra-quota.dev v1alpha1, beyond Kueue) too, with its shipped role."""
 
 from __future__ import annotations
 
@@ -20,18 +21,21 @@ __all__ = ["VERSIONS", "apiservices", "register_visibility", "unregister_visibil
 
 Obj = dict[str, Any]
 VERSIONS = ("v1beta2", "v1beta1")
+WHATIF_GROUP = "whatif.dra-quota.dev"
 SERVICE_NAMESPACE = "visibility-e2e"
 SERVICE = "dra-quota-reconciler-visibility"
 
 
-def apiservices(port: int) -> list[Obj]:
-    """The shipped APIServices, pointed at the test's Service and the controller's port."""
+def apiservices(port: int, whatif: bool = False) -> list[Obj]:
+    """The shipped APIServices (Kueue's group; with `whatif` the dry run's too), pointed at the
+    test's Service and the controller's port."""
     shipped = [
         d
         for d in yaml.safe_load_all((ROOT / "manifests" / "visibility.yaml").read_text())
-        if d and d["kind"] == "APIService"
+        if d and d["kind"] == "APIService" and (whatif or d["spec"]["group"] != WHATIF_GROUP)
     ]
-    assert sorted(d["spec"]["version"] for d in shipped) == sorted(VERSIONS)
+    kueues = [d["spec"]["version"] for d in shipped if d["spec"]["group"] != WHATIF_GROUP]
+    assert sorted(kueues) == sorted(VERSIONS)
     for doc in shipped:
         doc["spec"]["service"] = {"name": SERVICE, "namespace": SERVICE_NAMESPACE, "port": port}
     return shipped
@@ -51,7 +55,7 @@ async def available(kube: KubeClient, name: str) -> bool:
     return any(c["type"] == "Available" and c["status"] == "True" for c in conditions)
 
 
-async def register_visibility(kube: KubeClient, port: int) -> None:
+async def register_visibility(kube: KubeClient, port: int, whatif: bool = False) -> None:
     await kube.create(
         api_path("v1", "namespaces"),
         {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": SERVICE_NAMESPACE}},
@@ -65,13 +69,13 @@ async def register_visibility(kube: KubeClient, port: int) -> None:
             "spec": {"type": "ExternalName", "externalName": "localhost"},
         },
     )
-    for doc in [*apiservices(port), *viewer_roles()]:
+    for doc in [*apiservices(port, whatif), *viewer_roles()]:
         group_version = (
             "apiregistration.k8s.io/v1" if doc["kind"] == "APIService" else "rbac.authorization.k8s.io/v1"
         )
         plural = "apiservices" if doc["kind"] == "APIService" else "clusterroles"
         await kube.create(api_path(group_version, plural), doc)
-    for doc in apiservices(port):
+    for doc in apiservices(port, whatif):
         name = doc["metadata"]["name"]
         await wait_for(f"APIService {name} to be Available", partial(available, kube, name), within=60)
 
@@ -79,7 +83,7 @@ async def register_visibility(kube: KubeClient, port: int) -> None:
 async def unregister_visibility(kube: KubeClient) -> None:
     paths = [
         api_path("apiregistration.k8s.io/v1", "apiservices", name=d["metadata"]["name"])
-        for d in apiservices(1)
+        for d in apiservices(1, whatif=True)
     ]
     paths += [
         api_path("rbac.authorization.k8s.io/v1", "clusterroles", name=d["metadata"]["name"])
