@@ -178,8 +178,10 @@ class Testbed:
         self.start_seconds = time.monotonic() - began
         self._echo(f"all components healthy in {self.start_seconds:.1f}s; KUBECONFIG={self.kubeconfig}")
 
-    def stop(self) -> None:
-        """Stop every component (reverse order). Safe to call twice."""
+    def stop(self, grace: float | None = None) -> None:
+        """Stop every component (reverse order). Safe to call twice. `grace`: the seconds each
+        gets between SIGTERM and SIGKILL, for all of them (default: each component's own); 0 for a
+        throwaway test-bed whose state no one reads after."""
         atexit.unregister(self.stop)
         errors: list[str] = []
         for name in reversed(ordered_components(list(self._processes))):
@@ -187,7 +189,7 @@ class Testbed:
             if proc is None:
                 continue
             try:
-                proc.stop(self._plans[name].stop_grace)
+                proc.stop(self._plans[name].stop_grace if grace is None else grace)
             except TestbedError as err:
                 errors.append(str(err))
         if self._plans:
