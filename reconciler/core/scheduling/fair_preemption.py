@@ -39,6 +39,7 @@ from .preemption import (
     LocalQueueUsage,
     Needs,
     Target,
+    TopologyCheck,
     candidate_order,
     policy_allows,
     preemption_needs,
@@ -158,6 +159,7 @@ class _Run:
         self.tree = cache.capacity
         self.removed: list[tuple[Target, Charge]] = []
         self.incoming: WorkloadKey | None = None
+        self.topology: TopologyCheck | None = None
 
     def remove(self, key: WorkloadKey, cq: str, reason: str) -> None:
         charge = self.cache.ledger.release(key)
@@ -170,7 +172,11 @@ class _Run:
         lifted = ledger.release(self.incoming) if self.incoming is not None else None
         try:
             node = ("cq", self.model.name)
-            return all(amount <= self.tree.available(node, fr) for fr, amount in self.requests.items())
+            if not all(amount <= self.tree.available(node, fr) for fr, amount in self.requests.items()):
+                return False
+            if self.topology is None:
+                return True
+            return self.topology(frozenset(t.key for t, _ in self.removed if not ledger.holds(t.key)))
         finally:
             if lifted is not None and self.incoming is not None:
                 ledger.reserve(self.incoming, lifted)
@@ -274,6 +280,7 @@ def fair_preemption_targets(
     sizes: DeviceSizes | None = None,
     usage: LocalQueueUsage | None = None,
     needs: Needs | None = None,
+    topology: TopologyCheck | None = None,
 ) -> list[Target]:
     """The workloads to evict so that `preemptor` fits in `model` under fair sharing; empty when
     no set would do. `usage`: admission fair sharing's LocalQueue scores, when `model` orders by
@@ -287,6 +294,7 @@ def fair_preemption_targets(
     if not candidates:
         return []
     run = _Run(cache, model, requests)
+    run.topology = topology
     try:
         with simulated_usage(cache.ledger, model.name, requests) as incoming:
             run.incoming = incoming

@@ -102,6 +102,9 @@ class FlavorNoFit:
     # The flavors chosen depend on the workload's priority (its preemption candidates), not only
     # on its shape: the verdict is not shared with workloads of the same shape.
     depends: bool = False
+    # It fits on quota, not in the topology's domains as they are, but would in empty ones: the
+    # quota assignment, placed again by preemption's test of each candidate set.
+    retry: FlavorFit | None = None
 
 
 @dataclass(slots=True)

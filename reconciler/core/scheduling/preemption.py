@@ -46,6 +46,7 @@ __all__ = [
     "IN_COHORT_RECLAMATION",
     "Needs",
     "Target",
+    "TopologyCheck",
     "candidate_order",
     "policy_allows",
     "preemption_message",
@@ -56,6 +57,8 @@ __all__ = [
 ]
 
 WorkloadKey = tuple[str, str]
+# Whether the preemptor's pods fit the topology's domains once these workloads are gone.
+TopologyCheck = Callable[[frozenset[WorkloadKey]], bool]
 # What a preemptor would use per flavor-resource, and the flavor-resources that need preemption.
 Needs = tuple[dict[FlavorResource, int], set[FlavorResource]]
 # The admission fair sharing score of a LocalQueue (namespace, name).
@@ -282,11 +285,13 @@ def preemption_targets(
     sizes: DeviceSizes | None = None,
     usage: LocalQueueUsage | None = None,
     needs: Needs | None = None,
+    topology: TopologyCheck | None = None,
 ) -> list[Target]:
     """The workloads to evict so that `preemptor` fits in `model`; empty when no set would do
     (`sizes`: the device inventory, for charges the flavor decides; `usage`: the admission fair
     sharing score of a LocalQueue, when `model` orders by it; `needs`: what it would use and
-    what of it needs preemption, as its flavor assignment found, else found here)."""
+    what of it needs preemption, as its flavor assignment found, else found here; `topology`:
+    whether its pods fit the topology's domains without the workloads given, checked with quota)."""
     tree = cache.capacity
     needs = needs or preemption_needs(preemptor, model, cache, sizes)
     if needs is None:
@@ -309,7 +314,7 @@ def preemption_targets(
     else:
         attempts = [True, False]
     for allow_borrowing in attempts:
-        found = _attempt(cache, tree, model, candidates, needed, requests, allow_borrowing)
+        found = _attempt(cache, tree, model, candidates, (needed, requests), allow_borrowing, topology)
         if found:
             return found
     return []
@@ -370,12 +375,13 @@ def _attempt(
     tree: CohortTree,
     model: ClusterQueueModel,
     candidates: list[_Candidate],
-    needed: set[FlavorResource],
-    requests: Mapping[FlavorResource, int],
+    wanted: tuple[set[FlavorResource], Mapping[FlavorResource, int]],
     allow_borrowing: bool,
+    topology: TopologyCheck | None = None,
 ) -> list[Target]:
     ledger = cache.ledger
     node = ("cq", model.name)
+    needed, requests = wanted
 
     def fits() -> bool:
         for fr, amount in requests.items():
@@ -383,7 +389,9 @@ def _attempt(
                 return False
             if amount > tree.available(node, fr):
                 return False
-        return True
+        if topology is None:
+            return True
+        return topology(frozenset(c.key for c, _ in removed if not ledger.holds(c.key)))
 
     def valid(c: _Candidate) -> bool:
         if c.cluster_queue == model.name:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Hashable
 from dataclasses import dataclass, replace
+from functools import partial
 from typing import Protocol
 
 from ..model.clusterqueues import ClusterQueueModel
@@ -35,8 +36,8 @@ from .flavors import FlavorFit, FlavorNoFit, assign_flavors
 from .fungibility import NO_CANDIDATES, PREEMPT, RECLAIM, Outcome
 from .kept_verdicts import KeptVerdicts
 from .partial import can_be_partial, largest_fit
-from .preemption import Needs, Target, preemption_targets, preemptor_requests
-from .topology_fit import admitted_pod_sets, place_topology, record_topology, tas_flavors
+from .preemption import Needs, Target, TopologyCheck, preemption_targets, preemptor_requests
+from .topology_fit import admitted_pod_sets, place_topology, record_topology, tas_flavors, topology_fits
 
 __all__ = ["CycleOwner", "Head", "QueuePass", "group_of", "may_preempt"]
 
@@ -248,17 +249,25 @@ class QueuePass:
 
     def _targets(self, info: WorkloadInfo, fit: FlavorNoFit | None = None) -> tuple[Target, ...]:
         """Whom the workload (at its sizes) would preempt to fit, in the flavors its assignment
-        chose (`fit`) or given as `needs`; none when nobody may go."""
-        return self.targets_for(info, _needs(fit))
+        chose (`fit`, and its topology when only the domains stand in the way); none when nobody
+        may go."""
+        topology: TopologyCheck | None = None
+        retry = fit.retry if fit is not None else None
+        if retry is not None:
+            topology = partial(topology_fits, info, retry, self.cache)
+        return self.targets_for(info, _needs(fit), topology)
 
-    def targets_for(self, info: WorkloadInfo, needs: Needs | None) -> tuple[Target, ...]:
+    def targets_for(
+        self, info: WorkloadInfo, needs: Needs | None, topology: TopologyCheck | None = None
+    ) -> tuple[Target, ...]:
         scheduler, model, cache, queues = self.scheduler, self.model, self.cache, self.queues
         usage = queues.afs.score if queues.afs is not None and queues.uses_afs(model.name) else None
         sizes = scheduler.sizes
         if scheduler.fair_sharing is not None:
             strategies = scheduler.fair_sharing
-            return tuple(fair_preemption_targets(info, model, cache, strategies, sizes, usage, needs))
-        return tuple(preemption_targets(info, model, cache, cache.flavors, sizes, usage, needs))
+            found = fair_preemption_targets(info, model, cache, strategies, sizes, usage, needs, topology)
+            return tuple(found)
+        return tuple(preemption_targets(info, model, cache, cache.flavors, sizes, usage, needs, topology))
 
     def _preempt(
         self, key: WorkloadKey, info: WorkloadInfo, targets: tuple[Target, ...], fit: FlavorNoFit

@@ -5,7 +5,13 @@ A flavor is a TAS flavor here only when the cache has both its Topology and the 
 `TopologyNode`s: each node's free capacity without the pods of admitted TAS workloads); until
 then the flavor assignment refuses it by name. The trees are built for each assignment from the
 nodes, less every admitted workload's assignments, then `admit_topology` places the pod sets.
-A pod set that does not fit waits without preemption (Kueue's TAS preemption is not done here).
+
+A Workload that fits on quota but not in the domains is placed again as if no admitted workload
+held anything there (Kueue's simulated empty topology): when it fits so, preemption may make room
+(its verdict waits for quota, with the flavor-resources of its TAS pod sets needing preemption and
+`retry` kept), and preemption's test of a candidate set places it again without their
+assignments (`topology_fits`), as Kueue's preemption checks the topology with quota; when it does
+not fit even so, it waits, as before.
 """
 
 from __future__ import annotations
@@ -23,7 +29,16 @@ from ..topology.assignment import charge, decode_assignment
 from ..topology.placement import Placed, PodSetPlacement
 from .flavors import FlavorFit, FlavorNoFit, PodSetFlavors, TasFlavors
 
-__all__ = ["TAS_KINDS_ONLY", "admitted_pod_sets", "place_topology", "record_topology", "tas_flavors"]
+__all__ = [
+    "TAS_KINDS_ONLY",
+    "admitted_pod_sets",
+    "place_topology",
+    "record_topology",
+    "tas_flavors",
+    "topology_fits",
+]
+
+Key = tuple[str, str]
 
 
 TAS_KINDS_ONLY = (
@@ -56,7 +71,52 @@ def _tas_flavor(assigned: Mapping[str, str], flavors: Mapping[str, ResourceFlavo
 
 
 def place_topology(info: WorkloadInfo, fit: FlavorFit, cache: QuotaCache) -> FlavorFit | FlavorNoFit:
-    """The fit with each TAS pod set's topology assignment, or why they do not fit."""
+    """The fit with each TAS pod set's topology assignment, or why they do not fit (waiting for
+    preemption when an empty topology would hold them)."""
+    wanted = _wanted(info, fit, cache)
+    if isinstance(wanted, FlavorNoFit):
+        return wanted
+    if not wanted:
+        return fit
+    result = _place(wanted, cache, excluded=None)
+    if isinstance(result, str):
+        if isinstance(_place(wanted, cache, excluded=_ALL), str):
+            return FlavorNoFit(result, waiting_for_quota=False)
+        tas = {
+            (f, r) for ps in fit.pod_sets for r, f in ps.flavors.items() if _topology_of(cache.flavors.get(f))
+        }
+        return FlavorNoFit(result, True, dict(fit.usage), frozenset(tas), retry=fit)
+    pod_sets = [replace(ps, topology=result.get(ps.name)) for ps in fit.pod_sets]
+    return replace(fit, pod_sets=pod_sets)
+
+
+def topology_fits(info: WorkloadInfo, fit: FlavorFit, cache: QuotaCache, excluded: frozenset[Key]) -> bool:
+    """Whether the quota assignment's TAS pod sets fit once the `excluded` workloads are gone."""
+    wanted = _wanted(info, fit, cache)
+    return isinstance(wanted, list) and not isinstance(_place(wanted, cache, excluded), str)
+
+
+# Every admitted workload left out: Kueue's simulated empty topology.
+_ALL: frozenset[Key] = frozenset({("*", "*")})
+
+
+def _place(
+    wanted: list[PodSetTopology], cache: QuotaCache, excluded: frozenset[Key] | None
+) -> dict[str, TopologyAssignment] | str:
+    tas = {p.flavor: cache.flavors[p.flavor] for p in wanted}
+    trees = flavor_trees(tas, cache.topologies, cache.topology_nodes or [])
+    if excluded is not _ALL:
+        for key, entries in cache.topology_usage.items():
+            if excluded is not None and key in excluded:
+                continue
+            for flavor_name, placed, per_pod in entries:
+                if flavor_name in trees:
+                    charge(trees[flavor_name], placed, per_pod)
+    return admit_topology(wanted, cache.flavors, trees)
+
+
+def _wanted(info: WorkloadInfo, fit: FlavorFit, cache: QuotaCache) -> list[PodSetTopology] | FlavorNoFit:
+    """The TAS pod sets of the fit, to place (none: nothing to place)."""
     infos = {ps.name: ps for ps in info.pod_sets}
     wanted: list[PodSetTopology] = []
     for ps in fit.pod_sets:
@@ -76,19 +136,7 @@ def place_topology(info: WorkloadInfo, fit: FlavorFit, cache: QuotaCache) -> Fla
             tolerations=(*one.placement.tolerations, *flavor.spec.tolerations),
         )
         wanted.append(PodSetTopology(ps.name, names[0], one.topology, placement))
-    if not wanted:
-        return fit
-    tas = {p.flavor: cache.flavors[p.flavor] for p in wanted}
-    trees = flavor_trees(tas, cache.topologies, cache.topology_nodes or [])
-    for entries in cache.topology_usage.values():
-        for flavor_name, placed, per_pod in entries:
-            if flavor_name in trees:
-                charge(trees[flavor_name], placed, per_pod)
-    result = admit_topology(wanted, cache.flavors, trees)
-    if isinstance(result, str):
-        return FlavorNoFit(result, waiting_for_quota=False)
-    pod_sets = [replace(ps, topology=result.get(ps.name)) for ps in fit.pod_sets]
-    return replace(fit, pod_sets=pod_sets)
+    return wanted
 
 
 def record_topology(

@@ -7,15 +7,16 @@ from __future__ import annotations
 
 from typing import Any
 
-from reconciler.api import ResourceFlavor, Topology, WorkloadStatus
+from reconciler.api import ClusterQueue, ResourceFlavor, Topology, WorkloadStatus
 from reconciler.core.engine import Engine
+from reconciler.core.model.clusterqueues import compile_cluster_queue
 from reconciler.core.model.workloads import compile_workload
-from reconciler.core.scheduling.scheduler import Admit, Pending
+from reconciler.core.scheduling.scheduler import Admit, Pending, Preempt
 from reconciler.core.status import admitted_workload_status
 from reconciler.core.topology.assignment import decode_assignment
 from reconciler.core.topology.domains import HOSTNAME, TopologyNode
 from reconciler.integrations.batchjob import workload_for_job
-from tests.support.builders import cluster_queue, decode, job, job_body
+from tests.support.builders import cluster_queue, cluster_queue_body, decode, job, job_body
 
 GPU = "nvidia.com/gpu"
 RACK = "cloud.com/topology-rack"
@@ -170,3 +171,52 @@ def test_only_the_kinds_whose_pods_are_placed_may_use_a_tas_flavor() -> None:
         "couldn't assign flavors to pod set main: flavor tas has spec.topologyName default: "
         "topology-aware scheduling is supported for batch/v1 Jobs and JobSets only by this controller"
     )
+
+
+def _sized(name: str, pods: int, priority: int) -> Any:
+    body = job_body(name, uid=f"uid-{name}", parallelism=pods, completions=pods, requests={GPU: "1"})
+    body["spec"]["template"].setdefault("metadata", {})["annotations"] = REQUIRED_RACK
+    info = compile_workload(
+        workload_for_job(decode(body, type(job("x")))), lookup_template=lambda ns, n: None, mappings={}
+    )
+    info.priority = priority
+    return info
+
+
+def test_a_workload_the_domains_cannot_hold_preempts_lower_ones_until_a_rack_frees() -> None:
+    """Kueue's TAS preemption: quota fits, no rack has four free GPUs, an empty one would: the
+    lower-priority workload admitted last is preempted, the other stays."""
+    state = Engine()
+    state.set_flavor(tas_flavor())
+    state.set_namespace("ns", {})
+    body = cluster_queue_body("cq", [("tas", {GPU: 16})])
+    body["spec"]["preemption"] = {"withinClusterQueue": "LowerPriority"}
+    state.set_cluster_queue(compile_cluster_queue(decode(body, ClusterQueue)))
+    state.set_local_queue("ns", "lq", "cq")
+    state.set_topology(TOPOLOGY)
+    state.set_topology_nodes(nodes())
+    for name in ("a", "b"):
+        state.add_workload(_sized(name, 3, priority=1))
+        (admitted,) = [d for d in state.schedule() if isinstance(d, Admit)]
+        state.add_workload(
+            _sized(name, 3, priority=1),
+            admitted_workload_status(WorkloadStatus(), admitted, "2026-12-07T00:00:00Z").admission,
+        )
+    state.add_workload(_sized("c", 4, priority=10))
+    decisions = state.schedule()
+    (preempt,) = [d for d in decisions if isinstance(d, Preempt)]
+    assert [t.key[1].split("-")[1] for t in preempt.targets] == ["b"]
+    (pending,) = [d for d in decisions if isinstance(d, Pending)]
+    assert pending.message.endswith(". Pending the preemption of 1 workload(s)")
+    assert 'allows to fit only 1 out of 4 pod(s)' in pending.message
+    state.remove_workload(preempt.targets[0].key)
+    (admitted,) = [d for d in state.schedule() if isinstance(d, Admit)]
+    assert admitted.key[1].split("-")[1] == "c"
+    assert sum(hosts(admitted).values()) == 4
+
+
+def test_a_workload_an_empty_topology_cannot_hold_waits_without_preempting() -> None:
+    state = engine()
+    state.add_workload(_sized("huge", 9, priority=10))  # 8 GPUs in all: never placeable
+    decisions = state.schedule()
+    assert [type(d) for d in decisions] == [Pending]
