@@ -303,9 +303,9 @@ async def test_three_gpu_jobs_over_two_workers_two_run_one_waits_for_a_free_gpu(
             try:
                 # a on one worker, then b on the other, the one with a free GPU. b runs longer
                 # than a, so that a's worker is the first with a free GPU again.
-                await run.submit("a", 14)
+                await run.submit("a", 20)
                 await run.dispatched("a")
-                await run.submit("b", 22)
+                await run.submit("b", 30)
                 assert await run.dispatched("b") != run.chosen["a"], run.chosen
                 await run.submit("c", 8)
                 await _third_waits(run)
