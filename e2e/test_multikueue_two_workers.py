@@ -191,6 +191,10 @@ async def _dispatched(mk: KubeClient, path: str) -> str | None:
     return cluster
 
 
+async def _gone(kube: KubeClient, path: str) -> bool:
+    return await kube.get_or_none(path) is None
+
+
 async def _pending_copy(kube: KubeClient, path: str) -> Obj | None:
     """The worker's copy once this controller has said why it waits."""
     wl = await kube.get_or_none(path)
@@ -312,6 +316,12 @@ async def test_three_gpu_jobs_over_two_workers_two_run_one_waits_for_a_free_gpu(
                 await run.finished("a")
                 # Then c goes to a's worker and runs there; b and c finish.
                 assert await run.dispatched("c") == run.chosen["a"]
+                other = run.workers[run.chosen["b"]]
+                await wait_for(
+                    "c's waiting copy removed from b's worker",
+                    lambda: _gone(other, run.workload("c")),
+                    within=30,
+                )
                 await run.finished("b")
                 await run.finished("c")
             finally:
