@@ -70,7 +70,7 @@ def manager(
     `controller` fixture)."""
     with running_manager(
         tmp_path_factory.mktemp("multikueue"),
-        testbed.kubeconfig,
+        {WORKER: testbed.kubeconfig},
         frameworks=("batch/job", "jobset.x-k8s.io/jobset"),
         webhook_groups=WEBHOOK_GROUPS | {"jobset.x-k8s.io"},
         install=install_jobset_crds,

@@ -1,9 +1,11 @@
 """A MultiKueue manager for the worker tests (issue 41): a second control plane of its own
 (no nodes: a manager runs no pods) running real Kueue v0.18.1 (built by
 `e2e/build-binaries.sh --kueue`) with MultiKueue, its Job and kueue.x-k8s.io webhooks on a
-loopback port; and the objects that connect it to a worker: the worker's kubeconfig in a
-Secret (certificates embedded, as Kueue requires), a MultiKueueCluster, a MultiKueueConfig, the
-MultiKueue AdmissionCheck and a ClusterQueue that uses it.
+loopback port; and the objects that connect it to its workers (one or more): each worker's
+kubeconfig in a Secret (certificates embedded, as Kueue requires) and its MultiKueueCluster, a
+MultiKueueConfig listing them all, the MultiKueue AdmissionCheck and a ClusterQueue that uses it.
+On a worker: this controller with Kueue's CRDs (`worker_controller`, batch/v1 Jobs), also with
+JobSet's controller (`worker_with_jobset`).
 """
 
 from __future__ import annotations
@@ -11,7 +13,7 @@ from __future__ import annotations
 import asyncio
 import base64
 import sys
-from collections.abc import Awaitable, Callable, Iterator
+from collections.abc import Awaitable, Callable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -41,11 +43,12 @@ __all__ = [
     "ORIGIN",
     "WORKER",
     "Manager",
-    "connect_worker",
+    "connect_workers",
     "embedded_kubeconfig",
     "install_manager",
     "manager_queues",
     "running_manager",
+    "worker_controller",
     "worker_with_jobset",
 ]
 
@@ -108,14 +111,15 @@ Install = Callable[[KubeClient], Awaitable[None]]
 @contextmanager
 def running_manager(
     workdir: Path,
-    worker_kubeconfig: Path,
+    workers: Mapping[str, Path],
     *,
     frameworks: tuple[str, ...] = ("batch/job",),
     webhook_groups: frozenset[str] = WEBHOOK_GROUPS,
     install: Install | None = None,
 ) -> Iterator[Manager]:
-    """A manager control plane (no nodes) running Kueue with MultiKueue over one worker, `worker1`
-    (`install`: what else its API needs first, e.g. a kind's CRD); stopped on exit."""
+    """A manager control plane (no nodes) running Kueue with MultiKueue over `workers` (each
+    worker's name and its admin kubeconfig; `install`: what else its API needs first, e.g. a
+    kind's CRD); stopped on exit."""
     build = kueue_build()
     missing = build.missing()
     if missing:
@@ -140,7 +144,7 @@ def running_manager(
         async def connect() -> None:
             async with KubeClient.from_kubeconfig(bed.kubeconfig) as kube:
                 await register_webhooks(kube, manager, build, webhook_groups)
-                await connect_worker(kube, WORKER, worker_kubeconfig)
+                await connect_workers(kube, workers)
 
         asyncio.run(connect())
         yield manager
@@ -152,28 +156,36 @@ def running_manager(
         bed.stop()
 
 
-async def connect_worker(kube: KubeClient, name: str, worker_kubeconfig: Path) -> None:
-    """The worker's kubeconfig Secret, its MultiKueueCluster, the MultiKueueConfig listing it
-    and the AdmissionCheck; until Kueue says both are active."""
-    secret = {
-        "apiVersion": "v1",
-        "kind": "Secret",
-        "metadata": {"name": f"{name}-kubeconfig", "namespace": SYSTEM},
-        "stringData": {"kubeconfig": embedded_kubeconfig(worker_kubeconfig)},
-    }
-    cluster = {
-        "apiVersion": KUEUE,
-        "kind": "MultiKueueCluster",
-        "metadata": {"name": name},
-        "spec": {
-            "clusterSource": {"kubeConfig": {"locationType": "Secret", "location": f"{name}-kubeconfig"}}
-        },
-    }
+async def connect_workers(kube: KubeClient, workers: Mapping[str, Path]) -> None:
+    """Per worker its kubeconfig Secret and MultiKueueCluster; the MultiKueueConfig listing them
+    all (in the mapping's order) and the AdmissionCheck; until Kueue says each is active."""
+    objects: list[Obj] = []
+    for name, kubeconfig in workers.items():
+        objects.append(
+            {
+                "apiVersion": "v1",
+                "kind": "Secret",
+                "metadata": {"name": f"{name}-kubeconfig", "namespace": SYSTEM},
+                "stringData": {"kubeconfig": embedded_kubeconfig(kubeconfig)},
+            }
+        )
+        objects.append(
+            {
+                "apiVersion": KUEUE,
+                "kind": "MultiKueueCluster",
+                "metadata": {"name": name},
+                "spec": {
+                    "clusterSource": {
+                        "kubeConfig": {"locationType": "Secret", "location": f"{name}-kubeconfig"}
+                    }
+                },
+            }
+        )
     config = {
         "apiVersion": KUEUE,
         "kind": "MultiKueueConfig",
         "metadata": {"name": "workers"},
-        "spec": {"clusters": [name]},
+        "spec": {"clusters": list(workers)},
     }
     check = {
         "apiVersion": KUEUE,
@@ -184,12 +196,10 @@ async def connect_worker(kube: KubeClient, name: str, worker_kubeconfig: Path) -
             "parameters": {"apiGroup": "kueue.x-k8s.io", "kind": "MultiKueueConfig", "name": "workers"},
         },
     }
-    await apply_objects(kube, [secret, cluster, config, check])
-    for path in (
-        api_path(KUEUE, "multikueueclusters", name=name),
-        api_path(KUEUE, "admissionchecks", name=CHECK),
-    ):
-        await _active(kube, path)
+    await apply_objects(kube, [*objects, config, check])
+    for name in workers:
+        await _active(kube, api_path(KUEUE, "multikueueclusters", name=name))
+    await _active(kube, api_path(KUEUE, "admissionchecks", name=CHECK))
 
 
 async def _active(kube: KubeClient, path: str) -> None:
@@ -252,6 +262,43 @@ async def manager_queues(kube: KubeClient, namespace: str, device_class: Obj, gp
     return cq
 
 
+def worker_configuration(frameworks: tuple[str, ...]) -> Obj:
+    """A worker controller's Configuration: `frameworks`, GPUs charged through DRA."""
+    return {
+        "apiVersion": "config.kueue.x-k8s.io/v1beta2",
+        "kind": "Configuration",
+        "integrations": {"frameworks": list(frameworks)},
+        "resources": {
+            "deviceClassMappings": [{"name": "nvidia.com/gpu", "deviceClassNames": [DEVICE_CLASS_NAME]}]
+        },
+    }
+
+
+@contextmanager
+def worker_controller(
+    bed: Testbed, workdir: Path, frameworks: tuple[str, ...] = ("batch/job",)
+) -> Iterator[ControllerProcess]:
+    """A worker's side on `bed` for `frameworks` whose controllers already run there (batch/v1
+    Jobs: kube-controller-manager's): Kueue's CRDs and this controller, ready; stopped on exit
+    (it must exit cleanly)."""
+
+    async def crds() -> None:
+        async with KubeClient.from_kubeconfig(bed.kubeconfig) as kube:
+            await install_crds(kube)
+
+    asyncio.run(crds())
+    workdir.mkdir(parents=True, exist_ok=True)
+    (workdir / "config.yaml").write_text(yaml.safe_dump(worker_configuration(frameworks)))
+    controller = ControllerProcess(workdir / "config.yaml", bed.kubeconfig, workdir / "controller.log")
+    controller.start()
+    try:
+        controller.wait_ready()
+        yield controller
+    finally:
+        code = controller.stop()
+        assert code == 0, f"the controller did not stop cleanly (exit {code}):\n{controller.log_tail(30)}"
+
+
 @contextmanager
 def worker_with_jobset(bed: Testbed, workdir: Path) -> Iterator[ControllerProcess]:
     """The worker's side on `bed`: JobSet's manager with its CRD and webhooks, Kueue's CRDs, and
@@ -265,28 +312,15 @@ def worker_with_jobset(bed: Testbed, workdir: Path) -> Iterator[ControllerProces
     async def up() -> list[Obj]:
         async with KubeClient.from_kubeconfig(bed.kubeconfig) as kube:
             await install_jobset_crds(kube, build)
-            await install_crds(kube)
             jobset.start()
             await jobset.wait_ready_async()
             return await register(kube, jobset_webhooks(build, jobset.webhook_port, jobset.ca_pem))
 
     hooks = asyncio.run(up())
-    config = {
-        "apiVersion": "config.kueue.x-k8s.io/v1beta2",
-        "kind": "Configuration",
-        "integrations": {"frameworks": ["batch/job", "jobset.x-k8s.io/jobset"]},
-        "resources": {
-            "deviceClassMappings": [{"name": "nvidia.com/gpu", "deviceClassNames": [DEVICE_CLASS_NAME]}]
-        },
-    }
-    (workdir / "config.yaml").write_text(yaml.safe_dump(config))
-    controller = ControllerProcess(workdir / "config.yaml", bed.kubeconfig, workdir / "controller.log")
-    controller.start()
     try:
-        controller.wait_ready()
-        yield controller
+        with worker_controller(bed, workdir, ("batch/job", "jobset.x-k8s.io/jobset")) as controller:
+            yield controller
     finally:
-        code = controller.stop()
 
         async def down() -> None:
             async with KubeClient.from_kubeconfig(bed.kubeconfig) as kube:
@@ -294,4 +328,3 @@ def worker_with_jobset(bed: Testbed, workdir: Path) -> Iterator[ControllerProces
 
         asyncio.run(down())
         jobset.stop()
-        assert code == 0, f"the controller did not stop cleanly (exit {code}):\n{controller.log_tail(30)}"

@@ -208,7 +208,7 @@ def test_a_workload_the_domains_cannot_hold_preempts_lower_ones_until_a_rack_fre
     assert [t.key[1].split("-")[1] for t in preempt.targets] == ["b"]
     (pending,) = [d for d in decisions if isinstance(d, Pending)]
     assert pending.message.endswith(". Pending the preemption of 1 workload(s)")
-    assert 'allows to fit only 1 out of 4 pod(s)' in pending.message
+    assert "allows to fit only 1 out of 4 pod(s)" in pending.message
     state.remove_workload(preempt.targets[0].key)
     (admitted,) = [d for d in state.schedule() if isinstance(d, Admit)]
     assert admitted.key[1].split("-")[1] == "c"
