@@ -47,12 +47,8 @@ def testbed(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Testbed]:
     earlier_runs = tmp_path_factory.getbasetemp().parent.glob("*/testbed*")
     for run_dir in reap_orphaned(earlier_runs):
         print(f"[testbed] stopped an orphaned test-bed in {run_dir}")
-    bed = Testbed(run_dir=tmp_path_factory.mktemp("testbed"))
-    bed.start()
-    try:
+    with Testbed(run_dir=tmp_path_factory.mktemp("testbed")) as bed:
         yield bed
-    finally:
-        bed.stop()
 
 
 @pytest.fixture

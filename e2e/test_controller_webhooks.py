@@ -77,12 +77,8 @@ def _configuration(path: Path, **fields: Any) -> Path:
 @pytest.fixture(scope="module")
 def testbed(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Testbed]:
     """This module's own test-bed: its webhooks fail closed, which no other test should meet."""
-    bed = Testbed(run_dir=tmp_path_factory.mktemp("testbed-webhooks"))
-    bed.start()
-    try:
+    with Testbed(run_dir=tmp_path_factory.mktemp("testbed-webhooks")) as bed:
         yield bed
-    finally:
-        bed.stop()
 
 
 class Served:

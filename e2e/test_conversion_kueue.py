@@ -40,12 +40,8 @@ KEPT_EMPTY = ("levels", "domains", "slices")
 
 @pytest.fixture(scope="module")
 def bed(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Testbed]:
-    testbed = Testbed(run_dir=tmp_path_factory.mktemp("testbed-kueue-conversion"), echo=None)
-    testbed.start()
-    try:
+    with Testbed(run_dir=tmp_path_factory.mktemp("testbed-kueue-conversion"), echo=None) as testbed:
         yield testbed
-    finally:
-        testbed.stop()
 
 
 @pytest.fixture(scope="module")

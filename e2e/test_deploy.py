@@ -107,14 +107,10 @@ def testbed(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Testbed]:
     proves the ClusterRole's jobs/finalizers rule. (The plugin never denies the admin
     kubeconfig, which is in system:masters; the HA failures once blamed on it were the
     own-write race fixed in 4f93f13, and they reproduce without it on the older code.)"""
-    bed = Testbed(
+    with Testbed(
         run_dir=tmp_path_factory.mktemp("testbed-deploy"), apiserver_args=(ENFORCE_OWNER_REFERENCES,)
-    )
-    bed.start()
-    try:
+    ) as bed:
         yield bed
-    finally:
-        bed.stop()
 
 
 @pytest.fixture(scope="module")

@@ -51,12 +51,8 @@ Obj = dict[str, Any]
 @pytest.fixture(scope="module")
 def testbed(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Testbed]:
     """A test-bed of this module's own: the chart creates the CRDs, so none may exist before."""
-    bed = Testbed(run_dir=tmp_path_factory.mktemp("testbed-helm"))
-    bed.start()
-    try:
+    with Testbed(run_dir=tmp_path_factory.mktemp("testbed-helm")) as bed:
         yield bed
-    finally:
-        bed.stop()
 
 
 @pytest.fixture(scope="module")

@@ -41,12 +41,8 @@ CHECK = "multikueue"
 @pytest.fixture(scope="module")
 def second_bed(testbed: Testbed, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Testbed]:
     """`worker2`: a test-bed of its own (one node, one Tesla T4), started after the session's."""
-    bed = Testbed(run_dir=tmp_path_factory.mktemp("testbed-worker2"))
-    bed.start()
-    try:
+    with Testbed(run_dir=tmp_path_factory.mktemp("testbed-worker2")) as bed:
         yield bed
-    finally:
-        bed.stop()
 
 
 @pytest.fixture(scope="module")

@@ -39,7 +39,7 @@ import aiohttp
 import pytest
 import pytest_asyncio
 
-from e2e.support.aggregation import VERSIONS
+from e2e.support.aggregation import VERSIONS, bind_user
 from e2e.support.aggregation import register_visibility as _register
 from e2e.support.aggregation import unregister_visibility as _unregister
 from e2e.support.deploy import ROOT, ControllerProcess, free_port, install_crds
@@ -429,20 +429,7 @@ async def test_requests_without_the_front_proxy_or_the_permission_are_refused(
     assert body["kind"] == "PendingWorkloadsSummary"
     # Through the API server: a user bound to the shipped LocalQueue viewer role in this namespace
     # reads its LocalQueue's list but not the ClusterQueue's.
-    await kube.create(
-        api_path("rbac.authorization.k8s.io/v1", "rolebindings", namespace),
-        {
-            "apiVersion": "rbac.authorization.k8s.io/v1",
-            "kind": "RoleBinding",
-            "metadata": {"name": "lq-viewer", "namespace": namespace},
-            "roleRef": {
-                "apiGroup": "rbac.authorization.k8s.io",
-                "kind": "ClusterRole",
-                "name": "kueue-pending-workloads-lq-viewer-role",
-            },
-            "subjects": [{"kind": "User", "name": user, "apiGroup": "rbac.authorization.k8s.io"}],
-        },
-    )
+    await bind_user(kube, namespace, "kueue-pending-workloads-lq-viewer-role", user)
 
     async def as_user(p: str) -> int:
         async with kube.session.get(kube.server + p, headers={"Impersonate-User": user}) as resp:

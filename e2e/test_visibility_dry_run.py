@@ -23,11 +23,10 @@ from typing import Any
 
 import pytest
 
-from e2e.support.aggregation import register_visibility, unregister_visibility
+from e2e.support.aggregation import bind_user, delete_all, register_visibility, unregister_visibility
 from e2e.support.deploy import ROOT, ControllerProcess, free_port, install_crds
 from e2e.support.workloads import KUEUE, reserved
 from e2e.testbed import KubeClient, Testbed, api_path
-from e2e.testbed.kubeclient import ApiError
 from e2e.testbed.paths import cache_dir, read_versions
 from e2e.testbed.scenario import wait_for
 
@@ -118,15 +117,6 @@ async def _queues(kube: KubeClient, cq: str, namespaces: list[str]) -> None:
         )
 
 
-async def _drop(kube: KubeClient, paths: list[str]) -> None:
-    for path in paths:
-        try:
-            await kube.delete(path)
-        except ApiError as err:
-            if err.status != 404:
-                raise
-
-
 def _kubectl_create_raw(kubeconfig: Path, path: str, body: Obj, workdir: Path) -> Obj:
     kubectl = cache_dir() / f"kubernetes-{read_versions().kubernetes}" / "bin" / "kubectl"
     request = workdir / "whatif.json"
@@ -184,7 +174,7 @@ async def test_a_dry_run_through_the_api_server_names_only_the_askers_victims(
         items, _ = await kube.list_all(api_path(KUEUE, "workloads", namespace))
         assert [w["metadata"]["name"] for w in items] == ["mine"]
     finally:
-        await _drop(
+        await delete_all(
             kube,
             [
                 api_path(KUEUE, "clusterqueues", name=cq),
@@ -211,20 +201,7 @@ async def test_only_a_user_with_the_shipped_role_in_the_namespace_may_ask(
     status, refused = await as_user()
     assert status == 403, refused
     assert f'User "{user}" cannot create resource "whatifs"' in refused["message"]
-    await kube.create(
-        api_path("rbac.authorization.k8s.io/v1", "rolebindings", namespace),
-        {
-            "apiVersion": "rbac.authorization.k8s.io/v1",
-            "kind": "RoleBinding",
-            "metadata": {"name": "whatif", "namespace": namespace},
-            "roleRef": {
-                "apiGroup": "rbac.authorization.k8s.io",
-                "kind": "ClusterRole",
-                "name": "dra-quota-reconciler-whatif-creator",
-            },
-            "subjects": [{"kind": "User", "name": user, "apiGroup": "rbac.authorization.k8s.io"}],
-        },
-    )
+    await bind_user(kube, namespace, "dra-quota-reconciler-whatif-creator", user)
 
     async def answered() -> bool:
         status, _ = await as_user()

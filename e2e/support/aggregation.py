@@ -17,7 +17,15 @@ from e2e.testbed import KubeClient, api_path
 from e2e.testbed.kubeclient import ApiError
 from e2e.testbed.scenario import wait_for
 
-__all__ = ["VERSIONS", "apiservices", "register_visibility", "unregister_visibility", "viewer_roles"]
+__all__ = [
+    "VERSIONS",
+    "apiservices",
+    "bind_user",
+    "delete_all",
+    "register_visibility",
+    "unregister_visibility",
+    "viewer_roles",
+]
 
 Obj = dict[str, Any]
 VERSIONS = ("v1beta2", "v1beta1")
@@ -90,9 +98,29 @@ async def unregister_visibility(kube: KubeClient) -> None:
         for d in viewer_roles()
     ]
     paths.append(api_path("v1", "namespaces", name=SERVICE_NAMESPACE))
+    await delete_all(kube, paths)
+
+
+async def delete_all(kube: KubeClient, paths: list[str]) -> None:
+    """Delete each object; one already gone is fine."""
     for path in paths:
         try:
             await kube.delete(path)
         except ApiError as err:
             if err.status != 404:
                 raise
+
+
+async def bind_user(kube: KubeClient, namespace: str, cluster_role: str, user: str) -> None:
+    """A RoleBinding in `namespace` giving `user` a shipped ClusterRole (named after the role)."""
+    rbac = "rbac.authorization.k8s.io"
+    await kube.create(
+        api_path(f"{rbac}/v1", "rolebindings", namespace),
+        {
+            "apiVersion": f"{rbac}/v1",
+            "kind": "RoleBinding",
+            "metadata": {"name": cluster_role, "namespace": namespace},
+            "roleRef": {"apiGroup": rbac, "kind": "ClusterRole", "name": cluster_role},
+            "subjects": [{"kind": "User", "name": user, "apiGroup": rbac}],
+        },
+    )
