@@ -397,15 +397,20 @@ def assign_flavors(
                     assigned[covered] = chosen
                     usage[covered] = attempt.amount(covered, requests, chosen)
         _assume(assumed, assigned, usage)
+        results.append(PodSetFlavors(pod_set.name, pod_set.count, assigned, usage))
         if failed:
             waits.append(f"couldn't assign flavors to pod set {pod_set.name}: " + ", ".join(sorted(reasons)))
             if not waiting:
                 return FlavorNoFit("; ".join(waits), waiting_for_quota=False)
             continue
-        results.append(PodSetFlavors(pod_set.name, pod_set.count, assigned, usage))
-        text = _considered(tried)
-        if text:
+        if text := _considered(tried):
             considered.append(f"{pod_set.name}: {text}")
     if waits:
-        return FlavorNoFit("; ".join(waits), True, assumed, frozenset(needed), depends)
+        retry = FlavorFit(results, assumed) if _on_tas(results, tas) else None
+        return FlavorNoFit("; ".join(waits), True, assumed, frozenset(needed), depends, retry)
     return FlavorFit(results, assumed, borrows, " | ".join(considered), level, tuple(charged))
+
+
+def _on_tas(pod_sets: list[PodSetFlavors], tas: TasFlavors) -> bool:
+    """Some pod set is charged to a flavor topology-aware scheduling places on."""
+    return any(f in tas.levels for ps in pod_sets for f in ps.flavors.values())

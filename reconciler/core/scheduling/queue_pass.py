@@ -37,7 +37,14 @@ from .fungibility import NO_CANDIDATES, PREEMPT, RECLAIM, Outcome
 from .kept_verdicts import KeptVerdicts
 from .partial import can_be_partial, largest_fit
 from .preemption import Needs, Target, TopologyCheck, preemption_targets, preemptor_requests
-from .topology_fit import admitted_pod_sets, place_topology, record_topology, tas_flavors, topology_fits
+from .topology_fit import (
+    admitted_pod_sets,
+    place_topology,
+    record_topology,
+    short_of_quota,
+    tas_flavors,
+    topology_fits,
+)
 
 __all__ = ["CycleOwner", "Head", "QueuePass", "group_of", "may_preempt"]
 
@@ -149,6 +156,8 @@ class QueuePass:
         fit = assign_flavors(info, self.model, self.cache.flavors, tree, devices, sizes, tas, oracle)
         if isinstance(fit, FlavorFit) and tas.levels:
             fit = place_topology(info, fit, self.cache)
+        elif isinstance(fit, FlavorNoFit) and fit.waiting_for_quota and fit.retry is not None:
+            fit = short_of_quota(info, fit, self.cache)
         if kept is not None and isinstance(fit, FlavorNoFit) and not fit.depends:
             kept.put(self.model, info.shape, self.queues.epoch, sizes, tree, fit)
         return fit

@@ -34,6 +34,7 @@ __all__ = [
     "admitted_pod_sets",
     "place_topology",
     "record_topology",
+    "short_of_quota",
     "tas_flavors",
     "topology_fits",
 ]
@@ -88,6 +89,24 @@ def place_topology(info: WorkloadInfo, fit: FlavorFit, cache: QuotaCache) -> Fla
         return FlavorNoFit(result, True, dict(fit.usage), frozenset(tas), retry=fit)
     pod_sets = [replace(ps, topology=result.get(ps.name)) for ps in fit.pod_sets]
     return replace(fit, pod_sets=pod_sets)
+
+
+def short_of_quota(info: WorkloadInfo, verdict: FlavorNoFit, cache: QuotaCache) -> FlavorNoFit:
+    """A Workload short of quota on a TAS flavor (`verdict.retry`, its quota assignment): one an
+    empty topology could not hold either does not preempt (Kueue's no fit); else preemption
+    frees the domains too (its TAS flavor-resources need preemption, and each candidate set is
+    placed again)."""
+    retry = verdict.retry
+    wanted = _wanted(info, retry, cache) if retry is not None else []
+    if isinstance(wanted, FlavorNoFit):
+        return replace(wanted, message=verdict.message)
+    if retry is None or not wanted:
+        return verdict
+    if isinstance(_place(wanted, cache, excluded=_ALL), str):
+        return FlavorNoFit(verdict.message, waiting_for_quota=False)
+    flavors = cache.flavors
+    tas = {(f, r) for ps in retry.pod_sets for r, f in ps.flavors.items() if _topology_of(flavors.get(f))}
+    return replace(verdict, needed=verdict.needed | tas)
 
 
 def topology_fits(info: WorkloadInfo, fit: FlavorFit, cache: QuotaCache, excluded: frozenset[Key]) -> bool:

@@ -220,3 +220,25 @@ def test_a_workload_an_empty_topology_cannot_hold_waits_without_preempting() -> 
     state.add_workload(_sized("huge", 9, priority=10))  # 8 GPUs in all: never placeable
     decisions = state.schedule()
     assert [type(d) for d in decisions] == [Pending]
+
+
+def test_short_of_quota_one_no_empty_topology_could_hold_does_not_preempt() -> None:
+    """Kueue's no fit: nine one-GPU pods in one rack cannot be placed in any rack, even empty, so
+    though preemption could give it the quota, nobody is preempted for it."""
+    state = Engine()
+    state.set_flavor(tas_flavor())
+    state.set_namespace("ns", {})
+    body = cluster_queue_body("cq", [("tas", {GPU: 9})])
+    body["spec"]["preemption"] = {"withinClusterQueue": "LowerPriority"}
+    state.set_cluster_queue(compile_cluster_queue(decode(body, ClusterQueue)))
+    state.set_local_queue("ns", "lq", "cq")
+    state.set_topology(TOPOLOGY)
+    state.set_topology_nodes(nodes())
+    state.add_workload(_sized("low", 3, priority=1))
+    (admitted,) = [d for d in state.schedule() if isinstance(d, Admit)]
+    status = admitted_workload_status(WorkloadStatus(), admitted, "2026-12-07T00:00:00Z")
+    state.add_workload(_sized("low", 3, priority=1), status.admission)
+    state.add_workload(_sized("huge", 9, priority=10))
+    (pending,) = state.schedule()
+    assert isinstance(pending, Pending)
+    assert pending.message.startswith("couldn't assign flavors to pod set main: insufficient unused quota")
