@@ -189,11 +189,12 @@ def test_everything_rendered_is_applied(installed: list[Obj]) -> None:
             "ServiceMonitor",
             "PrometheusRule",
             "ConfigMap",
-            # The visibility API (manifests/visibility.yaml): its two APIServices, Service, reader
-            # ClusterRoles, the delegated authentication and authorization bindings, flow control.
-            *["APIService"] * 2,
+            # The visibility API (manifests/visibility.yaml): its two APIServices and the dry run's,
+            # Service, reader ClusterRoles and the dry run's creator role, the delegated
+            # authentication and authorization bindings, flow control.
+            *["APIService"] * 3,
             "Service",
-            *["ClusterRole"] * 2,
+            *["ClusterRole"] * 3,
             "ClusterRoleBinding",
             "RoleBinding",
             "FlowSchema",
