@@ -183,18 +183,24 @@ def _sized(name: str, pods: int, priority: int) -> Any:
     return info
 
 
-def test_a_workload_the_domains_cannot_hold_preempts_lower_ones_until_a_rack_frees() -> None:
-    """Kueue's TAS preemption: quota fits, no rack has four free GPUs, an empty one would: the
-    lower-priority workload admitted last is preempted, the other stays."""
+def preempting_engine(gpus: int) -> Engine:
+    """The fed TAS engine with `gpus` of quota, lower priorities preempted within the ClusterQueue."""
     state = Engine()
     state.set_flavor(tas_flavor())
     state.set_namespace("ns", {})
-    body = cluster_queue_body("cq", [("tas", {GPU: 16})])
+    body = cluster_queue_body("cq", [("tas", {GPU: gpus})])
     body["spec"]["preemption"] = {"withinClusterQueue": "LowerPriority"}
     state.set_cluster_queue(compile_cluster_queue(decode(body, ClusterQueue)))
     state.set_local_queue("ns", "lq", "cq")
     state.set_topology(TOPOLOGY)
     state.set_topology_nodes(nodes())
+    return state
+
+
+def test_a_workload_the_domains_cannot_hold_preempts_lower_ones_until_a_rack_frees() -> None:
+    """Kueue's TAS preemption: quota fits, no rack has four free GPUs, an empty one would: the
+    lower-priority workload admitted last is preempted, the other stays."""
+    state = preempting_engine(gpus=16)
     for name in ("a", "b"):
         state.add_workload(_sized(name, 3, priority=1))
         (admitted,) = [d for d in state.schedule() if isinstance(d, Admit)]
@@ -225,15 +231,7 @@ def test_a_workload_an_empty_topology_cannot_hold_waits_without_preempting() -> 
 def test_short_of_quota_one_no_empty_topology_could_hold_does_not_preempt() -> None:
     """Kueue's no fit: nine one-GPU pods in one rack cannot be placed in any rack, even empty, so
     though preemption could give it the quota, nobody is preempted for it."""
-    state = Engine()
-    state.set_flavor(tas_flavor())
-    state.set_namespace("ns", {})
-    body = cluster_queue_body("cq", [("tas", {GPU: 9})])
-    body["spec"]["preemption"] = {"withinClusterQueue": "LowerPriority"}
-    state.set_cluster_queue(compile_cluster_queue(decode(body, ClusterQueue)))
-    state.set_local_queue("ns", "lq", "cq")
-    state.set_topology(TOPOLOGY)
-    state.set_topology_nodes(nodes())
+    state = preempting_engine(gpus=9)
     state.add_workload(_sized("low", 3, priority=1))
     (admitted,) = [d for d in state.schedule() if isinstance(d, Admit)]
     status = admitted_workload_status(WorkloadStatus(), admitted, "2026-12-07T00:00:00Z")
