@@ -79,14 +79,11 @@ def place_topology(info: WorkloadInfo, fit: FlavorFit, cache: QuotaCache) -> Fla
         return wanted
     if not wanted:
         return fit
-    result = _place(wanted, cache, excluded=None)
+    result = _place(wanted, cache)
     if isinstance(result, str):
-        if isinstance(_place(wanted, cache, excluded=_ALL), str):
+        if isinstance(_place(wanted, cache, empty=True), str):
             return FlavorNoFit(result, waiting_for_quota=False)
-        tas = {
-            (f, r) for ps in fit.pod_sets for r, f in ps.flavors.items() if _topology_of(cache.flavors.get(f))
-        }
-        return FlavorNoFit(result, True, dict(fit.usage), frozenset(tas), retry=fit)
+        return FlavorNoFit(result, True, dict(fit.usage), _tas_resources(fit, cache), retry=fit)
     pod_sets = [replace(ps, topology=result.get(ps.name)) for ps in fit.pod_sets]
     return replace(fit, pod_sets=pod_sets)
 
@@ -97,16 +94,16 @@ def short_of_quota(info: WorkloadInfo, verdict: FlavorNoFit, cache: QuotaCache) 
     frees the domains too (its TAS flavor-resources need preemption, and each candidate set is
     placed again)."""
     retry = verdict.retry
-    wanted = _wanted(info, retry, cache) if retry is not None else []
+    if retry is None:
+        return verdict
+    wanted = _wanted(info, retry, cache)
     if isinstance(wanted, FlavorNoFit):
         return replace(wanted, message=verdict.message)
-    if retry is None or not wanted:
+    if not wanted:
         return verdict
-    if isinstance(_place(wanted, cache, excluded=_ALL), str):
+    if isinstance(_place(wanted, cache, empty=True), str):
         return FlavorNoFit(verdict.message, waiting_for_quota=False)
-    flavors = cache.flavors
-    tas = {(f, r) for ps in retry.pod_sets for r, f in ps.flavors.items() if _topology_of(flavors.get(f))}
-    return replace(verdict, needed=verdict.needed | tas)
+    return replace(verdict, needed=verdict.needed | _tas_resources(retry, cache))
 
 
 def topology_fits(info: WorkloadInfo, fit: FlavorFit, cache: QuotaCache, excluded: frozenset[Key]) -> bool:
@@ -115,22 +112,31 @@ def topology_fits(info: WorkloadInfo, fit: FlavorFit, cache: QuotaCache, exclude
     return isinstance(wanted, list) and not isinstance(_place(wanted, cache, excluded), str)
 
 
-# Every admitted workload left out: Kueue's simulated empty topology.
-_ALL: frozenset[Key] = frozenset({("*", "*")})
+def _tas_resources(fit: FlavorFit, cache: QuotaCache) -> frozenset[tuple[str, str]]:
+    """The flavor-resources the fit charges to TAS flavors (they need preemption for the domains)."""
+    flavors = cache.flavors
+    return frozenset(
+        (f, r) for ps in fit.pod_sets for r, f in ps.flavors.items() if _topology_of(flavors.get(f))
+    )
 
 
 def _place(
-    wanted: list[PodSetTopology], cache: QuotaCache, excluded: frozenset[Key] | None
+    wanted: list[PodSetTopology],
+    cache: QuotaCache,
+    excluded: frozenset[Key] = frozenset(),
+    *,
+    empty: bool = False,
 ) -> dict[str, TopologyAssignment] | str:
+    """The pod sets placed on the trees less what admitted workloads hold there (but the
+    `excluded`; with `empty`, none: Kueue's simulated empty topology)."""
     tas = {p.flavor: cache.flavors[p.flavor] for p in wanted}
     trees = flavor_trees(tas, cache.topologies, cache.topology_nodes or [])
-    if excluded is not _ALL:
-        for key, entries in cache.topology_usage.items():
-            if excluded is not None and key in excluded:
-                continue
-            for flavor_name, placed, per_pod in entries:
-                if flavor_name in trees:
-                    charge(trees[flavor_name], placed, per_pod)
+    for key, entries in () if empty else cache.topology_usage.items():
+        if key in excluded:
+            continue
+        for flavor_name, placed, per_pod in entries:
+            if flavor_name in trees:
+                charge(trees[flavor_name], placed, per_pod)
     return admit_topology(wanted, cache.flavors, trees)
 
 
